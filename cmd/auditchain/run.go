@@ -1,0 +1,229 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"strings"
+	"time"
+
+	"github.com/auditchain/auditchain/api"
+	"github.com/auditchain/auditchain/internal/app"
+	"github.com/auditchain/auditchain/internal/config"
+	"github.com/auditchain/auditchain/internal/domain"
+	"github.com/auditchain/auditchain/internal/httpapi"
+	"github.com/auditchain/auditchain/internal/store"
+)
+
+const usage = `usage: auditchain <command> [flags]
+
+commands:
+  serve                 run the HTTP API (see --help for flags; each reads AUDITCHAIN_*)
+  admin create-account  create an account and its first unscoped key
+  admin create-key      create another key for an account
+`
+
+// run is the whole program; main only supplies the process's context, arguments,
+// environment and streams, so tests can run it in-process.
+func run(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) error {
+	if len(args) == 0 {
+		fmt.Fprint(stderr, usage)
+		return errors.New("no command given")
+	}
+	switch args[0] {
+	case "serve":
+		return serve(ctx, args[1:], getenv, stdout, stderr)
+	case "admin":
+		return adminCmd(ctx, args[1:], getenv, stdout, stderr)
+	case "help", "-h", "--help":
+		fmt.Fprint(stdout, usage)
+		return nil
+	default:
+		fmt.Fprint(stderr, usage)
+		return fmt.Errorf("unknown command %q", args[0])
+	}
+}
+
+func newLogger(cfg config.Config, w io.Writer) *slog.Logger {
+	var level slog.Level
+	_ = level.UnmarshalText([]byte(cfg.LogLevel))
+	opts := &slog.HandlerOptions{Level: level}
+	if cfg.LogFormat == "json" {
+		return slog.New(slog.NewJSONHandler(w, opts))
+	}
+	return slog.New(slog.NewTextHandler(w, opts))
+}
+
+func serve(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) error {
+	cfg, err := config.Parse(args, getenv, stderr)
+	if err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return nil
+		}
+		return err
+	}
+	log := newLogger(cfg, stderr)
+
+	st, err := store.Open(ctx, cfg.DB)
+	if err != nil {
+		return fmt.Errorf("open store: %w", err)
+	}
+	defer st.Close()
+
+	doc, err := api.OpenAPIJSON()
+	if err != nil {
+		return fmt.Errorf("openapi document: %w", err)
+	}
+	a := app.New(st, cfg, log)
+	handler := httpapi.NewServer(a, log, doc)
+
+	ln, err := net.Listen("tcp", cfg.Addr)
+	if err != nil {
+		return err
+	}
+	srv := &http.Server{
+		Handler:           handler,
+		ReadHeaderTimeout: 10 * time.Second,
+		ReadTimeout:       60 * time.Second,
+		// Streams clear their own write deadline (SSE must not be cut).
+		WriteTimeout:   60 * time.Second,
+		IdleTimeout:    120 * time.Second,
+		MaxHeaderBytes: 64 << 10,
+		ErrorLog:       slog.NewLogLogger(log.Handler(), slog.LevelWarn),
+		BaseContext:    func(net.Listener) context.Context { return ctx },
+	}
+	fmt.Fprintf(stdout, "auditchain listening on http://%s\n", ln.Addr())
+	fmt.Fprintf(stdout, "auditchain data in %s\n", st.Location)
+	log.Info("serving", "addr", ln.Addr().String(), "store", string(st.Dialect), "env", cfg.Env)
+
+	errc := make(chan error, 1)
+	go func() { errc <- srv.Serve(ln) }()
+	select {
+	case err := <-errc:
+		return err
+	case <-ctx.Done():
+	}
+	log.Info("shutting down: finishing in-flight requests")
+	shutdownCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), cfg.ShutdownTimeout)
+	defer cancel()
+	if err := srv.Shutdown(shutdownCtx); err != nil {
+		return fmt.Errorf("shutdown: %w", err)
+	}
+	if err := <-errc; !errors.Is(err, http.ErrServerClosed) {
+		return err
+	}
+	return nil
+}
+
+func adminCmd(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) error {
+	if len(args) == 0 {
+		fmt.Fprint(stderr, usage)
+		return errors.New("admin needs a subcommand")
+	}
+	fs := flag.NewFlagSet("admin "+args[0], flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	dbDefault := getenv("AUDITCHAIN_DB")
+	if dbDefault == "" {
+		dbDefault = config.DefaultDB
+	}
+	db := fs.String("db", dbDefault, "store: sqlite:PATH or a postgres:// URL")
+	open := func() (*app.App, func(), error) {
+		st, err := store.Open(ctx, *db)
+		if err != nil {
+			return nil, nil, fmt.Errorf("open store: %w", err)
+		}
+		cfg := config.Config{EpochAnchor: domain.DefaultEpochAnchor}
+		return app.New(st, cfg, slog.New(slog.NewTextHandler(stderr, nil))), func() { st.Close() }, nil
+	}
+	switch args[0] {
+	case "create-account":
+		email := fs.String("email", "", "account email")
+		isAdmin := fs.Bool("admin", false, "make the account an administrator")
+		noEmail := fs.Bool("no-email", false, "create an account without an email")
+		if err := fs.Parse(args[1:]); err != nil {
+			return err
+		}
+		if *email == "" && !*noEmail {
+			return errors.New("create-account needs --email EMAIL or --no-email")
+		}
+		if *email != "" && *noEmail {
+			return errors.New("--email and --no-email exclude each other")
+		}
+		a, closeStore, err := open()
+		if err != nil {
+			return err
+		}
+		defer closeStore()
+		acct, key, err := a.CreateAccount(ctx, app.AccountRequest{Email: *email, NoEmail: *noEmail, Admin: *isAdmin})
+		if err != nil {
+			return explain(err)
+		}
+		return printJSON(stdout, map[string]any{"user_id": acct.UserID, "email": acct.Email, "key_id": key.Key.ID, "api_key": key.Token})
+	case "create-key":
+		userID := fs.String("user-id", "", "account user_id (UUID)")
+		scopes := fs.String("scopes", "", "comma-separated scopes (empty: unscoped)")
+		machine := fs.String("machine", "", "machine label")
+		label := fs.String("label", "", "key label")
+		expires := fs.String("expires-at", "", "expiry timestamp (RFC 3339)")
+		if err := fs.Parse(args[1:]); err != nil {
+			return err
+		}
+		if *userID == "" {
+			return errors.New("create-key needs --user-id UUID")
+		}
+		req := app.KeyRequest{Machine: *machine, Label: *label}
+		if *scopes != "" {
+			req.Scopes = strings.Split(*scopes, ",")
+		}
+		if *expires != "" {
+			t, err := time.Parse(time.RFC3339, *expires)
+			if err != nil {
+				return fmt.Errorf("--expires-at: %q is not an RFC 3339 timestamp", *expires)
+			}
+			req.ExpiresAt = &t
+		}
+		a, closeStore, err := open()
+		if err != nil {
+			return err
+		}
+		defer closeStore()
+		key, err := a.CreateKey(ctx, *userID, req)
+		if err != nil {
+			return explain(err)
+		}
+		scopeList := key.Key.Scopes
+		if scopeList == nil {
+			scopeList = []string{}
+		}
+		return printJSON(stdout, map[string]any{"key_id": key.Key.ID, "api_key": key.Token, "prefix": key.Key.Prefix,
+			"scopes": scopeList, "machine": key.Key.Machine, "label": key.Key.Label, "expires_at": key.Key.ExpiresAt})
+	default:
+		fmt.Fprint(stderr, usage)
+		return fmt.Errorf("unknown admin command %q", args[0])
+	}
+}
+
+// explain turns a domain error into a one-line message for the terminal.
+func explain(err error) error {
+	var de *domain.Error
+	if errors.As(err, &de) {
+		msg := de.Detail
+		for _, f := range de.Fields {
+			msg = f.Field + ": " + f.Message
+		}
+		return fmt.Errorf("%s: %s", de.Code, msg)
+	}
+	return err
+}
+
+func printJSON(w io.Writer, v any) error {
+	enc := json.NewEncoder(w)
+	enc.SetIndent("", "  ")
+	return enc.Encode(v)
+}

@@ -1,0 +1,196 @@
+package app
+
+import (
+	"context"
+	"crypto/sha256"
+	"crypto/subtle"
+	"encoding/base64"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"net/mail"
+	"strings"
+	"time"
+
+	"github.com/google/uuid"
+
+	"github.com/auditchain/auditchain/internal/domain"
+	"github.com/auditchain/auditchain/internal/store"
+)
+
+// Principal is the authenticated caller of a request.
+type Principal struct {
+	UserID  string
+	KeyID   string
+	Kind    string // "api_key" (CONTRACT.md "Credentials", Actor.kind)
+	Machine string
+	Scopes  []domain.Scope
+	IsAdmin bool
+}
+
+// Unscoped reports whether the credential holds every capability.
+func (p Principal) Unscoped() bool { return len(p.Scopes) == 0 }
+
+// TokenPrefix starts every API key token, so leaked keys are recognisable by scanners.
+const TokenPrefix = "ac_"
+
+// NewKey is a key as created: Token is shown once and never stored.
+type NewKey struct {
+	Key   store.APIKey
+	Token string
+}
+
+// KeyRequest describes a key to create.
+type KeyRequest struct {
+	Scopes    []string
+	Machine   string
+	Label     string
+	ExpiresAt *time.Time
+}
+
+func (a *App) newKey(userID string, req KeyRequest) (NewKey, error) {
+	scopes, err := domain.ParseScopes(req.Scopes)
+	if err != nil {
+		return NewKey{}, domain.Validation(domain.FieldError{Field: "scopes", Message: err.Error()})
+	}
+	now := a.Now().UTC()
+	if req.ExpiresAt != nil && !req.ExpiresAt.After(now) {
+		return NewKey{}, domain.Validation(domain.FieldError{Field: "expires_at", Message: "must be in the future"})
+	}
+	if len(req.Machine) > 200 || len(req.Label) > 200 {
+		return NewKey{}, domain.Validation(domain.FieldError{Field: "label", Message: "machine and label are at most 200 bytes"})
+	}
+	secret := make([]byte, 32)
+	if _, err := io.ReadFull(a.Rand, secret); err != nil {
+		return NewKey{}, fmt.Errorf("key entropy: %w", err)
+	}
+	id, err := uuid.NewV7FromReader(a.Rand)
+	if err != nil {
+		return NewKey{}, fmt.Errorf("key id: %w", err)
+	}
+	token := TokenPrefix + base64.RawURLEncoding.EncodeToString(secret)
+	names := make([]string, len(scopes))
+	for i, s := range scopes {
+		names[i] = string(s)
+	}
+	k := store.APIKey{
+		ID: id.String(), UserID: userID, Hash: hashToken(token), Prefix: token[:len(TokenPrefix)+8],
+		Machine: req.Machine, Label: req.Label, Scopes: names, CreatedAt: now,
+	}
+	if req.ExpiresAt != nil {
+		t := req.ExpiresAt.UTC()
+		k.ExpiresAt = &t
+	}
+	return NewKey{Key: k, Token: token}, nil
+}
+
+func hashToken(token string) []byte {
+	sum := sha256.Sum256([]byte(token))
+	return sum[:]
+}
+
+// AccountRequest describes an account to create (admin create-account).
+type AccountRequest struct {
+	Email   string
+	NoEmail bool
+	Admin   bool
+}
+
+// CreateAccount stores an account with one unscoped key.
+func (a *App) CreateAccount(ctx context.Context, req AccountRequest) (store.Account, NewKey, error) {
+	var email *string
+	if !req.NoEmail {
+		addr, err := mail.ParseAddress(req.Email)
+		if err != nil || addr.Address != req.Email {
+			return store.Account{}, NewKey{}, domain.Validation(domain.FieldError{Field: "email", Message: "must be a plain address like name@example.com (or use --no-email)"})
+		}
+		e := strings.ToLower(req.Email)
+		email = &e
+	}
+	id, err := uuid.NewV7FromReader(a.Rand)
+	if err != nil {
+		return store.Account{}, NewKey{}, err
+	}
+	acct := store.Account{UserID: id.String(), Email: email, IsAdmin: req.Admin, CreatedAt: a.Now().UTC()}
+	key, err := a.newKey(acct.UserID, KeyRequest{})
+	if err != nil {
+		return store.Account{}, NewKey{}, err
+	}
+	switch err := a.Store.CreateAccountWithKey(ctx, acct, key.Key); {
+	case errors.Is(err, store.ErrConflict):
+		return store.Account{}, NewKey{}, domain.Errorf(http.StatusConflict, "account_exists", "an account with that email already exists")
+	case err != nil:
+		return store.Account{}, NewKey{}, err
+	}
+	return acct, key, nil
+}
+
+// CreateKey stores a new key for userID.
+func (a *App) CreateKey(ctx context.Context, userID string, req KeyRequest) (NewKey, error) {
+	key, err := a.newKey(userID, req)
+	if err != nil {
+		return NewKey{}, err
+	}
+	switch err := a.Store.CreateKey(ctx, key.Key); {
+	case errors.Is(err, store.ErrNotFound):
+		return NewKey{}, domain.NotFound("account_not_found", "account")
+	case err != nil:
+		return NewKey{}, err
+	}
+	return key, nil
+}
+
+// Keys lists the caller's keys (metadata only).
+func (a *App) Keys(ctx context.Context, p Principal) ([]store.APIKey, error) {
+	return a.Store.Keys(ctx, p.UserID)
+}
+
+// RevokeKey revokes one of the caller's keys; another account's key id answers
+// exactly like a missing one.
+func (a *App) RevokeKey(ctx context.Context, p Principal, keyID string) (store.APIKey, error) {
+	if _, err := uuid.Parse(keyID); err != nil {
+		return store.APIKey{}, domain.NotFound(domain.CodeKeyNotFound, "key")
+	}
+	k, err := a.Store.RevokeKey(ctx, p.UserID, keyID, a.Now())
+	if errors.Is(err, store.ErrNotFound) {
+		return k, domain.NotFound(domain.CodeKeyNotFound, "key")
+	}
+	return k, err
+}
+
+var (
+	errMissingToken = &domain.Error{Status: http.StatusUnauthorized, Code: domain.CodeMissingToken, Detail: "send an API key in the X-API-Key header"}
+	errInvalidKey   = &domain.Error{Status: http.StatusUnauthorized, Code: domain.CodeInvalidAPIKey, Detail: "the API key is unknown, revoked or expired"}
+)
+
+// Authenticate resolves an X-API-Key token. Unknown, revoked and expired keys
+// give the same answer, so the response reveals nothing about which it was.
+func (a *App) Authenticate(ctx context.Context, token string) (Principal, error) {
+	if token == "" {
+		return Principal{}, errMissingToken
+	}
+	if !strings.HasPrefix(token, TokenPrefix) || len(token) > 128 {
+		return Principal{}, errInvalidKey
+	}
+	h := hashToken(token)
+	k, admin, err := a.Store.KeyByHash(ctx, h)
+	if errors.Is(err, store.ErrNotFound) {
+		return Principal{}, errInvalidKey
+	}
+	if err != nil {
+		return Principal{}, err
+	}
+	if subtle.ConstantTimeCompare(k.Hash, h) != 1 {
+		return Principal{}, errInvalidKey
+	}
+	now := a.Now()
+	if k.RevokedAt != nil || (k.ExpiresAt != nil && !now.Before(*k.ExpiresAt)) {
+		return Principal{}, errInvalidKey
+	}
+	scopes := make([]domain.Scope, len(k.Scopes))
+	for i, s := range k.Scopes {
+		scopes[i] = domain.Scope(s)
+	}
+	return Principal{UserID: k.UserID, KeyID: k.ID, Kind: "api_key", Machine: k.Machine, Scopes: scopes, IsAdmin: admin}, nil
+}

@@ -1,0 +1,143 @@
+// Package config builds the one Config of `auditchain serve` from flags and
+// AUDITCHAIN_* environment variables (CONTRACT.md "Running it"): every flag
+// --foo-bar also reads AUDITCHAIN_FOO_BAR, and a flag on the command line wins.
+package config
+
+import (
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// Config is validated once by Parse; nothing else reads flags or the environment.
+type Config struct {
+	Addr                string
+	DB                  string
+	Env                 string
+	CronSecret          string
+	Teams               bool
+	GovernanceThreshold int
+	DailyEventQuota     int
+	BatchRateLimit      int
+	StreamPing          time.Duration
+	Mail                string
+	OperatorEmail       string
+	AnchorProvider      string
+	WebhookAllowPrivate bool
+	EpochAnchor         time.Time
+	LogFormat           string
+	LogLevel            string
+	MaxBodyBytes        int64
+	ServiceKeyFile      string
+	ShutdownTimeout     time.Duration
+}
+
+// Production reports whether --env production is set.
+func (c Config) Production() bool { return c.Env == "production" }
+
+// DefaultDB is the embedded store used when --db is not given.
+const DefaultDB = "sqlite:./data/auditchain.db"
+
+// Parse reads the serve flags. getenv supplies AUDITCHAIN_* defaults so tests
+// never touch the process environment.
+func Parse(args []string, getenv func(string) string, stderr io.Writer) (Config, error) {
+	fs := flag.NewFlagSet("serve", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	var c Config
+	var anchor string
+	env := func(name, def string) string {
+		if v := getenv("AUDITCHAIN_" + strings.ToUpper(strings.ReplaceAll(name, "-", "_"))); v != "" {
+			return v
+		}
+		return def
+	}
+	str := func(p *string, name, def, usage string) { fs.StringVar(p, name, env(name, def), usage) }
+	var errs []error
+	integer := func(p *int, name string, def int, usage string) {
+		v, err := strconv.Atoi(env(name, strconv.Itoa(def)))
+		if err != nil {
+			errs = append(errs, fmt.Errorf("AUDITCHAIN_%s: %v", strings.ToUpper(strings.ReplaceAll(name, "-", "_")), err))
+		}
+		fs.IntVar(p, name, v, usage)
+	}
+	boolean := func(p *bool, name string, def bool, usage string) {
+		v, err := strconv.ParseBool(env(name, strconv.FormatBool(def)))
+		if err != nil {
+			errs = append(errs, fmt.Errorf("AUDITCHAIN_%s: %v", strings.ToUpper(strings.ReplaceAll(name, "-", "_")), err))
+		}
+		fs.BoolVar(p, name, v, usage)
+	}
+	duration := func(p *time.Duration, name string, def time.Duration, usage string) {
+		v, err := time.ParseDuration(env(name, def.String()))
+		if err != nil {
+			errs = append(errs, fmt.Errorf("AUDITCHAIN_%s: %v", strings.ToUpper(strings.ReplaceAll(name, "-", "_")), err))
+		}
+		fs.DurationVar(p, name, v, usage)
+	}
+
+	str(&c.Addr, "addr", "127.0.0.1:8080", "listen address")
+	str(&c.DB, "db", DefaultDB, "store: sqlite:PATH or a postgres:// URL")
+	str(&c.Env, "env", "development", "development or production")
+	str(&c.CronSecret, "cron-secret", "", "shared secret for /v1/internal/cron/* (unset: those routes answer 503)")
+	boolean(&c.Teams, "teams", false, "enable team (org) routes")
+	integer(&c.GovernanceThreshold, "governance-threshold", 3, "blocked attempts needed to propose a rule")
+	integer(&c.DailyEventQuota, "daily-event-quota", 10000, "events per account per UTC day")
+	integer(&c.BatchRateLimit, "batch-rate-limit", 100, "batch events per minute per key")
+	duration(&c.StreamPing, "stream-ping", 15*time.Second, "SSE ping interval")
+	str(&c.Mail, "mail", "log", "mail transport: log, outbox:DIR or smtp://user:pass@host:port")
+	str(&c.OperatorEmail, "operator-email", "", "recipient of the operator digest")
+	str(&c.AnchorProvider, "anchor-provider", "none", "anchoring provider: none or rfc3161")
+	boolean(&c.WebhookAllowPrivate, "webhook-allow-private", false, "allow webhook targets on private addresses")
+	str(&anchor, "epoch-anchor", "2025-01-01", "epoch stamp origin date (YYYY-MM-DD)")
+	str(&c.LogFormat, "log-format", "", "json or text (default: json in production, text otherwise)")
+	str(&c.LogLevel, "log-level", "info", "debug, info, warn or error")
+	var maxBody int
+	integer(&maxBody, "max-body-bytes", 1<<20, "largest request body accepted (batch requests get 8x)")
+	str(&c.ServiceKeyFile, "service-key-file", "", "Ed25519 service identity key file (default: kept in the store)")
+	duration(&c.ShutdownTimeout, "shutdown-timeout", 30*time.Second, "how long in-flight requests may take on SIGTERM")
+
+	if err := fs.Parse(args); err != nil {
+		return Config{}, err
+	}
+	if fs.NArg() > 0 {
+		errs = append(errs, fmt.Errorf("unexpected arguments: %v", fs.Args()))
+	}
+	c.MaxBodyBytes = int64(maxBody)
+	if t, err := time.Parse(time.DateOnly, anchor); err != nil {
+		errs = append(errs, fmt.Errorf("--epoch-anchor: %q is not YYYY-MM-DD", anchor))
+	} else {
+		c.EpochAnchor = t
+	}
+	if c.Env != "development" && c.Env != "production" {
+		errs = append(errs, fmt.Errorf("--env must be development or production, got %q", c.Env))
+	}
+	if c.GovernanceThreshold < 1 {
+		errs = append(errs, errors.New("--governance-threshold must be at least 1"))
+	}
+	if c.DailyEventQuota < 1 {
+		errs = append(errs, errors.New("--daily-event-quota must be at least 1"))
+	}
+	if c.BatchRateLimit < 1 {
+		errs = append(errs, errors.New("--batch-rate-limit must be at least 1"))
+	}
+	if c.StreamPing <= 0 {
+		errs = append(errs, errors.New("--stream-ping must be positive"))
+	}
+	if c.MaxBodyBytes < 1024 {
+		errs = append(errs, errors.New("--max-body-bytes must be at least 1024"))
+	}
+	if c.LogFormat == "" {
+		c.LogFormat = "text"
+		if c.Production() {
+			c.LogFormat = "json"
+		}
+	}
+	if c.LogFormat != "json" && c.LogFormat != "text" {
+		errs = append(errs, fmt.Errorf("--log-format must be json or text, got %q", c.LogFormat))
+	}
+	return c, errors.Join(errs...)
+}

@@ -1,0 +1,99 @@
+package httpapi
+
+import (
+	"net/http"
+	"time"
+
+	"github.com/auditchain/auditchain/internal/app"
+	"github.com/auditchain/auditchain/internal/domain"
+	"github.com/auditchain/auditchain/internal/store"
+)
+
+// keyJSON is a key's metadata as every listing shows it; the token never appears.
+type keyJSON struct {
+	ID        string     `json:"id"`
+	Prefix    string     `json:"prefix"`
+	Machine   string     `json:"machine"`
+	Label     string     `json:"label"`
+	Scopes    []string   `json:"scopes"`
+	CreatedAt time.Time  `json:"created_at"`
+	ExpiresAt *time.Time `json:"expires_at"`
+	RevokedAt *time.Time `json:"revoked_at"`
+}
+
+func toKeyJSON(k store.APIKey) keyJSON {
+	scopes := k.Scopes
+	if scopes == nil {
+		scopes = []string{}
+	}
+	return keyJSON{ID: k.ID, Prefix: k.Prefix, Machine: k.Machine, Label: k.Label, Scopes: scopes,
+		CreatedAt: k.CreatedAt, ExpiresAt: k.ExpiresAt, RevokedAt: k.RevokedAt}
+}
+
+type createKeyRequest struct {
+	Scopes    []string   `json:"scopes"`
+	Machine   *string    `json:"machine"`
+	Label     *string    `json:"label"`
+	ExpiresAt *time.Time `json:"expires_at"`
+}
+
+// createKeyResponse shows the token once (CONTRACT.md "Credentials").
+type createKeyResponse struct {
+	keyJSON
+	APIKey string `json:"api_key"`
+}
+
+func (s *Server) createKey(w http.ResponseWriter, r *http.Request) error {
+	req, err := decode[createKeyRequest](r, s.app.Cfg.MaxBodyBytes, true)
+	if err != nil {
+		return err
+	}
+	k, err := s.app.CreateKey(r.Context(), principal(r).UserID, app.KeyRequest{
+		Scopes: req.Scopes, Machine: deref(req.Machine), Label: deref(req.Label), ExpiresAt: req.ExpiresAt,
+	})
+	if err != nil {
+		return err
+	}
+	return writeJSON(w, http.StatusCreated, createKeyResponse{keyJSON: toKeyJSON(k.Key), APIKey: k.Token})
+}
+
+func (s *Server) listKeys(w http.ResponseWriter, r *http.Request) error {
+	keys, err := s.app.Keys(r.Context(), principal(r))
+	if err != nil {
+		return err
+	}
+	out := make([]keyJSON, len(keys))
+	for i, k := range keys {
+		out[i] = toKeyJSON(k)
+	}
+	return writeJSON(w, http.StatusOK, map[string]any{"count": len(out), "keys": out})
+}
+
+func (s *Server) revokeKey(w http.ResponseWriter, r *http.Request) error {
+	k, err := s.app.RevokeKey(r.Context(), principal(r), r.PathValue("key_id"))
+	if err != nil {
+		return err
+	}
+	return writeJSON(w, http.StatusOK, map[string]any{"key": toKeyJSON(k)})
+}
+
+func (s *Server) health(w http.ResponseWriter, r *http.Request) error {
+	if err := s.app.Ready(r.Context()); err != nil {
+		s.log.Warn("health: store not ready", "err", err.Error())
+		return &domain.Error{Status: http.StatusServiceUnavailable, Code: domain.CodeUnavailable, Detail: "the store is not ready", RetryAfter: 1}
+	}
+	return writeJSON(w, http.StatusOK, map[string]any{"status": "ok", "store": string(s.app.Store.Dialect)})
+}
+
+func (s *Server) openAPI(w http.ResponseWriter, r *http.Request) error {
+	w.Header().Set("Content-Type", "application/json")
+	_, err := w.Write(s.openapi)
+	return err
+}
+
+func deref(p *string) string {
+	if p == nil {
+		return ""
+	}
+	return *p
+}

@@ -1,0 +1,137 @@
+package httpapi
+
+import "github.com/auditchain/auditchain/internal/domain"
+
+// accessKind is how a route authenticates its caller.
+type accessKind int
+
+const (
+	accessPublic   accessKind = iota // no credential
+	accessScope                      // X-API-Key holding scope (unscoped keys hold all)
+	accessAny                        // any valid credential, no capability
+	accessUnscoped                   // an unscoped key only (key management)
+	accessAdmin                      // scope plus the administrator flag
+	accessCron                       // X-Cron-Secret, no key
+)
+
+type access struct {
+	kind  accessKind
+	scope domain.Scope
+}
+
+var (
+	public   = access{kind: accessPublic}
+	anyKey   = access{kind: accessAny}
+	unscoped = access{kind: accessUnscoped}
+	cron     = access{kind: accessCron}
+)
+
+func scope(s domain.Scope) access { return access{kind: accessScope, scope: s} }
+func admin(s domain.Scope) access { return access{kind: accessAdmin, scope: s} }
+
+type route struct {
+	pattern string
+	auth    access
+	handler handlerFunc // nil: part of the interface, not built yet (501 not_implemented)
+}
+
+// routes is the whole API surface of SPEC.md and CONTRACT.md on one screen.
+func (s *Server) routes() []route {
+	var (
+		gov    = scope(domain.ScopeGovernance)
+		grants = scope(domain.ScopeGrants)
+		notif  = scope(domain.ScopeNotifications)
+		write  = scope(domain.ScopeEventsWrite)
+		read   = scope(domain.ScopeEventsRead)
+		orgs   = scope(domain.ScopeOrgs)
+	)
+	return []route{
+		// Operations and documents.
+		{"GET /v1/health", public, s.health},
+		{"GET /v1/openapi.json", public, s.openAPI},
+
+		// Credentials (CONTRACT.md "Credentials").
+		{"POST /v1/auth/otp/request", public, nil},
+		{"POST /v1/auth/otp/verify", public, nil},
+		{"POST /v1/keys", unscoped, s.createKey},
+		{"GET /v1/keys", unscoped, s.listKeys},
+		{"POST /v1/keys/{key_id}/revoke", unscoped, s.revokeKey},
+
+		// The record (SPEC.md "Events", CONTRACT.md "The record").
+		{"POST /v1/events", write, nil},
+		{"POST /v1/events/batch", write, nil},
+		{"POST /v1/events/search", read, nil},
+		{"GET /v1/events/stream", read, nil},
+		{"GET /v1/events/{event_id}", read, nil},
+		{"GET /v1/chain/tip", read, nil},
+		{"PUT /v1/machines/{machine_id}/signing-key", write, nil},
+		{"GET /v1/machines", read, nil},
+		{"POST /v1/policy/test", gov, nil},
+
+		// Integrity (CONTRACT.md "Integrity").
+		{"GET /v1/chain/blocks", read, nil},
+		{"GET /v1/chain/verify", read, nil},
+		{"GET /v1/chain/proof/inclusion", read, nil},
+		{"GET /v1/chain/proof/consistency", read, nil},
+		{"GET /v1/chain/export", read, nil},
+
+		// The gate (SPEC.md "Grants", CONTRACT.md "Delegation tokens").
+		{"GET /v1/grants", grants, nil},
+		{"POST /v1/grants", grants, nil},
+		{"GET /v1/grants/status", grants, nil},
+		{"POST /v1/grants/{grant_id}/revoke", grants, nil},
+		{"POST /v1/grants/{grant_id}/use", grants, nil},
+		{"GET /v1/delegation/public-key", public, nil},
+
+		// Governance.
+		{"GET /v1/governance/proposals", gov, nil},
+		{"POST /v1/governance/proposals", gov, nil},
+		{"GET /v1/governance/proposals/{proposal_id}", gov, nil},
+		{"POST /v1/governance/proposals/{proposal_id}/ratify", gov, nil},
+		{"POST /v1/governance/proposals/{proposal_id}/enact", gov, nil},
+		{"POST /v1/governance/proposals/{proposal_id}/reject", gov, nil},
+
+		// Chain heal.
+		{"POST /v1/heal/auto/start", gov, nil},
+		{"POST /v1/heal/auto/stop", gov, nil},
+		{"POST /v1/heal/run", gov, nil},
+		{"POST /v1/heal/scan", gov, nil},
+		{"GET /v1/heal/status", gov, nil},
+
+		// Legal agreements.
+		{"POST /v1/legal/accept", anyKey, nil},
+		{"GET /v1/legal/acceptances", anyKey, nil},
+		{"GET /v1/legal/documents", public, nil},
+		{"GET /v1/legal/documents/{document_id}/text", public, nil},
+
+		// Notifications and webhooks.
+		{"GET /v1/notifications", notif, nil},
+		{"POST /v1/notifications/digest/run", admin(domain.ScopeNotifications), nil},
+		{"GET /v1/notifications/preferences", notif, nil},
+		{"PUT /v1/notifications/preferences", notif, nil},
+		{"POST /v1/notifications/test", notif, nil},
+		{"POST /v1/webhooks", notif, nil},
+		{"GET /v1/webhooks", notif, nil},
+		{"DELETE /v1/webhooks/{webhook_id}", notif, nil},
+
+		// Teams.
+		{"GET /v1/orgs", orgs, nil},
+		{"POST /v1/orgs", orgs, nil},
+		{"GET /v1/orgs/{org_id}", orgs, nil},
+		{"POST /v1/orgs/{org_id}/accept", orgs, nil},
+		{"POST /v1/orgs/{org_id}/invite", orgs, nil},
+		{"GET /v1/orgs/{org_id}/keys", orgs, nil},
+		{"GET /v1/orgs/{org_id}/members", orgs, nil},
+
+		// Dashboard.
+		{"GET /v1/dashboard/usage", anyKey, nil},
+
+		// Operator cron (SPEC.md "Operator cron").
+		{"POST /v1/internal/cron/admin-digest", cron, nil},
+		{"POST /v1/internal/cron/anchor", cron, nil},
+		{"POST /v1/internal/cron/digest", cron, nil},
+		{"POST /v1/internal/cron/grant-expiry", cron, nil},
+		{"POST /v1/internal/cron/key-expiry", cron, nil},
+		{"POST /v1/internal/cron/webhooks", cron, nil},
+	}
+}

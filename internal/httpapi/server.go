@@ -1,0 +1,220 @@
+// Package httpapi is auditchain's HTTP JSON API under /v1. routes.go lists every
+// route with its capability; handlers return errors that writeError turns into
+// RFC 9457 problems in one place.
+package httpapi
+
+import (
+	"context"
+	"crypto/subtle"
+	"log/slog"
+	"net/http"
+	"strconv"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+
+	"github.com/auditchain/auditchain/internal/app"
+	"github.com/auditchain/auditchain/internal/domain"
+)
+
+// handlerFunc is a route handler; a non-nil error is answered by writeError.
+type handlerFunc func(w http.ResponseWriter, r *http.Request) error
+
+// Server is the http.Handler of the API.
+type Server struct {
+	app     *app.App
+	log     *slog.Logger
+	mux     *http.ServeMux
+	openapi []byte
+
+	requests *prometheus.CounterVec
+	latency  *prometheus.HistogramVec
+	registry *prometheus.Registry
+}
+
+// NewServer builds the handler. openapiJSON is the document served at /v1/openapi.json.
+func NewServer(a *app.App, log *slog.Logger, openapiJSON []byte) *Server {
+	s := &Server{app: a, log: log, mux: http.NewServeMux(), openapi: openapiJSON}
+	// A registry of our own: nothing global, so several servers (tests, replicas
+	// in one process) never collide.
+	s.registry = prometheus.NewRegistry()
+	s.requests = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "auditchain_http_requests_total", Help: "HTTP requests by route pattern and status.",
+	}, []string{"route", "status"})
+	s.latency = prometheus.NewHistogramVec(prometheus.HistogramOpts{
+		Name: "auditchain_http_request_duration_seconds", Help: "HTTP request latency by route pattern.",
+		Buckets: []float64{.0005, .001, .0025, .005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5},
+	}, []string{"route"})
+	s.registry.MustRegister(s.requests, s.latency,
+		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+
+	for _, rt := range s.routes() {
+		s.mux.Handle(rt.pattern, s.guard(rt))
+	}
+	s.mux.Handle("GET /metrics", promhttp.HandlerFor(s.registry, promhttp.HandlerOpts{}))
+	return s
+}
+
+// ServeHTTP resolves the route once, so unknown paths and wrong methods answer
+// as problems too, and every request is counted under its route pattern.
+func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	start := time.Now()
+	_, pattern := s.mux.Handler(r)
+	sw := &statusWriter{ResponseWriter: w, status: http.StatusOK}
+	defer func() {
+		if rec := recover(); rec != nil {
+			if rec == http.ErrAbortHandler {
+				panic(rec)
+			}
+			s.log.Error("handler panicked", "route", pattern, "panic", rec)
+			if !sw.wrote {
+				writeError(sw, r, s.log, &domain.Error{Status: 500, Code: domain.CodeInternal, Detail: "the server could not complete the request; it has been logged"})
+			}
+		}
+		label := pattern
+		if label == "" {
+			label = "unmatched"
+		}
+		s.requests.WithLabelValues(label, strconv.Itoa(sw.status)).Inc()
+		s.latency.WithLabelValues(label).Observe(time.Since(start).Seconds())
+		s.log.Debug("request", "method", r.Method, "route", label, "status", sw.status, "duration_ms", float64(time.Since(start).Microseconds())/1000)
+	}()
+	sw.Header().Set("Cache-Control", "no-store")
+	if pattern == "" {
+		s.unmatched(sw, r)
+		return
+	}
+	s.mux.ServeHTTP(sw, r)
+}
+
+// unmatched answers 404 or 405 as a problem; the mux knows which.
+func (s *Server) unmatched(w http.ResponseWriter, r *http.Request) {
+	h, _ := s.mux.Handler(r)
+	probe := &headerProbe{header: http.Header{}}
+	h.ServeHTTP(probe, r)
+	if probe.status == http.StatusMethodNotAllowed {
+		w.Header().Set("Allow", probe.header.Get("Allow"))
+		writeError(w, r, s.log, &domain.Error{Status: http.StatusMethodNotAllowed, Code: domain.CodeMethodNotAllowed,
+			Detail: "this route does not accept " + r.Method})
+		return
+	}
+	writeError(w, r, s.log, &domain.Error{Status: http.StatusNotFound, Code: domain.CodeNotFound, Detail: "no route matches " + r.URL.Path})
+}
+
+// guard applies a route's authentication and capability, then runs its handler.
+func (s *Server) guard(rt route) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		r, err := s.authorize(rt.auth, r)
+		if err != nil {
+			writeError(w, r, s.log, err)
+			return
+		}
+		if rt.handler == nil {
+			writeError(w, r, s.log, &domain.Error{Status: http.StatusNotImplemented, Code: domain.CodeNotImplemented,
+				Detail: rt.pattern + " is part of the interface but is not built yet"})
+			return
+		}
+		if err := rt.handler(w, r); err != nil {
+			writeError(w, r, s.log, err)
+		}
+	})
+}
+
+type ctxKey struct{}
+
+// principal returns the authenticated caller of a credentialed route.
+func principal(r *http.Request) app.Principal {
+	p, _ := r.Context().Value(ctxKey{}).(app.Principal)
+	return p
+}
+
+// authorize checks a route's access rule and returns the request carrying the
+// authenticated principal.
+func (s *Server) authorize(a access, r *http.Request) (*http.Request, error) {
+	switch a.kind {
+	case accessPublic:
+		return r, nil
+	case accessCron:
+		return r, s.checkCronSecret(r)
+	}
+	p, err := s.app.Authenticate(r.Context(), r.Header.Get("X-API-Key"))
+	if err != nil {
+		return r, err
+	}
+	if err := checkAccess(a, p); err != nil {
+		return r, err
+	}
+	return r.WithContext(context.WithValue(r.Context(), ctxKey{}, p)), nil
+}
+
+// checkAccess applies a route's capability rule to an authenticated caller.
+func checkAccess(a access, p app.Principal) error {
+	switch a.kind {
+	case accessScope:
+		if !domain.Allows(p.Scopes, a.scope) {
+			return (&domain.Error{Status: http.StatusForbidden, Code: domain.CodeScopeMissing,
+				Detail: "this key lacks the " + string(a.scope) + " scope"}).With("scope", string(a.scope))
+		}
+	case accessUnscoped:
+		if !p.Unscoped() {
+			return (&domain.Error{Status: http.StatusForbidden, Code: domain.CodeScopeMissing,
+				Detail: "key management needs an unscoped key"}).With("scope", "unscoped")
+		}
+	case accessAdmin:
+		if !domain.Allows(p.Scopes, a.scope) {
+			return (&domain.Error{Status: http.StatusForbidden, Code: domain.CodeScopeMissing,
+				Detail: "this key lacks the " + string(a.scope) + " scope"}).With("scope", string(a.scope))
+		}
+		if !p.IsAdmin {
+			return &domain.Error{Status: http.StatusForbidden, Code: domain.CodeAdminOnly, Detail: "only an administrator may call this route"}
+		}
+	}
+	return nil
+}
+
+// checkCronSecret guards the operator cron routes (SPEC.md "Authentication" 4):
+// never open when no secret is configured, compared in constant time, never logged.
+func (s *Server) checkCronSecret(r *http.Request) error {
+	want := s.app.Cfg.CronSecret
+	if want == "" {
+		return &domain.Error{Status: http.StatusServiceUnavailable, Code: domain.CodeCronUnconfigured, Detail: "no cron secret is configured on this deployment"}
+	}
+	got := r.Header.Get("X-Cron-Secret")
+	if subtle.ConstantTimeCompare([]byte(got), []byte(want)) != 1 {
+		return &domain.Error{Status: http.StatusUnauthorized, Code: domain.CodeUnauthorized, Detail: "the X-Cron-Secret header is absent or wrong"}
+	}
+	return nil
+}
+
+type statusWriter struct {
+	http.ResponseWriter
+	status int
+	wrote  bool
+}
+
+func (w *statusWriter) WriteHeader(code int) {
+	if !w.wrote {
+		w.status, w.wrote = code, true
+	}
+	w.ResponseWriter.WriteHeader(code)
+}
+
+func (w *statusWriter) Write(b []byte) (int, error) {
+	w.wrote = true
+	return w.ResponseWriter.Write(b)
+}
+
+// Unwrap lets http.ResponseController reach Flush and SetWriteDeadline (SSE).
+func (w *statusWriter) Unwrap() http.ResponseWriter { return w.ResponseWriter }
+
+// headerProbe captures what the mux's fallback handler would answer.
+type headerProbe struct {
+	header http.Header
+	status int
+}
+
+func (p *headerProbe) Header() http.Header         { return p.header }
+func (p *headerProbe) Write(b []byte) (int, error) { return len(b), nil }
+func (p *headerProbe) WriteHeader(code int)        { p.status = code }

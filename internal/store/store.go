@@ -1,0 +1,233 @@
+// Package store is auditchain's only persistence: database/sql over embedded
+// SQLite (modernc.org/sqlite, pure Go) or PostgreSQL (pgx). The SQL is shared
+// where the databases agree ($N placeholders, BIGINT unix-microsecond times,
+// TEXT ids) and native where they differ; each dialect has its own migrations.
+package store
+
+import (
+	"context"
+	"database/sql"
+	"embed"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"sort"
+	"strconv"
+	"strings"
+	"time"
+
+	_ "github.com/jackc/pgx/v5/stdlib" // registers the "pgx" driver
+	_ "modernc.org/sqlite"             // registers the "sqlite" driver
+)
+
+// Dialect names the database behind a Store.
+type Dialect string
+
+const (
+	SQLite   Dialect = "sqlite"
+	Postgres Dialect = "postgres"
+)
+
+// Store is safe for concurrent use.
+type Store struct {
+	Dialect Dialect
+	// read serves queries; on SQLite it is a pool of read-only WAL readers.
+	read *sql.DB
+	// write serves transactions. On SQLite it is a single connection whose
+	// transactions begin IMMEDIATE, so writers queue in-process instead of
+	// failing with SQLITE_BUSY; on PostgreSQL it is the same pool as read.
+	write *sql.DB
+	// Location describes where the data lives, for the startup banner (no secrets).
+	Location string
+}
+
+//go:embed migrations
+var migrations embed.FS
+
+// Open connects to dsn ("sqlite:PATH" or a postgres:// URL), applies pending
+// migrations and returns a ready Store.
+func Open(ctx context.Context, dsn string) (*Store, error) {
+	var s *Store
+	var err error
+	switch {
+	case strings.HasPrefix(dsn, "sqlite:"):
+		s, err = openSQLite(strings.TrimPrefix(dsn, "sqlite:"))
+	case strings.HasPrefix(dsn, "postgres://"), strings.HasPrefix(dsn, "postgresql://"):
+		s, err = openPostgres(dsn)
+	default:
+		return nil, fmt.Errorf("--db must be sqlite:PATH or a postgres:// URL")
+	}
+	if err != nil {
+		return nil, err
+	}
+	if err := s.migrate(ctx); err != nil {
+		s.Close()
+		return nil, err
+	}
+	return s, nil
+}
+
+func openSQLite(path string) (*Store, error) {
+	if path == "" {
+		return nil, errors.New("sqlite: empty path")
+	}
+	if dir := filepath.Dir(path); dir != "" {
+		if err := os.MkdirAll(dir, 0o750); err != nil {
+			return nil, fmt.Errorf("create data directory: %w", err)
+		}
+	}
+	abs, err := filepath.Abs(path)
+	if err != nil {
+		abs = path
+	}
+	// WAL with synchronous=FULL survives power loss (notes/performance.md).
+	pragmas := "_pragma=journal_mode(WAL)&_pragma=synchronous(FULL)&_pragma=busy_timeout(10000)&_pragma=foreign_keys(1)"
+	write, err := sql.Open("sqlite", "file:"+path+"?"+pragmas+"&_txlock=immediate")
+	if err != nil {
+		return nil, err
+	}
+	write.SetMaxOpenConns(1)
+	write.SetMaxIdleConns(1)
+	write.SetConnMaxLifetime(0)
+	read, err := sql.Open("sqlite", "file:"+path+"?"+pragmas+"&_pragma=query_only(1)")
+	if err != nil {
+		write.Close()
+		return nil, err
+	}
+	read.SetMaxOpenConns(8)
+	read.SetMaxIdleConns(8)
+	read.SetConnMaxLifetime(0)
+	return &Store{Dialect: SQLite, read: read, write: write, Location: "sqlite:" + abs}, nil
+}
+
+func openPostgres(url string) (*Store, error) {
+	db, err := sql.Open("pgx", url)
+	if err != nil {
+		return nil, err
+	}
+	db.SetMaxOpenConns(32)
+	db.SetMaxIdleConns(32)
+	db.SetConnMaxIdleTime(5 * time.Minute)
+	return &Store{Dialect: Postgres, read: db, write: db, Location: "postgres://" + redactURL(url)}, nil
+}
+
+// redactURL keeps host and database of a postgres URL and drops credentials.
+func redactURL(url string) string {
+	rest := strings.SplitN(url, "://", 2)[1]
+	if at := strings.LastIndex(rest, "@"); at >= 0 {
+		rest = rest[at+1:]
+	}
+	if q := strings.Index(rest, "?"); q >= 0 {
+		rest = rest[:q]
+	}
+	return rest
+}
+
+// Close releases every connection.
+func (s *Store) Close() error {
+	err := s.read.Close()
+	if s.write != s.read {
+		err = errors.Join(err, s.write.Close())
+	}
+	return err
+}
+
+// Ping reports whether the database answers.
+func (s *Store) Ping(ctx context.Context) error { return s.read.PingContext(ctx) }
+
+// DB returns the read pool, for packages (tests, bench) that inspect rows directly.
+func (s *Store) DB() *sql.DB { return s.read }
+
+// WriteDB returns the write handle (the only one that may modify rows on SQLite).
+func (s *Store) WriteDB() *sql.DB { return s.write }
+
+// InTx runs fn in a write transaction and commits when fn returns nil. Callers
+// acknowledge nothing until InTx has returned nil: that is the commit.
+func (s *Store) InTx(ctx context.Context, fn func(tx *sql.Tx) error) error {
+	tx, err := s.write.BeginTx(ctx, nil)
+	if err != nil {
+		return fmt.Errorf("begin: %w", err)
+	}
+	if err := fn(tx); err != nil {
+		_ = tx.Rollback()
+		return err
+	}
+	if err := tx.Commit(); err != nil {
+		return fmt.Errorf("commit: %w", err)
+	}
+	return nil
+}
+
+// migrationLockID is the PostgreSQL advisory lock that serialises migrations of
+// replicas starting together ("auditchn" in ASCII).
+const migrationLockID = 0x6175646974636e
+
+func (s *Store) migrate(ctx context.Context) error {
+	dir := "migrations/" + string(s.Dialect)
+	entries, err := fs.ReadDir(migrations, dir)
+	if err != nil {
+		return err
+	}
+	sort.Slice(entries, func(i, j int) bool { return entries[i].Name() < entries[j].Name() })
+
+	conn, err := s.write.Conn(ctx)
+	if err != nil {
+		return fmt.Errorf("migrate: %w", err)
+	}
+	defer conn.Close()
+	if s.Dialect == Postgres {
+		if _, err := conn.ExecContext(ctx, `SELECT pg_advisory_lock($1)`, migrationLockID); err != nil {
+			return fmt.Errorf("migrate: lock: %w", err)
+		}
+		defer conn.ExecContext(context.WithoutCancel(ctx), `SELECT pg_advisory_unlock($1)`, migrationLockID)
+	}
+	if _, err := conn.ExecContext(ctx, `CREATE TABLE IF NOT EXISTS schema_migrations (version BIGINT PRIMARY KEY, applied_at BIGINT NOT NULL)`); err != nil {
+		return fmt.Errorf("migrate: %w", err)
+	}
+	for _, e := range entries {
+		version, err := strconv.ParseInt(strings.SplitN(e.Name(), "_", 2)[0], 10, 64)
+		if err != nil {
+			return fmt.Errorf("migration %s: name must start with a number", e.Name())
+		}
+		body, err := migrations.ReadFile(dir + "/" + e.Name())
+		if err != nil {
+			return err
+		}
+		tx, err := conn.BeginTx(ctx, nil)
+		if err != nil {
+			return fmt.Errorf("migrate: %w", err)
+		}
+		var applied int
+		if err := tx.QueryRowContext(ctx, `SELECT count(*) FROM schema_migrations WHERE version = $1`, version).Scan(&applied); err != nil {
+			tx.Rollback()
+			return fmt.Errorf("migrate: %w", err)
+		}
+		if applied > 0 {
+			tx.Rollback()
+			continue
+		}
+		if _, err := tx.ExecContext(ctx, string(body)); err != nil {
+			tx.Rollback()
+			return fmt.Errorf("migration %s: %w", e.Name(), err)
+		}
+		if _, err := tx.ExecContext(ctx, `INSERT INTO schema_migrations (version, applied_at) VALUES ($1, $2)`, version, time.Now().UnixMicro()); err != nil {
+			tx.Rollback()
+			return fmt.Errorf("migration %s: %w", e.Name(), err)
+		}
+		if err := tx.Commit(); err != nil {
+			return fmt.Errorf("migration %s: %w", e.Name(), err)
+		}
+	}
+	return nil
+}
+
+// IsUniqueViolation reports whether err is a unique-constraint failure on either database.
+func IsUniqueViolation(err error) bool {
+	if err == nil {
+		return false
+	}
+	msg := err.Error()
+	return strings.Contains(msg, "UNIQUE constraint failed") || strings.Contains(msg, "SQLSTATE 23505")
+}
