@@ -135,3 +135,36 @@ func (s *Server) routes() []route {
 		{"POST /v1/internal/cron/webhooks", cron, nil},
 	}
 }
+
+// RouteInfo describes one route for tests and documentation generators.
+type RouteInfo struct {
+	Pattern string
+	// Access is "public", "cron", "any", "unscoped", or the scope name; admin
+	// routes read "admin:<scope>".
+	Access string
+	Built  bool
+}
+
+// RouteTable lists every route with its access rule, in routes.go order.
+func (s *Server) RouteTable() []RouteInfo {
+	var out []RouteInfo
+	for _, rt := range s.routes() {
+		var a string
+		switch rt.auth.kind {
+		case accessPublic:
+			a = "public"
+		case accessCron:
+			a = "cron"
+		case accessAny:
+			a = "any"
+		case accessUnscoped:
+			a = "unscoped"
+		case accessScope:
+			a = string(rt.auth.scope)
+		case accessAdmin:
+			a = "admin:" + string(rt.auth.scope)
+		}
+		out = append(out, RouteInfo{Pattern: rt.pattern, Access: a, Built: rt.handler != nil})
+	}
+	return out
+}

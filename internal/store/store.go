@@ -82,8 +82,9 @@ func openSQLite(path string) (*Store, error) {
 	if err != nil {
 		abs = path
 	}
-	// WAL with synchronous=FULL survives power loss (notes/performance.md).
-	pragmas := "_pragma=journal_mode(WAL)&_pragma=synchronous(FULL)&_pragma=busy_timeout(10000)&_pragma=foreign_keys(1)"
+	// WAL with synchronous=FULL survives power loss (notes/performance.md). The busy
+	// timeout comes first so that switching to WAL waits for other processes.
+	pragmas := "_pragma=busy_timeout(10000)&_pragma=journal_mode(WAL)&_pragma=synchronous(FULL)&_pragma=foreign_keys(1)"
 	write, err := sql.Open("sqlite", "file:"+path+"?"+pragmas+"&_txlock=immediate")
 	if err != nil {
 		return nil, err
@@ -172,9 +173,9 @@ func (s *Store) migrate(ctx context.Context) error {
 	}
 	sort.Slice(entries, func(i, j int) bool { return entries[i].Name() < entries[j].Name() })
 
-	conn, err := s.write.Conn(ctx)
+	conn, err := s.firstConn(ctx)
 	if err != nil {
-		return fmt.Errorf("migrate: %w", err)
+		return fmt.Errorf("migrate: connect: %w", err)
 	}
 	defer conn.Close()
 	if s.Dialect == Postgres {
@@ -184,7 +185,7 @@ func (s *Store) migrate(ctx context.Context) error {
 		defer conn.ExecContext(context.WithoutCancel(ctx), `SELECT pg_advisory_unlock($1)`, migrationLockID)
 	}
 	if _, err := conn.ExecContext(ctx, `CREATE TABLE IF NOT EXISTS schema_migrations (version BIGINT PRIMARY KEY, applied_at BIGINT NOT NULL)`); err != nil {
-		return fmt.Errorf("migrate: %w", err)
+		return fmt.Errorf("migrate: create schema_migrations: %w", err)
 	}
 	for _, e := range entries {
 		version, err := strconv.ParseInt(strings.SplitN(e.Name(), "_", 2)[0], 10, 64)
@@ -197,7 +198,7 @@ func (s *Store) migrate(ctx context.Context) error {
 		}
 		tx, err := conn.BeginTx(ctx, nil)
 		if err != nil {
-			return fmt.Errorf("migrate: %w", err)
+			return fmt.Errorf("migrate: begin: %w", err)
 		}
 		var applied int
 		if err := tx.QueryRowContext(ctx, `SELECT count(*) FROM schema_migrations WHERE version = $1`, version).Scan(&applied); err != nil {
@@ -221,6 +222,25 @@ func (s *Store) migrate(ctx context.Context) error {
 		}
 	}
 	return nil
+}
+
+// firstConn opens the first write connection. Switching a new SQLite file to
+// WAL takes an exclusive lock that does not wait on busy_timeout, so processes
+// starting together on one new file retry briefly instead of failing.
+func (s *Store) firstConn(ctx context.Context) (*sql.Conn, error) {
+	delay := 5 * time.Millisecond
+	for attempt := 0; ; attempt++ {
+		conn, err := s.write.Conn(ctx)
+		if err == nil || s.Dialect != SQLite || !strings.Contains(err.Error(), "SQLITE_BUSY") || attempt == 20 {
+			return conn, err
+		}
+		select {
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		case <-time.After(delay):
+		}
+		delay = min(2*delay, 500*time.Millisecond)
+	}
 }
 
 // IsUniqueViolation reports whether err is a unique-constraint failure on either database.

@@ -1,0 +1,156 @@
+package main
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"io"
+	"net/http"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/auditchain/auditchain/internal/store/storetest"
+)
+
+// startServe runs `auditchain serve` in-process on a random port and returns its
+// base URL and a stop function that waits for run to return.
+func startServe(t *testing.T, env map[string]string, args ...string) (string, func() error) {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	pr, pw := io.Pipe()
+	done := make(chan error, 1)
+	getenv := func(k string) string { return env[k] }
+	go func() {
+		err := run(ctx, append([]string{"serve", "--addr", "127.0.0.1:0"}, args...), getenv, pw, io.Discard)
+		pw.CloseWithError(io.EOF)
+		done <- err
+	}()
+	lines := bufio.NewScanner(pr)
+	var base string
+	for lines.Scan() {
+		if addr, ok := strings.CutPrefix(lines.Text(), "auditchain listening on "); ok {
+			base = addr
+			break
+		}
+	}
+	if base == "" {
+		cancel()
+		t.Fatalf("serve did not report its address: %v", <-done)
+	}
+	go io.Copy(io.Discard, pr)
+	var once sync.Once
+	var stopErr error
+	stop := func() error {
+		once.Do(func() {
+			cancel()
+			select {
+			case stopErr = <-done:
+			case <-time.After(30 * time.Second):
+				t.Error("serve did not stop within 30s")
+			}
+		})
+		return stopErr
+	}
+	t.Cleanup(func() { stop() })
+	return base, stop
+}
+
+func TestServeAdminAndShutdown(t *testing.T) {
+	storetest.Each(t, func(t *testing.T, dsn string) {
+		env := map[string]string{"AUDITCHAIN_DB": dsn}
+		base, stop := startServe(t, env)
+
+		resp, err := http.Get(base + "/v1/health")
+		if err != nil || resp.StatusCode != 200 {
+			t.Fatalf("health: %v %v", resp, err)
+		}
+		resp.Body.Close()
+
+		// The admin commands work while the server runs, on the same store.
+		var out strings.Builder
+		if err := run(context.Background(), []string{"admin", "create-account", "--db", dsn, "--email", "ops@example.com", "--admin"}, func(string) string { return "" }, &out, io.Discard); err != nil {
+			t.Fatal(err)
+		}
+		var acct struct{ UserID, Email, KeyID, APIKey string }
+		if err := json.Unmarshal([]byte(out.String()), &map[string]any{}); err != nil {
+			t.Fatalf("create-account printed non-JSON: %s", out.String())
+		}
+		var raw map[string]any
+		json.Unmarshal([]byte(out.String()), &raw)
+		acct.UserID, acct.APIKey = raw["user_id"].(string), raw["api_key"].(string)
+		for _, k := range []string{"user_id", "email", "key_id", "api_key"} {
+			if _, ok := raw[k]; !ok {
+				t.Fatalf("create-account output lacks %s: %s", k, out.String())
+			}
+		}
+
+		out.Reset()
+		if err := run(context.Background(), []string{"admin", "create-key", "--user-id", acct.UserID, "--scopes", "grants,events:read", "--machine", "m1", "--label", "ci", "--expires-at", "2099-01-01T00:00:00Z"},
+			func(k string) string { return env[k] }, &out, io.Discard); err != nil {
+			t.Fatal(err)
+		}
+		var key map[string]any
+		if err := json.Unmarshal([]byte(out.String()), &key); err != nil {
+			t.Fatalf("create-key printed non-JSON: %s", out.String())
+		}
+		for _, k := range []string{"key_id", "api_key", "prefix", "scopes", "machine", "label", "expires_at"} {
+			if _, ok := key[k]; !ok {
+				t.Fatalf("create-key output lacks %s: %s", k, out.String())
+			}
+		}
+
+		req, _ := http.NewRequest("GET", base+"/v1/keys", nil)
+		req.Header.Set("X-API-Key", acct.APIKey)
+		resp, err = http.DefaultClient.Do(req)
+		if err != nil || resp.StatusCode != 200 {
+			t.Fatalf("GET /v1/keys with the bootstrap key: %v %v", resp, err)
+		}
+		var list struct{ Count int }
+		json.NewDecoder(resp.Body).Decode(&list)
+		resp.Body.Close()
+		if list.Count != 2 {
+			t.Fatalf("keys count = %d, want 2", list.Count)
+		}
+
+		if err := stop(); err != nil {
+			t.Fatalf("graceful shutdown returned %v", err)
+		}
+		if _, err := http.Get(base + "/v1/health"); err == nil {
+			t.Fatal("server still answers after shutdown")
+		}
+	})
+}
+
+func TestServeCreatesTheSQLiteFile(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "nested", "dir", "ac.db")
+	_, stop := startServe(t, nil, "--db", "sqlite:"+path)
+	if err := stop(); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := filepath.Glob(path); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func TestAdminUsageErrors(t *testing.T) {
+	dsn := "sqlite:" + filepath.Join(t.TempDir(), "a.db")
+	for _, args := range [][]string{
+		{},
+		{"bogus"},
+		{"admin"},
+		{"admin", "create-account", "--db", dsn},
+		{"admin", "create-account", "--db", dsn, "--email", "x@example.com", "--no-email"},
+		{"admin", "create-account", "--db", dsn, "--email", "not an email"},
+		{"admin", "create-key", "--db", dsn},
+		{"admin", "create-key", "--db", dsn, "--user-id", "00000000-0000-0000-0000-000000000000"},
+		{"admin", "create-key", "--db", dsn, "--user-id", "u", "--expires-at", "tomorrow"},
+		{"serve", "--env", "staging"},
+	} {
+		if err := run(context.Background(), args, func(string) string { return "" }, io.Discard, io.Discard); err == nil {
+			t.Errorf("run %v succeeded", args)
+		}
+	}
+}

@@ -1,0 +1,293 @@
+package httpapi_test
+
+import (
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/auditchain/auditchain/internal/app"
+	"github.com/auditchain/auditchain/internal/config"
+	"github.com/auditchain/auditchain/internal/store/storetest"
+)
+
+func TestHealthAndOpenAPIArePublic(t *testing.T) {
+	eachEnv(t, func(t *testing.T, e *env) {
+		r := e.do("GET", "/v1/health", "", nil)
+		if r.Status != 200 || r.JSON(t)["status"] != "ok" {
+			t.Fatalf("health: %d %s", r.Status, r.Body)
+		}
+		r = e.do("GET", "/v1/openapi.json", "", nil)
+		var doc map[string]any
+		if err := json.Unmarshal(r.Body, &doc); err != nil || r.Status != 200 || doc["openapi"] != "3.1.0" {
+			t.Fatalf("openapi.json: %d %v", r.Status, err)
+		}
+	})
+}
+
+// Every route of routes.go is in the OpenAPI document, with the same method.
+func TestOpenAPICoversEveryRoute(t *testing.T) {
+	e := newEnv(t, storetest.DSN(t, storetest.SQLite), nil)
+	for _, rt := range e.handler.RouteTable() {
+		method, path, _ := strings.Cut(rt.Pattern, " ")
+		item := e.doc.Paths.Find(path)
+		if item == nil || item.GetOperation(method) == nil {
+			t.Errorf("%s is served but not documented in api/openapi.yaml", rt.Pattern)
+		}
+	}
+}
+
+func TestKeyLifecycle(t *testing.T) {
+	eachEnv(t, func(t *testing.T, e *env) {
+		user, root := e.account("owner@example.com")
+
+		r := e.do("POST", "/v1/keys", root, map[string]any{"scopes": []string{"grants", "events:read"}, "machine": "ci-1", "label": "deploy"})
+		if r.Status != http.StatusCreated {
+			t.Fatalf("create: %d %s", r.Status, r.Body)
+		}
+		created := r.JSON(t)
+		token := created["api_key"].(string)
+		if !strings.HasPrefix(token, app.TokenPrefix) || created["prefix"] != token[:len(created["prefix"].(string))] {
+			t.Fatalf("token/prefix: %v", created)
+		}
+
+		// The new key works, within its scopes.
+		if r := e.do("GET", "/v1/events/stream", token, nil); r.Status == http.StatusUnauthorized || r.Status == http.StatusForbidden {
+			t.Fatalf("events:read key refused on events:read route: %d", r.Status)
+		}
+
+		// Listings never show tokens.
+		r = e.do("GET", "/v1/keys", root, nil)
+		if r.Status != 200 || strings.Contains(string(r.Body), token) || strings.Contains(string(r.Body), root) {
+			t.Fatalf("list leaked a token or failed: %d %s", r.Status, r.Body)
+		}
+		list := r.JSON(t)
+		if list["count"].(float64) != 2 {
+			t.Fatalf("count = %v", list["count"])
+		}
+
+		// Revoke: the key stops working at once; a second revoke keeps the first time.
+		id := created["id"].(string)
+		r = e.do("POST", "/v1/keys/"+id+"/revoke", root, nil)
+		if r.Status != 200 {
+			t.Fatalf("revoke: %d %s", r.Status, r.Body)
+		}
+		first := r.JSON(t)["key"].(map[string]any)["revoked_at"]
+		e.clock.Advance(time.Minute)
+		if again := e.do("POST", "/v1/keys/"+id+"/revoke", root, nil).JSON(t)["key"].(map[string]any)["revoked_at"]; again != first {
+			t.Fatalf("second revoke moved revoked_at %v -> %v", first, again)
+		}
+		wantProblem(t, e.do("GET", "/v1/events/stream", token, nil), 401, "invalid_or_expired_api_key")
+
+		// Unknown ids and another account's ids answer the same 404.
+		wantProblem(t, e.do("POST", "/v1/keys/00000000-0000-0000-0000-000000000000/revoke", root, nil), 404, "key_not_found")
+		wantProblem(t, e.do("POST", "/v1/keys/not-a-uuid/revoke", root, nil), 404, "key_not_found")
+		_, other := e.account("other@example.com")
+		otherMissing := e.do("POST", "/v1/keys/"+id+"/revoke", other, nil)
+		wantProblem(t, otherMissing, 404, "key_not_found")
+		_ = user
+	})
+}
+
+func TestAuthenticationFailures(t *testing.T) {
+	eachEnv(t, func(t *testing.T, e *env) {
+		user, root := e.account("a@example.com")
+		exp := e.clock.Now().Add(time.Hour)
+		expiring := e.key(user, app.KeyRequest{ExpiresAt: &exp})
+
+		wantProblem(t, e.do("GET", "/v1/keys", "", nil), 401, "missing_token")
+		wantProblem(t, e.do("GET", "/v1/keys", "ac_unknownunknownunknownunknownunknownunknown", nil), 401, "invalid_or_expired_api_key")
+		wantProblem(t, e.do("GET", "/v1/keys", "garbage", nil), 401, "invalid_or_expired_api_key")
+		if r := e.do("GET", "/v1/keys", expiring, nil); r.Status != 200 {
+			t.Fatalf("unexpired key refused: %d", r.Status)
+		}
+		e.clock.Advance(time.Hour)
+		wantProblem(t, e.do("GET", "/v1/keys", expiring, nil), 401, "invalid_or_expired_api_key")
+		if r := e.do("GET", "/v1/keys", root, nil); r.Status != 200 {
+			t.Fatalf("root key refused: %d", r.Status)
+		}
+		// Keys never reach the logs.
+		if strings.Contains(e.logs.String(), root) || strings.Contains(e.logs.String(), expiring) {
+			t.Fatal("a key token was logged")
+		}
+	})
+}
+
+// Generated from the route table: a key lacking a route's capability gets 403
+// scope_missing naming it, so a new route without a capability test cannot hide.
+func TestScopeMissingOnEveryRoute(t *testing.T) {
+	e := newEnv(t, storetest.DSN(t, storetest.SQLite), func(c *config.Config) { c.CronSecret = "s3cret" })
+	user, _ := e.account("a@example.com")
+	for _, rt := range e.handler.RouteTable() {
+		method, path, _ := strings.Cut(rt.Pattern, " ")
+		path = fillPath(path)
+		t.Run(rt.Pattern, func(t *testing.T) {
+			switch {
+			case rt.Access == "public" || rt.Access == "cron":
+				return
+			case rt.Access == "any":
+				k := e.key(user, app.KeyRequest{Scopes: []string{"orgs"}})
+				if r := e.do(method, path, k, nil); r.Status == 401 || r.Status == 403 {
+					t.Fatalf("any credential refused: %d %s", r.Status, r.Body)
+				}
+				return
+			case rt.Access == "unscoped":
+				k := e.key(user, app.KeyRequest{Scopes: []string{"governance", "grants", "notifications", "events:write", "events:read", "orgs"}})
+				m := wantProblem(t, e.do(method, path, k, nil), 403, "scope_missing")
+				if m["scope"] != "unscoped" {
+					t.Fatalf("scope member = %v", m["scope"])
+				}
+				return
+			}
+			need := strings.TrimPrefix(rt.Access, "admin:")
+			var other string
+			for _, s := range []string{"governance", "grants", "notifications", "events:write", "events:read", "orgs"} {
+				if s != need {
+					other = s
+					break
+				}
+			}
+			k := e.key(user, app.KeyRequest{Scopes: []string{other}})
+			m := wantProblem(t, e.do(method, path, k, nil), 403, "scope_missing")
+			if m["scope"] != need {
+				t.Fatalf("scope member = %v, want %s", m["scope"], need)
+			}
+			// With the scope the route is reached (whatever it answers next).
+			k = e.key(user, app.KeyRequest{Scopes: []string{need}})
+			if r := e.do(method, path, k, nil); r.Status == 401 || (r.Status == 403 && r.JSON(t)["code"] == "scope_missing") {
+				t.Fatalf("key holding %s refused: %d %s", need, r.Status, r.Body)
+			}
+		})
+	}
+}
+
+func fillPath(p string) string {
+	for _, name := range []string{"key_id", "event_id", "machine_id", "grant_id", "proposal_id", "document_id", "webhook_id", "org_id"} {
+		p = strings.ReplaceAll(p, "{"+name+"}", "x-"+name)
+	}
+	return p
+}
+
+func TestCronSecret(t *testing.T) {
+	storetest.Each(t, func(t *testing.T, dsn string) {
+		open := newEnv(t, dsn, nil)
+		wantProblem(t, open.do("POST", "/v1/internal/cron/anchor", "", nil, "X-Cron-Secret", "anything"), 503, "cron_secret_unconfigured")
+		wantProblem(t, open.do("POST", "/v1/internal/cron/anchor", "", nil), 503, "cron_secret_unconfigured")
+
+		e := newEnv(t, storetest.DSN(t, storetest.SQLite), func(c *config.Config) { c.CronSecret = "s3cret" })
+		wantProblem(t, e.do("POST", "/v1/internal/cron/webhooks", "", nil), 401, "unauthorized")
+		wantProblem(t, e.do("POST", "/v1/internal/cron/webhooks", "", nil, "X-Cron-Secret", "s3cre"), 401, "unauthorized")
+		wantProblem(t, e.do("POST", "/v1/internal/cron/webhooks", "", nil, "X-Cron-Secret", "s3cret!"), 401, "unauthorized")
+		if r := e.do("POST", "/v1/internal/cron/webhooks", "", nil, "X-Cron-Secret", "s3cret"); r.Status == 401 || r.Status == 503 {
+			t.Fatalf("right secret refused: %d", r.Status)
+		}
+		if strings.Contains(e.logs.String(), "s3cret") {
+			t.Fatal("the cron secret was logged")
+		}
+	})
+}
+
+func TestMalformedRequestsWriteNothing(t *testing.T) {
+	eachEnv(t, func(t *testing.T, e *env) {
+		_, root := e.account("a@example.com")
+		cases := []struct {
+			name, body, contentType string
+			status                  int
+			code, field             string
+		}{
+			{"unknown field", `{"label":"x","machien":"m"}`, "application/json", 422, "validation_error", "machien"},
+			{"wrong type", `{"label":7}`, "application/json", 422, "validation_error", "label"},
+			{"wrong element type", `{"scopes":[1]}`, "application/json", 422, "validation_error", "scopes"},
+			{"unknown scope", `{"scopes":["root"]}`, "application/json", 422, "validation_error", "scopes"},
+			{"past expiry", `{"expires_at":"2000-01-01T00:00:00Z"}`, "application/json", 422, "validation_error", "expires_at"},
+			{"not an object", `[1,2]`, "application/json", 422, "validation_error", ""},
+			{"malformed json", `{"label":`, "application/json", 400, "malformed_json", ""},
+			{"trailing data", `{"label":"x"} {}`, "application/json", 400, "malformed_json", ""},
+			{"wrong content type", `{"label":"x"}`, "text/plain", 415, "unsupported_media_type", ""},
+			{"oversized", `{"label":"` + strings.Repeat("x", 2<<20) + `"}`, "application/json", 413, "body_too_large", ""},
+		}
+		for _, c := range cases {
+			t.Run(c.name, func(t *testing.T) {
+				r := e.do("POST", "/v1/keys", root, c.body, "Content-Type", c.contentType)
+				m := wantProblem(t, r, c.status, c.code)
+				if c.field != "" {
+					errs, _ := m["errors"].([]any)
+					if len(errs) == 0 || errs[0].(map[string]any)["field"] != c.field {
+						t.Fatalf("errors = %v, want field %q", m["errors"], c.field)
+					}
+				}
+			})
+		}
+		if n := e.do("GET", "/v1/keys", root, nil).JSON(t)["count"]; n != float64(1) {
+			t.Fatalf("a refused request wrote a key: count = %v", n)
+		}
+	})
+}
+
+func TestUnknownRoutesAndMethods(t *testing.T) {
+	e := newEnv(t, storetest.DSN(t, storetest.SQLite), nil)
+	wantProblem(t, e.do("GET", "/v1/nothing-here", "", nil), 404, "not_found")
+	r := e.do("DELETE", "/v1/health", "", nil)
+	wantProblem(t, r, 405, "method_not_allowed")
+	if !strings.Contains(r.Header.Get("Allow"), "GET") {
+		t.Fatalf("Allow = %q", r.Header.Get("Allow"))
+	}
+}
+
+func TestUnbuiltRoutesAnswerNotImplemented(t *testing.T) {
+	e := newEnv(t, storetest.DSN(t, storetest.SQLite), func(c *config.Config) { c.CronSecret = "s" })
+	_, root := e.adminAccount("a@example.com")
+	for _, rt := range e.handler.RouteTable() {
+		if rt.Built {
+			continue
+		}
+		method, path, _ := strings.Cut(rt.Pattern, " ")
+		r := e.do(method, fillPath(path), root, nil, "X-Cron-Secret", "s")
+		wantProblem(t, r, 501, "not_implemented")
+	}
+}
+
+func TestMetricsCountRoutesByPattern(t *testing.T) {
+	e := newEnv(t, storetest.DSN(t, storetest.SQLite), nil)
+	e.do("GET", "/v1/health", "", nil)
+	e.do("GET", "/v1/nope", "", nil)
+	resp, err := e.srv.Client().Get(e.srv.URL + "/metrics")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	buf := new(strings.Builder)
+	fmt.Fprint(buf, "")
+	b := make([]byte, 1<<20)
+	n, _ := readAll(resp, b)
+	body := string(b[:n])
+	for _, want := range []string{
+		`auditchain_http_requests_total{route="GET /v1/health",status="200"} 1`,
+		`auditchain_http_requests_total{route="unmatched",status="404"} 1`,
+		`auditchain_http_request_duration_seconds_bucket{route="GET /v1/health"`,
+	} {
+		if !strings.Contains(body, want) {
+			t.Errorf("metrics lack %s", want)
+		}
+	}
+}
+
+func readAll(resp *http.Response, b []byte) (int, error) {
+	n := 0
+	for n < len(b) {
+		m, err := resp.Body.Read(b[n:])
+		n += m
+		if err != nil {
+			return n, nil
+		}
+	}
+	return n, nil
+}
+
+func TestAdministratorRoutesRefuseOthers(t *testing.T) {
+	e := newEnv(t, storetest.DSN(t, storetest.SQLite), nil)
+	_, plain := e.account("user@example.com")
+	wantProblem(t, e.do("POST", "/v1/notifications/digest/run", plain, map[string]any{"user_id": "x"}), 403, "admin_only")
+}
