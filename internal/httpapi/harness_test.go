@@ -113,8 +113,12 @@ type syncBuffer struct {
 	buf bytes.Buffer
 }
 
-func (b *syncBuffer) Write(p []byte) (int, error) { b.mu.Lock(); defer b.mu.Unlock(); return b.buf.Write(p) }
-func (b *syncBuffer) String() string              { b.mu.Lock(); defer b.mu.Unlock(); return b.buf.String() }
+func (b *syncBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.Write(p)
+}
+func (b *syncBuffer) String() string { b.mu.Lock(); defer b.mu.Unlock(); return b.buf.String() }
 
 // eachEnv runs fn against a fresh API on every backend.
 func eachEnv(t *testing.T, fn func(t *testing.T, e *env)) {
@@ -237,8 +241,8 @@ func (e *env) checkOpenAPI(req *http.Request, reqBody []byte, r response) {
 			Request: vreq, PathParams: params, Route: route,
 			Options: &openapi3filter.Options{AuthenticationFunc: openapi3filter.NoopAuthenticationFunc},
 		},
-		Status: r.Status,
-		Header: r.Header,
+		Status:  r.Status,
+		Header:  r.Header,
 		Options: &openapi3filter.Options{IncludeResponseStatus: true},
 	}
 	input.SetBodyBytes(r.Body)
