@@ -85,37 +85,57 @@ type GateAnswer struct {
 // revoked, expired (now at or after expires_at), invalid_expiry, invalid_limit,
 // budget_exhausted (uses at or above max_tool_calls), tool_not_allowed (only when
 // a tool is named: SPEC.md "the same call without tool is authorized").
-//
-// The grant list's state and state_reason must come from "the same check as the
-// status route": DecideGate restricted to the grant by its id gives exactly that,
-// governance included.
+// The grant list uses GrantListState, which adds governance.
 func GrantState(g Grant, now time.Time, tool *string) (status string, reason string) {
+	status = grantStatus(g, now, tool)
+	return status, grantReason(status, g, tool)
+}
+
+// grantStatus is GrantState without the reason, so DecideGate formats only the
+// reason it answers with.
+func grantStatus(g Grant, now time.Time, tool *string) string {
 	switch {
 	case g.RevokedAt != nil:
-		return GateRevoked, fmt.Sprintf("grant %s was revoked at %s", g.GrantID, stamp(*g.RevokedAt))
+		return GateRevoked
 	case !now.Before(g.ExpiresAt):
-		return GateExpired, fmt.Sprintf("grant %s expired at %s", g.GrantID, stamp(g.ExpiresAt))
+		return GateExpired
 	case g.ExpiresAt.Sub(g.CreatedAt) > MaxGrantLifetime:
-		return GateInvalidExpiry, fmt.Sprintf("grant %s has expires_at %s, more than %d days after created_at %s",
-			g.GrantID, stamp(g.ExpiresAt), MaxGrantLifetime/(24*time.Hour), stamp(g.CreatedAt))
+		return GateInvalidExpiry
 	case g.MaxToolCalls < 1 || g.MaxToolCalls > MaxGrantToolCalls:
-		return GateInvalidLimit, fmt.Sprintf("grant %s has max_tool_calls %d, outside 1 to %d",
-			g.GrantID, g.MaxToolCalls, MaxGrantToolCalls)
+		return GateInvalidLimit
 	case g.Uses >= g.MaxToolCalls:
-		return GateBudgetExhausted, fmt.Sprintf("grant %s has used %d of %d tool calls; 0 remaining",
-			g.GrantID, g.Uses, g.MaxToolCalls)
+		return GateBudgetExhausted
 	case tool != nil && !slices.Contains(g.AllowedTools, *tool):
+		return GateToolNotAllowed
+	}
+	return GateAuthorized
+}
+
+// grantReason names why g answers status: the field that failed and its value.
+func grantReason(status string, g Grant, tool *string) string {
+	switch status {
+	case GateRevoked:
+		return fmt.Sprintf("grant %s was revoked at %s", g.GrantID, stamp(*g.RevokedAt))
+	case GateExpired:
+		return fmt.Sprintf("grant %s expired at %s", g.GrantID, stamp(g.ExpiresAt))
+	case GateInvalidExpiry:
+		return fmt.Sprintf("grant %s has expires_at %s, more than %d days after created_at %s",
+			g.GrantID, stamp(g.ExpiresAt), MaxGrantLifetime/(24*time.Hour), stamp(g.CreatedAt))
+	case GateInvalidLimit:
+		return fmt.Sprintf("grant %s has max_tool_calls %d, outside 1 to %d", g.GrantID, g.MaxToolCalls, MaxGrantToolCalls)
+	case GateBudgetExhausted:
+		return fmt.Sprintf("grant %s has used %d of %d tool calls; 0 remaining", g.GrantID, g.Uses, g.MaxToolCalls)
+	case GateToolNotAllowed:
 		if len(g.AllowedTools) == 0 {
-			return GateToolNotAllowed, fmt.Sprintf("grant %s allows no tool by name, so not %q", g.GrantID, *tool)
+			return fmt.Sprintf("grant %s allows no tool by name, so not %q", g.GrantID, *tool)
 		}
-		return GateToolNotAllowed, fmt.Sprintf("grant %s does not allow tool %q (allowed_tools: %q)",
-			g.GrantID, *tool, g.AllowedTools)
+		return fmt.Sprintf("grant %s does not allow tool %q (allowed_tools: %q)", g.GrantID, *tool, g.AllowedTools)
 	}
 	what := fmt.Sprintf("sub-agent %q", g.Subagent)
 	if tool != nil {
 		what = fmt.Sprintf("tool %q for sub-agent %q", *tool, g.Subagent)
 	}
-	return GateAuthorized, fmt.Sprintf("grant %s authorizes %s until %s; %d of %d tool calls remaining",
+	return fmt.Sprintf("grant %s authorizes %s until %s; %d of %d tool calls remaining",
 		g.GrantID, what, stamp(g.ExpiresAt), g.Remaining(), g.MaxToolCalls)
 }
 
@@ -137,7 +157,6 @@ func GrantState(g Grant, now time.Time, tool *string) (status string, reason str
 // grants may hold other sub-agents' grants; neither input is modified.
 func DecideGate(grants []Grant, rules []GovernanceRule, now time.Time, subagent string, tool *string, grantID *string) GateAnswer {
 	var newest, live *Grant // most recent candidate; most recent authorized candidate
-	var liveReason string
 	for i := range grants {
 		g := &grants[i]
 		if g.Subagent != subagent || (grantID != nil && g.GrantID != *grantID) {
@@ -146,22 +165,19 @@ func DecideGate(grants []Grant, rules []GovernanceRule, now time.Time, subagent 
 		if newest == nil || newer(g, newest) {
 			newest = g
 		}
-		if live != nil && !newer(g, live) {
-			continue // cannot win; skip formatting its reason
-		}
-		if status, reason := GrantState(*g, now, tool); status == GateAuthorized {
-			live, liveReason = g, reason
+		if (live == nil || newer(g, live)) && grantStatus(*g, now, tool) == GateAuthorized {
+			live = g
 		}
 	}
 
 	a := GateAnswer{Subagent: subagent}
 	matched := live
-	switch {
-	case live != nil:
-		a.Status, a.Reason = GateAuthorized, liveReason
-	case newest != nil:
+	if matched == nil {
 		matched = newest
-		a.Status, a.Reason = GrantState(*newest, now, tool)
+	}
+	switch {
+	case matched != nil:
+		a.Status, a.Reason = GrantState(*matched, now, tool)
 	case grantID != nil:
 		a.Status, a.Reason = GateNoGrant, fmt.Sprintf("no grant %s for sub-agent %q", *grantID, subagent)
 	default:
@@ -181,6 +197,17 @@ func DecideGate(grants []Grant, rules []GovernanceRule, now time.Time, subagent 
 	return a
 }
 
+// GrantListState is a grant's state and state_reason in GET /v1/grants, "computed
+// by the same check as the status route" (SPEC.md "Grant record"): the gate's
+// answer for that one grant and no tool, so an enacted deny of the whole
+// sub-agent shows as denied_by_governance. It checks g alone rather than
+// filtering by grant_id, because a non-live grant's id may be reused (409
+// grant_id_exists covers only live grants).
+func GrantListState(g Grant, rules []GovernanceRule, now time.Time) (state, reason string) {
+	a := DecideGate([]Grant{g}, rules, now, g.Subagent, nil, nil)
+	return a.Status, a.Reason
+}
+
 // LiveGrant is the most recent grant of subagent that is authorized without
 // naming a tool: the parent's "live grant" a child is checked against (SPEC.md
 // "POST /v1/grants"). Governance is not consulted: a deny rule stops the parent's
@@ -189,10 +216,7 @@ func LiveGrant(grants []Grant, now time.Time, subagent string) (Grant, bool) {
 	var live *Grant
 	for i := range grants {
 		g := &grants[i]
-		if g.Subagent != subagent || (live != nil && !newer(g, live)) {
-			continue
-		}
-		if status, _ := GrantState(*g, now, nil); status == GateAuthorized {
+		if g.Subagent == subagent && (live == nil || newer(g, live)) && grantStatus(*g, now, nil) == GateAuthorized {
 			live = g
 		}
 	}
