@@ -36,7 +36,7 @@ const sampleGrant = `{
   "epoch": {
     "anchor": "2025-01-01", "date_utc": "2026-03-01", "epoch_index": 424, "quadrant": "q2",
     "scheme": "svc-epoch-v1",
-    "phase": {"accumulated_phase": "14.357958", "cycle_number": 14, "epoch_index": 424, "scheme": "epoch-accumulation-v1"}
+    "phase": {"accumulated_phase": "14.357993", "cycle_number": 14, "epoch_index": 424, "scheme": "epoch-accumulation-v1"}
   }
 }`
 
