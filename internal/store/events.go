@@ -1,0 +1,384 @@
+package store
+
+import (
+	"context"
+	"database/sql"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strings"
+)
+
+// Querier is what both *sql.DB and *sql.Tx offer.
+type Querier interface {
+	ExecContext(ctx context.Context, query string, args ...any) (sql.Result, error)
+	QueryContext(ctx context.Context, query string, args ...any) (*sql.Rows, error)
+	QueryRowContext(ctx context.Context, query string, args ...any) *sql.Row
+}
+
+// Event is a stored event row.
+type Event struct {
+	UserID          string
+	Sequence        int64
+	LeafIndex       int64
+	EventID         string
+	EventType       string
+	PrevHash        *string
+	PayloadHash     string
+	Raw             json.RawMessage // nil when raw was absent or null
+	Decision        *string
+	Tool            *string
+	MachineID       *string
+	ParentID        *string
+	Signature       *string
+	SignatureKey    *string
+	TS              string
+	TSMicros        *int64
+	Surface         string
+	APIKeyID        *string
+	MachineSequence int64
+	SemanticKey     *string
+	CreatedAt       int64
+}
+
+// Head is an account's chain tip. Empty() when nothing was appended yet.
+type Head struct {
+	LastSequence int64
+	LastHash     *string
+	LastEventID  *string
+	EventCount   int64
+}
+
+// Empty reports whether the chain has no event.
+func (h Head) Empty() bool { return h.EventCount == 0 }
+
+const eventColumns = `user_id, sequence, leaf_index, event_id, event_type, prev_hash, payload_hash, raw, decision, tool,
+	machine_id, parent_id, signature, signature_key, ts, ts_micros, surface, api_key_id, machine_sequence, semantic_key, created_at`
+
+func scanEvent(r scanner) (Event, error) {
+	var e Event
+	var raw sql.NullString
+	err := r.Scan(&e.UserID, &e.Sequence, &e.LeafIndex, &e.EventID, &e.EventType, &e.PrevHash, &e.PayloadHash, &raw,
+		&e.Decision, &e.Tool, &e.MachineID, &e.ParentID, &e.Signature, &e.SignatureKey, &e.TS, &e.TSMicros, &e.Surface,
+		&e.APIKeyID, &e.MachineSequence, &e.SemanticKey, &e.CreatedAt)
+	if errors.Is(err, sql.ErrNoRows) {
+		return e, ErrNotFound
+	}
+	if raw.Valid {
+		e.Raw = json.RawMessage(raw.String)
+	}
+	return e, err
+}
+
+// LockHead reads the account's chain head and holds it for the rest of tx, so
+// appends to one account are serialised while other accounts proceed. On
+// SQLite the write transaction already holds the database's only write lock.
+func (s *Store) LockHead(ctx context.Context, tx *sql.Tx, userID string) (Head, error) {
+	q := `SELECT last_sequence, last_hash, last_event_id, event_count FROM chain_heads WHERE user_id = $1`
+	if s.Dialect == Postgres {
+		q += ` FOR UPDATE`
+	}
+	for attempt := 0; ; attempt++ {
+		var h Head
+		err := tx.QueryRowContext(ctx, q, userID).Scan(&h.LastSequence, &h.LastHash, &h.LastEventID, &h.EventCount)
+		if !errors.Is(err, sql.ErrNoRows) || attempt > 0 {
+			return h, err
+		}
+		// First append of the account: create the head row, then lock it.
+		if _, err := tx.ExecContext(ctx, `INSERT INTO chain_heads (user_id, last_sequence, last_hash, last_event_id, event_count)
+			VALUES ($1, -1, NULL, NULL, 0) ON CONFLICT (user_id) DO NOTHING`, userID); err != nil {
+			return h, err
+		}
+	}
+}
+
+// Head reads the chain tip without locking (GET /v1/chain/tip).
+func (s *Store) Head(ctx context.Context, userID string) (Head, error) {
+	var h Head
+	err := s.read.QueryRowContext(ctx, `SELECT last_sequence, last_hash, last_event_id, event_count FROM chain_heads WHERE user_id = $1`, userID).
+		Scan(&h.LastSequence, &h.LastHash, &h.LastEventID, &h.EventCount)
+	if errors.Is(err, sql.ErrNoRows) {
+		return Head{LastSequence: -1}, nil
+	}
+	return h, err
+}
+
+// InsertEvent stores e and moves the head past it. The caller has locked the head.
+func (s *Store) InsertEvent(ctx context.Context, tx *sql.Tx, e *Event) error {
+	var raw any
+	if e.Raw != nil {
+		raw = string(e.Raw)
+	}
+	_, err := tx.ExecContext(ctx, `INSERT INTO events (`+eventColumns+`)
+		VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18, $19, $20, $21)`,
+		e.UserID, e.Sequence, e.LeafIndex, e.EventID, e.EventType, e.PrevHash, e.PayloadHash, raw, e.Decision, e.Tool,
+		e.MachineID, e.ParentID, e.Signature, e.SignatureKey, e.TS, e.TSMicros, e.Surface, e.APIKeyID, e.MachineSequence,
+		e.SemanticKey, e.CreatedAt)
+	if IsUniqueViolation(err) {
+		return ErrConflict
+	}
+	if err != nil {
+		return fmt.Errorf("insert event: %w", err)
+	}
+	_, err = tx.ExecContext(ctx, `UPDATE chain_heads SET last_sequence = $2, last_hash = $3, last_event_id = $4, event_count = event_count + 1
+		WHERE user_id = $1`, e.UserID, e.Sequence, e.PayloadHash, e.EventID)
+	return err
+}
+
+// NextMachineSequence returns the machine's next machine_sequence (0 for its
+// first event) and counts the event. Events without machine_id share "".
+func (s *Store) NextMachineSequence(ctx context.Context, tx *sql.Tx, userID, machineID string) (int64, error) {
+	var n int64
+	err := tx.QueryRowContext(ctx, `INSERT INTO machine_heads (user_id, machine_id, events) VALUES ($1, $2, 1)
+		ON CONFLICT (user_id, machine_id) DO UPDATE SET events = machine_heads.events + 1 RETURNING events`, userID, machineID).Scan(&n)
+	return n - 1, err
+}
+
+// EventByID reads one of the account's events.
+func (s *Store) EventByID(ctx context.Context, q Querier, userID, eventID string) (Event, error) {
+	if q == nil {
+		q = s.read
+	}
+	return scanEvent(q.QueryRowContext(ctx, `SELECT `+eventColumns+` FROM events WHERE user_id = $1 AND event_id = $2`, userID, eventID))
+}
+
+// EventByPayloadHash finds the account's event with that payload hash (ancestry walks).
+func (s *Store) EventByPayloadHash(ctx context.Context, userID, hash string) (Event, error) {
+	return scanEvent(s.read.QueryRowContext(ctx, `SELECT `+eventColumns+` FROM events WHERE user_id = $1 AND payload_hash = $2 ORDER BY sequence LIMIT 1`, userID, hash))
+}
+
+// EventsBefore returns up to limit events with sequence below seq, newest first.
+func (s *Store) EventsBefore(ctx context.Context, userID string, seq int64, limit int) ([]Event, error) {
+	return s.queryEvents(ctx, s.read, `SELECT `+eventColumns+` FROM events WHERE user_id = $1 AND sequence < $2 ORDER BY sequence DESC LIMIT $3`, userID, seq, limit)
+}
+
+// EventsFrom streams the account's events in chain order from leaf index from,
+// calling fn for each; it reads in pages so memory stays flat in chain length.
+func (s *Store) EventsFrom(ctx context.Context, userID string, from int64, fn func(*Event) error) error {
+	const page = 2000
+	for {
+		evs, err := s.queryEvents(ctx, s.read, `SELECT `+eventColumns+` FROM events WHERE user_id = $1 AND leaf_index >= $2 ORDER BY leaf_index LIMIT $3`, userID, from, page)
+		if err != nil {
+			return err
+		}
+		for i := range evs {
+			if err := fn(&evs[i]); err != nil {
+				return err
+			}
+		}
+		if len(evs) < page {
+			return nil
+		}
+		from = evs[len(evs)-1].LeafIndex + 1
+	}
+}
+
+func (s *Store) queryEvents(ctx context.Context, q Querier, query string, args ...any) ([]Event, error) {
+	rows, err := q.QueryContext(ctx, query, args...)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var out []Event
+	for rows.Next() {
+		e, err := scanEvent(rows)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, e)
+	}
+	return out, rows.Err()
+}
+
+// SearchFilter selects events for POST /v1/events/search.
+type SearchFilter struct {
+	UserID     string
+	AfterTS    *int64 // ts strictly after, unix micros
+	BeforeTS   *int64 // ts strictly before
+	Cursor     *int64 // sequence strictly below
+	Decision   *string
+	EventTypes []string
+	Tool       *string
+	Limit      int
+}
+
+// Search returns matching events, newest first.
+func (s *Store) Search(ctx context.Context, f SearchFilter) ([]Event, error) {
+	var where []string
+	args := []any{f.UserID}
+	arg := func(v any) string { args = append(args, v); return fmt.Sprintf("$%d", len(args)) }
+	where = append(where, "user_id = $1")
+	if f.AfterTS != nil {
+		where = append(where, "ts_micros > "+arg(*f.AfterTS))
+	}
+	if f.BeforeTS != nil {
+		where = append(where, "ts_micros < "+arg(*f.BeforeTS))
+	}
+	if f.Cursor != nil {
+		where = append(where, "sequence < "+arg(*f.Cursor))
+	}
+	if f.Decision != nil {
+		where = append(where, "decision = "+arg(*f.Decision))
+	}
+	if f.Tool != nil {
+		where = append(where, "tool = "+arg(*f.Tool))
+	}
+	if len(f.EventTypes) > 0 {
+		ph := make([]string, len(f.EventTypes))
+		for i, t := range f.EventTypes {
+			ph[i] = arg(t)
+		}
+		where = append(where, "event_type IN ("+strings.Join(ph, ", ")+")")
+	}
+	q := `SELECT ` + eventColumns + ` FROM events WHERE ` + strings.Join(where, " AND ") + ` ORDER BY sequence DESC LIMIT ` + arg(f.Limit)
+	return s.queryEvents(ctx, s.read, q, args...)
+}
+
+// LatestSemanticMatch returns the newest event of the account with that dedup
+// semantic key and a sequence of at least minSequence.
+func (s *Store) LatestSemanticMatch(ctx context.Context, q Querier, userID, key string, minSequence int64) (Event, error) {
+	if q == nil {
+		q = s.read
+	}
+	return scanEvent(q.QueryRowContext(ctx, `SELECT `+eventColumns+` FROM events
+		WHERE user_id = $1 AND semantic_key = $2 AND sequence >= $3 ORDER BY sequence DESC LIMIT 1`, userID, key, minSequence))
+}
+
+// SigningKey is a machine's registered Ed25519 key.
+type SigningKey struct {
+	UserID       string
+	MachineID    string
+	FromLeaf     int64
+	PublicKey    string
+	Fingerprint  string
+	RegisteredAt int64
+}
+
+// CurrentSigningKey returns the machine's newest key, or ErrNotFound.
+func (s *Store) CurrentSigningKey(ctx context.Context, q Querier, userID, machineID string) (SigningKey, error) {
+	if q == nil {
+		q = s.read
+	}
+	var k SigningKey
+	err := q.QueryRowContext(ctx, `SELECT user_id, machine_id, from_leaf, public_key, fingerprint, registered_at FROM signing_keys
+		WHERE user_id = $1 AND machine_id = $2 ORDER BY from_leaf DESC LIMIT 1`, userID, machineID).
+		Scan(&k.UserID, &k.MachineID, &k.FromLeaf, &k.PublicKey, &k.Fingerprint, &k.RegisteredAt)
+	if errors.Is(err, sql.ErrNoRows) {
+		return k, ErrNotFound
+	}
+	return k, err
+}
+
+// SigningKeys lists every key the account registered, in registration order.
+func (s *Store) SigningKeys(ctx context.Context, userID string) ([]SigningKey, error) {
+	rows, err := s.read.QueryContext(ctx, `SELECT user_id, machine_id, from_leaf, public_key, fingerprint, registered_at FROM signing_keys
+		WHERE user_id = $1 ORDER BY from_leaf, machine_id`, userID)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var out []SigningKey
+	for rows.Next() {
+		var k SigningKey
+		if err := rows.Scan(&k.UserID, &k.MachineID, &k.FromLeaf, &k.PublicKey, &k.Fingerprint, &k.RegisteredAt); err != nil {
+			return nil, err
+		}
+		out = append(out, k)
+	}
+	return out, rows.Err()
+}
+
+// RegisterSigningKey records a key for the machine effective from the next
+// appended event. It takes the chain head lock so no append races the change.
+func (s *Store) RegisterSigningKey(ctx context.Context, k SigningKey, apiKeyID string) (SigningKey, error) {
+	err := s.InTx(ctx, func(tx *sql.Tx) error {
+		h, err := s.LockHead(ctx, tx, k.UserID)
+		if err != nil {
+			return err
+		}
+		k.FromLeaf = h.EventCount
+		_, err = tx.ExecContext(ctx, `INSERT INTO signing_keys (user_id, machine_id, from_leaf, public_key, fingerprint, registered_at, api_key_id)
+			VALUES ($1, $2, $3, $4, $5, $6, $7)
+			ON CONFLICT (user_id, machine_id, from_leaf) DO UPDATE SET public_key = excluded.public_key,
+				fingerprint = excluded.fingerprint, registered_at = excluded.registered_at, api_key_id = excluded.api_key_id`,
+			k.UserID, k.MachineID, k.FromLeaf, k.PublicKey, k.Fingerprint, k.RegisteredAt, apiKeyID)
+		return err
+	})
+	return k, err
+}
+
+// MachineSummary is one machine seen on the account.
+type MachineSummary struct {
+	MachineID string
+	Events    int64
+}
+
+// Machines lists the machines that appended events.
+func (s *Store) Machines(ctx context.Context, userID string) ([]MachineSummary, error) {
+	rows, err := s.read.QueryContext(ctx, `SELECT machine_id, events FROM machine_heads WHERE user_id = $1 AND machine_id <> '' ORDER BY machine_id`, userID)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var out []MachineSummary
+	for rows.Next() {
+		var m MachineSummary
+		if err := rows.Scan(&m.MachineID, &m.Events); err != nil {
+			return nil, err
+		}
+		out = append(out, m)
+	}
+	return out, rows.Err()
+}
+
+// ConsumeQuota adds n to the account's usage of day if the total stays within
+// limit, and reports the usage after the call. Because it is one conditional
+// upsert in the caller's transaction, the quota holds across replicas.
+func (s *Store) ConsumeQuota(ctx context.Context, tx *sql.Tx, userID, day string, n, limit int64) (used int64, ok bool, err error) {
+	if n > limit {
+		used, err = s.QuotaUsed(ctx, tx, userID, day)
+		return used, false, err
+	}
+	err = tx.QueryRowContext(ctx, `INSERT INTO daily_usage (user_id, day, used) VALUES ($1, $2, $3)
+		ON CONFLICT (user_id, day) DO UPDATE SET used = daily_usage.used + excluded.used
+		WHERE daily_usage.used + excluded.used <= $4
+		RETURNING used`, userID, day, n, limit).Scan(&used)
+	if errors.Is(err, sql.ErrNoRows) {
+		used, err = s.QuotaUsed(ctx, tx, userID, day)
+		return used, false, err
+	}
+	return used, err == nil, err
+}
+
+// QuotaUsed reads the account's usage of day.
+func (s *Store) QuotaUsed(ctx context.Context, q Querier, userID, day string) (int64, error) {
+	if q == nil {
+		q = s.read
+	}
+	var used int64
+	err := q.QueryRowContext(ctx, `SELECT used FROM daily_usage WHERE user_id = $1 AND day = $2`, userID, day).Scan(&used)
+	if errors.Is(err, sql.ErrNoRows) {
+		return 0, nil
+	}
+	return used, err
+}
+
+// RateState reads and locks a key's GCRA state (0 when never used).
+func (s *Store) RateState(ctx context.Context, tx *sql.Tx, keyID string) (int64, error) {
+	if _, err := tx.ExecContext(ctx, `INSERT INTO rate_state (key_id, tat_micros) VALUES ($1, 0) ON CONFLICT (key_id) DO NOTHING`, keyID); err != nil {
+		return 0, err
+	}
+	q := `SELECT tat_micros FROM rate_state WHERE key_id = $1`
+	if s.Dialect == Postgres {
+		q += ` FOR UPDATE`
+	}
+	var tat int64
+	err := tx.QueryRowContext(ctx, q, keyID).Scan(&tat)
+	return tat, err
+}
+
+// SetRateState stores a key's GCRA state.
+func (s *Store) SetRateState(ctx context.Context, tx *sql.Tx, keyID string, tat int64) error {
+	_, err := tx.ExecContext(ctx, `UPDATE rate_state SET tat_micros = $2 WHERE key_id = $1`, keyID, tat)
+	return err
+}
