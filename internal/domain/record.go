@@ -1,0 +1,171 @@
+package domain
+
+import (
+	"encoding/json"
+	"fmt"
+	"regexp"
+	"strings"
+	"time"
+)
+
+// Surfaces are the values of the X-SVC-Surface header (SPEC.md "POST /v1/events").
+var Surfaces = []string{"rest", "mcp", "mcp_stdio", "sdk", "cli", "hook", "dashboard"}
+
+// Decisions are the values of an event's decision (SPEC.md "Event").
+var Decisions = []string{"allow", "ask", "deny"}
+
+// Record limits where the spec states them (SPEC.md "Limits").
+const (
+	MaxBatchEvents = 500
+	MaxSearchLimit = 1000
+	DefSearchLimit = 200
+	MaxAncestry    = 50
+)
+
+var (
+	eventIDPattern  = regexp.MustCompile(`^evt-[A-Za-z0-9_.:-]{1,160}$`)
+	hashPattern     = regexp.MustCompile(`^sha256:[0-9a-f]{64}$`)
+	maxTextFieldLen = 256
+)
+
+// EventInput is an event as a client sends it (the input fields of SPEC.md's Event).
+type EventInput struct {
+	EventID      *string         `json:"event_id"`
+	EventType    *string         `json:"event_type"`
+	Sequence     *int64          `json:"sequence"`
+	PrevHash     *string         `json:"prev_hash"`
+	Raw          json.RawMessage `json:"raw"`
+	Decision     *string         `json:"decision"`
+	Tool         *string         `json:"tool"`
+	MachineID    *string         `json:"machine_id"`
+	ParentID     *string         `json:"parent_id"`
+	Signature    *string         `json:"signature"`
+	SignatureKey *string         `json:"signature_key"`
+	TS           *string         `json:"ts"`
+	// PayloadHash is computed by the service on single append; a client value is
+	// refused there (a server field), and checked against the computed one in batches.
+	PayloadHash *string `json:"payload_hash"`
+}
+
+// ValidateEventShape checks the fields every stored event needs and the form of
+// the optional ones. It returns every problem, named by field.
+func ValidateEventShape(in *EventInput) []FieldError {
+	var errs []FieldError
+	bad := func(field, msg string) { errs = append(errs, FieldError{Field: field, Message: msg}) }
+	switch {
+	case in.EventID == nil:
+		bad("event_id", "required")
+	case !eventIDPattern.MatchString(*in.EventID):
+		bad("event_id", "must look like evt-<hex> (evt- followed by 1 to 160 letters, digits, '_', '.', ':' or '-')")
+	}
+	switch {
+	case in.EventType == nil:
+		bad("event_type", "required")
+	case *in.EventType == "" || len(*in.EventType) > maxTextFieldLen:
+		bad("event_type", fmt.Sprintf("must be 1 to %d bytes", maxTextFieldLen))
+	}
+	switch {
+	case in.Sequence == nil:
+		bad("sequence", "required")
+	case *in.Sequence < 0:
+		bad("sequence", "must be 0 or more")
+	}
+	if in.PrevHash != nil && !hashPattern.MatchString(*in.PrevHash) {
+		bad("prev_hash", "must be sha256:<64 lowercase hex> or null")
+	}
+	if len(in.Raw) > 0 {
+		if t := strings.TrimSpace(string(in.Raw)); t != "null" && !strings.HasPrefix(t, "{") {
+			bad("raw", "must be an object or null")
+		}
+	}
+	if in.Decision != nil && !contains(Decisions, *in.Decision) {
+		bad("decision", "must be allow, ask, deny or null")
+	}
+	for _, f := range []struct {
+		name string
+		v    *string
+	}{{"tool", in.Tool}, {"machine_id", in.MachineID}, {"parent_id", in.ParentID}, {"signature_key", in.SignatureKey}} {
+		if f.v != nil && len(*f.v) > maxTextFieldLen {
+			bad(f.name, fmt.Sprintf("must be at most %d bytes", maxTextFieldLen))
+		}
+	}
+	if in.Signature != nil && len(*in.Signature) > 200 {
+		bad("signature", "must be a standard base64 Ed25519 signature")
+	}
+	if in.TS != nil {
+		if _, err := ParseTimestamp(*in.TS); err != nil {
+			bad("ts", "must be an ISO-8601 timestamp with a UTC offset, for example 2026-11-21T12:00:00+00:00")
+		}
+	}
+	return errs
+}
+
+// ParseTimestamp reads an RFC 3339 timestamp (ISO-8601 with an offset).
+func ParseTimestamp(s string) (time.Time, error) {
+	return time.Parse(time.RFC3339Nano, s)
+}
+
+// FormatTimestamp renders t in the spec's form: UTC with a +00:00 offset.
+func FormatTimestamp(t time.Time) string {
+	return t.UTC().Format("2006-01-02T15:04:05.000000-07:00")
+}
+
+// QuotaDay names the UTC day whose quota a write at now counts against; the
+// quota resets at 00:00 UTC (SPEC.md "Limits").
+func QuotaDay(now time.Time) string { return now.UTC().Format(time.DateOnly) }
+
+// SecondsUntilQuotaReset is the Retry-After of daily_quota_exceeded.
+func SecondsUntilQuotaReset(now time.Time) int {
+	n := now.UTC()
+	next := time.Date(n.Year(), n.Month(), n.Day()+1, 0, 0, 0, 0, time.UTC)
+	return int((next.Sub(n) + time.Second - 1) / time.Second)
+}
+
+// RateDecision is the outcome of the per-key batch rate rule.
+type RateDecision struct {
+	Allowed    bool
+	NewTAT     time.Time // the state to store when allowed
+	RetryAfter int       // seconds, when refused
+	Count      int       // events counted in the current minute
+	Remaining  int
+}
+
+// DecideBatchRate applies the per-key limit of `limit` batch events per minute
+// as a GCRA (generic cell rate algorithm) over the stored theoretical arrival
+// time tat. Decision (docs/decisions.md): a batch counts as its number of rows;
+// each row costs one minute/limit. A batch that fits in the minute's remaining
+// budget is admitted; a key with no outstanding debt may also send one batch
+// larger than the per-minute limit (the spec allows 500 rows a call), after
+// which it waits until its debt is paid. Either way the sustained rate never
+// exceeds `limit` rows per minute.
+func DecideBatchRate(tat, now time.Time, n, limit int) RateDecision {
+	interval := time.Minute / time.Duration(limit)
+	if tat.Before(now) {
+		tat = now
+	}
+	debt := tat.Sub(now)
+	cost := time.Duration(n) * interval
+	idle := debt == 0
+	if idle || debt+cost <= time.Minute {
+		newTAT := tat.Add(cost)
+		count := countIn(newTAT.Sub(now), interval)
+		return RateDecision{Allowed: true, NewTAT: newTAT, Count: count, Remaining: max(0, limit-count)}
+	}
+	wait := debt + cost - time.Minute
+	count := countIn(debt, interval)
+	return RateDecision{Allowed: false, NewTAT: tat, RetryAfter: int((wait + time.Second - 1) / time.Second),
+		Count: count, Remaining: max(0, limit-count)}
+}
+
+func countIn(debt, interval time.Duration) int {
+	return int((debt + interval - 1) / interval)
+}
+
+func contains(list []string, v string) bool {
+	for _, s := range list {
+		if s == v {
+			return true
+		}
+	}
+	return false
+}

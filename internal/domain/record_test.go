@@ -1,0 +1,133 @@
+package domain
+
+import (
+	"encoding/json"
+	"testing"
+	"time"
+)
+
+func ptr[T any](v T) *T { return &v }
+
+func TestValidateEventShape(t *testing.T) {
+	ok := func() EventInput {
+		return EventInput{EventID: ptr("evt-00ab"), EventType: ptr("tool_call"), Sequence: ptr(int64(0))}
+	}
+	tests := []struct {
+		name      string
+		mutate    func(*EventInput)
+		wantField string
+	}{
+		{"minimal event", func(*EventInput) {}, ""},
+		{"missing event_id", func(e *EventInput) { e.EventID = nil }, "event_id"},
+		{"event_id without prefix", func(e *EventInput) { e.EventID = ptr("abc") }, "event_id"},
+		{"event_id with space", func(e *EventInput) { e.EventID = ptr("evt-a b") }, "event_id"},
+		{"missing event_type", func(e *EventInput) { e.EventType = nil }, "event_type"},
+		{"empty event_type", func(e *EventInput) { e.EventType = ptr("") }, "event_type"},
+		{"missing sequence", func(e *EventInput) { e.Sequence = nil }, "sequence"},
+		{"negative sequence", func(e *EventInput) { e.Sequence = ptr(int64(-1)) }, "sequence"},
+		{"prev_hash malformed", func(e *EventInput) { e.PrevHash = ptr("sha256:xyz") }, "prev_hash"},
+		{"prev_hash uppercase hex", func(e *EventInput) { e.PrevHash = ptr("sha256:" + "AB" + string(make([]byte, 0)) + "00000000000000000000000000000000000000000000000000000000000000") }, "prev_hash"},
+		{"raw array", func(e *EventInput) { e.Raw = json.RawMessage(`[1]`) }, "raw"},
+		{"raw null", func(e *EventInput) { e.Raw = json.RawMessage(`null`) }, ""},
+		{"raw object", func(e *EventInput) { e.Raw = json.RawMessage(` {"a":1}`) }, ""},
+		{"decision unknown", func(e *EventInput) { e.Decision = ptr("maybe") }, "decision"},
+		{"decision ask", func(e *EventInput) { e.Decision = ptr("ask") }, ""},
+		{"ts without offset", func(e *EventInput) { e.TS = ptr("2026-11-21T12:00:00") }, "ts"},
+		{"ts with offset", func(e *EventInput) { e.TS = ptr("2026-11-21T12:00:00+02:00") }, ""},
+		{"tool too long", func(e *EventInput) { e.Tool = ptr(string(make([]byte, 300))) }, "tool"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			in := ok()
+			tt.mutate(&in)
+			errs := ValidateEventShape(&in)
+			if tt.wantField == "" {
+				if len(errs) != 0 {
+					t.Fatalf("unexpected errors %v", errs)
+				}
+				return
+			}
+			if len(errs) != 1 || errs[0].Field != tt.wantField {
+				t.Fatalf("errors = %v, want one on %s", errs, tt.wantField)
+			}
+		})
+	}
+}
+
+func TestQuotaReset(t *testing.T) {
+	tests := []struct {
+		now       time.Time
+		wantDay   string
+		wantRetry int
+	}{
+		{time.Date(2026, 11, 21, 23, 59, 59, 0, time.UTC), "2026-11-21", 1},
+		{time.Date(2026, 11, 22, 0, 0, 0, 0, time.UTC), "2026-11-22", 86400},
+		{time.Date(2026, 11, 21, 23, 59, 59, 500_000_000, time.UTC), "2026-11-21", 1},
+		{time.Date(2026, 11, 22, 1, 0, 0, 0, time.FixedZone("CET", 3600)), "2026-11-22", 86400},
+	}
+	for _, tt := range tests {
+		if got := QuotaDay(tt.now); got != tt.wantDay {
+			t.Errorf("QuotaDay(%v) = %s, want %s", tt.now, got, tt.wantDay)
+		}
+		if got := SecondsUntilQuotaReset(tt.now); got != tt.wantRetry {
+			t.Errorf("SecondsUntilQuotaReset(%v) = %d, want %d", tt.now, got, tt.wantRetry)
+		}
+	}
+}
+
+func TestDecideBatchRate(t *testing.T) {
+	t0 := time.Date(2026, 11, 21, 12, 0, 0, 0, time.UTC)
+	tests := []struct {
+		name        string
+		tat         time.Time
+		now         time.Time
+		n, limit    int
+		wantAllowed bool
+		wantRetry   int
+		wantCount   int
+	}{
+		{"idle key, small batch", time.Time{}, t0, 10, 100, true, 0, 10},
+		{"idle key, exactly the limit", time.Time{}, t0, 100, 100, true, 0, 100},
+		{"idle key, a 500-row batch is admitted once", time.Time{}, t0, 500, 100, true, 0, 500},
+		{"after 100 rows, the 101st at the same instant is refused", t0.Add(time.Minute), t0, 1, 100, false, 1, 100},
+		{"one second later, one more row has leaked out", t0.Add(time.Minute), t0.Add(time.Second), 1, 100, true, 0, 100},
+		{"after 90 rows, 10 more fit", t0.Add(54 * time.Second), t0, 10, 100, true, 0, 100},
+		{"after 90 rows, 11 do not", t0.Add(54 * time.Second), t0, 11, 100, false, 1, 90},
+		{"debt of a 500-row batch: wait until it is paid", t0.Add(5 * time.Minute), t0, 100, 100, false, 300, 500},
+		{"debt nearly paid: a batch that fits the minute", t0.Add(5 * time.Minute), t0.Add(4 * time.Minute), 1, 100, false, 1, 100},
+		{"debt paid: admitted again", t0.Add(5 * time.Minute), t0.Add(5 * time.Minute), 100, 100, true, 0, 100},
+		{"old state is forgotten", t0, t0.Add(time.Hour), 100, 100, true, 0, 100},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			d := DecideBatchRate(tt.tat, tt.now, tt.n, tt.limit)
+			if d.Allowed != tt.wantAllowed || d.RetryAfter != tt.wantRetry || d.Count != tt.wantCount {
+				t.Fatalf("got %+v, want allowed=%v retry=%d count=%d", d, tt.wantAllowed, tt.wantRetry, tt.wantCount)
+			}
+			if d.Allowed && d.NewTAT.Before(tt.now) {
+				t.Fatalf("new state %v is in the past", d.NewTAT)
+			}
+		})
+	}
+}
+
+// Whatever the batch sizes, admitted rows never exceed limit per minute in the
+// long run plus one burst.
+func TestBatchRateSustained(t *testing.T) {
+	t0 := time.Date(2026, 11, 21, 12, 0, 0, 0, time.UTC)
+	var tat time.Time
+	admitted := 0
+	for s := 0; s < 600; s++ { // ten minutes, one attempt of 37 rows per second
+		d := DecideBatchRate(tat, t0.Add(time.Duration(s)*time.Second), 37, 100)
+		if d.Allowed {
+			admitted += 37
+			tat = d.NewTAT
+		}
+	}
+	if admitted > 100*10+100 {
+		t.Fatalf("admitted %d rows in ten minutes at 100/min", admitted)
+	}
+	if admitted < 100*9 {
+		t.Fatalf("admitted only %d rows in ten minutes at 100/min", admitted)
+	}
+}
