@@ -1,0 +1,123 @@
+package httpapi
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"strconv"
+	"time"
+
+	"github.com/auditchain/auditchain/internal/domain"
+	"github.com/auditchain/auditchain/internal/stream"
+)
+
+// codeTooManyStreams answers a key that already holds its cap of open streams.
+const codeTooManyStreams = "too_many_streams"
+
+// eventStreamHandler is GET /v1/events/stream for the authenticated caller.
+// done is closed when the server shuts down: http.Server.Shutdown waits for
+// handlers but does not cancel their requests, so streams must end on it.
+func eventStreamHandler(hub *stream.Hub, ping time.Duration, now func() time.Time, done <-chan struct{}) handlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) error {
+		p := principal(r)
+		return serveEventStream(w, r, hub, p.UserID, p.KeyID, ping, now, done)
+	}
+}
+
+// serveEventStream is the live stream of SPEC.md "Live stream": `retry: 3000`
+// and a `ready` frame, then an `event` frame per published Frame and a `ping`
+// (Unix seconds) after every ping interval with nothing else sent. Nothing from
+// before the subscription is replayed. When the subscription lags it sends
+// `lagged` with the last sequence this connection delivered and ends the
+// response, so the client reconnects and re-reads what it missed through
+// search (docs/decisions/stream.md). It returns when the client goes away or
+// done closes; its listener is dropped either way.
+func serveEventStream(w http.ResponseWriter, r *http.Request, hub *stream.Hub, userID, keyID string,
+	ping time.Duration, now func() time.Time, done <-chan struct{}) error {
+	sub, err := hub.Subscribe(userID, keyID)
+	if errors.Is(err, stream.ErrTooManyStreams) {
+		return (&domain.Error{Status: http.StatusTooManyRequests, Code: codeTooManyStreams,
+			Detail: fmt.Sprintf("this key already holds %d open streams; close one first", hub.MaxPerKey())}).
+			With("limit", hub.MaxPerKey())
+	}
+	if err != nil {
+		return err
+	}
+	defer sub.Close()
+
+	rc := http.NewResponseController(w)
+	// The server's WriteTimeout would otherwise cut every stream.
+	if err := rc.SetWriteDeadline(time.Time{}); err != nil && !errors.Is(err, http.ErrNotSupported) {
+		return err
+	}
+	h := w.Header()
+	h.Set("Content-Type", "text/event-stream")
+	h.Set("Cache-Control", "no-store")
+	h.Set("X-Accel-Buffering", "no") // proxies must not hold frames back
+	w.WriteHeader(http.StatusOK)
+
+	// After the header is sent a failed write means the client is gone: the
+	// handler just returns, there is nobody to answer.
+	ready, _ := json.Marshal(struct {
+		UserID string `json:"user_id"`
+	}{userID})
+	if writeFrame(w, "retry: 3000\nevent: ready", ready) != nil || rc.Flush() != nil {
+		return nil
+	}
+	timer := time.NewTimer(ping)
+	defer timer.Stop()
+	var last *int64 // sequence of the last event frame sent
+	for {
+		select {
+		case <-r.Context().Done():
+			return nil
+		case <-done:
+			return nil
+		case <-timer.C:
+			if writeFrame(w, "event: ping", strconv.AppendInt(nil, now().Unix(), 10)) != nil || rc.Flush() != nil {
+				return nil
+			}
+			timer.Reset(ping)
+		case m, ok := <-sub.C():
+			// Write everything already buffered, then flush once.
+		drain:
+			for ok {
+				if writeFrame(w, "event: event", m.Data) != nil {
+					return nil
+				}
+				last = &m.Frame.Sequence
+				select {
+				case m, ok = <-sub.C():
+				default:
+					break drain
+				}
+			}
+			if !ok {
+				lagged, _ := json.Marshal(struct {
+					LastSequence *int64 `json:"last_sequence"`
+				}{last})
+				_ = writeFrame(w, "event: lagged", lagged)
+				_ = rc.Flush()
+				return nil
+			}
+			if rc.Flush() != nil {
+				return nil
+			}
+			timer.Reset(ping)
+		}
+	}
+}
+
+// writeFrame writes one SSE frame: head lines, then data (single-line JSON or
+// digits, so one data line suffices), then the blank line ending the frame.
+func writeFrame(w io.Writer, head string, data []byte) error {
+	buf := make([]byte, 0, len(head)+len(data)+9)
+	buf = append(buf, head...)
+	buf = append(buf, "\ndata: "...)
+	buf = append(buf, data...)
+	buf = append(buf, "\n\n"...)
+	_, err := w.Write(buf)
+	return err
+}

@@ -1,0 +1,184 @@
+package stream
+
+import (
+	"context"
+	"database/sql"
+	"encoding/json"
+	"fmt"
+	"log/slog"
+	"sync"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+)
+
+// Bus carries a frame to the Hub of every replica serving userID's streams.
+// Callers publish after the append committed, in commit order.
+type Bus interface {
+	Publish(ctx context.Context, userID string, f Frame) error
+}
+
+// LocalBus is the Bus of a single process (SQLite): it publishes straight to
+// the Hub.
+type LocalBus struct{ Hub *Hub }
+
+// Publish delivers f to the local Hub; it never fails.
+func (b LocalBus) Publish(_ context.Context, userID string, f Frame) error {
+	b.Hub.Publish(userID, f)
+	return nil
+}
+
+// Channel is the PostgreSQL notification channel of the live stream.
+const Channel = "auditchain_events"
+
+// maxPayload is PostgreSQL's limit: a NOTIFY payload must be shorter than
+// 8000 bytes in the default configuration.
+const maxPayload = 7999
+
+// notification is the NOTIFY payload. Resync replaces Frame when the frame
+// does not fit: the account's listeners are cut off as lagged and re-read,
+// rather than miss an event silently.
+type notification struct {
+	UserID string `json:"user_id"`
+	Frame  *Frame `json:"frame,omitempty"`
+	Resync bool   `json:"resync,omitempty"`
+}
+
+// PGBus is the Bus of replicas sharing a PostgreSQL database. Publish and
+// NotifyInTx send NOTIFY; Listen, on a dedicated connection, feeds every
+// NOTIFY (this replica's own included) into the local Hub. So on PostgreSQL a
+// replica publishes only through the bus, never to its Hub directly, or its
+// own listeners would get each frame twice.
+type PGBus struct {
+	db        *sql.DB
+	listenURL string
+	hub       *Hub
+	log       *slog.Logger
+
+	ready     chan struct{}
+	readyOnce sync.Once
+
+	minBackoff, maxBackoff time.Duration
+}
+
+// NewPGBus returns a bus sending through db and listening on its own
+// connection to listenURL (the same database). Run Listen to receive.
+func NewPGBus(db *sql.DB, listenURL string, hub *Hub, log *slog.Logger) *PGBus {
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	return &PGBus{db: db, listenURL: listenURL, hub: hub, log: log, ready: make(chan struct{}),
+		minBackoff: 250 * time.Millisecond, maxBackoff: 15 * time.Second}
+}
+
+// Publish sends f in a transaction of its own, for a caller whose append has
+// already committed. NotifyInTx is preferred (docs/decisions/stream.md): a
+// crash between the commit and this call loses the frame, and concurrent
+// callers can publish one account's frames out of commit order.
+func (b *PGBus) Publish(ctx context.Context, userID string, f Frame) error {
+	payload, err := encodeNotification(userID, f)
+	if err != nil {
+		return err
+	}
+	// The notification is not data: its own commit need not wait for a WAL
+	// flush, which matters because notifying commits are serialised by a
+	// cluster-wide lock. SET LOCAL scope ends with this one-statement transaction.
+	_, err = b.db.ExecContext(ctx, `SELECT pg_notify($1, $2), set_config('synchronous_commit', 'off', true)`, Channel, payload)
+	if err != nil {
+		return fmt.Errorf("notify %s: %w", Channel, err)
+	}
+	return nil
+}
+
+// NotifyInTx queues f inside the append's transaction. PostgreSQL delivers it
+// only if and when tx commits, in commit order: exactly "after commit", with
+// no window where a committed event goes unannounced.
+func (b *PGBus) NotifyInTx(ctx context.Context, tx *sql.Tx, userID string, f Frame) error {
+	payload, err := encodeNotification(userID, f)
+	if err != nil {
+		return err
+	}
+	if _, err := tx.ExecContext(ctx, `SELECT pg_notify($1, $2)`, Channel, payload); err != nil {
+		return fmt.Errorf("notify %s: %w", Channel, err)
+	}
+	return nil
+}
+
+func encodeNotification(userID string, f Frame) (string, error) {
+	b, _ := json.Marshal(notification{UserID: userID, Frame: &f}) // strings and integers only
+	if len(b) > maxPayload {
+		b, _ = json.Marshal(notification{UserID: userID, Resync: true})
+		if len(b) > maxPayload {
+			return "", fmt.Errorf("stream: user id of %d bytes does not fit a notification", len(userID))
+		}
+	}
+	return string(b), nil
+}
+
+// Ready is closed once the listener first holds LISTEN.
+func (b *PGBus) Ready() <-chan struct{} { return b.ready }
+
+// Listen receives notifications into the Hub until ctx ends, reconnecting with
+// backoff when the connection drops. Every time LISTEN is (re)established, all
+// local subscriptions are resynced: notifications sent while nobody listened
+// are gone, so their clients must re-read.
+func (b *PGBus) Listen(ctx context.Context) error {
+	backoff := b.minBackoff
+	for {
+		err := b.listenOnce(ctx, func() {
+			backoff = b.minBackoff
+			b.hub.ResyncAll()
+			b.readyOnce.Do(func() { close(b.ready) })
+		})
+		if ctx.Err() != nil {
+			return nil
+		}
+		b.log.Warn("stream listener lost its connection; reconnecting", "err", err, "backoff", backoff)
+		t := time.NewTimer(backoff)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return nil
+		case <-t.C:
+		}
+		backoff = min(2*backoff, b.maxBackoff)
+	}
+}
+
+// listenOnce holds one connection until it fails or ctx ends.
+func (b *PGBus) listenOnce(ctx context.Context, listening func()) error {
+	conn, err := pgx.Connect(ctx, b.listenURL)
+	if err != nil {
+		return err
+	}
+	defer func() {
+		cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), time.Second)
+		defer cancel()
+		_ = conn.Close(cctx)
+	}()
+	if _, err := conn.Exec(ctx, "LISTEN "+Channel); err != nil {
+		return err
+	}
+	listening()
+	for {
+		n, err := conn.WaitForNotification(ctx)
+		if err != nil {
+			return err
+		}
+		b.deliver(n.Payload)
+	}
+}
+
+func (b *PGBus) deliver(payload string) {
+	var n notification
+	if err := json.Unmarshal([]byte(payload), &n); err != nil || n.UserID == "" {
+		b.log.Error("stream: malformed notification ignored", "err", err, "bytes", len(payload))
+		return
+	}
+	switch {
+	case n.Frame != nil:
+		b.hub.Publish(n.UserID, *n.Frame)
+	case n.Resync:
+		b.hub.Resync(n.UserID)
+	}
+}

@@ -1,0 +1,221 @@
+package stream
+
+import (
+	"context"
+	"crypto/rand"
+	"database/sql"
+	"net/url"
+	"os"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	_ "github.com/jackc/pgx/v5/stdlib"
+)
+
+func TestLocalBusPublishesToTheHub(t *testing.T) {
+	h := NewHub(Options{})
+	s := mustSubscribe(t, h, "u1", "k")
+	var bus Bus = LocalBus{Hub: h}
+	if err := bus.Publish(t.Context(), "u1", frame(3)); err != nil {
+		t.Fatal(err)
+	}
+	if got, _ := drain(s); len(got) != 1 || got[0] != 3 {
+		t.Fatalf("got %v, want [3]", got)
+	}
+}
+
+func TestEncodeNotification(t *testing.T) {
+	got, err := encodeNotification("u1", frame(1))
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := `{"user_id":"u1","frame":{"event_id":"evt-0001","event_type":"tool_call","sequence":1,"tool":null,"decision":null,"machine_id":null}}`
+	if got != want {
+		t.Errorf("payload = %s\nwant      %s", got, want)
+	}
+	big := frame(2)
+	big.EventID = strings.Repeat("x", maxPayload)
+	if got, err := encodeNotification("u1", big); err != nil || got != `{"user_id":"u1","resync":true}` {
+		t.Errorf("oversized frame: payload %q, err %v; want a resync notice", got, err)
+	}
+	if _, err := encodeNotification(strings.Repeat("u", maxPayload), frame(1)); err == nil {
+		t.Error("an oversized user id was accepted")
+	}
+}
+
+// replica is one Hub fed by a PGBus with its own listening connection.
+type replica struct {
+	hub     *Hub
+	bus     *PGBus
+	appName string
+}
+
+func pgURL(t *testing.T) string {
+	u := os.Getenv("AUDITCHAIN_TEST_POSTGRES")
+	if u == "" {
+		t.Skip("AUDITCHAIN_TEST_POSTGRES is not set (a postgres:// URL); skipping the LISTEN/NOTIFY tests")
+	}
+	return u
+}
+
+func startReplica(t *testing.T, ctx context.Context, wg *sync.WaitGroup, db *sql.DB, base, name string) *replica {
+	t.Helper()
+	u, err := url.Parse(base)
+	if err != nil {
+		t.Fatal(err)
+	}
+	q := u.Query()
+	appName := "auditchain-test-" + name + "-" + rand.Text()[:8]
+	q.Set("application_name", appName)
+	u.RawQuery = q.Encode()
+	r := &replica{hub: NewHub(Options{}), appName: appName}
+	r.bus = NewPGBus(db, u.String(), r.hub, nil)
+	r.bus.minBackoff = 10 * time.Millisecond
+	wg.Go(func() {
+		if err := r.bus.Listen(ctx); err != nil {
+			t.Errorf("Listen: %v", err)
+		}
+	})
+	waitFor(t, r.bus.Ready(), name+" listening")
+	return r
+}
+
+// waitFor bounds a wait on something that must happen; it is a failure
+// deadline, not a pause.
+func waitFor[T any](t *testing.T, c <-chan T, what string) T {
+	t.Helper()
+	select {
+	case v := <-c:
+		return v
+	case <-time.After(10 * time.Second):
+		t.Fatalf("timed out waiting for %s", what)
+		panic("unreachable")
+	}
+}
+
+func next(t *testing.T, s *Subscription, what string) Frame {
+	t.Helper()
+	m := waitFor(t, s.C(), what)
+	if m == nil {
+		t.Fatalf("%s: subscription closed (lagged=%v)", what, s.Lagged())
+	}
+	return m.Frame
+}
+
+func TestPGBusAcrossReplicas(t *testing.T) {
+	base := pgURL(t)
+	db, err := sql.Open("pgx", base)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	ctx, cancel := context.WithCancel(t.Context())
+	var wg sync.WaitGroup
+	defer wg.Wait()
+	defer cancel()
+	a := startReplica(t, ctx, &wg, db, base, "a")
+	b := startReplica(t, ctx, &wg, db, base, "b")
+
+	// Other tests may share the database and the channel: a random account
+	// keeps their frames out of ours.
+	user := "user-" + rand.Text()
+	onA := mustSubscribe(t, a.hub, user, "k")
+	onB := mustSubscribe(t, b.hub, user, "k")
+	other := mustSubscribe(t, b.hub, user+"-other", "k")
+
+	t.Run("publish on one replica reaches both, once", func(t *testing.T) {
+		if err := a.bus.Publish(ctx, user, frame(1)); err != nil {
+			t.Fatal(err)
+		}
+		if err := a.bus.Publish(ctx, user, frame(2)); err != nil {
+			t.Fatal(err)
+		}
+		for name, s := range map[string]*Subscription{"origin": onA, "other replica": onB} {
+			if f := next(t, s, name); f.Sequence != 1 {
+				t.Errorf("%s: first frame %d, want 1", name, f.Sequence)
+			}
+			// Had the origin also published locally, its second frame would be a duplicate 1.
+			if f := next(t, s, name); f.Sequence != 2 {
+				t.Errorf("%s: second frame %d, want 2", name, f.Sequence)
+			}
+		}
+	})
+
+	t.Run("NotifyInTx delivers on commit only", func(t *testing.T) {
+		tx, err := db.BeginTx(ctx, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := b.bus.NotifyInTx(ctx, tx, user, frame(10)); err != nil {
+			t.Fatal(err)
+		}
+		rolledBack, err := db.BeginTx(ctx, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := b.bus.NotifyInTx(ctx, rolledBack, user, frame(11)); err != nil {
+			t.Fatal(err)
+		}
+		if err := rolledBack.Rollback(); err != nil {
+			t.Fatal(err)
+		}
+		// Committed while tx is still open: it must arrive first.
+		if err := b.bus.Publish(ctx, user, frame(9)); err != nil {
+			t.Fatal(err)
+		}
+		if err := tx.Commit(); err != nil {
+			t.Fatal(err)
+		}
+		if err := b.bus.Publish(ctx, user, frame(12)); err != nil {
+			t.Fatal(err)
+		}
+		for name, s := range map[string]*Subscription{"a": onA, "b": onB} {
+			var got []int64
+			for range 3 {
+				got = append(got, next(t, s, name).Sequence)
+			}
+			if want := []int64{9, 10, 12}; !slices.Equal(got, want) {
+				t.Errorf("%s got %v, want %v (commit order, rolled-back 11 never sent)", name, got, want)
+			}
+		}
+	})
+
+	t.Run("an oversized frame resyncs the account's listeners", func(t *testing.T) {
+		big := frame(20)
+		big.EventID = strings.Repeat("e", maxPayload)
+		if err := a.bus.Publish(ctx, user, big); err != nil {
+			t.Fatal(err)
+		}
+		for name, s := range map[string]*Subscription{"a": onA, "b": onB} {
+			if m := waitFor(t, s.C(), name+" resync"); m != nil || !s.Lagged() {
+				t.Errorf("%s: got %v lagged=%v, want closed and lagged", name, m, s.Lagged())
+			}
+		}
+		if other.Lagged() {
+			t.Error("another account's listener was resynced")
+		}
+	})
+
+	t.Run("the listener reconnects and resyncs after its connection drops", func(t *testing.T) {
+		var killed int
+		err := db.QueryRowContext(ctx,
+			`SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity WHERE application_name = $1`, b.appName).Scan(&killed)
+		if err != nil || killed != 1 {
+			t.Fatalf("terminate b's listener: killed %d, err %v", killed, err)
+		}
+		// Once b listens again, everything it held is cut off as lagged.
+		if m := waitFor(t, other.C(), "resync after reconnect"); m != nil || !other.Lagged() {
+			t.Fatalf("got %v lagged=%v, want closed and lagged", m, other.Lagged())
+		}
+		s := mustSubscribe(t, b.hub, user, "k2")
+		if err := a.bus.Publish(ctx, user, frame(30)); err != nil {
+			t.Fatal(err)
+		}
+		if f := next(t, s, "after reconnect"); f.Sequence != 30 {
+			t.Errorf("got %d, want 30", f.Sequence)
+		}
+	})
+}
