@@ -98,6 +98,7 @@ func serve(ctx context.Context, args []string, getenv func(string) string, stdou
 		ErrorLog:       slog.NewLogLogger(log.Handler(), slog.LevelWarn),
 		BaseContext:    func(net.Listener) context.Context { return ctx },
 	}
+	srv.RegisterOnShutdown(handler.Close)
 	fmt.Fprintf(stdout, "auditchain listening on http://%s\n", ln.Addr())
 	fmt.Fprintf(stdout, "auditchain data in %s\n", st.Location)
 	log.Info("serving", "addr", ln.Addr().String(), "store", string(st.Dialect), "env", cfg.Env)

@@ -8,10 +8,13 @@ import (
 	"crypto/rand"
 	"io"
 	"log/slog"
+	"sync"
 	"time"
 
 	"github.com/auditchain/auditchain/internal/config"
+	"github.com/auditchain/auditchain/internal/domain"
 	"github.com/auditchain/auditchain/internal/store"
+	"github.com/auditchain/auditchain/internal/stream"
 )
 
 // App wires the use cases to their dependencies. Time and randomness are
@@ -22,11 +25,22 @@ type App struct {
 	Now   func() time.Time
 	Rand  io.Reader
 	Log   *slog.Logger
+
+	// Hub delivers appended events to this process's stream listeners. PGBus,
+	// when set (PostgreSQL), carries them to every replica's Hub via NOTIFY.
+	Hub   *stream.Hub
+	PGBus *stream.PGBus
+	// Dedup is the dedup gate's policy (cacheable tools and window).
+	Dedup domain.DedupPolicy
+
+	// writeMu orders SQLite commits with their stream frames (see write).
+	writeMu sync.Mutex
 }
 
 // New returns an App with the real clock and crypto/rand unless overridden.
 func New(st *store.Store, cfg config.Config, log *slog.Logger) *App {
-	return &App{Store: st, Cfg: cfg, Now: time.Now, Rand: rand.Reader, Log: log}
+	return &App{Store: st, Cfg: cfg, Now: time.Now, Rand: rand.Reader, Log: log,
+		Hub: stream.NewHub(stream.Options{}), Dedup: domain.DefaultDedupPolicy()}
 }
 
 // Ready reports whether the store answers (GET /v1/health).

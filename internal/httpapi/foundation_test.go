@@ -54,7 +54,7 @@ func TestKeyLifecycle(t *testing.T) {
 		}
 
 		// The new key works, within its scopes.
-		if r := e.do("GET", "/v1/events/stream", token, nil); r.Status == http.StatusUnauthorized || r.Status == http.StatusForbidden {
+		if r := e.do("GET", "/v1/chain/tip", token, nil); r.Status == http.StatusUnauthorized || r.Status == http.StatusForbidden {
 			t.Fatalf("events:read key refused on events:read route: %d", r.Status)
 		}
 
@@ -79,7 +79,7 @@ func TestKeyLifecycle(t *testing.T) {
 		if again := e.do("POST", "/v1/keys/"+id+"/revoke", root, nil).JSON(t)["key"].(map[string]any)["revoked_at"]; again != first {
 			t.Fatalf("second revoke moved revoked_at %v -> %v", first, again)
 		}
-		wantProblem(t, e.do("GET", "/v1/events/stream", token, nil), 401, "invalid_or_expired_api_key")
+		wantProblem(t, e.do("GET", "/v1/chain/tip", token, nil), 401, "invalid_or_expired_api_key")
 
 		// Unknown ids and another account's ids answer the same 404.
 		wantProblem(t, e.do("POST", "/v1/keys/00000000-0000-0000-0000-000000000000/revoke", root, nil), 404, "key_not_found")
@@ -153,6 +153,9 @@ func TestScopeMissingOnEveryRoute(t *testing.T) {
 			m := wantProblem(t, e.do(method, path, k, nil), 403, "scope_missing")
 			if m["scope"] != need {
 				t.Fatalf("scope member = %v, want %s", m["scope"], need)
+			}
+			if rt.Pattern == "GET /v1/events/stream" {
+				return // a stream never ends by itself; stream_test.go covers it
 			}
 			// With the scope the route is reached (whatever it answers next).
 			k = e.key(user, app.KeyRequest{Scopes: []string{need}})

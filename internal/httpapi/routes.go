@@ -58,15 +58,15 @@ func (s *Server) routes() []route {
 		{"POST /v1/keys/{key_id}/revoke", unscoped, s.revokeKey},
 
 		// The record (SPEC.md "Events", CONTRACT.md "The record").
-		{"POST /v1/events", write, nil},
-		{"POST /v1/events/batch", write, nil},
-		{"POST /v1/events/search", read, nil},
-		{"GET /v1/events/stream", read, nil},
-		{"GET /v1/events/{event_id}", read, nil},
-		{"GET /v1/chain/tip", read, nil},
-		{"PUT /v1/machines/{machine_id}/signing-key", write, nil},
-		{"GET /v1/machines", read, nil},
-		{"POST /v1/policy/test", gov, nil},
+		{"POST /v1/events", write, s.appendEvent},
+		{"POST /v1/events/batch", write, s.appendBatch},
+		{"POST /v1/events/search", read, s.searchEvents},
+		{"GET /v1/events/stream", read, eventStreamHandler(s.app.Hub, s.app.Cfg.StreamPing, s.app.Now, s.done)},
+		{"GET /v1/events/{event_id}", read, s.getEvent},
+		{"GET /v1/chain/tip", read, s.chainTip},
+		{"PUT /v1/machines/{machine_id}/signing-key", write, s.putSigningKey},
+		{"GET /v1/machines", read, s.listMachines},
+		{"POST /v1/policy/test", gov, s.policyTest},
 
 		// Integrity (CONTRACT.md "Integrity").
 		{"GET /v1/chain/blocks", read, nil},

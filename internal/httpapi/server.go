@@ -9,6 +9,7 @@ import (
 	"log/slog"
 	"net/http"
 	"strconv"
+	"sync"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -28,6 +29,10 @@ type Server struct {
 	log     *slog.Logger
 	mux     *http.ServeMux
 	openapi []byte
+	// done closes on shutdown so long-lived streams end (Shutdown waits for
+	// handlers but does not cancel them).
+	done      chan struct{}
+	closeOnce sync.Once
 
 	requests *prometheus.CounterVec
 	latency  *prometheus.HistogramVec
@@ -36,7 +41,7 @@ type Server struct {
 
 // NewServer builds the handler. openapiJSON is the document served at /v1/openapi.json.
 func NewServer(a *app.App, log *slog.Logger, openapiJSON []byte) *Server {
-	s := &Server{app: a, log: log, mux: http.NewServeMux(), openapi: openapiJSON}
+	s := &Server{app: a, log: log, mux: http.NewServeMux(), openapi: openapiJSON, done: make(chan struct{})}
 	// A registry of our own: nothing global, so several servers (tests, replicas
 	// in one process) never collide.
 	s.registry = prometheus.NewRegistry()
@@ -56,6 +61,9 @@ func NewServer(a *app.App, log *slog.Logger, openapiJSON []byte) *Server {
 	s.mux.Handle("GET /metrics", promhttp.HandlerFor(s.registry, promhttp.HandlerOpts{}))
 	return s
 }
+
+// Close ends open streams; register it with http.Server.RegisterOnShutdown.
+func (s *Server) Close() { s.closeOnce.Do(func() { close(s.done) }) }
 
 // ServeHTTP resolves the route once, so unknown paths and wrong methods answer
 // as problems too, and every request is counted under its route pattern.

@@ -1,0 +1,176 @@
+package app
+
+import (
+	"context"
+	"errors"
+	"net/http"
+	"time"
+
+	"github.com/auditchain/auditchain/internal/chain"
+	"github.com/auditchain/auditchain/internal/domain"
+	"github.com/auditchain/auditchain/internal/store"
+)
+
+// SearchRequest is the body of POST /v1/events/search.
+type SearchRequest struct {
+	After, Before *string
+	Cursor        *int64
+	Decision      *string
+	EventTypes    []string
+	Limit         *int
+	Tool          *string
+}
+
+// Search answers POST /v1/events/search: newest first, within the caller's account.
+func (a *App) Search(ctx context.Context, p Principal, req SearchRequest) ([]store.Event, int, error) {
+	f := store.SearchFilter{UserID: p.UserID, Cursor: req.Cursor, Decision: req.Decision, EventTypes: req.EventTypes, Tool: req.Tool, Limit: domain.DefSearchLimit}
+	if req.Limit != nil {
+		if *req.Limit < 1 || *req.Limit > domain.MaxSearchLimit {
+			return nil, 0, domain.Validation(domain.FieldError{Field: "limit", Message: "must be between 1 and 1000"})
+		}
+		f.Limit = *req.Limit
+	}
+	parse := func(s *string, code string) (*int64, error) {
+		if s == nil {
+			return nil, nil
+		}
+		t, err := domain.ParseTimestamp(*s)
+		if err != nil {
+			return nil, &domain.Error{Status: http.StatusBadRequest, Code: code, Detail: "not an ISO-8601 timestamp with an offset: " + *s}
+		}
+		m := t.UnixMicro()
+		return &m, nil
+	}
+	var err error
+	if f.AfterTS, err = parse(req.After, domain.CodeInvalidAfter); err != nil {
+		return nil, 0, err
+	}
+	if f.BeforeTS, err = parse(req.Before, domain.CodeInvalidBefore); err != nil {
+		return nil, 0, err
+	}
+	if len(f.EventTypes) > 100 {
+		return nil, 0, domain.Validation(domain.FieldError{Field: "event_types", Message: "at most 100 types"})
+	}
+	evs, err := a.Store.Search(ctx, f)
+	return evs, f.Limit, err
+}
+
+// Ancestor is one link of an event's ancestry.
+type Ancestor struct {
+	EventID   string `json:"event_id"`
+	EventType string `json:"event_type"`
+	Sequence  int64  `json:"sequence"`
+	TS        string `json:"ts"`
+}
+
+// EventWithAncestry answers GET /v1/events/{event_id}: the event and the chain of
+// prev_hash links behind it, up to 50. Another account's id answers exactly like
+// a missing one.
+func (a *App) EventWithAncestry(ctx context.Context, p Principal, eventID string) (store.Event, []Ancestor, error) {
+	e, err := a.Store.EventByID(ctx, nil, p.UserID, eventID)
+	if errors.Is(err, store.ErrNotFound) {
+		return e, nil, domain.NotFound(domain.CodeEventNotFound, "event")
+	}
+	if err != nil {
+		return e, nil, err
+	}
+	// Normally each link is the event just before, so one query fetches them
+	// all; a broken link falls back to a lookup by payload_hash.
+	window, err := a.Store.EventsBefore(ctx, p.UserID, e.Sequence, domain.MaxAncestry)
+	if err != nil {
+		return e, nil, err
+	}
+	byHash := make(map[string]*store.Event, len(window))
+	for i := range window {
+		byHash[window[i].PayloadHash] = &window[i]
+	}
+	ancestry := []Ancestor{}
+	cur := e
+	for len(ancestry) < domain.MaxAncestry && cur.PrevHash != nil {
+		prev, ok := byHash[*cur.PrevHash]
+		if !ok {
+			found, err := a.Store.EventByPayloadHash(ctx, p.UserID, *cur.PrevHash)
+			if errors.Is(err, store.ErrNotFound) {
+				break // a break in the chain: the ancestry ends here (heal reports it)
+			}
+			if err != nil {
+				return e, nil, err
+			}
+			prev = &found
+		}
+		if prev.Sequence >= cur.Sequence {
+			break // a link pointing forward would loop
+		}
+		ancestry = append(ancestry, Ancestor{EventID: prev.EventID, EventType: prev.EventType, Sequence: prev.Sequence, TS: prev.TS})
+		cur = *prev
+	}
+	return e, ancestry, nil
+}
+
+// RegisterSigningKey answers PUT /v1/machines/{machine_id}/signing-key.
+func (a *App) RegisterSigningKey(ctx context.Context, p Principal, machineID, publicKey string) (store.SigningKey, error) {
+	if machineID == "" || len(machineID) > 256 {
+		return store.SigningKey{}, domain.Validation(domain.FieldError{Field: "machine_id", Message: "must be 1 to 256 bytes"})
+	}
+	pub, err := chain.ParsePublicKey(publicKey)
+	if err != nil {
+		return store.SigningKey{}, domain.Validation(domain.FieldError{Field: "public_key", Message: err.Error()})
+	}
+	k := store.SigningKey{UserID: p.UserID, MachineID: machineID, PublicKey: publicKey, Fingerprint: chain.Fingerprint(pub),
+		RegisteredAt: a.Now().UnixMicro()}
+	return a.Store.RegisterSigningKey(ctx, k, p.KeyID)
+}
+
+// Machine is one machine of the account with its keys (fingerprints only).
+type Machine struct {
+	MachineID string       `json:"machine_id"`
+	Events    int64        `json:"events"`
+	Keys      []MachineKey `json:"keys"`
+	// CurrentFingerprint is the key appends are checked against, or null.
+	CurrentFingerprint *string `json:"current_fingerprint"`
+}
+
+// MachineKey is one registered key, identified by its fingerprint.
+type MachineKey struct {
+	Fingerprint  string    `json:"fingerprint"`
+	RegisteredAt time.Time `json:"registered_at"`
+	// FromSequenceIndex is the leaf index from which the key applies.
+	FromLeaf int64 `json:"from_leaf"`
+}
+
+// Machines answers GET /v1/machines.
+func (a *App) Machines(ctx context.Context, p Principal) ([]Machine, error) {
+	seen, err := a.Store.Machines(ctx, p.UserID)
+	if err != nil {
+		return nil, err
+	}
+	keys, err := a.Store.SigningKeys(ctx, p.UserID)
+	if err != nil {
+		return nil, err
+	}
+	byID := map[string]*Machine{}
+	var order []string
+	get := func(id string) *Machine {
+		if m, ok := byID[id]; ok {
+			return m
+		}
+		m := &Machine{MachineID: id, Keys: []MachineKey{}}
+		byID[id] = m
+		order = append(order, id)
+		return m
+	}
+	for _, s := range seen {
+		get(s.MachineID).Events = s.Events
+	}
+	for _, k := range keys {
+		m := get(k.MachineID)
+		m.Keys = append(m.Keys, MachineKey{Fingerprint: k.Fingerprint, RegisteredAt: time.UnixMicro(k.RegisteredAt).UTC(), FromLeaf: k.FromLeaf})
+		fp := k.Fingerprint
+		m.CurrentFingerprint = &fp
+	}
+	out := make([]Machine, 0, len(order))
+	for _, id := range order {
+		out = append(out, *byID[id])
+	}
+	return out, nil
+}

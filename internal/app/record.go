@@ -1,0 +1,447 @@
+package app
+
+import (
+	"bytes"
+	"context"
+	"crypto/ed25519"
+	"database/sql"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"slices"
+
+	"github.com/auditchain/auditchain/internal/chain"
+	"github.com/auditchain/auditchain/internal/domain"
+	"github.com/auditchain/auditchain/internal/store"
+	"github.com/auditchain/auditchain/internal/stream"
+)
+
+// Quota is the daily event quota as responses show it (SPEC.md "Quota").
+type Quota struct {
+	Limit     int64 `json:"limit"`
+	Remaining int64 `json:"remaining"`
+	UsedToday int64 `json:"used_today"`
+}
+
+func (a *App) quota(used int64) Quota {
+	limit := int64(a.Cfg.DailyEventQuota)
+	return Quota{Limit: limit, Remaining: max(0, limit-used), UsedToday: used}
+}
+
+// AppendResult is the outcome of one append.
+type AppendResult struct {
+	Event    store.Event
+	Epoch    domain.EpochStamp
+	Quota    Quota
+	Advisory *domain.DedupAdvisory
+	// Replayed is true when the event_id was already stored with identical
+	// content: the stored event is answered and nothing is written.
+	Replayed bool
+}
+
+// txn is one write transaction plus what must happen once it commits.
+type txn struct {
+	tx     *sql.Tx
+	frames []pendingFrame
+}
+
+type pendingFrame struct {
+	userID string
+	frame  stream.Frame
+}
+
+// write runs fn in one write transaction and publishes its stream frames only
+// after the commit, so listeners never see an event that was rolled back. On
+// SQLite the commit and the publish happen under one lock, so frames leave in
+// commit order; on PostgreSQL frames ride NOTIFY inside the transaction, which
+// PostgreSQL delivers on commit, in commit order, to every replica.
+func (a *App) write(ctx context.Context, fn func(t *txn) error) error {
+	if a.Store.Dialect == store.SQLite {
+		a.writeMu.Lock()
+		defer a.writeMu.Unlock()
+	}
+	var t txn
+	err := a.Store.InTx(ctx, func(tx *sql.Tx) error {
+		t = txn{tx: tx}
+		return fn(&t)
+	})
+	if err != nil {
+		return err
+	}
+	for _, f := range t.frames {
+		a.Hub.Publish(f.userID, f.frame)
+	}
+	return nil
+}
+
+// publish announces an appended event to stream listeners.
+func (a *App) publish(ctx context.Context, t *txn, e *store.Event) error {
+	f := stream.Frame{EventID: e.EventID, EventType: e.EventType, Sequence: e.Sequence, Tool: e.Tool, Decision: e.Decision, MachineID: e.MachineID}
+	if a.PGBus != nil {
+		return a.PGBus.NotifyInTx(ctx, t.tx, e.UserID, f)
+	}
+	t.frames = append(t.frames, pendingFrame{userID: e.UserID, frame: f})
+	return nil
+}
+
+// Append stores one client event (POST /v1/events) after every check of
+// SPEC.md: shape, continuity against the chain head, the machine's signature,
+// and the daily quota, all within one transaction that holds the account's head.
+func (a *App) Append(ctx context.Context, p Principal, in domain.EventInput, surface string) (AppendResult, error) {
+	if in.PayloadHash != nil {
+		return AppendResult{}, domain.Validation(domain.FieldError{Field: "payload_hash", Message: "is computed by the service on append; do not send it"})
+	}
+	if errs := domain.ValidateEventShape(&in); len(errs) > 0 {
+		return AppendResult{}, domain.Validation(errs...)
+	}
+	// Verify the signature before taking the account's lock: Ed25519 is the
+	// largest CPU cost of an append. The transaction re-checks that the key it
+	// was verified with is still the machine's key.
+	verifiedWith, err := a.preverify(ctx, p.UserID, &in)
+	if err != nil {
+		return AppendResult{}, err
+	}
+	now := a.Now()
+	var res AppendResult
+	err = a.write(ctx, func(t *txn) error {
+		res = AppendResult{}
+		return a.appendInTx(ctx, t, p, &in, surface, verifiedWith, &res)
+	})
+	if err != nil {
+		return AppendResult{}, err
+	}
+	res.Epoch = domain.NewEpochStamp(a.Cfg.EpochAnchor, now)
+	return res, nil
+}
+
+// preverify checks in's signature against the machine's current key, if any,
+// and returns that key's fingerprint ("" when the machine has no key).
+func (a *App) preverify(ctx context.Context, userID string, in *domain.EventInput) (string, error) {
+	if in.MachineID == nil {
+		return "", nil
+	}
+	k, err := a.Store.CurrentSigningKey(ctx, nil, userID, *in.MachineID)
+	if errors.Is(err, store.ErrNotFound) {
+		return "", nil
+	}
+	if err != nil {
+		return "", err
+	}
+	return k.Fingerprint, verifySignature(k, in)
+}
+
+var errSignature = &domain.Error{Status: http.StatusUnauthorized, Code: domain.CodeSignatureInvalid,
+	Detail: "this machine registered a signing key and the event's signature does not verify over raw"}
+
+func verifySignature(k store.SigningKey, in *domain.EventInput) error {
+	if in.Signature == nil {
+		return errSignature.With("machine_id", k.MachineID)
+	}
+	pub, err := chain.ParsePublicKey(k.PublicKey)
+	if err != nil {
+		return fmt.Errorf("stored signing key of %s: %w", k.MachineID, err)
+	}
+	if chain.VerifyEventSignature(ed25519.PublicKey(pub), in.Raw, *in.Signature) != nil {
+		return errSignature.With("machine_id", k.MachineID)
+	}
+	return nil
+}
+
+// appendInTx is the one append path. Client events, and every event the
+// service writes itself (governance.*, grant.*, chain_repair, anchors), pass
+// through it with the same checks, inside the caller's transaction.
+func (a *App) appendInTx(ctx context.Context, t *txn, p Principal, in *domain.EventInput, surface, verifiedWith string, res *AppendResult) error {
+	tx := t.tx
+	now := a.Now()
+	head, err := a.Store.LockHead(ctx, tx, p.UserID)
+	if err != nil {
+		return err
+	}
+	day := domain.QuotaDay(now)
+
+	// A retry of an acknowledged (or ambiguously committed) event answers with
+	// the stored event; the same id with other content is refused.
+	if stored, err := a.Store.EventByID(ctx, tx, p.UserID, *in.EventID); err == nil {
+		if !sameEvent(&stored, in) {
+			return (&domain.Error{Status: http.StatusConflict, Code: domain.CodeEventIDConflict,
+				Detail: "event_id " + *in.EventID + " is already stored with different content"}).With("sequence", stored.Sequence)
+		}
+		used, err := a.Store.QuotaUsed(ctx, tx, p.UserID, day)
+		if err != nil {
+			return err
+		}
+		*res = AppendResult{Event: stored, Quota: a.quota(used), Replayed: true}
+		return nil
+	} else if !errors.Is(err, store.ErrNotFound) {
+		return err
+	}
+
+	if err := checkContinuity(head, in); err != nil {
+		return err
+	}
+
+	if in.MachineID != nil {
+		k, err := a.Store.CurrentSigningKey(ctx, tx, p.UserID, *in.MachineID)
+		switch {
+		case errors.Is(err, store.ErrNotFound):
+			if verifiedWith != "" { // the key vanished between check and lock: keys are never deleted
+				return fmt.Errorf("signing key of %s disappeared", *in.MachineID)
+			}
+		case err != nil:
+			return err
+		case k.Fingerprint != verifiedWith:
+			if err := verifySignature(k, in); err != nil {
+				return err
+			}
+		}
+	}
+
+	used, ok, err := a.Store.ConsumeQuota(ctx, tx, p.UserID, day, 1, int64(a.Cfg.DailyEventQuota))
+	if err != nil {
+		return err
+	}
+	if !ok {
+		return a.quotaExceeded(used)
+	}
+
+	e, err := a.buildEvent(ctx, tx, p, in, surface, head.EventCount)
+	if err != nil {
+		return err
+	}
+	if e.SemanticKey != nil && e.Tool != nil {
+		adv, err := a.dedupAdvisory(ctx, tx, p.UserID, *e.Tool, *e.SemanticKey, domain.EventIntent(e.Raw), head.LastSequence)
+		if err != nil {
+			return err
+		}
+		res.Advisory = adv
+	}
+	if err := a.Store.InsertEvent(ctx, tx, &e); err != nil {
+		return err
+	}
+	if err := a.publish(ctx, t, &e); err != nil {
+		return err
+	}
+	res.Event, res.Quota = e, a.quota(used)
+	return nil
+}
+
+// checkContinuity applies SPEC.md's chain rules against the locked head.
+func checkContinuity(head store.Head, in *domain.EventInput) error {
+	if head.Empty() {
+		if in.PrevHash != nil {
+			return &domain.Error{Status: http.StatusConflict, Code: domain.CodePrevHashGenesis,
+				Detail: "the first event of a chain must have prev_hash null"}
+		}
+		if *in.Sequence != 0 {
+			return (&domain.Error{Status: http.StatusConflict, Code: domain.CodeNonMonotonic,
+				Detail: "the first event of a chain must have sequence 0"}).With("expected_sequence", 0)
+		}
+		return nil
+	}
+	if in.PrevHash == nil || *in.PrevHash != *head.LastHash {
+		return (&domain.Error{Status: http.StatusConflict, Code: domain.CodePrevHashMismatch,
+			Detail: "prev_hash must be the payload_hash of the last stored event"}).
+			With("expected_prev_hash", *head.LastHash).With("last_sequence", head.LastSequence)
+	}
+	if *in.Sequence <= head.LastSequence {
+		return (&domain.Error{Status: http.StatusConflict, Code: domain.CodeNonMonotonic,
+			Detail: fmt.Sprintf("sequence must be above the last stored sequence %d", head.LastSequence)}).
+			With("last_sequence", head.LastSequence)
+	}
+	return nil
+}
+
+func (a *App) quotaExceeded(used int64) error {
+	n := a.Now()
+	return (&domain.Error{Status: http.StatusTooManyRequests, Code: domain.CodeDailyQuota,
+		Detail:     fmt.Sprintf("the account stored its %d events for today; the quota resets at 00:00 UTC", a.Cfg.DailyEventQuota),
+		RetryAfter: domain.SecondsUntilQuotaReset(n)}).With("quota", a.quota(used))
+}
+
+// buildEvent turns a checked input into the row to store, computing the
+// server's fields: ts when absent, payload_hash, machine_sequence, semantic key.
+func (a *App) buildEvent(ctx context.Context, tx *sql.Tx, p Principal, in *domain.EventInput, surface string, leaf int64) (store.Event, error) {
+	now := a.Now()
+	e := store.Event{
+		UserID: p.UserID, Sequence: *in.Sequence, LeafIndex: leaf, EventID: *in.EventID, EventType: *in.EventType,
+		PrevHash: in.PrevHash, Decision: in.Decision, Tool: in.Tool, MachineID: in.MachineID, ParentID: in.ParentID,
+		Signature: in.Signature, SignatureKey: in.SignatureKey, Surface: surface, CreatedAt: now.UnixMicro(),
+	}
+	if p.KeyID != "" {
+		id := p.KeyID
+		e.APIKeyID = &id
+	}
+	if len(in.Raw) > 0 && !bytes.Equal(bytes.TrimSpace(in.Raw), []byte("null")) {
+		var buf bytes.Buffer
+		if err := json.Compact(&buf, in.Raw); err != nil {
+			return e, domain.Validation(domain.FieldError{Field: "raw", Message: "must be a JSON object"})
+		}
+		e.Raw = buf.Bytes()
+	}
+	if in.TS != nil {
+		e.TS = *in.TS
+	} else {
+		e.TS = domain.FormatTimestamp(now)
+	}
+	if ts, err := domain.ParseTimestamp(e.TS); err == nil {
+		m := ts.UnixMicro()
+		e.TSMicros = &m
+	}
+	hash, err := chain.PayloadHash(hashedOf(&e))
+	if err != nil {
+		return e, domain.Validation(domain.FieldError{Field: "raw", Message: "cannot be canonicalised (RFC 8785): " + err.Error()})
+	}
+	e.PayloadHash = hash
+	machine := ""
+	if e.MachineID != nil {
+		machine = *e.MachineID
+	}
+	if e.MachineSequence, err = a.Store.NextMachineSequence(ctx, tx, p.UserID, machine); err != nil {
+		return e, err
+	}
+	if key, ok := domain.EventSemanticKey(e.EventType, e.Tool, e.Raw); ok {
+		e.SemanticKey = &key
+	}
+	return e, nil
+}
+
+// hashedOf is the part of a stored event that payload_hash covers.
+func hashedOf(e *store.Event) *chain.HashedEvent {
+	ts := e.TS
+	return &chain.HashedEvent{EventID: e.EventID, EventType: e.EventType, Sequence: e.Sequence, PrevHash: e.PrevHash,
+		Raw: e.Raw, Decision: e.Decision, Tool: e.Tool, MachineID: e.MachineID, ParentID: e.ParentID, TS: &ts,
+		Signature: e.Signature, SignatureKey: e.SignatureKey}
+}
+
+// sameEvent reports whether in carries the content of the stored event, so a
+// retry can be answered with it. A retry that omits ts matches any stored ts
+// (the server set it on the first attempt).
+func sameEvent(stored *store.Event, in *domain.EventInput) bool {
+	h := hashedOf(stored)
+	probe := &chain.HashedEvent{EventID: *in.EventID, EventType: *in.EventType, Sequence: *in.Sequence, PrevHash: in.PrevHash,
+		Raw: in.Raw, Decision: in.Decision, Tool: in.Tool, MachineID: in.MachineID, ParentID: in.ParentID, TS: in.TS,
+		Signature: in.Signature, SignatureKey: in.SignatureKey}
+	if in.TS == nil {
+		probe.TS = h.TS
+	}
+	if len(probe.Raw) > 0 && bytes.Equal(bytes.TrimSpace(probe.Raw), []byte("null")) {
+		probe.Raw = nil
+	}
+	a, err1 := chain.PayloadHash(h)
+	b, err2 := chain.PayloadHash(probe)
+	return err1 == nil && err2 == nil && a == b
+}
+
+// dedupAdvisory decides whether an appended tool call repeats one within the
+// window, with the same code as the policy probe.
+func (a *App) dedupAdvisory(ctx context.Context, q store.Querier, userID, tool, key string, intent domain.Intent, tip int64) (*domain.DedupAdvisory, error) {
+	d, err := a.decideDedup(ctx, q, userID, tool, key, intent, tip)
+	if err != nil {
+		return nil, err
+	}
+	if adv, ok := d.Advisory(); ok {
+		return &adv, nil
+	}
+	return nil, nil
+}
+
+func (a *App) decideDedup(ctx context.Context, q store.Querier, userID, tool, key string, intent domain.Intent, tip int64) (domain.DedupDecision, error) {
+	policy := a.Dedup
+	var candidates []domain.PriorCall
+	if intent != domain.IntentFresh && policy.Cacheable(tool) && tip >= 0 {
+		prior, err := a.Store.LatestSemanticMatch(ctx, q, userID, key, tip-int64(policy.WindowEvents)+1)
+		switch {
+		case errors.Is(err, store.ErrNotFound):
+		case err != nil:
+			return domain.DedupDecision{}, err
+		default:
+			c := domain.PriorCall{EventID: prior.EventID, Sequence: prior.Sequence, SemanticKey: key}
+			if ts, err := domain.ParseTimestamp(prior.TS); err == nil {
+				c.TS = ts
+			}
+			candidates = append(candidates, c)
+		}
+	}
+	return domain.DecideDedup(policy, tool, key, intent, candidates, tip, a.Now()), nil
+}
+
+// PolicyTestRequest is the body of POST /v1/policy/test.
+type PolicyTestRequest struct {
+	Tool          string
+	ToolInput     json.RawMessage
+	Intent        domain.Intent
+	ParentEventID *string
+}
+
+// PolicyTest predicts what the dedup gate would decide, writing nothing.
+func (a *App) PolicyTest(ctx context.Context, p Principal, req PolicyTestRequest) (domain.DedupDecision, error) {
+	key, err := domain.SemanticKey(req.Tool, req.ToolInput)
+	if err != nil {
+		return domain.DedupDecision{}, domain.Validation(domain.FieldError{Field: "tool_input", Message: "must be a JSON object"})
+	}
+	head, err := a.Store.Head(ctx, p.UserID)
+	if err != nil {
+		return domain.DedupDecision{}, err
+	}
+	return a.decideDedup(ctx, nil, p.UserID, req.Tool, key, req.Intent, head.LastSequence)
+}
+
+// ServerEvent describes an event the service writes itself.
+type ServerEvent struct {
+	EventType string
+	Raw       any
+	Tool      *string
+}
+
+// appendServerEvent appends an event the service writes (governance.*,
+// grant.*, chain_repair, anchors) at the tip of the account's chain, inside
+// the caller's transaction, through the same path and checks as client events.
+func (a *App) appendServerEvent(ctx context.Context, t *txn, p Principal, ev ServerEvent) (store.Event, error) {
+	head, err := a.Store.LockHead(ctx, t.tx, p.UserID)
+	if err != nil {
+		return store.Event{}, err
+	}
+	raw, err := json.Marshal(ev.Raw)
+	if err != nil {
+		return store.Event{}, fmt.Errorf("server event raw: %w", err)
+	}
+	id, err := a.newID("evt-", 16)
+	if err != nil {
+		return store.Event{}, err
+	}
+	seq := head.LastSequence + 1
+	in := domain.EventInput{EventID: &id, EventType: &ev.EventType, Sequence: &seq, PrevHash: head.LastHash, Raw: raw, Tool: ev.Tool}
+	var res AppendResult
+	if err := a.appendInTx(ctx, t, p, &in, "service", "", &res); err != nil {
+		return store.Event{}, err
+	}
+	return res.Event, nil
+}
+
+// newID returns prefix + hex of n random bytes.
+func (a *App) newID(prefix string, n int) (string, error) {
+	b := make([]byte, n)
+	if _, err := io.ReadFull(a.Rand, b); err != nil {
+		return "", err
+	}
+	return prefix + hex.EncodeToString(b), nil
+}
+
+// ChainTip answers GET /v1/chain/tip.
+func (a *App) ChainTip(ctx context.Context, p Principal) (store.Head, error) {
+	return a.Store.Head(ctx, p.UserID)
+}
+
+// Surface validates the X-SVC-Surface header (absent means rest).
+func Surface(header string) (string, error) {
+	if header == "" {
+		return "rest", nil
+	}
+	if !slices.Contains(domain.Surfaces, header) {
+		return "", domain.Validation(domain.FieldError{Field: "X-SVC-Surface", Message: "must be one of rest, mcp, mcp_stdio, sdk, cli, hook, dashboard"})
+	}
+	return header, nil
+}

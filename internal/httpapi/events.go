@@ -1,0 +1,229 @@
+package httpapi
+
+import (
+	"encoding/json"
+	"net/http"
+	"strconv"
+	"time"
+
+	"github.com/auditchain/auditchain/internal/app"
+	"github.com/auditchain/auditchain/internal/domain"
+	"github.com/auditchain/auditchain/internal/store"
+)
+
+// eventView is an event as search and single reads show it: without raw,
+// signature and signature_key (SPEC.md "Event").
+type eventView struct {
+	EventID         string  `json:"event_id"`
+	EventType       string  `json:"event_type"`
+	Sequence        int64   `json:"sequence"`
+	PrevHash        *string `json:"prev_hash"`
+	PayloadHash     string  `json:"payload_hash"`
+	Decision        *string `json:"decision"`
+	Tool            *string `json:"tool"`
+	MachineID       *string `json:"machine_id"`
+	ParentID        *string `json:"parent_id"`
+	TS              string  `json:"ts"`
+	APIKeyID        *string `json:"api_key_id"`
+	UserID          string  `json:"user_id"`
+	MachineSequence int64   `json:"machine_sequence"`
+	Surface         string  `json:"surface"`
+}
+
+// storedEvent is the whole stored event, as the append response shows it.
+type storedEvent struct {
+	eventView
+	Raw          json.RawMessage `json:"raw"`
+	Signature    *string         `json:"signature"`
+	SignatureKey *string         `json:"signature_key"`
+}
+
+func viewOf(e *store.Event) eventView {
+	return eventView{EventID: e.EventID, EventType: e.EventType, Sequence: e.Sequence, PrevHash: e.PrevHash, PayloadHash: e.PayloadHash,
+		Decision: e.Decision, Tool: e.Tool, MachineID: e.MachineID, ParentID: e.ParentID, TS: e.TS, APIKeyID: e.APIKeyID,
+		UserID: e.UserID, MachineSequence: e.MachineSequence, Surface: e.Surface}
+}
+
+func storedOf(e *store.Event) storedEvent {
+	return storedEvent{eventView: viewOf(e), Raw: e.Raw, Signature: e.Signature, SignatureKey: e.SignatureKey}
+}
+
+type appendResponse struct {
+	Status        string                `json:"status"`
+	Event         storedEvent           `json:"event"`
+	Epoch         domain.EpochStamp     `json:"epoch"`
+	Quota         app.Quota             `json:"quota"`
+	DedupAdvisory *domain.DedupAdvisory `json:"dedup_advisory,omitempty"`
+}
+
+func (s *Server) appendEvent(w http.ResponseWriter, r *http.Request) error {
+	surface, err := app.Surface(r.Header.Get("X-SVC-Surface"))
+	if err != nil {
+		return err
+	}
+	in, err := decode[domain.EventInput](r, s.app.Cfg.MaxBodyBytes, false)
+	if err != nil {
+		return err
+	}
+	res, err := s.app.Append(r.Context(), principal(r), in, surface)
+	if err != nil {
+		return err
+	}
+	if res.Replayed {
+		// An idempotent retry: the stored event, nothing written.
+		w.Header().Set("Idempotent-Replayed", "true")
+	}
+	return writeJSON(w, http.StatusOK, appendResponse{Status: "appended", Event: storedOf(&res.Event), Epoch: res.Epoch,
+		Quota: res.Quota, DedupAdvisory: res.Advisory})
+}
+
+type batchRequest struct {
+	ClientMachine *string           `json:"client_machine"`
+	Events        []json.RawMessage `json:"events"`
+}
+
+func (b *batchRequest) validate() []domain.FieldError {
+	if b.Events == nil {
+		return []domain.FieldError{{Field: "events", Message: "required: an array of at most 500 events"}}
+	}
+	return nil
+}
+
+func (s *Server) appendBatch(w http.ResponseWriter, r *http.Request) error {
+	req, err := decode[batchRequest](r, 8*s.app.Cfg.MaxBodyBytes, false)
+	if err != nil {
+		return err
+	}
+	res, err := s.app.AppendBatch(r.Context(), principal(r), req.ClientMachine, req.Events)
+	if err != nil {
+		return err
+	}
+	return writeJSON(w, http.StatusOK, res)
+}
+
+type searchRequest struct {
+	After      *string  `json:"after"`
+	Before     *string  `json:"before"`
+	Cursor     *int64   `json:"cursor"`
+	Decision   *string  `json:"decision"`
+	EventTypes []string `json:"event_types"`
+	Limit      *int     `json:"limit"`
+	Tool       *string  `json:"tool"`
+}
+
+func (s *Server) searchEvents(w http.ResponseWriter, r *http.Request) error {
+	req, err := decode[searchRequest](r, s.app.Cfg.MaxBodyBytes, true)
+	if err != nil {
+		return err
+	}
+	p := principal(r)
+	evs, limit, err := s.app.Search(r.Context(), p, app.SearchRequest{After: req.After, Before: req.Before, Cursor: req.Cursor,
+		Decision: req.Decision, EventTypes: req.EventTypes, Limit: req.Limit, Tool: req.Tool})
+	if err != nil {
+		return err
+	}
+	results := make([]eventView, len(evs))
+	for i := range evs {
+		results[i] = viewOf(&evs[i])
+	}
+	// next_cursor continues the listing; it is set only when a full page came back.
+	var next *int64
+	if len(evs) == limit && limit > 0 {
+		c := evs[len(evs)-1].Sequence
+		next = &c
+	}
+	return writeJSON(w, http.StatusOK, map[string]any{"count": len(results), "results": results, "user_id": p.UserID, "next_cursor": next})
+}
+
+func (s *Server) getEvent(w http.ResponseWriter, r *http.Request) error {
+	p := principal(r)
+	e, ancestry, err := s.app.EventWithAncestry(r.Context(), p, r.PathValue("event_id"))
+	if err != nil {
+		return err
+	}
+	return writeJSON(w, http.StatusOK, map[string]any{"event": viewOf(&e), "ancestry": ancestry, "user_id": p.UserID})
+}
+
+func (s *Server) chainTip(w http.ResponseWriter, r *http.Request) error {
+	h, err := s.app.ChainTip(r.Context(), principal(r))
+	if err != nil {
+		return err
+	}
+	var seq *int64
+	if !h.Empty() {
+		seq = &h.LastSequence
+	}
+	return writeJSON(w, http.StatusOK, map[string]any{"sequence": seq, "payload_hash": h.LastHash, "event_id": h.LastEventID, "event_count": h.EventCount})
+}
+
+type signingKeyRequest struct {
+	PublicKey *string `json:"public_key"`
+}
+
+func (b *signingKeyRequest) validate() []domain.FieldError {
+	if b.PublicKey == nil {
+		return []domain.FieldError{{Field: "public_key", Message: "required: standard base64 of a 32-byte Ed25519 public key"}}
+	}
+	return nil
+}
+
+func (s *Server) putSigningKey(w http.ResponseWriter, r *http.Request) error {
+	req, err := decode[signingKeyRequest](r, s.app.Cfg.MaxBodyBytes, false)
+	if err != nil {
+		return err
+	}
+	k, err := s.app.RegisterSigningKey(r.Context(), principal(r), r.PathValue("machine_id"), *req.PublicKey)
+	if err != nil {
+		return err
+	}
+	return writeJSON(w, http.StatusOK, map[string]any{"machine_id": k.MachineID, "algorithm": "ed25519", "fingerprint": k.Fingerprint,
+		"registered_at": time.UnixMicro(k.RegisteredAt).UTC(), "from_leaf": k.FromLeaf})
+}
+
+func (s *Server) listMachines(w http.ResponseWriter, r *http.Request) error {
+	ms, err := s.app.Machines(r.Context(), principal(r))
+	if err != nil {
+		return err
+	}
+	return writeJSON(w, http.StatusOK, map[string]any{"count": len(ms), "machines": ms})
+}
+
+type policyTestRequest struct {
+	Tool          *string         `json:"tool"`
+	ToolInput     json.RawMessage `json:"tool_input"`
+	Intent        *string         `json:"intent"`
+	ParentEventID *string         `json:"parent_event_id"`
+}
+
+func (b *policyTestRequest) validate() []domain.FieldError {
+	var errs []domain.FieldError
+	if b.Tool == nil || *b.Tool == "" {
+		errs = append(errs, domain.FieldError{Field: "tool", Message: "required"})
+	}
+	if len(b.ToolInput) > 0 && string(b.ToolInput) != "null" && b.ToolInput[0] != '{' {
+		errs = append(errs, domain.FieldError{Field: "tool_input", Message: "must be an object"})
+	}
+	if b.Intent != nil && !domain.Intent(*b.Intent).Valid() {
+		errs = append(errs, domain.FieldError{Field: "intent", Message: "must be fresh, cached_ok or null"})
+	}
+	return errs
+}
+
+func (s *Server) policyTest(w http.ResponseWriter, r *http.Request) error {
+	req, err := decode[policyTestRequest](r, s.app.Cfg.MaxBodyBytes, false)
+	if err != nil {
+		return err
+	}
+	var intent domain.Intent
+	if req.Intent != nil {
+		intent = domain.Intent(*req.Intent)
+	}
+	d, err := s.app.PolicyTest(r.Context(), principal(r), app.PolicyTestRequest{Tool: *req.Tool, ToolInput: req.ToolInput, Intent: intent, ParentEventID: req.ParentEventID})
+	if err != nil {
+		return err
+	}
+	return writeJSON(w, http.StatusOK, d)
+}
+
+// itoa is strconv.Itoa for int64 path values in tests and headers.
+var _ = strconv.Itoa
