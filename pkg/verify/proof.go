@@ -48,6 +48,11 @@ var EmptyRoot = Hash(sha256.Sum256(nil))
 // chain leaf is the 32 bytes of an event's payload_hash (see HashBytes), so a
 // leaf hash is SHA-256(0x00 || SHA-256(JCS(event))).
 func LeafHash(leaf []byte) Hash {
+	if len(leaf) == sha256.Size {
+		var buf [1 + sha256.Size]byte
+		copy(buf[1:], leaf)
+		return sha256.Sum256(buf[:])
+	}
 	h := sha256.New()
 	h.Write([]byte{0x00})
 	h.Write(leaf)
