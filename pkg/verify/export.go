@@ -815,22 +815,37 @@ func (b *batch) decode(scratch []byte) []byte {
 
 // check requires exactly the member named by kind.
 func (l *exportLine) check() error {
-	members := map[string]bool{
-		LineHeader: l.Header != nil, LineFrontier: l.Frontier != nil, LineMachineKey: l.MachineKey != nil,
-		LineEvent: l.Event != nil, LineConsistency: l.Consistency != nil, LineCheckpoint: l.Checkpoint != nil,
-		LineEnd: l.End != nil,
-	}
-	present, known := members[l.Kind]
-	if !known {
+	var want bool
+	switch l.Kind {
+	case LineHeader:
+		want = l.Header != nil
+	case LineFrontier:
+		want = l.Frontier != nil
+	case LineMachineKey:
+		want = l.MachineKey != nil
+	case LineEvent:
+		want = l.Event != nil
+	case LineConsistency:
+		want = l.Consistency != nil
+	case LineCheckpoint:
+		want = l.Checkpoint != nil
+	case LineEnd:
+		want = l.End != nil
+	default:
 		return fmt.Errorf("unknown line kind %q", l.Kind)
 	}
-	if !present {
+	if !want {
 		return fmt.Errorf("%s line without a %q member", l.Kind, l.Kind)
 	}
-	for k, p := range members {
-		if p && k != l.Kind {
-			return fmt.Errorf("%s line also carries a %q member", l.Kind, k)
+	n := 0
+	for _, present := range [...]bool{l.Header != nil, l.Frontier != nil, l.MachineKey != nil, l.Event != nil,
+		l.Consistency != nil, l.Checkpoint != nil, l.End != nil} {
+		if present {
+			n++
 		}
+	}
+	if n != 1 {
+		return fmt.Errorf("%s line carries %d members, want only %q", l.Kind, n, l.Kind)
 	}
 	return nil
 }

@@ -119,3 +119,42 @@ func FuzzIsCanonicalJSON(f *testing.F) {
 		}
 	})
 }
+
+func benchEvent() *HashedEvent {
+	s := func(v string) *string { return &v }
+	return &HashedEvent{EventID: "evt-0123456789abcdef", EventType: "tool_call", Sequence: 12345,
+		PrevHash: s("sha256:0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef"),
+		Raw:      json.RawMessage(`{"args_hash":"sha256:0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef","cwd":"/home/x","n":3}`),
+		Decision: s("allow"), Tool: s("Bash"), MachineID: s("m-1"), TS: s("2025-06-01T12:00:00+00:00")}
+}
+
+func BenchmarkPayloadHash(b *testing.B) {
+	e := benchEvent()
+	for b.Loop() {
+		if _, err := PayloadHash(e); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
+
+func BenchmarkEventHash(b *testing.B) {
+	for _, bc := range []struct {
+		name string
+		raw  string
+	}{
+		{"canonical raw", `{"args_hash":"sha256:0123","cwd":"/home/x","n":3}`},
+		{"non-canonical raw", `{"n": 3, "cwd": "/home/x", "args_hash": "sha256:0123"}`},
+	} {
+		b.Run(bc.name, func(b *testing.B) {
+			e := benchEvent()
+			e.Raw = json.RawMessage(bc.raw)
+			var scratch []byte
+			for b.Loop() {
+				var err error
+				if scratch, _, err = eventHash(e, scratch); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+	}
+}
