@@ -1,0 +1,160 @@
+package verify
+
+import (
+	"bytes"
+	"crypto/sha256"
+	"encoding/json"
+	"strings"
+	"testing"
+
+	"github.com/gowebpki/jcs"
+)
+
+// The fast canonical form used by VerifyExport must equal CanonicalEvent
+// byte for byte, or both must fail.
+func checkSameHash(t *testing.T, e *HashedEvent) {
+	t.Helper()
+	want, werr := CanonicalEvent(e)
+	_, got, gerr := eventHash(e, nil)
+	if (werr != nil) != (gerr != nil) {
+		t.Fatalf("CanonicalEvent err %v, eventHash err %v for %+v", werr, gerr, e)
+	}
+	if werr == nil && got != Hash(sha256.Sum256(want)) {
+		fast, _ := appendCanonicalEvent(nil, e)
+		t.Fatalf("hashes differ\ncanonical %s\nfast      %s", want, fast)
+	}
+}
+
+func TestEventHashMatchesCanonicalEvent(t *testing.T) {
+	s := func(v string) *string { return &v }
+	for _, tc := range []struct {
+		name string
+		e    HashedEvent
+	}{
+		{"all null", HashedEvent{}},
+		{"typical", HashedEvent{EventID: "evt-1", EventType: "tool_call", Sequence: 7, PrevHash: s("sha256:00"),
+			Raw: json.RawMessage(`{"b": 1, "a": [1.0, 2e3, -0, "x"]}`), Decision: s("allow"), Tool: s("Bash"),
+			MachineID: s("m"), ParentID: s("p"), TS: s("2025-01-01T00:00:00+00:00"), Signature: s("c2ln"), SignatureKey: s("k")}},
+		{"escapes", HashedEvent{EventID: "a\"b\\c\b\f\n\r\t\x01\x1f\x7f", EventType: "<&>\u2028\u2029é😀", Tool: s("")}},
+		{"raw null literal", HashedEvent{Raw: json.RawMessage(`null`)}},
+		{"raw scalar", HashedEvent{Raw: json.RawMessage(` "x" `)}},
+		{"raw with escapes", HashedEvent{Raw: json.RawMessage(`{"k":"\u00e9\u0041\/\ud83d\ude00"}`)}},
+		{"invalid raw", HashedEvent{Raw: json.RawMessage(`{"k":`)}},
+		{"large sequence", HashedEvent{Sequence: 1 << 60}},
+		{"largest safe sequence", HashedEvent{Sequence: 1<<53 - 1}},
+		{"negative sequence", HashedEvent{Sequence: -42}},
+		{"invalid utf-8", HashedEvent{EventID: "a\xffb"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) { checkSameHash(t, &tc.e) })
+	}
+}
+
+func FuzzEventHash(f *testing.F) {
+	f.Add("evt-1", "tool_call", int64(3), "allow", `{"a":1}`, "2025-01-01T00:00:00+00:00", true)
+	f.Add("\x00\"\\", "é\u2028", int64(-1), "", `[1e400]`, "", false)
+	f.Add("x", "y", int64(1<<53), "\xff", `{"z":{"b":[true,null,0.1],"a":"\t"}}`, "ts", true)
+	f.Fuzz(func(t *testing.T, id, typ string, seq int64, dec, raw, ts string, nulls bool) {
+		e := HashedEvent{EventID: id, EventType: typ, Sequence: seq, Decision: &dec, TS: &ts, Raw: json.RawMessage(raw)}
+		if nulls {
+			e.Decision, e.Tool, e.MachineID = nil, &id, &typ
+		}
+		checkSameHash(t, &e)
+	})
+}
+
+func TestIsCanonicalJSON(t *testing.T) {
+	for _, tc := range []struct {
+		in   string
+		want bool
+	}{
+		{`{"a":1,"b":[true,false,null,"x"]}`, true},
+		{`{}`, true},
+		{`[]`, true},
+		{`"\u001f\n\"\\é😀"`, true},
+		{`-12`, true},
+		{`{"b":1,"a":2}`, false},    // unsorted
+		{`{"a":1,"a":2}`, false},    // duplicate
+		{`{"a": 1}`, false},         // whitespace
+		{`1.0`, false},              // fraction
+		{`1e3`, false},              // exponent
+		{`-0`, false},               // negative zero
+		{`01`, false},               // leading zero
+		{`1234567890123456`, false}, // beyond 15 digits
+		{`"\u000a"`, false},         // short form exists
+		{`"\u001F"`, false},         // uppercase hex
+		{`"\/"`, false},             // needless escape
+		{`"\u0041"`, false},         // needless escape
+		{"\"\x01\"", false},         // raw control
+		{"\"\xff\"", false},         // invalid UTF-8
+		{`{"é":1}`, false},          // non-ASCII key: leave to jcs
+		{`{"a\n":1}`, false},        // escaped key: leave to jcs
+		{`[1,]`, false},             // invalid
+		{`tru`, false},              // invalid
+		{`{"a":1}x`, false},         // trailing bytes
+		{strings.Repeat("[", 70) + strings.Repeat("]", 70), false}, // deep
+	} {
+		if got := isCanonicalJSON([]byte(tc.in)); got != tc.want {
+			t.Errorf("isCanonicalJSON(%q) = %v, want %v", tc.in, got, tc.want)
+		}
+		if tc.want {
+			if out, err := jcs.Transform([]byte(tc.in)); err != nil || string(out) != tc.in {
+				t.Errorf("jcs(%q) = %q, %v", tc.in, out, err)
+			}
+		}
+	}
+}
+
+// FuzzIsCanonicalJSON: whatever isCanonicalJSON accepts, jcs leaves unchanged.
+func FuzzIsCanonicalJSON(f *testing.F) {
+	for _, s := range []string{`{"a":1,"b":[true,null]}`, `"\u0000\b"`, `[-1,0,"é"]`, `{"a":{"b":{}}}`, `1e2`} {
+		f.Add([]byte(s))
+	}
+	f.Fuzz(func(t *testing.T, b []byte) {
+		if !isCanonicalJSON(b) {
+			return
+		}
+		out, err := jcs.Transform(b)
+		if err != nil || !bytes.Equal(out, b) {
+			t.Fatalf("accepted %q but jcs gives %q, %v", b, out, err)
+		}
+	})
+}
+
+func benchEvent() *HashedEvent {
+	s := func(v string) *string { return &v }
+	return &HashedEvent{EventID: "evt-0123456789abcdef", EventType: "tool_call", Sequence: 12345,
+		PrevHash: s("sha256:0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef"),
+		Raw:      json.RawMessage(`{"args_hash":"sha256:0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef","cwd":"/home/x","n":3}`),
+		Decision: s("allow"), Tool: s("Bash"), MachineID: s("m-1"), TS: s("2025-06-01T12:00:00+00:00")}
+}
+
+func BenchmarkPayloadHash(b *testing.B) {
+	e := benchEvent()
+	for b.Loop() {
+		if _, err := PayloadHash(e); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
+
+func BenchmarkEventHash(b *testing.B) {
+	for _, bc := range []struct {
+		name string
+		raw  string
+	}{
+		{"canonical raw", `{"args_hash":"sha256:0123","cwd":"/home/x","n":3}`},
+		{"non-canonical raw", `{"n": 3, "cwd": "/home/x", "args_hash": "sha256:0123"}`},
+	} {
+		b.Run(bc.name, func(b *testing.B) {
+			e := benchEvent()
+			e.Raw = json.RawMessage(bc.raw)
+			var scratch []byte
+			for b.Loop() {
+				var err error
+				if scratch, _, err = eventHash(e, scratch); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+	}
+}
