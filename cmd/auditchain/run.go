@@ -27,6 +27,8 @@ commands:
   serve                 run the HTTP API (see --help for flags; each reads AUDITCHAIN_*)
   admin create-account  create an account and its first unscoped key
   admin create-key      create another key for an account
+  verify token FILE --service-key KEY    check a delegation token offline
+  verify export FILE --service-key KEY   check an exported chain offline
 `
 
 // run is the whole program; main only supplies the process's context, arguments,
@@ -41,6 +43,8 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 		return serve(ctx, args[1:], getenv, stdout, stderr)
 	case "admin":
 		return adminCmd(ctx, args[1:], getenv, stdout, stderr)
+	case "verify":
+		return verifyCmd(ctx, args[1:], stdout, stderr)
 	case "help", "-h", "--help":
 		fmt.Fprint(stdout, usage)
 		return nil
@@ -81,6 +85,14 @@ func serve(ctx context.Context, args []string, getenv func(string) string, stdou
 		return fmt.Errorf("openapi document: %w", err)
 	}
 	a := app.New(st, cfg, log)
+	if err := a.LoadServiceKey(ctx); err != nil {
+		return err
+	}
+	busCtx, stopBus := context.WithCancel(context.WithoutCancel(ctx))
+	defer stopBus()
+	if err := a.StartBus(busCtx, cfg.DB); err != nil {
+		return fmt.Errorf("stream bus: %w", err)
+	}
 	handler := httpapi.NewServer(a, log, doc)
 
 	ln, err := net.Listen("tcp", cfg.Addr)

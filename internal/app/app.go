@@ -5,6 +5,7 @@ package app
 
 import (
 	"context"
+	"crypto/ed25519"
 	"crypto/rand"
 	"io"
 	"log/slog"
@@ -33,6 +34,9 @@ type App struct {
 	// Dedup is the dedup gate's policy (cacheable tools and window).
 	Dedup domain.DedupPolicy
 
+	// ServiceKey is the service identity (LoadServiceKey).
+	ServiceKey ed25519.PrivateKey
+
 	// writeMu orders SQLite commits with their stream frames (see write).
 	writeMu sync.Mutex
 }
@@ -45,3 +49,21 @@ func New(st *store.Store, cfg config.Config, log *slog.Logger) *App {
 
 // Ready reports whether the store answers (GET /v1/health).
 func (a *App) Ready(ctx context.Context) error { return a.Store.Ping(ctx) }
+
+// StartBus connects stream fan-out across replicas. On PostgreSQL every replica
+// LISTENs on one channel and appends NOTIFY inside their transactions; on SQLite
+// (one process) the in-process Hub is all there is. It returns once listening,
+// and the listener runs until ctx ends.
+func (a *App) StartBus(ctx context.Context, dsn string) error {
+	if a.Store.Dialect != store.Postgres {
+		return nil
+	}
+	a.PGBus = stream.NewPGBus(a.Store.WriteDB(), dsn, a.Hub, a.Log)
+	go a.PGBus.Listen(ctx)
+	select {
+	case <-a.PGBus.Ready():
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}

@@ -26,7 +26,9 @@ func TestValidateEventShape(t *testing.T) {
 		{"missing sequence", func(e *EventInput) { e.Sequence = nil }, "sequence"},
 		{"negative sequence", func(e *EventInput) { e.Sequence = ptr(int64(-1)) }, "sequence"},
 		{"prev_hash malformed", func(e *EventInput) { e.PrevHash = ptr("sha256:xyz") }, "prev_hash"},
-		{"prev_hash uppercase hex", func(e *EventInput) { e.PrevHash = ptr("sha256:" + "AB" + string(make([]byte, 0)) + "00000000000000000000000000000000000000000000000000000000000000") }, "prev_hash"},
+		{"prev_hash uppercase hex", func(e *EventInput) {
+			e.PrevHash = ptr("sha256:" + "AB" + string(make([]byte, 0)) + "00000000000000000000000000000000000000000000000000000000000000")
+		}, "prev_hash"},
 		{"raw array", func(e *EventInput) { e.Raw = json.RawMessage(`[1]`) }, "raw"},
 		{"raw null", func(e *EventInput) { e.Raw = json.RawMessage(`null`) }, ""},
 		{"raw object", func(e *EventInput) { e.Raw = json.RawMessage(` {"a":1}`) }, ""},

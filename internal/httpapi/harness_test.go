@@ -101,6 +101,14 @@ func newEnv(t *testing.T, dsn string, mutate func(*config.Config)) *env {
 	log := slog.New(slog.NewJSONHandler(logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
 	a := app.New(st, cfg, log)
 	a.Now = clk.Now
+	if err := a.LoadServiceKey(context.Background()); err != nil {
+		t.Fatalf("service key: %v", err)
+	}
+	busCtx, stopBus := context.WithCancel(context.Background())
+	t.Cleanup(stopBus)
+	if err := a.StartBus(busCtx, dsn); err != nil {
+		t.Fatalf("stream bus: %v", err)
+	}
 	handler := httpapi.NewServer(a, log, docBytes)
 	srv := httptest.NewServer(handler)
 	t.Cleanup(srv.Close)
