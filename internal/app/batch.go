@@ -69,7 +69,7 @@ func (a *App) AppendBatch(ctx context.Context, p Principal, clientMachine *strin
 	var stored []store.Event
 	err := a.write(ctx, func(t *txn) error {
 		r := res
-		r.Errors = append([]BatchRowError(nil), res.Errors...)
+		r.Errors = append(make([]BatchRowError, 0, len(res.Errors)), res.Errors...)
 		stored = stored[:0]
 		// The per-key rate counts every row the call carries.
 		tat, err := a.Store.RateState(ctx, t.tx, p.KeyID)
