@@ -255,7 +255,7 @@ func TestBatch(t *testing.T) {
 		}
 		rows := []any{
 			ev("evt-0", 0, nil), ev("evt-1", 1, "sha256:"+strings.Repeat("a", 64)), // continuity is not checked
-			map[string]any{"event_id": "evt-2", "sequence": 2},                      // no event_type
+			map[string]any{"event_id": "evt-2", "sequence": 2}, // no event_type
 			ev("evt-3", 3, nil, "decision", "nope"),
 			ev("evt-0", 0, nil), // duplicate within the batch
 			ev("evt-5", 5, nil, "payload_hash", "sha256:"+strings.Repeat("b", 64)),
