@@ -74,7 +74,7 @@ func serve(ctx context.Context, args []string, getenv func(string) string, stdou
 	}
 	log := newLogger(cfg, stderr)
 
-	st, err := store.Open(ctx, cfg.DB)
+	st, err := store.OpenWith(ctx, cfg.DB, store.Options{MaxConns: cfg.DBMaxConns})
 	if err != nil {
 		return fmt.Errorf("open store: %w", err)
 	}
@@ -85,6 +85,7 @@ func serve(ctx context.Context, args []string, getenv func(string) string, stdou
 		return fmt.Errorf("openapi document: %w", err)
 	}
 	a := app.New(st, cfg, log)
+	defer a.Close()
 	if err := a.LoadServiceKey(ctx); err != nil {
 		return err
 	}
@@ -152,7 +153,8 @@ func adminCmd(ctx context.Context, args []string, getenv func(string) string, st
 			return nil, nil, fmt.Errorf("open store: %w", err)
 		}
 		cfg := config.Config{EpochAnchor: domain.DefaultEpochAnchor}
-		return app.New(st, cfg, slog.New(slog.NewTextHandler(stderr, nil))), func() { st.Close() }, nil
+		a := app.New(st, cfg, slog.New(slog.NewTextHandler(stderr, nil)))
+		return a, func() { a.Close(); st.Close() }, nil
 	}
 	switch args[0] {
 	case "create-account":

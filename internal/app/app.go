@@ -9,7 +9,6 @@ import (
 	"crypto/rand"
 	"io"
 	"log/slog"
-	"sync"
 	"time"
 
 	"github.com/auditchain/auditchain/internal/config"
@@ -37,14 +36,18 @@ type App struct {
 	// ServiceKey is the service identity (LoadServiceKey).
 	ServiceKey ed25519.PrivateKey
 
-	// writeMu orders SQLite commits with their stream frames (see write).
-	writeMu sync.Mutex
+	// group is the SQLite group committer (nil on PostgreSQL).
+	group *groupCommitter
 }
 
 // New returns an App with the real clock and crypto/rand unless overridden.
 func New(st *store.Store, cfg config.Config, log *slog.Logger) *App {
-	return &App{Store: st, Cfg: cfg, Now: time.Now, Rand: rand.Reader, Log: log,
+	a := &App{Store: st, Cfg: cfg, Now: time.Now, Rand: rand.Reader, Log: log,
 		Hub: stream.NewHub(stream.Options{}), Dedup: domain.DefaultDedupPolicy()}
+	if st.Dialect == store.SQLite {
+		a.group = newGroupCommitter(a, groupQueueSize)
+	}
+	return a
 }
 
 // Ready reports whether the store answers (GET /v1/health).

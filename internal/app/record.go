@@ -53,15 +53,15 @@ type pendingFrame struct {
 	frame  stream.Frame
 }
 
-// write runs fn in one write transaction and publishes its stream frames only
-// after the commit, so listeners never see an event that was rolled back. On
-// SQLite the commit and the publish happen under one lock, so frames leave in
-// commit order; on PostgreSQL frames ride NOTIFY inside the transaction, which
-// PostgreSQL delivers on commit, in commit order, to every replica.
+// write runs fn in a write transaction and answers only after it committed.
+// Stream frames are published only after the commit, so listeners never see an
+// event that was rolled back. On SQLite, fn joins the group commit (see
+// groupcommit.go), which publishes in commit order; on PostgreSQL each call is
+// its own transaction and frames ride NOTIFY inside it, which PostgreSQL
+// delivers on commit, in commit order, to every replica.
 func (a *App) write(ctx context.Context, fn func(t *txn) error) error {
 	if a.Store.Dialect == store.SQLite {
-		a.writeMu.Lock()
-		defer a.writeMu.Unlock()
+		return a.writeGrouped(ctx, fn)
 	}
 	var t txn
 	err := a.Store.InTx(ctx, func(tx *sql.Tx) error {

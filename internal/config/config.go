@@ -33,6 +33,7 @@ type Config struct {
 	LogLevel            string
 	MaxBodyBytes        int64
 	ServiceKeyFile      string
+	DBMaxConns          int
 	ShutdownTimeout     time.Duration
 }
 
@@ -97,6 +98,7 @@ func Parse(args []string, getenv func(string) string, stderr io.Writer) (Config,
 	str(&c.LogLevel, "log-level", "info", "debug, info, warn or error")
 	var maxBody int
 	integer(&maxBody, "max-body-bytes", 1<<20, "largest request body accepted (batch requests get 8x)")
+	integer(&c.DBMaxConns, "db-max-conns", 32, "PostgreSQL pool size per replica")
 	str(&c.ServiceKeyFile, "service-key-file", "", "Ed25519 service identity key file (default: kept in the store)")
 	duration(&c.ShutdownTimeout, "shutdown-timeout", 30*time.Second, "how long in-flight requests may take on SIGTERM")
 

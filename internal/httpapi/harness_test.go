@@ -100,6 +100,7 @@ func newEnv(t *testing.T, dsn string, mutate func(*config.Config)) *env {
 	logs := &syncBuffer{}
 	log := slog.New(slog.NewJSONHandler(logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
 	a := app.New(st, cfg, log)
+	t.Cleanup(a.Close)
 	a.Now = clk.Now
 	if err := a.LoadServiceKey(context.Background()); err != nil {
 		t.Fatalf("service key: %v", err)

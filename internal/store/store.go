@@ -5,6 +5,7 @@
 package store
 
 import (
+	"cmp"
 	"context"
 	"database/sql"
 	"embed"
@@ -46,16 +47,26 @@ type Store struct {
 //go:embed migrations
 var migrations embed.FS
 
+// Options tune a Store.
+type Options struct {
+	// MaxConns bounds the connections of the PostgreSQL pool and of the SQLite
+	// reader pool (0: 32 and 8).
+	MaxConns int
+}
+
 // Open connects to dsn ("sqlite:PATH" or a postgres:// URL), applies pending
 // migrations and returns a ready Store.
-func Open(ctx context.Context, dsn string) (*Store, error) {
+func Open(ctx context.Context, dsn string) (*Store, error) { return OpenWith(ctx, dsn, Options{}) }
+
+// OpenWith is Open with options.
+func OpenWith(ctx context.Context, dsn string, o Options) (*Store, error) {
 	var s *Store
 	var err error
 	switch {
 	case strings.HasPrefix(dsn, "sqlite:"):
-		s, err = openSQLite(strings.TrimPrefix(dsn, "sqlite:"))
+		s, err = openSQLite(strings.TrimPrefix(dsn, "sqlite:"), cmp.Or(o.MaxConns, 8))
 	case strings.HasPrefix(dsn, "postgres://"), strings.HasPrefix(dsn, "postgresql://"):
-		s, err = openPostgres(dsn)
+		s, err = openPostgres(dsn, cmp.Or(o.MaxConns, 32))
 	default:
 		return nil, fmt.Errorf("--db must be sqlite:PATH or a postgres:// URL")
 	}
@@ -69,7 +80,7 @@ func Open(ctx context.Context, dsn string) (*Store, error) {
 	return s, nil
 }
 
-func openSQLite(path string) (*Store, error) {
+func openSQLite(path string, readers int) (*Store, error) {
 	if path == "" {
 		return nil, errors.New("sqlite: empty path")
 	}
@@ -97,19 +108,19 @@ func openSQLite(path string) (*Store, error) {
 		write.Close()
 		return nil, err
 	}
-	read.SetMaxOpenConns(8)
-	read.SetMaxIdleConns(8)
+	read.SetMaxOpenConns(readers)
+	read.SetMaxIdleConns(readers)
 	read.SetConnMaxLifetime(0)
 	return &Store{Dialect: SQLite, read: read, write: write, Location: "sqlite:" + abs}, nil
 }
 
-func openPostgres(url string) (*Store, error) {
+func openPostgres(url string, conns int) (*Store, error) {
 	db, err := sql.Open("pgx", url)
 	if err != nil {
 		return nil, err
 	}
-	db.SetMaxOpenConns(32)
-	db.SetMaxIdleConns(32)
+	db.SetMaxOpenConns(conns)
+	db.SetMaxIdleConns(conns)
 	db.SetConnMaxIdleTime(5 * time.Minute)
 	return &Store{Dialect: Postgres, read: db, write: db, Location: "postgres://" + redactURL(url)}, nil
 }

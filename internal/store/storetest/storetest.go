@@ -62,7 +62,8 @@ func DSN(t testing.TB, b Backend) string {
 // Open opens dsn (migrations applied) and closes it when the test ends.
 func Open(t testing.TB, dsn string) *store.Store {
 	t.Helper()
-	s, err := store.Open(context.Background(), dsn)
+	// Small pools: tests open many stores (replicas) on one PostgreSQL server.
+	s, err := store.OpenWith(context.Background(), dsn, store.Options{MaxConns: 6})
 	if err != nil {
 		t.Fatalf("open store: %v", err)
 	}

@@ -1,0 +1,182 @@
+package app
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/http"
+
+	"github.com/auditchain/auditchain/internal/domain"
+)
+
+// Group commit (SQLite). SQLite has one writer, and every commit costs an fsync
+// (1–2 ms on real disks), so one transaction per request caps writes at a few
+// hundred per second. Instead, write requests queue here and one goroutine runs
+// them in shared transactions: each request's work runs inside its own
+// SAVEPOINT, so a request that fails rolls back alone while the others commit,
+// and every request is answered only after the transaction holding its writes
+// has committed. Requests see the writes of those before them in the same
+// transaction, so per-account continuity stays exact.
+
+const (
+	// groupQueueSize bounds the requests waiting for the writer; beyond it
+	// writes answer 503 append_queue_full with Retry-After.
+	groupQueueSize = 4096
+	// groupMaxBatch bounds how many requests share one transaction.
+	groupMaxBatch = 256
+)
+
+type groupJob struct {
+	ctx  context.Context
+	fn   func(t *txn) error
+	t    txn
+	err  error
+	done chan struct{}
+}
+
+type groupCommitter struct {
+	a     *App
+	queue chan *groupJob
+	stop  chan struct{}
+	ended chan struct{}
+}
+
+func newGroupCommitter(a *App, queueSize int) *groupCommitter {
+	g := &groupCommitter{a: a, queue: make(chan *groupJob, queueSize), stop: make(chan struct{}), ended: make(chan struct{})}
+	go g.loop()
+	return g
+}
+
+var errQueueFull = &domain.Error{Status: http.StatusServiceUnavailable, Code: domain.CodeQueueFull,
+	Detail: "the write queue is full; retry shortly", RetryAfter: 1}
+
+// submit queues fn and waits until its transaction committed or failed.
+func (g *groupCommitter) submit(ctx context.Context, fn func(t *txn) error) (txn, error) {
+	j := &groupJob{ctx: ctx, fn: fn, done: make(chan struct{})}
+	select {
+	case g.queue <- j:
+	case <-g.stop:
+		return txn{}, errors.New("the writer is shut down")
+	default:
+		return txn{}, errQueueFull
+	}
+	// Once queued, the job's outcome must be awaited even if the client goes
+	// away: it may already be committed.
+	<-j.done
+	return j.t, j.err
+}
+
+func (g *groupCommitter) close() {
+	close(g.stop)
+	<-g.ended
+}
+
+func (g *groupCommitter) loop() {
+	defer close(g.ended)
+	batch := make([]*groupJob, 0, groupMaxBatch)
+	for {
+		select {
+		case <-g.stop:
+			// Answer whatever is still queued.
+			for {
+				select {
+				case j := <-g.queue:
+					j.err = errors.New("the writer is shut down")
+					close(j.done)
+				default:
+					return
+				}
+			}
+		case j := <-g.queue:
+			batch = append(batch[:0], j)
+		}
+	fill:
+		for len(batch) < groupMaxBatch {
+			select {
+			case j := <-g.queue:
+				batch = append(batch, j)
+			default:
+				break fill
+			}
+		}
+		g.run(batch)
+	}
+}
+
+// run executes one shared transaction. A failure of BEGIN or COMMIT fails every
+// job in it (their writes are not acknowledged); a job's own error rolls back
+// only its savepoint.
+func (g *groupCommitter) run(batch []*groupJob) {
+	ctx := context.Background()
+	finish := func(err error) {
+		for _, j := range batch {
+			if j.err == nil && err != nil {
+				j.err = err
+			}
+			close(j.done)
+		}
+	}
+	tx, err := g.a.Store.WriteDB().BeginTx(ctx, nil)
+	if err != nil {
+		finish(fmt.Errorf("begin: %w", err))
+		return
+	}
+	for _, j := range batch {
+		if j.ctx.Err() != nil {
+			j.err = j.ctx.Err() // abandoned before it ran: nothing written
+			continue
+		}
+		if _, err := tx.ExecContext(ctx, "SAVEPOINT job"); err != nil {
+			j.err = err
+			continue
+		}
+		j.t = txn{tx: tx}
+		if err := j.fn(&j.t); err != nil {
+			j.err = err
+			j.t = txn{}
+			if _, rbErr := tx.ExecContext(ctx, "ROLLBACK TO job"); rbErr != nil {
+				// The transaction can no longer be trusted: fail everyone.
+				tx.Rollback()
+				finish(fmt.Errorf("rollback to savepoint: %w", rbErr))
+				return
+			}
+		}
+		if _, err := tx.ExecContext(ctx, "RELEASE job"); err != nil {
+			tx.Rollback()
+			finish(fmt.Errorf("release savepoint: %w", err))
+			return
+		}
+	}
+	if err := tx.Commit(); err != nil {
+		// The outcome is unknown to the client (5xx); a retry of the same
+		// event_id is answered idempotently if the commit did land.
+		for _, j := range batch {
+			j.t = txn{}
+		}
+		finish(fmt.Errorf("commit: %w", err))
+		return
+	}
+	// Frames leave in commit order, before anyone is answered.
+	for _, j := range batch {
+		if j.err == nil {
+			for _, f := range j.t.frames {
+				g.a.Hub.Publish(f.userID, f.frame)
+			}
+		}
+	}
+	finish(nil)
+}
+
+// writeGrouped is write on SQLite: the job joins the next shared transaction.
+func (a *App) writeGrouped(ctx context.Context, fn func(t *txn) error) error {
+	_, err := a.group.submit(ctx, fn)
+	return err
+}
+
+// Close stops background work (the SQLite writer). Queued writes are answered.
+func (a *App) Close() {
+	if a.group != nil {
+		a.group.close()
+	}
+}
+
