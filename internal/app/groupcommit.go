@@ -179,4 +179,3 @@ func (a *App) Close() {
 		a.group.close()
 	}
 }
-
