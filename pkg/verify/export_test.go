@@ -696,7 +696,10 @@ func TestVerifyExportMemoryFlat(t *testing.T) {
 	if testing.Short() {
 		t.Skip("long stream")
 	}
-	const n = 100_000
+	n := int64(100_000)
+	if raceEnabled {
+		n = 10_000
+	}
 	pr, pw := io.Pipe()
 	var peak uint64
 	go func() {
