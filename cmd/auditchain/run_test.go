@@ -154,3 +154,37 @@ func TestAdminUsageErrors(t *testing.T) {
 		}
 	}
 }
+
+// SIGTERM (context cancellation) with a stream open: the stream is closed and
+// serve returns promptly instead of waiting for the client.
+func TestShutdownClosesStreams(t *testing.T) {
+	dsn := "sqlite:" + filepath.Join(t.TempDir(), "s.db")
+	base, stop := startServe(t, nil, "--db", dsn)
+	var out strings.Builder
+	if err := run(context.Background(), []string{"admin", "create-account", "--db", dsn, "--email", "s@example.com"}, func(string) string { return "" }, &out, io.Discard); err != nil {
+		t.Fatal(err)
+	}
+	var acct map[string]any
+	json.Unmarshal([]byte(out.String()), &acct)
+	req, _ := http.NewRequest("GET", base+"/v1/events/stream", nil)
+	req.Header.Set("X-API-Key", acct["api_key"].(string))
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil || resp.StatusCode != 200 {
+		t.Fatalf("stream: %v %v", resp, err)
+	}
+	defer resp.Body.Close()
+	lines := bufio.NewScanner(resp.Body)
+	lines.Scan() // retry: 3000
+	stopped := make(chan error, 1)
+	go func() { stopped <- stop() }()
+	select {
+	case err := <-stopped:
+		if err != nil {
+			t.Fatalf("shutdown: %v", err)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("shutdown waited for an open stream")
+	}
+	for lines.Scan() {
+	}
+}
