@@ -1,0 +1,39 @@
+package domain
+
+import (
+	"encoding/json"
+	"testing"
+	"time"
+)
+
+// FuzzParseTimestamp: any input either fails cleanly or round-trips to an
+// instant that formats in the spec's +00:00 form.
+func FuzzParseTimestamp(f *testing.F) {
+	for _, s := range []string{"2026-11-21T12:00:00+00:00", "2026-11-21T12:00:00Z", "2026-11-21T12:00:00.123456789-07:00", "", "noon", "9999-12-31T23:59:59+14:00"} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, s string) {
+		ts, err := ParseTimestamp(s)
+		if err != nil {
+			return
+		}
+		back, err := ParseTimestamp(FormatTimestamp(ts))
+		if err != nil || !back.Equal(ts.Truncate(time.Microsecond)) {
+			t.Fatalf("%q: formatted %q does not round-trip: %v", s, FormatTimestamp(ts), err)
+		}
+	})
+}
+
+// FuzzValidateEventShape: decoding and validating any body never panics.
+func FuzzValidateEventShape(f *testing.F) {
+	for _, s := range []string{`{"event_id":"evt-1","event_type":"t","sequence":0}`, `{"raw":[1]}`, `{"ts":"x","decision":"deny"}`, `null`, `{"sequence":-1}`} {
+		f.Add([]byte(s))
+	}
+	f.Fuzz(func(t *testing.T, body []byte) {
+		var in EventInput
+		if json.Unmarshal(body, &in) != nil {
+			return
+		}
+		_ = ValidateEventShape(&in)
+	})
+}
