@@ -10,7 +10,21 @@ import (
 // EnactedRules returns the account's enacted governance rules, which the gate
 // obeys (SPEC.md "Proposal (status)": enacted deny_scope answers
 // denied_by_governance). q may be a transaction or nil for the read pool.
-// Governance storage fills this in; until then no rule is in force.
+//
+// Only enacted proposals are rules, oldest enactment first: proposed and
+// ratified ones are not yet in force, and a rejected one is never a reason.
+// How rules combine (the latest applicable deny_scope or allow_scope decides,
+// so an allow lifts an earlier deny of the subject; policy_note has no gate
+// effect) is domain.GovernanceDenial. enacted_at strictly increases in chain
+// order within an account (App.enactStamp), so "latest" is never a tie.
 func (a *App) EnactedRules(ctx context.Context, q store.Querier, userID string) ([]domain.GovernanceRule, error) {
-	return nil, nil
+	sps, err := a.Store.EnactedProposals(ctx, q, userID)
+	if err != nil {
+		return nil, err
+	}
+	ps := make([]domain.Proposal, len(sps))
+	for i := range sps {
+		ps[i] = sps[i].Proposal
+	}
+	return domain.ActiveRules(ps), nil
 }

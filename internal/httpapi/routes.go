@@ -84,12 +84,12 @@ func (s *Server) routes() []route {
 		{"GET /v1/delegation/public-key", public, nil},
 
 		// Governance.
-		{"GET /v1/governance/proposals", gov, nil},
-		{"POST /v1/governance/proposals", gov, nil},
-		{"GET /v1/governance/proposals/{proposal_id}", gov, nil},
-		{"POST /v1/governance/proposals/{proposal_id}/ratify", gov, nil},
-		{"POST /v1/governance/proposals/{proposal_id}/enact", gov, nil},
-		{"POST /v1/governance/proposals/{proposal_id}/reject", gov, nil},
+		{"GET /v1/governance/proposals", gov, s.listProposals},
+		{"POST /v1/governance/proposals", gov, s.createProposal},
+		{"GET /v1/governance/proposals/{proposal_id}", gov, s.getProposal},
+		{"POST /v1/governance/proposals/{proposal_id}/ratify", gov, s.transitionProposal(domain.ActionRatify)},
+		{"POST /v1/governance/proposals/{proposal_id}/enact", gov, s.transitionProposal(domain.ActionEnact)},
+		{"POST /v1/governance/proposals/{proposal_id}/reject", gov, s.transitionProposal(domain.ActionReject)},
 
 		// Chain heal.
 		{"POST /v1/heal/auto/start", gov, nil},

@@ -1,0 +1,226 @@
+package app
+
+import (
+	"context"
+	"errors"
+	"time"
+
+	"github.com/auditchain/auditchain/internal/domain"
+	"github.com/auditchain/auditchain/internal/store"
+)
+
+// Governance use cases (SPEC.md "Governance", "Proposal (status)"). The rules
+// are domain.ValidateNewProposal and domain.Transition; this file loads and
+// stores proposals and appends exactly one governance.* chain event per change,
+// in the same transaction. Decisions: docs/decisions/governance.md.
+
+// CodeProposalNotFound answers an unknown proposal id, and another account's
+// id exactly alike (SPEC.md "Authentication" 6).
+const CodeProposalNotFound = "proposal_not_found"
+
+var errProposalNotFound = domain.NotFound(CodeProposalNotFound, "proposal")
+
+// NewProposal is the body of POST /v1/governance/proposals after decoding;
+// Tool is subject.tool or its synonym subject.scope (nil: the whole sub-agent).
+type NewProposal struct {
+	Kind            string
+	Note            *string
+	BlockedAttempts int
+	Subagent        string
+	Tool            *string
+}
+
+// actorOf is the caller as an Actor (CONTRACT.md "Credentials": identity is the
+// API key id, kind api_key, machine the key's machine label). Only the
+// credential decides it: no header or route can change who the caller is.
+func actorOf(p Principal) domain.Actor {
+	return domain.Actor{Identity: p.KeyID, Kind: p.Kind, Machine: p.Machine}
+}
+
+// stamp is the time a governance change is recorded at: now in UTC, at the
+// store's microsecond resolution, so the answer equals what a later read shows.
+func (a *App) stamp() time.Time { return a.Now().UTC().Truncate(time.Microsecond) }
+
+// CreateProposal stores a new proposal by the caller and appends
+// governance.proposed. The threshold compared and recorded is the configured
+// one, never a client-sent evidence.threshold.
+func (a *App) CreateProposal(ctx context.Context, p Principal, in NewProposal) (domain.Proposal, error) {
+	threshold := a.Cfg.GovernanceThreshold
+	if err := domain.ValidateNewProposal(in.Kind, in.BlockedAttempts, threshold); err != nil {
+		return domain.Proposal{}, err
+	}
+	id, err := a.newID("prop-", 16)
+	if err != nil {
+		return domain.Proposal{}, err
+	}
+	sp := store.Proposal{UserID: p.UserID, Proposal: domain.Proposal{
+		ProposalID: id, Status: domain.ProposalProposed, Kind: in.Kind, Note: in.Note,
+		Evidence:   domain.Evidence{BlockedAttempts: in.BlockedAttempts, Threshold: threshold},
+		Subject:    domain.Subject{Subagent: in.Subagent, Tool: in.Tool},
+		ProposedAt: a.stamp(), Proposer: actorOf(p),
+	}}
+	err = a.write(ctx, func(t *txn) error {
+		ev, err := a.appendServerEvent(ctx, t, p, ServerEvent{EventType: domain.EventGovernanceProposed, Raw: proposedRaw(&sp.Proposal)})
+		if err != nil {
+			return err
+		}
+		sp.Seq = ev.Sequence
+		return a.Store.InsertProposal(ctx, t.tx, &sp)
+	})
+	if err != nil {
+		return domain.Proposal{}, err
+	}
+	return sp.Proposal, nil
+}
+
+// Proposals answers GET /v1/governance/proposals: the account's proposals,
+// newest first, filtered by status and exact sub-agent when given.
+func (a *App) Proposals(ctx context.Context, p Principal, status, subagent *string) ([]domain.Proposal, error) {
+	if status != nil {
+		switch *status {
+		case domain.ProposalProposed, domain.ProposalRatified, domain.ProposalEnacted, domain.ProposalRejected:
+		default:
+			return nil, domain.Validation(domain.FieldError{Field: "status", Message: "must be one of proposed, ratified, enacted, rejected"})
+		}
+	}
+	sps, err := a.Store.Proposals(ctx, store.ProposalFilter{UserID: p.UserID, Status: status, Subagent: subagent})
+	if err != nil {
+		return nil, err
+	}
+	out := make([]domain.Proposal, len(sps))
+	for i := range sps {
+		out[i] = sps[i].Proposal
+	}
+	return out, nil
+}
+
+// Proposal answers GET /v1/governance/proposals/{proposal_id}.
+func (a *App) Proposal(ctx context.Context, p Principal, proposalID string) (domain.Proposal, error) {
+	sp, err := a.Store.ProposalByID(ctx, nil, p.UserID, proposalID)
+	if errors.Is(err, store.ErrNotFound) {
+		return domain.Proposal{}, errProposalNotFound
+	}
+	return sp.Proposal, err
+}
+
+// TransitionProposal applies action (domain.ActionRatify, ActionEnact,
+// ActionReject) by the caller to one of the account's proposals. Inside one
+// transaction it locks the proposal, applies domain.Transition, stores the
+// result with reason, and appends the one chain event domain.EventType names.
+// A refused transition rolls back: nothing is stored and no event appended.
+// Concurrent transitions of one proposal queue on its lock, so exactly one of
+// them moves it out of any state.
+func (a *App) TransitionProposal(ctx context.Context, p Principal, proposalID, action string, reason *string) (domain.Proposal, error) {
+	var out domain.Proposal
+	err := a.write(ctx, func(t *txn) error {
+		sp, err := a.Store.ProposalForUpdate(ctx, t.tx, p.UserID, proposalID)
+		if errors.Is(err, store.ErrNotFound) {
+			return errProposalNotFound
+		}
+		if err != nil {
+			return err
+		}
+		now := a.stamp()
+		if action == domain.ActionEnact && sp.Status == domain.ProposalRatified {
+			if now, err = a.enactStamp(ctx, t, p.UserID, now); err != nil {
+				return err
+			}
+		}
+		from := sp.Status
+		next, derr := domain.Transition(sp.Proposal, action, actorOf(p), now)
+		if derr != nil {
+			return derr
+		}
+		sp.Proposal = next
+		switch action {
+		case domain.ActionRatify:
+			sp.RatifyReason = reason
+		case domain.ActionEnact:
+			sp.EnactReason = reason
+		case domain.ActionReject:
+			sp.RejectReason = reason
+		}
+		if err := a.Store.UpdateProposal(ctx, t.tx, &sp); err != nil {
+			return err
+		}
+		raw := transitionRaw(&sp.Proposal, action, from, reason)
+		if _, err := a.appendServerEvent(ctx, t, p, ServerEvent{EventType: domain.EventType(action), Raw: raw}); err != nil {
+			return err
+		}
+		out = sp.Proposal
+		return nil
+	})
+	return out, err
+}
+
+// enactStamp makes enacted_at strictly increase within an account in chain
+// order. The gate lets the most recently enacted applicable rule decide
+// (domain.GovernanceDenial), so two enactments must never tie nor, with clocks
+// of replicas apart, run backwards: an enactment later in the chain is later
+// in enacted_at. The account's chain head is locked first (after the proposal,
+// the order every governance transition takes), which serialises enactments
+// of one account.
+func (a *App) enactStamp(ctx context.Context, t *txn, userID string, now time.Time) (time.Time, error) {
+	if _, err := a.Store.LockHead(ctx, t.tx, userID); err != nil {
+		return now, err
+	}
+	last, err := a.Store.LastEnactedAt(ctx, t.tx, userID)
+	if err != nil {
+		return now, err
+	}
+	if last != nil && !now.After(*last) {
+		now = last.Add(time.Microsecond)
+	}
+	return now, nil
+}
+
+// governanceSubject is the subject as chain events record it.
+type governanceSubject struct {
+	Subagent string  `json:"subagent"`
+	Tool     *string `json:"tool"`
+}
+
+// proposedRaw is the raw of governance.proposed: the whole new proposal, so the
+// chain alone tells what was proposed, by whom, on what evidence.
+func proposedRaw(p *domain.Proposal) map[string]any {
+	return map[string]any{
+		"proposal_id": p.ProposalID,
+		"status":      p.Status,
+		"kind":        p.Kind,
+		"note":        p.Note,
+		"evidence":    p.Evidence,
+		"subject":     governanceSubject{Subagent: p.Subject.Subagent, Tool: p.Subject.Tool},
+		"actor":       p.Proposer,
+		"at":          domain.FormatTimestamp(p.ProposedAt),
+	}
+}
+
+// transitionRaw is the raw of governance.ratified, .enacted and .rejected: the
+// move, who made it, when and why, and what the proposal governs, so enacted
+// rules can be rebuilt from the chain alone.
+func transitionRaw(p *domain.Proposal, action, from string, reason *string) map[string]any {
+	var actor *domain.Actor
+	var at *time.Time
+	switch action {
+	case domain.ActionRatify:
+		actor, at = p.Ratifier, p.RatifiedAt
+	case domain.ActionEnact:
+		actor, at = p.Enactor, p.EnactedAt
+	case domain.ActionReject:
+		actor, at = p.Rejector, p.RejectedAt
+	}
+	m := map[string]any{
+		"proposal_id": p.ProposalID,
+		"action":      action,
+		"from":        from,
+		"status":      p.Status,
+		"kind":        p.Kind,
+		"subject":     governanceSubject{Subagent: p.Subject.Subagent, Tool: p.Subject.Tool},
+		"actor":       actor,
+		"reason":      reason,
+	}
+	if at != nil {
+		m["at"] = domain.FormatTimestamp(*at)
+	}
+	return m
+}

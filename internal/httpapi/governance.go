@@ -1,0 +1,171 @@
+package httpapi
+
+import (
+	"net/http"
+	"strings"
+	"time"
+
+	"github.com/auditchain/auditchain/internal/app"
+	"github.com/auditchain/auditchain/internal/domain"
+)
+
+// Governance routes (SPEC.md "Governance"): proposals, and their ratify, enact
+// and reject transitions. The rules live in domain and app; these handlers
+// decode, call one use case and answer.
+
+// proposalJSON is SPEC.md's Proposal with timestamps in the spec's form.
+type proposalJSON struct {
+	ProposalID string          `json:"proposal_id"`
+	Status     string          `json:"status"`
+	Kind       string          `json:"kind"`
+	Note       *string         `json:"note"`
+	Evidence   domain.Evidence `json:"evidence"`
+	Subject    domain.Subject  `json:"subject"`
+	ProposedAt string          `json:"proposed_at"`
+	Proposer   domain.Actor    `json:"proposer"`
+	RatifiedAt *string         `json:"ratified_at"`
+	Ratifier   *domain.Actor   `json:"ratifier"`
+	EnactedAt  *string         `json:"enacted_at"`
+	Enactor    *domain.Actor   `json:"enactor"`
+	RejectedAt *string         `json:"rejected_at"`
+	Rejector   *domain.Actor   `json:"rejector"`
+}
+
+func toProposalJSON(p domain.Proposal) proposalJSON {
+	return proposalJSON{
+		ProposalID: p.ProposalID, Status: p.Status, Kind: p.Kind, Note: p.Note, Evidence: p.Evidence, Subject: p.Subject,
+		ProposedAt: domain.FormatTimestamp(p.ProposedAt), Proposer: p.Proposer,
+		RatifiedAt: formatOpt(p.RatifiedAt), Ratifier: p.Ratifier,
+		EnactedAt: formatOpt(p.EnactedAt), Enactor: p.Enactor,
+		RejectedAt: formatOpt(p.RejectedAt), Rejector: p.Rejector,
+	}
+}
+
+type proposalResponse struct {
+	Proposal proposalJSON `json:"proposal"`
+}
+
+func (s *Server) listProposals(w http.ResponseWriter, r *http.Request) error {
+	q := r.URL.Query()
+	ps, err := s.app.Proposals(r.Context(), principal(r), nonEmpty(q.Get("status")), nonEmpty(q.Get("subagent")))
+	if err != nil {
+		return err
+	}
+	out := make([]proposalJSON, len(ps))
+	for i, p := range ps {
+		out[i] = toProposalJSON(p)
+	}
+	return writeJSON(w, http.StatusOK, map[string]any{"count": len(out), "proposals": out})
+}
+
+// createProposalRequest is the body of POST /v1/governance/proposals.
+type createProposalRequest struct {
+	Evidence *struct {
+		BlockedAttempts *int `json:"blocked_attempts"`
+		// Threshold is accepted and ignored: the configured threshold decides
+		// and is what the proposal records.
+		Threshold *int `json:"threshold"`
+	} `json:"evidence"`
+	Kind    *string `json:"kind"`
+	Note    *string `json:"note"`
+	Subject *struct {
+		Subagent *string `json:"subagent"`
+		Tool     *string `json:"tool"`
+		// Scope is a synonym of tool (SPEC.md), stored as tool.
+		Scope *string `json:"scope"`
+	} `json:"subject"`
+}
+
+func (b *createProposalRequest) validate() []domain.FieldError {
+	var errs []domain.FieldError
+	if b.Evidence == nil {
+		errs = append(errs, domain.FieldError{Field: "evidence", Message: "required: an object with blocked_attempts"})
+	} else if b.Evidence.BlockedAttempts == nil {
+		errs = append(errs, domain.FieldError{Field: "evidence.blocked_attempts", Message: "required: an integer"})
+	}
+	if b.Kind == nil {
+		errs = append(errs, domain.FieldError{Field: "kind", Message: "required: one of deny_scope, allow_scope, policy_note"})
+	}
+	if b.Subject == nil {
+		errs = append(errs, domain.FieldError{Field: "subject", Message: "required: an object with subagent"})
+		return errs
+	}
+	if b.Subject.Subagent == nil || strings.TrimSpace(*b.Subject.Subagent) == "" {
+		errs = append(errs, domain.FieldError{Field: "subject.subagent", Message: "required: the exact sub-agent name, not blank"})
+	}
+	for _, f := range []struct {
+		name string
+		v    *string
+	}{{"subject.tool", b.Subject.Tool}, {"subject.scope", b.Subject.Scope}} {
+		if f.v != nil && strings.TrimSpace(*f.v) == "" {
+			errs = append(errs, domain.FieldError{Field: f.name, Message: "must not be blank; null means the whole sub-agent"})
+		}
+	}
+	if b.Subject.Tool != nil && b.Subject.Scope != nil && *b.Subject.Tool != *b.Subject.Scope {
+		errs = append(errs, domain.FieldError{Field: "subject.scope", Message: "is a synonym of subject.tool; when both are given they must be equal"})
+	}
+	return errs
+}
+
+func (s *Server) createProposal(w http.ResponseWriter, r *http.Request) error {
+	req, err := decode[createProposalRequest](r, s.app.Cfg.MaxBodyBytes, false)
+	if err != nil {
+		return err
+	}
+	tool := req.Subject.Tool
+	if tool == nil {
+		tool = req.Subject.Scope
+	}
+	p, err := s.app.CreateProposal(r.Context(), principal(r), app.NewProposal{
+		Kind: *req.Kind, Note: req.Note, BlockedAttempts: *req.Evidence.BlockedAttempts,
+		Subagent: *req.Subject.Subagent, Tool: tool,
+	})
+	if err != nil {
+		return err
+	}
+	return writeJSON(w, http.StatusCreated, proposalResponse{Proposal: toProposalJSON(p)})
+}
+
+func (s *Server) getProposal(w http.ResponseWriter, r *http.Request) error {
+	p, err := s.app.Proposal(r.Context(), principal(r), r.PathValue("proposal_id"))
+	if err != nil {
+		return err
+	}
+	return writeJSON(w, http.StatusOK, proposalResponse{Proposal: toProposalJSON(p)})
+}
+
+// transitionBody is SPEC.md's TransitionBody; the whole body may be absent or null.
+type transitionBody struct {
+	Reason *string `json:"reason"`
+}
+
+// transitionProposal makes the handler of one transition route.
+func (s *Server) transitionProposal(action string) handlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) error {
+		body, err := decode[transitionBody](r, s.app.Cfg.MaxBodyBytes, true)
+		if err != nil {
+			return err
+		}
+		p, err := s.app.TransitionProposal(r.Context(), principal(r), r.PathValue("proposal_id"), action, body.Reason)
+		if err != nil {
+			return err
+		}
+		return writeJSON(w, http.StatusOK, proposalResponse{Proposal: toProposalJSON(p)})
+	}
+}
+
+func formatOpt(t *time.Time) *string {
+	if t == nil {
+		return nil
+	}
+	s := domain.FormatTimestamp(*t)
+	return &s
+}
+
+// nonEmpty is a query parameter as an optional filter: absent or empty is no filter.
+func nonEmpty(v string) *string {
+	if v == "" {
+		return nil
+	}
+	return &v
+}
