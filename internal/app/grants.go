@@ -15,6 +15,7 @@ import (
 	"reflect"
 	"regexp"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/auditchain/auditchain/internal/chain"
@@ -510,10 +511,28 @@ func domainGrant(r store.Grant) (domain.Grant, error) {
 	if r.ParentAgent != nil {
 		g.ParentAgent = *r.ParentAgent
 	}
-	if err := json.Unmarshal(r.Epoch, &g.Epoch); err != nil {
+	var err error
+	if g.Epoch, err = parseEpoch(r.Epoch); err != nil {
 		return g, fmt.Errorf("grant %s: stored epoch: %w", r.GrantID, err)
 	}
 	return g, nil
+}
+
+// epochs caches decoded epoch stamps by their stored JSON. Every grant written
+// on one UTC day carries the same stamp, so the cache holds about one entry per
+// day and spares the status check a JSON decode per candidate grant.
+var epochs sync.Map // string → domain.EpochStamp
+
+func parseEpoch(raw []byte) (domain.EpochStamp, error) {
+	if e, ok := epochs.Load(string(raw)); ok {
+		return e.(domain.EpochStamp), nil
+	}
+	var e domain.EpochStamp
+	if err := json.Unmarshal(raw, &e); err != nil {
+		return e, err
+	}
+	epochs.Store(string(raw), e)
+	return e, nil
 }
 
 func domainGrants(rows []store.Grant) ([]domain.Grant, error) {

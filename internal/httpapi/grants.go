@@ -168,11 +168,11 @@ func (spec bodySpec) checkKey(key string) *domain.Error {
 			return nil
 		}
 	}
-	if meant := spec.nearMiss(key); meant != "" {
-		return spec.bad(meant, fmt.Sprintf("unknown key %q: the key is %q", key, meant)+aliasHint(meant, key)).With("key", key)
-	}
 	if why, ok := spec.server[key]; ok {
 		return spec.bad(key, why+"; do not send it").With("key", key)
+	}
+	if meant := spec.nearMiss(key); meant != "" {
+		return spec.bad(meant, fmt.Sprintf("unknown key %q: the key is %q", key, meant)+aliasHint(meant, key)).With("key", key)
 	}
 	return spec.bad(key, fmt.Sprintf("unknown key %q; the keys are exactly %s", key, strings.Join(spec.keys, ", "))).With("key", key)
 }

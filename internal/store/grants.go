@@ -10,6 +10,7 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"sync"
 	"time"
 )
 
@@ -69,6 +70,10 @@ func (s *Store) queryGrants(ctx context.Context, q Querier, query string, args .
 	if err != nil {
 		return nil, err
 	}
+	return scanGrants(rows)
+}
+
+func scanGrants(rows *sql.Rows) ([]Grant, error) {
 	defer rows.Close()
 	var out []Grant
 	for rows.Next() {
@@ -132,18 +137,23 @@ func (s *Store) GrantsByID(ctx context.Context, q Querier, userID, grantID strin
 // The most recent grant may appear twice; callers need not care (DecideGate
 // picks one) but it is dropped here anyway.
 func (s *Store) GateCandidates(ctx context.Context, q Querier, userID, subagent string, grantID *string, now time.Time) ([]Grant, error) {
-	// One statement, so both parts read one snapshot. A NULL $4 means "any id".
-	query := `SELECT ` + grantColumns + ` FROM grants
-		WHERE user_id = $1 AND subagent = $2 AND revoked_at IS NULL AND expires_at > $3 AND ($4 IS NULL OR grant_id = $4)
-		UNION ALL
-		SELECT * FROM (SELECT ` + grantColumns + ` FROM grants
-			WHERE user_id = $1 AND subagent = $2 AND ($4 IS NULL OR grant_id = $4)
-			ORDER BY created_at DESC, grant_id DESC, generation DESC LIMIT 1) newest`
-	if s.Dialect == Postgres {
-		// PostgreSQL cannot infer the type of a parameter only compared with NULL.
-		query = strings.ReplaceAll(query, "$4", "$4::text")
+	args := []any{userID, subagent, now.UnixMicro(), grantID}
+	var rows *sql.Rows
+	var err error
+	if q == nil {
+		// The status check is the hottest read of the service; a prepared
+		// statement spares SQLite re-parsing the query on every poll.
+		var stmt *sql.Stmt
+		if stmt, err = s.gateStmt(ctx); err == nil {
+			rows, err = stmt.QueryContext(ctx, args...)
+		}
+	} else {
+		rows, err = q.QueryContext(ctx, s.gateQuery(), args...)
 	}
-	gs, err := s.queryGrants(ctx, q, query, userID, subagent, now.UnixMicro(), grantID)
+	if err != nil {
+		return nil, err
+	}
+	gs, err := scanGrants(rows)
 	if err != nil {
 		return nil, err
 	}
@@ -156,6 +166,43 @@ func (s *Store) GateCandidates(ctx context.Context, q Querier, userID, subagent 
 		}
 	}
 	return gs, nil
+}
+
+// gateQuery is GateCandidates' one statement, so both parts read one
+// snapshot. A NULL $4 means "any id".
+func (s *Store) gateQuery() string {
+	query := `SELECT ` + grantColumns + ` FROM grants
+		WHERE user_id = $1 AND subagent = $2 AND revoked_at IS NULL AND expires_at > $3 AND ($4 IS NULL OR grant_id = $4)
+		UNION ALL
+		SELECT * FROM (SELECT ` + grantColumns + ` FROM grants
+			WHERE user_id = $1 AND subagent = $2 AND ($4 IS NULL OR grant_id = $4)
+			ORDER BY created_at DESC, grant_id DESC, generation DESC LIMIT 1) newest`
+	if s.Dialect == Postgres {
+		// PostgreSQL cannot infer the type of a parameter only compared with NULL.
+		query = strings.ReplaceAll(query, "$4", "$4::text")
+	}
+	return query
+}
+
+// gateStmts holds each open read pool's prepared gate statement. (A map
+// beside Store rather than a field of it; database/sql prepares the statement
+// once per connection and reuses it.) An entry lives as long as the process;
+// a closed pool's statement is never used again.
+var gateStmts sync.Map // *sql.DB → *sql.Stmt
+
+func (s *Store) gateStmt(ctx context.Context) (*sql.Stmt, error) {
+	if st, ok := gateStmts.Load(s.read); ok {
+		return st.(*sql.Stmt), nil
+	}
+	st, err := s.read.PrepareContext(ctx, s.gateQuery())
+	if err != nil {
+		return nil, err
+	}
+	if prev, loaded := gateStmts.LoadOrStore(s.read, st); loaded {
+		st.Close()
+		return prev.(*sql.Stmt), nil
+	}
+	return st, nil
 }
 
 // Grants lists the account's grants, newest first, optionally of one sub-agent.

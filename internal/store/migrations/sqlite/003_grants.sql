@@ -21,8 +21,8 @@ CREATE TABLE grants (
   PRIMARY KEY (user_id, grant_id, generation)
 );
 -- The status check: a sub-agent's grants, newest first.
-CREATE INDEX grants_subagent ON grants(user_id, subagent, created_at);
+CREATE INDEX grants_subagent ON grants(user_id, subagent, created_at, grant_id, generation);
 -- ... and of those only the ones that can still authorize.
 CREATE INDEX grants_live ON grants(user_id, subagent, expires_at) WHERE revoked_at IS NULL;
 -- The list, newest first.
-CREATE INDEX grants_created ON grants(user_id, created_at);
+CREATE INDEX grants_created ON grants(user_id, created_at, grant_id, generation);
