@@ -459,6 +459,7 @@ func TestGrantUse(t *testing.T) {
 		}
 
 		use := func(body any) response { return e.do("POST", "/v1/grants/"+id+"/use", key, body) }
+		beforeRefusals := e.snap(user, key)
 		// n that does not fit is refused whole.
 		m := wantProblem(t, use(map[string]any{"subagent": "s", "n": 7}), 409, "budget_exhausted")
 		if m["uses"] != float64(4) || m["remaining"] != float64(6) {
@@ -500,6 +501,7 @@ func TestGrantUse(t *testing.T) {
 		if st := e.status(key, "subagent", "s"); st["uses"] != float64(4) {
 			t.Fatalf("refused uses recorded: %v", st)
 		}
+		e.unchanged(t, user, key, beforeRefusals)
 
 		// Reaching the budget exactly is accepted; the next check answers budget_exhausted.
 		if r := use(map[string]any{"subagent": "s", "n": 6}); r.Status != 200 || r.JSON(t)["remaining"] != float64(0) {
