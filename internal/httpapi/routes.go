@@ -76,12 +76,12 @@ func (s *Server) routes() []route {
 		{"GET /v1/chain/export", read, nil},
 
 		// The gate (SPEC.md "Grants", CONTRACT.md "Delegation tokens").
-		{"GET /v1/grants", grants, nil},
-		{"POST /v1/grants", grants, nil},
-		{"GET /v1/grants/status", grants, nil},
-		{"POST /v1/grants/{grant_id}/revoke", grants, nil},
-		{"POST /v1/grants/{grant_id}/use", grants, nil},
-		{"GET /v1/delegation/public-key", public, nil},
+		{"GET /v1/grants", grants, s.listGrants},
+		{"POST /v1/grants", grants, s.createGrant},
+		{"GET /v1/grants/status", grants, s.grantStatus},
+		{"POST /v1/grants/{grant_id}/revoke", grants, s.revokeGrant},
+		{"POST /v1/grants/{grant_id}/use", grants, s.useGrant},
+		{"GET /v1/delegation/public-key", public, s.delegationPublicKey},
 
 		// Governance.
 		{"GET /v1/governance/proposals", gov, s.listProposals},

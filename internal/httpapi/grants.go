@@ -1,0 +1,519 @@
+package httpapi
+
+// The gate's routes (SPEC.md "Grants", CONTRACT.md "Delegation tokens"). The
+// grant bodies are read member by member rather than with decode[T], so that a
+// near-miss key (subagent_name, expiry_seconds, ...) is refused naming the key
+// the client meant, with the route's own code, before anything is written.
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"sort"
+	"strconv"
+	"strings"
+	"unicode"
+
+	"github.com/auditchain/auditchain/internal/app"
+	"github.com/auditchain/auditchain/internal/domain"
+)
+
+// ---- request bodies --------------------------------------------------------
+
+// bodySpec describes a route's JSON object body: its exact keys, the near
+// misses recognised for each, and the keys only the server sets.
+type bodySpec struct {
+	bad     func(field, reason string) *domain.Error
+	keys    []string          // the exact keys, in the order missing ones are reported
+	aliases map[string]string // a known near miss → the exact key
+	server  map[string]string // a key the server assigns → why it cannot be sent
+}
+
+var grantBody = bodySpec{
+	bad:  app.MalformedGrant,
+	keys: []string{"subagent", "expires_at", "max_tool_calls", "allowed_tools", "grant_id", "parent_agent"},
+	aliases: aliasTable(map[string][]string{
+		"subagent": {"subagent_name", "sub_agent", "sub_agent_name", "subagent_id", "sub_agent_id", "agent", "agent_name",
+			"agent_id", "child", "child_agent", "delegate", "name", "worker"},
+		"expires_at": {"expiry_seconds", "expires_in", "expires_in_seconds", "ttl", "ttl_seconds", "expiry", "expires",
+			"expiration", "expiration_time", "expiry_time", "expire", "expires_on", "expiry_at", "valid_until", "until",
+			"deadline", "lifetime", "duration", "timeout"},
+		"max_tool_calls": {"max_calls", "budget", "call_budget", "tool_budget", "max_uses", "limit", "call_limit",
+			"tool_call_limit", "tool_calls", "calls", "max_tools", "max_tool_uses", "max_invocations", "quota"},
+		"allowed_tools": {"tools", "allowed_tool", "tool", "tool_names", "permitted_tools", "allow_tools", "allowlist",
+			"tool_allowlist", "tools_allowed", "scopes", "capabilities"},
+		"grant_id":     {"grant", "id", "grantid", "grant_uuid", "uuid"},
+		"parent_agent": {"parent", "parent_id", "parent_name", "parent_agent_id", "parent_agent_name", "orchestrator", "delegator", "owner"},
+	}),
+	server: map[string]string{
+		"epoch":      "the epoch stamp is assigned by the server when the grant is written",
+		"created_at": "created_at is assigned by the server",
+		"action":     "action is set by the server",
+		"uses":       "uses is counted by the server (POST /v1/grants/{grant_id}/use)",
+		"remaining":  "remaining is computed by the server",
+		"revoked_at": "revoked_at is set by POST /v1/grants/{grant_id}/revoke",
+		"state":      "state is computed by the gate",
+		"status":     "status is computed by the gate",
+		"delegation": "the delegation token is issued by the server",
+	},
+}
+
+var useBody = bodySpec{
+	bad:  app.MalformedUse,
+	keys: []string{"subagent", "n"},
+	aliases: aliasTable(map[string][]string{
+		"subagent": grantAliases("subagent"),
+		"n":        {"count", "calls", "tool_calls", "amount", "uses", "units", "quantity", "num", "number", "n_calls", "delta", "increment"},
+	}),
+}
+
+var revokeBody = bodySpec{
+	bad:     app.MalformedRevoke,
+	keys:    []string{"subagent"},
+	aliases: aliasTable(map[string][]string{"subagent": grantAliases("subagent")}),
+}
+
+func aliasTable(m map[string][]string) map[string]string {
+	out := map[string]string{}
+	for key, aliases := range m {
+		for _, a := range aliases {
+			out[a] = key
+		}
+	}
+	return out
+}
+
+// grantAliases lists the near misses grantBody knows for key.
+func grantAliases(key string) []string {
+	var out []string
+	for a, k := range grantBody.aliases {
+		if k == key {
+			out = append(out, a)
+		}
+	}
+	return out
+}
+
+// members reads r's body as one JSON object and refuses, with spec.bad, what
+// is not exactly one of spec.keys: a near miss names the key meant; duplicates,
+// server-assigned and unknown keys are named as sent. Null values count as absent.
+func (s *Server) members(r *http.Request, spec bodySpec) (map[string]json.RawMessage, error) {
+	body, err := readBody(r, s.app.Cfg.MaxBodyBytes)
+	if err != nil {
+		return nil, err
+	}
+	if len(bytes.TrimSpace(body)) == 0 {
+		return map[string]json.RawMessage{}, nil // every required key is then reported missing
+	}
+	if err := checkJSONContentType(r); err != nil {
+		return nil, err
+	}
+	dec := json.NewDecoder(bytes.NewReader(body))
+	dec.UseNumber()
+	if tok, err := dec.Token(); err != nil || tok != json.Delim('{') {
+		return nil, spec.bad("", "the body must be one JSON object with the keys "+strings.Join(spec.keys, ", "))
+	}
+	got := map[string]json.RawMessage{}
+	var problems []*domain.Error
+	for dec.More() {
+		tok, err := dec.Token()
+		if err != nil {
+			return nil, spec.bad("", "the body is not valid JSON")
+		}
+		key := tok.(string)
+		var v json.RawMessage
+		if err := dec.Decode(&v); err != nil {
+			return nil, spec.bad("", "the body is not valid JSON")
+		}
+		if _, dup := got[key]; dup {
+			problems = append(problems, spec.bad(key, "appears more than once").With("key", key))
+			continue
+		}
+		got[key] = v
+		if p := spec.checkKey(key); p != nil {
+			problems = append(problems, p)
+		}
+	}
+	if _, err := dec.Token(); err != nil {
+		return nil, spec.bad("", "the body is not valid JSON")
+	}
+	if _, err := dec.Token(); err != io.EOF {
+		return nil, spec.bad("", "unexpected data after the JSON object")
+	}
+	if len(problems) > 0 {
+		// Report the first by key order; list them all in errors.
+		sort.SliceStable(problems, func(i, j int) bool { return problems[i].Extra["key"].(string) < problems[j].Extra["key"].(string) })
+		first := *problems[0]
+		first.Fields = nil
+		for _, p := range problems {
+			first.Fields = append(first.Fields, p.Fields...)
+		}
+		return nil, &first
+	}
+	for k, v := range got {
+		if bytes.Equal(bytes.TrimSpace(v), []byte("null")) {
+			delete(got, k)
+		}
+	}
+	return got, nil
+}
+
+// checkKey refuses a key that is not exactly one of spec.keys.
+func (spec bodySpec) checkKey(key string) *domain.Error {
+	for _, k := range spec.keys {
+		if key == k {
+			return nil
+		}
+	}
+	if why, ok := spec.server[key]; ok {
+		return spec.bad(key, why+"; do not send it").With("key", key)
+	}
+	if meant := spec.nearMiss(key); meant != "" {
+		return spec.bad(meant, fmt.Sprintf("unknown key %q: the key is %q", key, meant)+aliasHint(meant, key)).With("key", key)
+	}
+	return spec.bad(key, fmt.Sprintf("unknown key %q; the keys are exactly %s", key, strings.Join(spec.keys, ", "))).With("key", key)
+}
+
+// aliasHint adds what a near miss usually means to get the value right too.
+func aliasHint(meant, sent string) string {
+	if meant == "expires_at" {
+		return " (an absolute ISO-8601 timestamp with a UTC offset, like 2026-01-02T15:04:05+00:00, not a duration)"
+	}
+	return ""
+}
+
+// nearMiss names the key a client most likely meant by key, or "".
+func (spec bodySpec) nearMiss(key string) string {
+	if k, ok := spec.aliases[key]; ok {
+		return k
+	}
+	norm := normalizeKey(key)
+	if k, ok := spec.aliases[norm]; ok {
+		return k
+	}
+	for a, k := range spec.aliases {
+		if normalizeKey(a) == norm {
+			return k
+		}
+	}
+	best, bestDist := "", 3
+	for _, k := range spec.keys {
+		nk := normalizeKey(k)
+		if nk == norm {
+			return k
+		}
+		if len(nk) < 5 {
+			continue // too short for a distance to mean anything
+		}
+		if d := editDistance(nk, norm); d < bestDist {
+			best, bestDist = k, d
+		}
+	}
+	return best
+}
+
+// normalizeKey folds case and drops separators: subAgent, Sub-Agent and
+// sub_agent all read "subagent".
+func normalizeKey(k string) string {
+	var b strings.Builder
+	for _, r := range k {
+		if unicode.IsLetter(r) || unicode.IsDigit(r) {
+			b.WriteRune(unicode.ToLower(r))
+		}
+	}
+	return b.String()
+}
+
+// editDistance is the Levenshtein distance of a and b (bytes).
+func editDistance(a, b string) int {
+	prev := make([]int, len(b)+1)
+	cur := make([]int, len(b)+1)
+	for j := range prev {
+		prev[j] = j
+	}
+	for i := 1; i <= len(a); i++ {
+		cur[0] = i
+		for j := 1; j <= len(b); j++ {
+			cost := 1
+			if a[i-1] == b[j-1] {
+				cost = 0
+			}
+			cur[j] = min(prev[j]+1, cur[j-1]+1, prev[j-1]+cost)
+		}
+		prev, cur = cur, prev
+	}
+	return prev[len(b)]
+}
+
+// Typed reads of present members; each names the key and what it must be.
+
+func readString(spec bodySpec, m map[string]json.RawMessage, key string) (*string, error) {
+	raw, ok := m[key]
+	if !ok {
+		return nil, nil
+	}
+	var s string
+	if err := json.Unmarshal(raw, &s); err != nil {
+		return nil, spec.bad(key, "must be a string, got "+jsonKind(raw))
+	}
+	return &s, nil
+}
+
+func readInteger(spec bodySpec, m map[string]json.RawMessage, key string) (*int64, error) {
+	raw, ok := m[key]
+	if !ok {
+		return nil, nil
+	}
+	if jsonKind(raw) != "a number" {
+		return nil, spec.bad(key, "must be an integer, got "+jsonKind(raw))
+	}
+	num := json.Number(bytes.TrimSpace(raw))
+	n, err := strconv.ParseInt(num.String(), 10, 64)
+	if err != nil {
+		return nil, spec.bad(key, "must be an integer (no fraction or exponent, within 64 bits), got "+num.String())
+	}
+	return &n, nil
+}
+
+func jsonKind(raw json.RawMessage) string {
+	t := bytes.TrimSpace(raw)
+	if len(t) == 0 {
+		return "nothing"
+	}
+	switch t[0] {
+	case '"':
+		return "a string"
+	case '{':
+		return "an object"
+	case '[':
+		return "an array"
+	case 't', 'f':
+		return "a boolean"
+	case 'n':
+		return "null"
+	}
+	return "a number"
+}
+
+func required(spec bodySpec, key, what string) error {
+	return spec.bad(key, "required: "+what)
+}
+
+// ---- handlers ---------------------------------------------------------------
+
+// grantRequest reads and checks a POST /v1/grants body (422 malformed_grant).
+func (s *Server) grantRequest(r *http.Request) (app.GrantRequest, error) {
+	spec := grantBody
+	m, err := s.members(r, spec)
+	if err != nil {
+		return app.GrantRequest{}, err
+	}
+	var req app.GrantRequest
+	sub, err := readString(spec, m, "subagent")
+	if err != nil {
+		return req, err
+	}
+	if sub == nil {
+		return req, required(spec, "subagent", "the sub-agent's exact name")
+	}
+	req.Subagent = *sub
+	expRaw, hasExp := m["expires_at"]
+	if !hasExp {
+		return req, required(spec, "expires_at", "an absolute ISO-8601 timestamp with a UTC offset, like 2026-01-02T15:04:05+00:00")
+	}
+	var exp string
+	if err := json.Unmarshal(expRaw, &exp); err != nil {
+		return req, spec.bad("expires_at", "must be an absolute ISO-8601 timestamp string with a UTC offset, like 2026-01-02T15:04:05+00:00, got "+jsonKind(expRaw)+" (durations are not accepted)")
+	}
+	if req.ExpiresAt, err = domain.ParseTimestamp(exp); err != nil {
+		return req, spec.bad("expires_at", fmt.Sprintf("%q is not an ISO-8601 timestamp with a UTC offset, like 2026-01-02T15:04:05+00:00", exp))
+	}
+	max, err := readInteger(spec, m, "max_tool_calls")
+	if err != nil {
+		return req, err
+	}
+	if max == nil {
+		return req, required(spec, "max_tool_calls", "the budget of tool calls, an integer")
+	}
+	req.MaxToolCalls = *max
+	if raw, ok := m["allowed_tools"]; ok {
+		if err := json.Unmarshal(raw, &req.AllowedTools); err != nil {
+			return req, spec.bad("allowed_tools", "must be an array of strings, got "+jsonKind(raw))
+		}
+	}
+	if req.GrantID, err = readString(spec, m, "grant_id"); err != nil {
+		return req, err
+	}
+	if req.ParentAgent, err = readString(spec, m, "parent_agent"); err != nil {
+		return req, err
+	}
+	return req, nil
+}
+
+// gateView is a gate answer (SPEC.md "Grant status (gate answer)"): the matched
+// grant's record fields are present only when a grant matched.
+type gateView struct {
+	Status     string `json:"status"`
+	Authorized bool   `json:"authorized"`
+	Reason     string `json:"reason"`
+	Subagent   string `json:"subagent"`
+	*app.GrantRecord
+	Uses       int64  `json:"uses"`
+	Remaining  int64  `json:"remaining"`
+	ProposalID string `json:"proposal_id,omitempty"`
+}
+
+// viewOfAnswer renders a gate answer. The embedded record's subagent is the
+// same as the answer's (matching is exact), so the outer field wins harmlessly.
+func viewOfAnswer(a domain.GateAnswer) gateView {
+	v := gateView{Status: a.Status, Authorized: a.Authorized, Reason: a.Reason, Subagent: a.Subagent,
+		Uses: a.Uses, Remaining: a.Remaining, ProposalID: a.ProposalID}
+	if a.Grant != nil {
+		rec := app.RecordOf(*a.Grant)
+		v.GrantRecord = &rec
+	}
+	return v
+}
+
+func (s *Server) createGrant(w http.ResponseWriter, r *http.Request) error {
+	req, err := s.grantRequest(r)
+	if err != nil {
+		return err
+	}
+	res, err := s.app.CreateGrant(r.Context(), principal(r), req)
+	if err != nil {
+		return err
+	}
+	return writeJSON(w, http.StatusCreated, map[string]any{"grant": res.Grant, "status": viewOfAnswer(res.Status), "delegation": res.Delegation})
+}
+
+// malformedQuery is GET grants/status's 422.
+func malformedQuery(field, reason string) error {
+	return (&domain.Error{Status: http.StatusUnprocessableEntity, Code: domain.CodeMalformedQuery, Detail: field + ": " + reason,
+		Fields: []domain.FieldError{{Field: field, Message: reason}}}).With("field", field).With("reason", reason)
+}
+
+// optionalQuery reads a query parameter; absent or empty is nil.
+func optionalQuery(r *http.Request, name string) *string {
+	v := r.URL.Query().Get(name)
+	if v == "" {
+		return nil
+	}
+	return &v
+}
+
+func (s *Server) grantStatus(w http.ResponseWriter, r *http.Request) error {
+	q := r.URL.Query()
+	if !q.Has("subagent") {
+		for k := range q {
+			if meant := grantBody.nearMiss(k); meant == "subagent" {
+				return malformedQuery("subagent", fmt.Sprintf("required; the parameter is %q, not %q", "subagent", k))
+			}
+		}
+		return malformedQuery("subagent", "required: the sub-agent's exact name")
+	}
+	subagent := q.Get("subagent")
+	if strings.TrimSpace(subagent) == "" {
+		return malformedQuery("subagent", "must not be blank")
+	}
+	ans, err := s.app.GrantStatus(r.Context(), principal(r), subagent, optionalQuery(r, "tool"), optionalQuery(r, "grant_id"), s.app.Now())
+	if err != nil {
+		return err
+	}
+	return writeJSON(w, http.StatusOK, viewOfAnswer(ans))
+}
+
+// listedGrant is one grant of GET /v1/grants.
+type listedGrant struct {
+	app.GrantRecord
+	State       string  `json:"state"`
+	StateReason string  `json:"state_reason"`
+	Uses        int64   `json:"uses"`
+	Remaining   int64   `json:"remaining"`
+	RevokedAt   *string `json:"revoked_at"`
+}
+
+func (s *Server) listGrants(w http.ResponseWriter, r *http.Request) error {
+	gs, err := s.app.ListGrants(r.Context(), principal(r), optionalQuery(r, "subagent"))
+	if err != nil {
+		return err
+	}
+	out := make([]listedGrant, len(gs))
+	for i, g := range gs {
+		out[i] = listedGrant{GrantRecord: app.RecordOf(g.Grant), State: g.State, StateReason: g.StateReason,
+			Uses: g.Grant.Uses, Remaining: g.Grant.Remaining()}
+		if g.Grant.RevokedAt != nil {
+			t := domain.FormatTimestamp(*g.Grant.RevokedAt)
+			out[i].RevokedAt = &t
+		}
+	}
+	return writeJSON(w, http.StatusOK, map[string]any{"count": len(out), "grants": out})
+}
+
+func (s *Server) useGrant(w http.ResponseWriter, r *http.Request) error {
+	spec := useBody
+	m, err := s.members(r, spec)
+	if err != nil {
+		return err
+	}
+	sub, err := readString(spec, m, "subagent")
+	if err != nil {
+		return err
+	}
+	if sub == nil {
+		return required(spec, "subagent", "the sub-agent's exact name")
+	}
+	n, err := readInteger(spec, m, "n")
+	if err != nil {
+		return spec.bad("n", "must be a positive integer")
+	}
+	if n == nil {
+		return required(spec, "n", "the number of tool calls to record, a positive integer")
+	}
+	res, err := s.app.UseGrant(r.Context(), principal(r), r.PathValue("grant_id"), *sub, *n)
+	if err != nil {
+		return err
+	}
+	g := res.Grant
+	var parent *string
+	if g.ParentAgent != "" {
+		parent = &g.ParentAgent
+	}
+	return writeJSON(w, http.StatusOK, map[string]any{"grant_id": g.GrantID, "outcome": app.OutcomeConsumed, "parent_agent": parent,
+		"remaining": g.Remaining(), "subagent": g.Subagent, "uses": g.Uses})
+}
+
+func (s *Server) revokeGrant(w http.ResponseWriter, r *http.Request) error {
+	spec := revokeBody
+	m, err := s.members(r, spec)
+	if err != nil {
+		return err
+	}
+	sub, err := readString(spec, m, "subagent")
+	if err != nil {
+		return err
+	}
+	if sub == nil {
+		return required(spec, "subagent", "the sub-agent's exact name")
+	}
+	res, err := s.app.RevokeGrant(r.Context(), principal(r), r.PathValue("grant_id"), *sub)
+	if err != nil {
+		return err
+	}
+	a := res.StatusAfter
+	return writeJSON(w, http.StatusOK, map[string]any{
+		"grant_id": res.GrantID, "outcome": res.Outcome, "subagent": res.Subagent,
+		"revoked_at":   domain.FormatTimestamp(res.RevokedAt),
+		"status_after": map[string]any{"authorized": a.Authorized, "reason": a.Reason, "status": a.Status, "subagent": a.Subagent},
+	})
+}
+
+func (s *Server) delegationPublicKey(w http.ResponseWriter, r *http.Request) error {
+	if s.app.ServiceKey == nil {
+		return errors.New("service identity key not loaded")
+	}
+	return writeJSON(w, http.StatusOK, s.app.DelegationKey())
+}
