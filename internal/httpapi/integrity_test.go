@@ -282,8 +282,15 @@ func TestIntegrityProofsVerifyIndependently(t *testing.T) {
 		other := newIntegChain(e, "other@example.com")
 		other.addN(t, 2)
 		wantProblem(t, e.do("GET", "/v1/chain/proof/inclusion?event_id="+c.ids[0], other.token, nil), 404, "event_not_found")
-		if v := other.verifyChain(t); v["valid"] != true || num(v["blocks"]) != 1 || num(v["tree_size"]) != 2 {
+		// An event without raw (stored null) exports and verifies too.
+		if r := e.do("POST", "/v1/events", other.token, map[string]any{"event_id": "evt-noraw", "event_type": "note", "sequence": 2, "prev_hash": other.tip}); r.Status != 200 {
+			t.Fatalf("append without raw: %d %s", r.Status, r.Body)
+		}
+		if v := other.verifyChain(t); v["valid"] != true || num(v["blocks"]) != 2 || num(v["tree_size"]) != 3 { // sizes 2 (sealed by the inclusion call) and 3
 			t.Fatalf("other account: %v", v)
+		}
+		if rep, err := verify.VerifyExport(bytes.NewReader(other.export(t, "")), pub); err != nil || rep.Events != 3 || rep.SignedSize != 3 {
+			t.Fatalf("other account export: %v %+v", err, rep)
 		}
 
 		// An empty chain verifies, has no blocks and exports to nothing.
