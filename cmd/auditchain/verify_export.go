@@ -2,11 +2,143 @@ package main
 
 import (
 	"context"
+	"crypto/ed25519"
+	"encoding/base64"
+	"encoding/json"
 	"errors"
+	"flag"
+	"fmt"
 	"io"
+	"os"
+	"strings"
+
+	"github.com/auditchain/auditchain/pkg/verify"
 )
 
-// verifyExportCmd is `auditchain verify export FILE --service-key KEY` (the integrity issue fills it in).
+// exportReport is what `auditchain verify export` prints: the verifier's
+// Report, and on failure the first failure by kind and place.
+type exportReport struct {
+	Valid                bool         `json:"valid"`
+	UserID               string       `json:"user_id"`
+	Origin               string       `json:"origin"`
+	Events               int64        `json:"events"`
+	Checkpoints          int64        `json:"checkpoints"`
+	FirstSequence        int64        `json:"first_sequence"`
+	LastSequence         int64        `json:"last_sequence"`
+	FirstBlock           int64        `json:"first_block"`
+	LastBlock            int64        `json:"last_block"`
+	TreeSize             uint64       `json:"tree_size"`
+	RootHash             verify.Hash  `json:"root_hash"`
+	SignedSize           uint64       `json:"signed_size"`
+	SignaturesVerified   int64        `json:"signatures_verified"`
+	UnverifiedSignatures int64        `json:"unverified_signatures"`
+	Failure              *exportFault `json:"failure"`
+}
+
+// exportFault locates the first failure: sequence for event failures, block
+// for checkpoint failures (null when not applicable), and the export line.
+type exportFault struct {
+	Kind     string `json:"kind"`
+	Sequence *int64 `json:"sequence"`
+	Block    *int64 `json:"block"`
+	Line     int64  `json:"line"`
+	Error    string `json:"error"`
+}
+
+// verifyExportCmd is `auditchain verify export FILE --service-key KEY`: it
+// checks an export offline (pkg/verify.VerifyExport) and prints a JSON report
+// on stdout; on failure it also names the failure on stderr and returns an
+// error, so the process exits non-zero. FILE "-" reads standard input.
 func verifyExportCmd(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	return errors.New("verify export: not built yet")
+	fs := flag.NewFlagSet("verify export", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	keyArg := fs.String("service-key", "", "the service public key: standard base64 of the 32-byte Ed25519 key, or a file holding it")
+	// Flags may come before or after FILE.
+	var files []string
+	for len(args) > 0 {
+		if err := fs.Parse(args); err != nil {
+			return err
+		}
+		if fs.NArg() == 0 {
+			break
+		}
+		files = append(files, fs.Arg(0))
+		args = fs.Args()[1:]
+	}
+	if len(files) != 1 || *keyArg == "" {
+		fmt.Fprintln(stderr, "usage: auditchain verify export FILE --service-key KEY")
+		return errors.New("verify export needs one FILE and --service-key")
+	}
+	pub, err := readServicePublicKey(*keyArg)
+	if err != nil {
+		return err
+	}
+	var in io.Reader = os.Stdin
+	if files[0] != "-" {
+		f, err := os.Open(files[0])
+		if err != nil {
+			return err
+		}
+		defer f.Close()
+		in = f
+	}
+
+	rep, verr := verify.VerifyExport(in, pub)
+	out := exportReport{Valid: verr == nil, UserID: rep.UserID, Origin: rep.Origin, Events: rep.Events, Checkpoints: rep.Checkpoints,
+		FirstSequence: rep.FirstSequence, LastSequence: rep.LastSequence, FirstBlock: rep.FirstBlock, LastBlock: rep.LastBlock,
+		TreeSize: rep.TreeSize, RootHash: rep.RootHash, SignedSize: rep.SignedSize,
+		SignaturesVerified: rep.SignaturesVerified, UnverifiedSignatures: rep.UnverifiedSignatures}
+	var ve *verify.Error
+	switch {
+	case verr == nil:
+	case errors.As(verr, &ve):
+		out.Failure = &exportFault{Kind: string(ve.Kind), Line: ve.Line, Error: verr.Error()}
+		if ve.Sequence >= 0 {
+			out.Failure.Sequence = &ve.Sequence
+		}
+		if ve.Block >= 0 {
+			out.Failure.Block = &ve.Block
+		}
+	default: // an unreadable file or similar: no report to print
+		return fmt.Errorf("verify export: %w", verr)
+	}
+	enc := json.NewEncoder(stdout)
+	enc.SetIndent("", "  ")
+	if err := enc.Encode(out); err != nil {
+		return err
+	}
+	if verr != nil {
+		fmt.Fprintln(stderr, "export does not verify:", verr)
+		return fmt.Errorf("verify export: %s", describeFault(out.Failure))
+	}
+	return nil
+}
+
+func describeFault(f *exportFault) string {
+	switch {
+	case f.Sequence != nil:
+		return fmt.Sprintf("%s at sequence %d", f.Kind, *f.Sequence)
+	case f.Block != nil:
+		return fmt.Sprintf("%s at block %d", f.Kind, *f.Block)
+	default:
+		return fmt.Sprintf("%s at line %d", f.Kind, f.Line)
+	}
+}
+
+// readServicePublicKey accepts the key itself (standard base64 of 32 bytes)
+// or the path of a file holding it.
+func readServicePublicKey(arg string) (ed25519.PublicKey, error) {
+	s := strings.TrimSpace(arg)
+	if b, err := base64.StdEncoding.DecodeString(s); err == nil && len(b) == ed25519.PublicKeySize {
+		return ed25519.PublicKey(b), nil
+	}
+	data, err := os.ReadFile(arg)
+	if err != nil {
+		return nil, fmt.Errorf("--service-key is neither the base64 of a 32-byte Ed25519 key nor a readable file: %w", err)
+	}
+	pub, err := verify.ParsePublicKey(strings.TrimSpace(string(data)))
+	if err != nil {
+		return nil, fmt.Errorf("--service-key file %s: %w", arg, err)
+	}
+	return pub, nil
 }

@@ -69,11 +69,11 @@ func (s *Server) routes() []route {
 		{"POST /v1/policy/test", gov, s.policyTest},
 
 		// Integrity (CONTRACT.md "Integrity").
-		{"GET /v1/chain/blocks", read, nil},
-		{"GET /v1/chain/verify", read, nil},
-		{"GET /v1/chain/proof/inclusion", read, nil},
-		{"GET /v1/chain/proof/consistency", read, nil},
-		{"GET /v1/chain/export", read, nil},
+		{"GET /v1/chain/blocks", read, s.chainBlocks},
+		{"GET /v1/chain/verify", read, s.chainVerify},
+		{"GET /v1/chain/proof/inclusion", read, s.inclusionProof},
+		{"GET /v1/chain/proof/consistency", read, s.consistencyProof},
+		{"GET /v1/chain/export", read, s.chainExport},
 
 		// The gate (SPEC.md "Grants", CONTRACT.md "Delegation tokens").
 		{"GET /v1/grants", grants, s.listGrants},

@@ -103,7 +103,8 @@ func (s *Store) Head(ctx context.Context, userID string) (Head, error) {
 	return h, err
 }
 
-// InsertEvent stores e and moves the head past it. The caller has locked the head.
+// InsertEvent stores e, adds its leaf to the account's Merkle tree and moves
+// the head past it. The caller has locked the head.
 func (s *Store) InsertEvent(ctx context.Context, tx *sql.Tx, e *Event) error {
 	var raw any
 	if e.Raw != nil {
@@ -119,6 +120,10 @@ func (s *Store) InsertEvent(ctx context.Context, tx *sql.Tx, e *Event) error {
 	}
 	if err != nil {
 		return fmt.Errorf("insert event: %w", err)
+	}
+	// The event's Merkle leaf, in the same transaction (store/integrity.go).
+	if err := s.appendLeaf(ctx, tx, e); err != nil {
+		return err
 	}
 	_, err = tx.ExecContext(ctx, `UPDATE chain_heads SET last_sequence = $2, last_hash = $3, last_event_id = $4, event_count = event_count + 1
 		WHERE user_id = $1`, e.UserID, e.Sequence, e.PayloadHash, e.EventID)

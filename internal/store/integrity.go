@@ -1,0 +1,308 @@
+package store
+
+// Integrity tables (CONTRACT.md "Integrity", docs/integrity.md): each
+// account's Merkle tree as tlog stored hashes (merkle_hashes), written in the
+// append transaction by InsertEvent, and its chain blocks (chain_blocks).
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"strconv"
+	"strings"
+
+	"golang.org/x/mod/sumdb/tlog"
+
+	"github.com/auditchain/auditchain/internal/checkpoint"
+	"github.com/auditchain/auditchain/internal/merkle"
+	"github.com/auditchain/auditchain/pkg/verify"
+)
+
+// ErrMissingHash is returned by a HashReader when a stored hash the tree needs
+// is absent: the account's tree was never built (rows from before migration
+// 005) or rows were deleted.
+var ErrMissingHash = errors.New("merkle: stored hash missing")
+
+// hashReader reads an account's stored hashes through q (a transaction when
+// appending, so reads see the rows the same transaction wrote).
+type hashReader struct {
+	ctx    context.Context
+	q      Querier
+	userID string
+}
+
+// HashReader returns the account's tree as a merkle.HashReader over q (nil:
+// the read pool). Rows are immutable once committed, so any root or proof of a
+// size at most the committed tree size is consistent without a lock.
+func (s *Store) HashReader(ctx context.Context, q Querier, userID string) merkle.HashReader {
+	if q == nil {
+		q = s.read
+	}
+	return &hashReader{ctx: ctx, q: q, userID: userID}
+}
+
+// ReadHashes implements tlog.HashReader with one query for all indexes.
+func (r *hashReader) ReadHashes(indexes []int64) ([]tlog.Hash, error) {
+	if len(indexes) == 0 {
+		return nil, nil
+	}
+	var b strings.Builder
+	args := make([]any, 0, len(indexes)+1)
+	args = append(args, r.userID)
+	b.WriteString(`SELECT idx, hash FROM merkle_hashes WHERE user_id = $1 AND idx IN (`)
+	for i, idx := range indexes {
+		if i > 0 {
+			b.WriteByte(',')
+		}
+		args = append(args, idx)
+		b.WriteString("$" + strconv.Itoa(len(args)))
+	}
+	b.WriteByte(')')
+	rows, err := r.q.QueryContext(r.ctx, b.String(), args...)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	got := make(map[int64]tlog.Hash, len(indexes))
+	for rows.Next() {
+		var idx int64
+		var h []byte
+		if err := rows.Scan(&idx, &h); err != nil {
+			return nil, err
+		}
+		if len(h) != len(tlog.Hash{}) {
+			return nil, fmt.Errorf("merkle: stored hash %d has %d bytes", idx, len(h))
+		}
+		got[idx] = tlog.Hash(h)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	out := make([]tlog.Hash, len(indexes))
+	for i, idx := range indexes {
+		h, ok := got[idx]
+		if !ok {
+			return nil, fmt.Errorf("%w: index %d of account %s", ErrMissingHash, idx, r.userID)
+		}
+		out[i] = h
+	}
+	return out, nil
+}
+
+// appendLeaf adds e's leaf to the account's tree inside tx: it reads the at
+// most log2(n) hashes tlog needs and writes the new rows in one statement.
+// An account whose tree predates migration 005 is built first, once.
+func (s *Store) appendLeaf(ctx context.Context, tx *sql.Tx, e *Event) error {
+	leaf, err := verify.HashBytes(e.PayloadHash)
+	if err != nil {
+		return err
+	}
+	r := s.HashReader(ctx, tx, e.UserID)
+	hs, err := merkle.AppendLeaf(e.LeafIndex, leaf, r)
+	if errors.Is(err, ErrMissingHash) {
+		if err := s.buildTree(ctx, tx, e.UserID, e.LeafIndex); err != nil {
+			return err
+		}
+		hs, err = merkle.AppendLeaf(e.LeafIndex, leaf, r)
+	}
+	if err != nil {
+		return err
+	}
+	return insertHashes(ctx, tx, e.UserID, hs)
+}
+
+func insertHashes(ctx context.Context, tx *sql.Tx, userID string, hs []merkle.StoredHash) error {
+	if len(hs) == 0 {
+		return nil
+	}
+	var b strings.Builder
+	args := make([]any, 0, 3*len(hs))
+	b.WriteString(`INSERT INTO merkle_hashes (user_id, idx, hash) VALUES `)
+	for i, h := range hs {
+		if i > 0 {
+			b.WriteByte(',')
+		}
+		n := len(args)
+		fmt.Fprintf(&b, "($%d, $%d, $%d)", n+1, n+2, n+3)
+		args = append(args, userID, h.Index, h.Hash[:])
+	}
+	if _, err := tx.ExecContext(ctx, b.String(), args...); err != nil {
+		return fmt.Errorf("insert merkle hashes: %w", err)
+	}
+	return nil
+}
+
+// buildTree (re)builds the stored hashes of leaves [0, n) from the account's
+// events in leaf order. It only runs for a tree that is missing rows, which
+// happens once per account stored before migration 005.
+func (s *Store) buildTree(ctx context.Context, tx *sql.Tx, userID string, n int64) error {
+	if _, err := tx.ExecContext(ctx, `DELETE FROM merkle_hashes WHERE user_id = $1`, userID); err != nil {
+		return err
+	}
+	r := s.HashReader(ctx, tx, userID)
+	const page = 1000
+	for next := int64(0); next < n; {
+		evs, err := s.queryEvents(ctx, tx, `SELECT `+eventColumns+` FROM events WHERE user_id = $1 AND leaf_index >= $2 AND leaf_index < $3
+			ORDER BY leaf_index LIMIT $4`, userID, next, n, page)
+		if err != nil {
+			return err
+		}
+		if len(evs) == 0 {
+			return fmt.Errorf("merkle: account %s has no event at leaf %d to build its tree from", userID, next)
+		}
+		for i := range evs {
+			if evs[i].LeafIndex != next {
+				return fmt.Errorf("merkle: account %s has no event at leaf %d to build its tree from", userID, next)
+			}
+			leaf, err := verify.HashBytes(evs[i].PayloadHash)
+			if err != nil {
+				return err
+			}
+			hs, err := merkle.AppendLeaf(next, leaf, r)
+			if err != nil {
+				return err
+			}
+			if err := insertHashes(ctx, tx, userID, hs); err != nil {
+				return err
+			}
+			next++
+		}
+	}
+	return nil
+}
+
+// EventAtLeaf reads the account's event at a leaf position.
+func (s *Store) EventAtLeaf(ctx context.Context, userID string, leaf int64) (Event, error) {
+	return scanEvent(s.read.QueryRowContext(ctx, `SELECT `+eventColumns+` FROM events WHERE user_id = $1 AND leaf_index = $2`, userID, leaf))
+}
+
+// EventsRange streams the account's events with leaf_index in [from, to), in
+// leaf order and in pages, so memory stays flat in chain length.
+func (s *Store) EventsRange(ctx context.Context, userID string, from, to int64, fn func(*Event) error) error {
+	errStop := errors.New("stop")
+	err := s.EventsFrom(ctx, userID, from, func(e *Event) error {
+		if e.LeafIndex >= to {
+			return errStop
+		}
+		return fn(e)
+	})
+	if errors.Is(err, errStop) {
+		return nil
+	}
+	return err
+}
+
+// BlockRow is a stored chain block.
+type BlockRow struct {
+	checkpoint.Block
+	CreatedAt int64 // unix microseconds
+}
+
+const blockColumns = `block_index, tree_size, root_hash, prev_block_hash, block_hash, note, created_at`
+
+func scanBlock(r scanner) (BlockRow, error) {
+	var b BlockRow
+	var size int64
+	var root, prev, hash, note []byte
+	err := r.Scan(&b.Index, &size, &root, &prev, &hash, &note, &b.CreatedAt)
+	if errors.Is(err, sql.ErrNoRows) {
+		return b, ErrNotFound
+	}
+	if err != nil {
+		return b, err
+	}
+	b.Size = uint64(size)
+	// Stored columns are read as they are; GET /v1/chain/verify compares them
+	// with the signed note, so a short or altered column is reported, not fatal.
+	copy(b.Root[:], root)
+	copy(b.Hash[:], hash)
+	if prev != nil {
+		var p verify.Hash
+		copy(p[:], prev)
+		b.PrevHash = &p
+	}
+	b.Note = note
+	return b, nil
+}
+
+// LastBlock returns the account's newest block, or ErrNotFound.
+func (s *Store) LastBlock(ctx context.Context, q Querier, userID string) (BlockRow, error) {
+	if q == nil {
+		q = s.read
+	}
+	return scanBlock(q.QueryRowContext(ctx, `SELECT `+blockColumns+` FROM chain_blocks WHERE user_id = $1
+		ORDER BY block_index DESC LIMIT 1`, userID))
+}
+
+// InsertBlock stores a sealed block. The caller holds the account's head lock;
+// a concurrent sealer that got past it anyway hits the primary key (ErrConflict).
+func (s *Store) InsertBlock(ctx context.Context, tx *sql.Tx, userID string, b BlockRow) error {
+	var prev any
+	if b.PrevHash != nil {
+		prev = b.PrevHash[:]
+	}
+	_, err := tx.ExecContext(ctx, `INSERT INTO chain_blocks (user_id, `+blockColumns+`) VALUES ($1, $2, $3, $4, $5, $6, $7, $8)`,
+		userID, b.Index, int64(b.Size), b.Root[:], prev, b.Hash[:], b.Note, b.CreatedAt)
+	if IsUniqueViolation(err) {
+		return ErrConflict
+	}
+	return err
+}
+
+// Blocks returns up to limit blocks with index ≥ from, oldest first.
+func (s *Store) Blocks(ctx context.Context, userID string, from int64, limit int) ([]BlockRow, error) {
+	rows, err := s.read.QueryContext(ctx, `SELECT `+blockColumns+` FROM chain_blocks WHERE user_id = $1 AND block_index >= $2
+		ORDER BY block_index LIMIT $3`, userID, from, limit)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var out []BlockRow
+	for rows.Next() {
+		b, err := scanBlock(rows)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, b)
+	}
+	return out, rows.Err()
+}
+
+// BlocksFrom streams the account's blocks with index ≥ from in index order, in
+// pages, calling fn for each.
+func (s *Store) BlocksFrom(ctx context.Context, userID string, from int64, fn func(*BlockRow) error) error {
+	const page = 500
+	for {
+		bs, err := s.Blocks(ctx, userID, from, page)
+		if err != nil {
+			return err
+		}
+		for i := range bs {
+			if err := fn(&bs[i]); err != nil {
+				return err
+			}
+		}
+		if len(bs) < page {
+			return nil
+		}
+		from = bs[len(bs)-1].Index + 1
+	}
+}
+
+// BlockBySize returns the account's block of exactly that tree size, or ErrNotFound.
+func (s *Store) BlockBySize(ctx context.Context, userID string, size int64) (BlockRow, error) {
+	return scanBlock(s.read.QueryRowContext(ctx, `SELECT `+blockColumns+` FROM chain_blocks WHERE user_id = $1 AND tree_size = $2`, userID, size))
+}
+
+// BlockAtOrBelow returns the account's last block with tree size ≤ size, or ErrNotFound.
+func (s *Store) BlockAtOrBelow(ctx context.Context, userID string, size int64) (BlockRow, error) {
+	return scanBlock(s.read.QueryRowContext(ctx, `SELECT `+blockColumns+` FROM chain_blocks WHERE user_id = $1 AND tree_size <= $2
+		ORDER BY tree_size DESC LIMIT 1`, userID, size))
+}
+
+// BlockAbove returns the account's first block with tree size > size, or ErrNotFound.
+func (s *Store) BlockAbove(ctx context.Context, userID string, size int64) (BlockRow, error) {
+	return scanBlock(s.read.QueryRowContext(ctx, `SELECT `+blockColumns+` FROM chain_blocks WHERE user_id = $1 AND tree_size > $2
+		ORDER BY tree_size LIMIT 1`, userID, size))
+}
