@@ -19,7 +19,7 @@ func benchCmd(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	var o bench.Options
 	var wrap string
 	var serverArgs multiFlag
-	fs.StringVar(&o.URL, "url", "", "target a running server (default: start one on a temporary SQLite database per run)")
+	fs.StringVar(&o.URL, "url", "", "target running server(s), comma-separated (default: start one on a temporary SQLite database per run)")
 	fs.StringVar(&o.DB, "db", "", "store: with --url the server's (to create bench accounts); without, the started server's")
 	fs.IntVar(&o.ServerPID, "server-pid", 0, "with --url: PID of a server on this machine, to report its CPU and RSS")
 	fs.StringVar(&wrap, "server-wrap", "", "command prefix for the started server, e.g. a strace fsync-delay recipe")

@@ -143,7 +143,8 @@ type account struct {
 type env struct {
 	o         *Options
 	w         *workload
-	c         *client
+	c         *client   // the first target: setup requests
+	cs        []*client // every target (--url a,b): workers spread over them
 	clients   int
 	accounts  []account
 	prefix    string // makes this run's event ids unique
@@ -216,8 +217,13 @@ func runOnce(ctx context.Context, o *Options, w *workload, run int) (res Result)
 	} else {
 		e.serverPID = o.ServerPID
 	}
-	e.c = newClient(strings.TrimRight(base, "/"), max(e.clients, 1))
-	defer e.c.close()
+	urls := strings.Split(base, ",")
+	for _, u := range urls {
+		c := newClient(strings.TrimRight(strings.TrimSpace(u), "/"), max(e.clients/len(urls)+1, 1))
+		defer c.close()
+		e.cs = append(e.cs, c)
+	}
+	e.c = e.cs[0]
 
 	res, err = w.run(ctx, e, res)
 	if err != nil {
@@ -261,10 +267,19 @@ func provision(ctx context.Context, db string, n, extraKeys int) ([]account, err
 	return out, nil
 }
 
+// clientFor spreads workers over the targets.
+func (e *env) clientFor(i int) *client {
+	if len(e.cs) == 0 {
+		return e.c
+	}
+	return e.cs[i%len(e.cs)]
+}
+
 // worker is one client of the load: its own histogram, counters and buffers.
 type worker struct {
 	id      int
 	e       *env
+	c       *client
 	hist    Histogram
 	ops     int64
 	items   int64
@@ -330,7 +345,7 @@ func drive(ctx context.Context, e *env, mk func(w *worker) opFunc, open bool) lo
 	n := max(e.clients, 1)
 	workers := make([]*worker, n)
 	for i := range workers {
-		workers[i] = &worker{id: i, e: e, errs: map[string]int64{}}
+		workers[i] = &worker{id: i, e: e, c: e.clientFor(i), errs: map[string]int64{}}
 	}
 	ops := make([]opFunc, n)
 	for i, w := range workers {

@@ -26,6 +26,10 @@ func runListeners(ctx context.Context, e *env, res Result) (Result, error) {
 	o := e.o
 	acct := e.accounts[0]
 	res.Clients = o.Listeners
+	res.Mode, res.Rate = "open", o.Rate
+	if res.Rate <= 0 {
+		res.Rate = 20
+	}
 	res.Extra = map[string]float64{"listeners": float64(o.Listeners)}
 	if e.serverPID > 0 {
 		if s, err := sampleProc(e.serverPID); err == nil {
@@ -148,12 +152,11 @@ func runListeners(ctx context.Context, e *env, res Result) (Result, error) {
 	}
 	fmt.Fprintf(e.progress, "bench: %d listeners ready in %.1fs; appending %d events\n", o.Listeners, time.Since(start).Seconds(), n)
 
-	rate := o.Rate
-	if rate <= 0 {
-		rate = 20
-	}
+	rate := res.Rate
 	pool := newRawPool(nil)
-	w := &worker{id: 0, e: e, errs: map[string]int64{}}
+	// With several targets the appends go to the last one and the streams are
+	// on the first: delivery then crosses replicas.
+	w := &worker{id: 0, e: e, c: e.cs[len(e.cs)-1], errs: map[string]int64{}}
 	s := &chainState{accts: []int{0}, tips: []tip{{seq: -1}}}
 	sched := newSchedule(time.Now(), rate)
 	var appendHist Histogram

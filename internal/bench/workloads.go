@@ -197,7 +197,7 @@ func appendOne(ctx context.Context, w *worker, s *chainState, a int, t *tip, poo
 			spec.sig = pool.sigs[k]
 		}
 		w.body = appendCanonical(w.body[:0], &spec)
-		_, err := e.c.do(ctx, "POST", "/v1/events", key, w.body, &w.resp)
+		_, err := w.c.do(ctx, "POST", "/v1/events", key, w.body, &w.resp)
 		if err == nil {
 			b := w.resp.Bytes()
 			i := bytes.Index(b, payloadHashKey)
@@ -245,7 +245,7 @@ func appendOne(ctx context.Context, w *worker, s *chainState, a int, t *tip, poo
 
 // readTip sets t from GET /v1/chain/tip.
 func readTip(ctx context.Context, w *worker, key string, t *tip, buf *bytes.Buffer) error {
-	if _, err := w.e.c.do(ctx, "GET", "/v1/chain/tip", key, nil, buf); err != nil {
+	if _, err := w.c.do(ctx, "GET", "/v1/chain/tip", key, nil, buf); err != nil {
 		return err
 	}
 	var p struct {
@@ -307,7 +307,7 @@ func (b *batcher) appendBatch(ctx context.Context, w *worker, s *chainState, a i
 	}
 	w.body = append(w.body, "]}"...)
 	t.n = n
-	if _, err := e.c.do(ctx, "POST", "/v1/events/batch", e.accounts[a].key, w.body, &w.resp); err != nil {
+	if _, err := w.c.do(ctx, "POST", "/v1/events/batch", e.accounts[a].key, w.body, &w.resp); err != nil {
 		if ab := notBuilt(err); ab != nil {
 			return ab
 		}
@@ -364,7 +364,7 @@ func prefill(ctx context.Context, e *env, a, n int, signed bool) error {
 	} else {
 		b.pool = newRawPool(nil)
 	}
-	w := &worker{id: 1 << 20, e: e, errs: map[string]int64{}}
+	w := &worker{id: 1 << 20, e: e, c: e.c, errs: map[string]int64{}}
 	s := &chainState{accts: []int{a}, tips: []tip{{seq: -1}}}
 	start := time.Now()
 	last := start
@@ -408,7 +408,7 @@ func searchSetup(ctx context.Context, e *env) (func(w *worker) opFunc, error) {
 				body = bodies[2+(i/4)%64]
 			}
 			i++
-			_, err := e.c.do(ctx, "POST", "/v1/events/search", key, body, &w.resp)
+			_, err := w.c.do(ctx, "POST", "/v1/events/search", key, body, &w.resp)
 			if ab := notBuilt(err); ab != nil {
 				return 0, ab
 			}
@@ -425,7 +425,7 @@ func healSetup(ctx context.Context, e *env) (func(w *worker) opFunc, error) {
 	body := []byte(`{}`)
 	return func(w *worker) opFunc {
 		return func(ctx context.Context, w *worker) (int, error) {
-			_, err := e.c.do(ctx, "POST", "/v1/heal/scan", key, body, &w.resp)
+			_, err := w.c.do(ctx, "POST", "/v1/heal/scan", key, body, &w.resp)
 			if err != nil {
 				if ab := notBuilt(err); ab != nil {
 					return 0, ab
@@ -488,9 +488,9 @@ func grantSetup(use bool) setupFunc {
 				a, _ := s.pick()
 				var err error
 				if use {
-					_, err = e.c.do(ctx, "POST", grants[a].useURL, e.accounts[a].key, useBody, &w.resp)
+					_, err = w.c.do(ctx, "POST", grants[a].useURL, e.accounts[a].key, useBody, &w.resp)
 				} else {
-					_, err = e.c.do(ctx, "GET", grants[a].statusURL, e.accounts[a].key, nil, &w.resp)
+					_, err = w.c.do(ctx, "GET", grants[a].statusURL, e.accounts[a].key, nil, &w.resp)
 					if err == nil && !bytes.Contains(w.resp.Bytes(), authorized) {
 						err = errors.New("gate did not answer authorized")
 					}
