@@ -29,6 +29,7 @@ commands:
   admin create-key      create another key for an account
   verify token FILE --service-key KEY    check a delegation token offline
   verify export FILE --service-key KEY   check an exported chain offline
+  bench [flags] WORKLOAD…                load generator (docs/bench.md)
 `
 
 // run is the whole program; main only supplies the process's context, arguments,
@@ -45,6 +46,8 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 		return adminCmd(ctx, args[1:], getenv, stdout, stderr)
 	case "verify":
 		return verifyCmd(ctx, args[1:], stdout, stderr)
+	case "bench":
+		return benchCmd(ctx, args[1:], stdout, stderr)
 	case "help", "-h", "--help":
 		fmt.Fprint(stdout, usage)
 		return nil

@@ -1,0 +1,94 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"strings"
+	"time"
+
+	"github.com/auditchain/auditchain/internal/bench"
+)
+
+// benchCmd is `auditchain bench [flags] WORKLOAD…` (docs/bench.md).
+func benchCmd(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	fs := flag.NewFlagSet("bench", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	var o bench.Options
+	var wrap string
+	var serverArgs multiFlag
+	fs.StringVar(&o.URL, "url", "", "target running server(s), comma-separated (default: start one on a temporary SQLite database per run)")
+	fs.StringVar(&o.DB, "db", "", "store: with --url the server's (to create bench accounts); without, the started server's")
+	fs.IntVar(&o.ServerPID, "server-pid", 0, "with --url: PID of a server on this machine, to report its CPU and RSS")
+	fs.StringVar(&wrap, "server-wrap", "", "command prefix for the started server, e.g. a strace fsync-delay recipe")
+	fs.Var(&serverArgs, "server-arg", "extra flag for the started server (repeatable)")
+	fs.DurationVar(&o.Duration, "duration", 10*time.Second, "measured time per run")
+	fs.DurationVar(&o.Warmup, "warmup", time.Second, "unmeasured time before each run's measurement")
+	fs.Float64Var(&o.Rate, "rate", 0, "open loop: operations per second, latency from each one's due time (0: closed loop)")
+	fs.IntVar(&o.Clients, "clients", 0, "concurrent clients (default per workload: 64; batch 4; search 16; heal-scan 1)")
+	fs.IntVar(&o.Accounts, "accounts", 0, "accounts (default 100 where the workload uses several)")
+	fs.IntVar(&o.Prefill, "prefill", 100000, "events prefilled by batch on the large account (search, heal-scan)")
+	fs.IntVar(&o.BatchSize, "batch-size", 500, "events per batch call (batch, prefill)")
+	fs.IntVar(&o.Listeners, "listeners", 5000, "SSE streams (listeners)")
+	fs.IntVar(&o.Events, "events", 100, "events appended to the listeners")
+	fs.BoolVar(&o.Signed, "signed", false, "prefill Ed25519-signed events (heal-scan, search)")
+	fs.IntVar(&o.Runs, "runs", 1, "repeat each workload; report the medians")
+	asJSON := fs.Bool("json", false, "print the report as JSON")
+	quiet := fs.Bool("quiet", false, "no progress lines on stderr")
+	fs.Usage = func() {
+		fmt.Fprintf(stderr, "usage: auditchain bench [flags] WORKLOAD…\n\nworkloads:\n%s\nflags:\n", bench.WorkloadHelp())
+		fs.PrintDefaults()
+	}
+	// Flags may follow workload names.
+	rest := args
+	for {
+		if err := fs.Parse(rest); err != nil {
+			if errors.Is(err, flag.ErrHelp) {
+				return nil
+			}
+			return err
+		}
+		if fs.NArg() == 0 {
+			break
+		}
+		o.Workloads = append(o.Workloads, fs.Arg(0))
+		rest = fs.Args()[1:]
+	}
+	if len(o.Workloads) == 0 {
+		fs.Usage()
+		return errors.New("bench needs at least one workload")
+	}
+	o.ServerWrap = strings.Fields(wrap)
+	o.ServerArgs = serverArgs
+	if !*quiet {
+		o.Progress = stderr
+	}
+	results, err := bench.Run(ctx, o)
+	if len(results) > 0 {
+		var werr error
+		if *asJSON {
+			werr = bench.WriteJSON(stdout, results)
+		} else {
+			werr = bench.WriteTable(stdout, results)
+		}
+		if err == nil {
+			err = werr
+		}
+	}
+	if err != nil {
+		return err
+	}
+	for _, r := range results {
+		if r.Error != "" {
+			return fmt.Errorf("workload %s failed: %s", r.Workload, r.Error)
+		}
+	}
+	return nil
+}
+
+type multiFlag []string
+
+func (m *multiFlag) String() string     { return strings.Join(*m, " ") }
+func (m *multiFlag) Set(v string) error { *m = append(*m, v); return nil }

@@ -1,0 +1,505 @@
+package bench
+
+import (
+	"bytes"
+	"context"
+	"crypto/ed25519"
+	"crypto/rand"
+	"encoding/base64"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	mrand "math/rand/v2"
+	"strconv"
+	"time"
+)
+
+// workload is one named load.
+type workload struct {
+	name          string
+	clients       int  // default number of clients
+	fixedClients  bool // --clients does not apply
+	accounts      int  // default number of accounts
+	fixedAccounts bool // --accounts does not apply
+	prefill       bool // uses --prefill
+	openLoop      bool // --rate applies
+	keys          func(o *Options) int
+	run           func(ctx context.Context, e *env, res Result) (Result, error)
+	help          string
+}
+
+var workloads = []*workload{
+	{name: "append", clients: 64, accounts: 100, openLoop: true, run: loadRun(appendSetup(false)),
+		help: "unsigned appends; each client owns accounts and keeps their tips"},
+	{name: "append-signed", clients: 64, accounts: 100, openLoop: true, run: loadRun(appendSetup(true)),
+		help: "appends Ed25519-signed by a registered machine key"},
+	{name: "sequential", clients: 1, fixedClients: true, accounts: 1, fixedAccounts: true, openLoop: true,
+		run: loadRun(appendSetup(false)), help: "one client appending to one chain"},
+	{name: "hot", clients: 64, accounts: 1, fixedAccounts: true, openLoop: true, run: loadRun(appendSetup(false)),
+		help: "all clients on one account, resyncing on 409 from expected_prev_hash/last_sequence"},
+	{name: "batch", clients: 4, accounts: 100, openLoop: true, run: loadRun(batchSetup),
+		help: "POST /v1/events/batch with --batch-size events per call, chains linked"},
+	{name: "gate-status", clients: 64, accounts: 100, openLoop: true, run: loadRun(grantSetup(false)),
+		help: "GET /v1/grants/status for a live grant"},
+	{name: "grant-use", clients: 64, accounts: 100, openLoop: true, run: loadRun(grantSetup(true)),
+		help: "POST /v1/grants/{id}/use n=1 on a large budget"},
+	{name: "search", clients: 16, accounts: 1, fixedAccounts: true, prefill: true, openLoop: true,
+		run: loadRun(searchSetup), help: "POST /v1/events/search limit 200 on an account of --prefill events"},
+	{name: "heal-scan", clients: 1, accounts: 1, fixedAccounts: true, prefill: true, openLoop: true,
+		run: loadRun(healSetup), help: "POST /v1/heal/scan over an account of --prefill events (--signed: signed events)"},
+	{name: "listeners", clients: 1, fixedClients: true, accounts: 1, fixedAccounts: true,
+		keys: func(o *Options) int { return (o.Listeners + streamsPerKey - 1) / streamsPerKey },
+		run:  runListeners, help: "--listeners SSE streams; delivery latency of --events appends to all of them"},
+}
+
+func lookup(name string) *workload {
+	for _, w := range workloads {
+		if w.name == name {
+			return w
+		}
+	}
+	return nil
+}
+
+// WorkloadNames lists the workloads in order.
+func WorkloadNames() []string {
+	var out []string
+	for _, w := range workloads {
+		out = append(out, w.name)
+	}
+	return out
+}
+
+// WorkloadHelp is one line per workload for usage text.
+func WorkloadHelp() string {
+	var b bytes.Buffer
+	for _, w := range workloads {
+		fmt.Fprintf(&b, "  %-14s %s\n", w.name, w.help)
+	}
+	return b.String()
+}
+
+type setupFunc func(ctx context.Context, e *env) (func(w *worker) opFunc, error)
+
+func loadRun(setup setupFunc) func(ctx context.Context, e *env, res Result) (Result, error) {
+	return func(ctx context.Context, e *env, res Result) (Result, error) {
+		mk, err := setup(ctx, e)
+		if err != nil {
+			return res, err
+		}
+		fmt.Fprintf(e.progress, "bench: %s: %d clients, %s mode, %v\n", e.w.name, e.clients, res.Mode, e.o.Duration)
+		lr := drive(ctx, e, mk, res.Mode == "open")
+		lr.fill(&res)
+		return res, nil
+	}
+}
+
+// owned returns the accounts worker i drives: with at least as many accounts as
+// clients each client owns every clients-th account (none shared); with fewer,
+// clients share accounts round-robin.
+func owned(e *env, i int) []int {
+	n := len(e.accounts)
+	if n >= e.clients {
+		var out []int
+		for a := i; a < n; a += e.clients {
+			out = append(out, a)
+		}
+		return out
+	}
+	return []int{i % n}
+}
+
+// tip is a client's local view of one account's chain head.
+type tip struct {
+	seq  int64  // -1: empty chain
+	hash []byte // nil: empty chain
+	n    int64  // event ids issued on this account by this client
+}
+
+type chainState struct {
+	accts []int
+	tips  []tip
+	next  int
+	id    []byte
+	hbuf  []byte
+	sbuf  bytes.Buffer
+}
+
+func newChainState(e *env, i int) *chainState {
+	s := &chainState{accts: owned(e, i)}
+	s.tips = make([]tip, len(s.accts))
+	for k := range s.tips {
+		s.tips[k].seq = -1
+	}
+	return s
+}
+
+// pick returns the next account (round-robin) and its tip.
+func (s *chainState) pick() (int, *tip) {
+	k := s.next
+	s.next = (s.next + 1) % len(s.accts)
+	return s.accts[k], &s.tips[k]
+}
+
+const benchMachine = "bench-m"
+
+// registerMachineKeys registers priv's public key for benchMachine on every account.
+func registerMachineKeys(ctx context.Context, e *env, pub ed25519.PublicKey) error {
+	body := []byte(`{"public_key":"` + base64.StdEncoding.EncodeToString(pub) + `"}`)
+	var resp bytes.Buffer
+	for _, a := range e.accounts {
+		if _, err := e.c.do(ctx, "PUT", "/v1/machines/"+benchMachine+"/signing-key", a.key, body, &resp); err != nil {
+			return fmt.Errorf("register signing key: %w", err)
+		}
+	}
+	return nil
+}
+
+func appendSetup(signed bool) setupFunc {
+	return func(ctx context.Context, e *env) (func(w *worker) opFunc, error) {
+		var priv ed25519.PrivateKey
+		machine := ""
+		if signed {
+			pub, p, err := ed25519.GenerateKey(rand.Reader)
+			if err != nil {
+				return nil, err
+			}
+			priv, machine = p, benchMachine
+			if err := registerMachineKeys(ctx, e, pub); err != nil {
+				return nil, err
+			}
+		}
+		pool := newRawPool(priv)
+		return func(w *worker) opFunc {
+			s := newChainState(e, w.id)
+			return func(ctx context.Context, w *worker) (int, error) {
+				a, t := s.pick()
+				return 1, appendOne(ctx, w, s, a, t, pool, machine)
+			}
+		}, nil
+	}
+}
+
+var payloadHashKey = []byte(`"payload_hash":"`)
+
+// appendOne appends one event to account a at the client's view of its tip,
+// resyncing and retrying when another client moved the tip (409).
+func appendOne(ctx context.Context, w *worker, s *chainState, a int, t *tip, pool *rawPool, machine string) error {
+	e := w.e
+	key := e.accounts[a].key
+	for attempt := 0; ; attempt++ {
+		k := int((t.n + int64(w.id)*31) % rawPoolSize)
+		s.id = appendEventID(s.id[:0], e.prefix, w.id, t.n)
+		t.n++
+		spec := eventSpec{id: s.id, seq: t.seq + 1, prevHash: t.hash, raw: pool.raws[k], tool: "bash", decision: "allow", machine: machine}
+		if pool.sigs != nil {
+			spec.sig = pool.sigs[k]
+		}
+		w.body = appendCanonical(w.body[:0], &spec)
+		_, err := w.c.do(ctx, "POST", "/v1/events", key, w.body, &w.resp)
+		if err == nil {
+			b := w.resp.Bytes()
+			i := bytes.Index(b, payloadHashKey)
+			if i < 0 {
+				return errors.New("append answer without payload_hash")
+			}
+			b = b[i+len(payloadHashKey):]
+			j := bytes.IndexByte(b, '"')
+			if j < 0 {
+				return errors.New("append answer: unterminated payload_hash")
+			}
+			t.hash = append(t.hash[:0], b[:j]...)
+			t.seq = spec.seq
+			e.stored.Add(1)
+			return nil
+		}
+		var se *statusError
+		if !errors.As(err, &se) || se.status != 409 || attempt >= 10000 || ctx.Err() != nil {
+			if ab := notBuilt(err); ab != nil {
+				return ab
+			}
+			return err
+		}
+		switch se.code {
+		case "prev_hash_mismatch", "non_monotonic_sequence", "prev_hash_for_genesis":
+		default:
+			return err
+		}
+		w.retries++
+		var p struct {
+			Expected *string `json:"expected_prev_hash"`
+			Last     *int64  `json:"last_sequence"`
+		}
+		_ = json.Unmarshal(w.resp.Bytes(), &p)
+		if p.Expected != nil && p.Last != nil {
+			t.hash = append(t.hash[:0], *p.Expected...)
+			t.seq = *p.Last
+			continue
+		}
+		if err := readTip(ctx, w, key, t, &s.sbuf); err != nil {
+			return err
+		}
+	}
+}
+
+// readTip sets t from GET /v1/chain/tip.
+func readTip(ctx context.Context, w *worker, key string, t *tip, buf *bytes.Buffer) error {
+	if _, err := w.c.do(ctx, "GET", "/v1/chain/tip", key, nil, buf); err != nil {
+		return err
+	}
+	var p struct {
+		Sequence *int64  `json:"sequence"`
+		Hash     *string `json:"payload_hash"`
+	}
+	if err := json.Unmarshal(buf.Bytes(), &p); err != nil {
+		return fmt.Errorf("chain tip: %w", err)
+	}
+	if p.Sequence == nil || p.Hash == nil {
+		t.seq, t.hash = -1, nil
+		return nil
+	}
+	t.seq, t.hash = *p.Sequence, append(t.hash[:0], *p.Hash...)
+	return nil
+}
+
+// batchTS is the ts of batch rows: sent, so the client knows the payload hash
+// and can link the chain without asking the server.
+func batchTS() string { return time.Now().UTC().Format("2006-01-02T15:04:05.000000+00:00") }
+
+// batcher builds linked batches for one client.
+type batcher struct {
+	e       *env
+	pool    *rawPool
+	machine string
+	ts      string
+	size    int
+}
+
+// appendBatch sends size linked events to account a from tip t.
+func (b *batcher) appendBatch(ctx context.Context, w *worker, s *chainState, a int, t *tip) error {
+	e := b.e
+	seq := t.seq
+	s.hbuf = append(s.hbuf[:0], t.hash...)
+	hash := s.hbuf
+	if t.hash == nil {
+		hash = nil
+	}
+	n := t.n
+	w.body = append(w.body[:0], `{"events":[`...)
+	for k := range b.size {
+		if k > 0 {
+			w.body = append(w.body, ',')
+		}
+		r := int((n + int64(w.id)*31) % rawPoolSize)
+		s.id = appendEventID(s.id[:0], e.prefix, w.id, n)
+		n++
+		seq++
+		spec := eventSpec{id: s.id, seq: seq, prevHash: hash, raw: b.pool.raws[r], tool: benchTools[seq%3],
+			decision: benchDecisions[(seq/3)%3], machine: b.machine, ts: b.ts}
+		if b.pool.sigs != nil {
+			spec.sig = b.pool.sigs[r]
+		}
+		start := len(w.body)
+		w.body = appendCanonical(w.body, &spec)
+		hash = appendHashOf(s.hbuf[:0], w.body[start:])
+		s.hbuf = hash
+	}
+	w.body = append(w.body, "]}"...)
+	t.n = n
+	if _, err := w.c.do(ctx, "POST", "/v1/events/batch", e.accounts[a].key, w.body, &w.resp); err != nil {
+		if ab := notBuilt(err); ab != nil {
+			return ab
+		}
+		_ = readTip(ctx, w, e.accounts[a].key, t, &s.sbuf)
+		return err
+	}
+	var res struct {
+		Ingested int               `json:"ingested"`
+		Skipped  int               `json:"skipped"`
+		Errors   []json.RawMessage `json:"errors"`
+	}
+	if err := json.Unmarshal(w.resp.Bytes(), &res); err != nil {
+		return fmt.Errorf("batch answer: %w", err)
+	}
+	e.stored.Add(int64(res.Ingested))
+	if res.Ingested != b.size || len(res.Errors) > 0 {
+		if err := readTip(ctx, w, e.accounts[a].key, t, &s.sbuf); err != nil {
+			return err
+		}
+		first := ""
+		if len(res.Errors) > 0 {
+			first = ": " + string(res.Errors[0])
+		}
+		return fmt.Errorf("batch rows refused (ingested %d of %d)%s", res.Ingested, b.size, first)
+	}
+	t.seq = seq
+	t.hash = append(t.hash[:0], hash...)
+	return nil
+}
+
+func batchSetup(ctx context.Context, e *env) (func(w *worker) opFunc, error) {
+	b := &batcher{e: e, pool: newRawPool(nil), ts: batchTS(), size: e.o.BatchSize}
+	return func(w *worker) opFunc {
+		s := newChainState(e, w.id)
+		return func(ctx context.Context, w *worker) (int, error) {
+			a, t := s.pick()
+			return b.size, b.appendBatch(ctx, w, s, a, t)
+		}
+	}, nil
+}
+
+// prefill appends n linked events to account a in batches, fast.
+func prefill(ctx context.Context, e *env, a, n int, signed bool) error {
+	b := &batcher{e: e, ts: batchTS(), size: e.o.BatchSize}
+	if signed {
+		pub, priv, err := ed25519.GenerateKey(rand.Reader)
+		if err != nil {
+			return err
+		}
+		if err := registerMachineKeys(ctx, e, pub); err != nil {
+			return err
+		}
+		b.pool, b.machine = newRawPool(priv), benchMachine
+	} else {
+		b.pool = newRawPool(nil)
+	}
+	w := &worker{id: 1 << 20, e: e, c: e.c, errs: map[string]int64{}}
+	s := &chainState{accts: []int{a}, tips: []tip{{seq: -1}}}
+	start := time.Now()
+	last := start
+	for done := 0; done < n; {
+		b.size = min(e.o.BatchSize, n-done)
+		if err := b.appendBatch(ctx, w, s, a, &s.tips[0]); err != nil {
+			return fmt.Errorf("prefill: %w", err)
+		}
+		done += b.size
+		if time.Since(last) > 5*time.Second || done == n {
+			last = time.Now()
+			fmt.Fprintf(e.progress, "bench: prefilled %d/%d events (%.0f/s)\n", done, n, float64(done)/time.Since(start).Seconds())
+		}
+	}
+	return nil
+}
+
+func searchSetup(ctx context.Context, e *env) (func(w *worker) opFunc, error) {
+	if err := prefill(ctx, e, 0, e.o.Prefill, e.o.Signed); err != nil {
+		return nil, err
+	}
+	// Three shapes: the newest page, a filtered page, and a page at a random
+	// depth (cursor), so a flat p99 means the indexes work at every depth.
+	bodies := [][]byte{[]byte(`{"limit":200}`), []byte(`{"limit":200,"decision":"deny"}`)}
+	r := mrand.New(mrand.NewPCG(7, uint64(e.o.Prefill)))
+	for range 64 {
+		c := 200 + r.IntN(max(e.o.Prefill-200, 1))
+		bodies = append(bodies, []byte(`{"limit":200,"cursor":`+strconv.Itoa(c)+`}`))
+	}
+	key := e.accounts[0].key
+	return func(w *worker) opFunc {
+		i := w.id
+		return func(ctx context.Context, w *worker) (int, error) {
+			var body []byte
+			switch i % 4 {
+			case 0:
+				body = bodies[0]
+			case 1:
+				body = bodies[1]
+			default:
+				body = bodies[2+(i/4)%64]
+			}
+			i++
+			_, err := w.c.do(ctx, "POST", "/v1/events/search", key, body, &w.resp)
+			if ab := notBuilt(err); ab != nil {
+				return 0, ab
+			}
+			return 1, err
+		}
+	}, nil
+}
+
+func healSetup(ctx context.Context, e *env) (func(w *worker) opFunc, error) {
+	if err := prefill(ctx, e, 0, e.o.Prefill, e.o.Signed); err != nil {
+		return nil, err
+	}
+	key := e.accounts[0].key
+	body := []byte(`{}`)
+	return func(w *worker) opFunc {
+		return func(ctx context.Context, w *worker) (int, error) {
+			_, err := w.c.do(ctx, "POST", "/v1/heal/scan", key, body, &w.resp)
+			if err != nil {
+				if ab := notBuilt(err); ab != nil {
+					return 0, ab
+				}
+				return 0, err
+			}
+			var r struct {
+				Total int  `json:"total_events"`
+				Clean bool `json:"clean"`
+			}
+			if err := json.Unmarshal(w.resp.Bytes(), &r); err != nil {
+				return 0, fmt.Errorf("scan answer: %w", err)
+			}
+			if !r.Clean {
+				return 0, errors.New("scan reported the bench chain not clean")
+			}
+			return r.Total, nil
+		}
+	}, nil
+}
+
+const benchSubagent = "bench-sub"
+
+// grantSetup creates one live grant per account (large budget, a day to live);
+// use selects the metering workload instead of the status check.
+func grantSetup(use bool) setupFunc {
+	return func(ctx context.Context, e *env) (func(w *worker) opFunc, error) {
+		expires := time.Now().UTC().Add(48 * time.Hour).Format(time.RFC3339)
+		type grant struct{ statusURL, useURL string }
+		grants := make([]grant, len(e.accounts))
+		var resp bytes.Buffer
+		for i, a := range e.accounts {
+			var id [8]byte
+			_, _ = rand.Read(id[:])
+			gid := "g-" + hex.EncodeToString(id[:])
+			body := []byte(`{"grant_id":"` + gid + `","subagent":"` + benchSubagent + `","expires_at":"` + expires +
+				`","max_tool_calls":1000000000,"allowed_tools":["bash","read_file","grep"]}`)
+			if _, err := e.c.do(ctx, "POST", "/v1/grants", a.key, body, &resp); err != nil {
+				if ab := notBuilt(err); ab != nil {
+					return nil, ab
+				}
+				return nil, fmt.Errorf("create grant: %w: %s", err, resp.Bytes())
+			}
+			var r struct {
+				Grant struct {
+					ID string `json:"grant_id"`
+				} `json:"grant"`
+			}
+			if json.Unmarshal(resp.Bytes(), &r) == nil && r.Grant.ID != "" {
+				gid = r.Grant.ID
+			}
+			grants[i] = grant{statusURL: "/v1/grants/status?subagent=" + benchSubagent + "&tool=bash",
+				useURL: "/v1/grants/" + gid + "/use"}
+		}
+		useBody := []byte(`{"subagent":"` + benchSubagent + `","n":1}`)
+		authorized := []byte(`"authorized":true`)
+		return func(w *worker) opFunc {
+			s := newChainState(e, w.id)
+			return func(ctx context.Context, w *worker) (int, error) {
+				a, _ := s.pick()
+				var err error
+				if use {
+					_, err = w.c.do(ctx, "POST", grants[a].useURL, e.accounts[a].key, useBody, &w.resp)
+				} else {
+					_, err = w.c.do(ctx, "GET", grants[a].statusURL, e.accounts[a].key, nil, &w.resp)
+					if err == nil && !bytes.Contains(w.resp.Bytes(), authorized) {
+						err = errors.New("gate did not answer authorized")
+					}
+				}
+				if ab := notBuilt(err); ab != nil {
+					return 0, ab
+				}
+				return 1, err
+			}
+		}, nil
+	}
+}
