@@ -10,6 +10,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"net/http/pprof"
 	"strings"
 	"time"
 
@@ -119,6 +120,16 @@ func serve(ctx context.Context, args []string, getenv func(string) string, stdou
 	fmt.Fprintf(stdout, "auditchain data in %s\n", st.Location)
 	log.Info("serving", "addr", ln.Addr().String(), "store", string(st.Dialect), "env", cfg.Env)
 
+	if cfg.DebugAddr != "" {
+		// Profiling stays off the public listener (notes/reliability.md).
+		dbg := http.NewServeMux()
+		dbg.HandleFunc("/debug/pprof/", pprof.Index)
+		dbg.HandleFunc("/debug/pprof/profile", pprof.Profile)
+		dbg.HandleFunc("/debug/pprof/trace", pprof.Trace)
+		dsrv := &http.Server{Addr: cfg.DebugAddr, Handler: dbg, ReadHeaderTimeout: 10 * time.Second}
+		go dsrv.ListenAndServe()
+		defer dsrv.Close()
+	}
 	errc := make(chan error, 1)
 	go func() { errc <- srv.Serve(ln) }()
 	select {

@@ -12,6 +12,7 @@ import (
 	"io"
 	"net/http"
 	"slices"
+	"time"
 
 	"github.com/auditchain/auditchain/internal/chain"
 	"github.com/auditchain/auditchain/internal/domain"
@@ -105,10 +106,14 @@ func (a *App) Append(ctx context.Context, p Principal, in domain.EventInput, sur
 		return AppendResult{}, err
 	}
 	now := a.Now()
+	prepared, err := a.prepareEvent(p, &in, surface, now)
+	if err != nil {
+		return AppendResult{}, err
+	}
 	var res AppendResult
 	err = a.write(ctx, func(t *txn) error {
 		res = AppendResult{}
-		return a.appendInTx(ctx, t, p, &in, surface, verifiedWith, &res)
+		return a.appendInTx(ctx, t, p, &in, &prepared, surface, verifiedWith, &res)
 	})
 	if err != nil {
 		return AppendResult{}, err
@@ -153,7 +158,7 @@ func verifySignature(k store.SigningKey, in *domain.EventInput) error {
 // appendInTx is the one append path. Client events, and every event the
 // service writes itself (governance.*, grant.*, chain_repair, anchors), pass
 // through it with the same checks, inside the caller's transaction.
-func (a *App) appendInTx(ctx context.Context, t *txn, p Principal, in *domain.EventInput, surface, verifiedWith string, res *AppendResult) error {
+func (a *App) appendInTx(ctx context.Context, t *txn, p Principal, in *domain.EventInput, prepared *store.Event, surface, verifiedWith string, res *AppendResult) error {
 	tx := t.tx
 	now := a.Now()
 	head, err := a.Store.LockHead(ctx, tx, p.UserID)
@@ -162,9 +167,17 @@ func (a *App) appendInTx(ctx context.Context, t *txn, p Principal, in *domain.Ev
 	}
 	day := domain.QuotaDay(now)
 
-	// A retry of an acknowledged (or ambiguously committed) event answers with
-	// the stored event; the same id with other content is refused.
-	if stored, err := a.Store.EventByID(ctx, tx, p.UserID, *in.EventID); err == nil {
+	// A retry of an acknowledged (or ambiguously committed) event fails the
+	// continuity check or hits the event_id's unique key; only then is the
+	// stored event looked up, so the common path costs no extra read.
+	replay := func(cause error) error {
+		stored, err := a.Store.EventByID(ctx, tx, p.UserID, *in.EventID)
+		if errors.Is(err, store.ErrNotFound) {
+			return cause
+		}
+		if err != nil {
+			return err
+		}
 		if !sameEvent(&stored, in) {
 			return (&domain.Error{Status: http.StatusConflict, Code: domain.CodeEventIDConflict,
 				Detail: "event_id " + *in.EventID + " is already stored with different content"}).With("sequence", stored.Sequence)
@@ -175,12 +188,10 @@ func (a *App) appendInTx(ctx context.Context, t *txn, p Principal, in *domain.Ev
 		}
 		*res = AppendResult{Event: stored, Quota: a.quota(used), Replayed: true}
 		return nil
-	} else if !errors.Is(err, store.ErrNotFound) {
-		return err
 	}
 
 	if err := checkContinuity(head, in); err != nil {
-		return err
+		return replay(err)
 	}
 
 	if in.MachineID != nil {
@@ -207,7 +218,13 @@ func (a *App) appendInTx(ctx context.Context, t *txn, p Principal, in *domain.Ev
 		return a.quotaExceeded(used)
 	}
 
-	e, err := a.buildEvent(ctx, tx, p, in, surface, head.EventCount)
+	var e store.Event
+	if prepared != nil {
+		e = *prepared
+		err = a.placeEvent(ctx, tx, &e, head.EventCount)
+	} else {
+		e, err = a.buildEvent(ctx, tx, p, in, surface, head.EventCount)
+	}
 	if err != nil {
 		return err
 	}
@@ -218,7 +235,14 @@ func (a *App) appendInTx(ctx context.Context, t *txn, p Principal, in *domain.Ev
 		}
 		res.Advisory = adv
 	}
-	if err := a.Store.InsertEvent(ctx, tx, &e); err != nil {
+	if err := a.Store.InsertEvent(ctx, tx, &e); errors.Is(err, store.ErrConflict) {
+		// The event_id is taken by another event (continuity passed, so this
+		// is not a replay): refuse; the savepoint/transaction rolls back the quota.
+		if rerr := replay(err); rerr != nil {
+			return rerr
+		}
+		return fmt.Errorf("event %s: conflict on insert but identical to the stored event", *in.EventID)
+	} else if err != nil {
 		return err
 	}
 	if err := a.publish(ctx, t, &e); err != nil {
@@ -261,12 +285,13 @@ func (a *App) quotaExceeded(used int64) error {
 		RetryAfter: domain.SecondsUntilQuotaReset(n)}).With("quota", a.quota(used))
 }
 
-// buildEvent turns a checked input into the row to store, computing the
-// server's fields: ts when absent, payload_hash, machine_sequence, semantic key.
-func (a *App) buildEvent(ctx context.Context, tx *sql.Tx, p Principal, in *domain.EventInput, surface string, leaf int64) (store.Event, error) {
-	now := a.Now()
+// prepareEvent turns a checked input into the row to store, computing what
+// needs no database: ts when absent, payload_hash and the dedup semantic key.
+// It runs before the writer takes the request, so the single SQLite writer
+// never spends its time on JSON canonicalisation.
+func (a *App) prepareEvent(p Principal, in *domain.EventInput, surface string, now time.Time) (store.Event, error) {
 	e := store.Event{
-		UserID: p.UserID, Sequence: *in.Sequence, LeafIndex: leaf, EventID: *in.EventID, EventType: *in.EventType,
+		UserID: p.UserID, Sequence: *in.Sequence, EventID: *in.EventID, EventType: *in.EventType,
 		PrevHash: in.PrevHash, Decision: in.Decision, Tool: in.Tool, MachineID: in.MachineID, ParentID: in.ParentID,
 		Signature: in.Signature, SignatureKey: in.SignatureKey, Surface: surface, CreatedAt: now.UnixMicro(),
 	}
@@ -295,17 +320,32 @@ func (a *App) buildEvent(ctx context.Context, tx *sql.Tx, p Principal, in *domai
 		return e, domain.Validation(domain.FieldError{Field: "raw", Message: "cannot be canonicalised (RFC 8785): " + err.Error()})
 	}
 	e.PayloadHash = hash
-	machine := ""
-	if e.MachineID != nil {
-		machine = *e.MachineID
-	}
-	if e.MachineSequence, err = a.Store.NextMachineSequence(ctx, tx, p.UserID, machine); err != nil {
-		return e, err
-	}
 	if key, ok := domain.EventSemanticKey(e.EventType, e.Tool, e.Raw); ok {
 		e.SemanticKey = &key
 	}
 	return e, nil
+}
+
+// placeEvent sets the fields that depend on the chain: the Merkle leaf and
+// the machine's sequence. The caller holds the account's head.
+func (a *App) placeEvent(ctx context.Context, tx *sql.Tx, e *store.Event, leaf int64) error {
+	e.LeafIndex = leaf
+	machine := ""
+	if e.MachineID != nil {
+		machine = *e.MachineID
+	}
+	var err error
+	e.MachineSequence, err = a.Store.NextMachineSequence(ctx, tx, e.UserID, machine)
+	return err
+}
+
+// buildEvent is prepareEvent then placeEvent, for callers already in the writer.
+func (a *App) buildEvent(ctx context.Context, tx *sql.Tx, p Principal, in *domain.EventInput, surface string, leaf int64) (store.Event, error) {
+	e, err := a.prepareEvent(p, in, surface, a.Now())
+	if err != nil {
+		return e, err
+	}
+	return e, a.placeEvent(ctx, tx, &e, leaf)
 }
 
 // hashedOf is the part of a stored event that payload_hash covers.
@@ -415,7 +455,7 @@ func (a *App) appendServerEvent(ctx context.Context, t *txn, p Principal, ev Ser
 	seq := head.LastSequence + 1
 	in := domain.EventInput{EventID: &id, EventType: &ev.EventType, Sequence: &seq, PrevHash: head.LastHash, Raw: raw, Tool: ev.Tool}
 	var res AppendResult
-	if err := a.appendInTx(ctx, t, p, &in, "service", "", &res); err != nil {
+	if err := a.appendInTx(ctx, t, p, &in, nil, "service", "", &res); err != nil {
 		return store.Event{}, err
 	}
 	return res.Event, nil

@@ -34,6 +34,7 @@ type Config struct {
 	MaxBodyBytes        int64
 	ServiceKeyFile      string
 	DBMaxConns          int
+	DebugAddr           string
 	ShutdownTimeout     time.Duration
 }
 
@@ -99,6 +100,7 @@ func Parse(args []string, getenv func(string) string, stderr io.Writer) (Config,
 	var maxBody int
 	integer(&maxBody, "max-body-bytes", 1<<20, "largest request body accepted (batch requests get 8x)")
 	integer(&c.DBMaxConns, "db-max-conns", 32, "PostgreSQL pool size per replica")
+	str(&c.DebugAddr, "debug-addr", "", "serve net/http/pprof on this separate address (never on --addr)")
 	str(&c.ServiceKeyFile, "service-key-file", "", "Ed25519 service identity key file (default: kept in the store)")
 	duration(&c.ShutdownTimeout, "shutdown-timeout", 30*time.Second, "how long in-flight requests may take on SIGTERM")
 

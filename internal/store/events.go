@@ -110,8 +110,12 @@ func (s *Store) InsertEvent(ctx context.Context, tx *sql.Tx, e *Event) error {
 	if e.Raw != nil {
 		raw = string(e.Raw)
 	}
-	_, err := tx.ExecContext(ctx, `INSERT INTO events (`+eventColumns+`)
-		VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18, $19, $20, $21)`,
+	// ON CONFLICT DO NOTHING rather than a failing insert: on PostgreSQL a
+	// failed statement would abort the whole transaction, and the caller wants
+	// to look the stored event up (an idempotent retry) after ErrConflict.
+	res, err := tx.ExecContext(ctx, `INSERT INTO events (`+eventColumns+`)
+		VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18, $19, $20, $21)
+		ON CONFLICT (user_id, event_id) DO NOTHING`,
 		e.UserID, e.Sequence, e.LeafIndex, e.EventID, e.EventType, e.PrevHash, e.PayloadHash, raw, e.Decision, e.Tool,
 		e.MachineID, e.ParentID, e.Signature, e.SignatureKey, e.TS, e.TSMicros, e.Surface, e.APIKeyID, e.MachineSequence,
 		e.SemanticKey, e.CreatedAt)
@@ -120,6 +124,11 @@ func (s *Store) InsertEvent(ctx context.Context, tx *sql.Tx, e *Event) error {
 	}
 	if err != nil {
 		return fmt.Errorf("insert event: %w", err)
+	}
+	if n, err := res.RowsAffected(); err != nil {
+		return fmt.Errorf("insert event: %w", err)
+	} else if n == 0 {
+		return ErrConflict // the event_id is already stored
 	}
 	// The event's Merkle leaf, in the same transaction (store/integrity.go).
 	if err := s.appendLeaf(ctx, tx, e); err != nil {

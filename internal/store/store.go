@@ -20,7 +20,7 @@ import (
 	"time"
 
 	_ "github.com/jackc/pgx/v5/stdlib" // registers the "pgx" driver
-	_ "modernc.org/sqlite"             // registers the "sqlite" driver
+	"modernc.org/sqlite"
 )
 
 // Dialect names the database behind a Store.
@@ -95,19 +95,16 @@ func openSQLite(path string, readers int) (*Store, error) {
 	}
 	// WAL with synchronous=FULL survives power loss (notes/performance.md). The busy
 	// timeout comes first so that switching to WAL waits for other processes.
-	pragmas := "_pragma=busy_timeout(10000)&_pragma=journal_mode(WAL)&_pragma=synchronous(FULL)&_pragma=foreign_keys(1)"
-	write, err := sql.Open("sqlite", "file:"+path+"?"+pragmas+"&_txlock=immediate")
-	if err != nil {
-		return nil, err
-	}
+	pragmas := "_pragma=busy_timeout(10000)&_pragma=journal_mode(WAL)&_pragma=synchronous(FULL)&_pragma=foreign_keys(1)" +
+		// Group commit isolates each request in a savepoint: keep its sub-journal
+		// (and other temporary structures) in memory, and cache 64 MiB of pages.
+		"&_pragma=temp_store(memory)&_pragma=cache_size(-65536)"
+	drv := sqlite.Driver{}
+	write := sql.OpenDB(cachingConnector{dsn: "file:" + path + "?" + pragmas + "&_txlock=immediate", driver: &drv})
 	write.SetMaxOpenConns(1)
 	write.SetMaxIdleConns(1)
 	write.SetConnMaxLifetime(0)
-	read, err := sql.Open("sqlite", "file:"+path+"?"+pragmas+"&_pragma=query_only(1)")
-	if err != nil {
-		write.Close()
-		return nil, err
-	}
+	read := sql.OpenDB(cachingConnector{dsn: "file:" + path + "?" + pragmas + "&_pragma=query_only(1)", driver: &drv})
 	read.SetMaxOpenConns(readers)
 	read.SetMaxIdleConns(readers)
 	read.SetConnMaxLifetime(0)

@@ -1,0 +1,190 @@
+package store
+
+import (
+	"context"
+	"database/sql/driver"
+	"errors"
+	"strings"
+	"sync"
+)
+
+// SQLite via database/sql parses every statement anew on each call (the driver
+// has no statement cache), and on the single writer that parsing was a fifth of
+// an append's CPU. cachingConnector wraps the driver's connections so each
+// connection prepares a single-statement query once and reuses it. A cached
+// statement whose rows are still open is never re-executed (that would reset
+// the open rows): a second, uncached statement serves the nested call.
+
+const stmtCacheLimit = 256
+
+type cachingConnector struct {
+	dsn    string
+	driver driver.Driver
+}
+
+func (c cachingConnector) Connect(ctx context.Context) (driver.Conn, error) {
+	conn, err := c.driver.Open(c.dsn)
+	if err != nil {
+		return nil, err
+	}
+	return &cachingConn{Conn: conn, stmts: map[string]*cachedStmt{}}, nil
+}
+
+func (c cachingConnector) Driver() driver.Driver { return c.driver }
+
+type cachingConn struct {
+	driver.Conn
+	mu    sync.Mutex // a driver.Conn is used by one goroutine at a time; this guards close
+	stmts map[string]*cachedStmt
+}
+
+type cachedStmt struct {
+	stmt driver.Stmt
+	busy bool // rows of this statement are open
+}
+
+// cacheable reports whether query is a single statement worth keeping.
+func cacheable(query string) bool {
+	q := strings.TrimSpace(query)
+	q = strings.TrimSuffix(q, ";")
+	return !strings.Contains(q, ";")
+}
+
+func (c *cachingConn) stmt(ctx context.Context, query string) (*cachedStmt, bool, error) {
+	if cs, ok := c.stmts[query]; ok && !cs.busy {
+		return cs, true, nil
+	}
+	pc, ok := c.Conn.(driver.ConnPrepareContext)
+	if !ok {
+		return nil, false, driver.ErrSkip
+	}
+	st, err := pc.PrepareContext(ctx, query)
+	if err != nil {
+		return nil, false, err
+	}
+	cs := &cachedStmt{stmt: st}
+	if _, exists := c.stmts[query]; exists || len(c.stmts) >= stmtCacheLimit {
+		return cs, false, nil // serve this call only
+	}
+	c.stmts[query] = cs
+	return cs, true, nil
+}
+
+func (c *cachingConn) ExecContext(ctx context.Context, query string, args []driver.NamedValue) (driver.Result, error) {
+	if !cacheable(query) {
+		if ex, ok := c.Conn.(driver.ExecerContext); ok {
+			return ex.ExecContext(ctx, query, args)
+		}
+		return nil, driver.ErrSkip
+	}
+	cs, cached, err := c.stmt(ctx, query)
+	if err != nil {
+		return nil, err
+	}
+	if !cached {
+		defer cs.stmt.Close()
+	}
+	ex, ok := cs.stmt.(driver.StmtExecContext)
+	if !ok {
+		return nil, driver.ErrSkip
+	}
+	return ex.ExecContext(ctx, args)
+}
+
+func (c *cachingConn) QueryContext(ctx context.Context, query string, args []driver.NamedValue) (driver.Rows, error) {
+	if !cacheable(query) {
+		if qc, ok := c.Conn.(driver.QueryerContext); ok {
+			return qc.QueryContext(ctx, query, args)
+		}
+		return nil, driver.ErrSkip
+	}
+	cs, cached, err := c.stmt(ctx, query)
+	if err != nil {
+		return nil, err
+	}
+	qs, ok := cs.stmt.(driver.StmtQueryContext)
+	if !ok {
+		if !cached {
+			cs.stmt.Close()
+		}
+		return nil, driver.ErrSkip
+	}
+	rows, err := qs.QueryContext(ctx, args)
+	if err != nil {
+		if !cached {
+			cs.stmt.Close()
+		}
+		return nil, err
+	}
+	cs.busy = true
+	return &cachedRows{Rows: rows, cs: cs, owned: !cached}, nil
+}
+
+// cachedRows releases its statement for reuse (or closes an uncached one).
+type cachedRows struct {
+	driver.Rows
+	cs    *cachedStmt
+	owned bool
+}
+
+func (r *cachedRows) Close() error {
+	err := r.Rows.Close()
+	r.cs.busy = false
+	if r.owned {
+		err = errors.Join(err, r.cs.stmt.Close())
+	}
+	return err
+}
+
+func (c *cachingConn) PrepareContext(ctx context.Context, query string) (driver.Stmt, error) {
+	if pc, ok := c.Conn.(driver.ConnPrepareContext); ok {
+		return pc.PrepareContext(ctx, query)
+	}
+	return c.Conn.Prepare(query)
+}
+
+func (c *cachingConn) BeginTx(ctx context.Context, opts driver.TxOptions) (driver.Tx, error) {
+	if b, ok := c.Conn.(driver.ConnBeginTx); ok {
+		return b.BeginTx(ctx, opts)
+	}
+	return c.Conn.Begin() //nolint:staticcheck // fallback for drivers without BeginTx
+}
+
+func (c *cachingConn) Ping(ctx context.Context) error {
+	if p, ok := c.Conn.(driver.Pinger); ok {
+		return p.Ping(ctx)
+	}
+	return nil
+}
+
+func (c *cachingConn) ResetSession(ctx context.Context) error {
+	if r, ok := c.Conn.(driver.SessionResetter); ok {
+		return r.ResetSession(ctx)
+	}
+	return nil
+}
+
+func (c *cachingConn) IsValid() bool {
+	if v, ok := c.Conn.(driver.Validator); ok {
+		return v.IsValid()
+	}
+	return true
+}
+
+func (c *cachingConn) CheckNamedValue(nv *driver.NamedValue) error {
+	if ch, ok := c.Conn.(driver.NamedValueChecker); ok {
+		return ch.CheckNamedValue(nv)
+	}
+	return driver.ErrSkip
+}
+
+func (c *cachingConn) Close() error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	var errs []error
+	for q, cs := range c.stmts {
+		errs = append(errs, cs.stmt.Close())
+		delete(c.stmts, q)
+	}
+	return errors.Join(append(errs, c.Conn.Close())...)
+}
