@@ -113,7 +113,10 @@ func serve(ctx context.Context, args []string, getenv func(string) string, stdou
 		IdleTimeout:    120 * time.Second,
 		MaxHeaderBytes: 64 << 10,
 		ErrorLog:       slog.NewLogLogger(log.Handler(), slog.LevelWarn),
-		BaseContext:    func(net.Listener) context.Context { return ctx },
+		// Requests must not inherit the signal's cancellation: on SIGTERM
+		// in-flight requests finish (Shutdown waits for them) and streams end
+		// through handler.Close; a cancelled request could otherwise get no answer.
+		BaseContext: func(net.Listener) context.Context { return context.WithoutCancel(ctx) },
 	}
 	srv.RegisterOnShutdown(handler.Close)
 	fmt.Fprintf(stdout, "auditchain listening on http://%s\n", ln.Addr())

@@ -352,6 +352,19 @@ func (a *App) UseGrant(ctx context.Context, p Principal, grantID, subagent strin
 	var uses int64
 	var consumed bool
 	err = a.write(ctx, func(t *txn) error {
+		// Re-check the gate inside the write, holding the account's head: an
+		// enactment (which takes the same lock) or a newer grant committed since
+		// the check above must be obeyed by this use, not only by the next one.
+		if _, err := a.Store.LockHead(ctx, t.tx, p.UserID); err != nil {
+			return err
+		}
+		again, _, err := a.gate(ctx, t.tx, p.UserID, subagent, nil, &grantID, now)
+		if err != nil {
+			return err
+		}
+		if !again.Authorized && again.Status != domain.GateBudgetExhausted {
+			return notAuthorized(again)
+		}
 		uses, consumed, err = a.Store.ConsumeGrantUses(ctx, t.tx, p.UserID, row.GrantID, row.Generation, n, now)
 		return err
 	})

@@ -210,12 +210,23 @@ func (a *App) appendInTx(ctx context.Context, t *txn, p Principal, in *domain.Ev
 		}
 	}
 
-	used, ok, err := a.Store.ConsumeQuota(ctx, tx, p.UserID, day, 1, int64(a.Cfg.DailyEventQuota))
-	if err != nil {
-		return err
-	}
-	if !ok {
-		return a.quotaExceeded(used)
+	// Events the service writes itself (revocations, governance, repairs,
+	// anchors) do not spend the client's daily quota: a revocation must work
+	// even on an account that used its quota up (docs/decisions/record.md).
+	var used int64
+	if surface == serviceSurface {
+		if used, err = a.Store.QuotaUsed(ctx, tx, p.UserID, day); err != nil {
+			return err
+		}
+	} else {
+		var ok bool
+		used, ok, err = a.Store.ConsumeQuota(ctx, tx, p.UserID, day, 1, int64(a.Cfg.DailyEventQuota))
+		if err != nil {
+			return err
+		}
+		if !ok {
+			return a.quotaExceeded(used)
+		}
 	}
 
 	var e store.Event
@@ -429,6 +440,9 @@ func (a *App) PolicyTest(ctx context.Context, p Principal, req PolicyTestRequest
 	return a.decideDedup(ctx, nil, p.UserID, req.Tool, key, req.Intent, head.LastSequence)
 }
 
+// serviceSurface marks events the service writes itself.
+const serviceSurface = "service"
+
 // ServerEvent describes an event the service writes itself.
 type ServerEvent struct {
 	EventType string
@@ -455,7 +469,7 @@ func (a *App) appendServerEvent(ctx context.Context, t *txn, p Principal, ev Ser
 	seq := head.LastSequence + 1
 	in := domain.EventInput{EventID: &id, EventType: &ev.EventType, Sequence: &seq, PrevHash: head.LastHash, Raw: raw, Tool: ev.Tool}
 	var res AppendResult
-	if err := a.appendInTx(ctx, t, p, &in, nil, "service", "", &res); err != nil {
+	if err := a.appendInTx(ctx, t, p, &in, nil, serviceSurface, "", &res); err != nil {
 		return store.Event{}, err
 	}
 	return res.Event, nil

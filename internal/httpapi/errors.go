@@ -44,7 +44,8 @@ func writeError(w http.ResponseWriter, r *http.Request, log *slog.Logger, err er
 	var de *domain.Error
 	if !errors.As(err, &de) {
 		if errors.Is(err, context.Canceled) && r.Context().Err() != nil {
-			// The client went away; there is nobody to answer.
+			// The client went away; there is nobody to answer. (Requests do
+			// not inherit server shutdown, so this is only ever the client.)
 			return
 		}
 		log.ErrorContext(r.Context(), "request failed", "method", r.Method, "route", r.Pattern, "err", err.Error())

@@ -573,3 +573,28 @@ func TestStreamAcrossReplicas(t *testing.T) {
 }
 
 func ptr[T any](v T) *T { return &v }
+
+// Events the service writes (grant.*, governance.*) never spend the client's
+// daily quota, so a revocation works on an account that used its quota up.
+func TestServiceEventsDoNotSpendTheQuota(t *testing.T) {
+	storetest.Each(t, func(t *testing.T, dsn string) {
+		e := newEnv(t, dsn, func(c *config.Config) { c.DailyEventQuota = 2 })
+		_, key := e.account("q@example.com")
+		expires := e.clock.Now().Add(time.Hour).Format(time.RFC3339)
+		g := e.grant(key, map[string]any{"subagent": "w", "expires_at": expires, "max_tool_calls": 5})
+		tip := e.tip(key)
+		prev := tip["payload_hash"]
+		seq := int64(tip["sequence"].(float64))
+		for i := 1; i <= 2; i++ {
+			prev = hashOf(e.appendOK(key, ev(fmt.Sprintf("evt-q%d", i), seq+int64(i), prev)))
+		}
+		wantProblem(t, e.do("POST", "/v1/events", key, ev("evt-q3", seq+3, prev)), 429, "daily_quota_exceeded")
+		r := e.do("POST", "/v1/grants/"+grantIDOf(g)+"/revoke", key, map[string]any{"subagent": "w"})
+		if r.Status != 200 || r.JSON(t)["outcome"] != "revoked" {
+			t.Fatalf("revoke over quota: %d %s", r.Status, r.Body)
+		}
+		if after := e.tip(key); after["event_count"].(float64) != tip["event_count"].(float64)+3 {
+			t.Fatalf("grant.revoked not appended: %v", after)
+		}
+	})
+}

@@ -13,6 +13,9 @@ import (
 	"github.com/auditchain/auditchain/internal/stream"
 )
 
+// streamWriteGrace bounds how long one burst of stream frames may take to write.
+const streamWriteGrace = 30 * time.Second
+
 // codeTooManyStreams answers a key that already holds its cap of open streams.
 const codeTooManyStreams = "too_many_streams"
 
@@ -48,8 +51,18 @@ func serveEventStream(w http.ResponseWriter, r *http.Request, hub *stream.Hub, u
 	defer sub.Close()
 
 	rc := http.NewResponseController(w)
-	// The server's WriteTimeout would otherwise cut every stream.
-	if err := rc.SetWriteDeadline(time.Time{}); err != nil && !errors.Is(err, http.ErrNotSupported) {
+	// The server's WriteTimeout would cut every stream, so each burst of frames
+	// gets its own deadline instead: a client that stops reading without
+	// closing the connection fails the write after streamWriteGrace, and its
+	// goroutine, connection and stream slot are freed.
+	arm := func() error {
+		err := rc.SetWriteDeadline(time.Now().Add(streamWriteGrace))
+		if errors.Is(err, http.ErrNotSupported) {
+			return nil
+		}
+		return err
+	}
+	if err := arm(); err != nil {
 		return err
 	}
 	h := w.Header()
@@ -76,12 +89,15 @@ func serveEventStream(w http.ResponseWriter, r *http.Request, hub *stream.Hub, u
 		case <-done:
 			return nil
 		case <-timer.C:
-			if writeFrame(w, "event: ping", strconv.AppendInt(nil, now().Unix(), 10)) != nil || rc.Flush() != nil {
+			if arm() != nil || writeFrame(w, "event: ping", strconv.AppendInt(nil, now().Unix(), 10)) != nil || rc.Flush() != nil {
 				return nil
 			}
 			timer.Reset(ping)
 		case m, ok := <-sub.C():
 			// Write everything already buffered, then flush once.
+			if arm() != nil {
+				return nil
+			}
 		drain:
 			for ok {
 				if writeFrame(w, "event: event", m.Data) != nil {

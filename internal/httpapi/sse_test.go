@@ -142,8 +142,10 @@ func TestStreamHeadersAndReadyFrame(t *testing.T) {
 		if s.rec.status != http.StatusOK {
 			t.Errorf("status = %d", s.rec.status)
 		}
-		if s.rec.deadline == nil || !s.rec.deadline.IsZero() {
-			t.Errorf("write deadline = %v; want cleared (zero time)", s.rec.deadline)
+		// Not the server's WriteTimeout, and never unbounded: each burst of
+		// frames must be written within streamWriteGrace of now.
+		if want := time.Now().Add(streamWriteGrace); s.rec.deadline == nil || !s.rec.deadline.Equal(want) {
+			t.Errorf("write deadline = %v; want now + %v (%v)", s.rec.deadline, streamWriteGrace, want)
 		}
 		if s.hub.Len() != 1 {
 			t.Errorf("hub listeners = %d, want 1", s.hub.Len())

@@ -14,6 +14,12 @@ import (
 // connection prepares a single-statement query once and reuses it. A cached
 // statement whose rows are still open is never re-executed (that would reset
 // the open rows): a second, uncached statement serves the nested call.
+//
+// Statements run without their context's cancellation: the driver answers a
+// cancelled context with sqlite3_interrupt, which can roll back the whole
+// transaction — on the group-commit writer that would fail every request
+// sharing it because one client went away. database/sql still refuses to
+// start a statement whose context is already done.
 
 const stmtCacheLimit = 256
 
@@ -71,6 +77,7 @@ func (c *cachingConn) stmt(ctx context.Context, query string) (*cachedStmt, bool
 }
 
 func (c *cachingConn) ExecContext(ctx context.Context, query string, args []driver.NamedValue) (driver.Result, error) {
+	ctx = context.WithoutCancel(ctx)
 	if !cacheable(query) {
 		if ex, ok := c.Conn.(driver.ExecerContext); ok {
 			return ex.ExecContext(ctx, query, args)
@@ -92,6 +99,7 @@ func (c *cachingConn) ExecContext(ctx context.Context, query string, args []driv
 }
 
 func (c *cachingConn) QueryContext(ctx context.Context, query string, args []driver.NamedValue) (driver.Rows, error) {
+	ctx = context.WithoutCancel(ctx)
 	if !cacheable(query) {
 		if qc, ok := c.Conn.(driver.QueryerContext); ok {
 			return qc.QueryContext(ctx, query, args)
