@@ -92,11 +92,11 @@ func (s *Server) routes() []route {
 		{"POST /v1/governance/proposals/{proposal_id}/reject", gov, s.transitionProposal(domain.ActionReject)},
 
 		// Chain heal.
-		{"POST /v1/heal/auto/start", gov, nil},
-		{"POST /v1/heal/auto/stop", gov, nil},
-		{"POST /v1/heal/run", gov, nil},
-		{"POST /v1/heal/scan", gov, nil},
-		{"GET /v1/heal/status", gov, nil},
+		{"POST /v1/heal/auto/start", gov, s.healAutoStart},
+		{"POST /v1/heal/auto/stop", gov, s.healAutoStop},
+		{"POST /v1/heal/run", gov, s.healRun},
+		{"POST /v1/heal/scan", gov, s.healScan},
+		{"GET /v1/heal/status", gov, s.healStatus},
 
 		// Legal agreements.
 		{"POST /v1/legal/accept", anyKey, nil},
