@@ -128,7 +128,7 @@ func (s *Server) routes() []route {
 
 		// Operator cron (SPEC.md "Operator cron").
 		{"POST /v1/internal/cron/admin-digest", cron, nil},
-		{"POST /v1/internal/cron/anchor", cron, nil},
+		{"POST /v1/internal/cron/anchor", cron, s.cronAnchor},
 		{"POST /v1/internal/cron/digest", cron, nil},
 		{"POST /v1/internal/cron/grant-expiry", cron, nil},
 		{"POST /v1/internal/cron/key-expiry", cron, nil},
