@@ -36,8 +36,14 @@ type App struct {
 	// ServiceKey is the service identity (LoadServiceKey).
 	ServiceKey ed25519.PrivateKey
 
+	// NewTicker makes the periodic heal task's ticker (nil: NewRealTicker);
+	// tests inject one they tick by hand.
+	NewTicker func(time.Duration) Ticker
+
 	// group is the SQLite group committer (nil on PostgreSQL).
 	group *groupCommitter
+	// heal is this process's heal status cache and periodic tasks (heal.go).
+	heal healState
 }
 
 // New returns an App with the real clock and crypto/rand unless overridden.

@@ -173,8 +173,10 @@ func (a *App) writeGrouped(ctx context.Context, fn func(t *txn) error) error {
 	return err
 }
 
-// Close stops background work (the SQLite writer). Queued writes are answered.
+// Close stops background work (periodic heal tasks, then the SQLite
+// writer). Queued writes are answered.
 func (a *App) Close() {
+	a.StopHealTasks()
 	if a.group != nil {
 		a.group.close()
 	}

@@ -27,6 +27,7 @@ type Config struct {
 	Mail                string
 	OperatorEmail       string
 	AnchorProvider      string
+	AnchorTSAURL        string
 	WebhookAllowPrivate bool
 	EpochAnchor         time.Time
 	LogFormat           string
@@ -92,7 +93,10 @@ func Parse(args []string, getenv func(string) string, stderr io.Writer) (Config,
 	duration(&c.StreamPing, "stream-ping", 15*time.Second, "SSE ping interval")
 	str(&c.Mail, "mail", "log", "mail transport: log, outbox:DIR or smtp://user:pass@host:port")
 	str(&c.OperatorEmail, "operator-email", "", "recipient of the operator digest")
+	// The provider name is not refused here: the anchor sweep reports an
+	// invalid one as provider_misconfigured (SPEC.md "Operator cron").
 	str(&c.AnchorProvider, "anchor-provider", "none", "anchoring provider: none or rfc3161")
+	str(&c.AnchorTSAURL, "anchor-tsa-url", "", "RFC 3161 Time-Stamp Authority URL (with --anchor-provider rfc3161)")
 	boolean(&c.WebhookAllowPrivate, "webhook-allow-private", false, "allow webhook targets on private addresses")
 	str(&anchor, "epoch-anchor", "2025-01-01", "epoch stamp origin date (YYYY-MM-DD)")
 	str(&c.LogFormat, "log-format", "", "json or text (default: json in production, text otherwise)")

@@ -92,11 +92,11 @@ func (s *Server) routes() []route {
 		{"POST /v1/governance/proposals/{proposal_id}/reject", gov, s.transitionProposal(domain.ActionReject)},
 
 		// Chain heal.
-		{"POST /v1/heal/auto/start", gov, nil},
-		{"POST /v1/heal/auto/stop", gov, nil},
-		{"POST /v1/heal/run", gov, nil},
-		{"POST /v1/heal/scan", gov, nil},
-		{"GET /v1/heal/status", gov, nil},
+		{"POST /v1/heal/auto/start", gov, s.healAutoStart},
+		{"POST /v1/heal/auto/stop", gov, s.healAutoStop},
+		{"POST /v1/heal/run", gov, s.healRun},
+		{"POST /v1/heal/scan", gov, s.healScan},
+		{"GET /v1/heal/status", gov, s.healStatus},
 
 		// Legal agreements.
 		{"POST /v1/legal/accept", anyKey, nil},
@@ -128,7 +128,7 @@ func (s *Server) routes() []route {
 
 		// Operator cron (SPEC.md "Operator cron").
 		{"POST /v1/internal/cron/admin-digest", cron, nil},
-		{"POST /v1/internal/cron/anchor", cron, nil},
+		{"POST /v1/internal/cron/anchor", cron, s.cronAnchor},
 		{"POST /v1/internal/cron/digest", cron, nil},
 		{"POST /v1/internal/cron/grant-expiry", cron, nil},
 		{"POST /v1/internal/cron/key-expiry", cron, nil},

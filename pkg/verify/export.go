@@ -807,7 +807,7 @@ func (b *batch) decode(scratch []byte) []byte {
 			continue
 		}
 		if e := it.line.Event; e != nil {
-			scratch, it.hash, it.hashErr = eventHash(&e.HashedEvent, scratch)
+			scratch, it.hash, it.hashErr = EventHash(&e.HashedEvent, scratch)
 		}
 	}
 	return scratch
@@ -850,14 +850,16 @@ func (l *exportLine) check() error {
 	return nil
 }
 
-// eventHash returns SHA-256(CanonicalEvent(e)), the bytes behind payload_hash.
+// EventHash returns SHA-256(CanonicalEvent(e)), the bytes behind payload_hash,
+// appending the canonical bytes to scratch[:0] (returned for reuse), so a
+// caller hashing many events allocates little. Heal scans and VerifyExport use it.
 // The common case builds the canonical bytes directly — the keys of
 // HashedEvent in RFC 8785 order, RFC 8785 string escaping, raw copied when it
 // is already canonical and given to jcs otherwise — which is several times
 // faster than CanonicalEvent; anything unusual (a
 // sequence beyond 2^53, invalid UTF-8, a raw jcs rejects) takes
 // CanonicalEvent itself. A differential test and fuzz target hold the two equal.
-func eventHash(e *HashedEvent, scratch []byte) ([]byte, Hash, error) {
+func EventHash(e *HashedEvent, scratch []byte) ([]byte, Hash, error) {
 	canon, ok := appendCanonicalEvent(scratch[:0], e)
 	if !ok {
 		c, err := CanonicalEvent(e)

@@ -15,7 +15,7 @@ import (
 func checkSameHash(t *testing.T, e *HashedEvent) {
 	t.Helper()
 	want, werr := CanonicalEvent(e)
-	_, got, gerr := eventHash(e, nil)
+	_, got, gerr := EventHash(e, nil)
 	if (werr != nil) != (gerr != nil) {
 		t.Fatalf("CanonicalEvent err %v, eventHash err %v for %+v", werr, gerr, e)
 	}
@@ -151,7 +151,7 @@ func BenchmarkEventHash(b *testing.B) {
 			var scratch []byte
 			for b.Loop() {
 				var err error
-				if scratch, _, err = eventHash(e, scratch); err != nil {
+				if scratch, _, err = EventHash(e, scratch); err != nil {
 					b.Fatal(err)
 				}
 			}

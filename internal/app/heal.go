@@ -1,0 +1,744 @@
+package app
+
+// Chain heal (SPEC.md "Chain heal", "Heal records", "Periodic heal task";
+// docs/decisions/heal.md): a scan that streams the account's chain in
+// sequence order with constant memory and reports breaks, gaps, signature
+// failures and whether the Merkle root recomputed from the events matches the
+// stored tree and the newest signed block; a run that appends one chain_repair
+// event per new finding through the single append path; the per-process
+// status cache; and the periodic scan task.
+
+import (
+	"context"
+	"crypto/ed25519"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"net/http"
+	"runtime"
+	"slices"
+	"sync"
+	"time"
+
+	"github.com/auditchain/auditchain/internal/domain"
+	"github.com/auditchain/auditchain/internal/merkle"
+	"github.com/auditchain/auditchain/internal/store"
+	"github.com/auditchain/auditchain/pkg/verify"
+)
+
+// EventChainRepair is the type of the events a heal run appends.
+const EventChainRepair = "chain_repair"
+
+// Finding kinds, as chain_repair events and run actions name them.
+const (
+	FindingBreak     = "break"
+	FindingGap       = "gap"
+	FindingSignature = "signature_failure"
+)
+
+// Merkle root statuses of a scan.
+const (
+	RootOK       = "ok"
+	RootMismatch = "mismatch"
+)
+
+// Break is a prev_hash that is not the payload_hash of the event with the
+// previous sequence number (SPEC.md "Heal records"). ExpectedPrevHash is null
+// when the event is sequence 0, which must have prev_hash null.
+type Break struct {
+	Sequence         int64   `json:"sequence"`
+	EventID          string  `json:"event_id"`
+	ExpectedPrevHash *string `json:"expected_prev_hash"`
+	FoundPrevHash    *string `json:"found_prev_hash"`
+}
+
+// Gap is a run of missing sequence numbers. AfterSequence is the stored
+// sequence before the hole, null when the hole starts at 0.
+type Gap struct {
+	AfterSequence *int64 `json:"after_sequence"`
+	MissingFrom   int64  `json:"missing_from"`
+	MissingTo     int64  `json:"missing_to"`
+}
+
+// SignatureFailure is an event from a machine with a signing key in force at
+// its leaf whose signature is absent ("missing") or does not verify
+// ("invalid") against that key.
+type SignatureFailure struct {
+	Sequence  int64  `json:"sequence"`
+	EventID   string `json:"event_id"`
+	MachineID string `json:"machine_id"`
+	Reason    string `json:"reason"`
+}
+
+// ScanResult is SPEC.md's Scan result.
+type ScanResult struct {
+	Breaks            []Break            `json:"breaks"`
+	Gaps              []Gap              `json:"gaps"`
+	SignatureFailures []SignatureFailure `json:"signature_failures"`
+	MerkleRootStatus  string             `json:"merkle_root_status"`
+	// MerkleRootDetail says why the root reads mismatch (null when ok).
+	MerkleRootDetail *string `json:"merkle_root_detail"`
+	Clean            bool    `json:"clean"`
+	// TotalEvents counts the events in scope (the machine's when filtered);
+	// Verified those of them with no finding.
+	TotalEvents int64   `json:"total_events"`
+	Verified    int64   `json:"verified"`
+	ScannedAt   string  `json:"scanned_at"`
+	MachineID   *string `json:"machine_id"`
+	UserID      string  `json:"user_id"`
+}
+
+// finding is one break, gap or signature failure with its stable key.
+type finding struct {
+	kind     string
+	key      string
+	sequence int64 // the event the finding is attached to (sorting)
+	detail   any   // Break, Gap or SignatureFailure
+}
+
+func breakKey(b Break) string {
+	return fmt.Sprintf("break:%d:%s:%s:%s", b.Sequence, b.EventID, strOrNull(b.ExpectedPrevHash), strOrNull(b.FoundPrevHash))
+}
+
+func gapKey(g Gap) string {
+	after := "null"
+	if g.AfterSequence != nil {
+		after = fmt.Sprint(*g.AfterSequence)
+	}
+	return fmt.Sprintf("gap:%s:%d:%d", after, g.MissingFrom, g.MissingTo)
+}
+
+func signatureKey(f SignatureFailure, payloadHash string) string {
+	return fmt.Sprintf("signature_failure:%d:%s:%s", f.Sequence, f.EventID, payloadHash)
+}
+
+func strOrNull(s *string) string {
+	if s == nil {
+		return "null"
+	}
+	return *s
+}
+
+// HealScan answers POST /v1/heal/scan. It writes nothing.
+func (a *App) HealScan(ctx context.Context, p Principal, machineID *string) (ScanResult, error) {
+	res, _, err := a.scan(ctx, p.UserID, machineID)
+	if err != nil {
+		return ScanResult{}, err
+	}
+	a.heal.setScan(p.UserID, res)
+	return res, nil
+}
+
+// keyRing answers which of a machine's keys is in force at a leaf.
+type keyRing map[string][]ringKey
+
+type ringKey struct {
+	fromLeaf int64
+	pub      ed25519.PublicKey // nil: the stored key does not parse (every signature fails)
+}
+
+func (r keyRing) at(machine string, leaf int64) (ringKey, bool) {
+	ks := r[machine]
+	i, _ := slices.BinarySearchFunc(ks, leaf+1, func(k ringKey, t int64) int {
+		switch {
+		case k.fromLeaf < t:
+			return -1
+		case k.fromLeaf > t:
+			return 1
+		}
+		return 0
+	})
+	if i == 0 {
+		return ringKey{}, false
+	}
+	return ks[i-1], true
+}
+
+// sigJob is one signature to verify off the scanning goroutine.
+type sigJob struct {
+	e       *store.Event // copied fields only; the page slice is reused
+	pub     ed25519.PublicKey
+	counted bool // the event already has a break or gap
+	inScope bool
+}
+
+// scan streams the chain once. The snapshot is the head read after the newest
+// block: every event with sequence ≤ the head's, the stored tree of the head's
+// size, and a block never larger than that.
+func (a *App) scan(ctx context.Context, userID string, machineID *string) (ScanResult, []finding, error) {
+	if machineID != nil && *machineID == "" {
+		return ScanResult{}, nil, domain.Validation(domain.FieldError{Field: "machine_id", Message: "must not be empty; null scans every machine"})
+	}
+	res := ScanResult{Breaks: []Break{}, Gaps: []Gap{}, SignatureFailures: []SignatureFailure{}, MerkleRootStatus: RootOK,
+		MachineID: machineID, UserID: userID}
+	block, err := a.Store.LastBlock(ctx, nil, userID)
+	hasBlock := err == nil
+	if err != nil && !errors.Is(err, store.ErrNotFound) {
+		return res, nil, err
+	}
+	head, err := a.Store.Head(ctx, userID)
+	if err != nil {
+		return res, nil, err
+	}
+	rootDetail := ""
+	mismatch := func(format string, args ...any) {
+		if rootDetail == "" {
+			rootDetail = fmt.Sprintf(format, args...)
+		}
+	}
+	// The newest block must be the service's, for this account; its root is
+	// compared with the events' root at its size while streaming.
+	var blockSize uint64
+	var blockRoot verify.Hash
+	if hasBlock {
+		bv, err := verify.NewBlockVerifier(verify.Origin(userID), a.ServicePublicKey())
+		if err != nil {
+			return res, nil, err
+		}
+		if cp, err := bv.Next(block.Index, block.Note); err != nil {
+			mismatch("the newest block %d does not verify: %v", block.Index, err)
+		} else {
+			blockSize, blockRoot = cp.Size, cp.Root
+		}
+	}
+
+	stored, err := a.Store.SigningKeys(ctx, userID)
+	if err != nil {
+		return res, nil, err
+	}
+	ring := keyRing{}
+	for _, k := range stored { // ordered by from_leaf
+		pub, _ := verify.ParsePublicKey(k.PublicKey)
+		ring[k.MachineID] = append(ring[k.MachineID], ringKey{fromLeaf: k.FromLeaf, pub: pub})
+	}
+
+	var findings []finding
+	var flagged int64 // events in scope with a finding
+	inScope := func(e *store.Event) bool {
+		return machineID == nil || (e.MachineID != nil && *e.MachineID == *machineID)
+	}
+
+	// Signatures are verified by a pool, so a signed chain scans on every core.
+	var (
+		mu      sync.Mutex
+		sigFail []finding
+		sigFlag int64
+		wg      sync.WaitGroup
+		jobs    chan sigJob
+	)
+	if len(ring) > 0 {
+		jobs = make(chan sigJob, 256)
+		in := jobs
+		for range runtime.GOMAXPROCS(0) {
+			wg.Go(func() {
+				for j := range in {
+					if j.pub != nil && verify.VerifyEventSignature(j.pub, j.e.Raw, *j.e.Signature) == nil {
+						continue
+					}
+					f := SignatureFailure{Sequence: j.e.Sequence, EventID: j.e.EventID, MachineID: *j.e.MachineID, Reason: "invalid"}
+					mu.Lock()
+					if j.inScope {
+						sigFail = append(sigFail, finding{kind: FindingSignature, key: signatureKey(f, j.e.PayloadHash), sequence: f.Sequence, detail: f})
+						if !j.counted {
+							sigFlag++
+						}
+					}
+					mu.Unlock()
+				}
+			})
+		}
+	}
+	stopPool := func() {
+		if jobs != nil {
+			close(jobs)
+			jobs = nil
+			wg.Wait()
+		}
+	}
+	defer stopPool()
+
+	frontier, _ := verify.NewFrontier(0, nil)
+	var (
+		pos      int64
+		prevSeq  int64
+		prevHash string
+		scratch  []byte
+		want     [len(verify.HashPrefix) + 64]byte
+	)
+	copy(want[:], verify.HashPrefix)
+	err = a.Store.EventsBySequence(ctx, userID, head.LastSequence, func(e *store.Event) error {
+		scope := inScope(e)
+		counted := false
+		add := func(f finding) {
+			if scope {
+				findings = append(findings, f)
+				if !counted {
+					counted = true
+					flagged++
+				}
+			}
+		}
+		if scope {
+			res.TotalEvents++
+		}
+		// Continuity. A link is judged only between adjacent sequence
+		// numbers: across a hole the previous event is missing, and the
+		// hole itself is the finding.
+		switch {
+		case pos == 0 && e.Sequence > 0:
+			g := Gap{MissingFrom: 0, MissingTo: e.Sequence - 1}
+			add(finding{kind: FindingGap, key: gapKey(g), sequence: e.Sequence, detail: g})
+		case pos == 0:
+			if e.PrevHash != nil {
+				b := Break{Sequence: e.Sequence, EventID: e.EventID, FoundPrevHash: e.PrevHash}
+				add(finding{kind: FindingBreak, key: breakKey(b), sequence: e.Sequence, detail: b})
+			}
+		case e.Sequence > prevSeq+1:
+			after := prevSeq
+			g := Gap{AfterSequence: &after, MissingFrom: prevSeq + 1, MissingTo: e.Sequence - 1}
+			add(finding{kind: FindingGap, key: gapKey(g), sequence: e.Sequence, detail: g})
+		case e.PrevHash == nil || *e.PrevHash != prevHash:
+			expected := prevHash
+			b := Break{Sequence: e.Sequence, EventID: e.EventID, ExpectedPrevHash: &expected, FoundPrevHash: e.PrevHash}
+			add(finding{kind: FindingBreak, key: breakKey(b), sequence: e.Sequence, detail: b})
+		}
+		// Signature against the machine's key in force at the event's leaf.
+		if e.MachineID != nil && jobs != nil {
+			if k, ok := ring.at(*e.MachineID, e.LeafIndex); ok {
+				if e.Signature == nil {
+					f := SignatureFailure{Sequence: e.Sequence, EventID: e.EventID, MachineID: *e.MachineID, Reason: "missing"}
+					add(finding{kind: FindingSignature, key: signatureKey(f, e.PayloadHash), sequence: e.Sequence, detail: f})
+				} else {
+					c := &store.Event{Sequence: e.Sequence, EventID: e.EventID, MachineID: e.MachineID, Signature: e.Signature,
+						Raw: e.Raw, PayloadHash: e.PayloadHash}
+					jobs <- sigJob{e: c, pub: k.pub, counted: counted, inScope: scope}
+				}
+			}
+		}
+		// The Merkle leaf: the payload_hash recomputed from the stored fields.
+		var h verify.Hash
+		var herr error
+		scratch, h, herr = verify.EventHash(hashedOf(e), scratch)
+		hex.Encode(want[len(verify.HashPrefix):], h[:])
+		switch {
+		case herr != nil:
+			mismatch("the event at sequence %d cannot be canonicalised: %v", e.Sequence, herr)
+		case string(want[:]) != e.PayloadHash:
+			mismatch("the event at sequence %d does not hash to its stored payload_hash", e.Sequence)
+		case e.LeafIndex != pos:
+			mismatch("the event at sequence %d is stored at leaf %d; in sequence order it is leaf %d", e.Sequence, e.LeafIndex, pos)
+		}
+		frontier.Append(verify.LeafHash(h[:]))
+		pos++
+		if blockSize > 0 && frontier.Size() == blockSize && frontier.Root() != blockRoot {
+			mismatch("the newest block signs root %s at size %d; the events give %s", blockRoot, blockSize, frontier.Root())
+		}
+		prevSeq, prevHash = e.Sequence, e.PayloadHash
+		return nil
+	})
+	stopPool()
+	if err != nil {
+		return res, nil, err
+	}
+
+	// The whole tree: as many events as the head counts, and the stored
+	// tree's root equal to the events' root.
+	switch {
+	case pos != head.EventCount:
+		mismatch("the chain head counts %d events; %d are stored up to its sequence", head.EventCount, pos)
+	case blockSize > uint64(pos):
+		mismatch("the newest block covers %d events; %d are stored", blockSize, pos)
+	case pos > 0:
+		root, err := merkle.Root(head.EventCount, a.Store.HashReader(ctx, nil, userID))
+		switch {
+		case errors.Is(err, store.ErrMissingHash):
+			mismatch("the stored Merkle tree is incomplete: %v", err)
+		case err != nil:
+			return res, nil, err
+		case root != frontier.Root():
+			mismatch("the stored tree's root %s differs from the events' root %s", root, frontier.Root())
+		}
+	}
+
+	findings = append(findings, sigFail...)
+	flagged += sigFlag
+	slices.SortStableFunc(findings, func(x, y finding) int {
+		if x.sequence != y.sequence {
+			return cmpInt(x.sequence, y.sequence)
+		}
+		return cmpInt(kindOrder(x.kind), kindOrder(y.kind))
+	})
+	for _, f := range findings {
+		switch d := f.detail.(type) {
+		case Break:
+			res.Breaks = append(res.Breaks, d)
+		case Gap:
+			res.Gaps = append(res.Gaps, d)
+		case SignatureFailure:
+			res.SignatureFailures = append(res.SignatureFailures, d)
+		}
+	}
+	if rootDetail != "" {
+		res.MerkleRootStatus, res.MerkleRootDetail = RootMismatch, &rootDetail
+	}
+	res.Verified = res.TotalEvents - flagged
+	res.Clean = len(findings) == 0 && res.MerkleRootStatus == RootOK
+	res.ScannedAt = domain.FormatTimestamp(a.Now())
+	return res, findings, nil
+}
+
+func cmpInt(x, y int64) int {
+	switch {
+	case x < y:
+		return -1
+	case x > y:
+		return 1
+	}
+	return 0
+}
+
+func kindOrder(k string) int64 {
+	switch k {
+	case FindingGap:
+		return 0
+	case FindingBreak:
+		return 1
+	}
+	return 2
+}
+
+// RepairAction is one finding as a heal run handled it.
+type RepairAction struct {
+	Kind       string `json:"kind"`
+	FindingKey string `json:"finding_key"`
+	// Status is written (a chain_repair was appended), would_write (dry run)
+	// or skipped (a chain_repair already answers the finding).
+	Status         string  `json:"status"`
+	Finding        any     `json:"finding"`
+	RepairEventID  *string `json:"repair_event_id"`
+	RepairSequence *int64  `json:"repair_sequence"`
+}
+
+// RunResult is the answer of POST /v1/heal/run. Breaks, Gaps and
+// SignatureFailures count the scan's findings.
+type RunResult struct {
+	Actions           []RepairAction `json:"actions"`
+	Breaks            int            `json:"breaks"`
+	Gaps              int            `json:"gaps"`
+	SignatureFailures int            `json:"signature_failures"`
+	Skipped           int            `json:"skipped"`
+	WouldWrite        int            `json:"would_write"`
+	Written           int            `json:"written"`
+	CompletedAt       string         `json:"completed_at"`
+	DryRun            bool           `json:"dry_run"`
+	MachineID         *string        `json:"machine_id"`
+	MerkleRootStatus  string         `json:"merkle_root_status"`
+	UserID            string         `json:"user_id"`
+}
+
+// repairRaw is the raw of a chain_repair event: the finding it answers, by
+// its stable key and its fields. The original event is never touched.
+func repairRaw(f finding, detectedAt string) map[string]any {
+	return map[string]any{"finding_key": f.key, "kind": f.kind, "finding": f.detail, "detected_at": detectedAt,
+		"note": "appended by heal run; the original events are unchanged"}
+}
+
+// HealRun answers POST /v1/heal/run: the scan's findings, and unless dryRun
+// one chain_repair event per finding no earlier run answered, appended at the
+// tip under the account's head lock. heal_repairs is read and written in the
+// same transaction, so two runs (two replicas) never write the same repair.
+func (a *App) HealRun(ctx context.Context, p Principal, dryRun bool, machineID *string) (RunResult, error) {
+	scan, findings, err := a.scan(ctx, p.UserID, machineID)
+	if err != nil {
+		return RunResult{}, err
+	}
+	a.heal.setScan(p.UserID, scan)
+	res := RunResult{Breaks: len(scan.Breaks), Gaps: len(scan.Gaps), SignatureFailures: len(scan.SignatureFailures),
+		DryRun: dryRun, MachineID: machineID, MerkleRootStatus: scan.MerkleRootStatus, UserID: p.UserID}
+	if dryRun {
+		res.Actions = make([]RepairAction, 0, len(findings))
+		for _, f := range findings {
+			act := RepairAction{Kind: f.kind, FindingKey: f.key, Finding: f.detail, Status: "would_write"}
+			switch r, err := a.Store.HealRepairByKey(ctx, nil, p.UserID, f.key); {
+			case err == nil:
+				act.Status, act.RepairEventID, act.RepairSequence = "skipped", &r.RepairEventID, &r.RepairSequence
+				res.Skipped++
+			case errors.Is(err, store.ErrNotFound):
+				res.WouldWrite++
+			default:
+				return RunResult{}, err
+			}
+			res.Actions = append(res.Actions, act)
+		}
+	} else {
+		err = a.write(ctx, func(t *txn) error {
+			res.Actions, res.Skipped, res.Written = make([]RepairAction, 0, len(findings)), 0, 0
+			if _, err := a.Store.LockHead(ctx, t.tx, p.UserID); err != nil {
+				return err
+			}
+			now := a.Now()
+			for _, f := range findings {
+				act := RepairAction{Kind: f.kind, FindingKey: f.key, Finding: f.detail}
+				switch r, err := a.Store.HealRepairByKey(ctx, t.tx, p.UserID, f.key); {
+				case err == nil:
+					act.Status, act.RepairEventID, act.RepairSequence = "skipped", &r.RepairEventID, &r.RepairSequence
+					res.Skipped++
+					res.Actions = append(res.Actions, act)
+					continue
+				case !errors.Is(err, store.ErrNotFound):
+					return err
+				}
+				ev, err := a.appendServerEvent(ctx, t, p, ServerEvent{EventType: EventChainRepair, Raw: repairRaw(f, scan.ScannedAt)})
+				if err != nil {
+					return err
+				}
+				if err := a.Store.InsertHealRepair(ctx, t.tx, store.HealRepair{UserID: p.UserID, FindingKey: f.key, Kind: f.kind,
+					RepairEventID: ev.EventID, RepairSequence: ev.Sequence, CreatedAt: now.UnixMicro()}); err != nil {
+					return err
+				}
+				id, seq := ev.EventID, ev.Sequence
+				act.Status, act.RepairEventID, act.RepairSequence = "written", &id, &seq
+				res.Written++
+				res.Actions = append(res.Actions, act)
+			}
+			return nil
+		})
+		if errors.Is(err, store.ErrConflict) {
+			// A run on another replica got past the lock check at the same
+			// time (cannot happen under the head lock; the key is the backstop).
+			return RunResult{}, &domain.Error{Status: http.StatusConflict, Code: CodeHealConflict,
+				Detail: "another heal run recorded the same repair concurrently; run again to see it skipped"}
+		}
+		if err != nil {
+			return RunResult{}, err
+		}
+	}
+	res.CompletedAt = domain.FormatTimestamp(a.Now())
+	a.heal.setRun(p.UserID, res)
+	return res, nil
+}
+
+// CodeHealConflict answers a heal run that lost a race it should not be able
+// to lose (the unique key caught a double write).
+const CodeHealConflict = "heal_conflict"
+
+// HealStatus is the answer of GET /v1/heal/status.
+type HealStatus struct {
+	AutoRunning bool        `json:"auto_running"`
+	LastScan    *ScanResult `json:"last_scan"`
+	LastRepair  *RunResult  `json:"last_repair"`
+}
+
+// HealStatus answers GET /v1/heal/status from this process's cache (SPEC.md:
+// per account and per process).
+func (a *App) HealStatus(p Principal) HealStatus {
+	return a.heal.status(p.UserID)
+}
+
+// Periodic task bounds (docs/decisions/heal.md).
+const (
+	DefaultHealPeriod = 300
+	MinHealPeriod     = 60
+	MaxHealPeriod     = 86400
+)
+
+// AutoTask describes an account's periodic heal task.
+type AutoTask struct {
+	PeriodSeconds int     `json:"period_seconds"`
+	Running       bool    `json:"running"`
+	StartedAt     *string `json:"started_at"`
+	TaskID        *string `json:"task_id"`
+	UserID        string  `json:"user_id"`
+}
+
+// AutoStop is the answer of POST /v1/heal/auto/stop.
+type AutoStop struct {
+	Running   bool    `json:"running"`
+	StartedAt *string `json:"started_at"`
+	Stopped   bool    `json:"stopped"`
+	StoppedAt *string `json:"stopped_at"`
+	TaskID    *string `json:"task_id"`
+	UserID    string  `json:"user_id"`
+}
+
+// Ticker is the periodic task's clock: C delivers ticks until Stop. Tests
+// inject one (App.NewTicker) and tick it by hand.
+type Ticker interface {
+	C() <-chan time.Time
+	Stop()
+}
+
+type realTicker struct{ t *time.Ticker }
+
+func (r realTicker) C() <-chan time.Time { return r.t.C }
+func (r realTicker) Stop()               { r.t.Stop() }
+
+// NewRealTicker is the default App.NewTicker.
+func NewRealTicker(d time.Duration) Ticker { return realTicker{time.NewTicker(d)} }
+
+// HealAutoStart answers POST /v1/heal/auto/start. A running task with the
+// same period is answered as it is (start is idempotent); with another
+// period it is replaced by a new task (new task_id and started_at).
+func (a *App) HealAutoStart(ctx context.Context, p Principal, period int) (AutoTask, error) {
+	if period < MinHealPeriod || period > MaxHealPeriod {
+		return AutoTask{}, domain.Validation(domain.FieldError{Field: "period_seconds",
+			Message: fmt.Sprintf("must be between %d and %d seconds", MinHealPeriod, MaxHealPeriod)})
+	}
+	id, err := a.newID("heal-", 8)
+	if err != nil {
+		return AutoTask{}, err
+	}
+	return a.heal.start(a, p.UserID, id, period), nil
+}
+
+// HealAutoStop answers POST /v1/heal/auto/stop; stopping a task that is not
+// running answers stopped false and is not an error.
+func (a *App) HealAutoStop(p Principal) AutoStop {
+	return a.heal.stop(p.UserID, domain.FormatTimestamp(a.Now()))
+}
+
+// healState is the per-process heal cache and the running tasks.
+type healState struct {
+	mu    sync.Mutex
+	users map[string]*healUser
+	// closed is set by Close: no task starts afterwards.
+	closed bool
+}
+
+type healUser struct {
+	lastScan *ScanResult
+	lastRun  *RunResult
+	task     *autoTask
+}
+
+type autoTask struct {
+	id        string
+	period    int
+	startedAt string
+	cancel    context.CancelFunc
+	done      chan struct{}
+}
+
+func (h *healState) user(id string) *healUser {
+	if h.users == nil {
+		h.users = map[string]*healUser{}
+	}
+	u := h.users[id]
+	if u == nil {
+		u = &healUser{}
+		h.users[id] = u
+	}
+	return u
+}
+
+func (h *healState) setScan(userID string, r ScanResult) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	h.user(userID).lastScan = &r
+}
+
+func (h *healState) setRun(userID string, r RunResult) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	h.user(userID).lastRun = &r
+}
+
+func (h *healState) status(userID string) HealStatus {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	u := h.user(userID)
+	return HealStatus{AutoRunning: u.task != nil, LastScan: u.lastScan, LastRepair: u.lastRun}
+}
+
+func (t *autoTask) view(userID string) AutoTask {
+	id, started := t.id, t.startedAt
+	return AutoTask{PeriodSeconds: t.period, Running: true, StartedAt: &started, TaskID: &id, UserID: userID}
+}
+
+func (h *healState) start(a *App, userID, id string, period int) AutoTask {
+	h.mu.Lock()
+	u := h.user(userID)
+	old := u.task
+	if old != nil && old.period == period {
+		h.mu.Unlock()
+		return old.view(userID)
+	}
+	if h.closed {
+		h.mu.Unlock()
+		return AutoTask{PeriodSeconds: period, UserID: userID}
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	t := &autoTask{id: id, period: period, startedAt: domain.FormatTimestamp(a.Now()), cancel: cancel, done: make(chan struct{})}
+	u.task = t
+	newTicker := a.NewTicker
+	if newTicker == nil {
+		newTicker = NewRealTicker
+	}
+	ticker := newTicker(time.Duration(period) * time.Second)
+	h.mu.Unlock()
+	if old != nil {
+		old.cancel()
+		<-old.done
+	}
+	go a.runAutoTask(ctx, t, ticker, userID)
+	return t.view(userID)
+}
+
+// runAutoTask scans on every tick until cancelled. It only scans (writes
+// nothing): repairs stay an explicit POST /v1/heal/run.
+func (a *App) runAutoTask(ctx context.Context, t *autoTask, ticker Ticker, userID string) {
+	defer close(t.done)
+	defer ticker.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-ticker.C():
+		}
+		res, _, err := a.scan(ctx, userID, nil)
+		if err != nil {
+			if ctx.Err() == nil {
+				a.Log.Warn("periodic heal scan failed", "user_id", userID, "task_id", t.id, "err", err)
+			}
+			continue
+		}
+		a.heal.setScan(userID, res)
+	}
+}
+
+func (h *healState) stop(userID, now string) AutoStop {
+	h.mu.Lock()
+	u := h.user(userID)
+	t := u.task
+	u.task = nil
+	h.mu.Unlock()
+	if t == nil {
+		return AutoStop{UserID: userID}
+	}
+	t.cancel()
+	<-t.done
+	id, started := t.id, t.startedAt
+	return AutoStop{Running: false, StartedAt: &started, Stopped: true, StoppedAt: &now, TaskID: &id, UserID: userID}
+}
+
+// StopHealTasks ends every periodic heal task of this process; none starts
+// afterwards. Close calls it on shutdown.
+func (a *App) StopHealTasks() { a.heal.stopAll() }
+
+// stopAll ends every task (shutdown); none starts afterwards.
+func (h *healState) stopAll() {
+	h.mu.Lock()
+	h.closed = true
+	var tasks []*autoTask
+	for _, u := range h.users {
+		if u.task != nil {
+			tasks = append(tasks, u.task)
+			u.task = nil
+		}
+	}
+	h.mu.Unlock()
+	for _, t := range tasks {
+		t.cancel()
+		<-t.done
+	}
+}

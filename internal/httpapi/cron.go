@@ -1,0 +1,29 @@
+package httpapi
+
+// Operator cron routes (SPEC.md "Operator cron", "Authentication" 4). The
+// shared part — X-Cron-Secret compared in constant time, 503
+// cron_secret_unconfigured when no secret is configured, 401 unauthorized —
+// is checkCronSecret in server.go, applied by the cron access rule of
+// routes.go before any handler here runs.
+
+import "net/http"
+
+// cronAnchor answers POST /v1/internal/cron/anchor. A misconfigured provider
+// is reported in the body with 200, like every other outcome of the sweep
+// (docs/decisions/anchor.md).
+func (s *Server) cronAnchor(w http.ResponseWriter, r *http.Request) error {
+	if err := noBody(r, s.app.Cfg.MaxBodyBytes); err != nil {
+		return err
+	}
+	res, err := s.app.AnchorSweep(r.Context())
+	if err != nil {
+		return err
+	}
+	return writeJSON(w, http.StatusOK, map[string]any{"swept": res})
+}
+
+// noBody accepts an absent, empty or null body (cron routes take none).
+func noBody(r *http.Request, max int64) error {
+	_, err := decode[struct{}](r, max, true)
+	return err
+}
