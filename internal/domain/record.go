@@ -100,9 +100,19 @@ func ValidateEventShape(in *EventInput) []FieldError {
 	return errs
 }
 
-// ParseTimestamp reads an RFC 3339 timestamp (ISO-8601 with an offset).
+// ParseTimestamp reads an RFC 3339 timestamp (ISO-8601 with an offset). The
+// instant must fall in UTC years 1–9999, so it can be compared and written
+// back in RFC 3339 (found by FuzzParseTimestamp: 9999-12-31T10:00:00-17:00 is
+// year 10000 in UTC).
 func ParseTimestamp(s string) (time.Time, error) {
-	return time.Parse(time.RFC3339Nano, s)
+	t, err := time.Parse(time.RFC3339Nano, s)
+	if err != nil {
+		return t, err
+	}
+	if y := t.UTC().Year(); y < 1 || y > 9999 {
+		return time.Time{}, fmt.Errorf("timestamp %q is outside UTC years 1 to 9999", s)
+	}
+	return t, nil
 }
 
 // FormatTimestamp renders t in the spec's form: UTC with a +00:00 offset.
