@@ -187,7 +187,7 @@ func DecideDedup(p DedupPolicy, tool, semanticKey string, intent Intent, candida
 		d.DedupStatus = DedupMiss
 		return d
 	}
-	at := formatTimestamp(best.TS)
+	at := stamp(best.TS)
 	id, seq := best.EventID, best.Sequence
 	d.DedupStatus, d.WouldHit, d.DedupAction = DedupHit, true, DedupReuse
 	d.CachedAt, d.CachedFromEventID, d.CachedFromSequence = &at, &id, &seq
@@ -217,10 +217,4 @@ func (d DedupDecision) Advisory() (a DedupAdvisory, ok bool) {
 	return DedupAdvisory{SemanticKey: d.SemanticKey, DedupStatus: d.DedupStatus, DedupAction: d.DedupAction,
 		CachedFromEventID: *d.CachedFromEventID, CachedFromSequence: *d.CachedFromSequence, CachedAt: *d.CachedAt,
 		WindowEvents: d.WindowEvents, WindowSeconds: d.WindowSeconds}, true
-}
-
-// formatTimestamp writes SPEC.md's timestamp form: ISO-8601 in UTC with an
-// explicit +00:00 offset.
-func formatTimestamp(t time.Time) string {
-	return t.UTC().Format("2006-01-02T15:04:05.999999999-07:00")
 }

@@ -271,5 +271,6 @@ func ruleScope(rules []GovernanceRule, id string) string {
 	return "this call"
 }
 
-// stamp renders a time as SPEC.md writes timestamps: ISO-8601 with a UTC offset.
+// stamp writes an instant in SPEC.md's timestamp form for reasons and
+// cached_at: UTC with an explicit +00:00 offset, trailing zero fractions dropped.
 func stamp(t time.Time) string { return t.UTC().Format("2006-01-02T15:04:05.999999999-07:00") }
