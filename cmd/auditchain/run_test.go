@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"context"
 	"encoding/json"
+	"fmt"
 	"io"
 	"net/http"
 	"path/filepath"
@@ -12,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/auditchain/auditchain/internal/store"
 	"github.com/auditchain/auditchain/internal/store/storetest"
 )
 
@@ -186,5 +188,80 @@ func TestShutdownClosesStreams(t *testing.T) {
 		t.Fatal("shutdown waited for an open stream")
 	}
 	for lines.Scan() {
+	}
+}
+
+// SIGTERM under load: every request answered 200 carries its stored event, and
+// no request gets an empty or false success (notes/reliability.md "Shutdown").
+func TestShutdownUnderLoadAcknowledgesOnlyCommits(t *testing.T) {
+	dsn := "sqlite:" + filepath.Join(t.TempDir(), "load.db")
+	base, stop := startServe(t, nil, "--db", dsn)
+	var out strings.Builder
+	if err := run(context.Background(), []string{"admin", "create-account", "--db", dsn, "--email", "load@example.com"}, func(string) string { return "" }, &out, io.Discard); err != nil {
+		t.Fatal(err)
+	}
+	var acct map[string]any
+	json.Unmarshal([]byte(out.String()), &acct)
+	key := acct["api_key"].(string)
+
+	type result struct {
+		id     string
+		status int
+		body   map[string]any
+		err    error
+	}
+	results := make(chan result, 64)
+	var wg sync.WaitGroup
+	for c := 0; c < 16; c++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for n := 0; n < 4; n++ {
+				// Genesis-only chains: one account per event would need many
+				// accounts, so send batch rows (each stored or not, atomically).
+				id := fmt.Sprintf("evt-c%d-n%d", c, n)
+				body := fmt.Sprintf(`{"events":[{"event_id":%q,"event_type":"t","sequence":%d}]}`, id, 1000*c+n)
+				req, _ := http.NewRequest("POST", base+"/v1/events/batch", strings.NewReader(body))
+				req.Header.Set("Content-Type", "application/json")
+				req.Header.Set("X-API-Key", key)
+				resp, err := http.DefaultClient.Do(req)
+				r := result{id: id, err: err}
+				if err == nil {
+					r.status = resp.StatusCode
+					json.NewDecoder(resp.Body).Decode(&r.body)
+					resp.Body.Close()
+				}
+				results <- r
+			}
+		}()
+	}
+	time.AfterFunc(20*time.Millisecond, func() { stop() })
+	wg.Wait()
+	close(results)
+
+	st, err := store.Open(context.Background(), dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	for r := range results {
+		if r.err != nil || r.status != 200 {
+			continue // refused or cut off: the client knows it was not acknowledged
+		}
+		if r.body == nil {
+			t.Fatalf("%s: 200 with an empty body (a false acknowledgement)", r.id)
+		}
+		ingested, _ := r.body["ingested"].(float64)
+		skipped, _ := r.body["skipped"].(float64)
+		rowErrors, _ := r.body["errors"].([]any)
+		if ingested+skipped+float64(len(rowErrors)) != 1 {
+			t.Fatalf("%s: the answer does not account for its row: %v", r.id, r.body)
+		}
+		if ingested+skipped == 0 {
+			continue // refused per row (for example a sequence below the tip)
+		}
+		if _, err := st.EventByID(context.Background(), nil, acct["user_id"].(string), r.id); err != nil {
+			t.Fatalf("%s acknowledged but not stored: %v", r.id, err)
+		}
 	}
 }
