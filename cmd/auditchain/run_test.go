@@ -150,6 +150,7 @@ func TestAdminUsageErrors(t *testing.T) {
 		{"admin", "create-key", "--db", dsn, "--user-id", "00000000-0000-0000-0000-000000000000"},
 		{"admin", "create-key", "--db", dsn, "--user-id", "u", "--expires-at", "tomorrow"},
 		{"serve", "--env", "staging"},
+		{"serve", "--db-max-conns", "0"},
 	} {
 		if err := run(context.Background(), args, func(string) string { return "" }, io.Discard, io.Discard); err == nil {
 			t.Errorf("run %v succeeded", args)

@@ -135,6 +135,9 @@ func Parse(args []string, getenv func(string) string, stderr io.Writer) (Config,
 	if c.StreamPing <= 0 {
 		errs = append(errs, errors.New("--stream-ping must be positive"))
 	}
+	if c.DBMaxConns < 1 {
+		errs = append(errs, errors.New("--db-max-conns must be at least 1"))
+	}
 	if c.MaxBodyBytes < 1024 {
 		errs = append(errs, errors.New("--max-body-bytes must be at least 1024"))
 	}

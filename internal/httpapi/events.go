@@ -3,7 +3,6 @@ package httpapi
 import (
 	"encoding/json"
 	"net/http"
-	"strconv"
 	"time"
 
 	"github.com/auditchain/auditchain/internal/app"
@@ -224,6 +223,3 @@ func (s *Server) policyTest(w http.ResponseWriter, r *http.Request) error {
 	}
 	return writeJSON(w, http.StatusOK, d)
 }
-
-// itoa is strconv.Itoa for int64 path values in tests and headers.
-var _ = strconv.Itoa
