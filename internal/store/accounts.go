@@ -110,20 +110,7 @@ func (r rowWith) Scan(dest ...any) error { return r.row.Scan(append(dest, r.extr
 
 // Keys lists an account's keys, newest first.
 func (s *Store) Keys(ctx context.Context, userID string) ([]APIKey, error) {
-	rows, err := s.read.QueryContext(ctx, `SELECT `+keyColumns+` FROM api_keys WHERE user_id = $1 ORDER BY created_at DESC, id DESC`, userID)
-	if err != nil {
-		return nil, err
-	}
-	defer rows.Close()
-	var out []APIKey
-	for rows.Next() {
-		k, err := scanKey(rows)
-		if err != nil {
-			return nil, err
-		}
-		out = append(out, k)
-	}
-	return out, rows.Err()
+	return queryAll(ctx, s, nil, scanKey, `SELECT `+keyColumns+` FROM api_keys WHERE user_id = $1 ORDER BY created_at DESC, id DESC`, userID)
 }
 
 // RevokeKey sets revoked_at once; revoking a revoked key keeps the first time.

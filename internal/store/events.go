@@ -188,20 +188,7 @@ func (s *Store) EventsFrom(ctx context.Context, userID string, from int64, fn fu
 }
 
 func (s *Store) queryEvents(ctx context.Context, q Querier, query string, args ...any) ([]Event, error) {
-	rows, err := q.QueryContext(ctx, query, args...)
-	if err != nil {
-		return nil, err
-	}
-	defer rows.Close()
-	var out []Event
-	for rows.Next() {
-		e, err := scanEvent(rows)
-		if err != nil {
-			return nil, err
-		}
-		out = append(out, e)
-	}
-	return out, rows.Err()
+	return queryAll(ctx, s, q, scanEvent, query, args...)
 }
 
 // SearchFilter selects events for POST /v1/events/search.

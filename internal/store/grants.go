@@ -10,7 +10,6 @@ import (
 	"errors"
 	"fmt"
 	"strings"
-	"sync"
 	"time"
 )
 
@@ -63,27 +62,7 @@ func scanGrant(r scanner) (Grant, error) {
 }
 
 func (s *Store) queryGrants(ctx context.Context, q Querier, query string, args ...any) ([]Grant, error) {
-	if q == nil {
-		q = s.read
-	}
-	rows, err := q.QueryContext(ctx, query, args...)
-	if err != nil {
-		return nil, err
-	}
-	return scanGrants(rows)
-}
-
-func scanGrants(rows *sql.Rows) ([]Grant, error) {
-	defer rows.Close()
-	var out []Grant
-	for rows.Next() {
-		g, err := scanGrant(rows)
-		if err != nil {
-			return nil, err
-		}
-		out = append(out, g)
-	}
-	return out, rows.Err()
+	return queryAll(ctx, s, q, scanGrant, query, args...)
 }
 
 // InsertGrant stores a new grant with uses 0. The caller holds the account's
@@ -138,22 +117,10 @@ func (s *Store) GrantsByID(ctx context.Context, q Querier, userID, grantID strin
 // picks one) but it is dropped here anyway.
 func (s *Store) GateCandidates(ctx context.Context, q Querier, userID, subagent string, grantID *string, now time.Time) ([]Grant, error) {
 	args := []any{userID, subagent, now.UnixMicro(), grantID}
-	var rows *sql.Rows
-	var err error
-	if q == nil {
-		// The status check is the hottest read of the service; a prepared
-		// statement spares SQLite re-parsing the query on every poll.
-		var stmt *sql.Stmt
-		if stmt, err = s.gateStmt(ctx); err == nil {
-			rows, err = stmt.QueryContext(ctx, args...)
-		}
-	} else {
-		rows, err = q.QueryContext(ctx, s.gateQuery(), args...)
-	}
-	if err != nil {
-		return nil, err
-	}
-	gs, err := scanGrants(rows)
+	// The status check is the hottest read of the service; its statement is
+	// prepared once per connection by the SQLite statement cache (stmtcache.go)
+	// and by pgx's own cache on PostgreSQL.
+	gs, err := s.queryGrants(ctx, q, s.gateQuery(), args...)
 	if err != nil {
 		return nil, err
 	}
@@ -182,27 +149,6 @@ func (s *Store) gateQuery() string {
 		query = strings.ReplaceAll(query, "$4", "$4::text")
 	}
 	return query
-}
-
-// gateStmts holds each open read pool's prepared gate statement. (A map
-// beside Store rather than a field of it; database/sql prepares the statement
-// once per connection and reuses it.) An entry lives as long as the process;
-// a closed pool's statement is never used again.
-var gateStmts sync.Map // *sql.DB → *sql.Stmt
-
-func (s *Store) gateStmt(ctx context.Context) (*sql.Stmt, error) {
-	if st, ok := gateStmts.Load(s.read); ok {
-		return st.(*sql.Stmt), nil
-	}
-	st, err := s.read.PrepareContext(ctx, s.gateQuery())
-	if err != nil {
-		return nil, err
-	}
-	if prev, loaded := gateStmts.LoadOrStore(s.read, st); loaded {
-		st.Close()
-		return prev.(*sql.Stmt), nil
-	}
-	return st, nil
 }
 
 // Grants lists the account's grants, newest first, optionally of one sub-agent.

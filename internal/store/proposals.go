@@ -154,20 +154,7 @@ func (s *Store) LastEnactedAt(ctx context.Context, tx *sql.Tx, userID string) (*
 }
 
 func (s *Store) queryProposals(ctx context.Context, q Querier, query string, args ...any) ([]Proposal, error) {
-	rows, err := q.QueryContext(ctx, query, args...)
-	if err != nil {
-		return nil, err
-	}
-	defer rows.Close()
-	var out []Proposal
-	for rows.Next() {
-		p, err := scanProposal(rows)
-		if err != nil {
-			return nil, err
-		}
-		out = append(out, p)
-	}
-	return out, rows.Err()
+	return queryAll(ctx, s, q, scanProposal, query, args...)
 }
 
 func scanProposal(r scanner) (Proposal, error) {

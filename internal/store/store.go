@@ -251,6 +251,27 @@ func (s *Store) firstConn(ctx context.Context) (*sql.Conn, error) {
 	}
 }
 
+// queryAll runs query on q (nil: the read pool) and scans every row with scan.
+func queryAll[T any](ctx context.Context, s *Store, q Querier, scan func(scanner) (T, error), query string, args ...any) ([]T, error) {
+	if q == nil {
+		q = s.read
+	}
+	rows, err := q.QueryContext(ctx, query, args...)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var out []T
+	for rows.Next() {
+		v, err := scan(rows)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, v)
+	}
+	return out, rows.Err()
+}
+
 // IsUniqueViolation reports whether err is a unique-constraint failure on either database.
 func IsUniqueViolation(err error) bool {
 	if err == nil {
