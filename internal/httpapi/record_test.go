@@ -210,6 +210,10 @@ func TestSignedEvents(t *testing.T) {
 		h0 := hashOf(e.appendOK(key, ev("evt-0", 0, nil, "machine_id", "m1")))
 		wantProblem(t, e.do("PUT", "/v1/machines/m1/signing-key", key, map[string]any{"public_key": "not base64!"}), 422, "validation_error")
 		wantProblem(t, e.do("PUT", "/v1/machines/m1/signing-key", key, map[string]any{"public_key": base64.StdEncoding.EncodeToString([]byte("short"))}), 422, "validation_error")
+		wantProblem(t, e.do("PUT", "/v1/machines/m1/signing-key", key, map[string]any{}), 422, "validation_error")
+		if m := e.do("GET", "/v1/machines", key, nil).JSON(t)["machines"].([]any)[0].(map[string]any); m["current_fingerprint"] != nil || len(m["keys"].([]any)) != 0 {
+			t.Fatalf("a refused key registration stored a key: %v", m)
+		}
 		r := e.do("PUT", "/v1/machines/m1/signing-key", key, map[string]any{"public_key": base64.StdEncoding.EncodeToString(pub)})
 		if r.Status != 200 || r.JSON(t)["fingerprint"] != verify.Fingerprint(pub) {
 			t.Fatalf("register: %d %s", r.Status, r.Body)
