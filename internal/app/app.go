@@ -42,9 +42,24 @@ type App struct {
 
 	// group is the SQLite group committer (nil on PostgreSQL).
 	group *groupCommitter
+	// gateCache and keyCache hold the gate's inputs per account and the
+	// authenticated API keys (readcache.go). They exist only where this
+	// process is the store's one writer (SQLite); on PostgreSQL other replicas
+	// write too, so every read goes to the database (docs/decisions/gate.md).
+	gateCache *readCache[gateKey, gateRead]
+	keyCache  *readCache[string, knownKey]
 	// heal is this process's heal status cache and periodic tasks (heal.go).
 	heal healState
 }
+
+// Bounds of the read caches: at most this many accounts with this many cached
+// gate reads each (a read is a sub-agent's few candidate grants), and this many
+// API keys.
+const (
+	gateCacheAccounts = 10_000
+	gateCacheEntries  = 256
+	keyCacheEntries   = 100_000
+)
 
 // New returns an App with the real clock and crypto/rand unless overridden.
 func New(st *store.Store, cfg config.Config, log *slog.Logger) *App {
@@ -52,6 +67,8 @@ func New(st *store.Store, cfg config.Config, log *slog.Logger) *App {
 		Hub: stream.NewHub(stream.Options{}), Dedup: domain.DefaultDedupPolicy()}
 	if st.Dialect == store.SQLite {
 		a.group = newGroupCommitter(a, groupQueueSize)
+		a.gateCache = newReadCache[gateKey, gateRead](gateCacheAccounts, gateCacheEntries)
+		a.keyCache = newReadCache[string, knownKey](1, keyCacheEntries)
 	}
 	return a
 }

@@ -112,6 +112,9 @@ func (a *App) Proposal(ctx context.Context, p Principal, proposalID string) (dom
 // them moves it out of any state.
 func (a *App) TransitionProposal(ctx context.Context, p Principal, proposalID, action string, reason *string) (domain.Proposal, error) {
 	var out domain.Proposal
+	// An enactment changes the rules the gate obeys; every transition tells
+	// the gate's cache, which costs a re-read at most.
+	defer a.gateCache.begin(p.UserID)()
 	err := a.write(ctx, func(t *txn) error {
 		sp, err := a.Store.ProposalForUpdate(ctx, t.tx, p.UserID, proposalID)
 		if errors.Is(err, store.ErrNotFound) {

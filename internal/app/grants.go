@@ -152,6 +152,7 @@ func (a *App) CreateGrant(ctx context.Context, p Principal, req GrantRequest) (G
 		return GrantCreated{}, err
 	}
 
+	endWrite := a.gateCache.begin(p.UserID)
 	err = a.write(ctx, func(t *txn) error {
 		// The account's chain head orders its grant writes: the live-id and
 		// overreach checks below see every grant committed before this one.
@@ -203,6 +204,7 @@ func (a *App) CreateGrant(ctx context.Context, p Principal, req GrantRequest) (G
 		_, err = a.appendServerEvent(ctx, t, p, ServerEvent{EventType: EventGrantCreated, Raw: record})
 		return err
 	})
+	endWrite()
 	if err != nil {
 		return GrantCreated{}, err
 	}
@@ -260,20 +262,69 @@ func (a *App) GrantStatus(ctx context.Context, p Principal, subagent string, too
 }
 
 // gate answers for subagent and returns the candidate rows it decided over.
+//
+// Outside a transaction (q nil) the inputs may come from a.gateCache, which
+// holds exactly what the database would answer (readcache.go); inside one they
+// are always read from the transaction.
 func (a *App) gate(ctx context.Context, q store.Querier, userID, subagent string, tool, grantID *string, now time.Time) (domain.GateAnswer, []store.Grant, error) {
-	rows, err := a.Store.GateCandidates(ctx, q, userID, subagent, grantID, now)
+	in, err := a.gateInputs(ctx, q, userID, subagent, grantID, now)
 	if err != nil {
 		return domain.GateAnswer{}, nil, err
+	}
+	return domain.DecideGate(in.grants, in.rules, now, subagent, tool, grantID), in.rows, nil
+}
+
+// gateKey names one cached gate read of an account: the candidates of a
+// sub-agent, optionally restricted to one grant id. The tool is not part of
+// it: the candidates do not depend on it, only the decision does.
+type gateKey struct {
+	subagent string
+	grantID  string
+	oneID    bool
+}
+
+// gateRead is what the gate decides over. Its slices are shared by every
+// reader of the cache entry, so nothing may modify them.
+type gateRead struct {
+	rows   []store.Grant
+	grants []domain.Grant
+	rules  []domain.GovernanceRule
+	// at is the time the candidates were selected for: grants expired at that
+	// time were left out, which stays right for any later time but not for an
+	// earlier one (a test clock may go back), so such a reader reads afresh.
+	at time.Time
+}
+
+func (a *App) gateInputs(ctx context.Context, q store.Querier, userID, subagent string, grantID *string, now time.Time) (gateRead, error) {
+	key := gateKey{subagent: subagent}
+	if grantID != nil {
+		key.grantID, key.oneID = *grantID, true
+	}
+	var ticket cacheTicket[gateKey, gateRead]
+	if q == nil {
+		cached, t, ok := a.gateCache.get(userID, key)
+		if ok && !now.Before(cached.at) {
+			return cached, nil
+		}
+		ticket = t
+	}
+	rows, err := a.Store.GateCandidates(ctx, q, userID, subagent, grantID, now)
+	if err != nil {
+		return gateRead{}, err
 	}
 	grants, err := domainGrants(rows)
 	if err != nil {
-		return domain.GateAnswer{}, nil, err
+		return gateRead{}, err
 	}
 	rules, err := a.EnactedRules(ctx, q, userID)
 	if err != nil {
-		return domain.GateAnswer{}, nil, err
+		return gateRead{}, err
 	}
-	return domain.DecideGate(grants, rules, now, subagent, tool, grantID), rows, nil
+	in := gateRead{rows: rows, grants: grants, rules: rules, at: now}
+	if q == nil {
+		a.gateCache.put(userID, ticket, key, in)
+	}
+	return in, nil
 }
 
 // ListedGrant is one grant of GET /v1/grants with its state from the gate.
@@ -351,6 +402,7 @@ func (a *App) UseGrant(ctx context.Context, p Principal, grantID, subagent strin
 	}
 	var uses int64
 	var consumed bool
+	endWrite := a.gateCache.begin(p.UserID)
 	err = a.write(ctx, func(t *txn) error {
 		// Re-check the gate inside the write, holding the account's head: an
 		// enactment (which takes the same lock) or a newer grant committed since
@@ -368,6 +420,7 @@ func (a *App) UseGrant(ctx context.Context, p Principal, grantID, subagent strin
 		uses, consumed, err = a.Store.ConsumeGrantUses(ctx, t.tx, p.UserID, row.GrantID, row.Generation, n, now)
 		return err
 	})
+	endWrite()
 	if err != nil {
 		return UseResult{}, err
 	}
@@ -434,6 +487,7 @@ func (a *App) RevokeGrant(ctx context.Context, p Principal, grantID, subagent st
 	}
 	now := a.Now().UTC().Truncate(time.Microsecond)
 	res := RevokeResult{GrantID: grantID, Subagent: subagent}
+	endWrite := a.gateCache.begin(p.UserID)
 	err := a.write(ctx, func(t *txn) error {
 		if _, err := a.Store.LockHead(ctx, t.tx, p.UserID); err != nil {
 			return err
@@ -481,6 +535,7 @@ func (a *App) RevokeGrant(ctx context.Context, p Principal, grantID, subagent st
 		}
 		return a.onGrantRevoked(ctx, t, p, g)
 	})
+	endWrite()
 	if err != nil {
 		return RevokeResult{}, err
 	}

@@ -152,7 +152,9 @@ func (a *App) RevokeKey(ctx context.Context, p Principal, keyID string) (store.A
 	if _, err := uuid.Parse(keyID); err != nil {
 		return store.APIKey{}, domain.NotFound(domain.CodeKeyNotFound, "key")
 	}
+	endWrite := a.keyCache.begin(keyCacheScope)
 	k, err := a.Store.RevokeKey(ctx, p.UserID, keyID, a.Now())
+	endWrite()
 	if errors.Is(err, store.ErrNotFound) {
 		return k, domain.NotFound(domain.CodeKeyNotFound, "key")
 	}
@@ -174,7 +176,7 @@ func (a *App) Authenticate(ctx context.Context, token string) (Principal, error)
 		return Principal{}, errInvalidKey
 	}
 	h := hashToken(token)
-	k, admin, err := a.Store.KeyByHash(ctx, h)
+	k, admin, err := a.keyByHash(ctx, h)
 	if errors.Is(err, store.ErrNotFound) {
 		return Principal{}, errInvalidKey
 	}
@@ -193,4 +195,30 @@ func (a *App) Authenticate(ctx context.Context, token string) (Principal, error)
 		scopes[i] = domain.Scope(s)
 	}
 	return Principal{UserID: k.UserID, KeyID: k.ID, Kind: "api_key", Machine: k.Machine, Scopes: scopes, IsAdmin: admin}, nil
+}
+
+// keyCacheScope is the one scope of a.keyCache: key writes are rare, so a
+// revocation simply drops every cached key.
+const keyCacheScope = ""
+
+// knownKey is a cached API key row. Revocation and expiry are checked on every
+// request against the row, so a cached key expires on time.
+type knownKey struct {
+	key   store.APIKey
+	admin bool
+}
+
+// keyByHash reads the key with hash h, from a.keyCache when it holds it. Unknown
+// keys are not cached: a key created later (by another command on the same
+// database, say) must work at once.
+func (a *App) keyByHash(ctx context.Context, h []byte) (store.APIKey, bool, error) {
+	cached, ticket, ok := a.keyCache.get(keyCacheScope, string(h))
+	if ok {
+		return cached.key, cached.admin, nil
+	}
+	k, admin, err := a.Store.KeyByHash(ctx, h)
+	if err == nil {
+		a.keyCache.put(keyCacheScope, ticket, string(h), knownKey{key: k, admin: admin})
+	}
+	return k, admin, err
 }

@@ -1,0 +1,134 @@
+package app
+
+import "sync"
+
+// readCache memoises reads of state that only this process writes: on SQLite
+// the embedded store has exactly one serving process (docs/decisions/gate.md
+// "Status reads from memory"), so every write of that state passes through
+// this App and can tell the cache.
+//
+// The cache is linearizable with respect to those writes, not merely
+// "eventually fresh":
+//   - a writer calls begin before its transaction starts and the returned end
+//     after it committed (or failed); while any write of a scope is pending,
+//     readers of that scope bypass the cache and store nothing, so no reader
+//     can see a state older than one another reader already saw from the
+//     database;
+//   - end bumps the scope's generation and drops its entries, and a reader
+//     stores what it read only if the generation it saw before reading is
+//     still current, so a read that raced a write is never kept.
+//
+// Scopes are accounts (the gate's state) or one global scope (API keys).
+// Memory is bounded: at most maxScopes scopes of maxEntries entries each; an
+// overflow evicts idle scopes, which only costs a database read later.
+type readCache[K comparable, V any] struct {
+	mu         sync.Mutex
+	scopes     map[string]*cacheScope[K, V]
+	maxScopes  int
+	maxEntries int
+}
+
+type cacheScope[K comparable, V any] struct {
+	pending int    // writes begun and not yet ended
+	gen     uint64 // bumped by every ended write
+	entries map[K]V
+}
+
+// cacheTicket is what a reader that missed must hand back to put: the scope and
+// generation it saw before it read the database.
+type cacheTicket[K comparable, V any] struct {
+	scope *cacheScope[K, V]
+	gen   uint64
+	valid bool
+}
+
+func newReadCache[K comparable, V any](maxScopes, maxEntries int) *readCache[K, V] {
+	return &readCache[K, V]{scopes: map[string]*cacheScope[K, V]{}, maxScopes: maxScopes, maxEntries: maxEntries}
+}
+
+// get returns the cached value of k in scope, or a ticket for put after the
+// caller read the value itself. A nil cache always misses.
+func (c *readCache[K, V]) get(scope string, k K) (V, cacheTicket[K, V], bool) {
+	var zero V
+	if c == nil {
+		return zero, cacheTicket[K, V]{}, false
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	s := c.scopes[scope]
+	if s == nil {
+		c.evictIdleLocked()
+		s = &cacheScope[K, V]{entries: map[K]V{}}
+		c.scopes[scope] = s
+	}
+	if s.pending > 0 {
+		return zero, cacheTicket[K, V]{}, false
+	}
+	if v, ok := s.entries[k]; ok {
+		return v, cacheTicket[K, V]{}, true
+	}
+	return zero, cacheTicket[K, V]{scope: s, gen: s.gen, valid: true}, false
+}
+
+// put keeps v for k if nothing was written to the scope since the ticket was
+// taken and nothing is being written now.
+func (c *readCache[K, V]) put(scope string, t cacheTicket[K, V], k K, v V) {
+	if c == nil || !t.valid {
+		return
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	s := c.scopes[scope]
+	if s != t.scope || s.gen != t.gen || s.pending > 0 {
+		return
+	}
+	if len(s.entries) >= c.maxEntries {
+		clear(s.entries)
+	}
+	s.entries[k] = v
+}
+
+// begin marks a write of scope as pending; call the returned function once the
+// write committed or failed. A nil cache returns a no-op.
+func (c *readCache[K, V]) begin(scope string) (end func()) {
+	if c == nil {
+		return func() {}
+	}
+	c.mu.Lock()
+	s := c.scopes[scope]
+	if s == nil {
+		c.evictIdleLocked()
+		s = &cacheScope[K, V]{entries: map[K]V{}}
+		c.scopes[scope] = s
+	}
+	s.pending++
+	c.mu.Unlock()
+	var once sync.Once
+	return func() {
+		once.Do(func() {
+			c.mu.Lock()
+			s.pending--
+			s.gen++
+			clear(s.entries)
+			c.mu.Unlock()
+		})
+	}
+}
+
+// evictIdleLocked makes room for one more scope by dropping scopes no write is
+// pending on (a pending scope must stay: its readers rely on it to bypass).
+func (c *readCache[K, V]) evictIdleLocked() {
+	if len(c.scopes) < c.maxScopes {
+		return
+	}
+	excess := len(c.scopes) - c.maxScopes + 1 + c.maxScopes/8 // free a little headroom at once
+	for name, s := range c.scopes {
+		if excess == 0 {
+			return
+		}
+		if s.pending == 0 {
+			delete(c.scopes, name)
+			excess--
+		}
+	}
+}
