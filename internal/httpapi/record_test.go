@@ -471,6 +471,16 @@ func TestPolicyProbeAndDedupAdvisory(t *testing.T) {
 		if p := probe(map[string]any{"tool": "read_file", "tool_input": input, "intent": "fresh"}); p["dedup_status"] != "bypass" || p["would_hit"] != false {
 			t.Fatalf("fresh: %v", p)
 		}
+		// parent_event_id has no part in the decision (docs/decisions/dedup.md).
+		for _, parent := range []any{"evt-0", "evt-unknown", nil} {
+			withParent := probe(map[string]any{"tool": "read_file", "tool_input": input, "parent_event_id": parent})
+			if withParent["dedup_status"] != "hit" || withParent["semantic_key"] != p["semantic_key"] || withParent["cached_from_event_id"] != "evt-0" {
+				t.Fatalf("parent_event_id %v changed the answer: %v", parent, withParent)
+			}
+		}
+		if r := e.do("POST", "/v1/policy/test", key, map[string]any{"tool": "read_file", "parent_event_id": 7}); r.Status != 422 {
+			t.Fatalf("a numeric parent_event_id: %d %s", r.Status, r.Body)
+		}
 		if after := e.tip(key); after["event_count"] != before["event_count"] {
 			t.Fatal("the probe wrote something")
 		}
