@@ -185,8 +185,8 @@ func TestKillNineUnderLoadLosesNothingAcknowledged(t *testing.T) {
 	sent := map[string]bool{}
 	var nextID atomic.Int64 // event ids are unique across rounds
 
-	// load runs the clients until the server dies (their first transport
-	// error) and returns how many operations were acknowledged in this round.
+	// load runs the clients and, once killAfter operations of this round were
+	// acknowledged, calls killed; each client stops at its first transport error.
 	load := func(killAfter int64, killed func()) {
 		var acked atomic.Int64
 		var once sync.Once
@@ -203,7 +203,6 @@ func TestKillNineUnderLoadLosesNothingAcknowledged(t *testing.T) {
 				go func() {
 					defer wg.Done()
 					for n := 0; ; n++ {
-						_ = n
 						select {
 						case <-stop:
 							return
