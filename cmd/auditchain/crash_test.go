@@ -24,6 +24,7 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"testing"
 	"time"
 
@@ -59,8 +60,17 @@ type childServer struct {
 
 func startChild(t *testing.T, args ...string) *childServer {
 	t.Helper()
+	return startWrappedChild(t, nil, args...)
+}
+
+// startWrappedChild runs the server under a command prefix (strace, say).
+func startWrappedChild(t *testing.T, wrap []string, args ...string) *childServer {
+	t.Helper()
 	argv, _ := json.Marshal(append([]string{"serve", "--addr", "127.0.0.1:0"}, args...))
-	cmd := exec.Command(os.Args[0], "-test.run=^$")
+	cmdline := append(append([]string{}, wrap...), os.Args[0], "-test.run=^$")
+	cmd := exec.Command(cmdline[0], cmdline[1:]...)
+	// Its own process group, so a kill reaches the server under a wrapper too.
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 	cmd.Env = append(os.Environ(), childServeEnv+"="+string(argv))
 	stdout, err := cmd.StdoutPipe()
 	if err != nil {
@@ -71,7 +81,7 @@ func startChild(t *testing.T, args ...string) *childServer {
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { _ = cmd.Process.Kill(); _ = cmd.Wait() })
+	t.Cleanup(func() { _ = syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL); _ = cmd.Wait() })
 	lines := bufio.NewScanner(stdout)
 	for lines.Scan() {
 		if addr, ok := strings.CutPrefix(lines.Text(), "auditchain listening on "); ok {
@@ -84,10 +94,11 @@ func startChild(t *testing.T, args ...string) *childServer {
 	return nil
 }
 
-// kill is kill -9: the process gets no chance to finish anything.
+// kill is kill -9 of the server and any wrapper: no process gets a chance to
+// finish anything.
 func (c *childServer) kill(t *testing.T) {
 	t.Helper()
-	if err := c.cmd.Process.Kill(); err != nil {
+	if err := syscall.Kill(-c.cmd.Process.Pid, syscall.SIGKILL); err != nil {
 		t.Fatal(err)
 	}
 	_ = c.cmd.Wait()

@@ -52,7 +52,11 @@ func NewServer(a *app.App, log *slog.Logger, openapiJSON []byte) *Server {
 		Name: "auditchain_http_request_duration_seconds", Help: "HTTP request latency by route pattern.",
 		Buckets: []float64{.0005, .001, .0025, .005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5},
 	}, []string{"route"})
-	s.registry.MustRegister(s.requests, s.latency,
+	ioFaults := prometheus.NewCounterFunc(prometheus.CounterOpts{
+		Name: "auditchain_store_io_faults_total",
+		Help: "SQLite connections given up after a storage fault (I/O error, full disk, corruption) and replaced.",
+	}, func() float64 { return float64(a.Store.IOFaults()) })
+	s.registry.MustRegister(s.requests, s.latency, ioFaults,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 
 	for _, rt := range s.routes() {

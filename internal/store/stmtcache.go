@@ -4,8 +4,13 @@ import (
 	"context"
 	"database/sql/driver"
 	"errors"
+	"io"
 	"strings"
 	"sync"
+	"sync/atomic"
+
+	"modernc.org/sqlite"
+	sqlite3 "modernc.org/sqlite/lib"
 )
 
 // SQLite via database/sql parses every statement anew on each call (the driver
@@ -26,6 +31,8 @@ const stmtCacheLimit = 256
 type cachingConnector struct {
 	dsn    string
 	driver driver.Driver
+	// faults counts connections given up after a storage fault (Store.IOFaults).
+	faults *atomic.Int64
 }
 
 func (c cachingConnector) Connect(ctx context.Context) (driver.Conn, error) {
@@ -33,7 +40,33 @@ func (c cachingConnector) Connect(ctx context.Context) (driver.Conn, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &cachingConn{Conn: conn, stmts: map[string]*cachedStmt{}}, nil
+	return &cachingConn{Conn: conn, stmts: map[string]*cachedStmt{}, faults: c.faults}, nil
+}
+
+// A connection that met a storage fault is never used again (notes/reliability.md:
+// "never continues on a poisoned handle"). After a failed fsync the kernel may
+// have dropped the dirty pages it could not write, and a later fsync on the same
+// descriptors can report success for data that never reached the disk; SQLite's
+// connection may also hold a page cache that no longer matches the file. So the
+// statement's error goes to its caller (the request fails, nothing is
+// acknowledged) and database/sql replaces the connection: the new one opens the
+// files afresh and recovers from the WAL, which still holds every committed frame
+// that was not checkpointed.
+func (c *cachingConn) note(err error) error {
+	if err == nil || c.poisoned.Load() {
+		return err
+	}
+	var se *sqlite.Error
+	if errors.As(err, &se) {
+		switch se.Code() & 0xff { // the primary result code
+		case sqlite3.SQLITE_IOERR, sqlite3.SQLITE_CORRUPT, sqlite3.SQLITE_FULL, sqlite3.SQLITE_CANTOPEN, sqlite3.SQLITE_NOTADB:
+			c.poisoned.Store(true)
+			if c.faults != nil {
+				c.faults.Add(1)
+			}
+		}
+	}
+	return err
 }
 
 func (c cachingConnector) Driver() driver.Driver { return c.driver }
@@ -42,6 +75,10 @@ type cachingConn struct {
 	driver.Conn
 	mu    sync.Mutex // a driver.Conn is used by one goroutine at a time; this guards close
 	stmts map[string]*cachedStmt
+	// poisoned is set by a storage fault; database/sql then discards the
+	// connection (IsValid, ResetSession) instead of reusing it.
+	poisoned atomic.Bool
+	faults   *atomic.Int64
 }
 
 type cachedStmt struct {
@@ -77,6 +114,11 @@ func (c *cachingConn) stmt(ctx context.Context, query string) (*cachedStmt, bool
 }
 
 func (c *cachingConn) ExecContext(ctx context.Context, query string, args []driver.NamedValue) (driver.Result, error) {
+	res, err := c.execContext(ctx, query, args)
+	return res, c.note(err)
+}
+
+func (c *cachingConn) execContext(ctx context.Context, query string, args []driver.NamedValue) (driver.Result, error) {
 	ctx = context.WithoutCancel(ctx)
 	if !cacheable(query) {
 		if ex, ok := c.Conn.(driver.ExecerContext); ok {
@@ -99,6 +141,14 @@ func (c *cachingConn) ExecContext(ctx context.Context, query string, args []driv
 }
 
 func (c *cachingConn) QueryContext(ctx context.Context, query string, args []driver.NamedValue) (driver.Rows, error) {
+	rows, err := c.queryContext(ctx, query, args)
+	if err != nil {
+		return nil, c.note(err)
+	}
+	return rows, nil
+}
+
+func (c *cachingConn) queryContext(ctx context.Context, query string, args []driver.NamedValue) (driver.Rows, error) {
 	ctx = context.WithoutCancel(ctx)
 	if !cacheable(query) {
 		if qc, ok := c.Conn.(driver.QueryerContext); ok {
@@ -125,7 +175,7 @@ func (c *cachingConn) QueryContext(ctx context.Context, query string, args []dri
 		return nil, err
 	}
 	cs.busy = true
-	return &cachedRows{Rows: rows, cs: cs, owned: !cached}, nil
+	return &cachedRows{Rows: rows, cs: cs, owned: !cached, conn: c}, nil
 }
 
 // cachedRows releases its statement for reuse (or closes an uncached one).
@@ -133,6 +183,15 @@ type cachedRows struct {
 	driver.Rows
 	cs    *cachedStmt
 	owned bool
+	conn  *cachingConn
+}
+
+func (r *cachedRows) Next(dest []driver.Value) error {
+	err := r.Rows.Next(dest)
+	if err != nil && err != io.EOF {
+		return r.conn.note(err)
+	}
+	return err
 }
 
 func (r *cachedRows) Close() error {
@@ -152,11 +211,27 @@ func (c *cachingConn) PrepareContext(ctx context.Context, query string) (driver.
 }
 
 func (c *cachingConn) BeginTx(ctx context.Context, opts driver.TxOptions) (driver.Tx, error) {
+	var tx driver.Tx
+	var err error
 	if b, ok := c.Conn.(driver.ConnBeginTx); ok {
-		return b.BeginTx(ctx, opts)
+		tx, err = b.BeginTx(ctx, opts)
+	} else {
+		tx, err = c.Conn.Begin() //nolint:staticcheck // fallback for drivers without BeginTx
 	}
-	return c.Conn.Begin() //nolint:staticcheck // fallback for drivers without BeginTx
+	if err != nil {
+		return nil, c.note(err)
+	}
+	return watchedTx{Tx: tx, conn: c}, nil
 }
+
+// watchedTx notes a storage fault met by COMMIT or ROLLBACK.
+type watchedTx struct {
+	driver.Tx
+	conn *cachingConn
+}
+
+func (t watchedTx) Commit() error   { return t.conn.note(t.Tx.Commit()) }
+func (t watchedTx) Rollback() error { return t.conn.note(t.Tx.Rollback()) }
 
 func (c *cachingConn) Ping(ctx context.Context) error {
 	if p, ok := c.Conn.(driver.Pinger); ok {
@@ -166,6 +241,9 @@ func (c *cachingConn) Ping(ctx context.Context) error {
 }
 
 func (c *cachingConn) ResetSession(ctx context.Context) error {
+	if c.poisoned.Load() {
+		return driver.ErrBadConn
+	}
 	if r, ok := c.Conn.(driver.SessionResetter); ok {
 		return r.ResetSession(ctx)
 	}
@@ -173,6 +251,9 @@ func (c *cachingConn) ResetSession(ctx context.Context) error {
 }
 
 func (c *cachingConn) IsValid() bool {
+	if c.poisoned.Load() {
+		return false
+	}
 	if v, ok := c.Conn.(driver.Validator); ok {
 		return v.IsValid()
 	}

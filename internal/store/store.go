@@ -17,6 +17,7 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	_ "github.com/jackc/pgx/v5/stdlib" // registers the "pgx" driver
@@ -42,7 +43,14 @@ type Store struct {
 	write *sql.DB
 	// Location describes where the data lives, for the startup banner (no secrets).
 	Location string
+	// ioFaults counts SQLite connections discarded after a storage fault.
+	ioFaults atomic.Int64
 }
+
+// IOFaults is how many SQLite connections were given up after a storage fault
+// (an I/O error, a full disk, corruption); each was replaced by a fresh one.
+// Always 0 on PostgreSQL, whose server handles its own storage.
+func (s *Store) IOFaults() int64 { return s.ioFaults.Load() }
 
 //go:embed migrations
 var migrations embed.FS
@@ -100,15 +108,17 @@ func openSQLite(path string, readers int) (*Store, error) {
 		// (and other temporary structures) in memory, and cache 64 MiB of pages.
 		"&_pragma=temp_store(memory)&_pragma=cache_size(-65536)"
 	drv := sqlite.Driver{}
-	write := sql.OpenDB(cachingConnector{dsn: "file:" + path + "?" + pragmas + "&_txlock=immediate", driver: &drv})
+	st := &Store{Dialect: SQLite}
+	write := sql.OpenDB(cachingConnector{dsn: "file:" + path + "?" + pragmas + "&_txlock=immediate", driver: &drv, faults: &st.ioFaults})
 	write.SetMaxOpenConns(1)
 	write.SetMaxIdleConns(1)
 	write.SetConnMaxLifetime(0)
-	read := sql.OpenDB(cachingConnector{dsn: "file:" + path + "?" + pragmas + "&_pragma=query_only(1)", driver: &drv})
+	read := sql.OpenDB(cachingConnector{dsn: "file:" + path + "?" + pragmas + "&_pragma=query_only(1)", driver: &drv, faults: &st.ioFaults})
 	read.SetMaxOpenConns(readers)
 	read.SetMaxIdleConns(readers)
 	read.SetConnMaxLifetime(0)
-	return &Store{Dialect: SQLite, read: read, write: write, Location: "sqlite:" + abs}, nil
+	st.read, st.write, st.Location = read, write, "sqlite:"+abs
+	return st, nil
 }
 
 func openPostgres(url string, conns int) (*Store, error) {
