@@ -112,6 +112,9 @@ func TestStorageFaultsAreNeverAcknowledged(t *testing.T) {
 						acksAfterFailure++
 					}
 				case status >= 500:
+					if status != 503 || !strings.Contains(string(body), `"code":"service_unavailable"`) {
+						t.Fatalf("a storage fault answered %d %s, want 503 service_unavailable", status, body)
+					}
 					failures++
 					history[a] = append(history[a], outcome{id: id})
 					if strings.Contains(string(body), "goroutine") || strings.Contains(string(body), "SQL") {

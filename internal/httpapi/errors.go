@@ -9,6 +9,7 @@ import (
 	"strconv"
 
 	"github.com/auditchain/auditchain/internal/domain"
+	"github.com/auditchain/auditchain/internal/store"
 )
 
 // problem is the RFC 9457 body every error answers with (CONTRACT.md "Errors").
@@ -50,8 +51,12 @@ func writeError(w http.ResponseWriter, r *http.Request, log *slog.Logger, err er
 		}
 		log.ErrorContext(r.Context(), "request failed", "method", r.Method, "route", r.Pattern, "err", err.Error())
 		de = &domain.Error{Status: http.StatusInternalServerError, Code: domain.CodeInternal, Detail: "the server could not complete the request; it has been logged"}
-		if errors.Is(err, context.DeadlineExceeded) {
+		switch {
+		case errors.Is(err, context.DeadlineExceeded):
 			de = &domain.Error{Status: http.StatusServiceUnavailable, Code: domain.CodeUnavailable, Detail: "the store did not answer in time; retry", RetryAfter: 1}
+		case store.Unavailable(err):
+			de = &domain.Error{Status: http.StatusServiceUnavailable, Code: domain.CodeUnavailable,
+				Detail: "the store is unavailable; nothing was acknowledged — retry (an append retried with the same event_id is answered idempotently)", RetryAfter: 1}
 		}
 	}
 	if de.RetryAfter > 0 {
