@@ -799,9 +799,13 @@ func (b *batch) decode(scratch []byte) []byte {
 			it.blank = true
 			continue
 		}
-		if err := json.Unmarshal(line, &it.line); err != nil {
-			it.err = fmt.Errorf("not JSON: %v", err)
-			continue
+		// Event lines in the writer's shape skip encoding/json; anything
+		// else (other kinds, unusual spelling) takes it, errors included.
+		if !decodeEventLine(line, &it.line) {
+			if err := json.Unmarshal(line, &it.line); err != nil {
+				it.err = fmt.Errorf("not JSON: %v", err)
+				continue
+			}
 		}
 		if it.err = it.line.check(); it.err != nil {
 			continue
