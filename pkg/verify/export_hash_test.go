@@ -20,7 +20,7 @@ func checkSameHash(t *testing.T, e *HashedEvent) {
 		t.Fatalf("CanonicalEvent err %v, eventHash err %v for %+v", werr, gerr, e)
 	}
 	if werr == nil && got != Hash(sha256.Sum256(want)) {
-		fast, _ := appendCanonicalEvent(nil, e)
+		fast, _, _ := appendCanonicalEvent(nil, e)
 		t.Fatalf("hashes differ\ncanonical %s\nfast      %s", want, fast)
 	}
 }
