@@ -11,6 +11,7 @@ import (
 	"log/slog"
 	"runtime"
 	"runtime/debug"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -485,6 +486,47 @@ func TestHealScanMemoryFlat(t *testing.T) {
 	t.Logf("heap growth during the scan %.1f MB; the chain's raw alone is %.1f MB", float64(growth)/1e6, float64(held)/1e6)
 	if growth > held/2 { // holding the chain would take more than held
 		t.Fatalf("heap grew by %d bytes scanning %d bytes of raw: the scan is not streaming", growth, held)
+	}
+}
+
+// Signatures are verified by workers in chunks and may fail out of order;
+// the scan still reports every failure, each once, in sequence order, and
+// counts the events without a finding.
+func TestHealScanSignatureFailuresInStreamOrder(t *testing.T) {
+	a := newBareApp(t, storetest.DSN(t, storetest.SQLite))
+	_, key, _ := ed25519.GenerateKey(nil)
+	const n = 1200
+	fillChain(t, a.Store, "u-sigs", n, key, 10)
+	_, forger, _ := ed25519.GenerateKey(nil)
+	forged := []int64{1100, 5, 600, 37, 38, 1199}
+	for _, seq := range forged {
+		sig := base64.StdEncoding.EncodeToString(ed25519.Sign(forger, []byte("x")))
+		if _, err := a.Store.WriteDB().ExecContext(context.Background(),
+			`UPDATE events SET signature = $2 WHERE user_id = $1 AND sequence = $3`, "u-sigs", sig, seq); err != nil {
+			t.Fatal(err)
+		}
+	}
+	slices.Sort(forged)
+	for _, machine := range []*string{nil, ptr("m1")} {
+		res, err := a.HealScan(context.Background(), app.Principal{UserID: "u-sigs"}, machine)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var got []int64
+		for _, f := range res.SignatureFailures {
+			if f.Reason != "invalid" || f.MachineID != "m1" || f.EventID != fmt.Sprintf("evt-%08d", f.Sequence) {
+				t.Fatalf("failure %+v", f)
+			}
+			got = append(got, f.Sequence)
+		}
+		if !slices.Equal(got, forged) || res.TotalEvents != n || res.Verified != n-int64(len(forged)) || res.Clean {
+			t.Fatalf("machine %v: failures at %v, want %v; total %d verified %d clean %v",
+				machine, got, forged, res.TotalEvents, res.Verified, res.Clean)
+		}
+	}
+	res, err := a.HealScan(context.Background(), app.Principal{UserID: "u-sigs"}, ptr("m-other"))
+	if err != nil || len(res.SignatureFailures) != 0 || res.TotalEvents != 0 {
+		t.Fatalf("another machine: %v %+v", err, res)
 	}
 }
 
