@@ -545,13 +545,18 @@ func BenchmarkHealScan(b *testing.B) {
 			}
 			fillChain(b, a.Store, "u-bench", bc.n, key, 40)
 			b.ResetTimer()
+			cpu0, cpuOK := processCPU()
 			for b.Loop() {
 				res, err := a.HealScan(context.Background(), app.Principal{UserID: "u-bench"}, nil)
 				if err != nil || !res.Clean || res.TotalEvents != int64(bc.n) {
 					b.Fatalf("scan: %v %+v", err, res)
 				}
 			}
-			b.ReportMetric(float64(bc.n)*float64(b.N)/b.Elapsed().Seconds(), "events/s")
+			events := float64(bc.n) * float64(b.N)
+			b.ReportMetric(events/b.Elapsed().Seconds(), "events/s")
+			if cpu1, ok := processCPU(); ok && cpuOK {
+				b.ReportMetric(float64((cpu1-cpu0).Microseconds())/events, "cpu-µs/event")
+			}
 		})
 	}
 }
