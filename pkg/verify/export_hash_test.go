@@ -20,8 +20,18 @@ func checkSameHash(t *testing.T, e *HashedEvent) {
 		t.Fatalf("CanonicalEvent err %v, eventHash err %v for %+v", werr, gerr, e)
 	}
 	if werr == nil && got != Hash(sha256.Sum256(want)) {
-		fast, _ := appendCanonicalEvent(nil, e)
+		fast, _, _ := appendCanonicalEvent(nil, e)
 		t.Fatalf("hashes differ\ncanonical %s\nfast      %s", want, fast)
+	}
+	// The canonical raw returned on the way is what an event signature signs.
+	if _, _, signed, err := eventHash(e, nil); err == nil && signed != nil {
+		raw := []byte(e.Raw)
+		if len(raw) == 0 {
+			raw = []byte("null")
+		}
+		if canon, err := jcs.Transform(raw); err != nil || !bytes.Equal(signed, canon) {
+			t.Fatalf("eventHash gives signed bytes %q, jcs gives %q, %v", signed, canon, err)
+		}
 	}
 }
 

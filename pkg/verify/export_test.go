@@ -13,6 +13,7 @@ import (
 	"os"
 	"path/filepath"
 	"runtime"
+	"slices"
 	"strings"
 	"testing"
 
@@ -625,7 +626,7 @@ func TestMalformedExports(t *testing.T) {
 
 // benchExport builds an n-event export of one machine, signed or not, with a
 // block every 1,000 events; written once per size.
-func benchExport(b *testing.B, n int, signed bool) []byte {
+func benchExport(b testing.TB, n int, signed bool) []byte {
 	b.Helper()
 	tree := &merkle.HashStore{}
 	signer, _ := checkpoint.NewSigner(verify.Origin(goldenUser), serviceKey)
@@ -666,6 +667,58 @@ func benchExport(b *testing.B, n int, signed bool) []byte {
 	return buf.Bytes()
 }
 
+// Signatures are checked by the workers in chunks, out of order; the
+// failure reported is still the one on the earliest line, whatever finishes
+// first and whichever check (in order or in the pool) finds it.
+func TestSignatureFailureOnEarliestLine(t *testing.T) {
+	base := lines(benchExport(t, 3000, true))
+	forge := func(ls []string, seq int64) int {
+		i := find(t, ls, "event", seq)
+		e := decodeEvent(t, ls[i])
+		canon, _ := jcs.Transform(e.Raw)
+		e.Signature = ptr(b64(ed25519.Sign(seedKey("forger"), canon)))
+		ls[i] = encodeEvent(t, e)
+		return i
+	}
+	for _, tc := range []struct {
+		name    string
+		mutate  func(ls []string) []string
+		kind    verify.Kind
+		seq     int64
+		checked bool // SignaturesVerified must show the pool got that far
+	}{
+		{"later forgery finishes first", func(ls []string) []string {
+			// Both before the first block (size 1000), whose root then fails
+			// in order; the two chunks may be checked in either order.
+			forge(ls, 990)
+			rehash(t, ls, forge(ls, 700), true) // consistent hashes: only signatures and roots fail
+			return ls
+		}, verify.KindSignature, 700, false},
+		{"forgery before a broken link", func(ls []string) []string {
+			rehash(t, ls, forge(ls, 1200), false) // sequence 1201's prev_hash now fails in order
+			return ls
+		}, verify.KindSignature, 1200, true},
+		{"broken link before a forgery", func(ls []string) []string {
+			rehash(t, ls, forge(ls, 1800), false)
+			i := find(t, ls, "event", 400)
+			ls[i] = strings.Replace(ls[i], `"tool":"Bash"`, `"tool":"Bask"`, 1)
+			return ls
+		}, verify.KindPayloadHash, 400, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			mutated := join(tc.mutate(slices.Clone(base)))
+			rep, err := verify.VerifyExport(bytes.NewReader(mutated), servicePub)
+			var e *verify.Error
+			if !errors.As(err, &e) || e.Kind != tc.kind || e.Sequence != tc.seq {
+				t.Fatalf("VerifyExport = %v, want %s at sequence %d", err, tc.kind, tc.seq)
+			}
+			if tc.checked && rep.SignaturesVerified < tc.seq {
+				t.Fatalf("SignaturesVerified = %d, want at least the %d before the failure", rep.SignaturesVerified, tc.seq)
+			}
+		})
+	}
+}
+
 func BenchmarkVerifyExport(b *testing.B) {
 	for _, bc := range []struct {
 		name   string
@@ -679,13 +732,18 @@ func BenchmarkVerifyExport(b *testing.B) {
 			data := benchExport(b, bc.n, bc.signed)
 			b.SetBytes(int64(len(data)))
 			b.ResetTimer()
+			cpu0, cpuOK := processCPU()
 			for b.Loop() {
 				rep, err := verify.VerifyExport(bytes.NewReader(data), servicePub)
 				if err != nil || rep.Events != int64(bc.n) {
 					b.Fatalf("%v %+v", err, rep)
 				}
 			}
-			b.ReportMetric(float64(bc.n)*float64(b.N)/b.Elapsed().Seconds(), "events/s")
+			events := float64(bc.n) * float64(b.N)
+			b.ReportMetric(events/b.Elapsed().Seconds(), "events/s")
+			if cpu1, ok := processCPU(); ok && cpuOK {
+				b.ReportMetric(float64((cpu1-cpu0).Microseconds())/events, "cpu-µs/event")
+			}
 		})
 	}
 }
