@@ -7,6 +7,7 @@ import (
 	"net/http"
 
 	"github.com/auditchain/auditchain/internal/domain"
+	"github.com/auditchain/auditchain/internal/store"
 )
 
 // Group commit (SQLite). SQLite has one writer, and every commit costs an fsync
@@ -116,6 +117,7 @@ func (g *groupCommitter) run(batch []*groupJob) {
 			close(j.done)
 		}
 	}
+	faultsBefore := g.a.Store.IOFaults()
 	tx, err := g.a.Store.WriteDB().BeginTx(ctx, nil)
 	if err != nil {
 		finish(fmt.Errorf("begin: %w", err))
@@ -134,6 +136,18 @@ func (g *groupCommitter) run(batch []*groupJob) {
 		if err := j.fn(&j.t); err != nil {
 			j.err = err
 			j.t = txn{}
+			if store.IsStorageFault(err) {
+				// SQLite may keep the transaction open after an I/O error or a
+				// full disk, but its handle can no longer be trusted: commit
+				// nothing more through it. The whole batch fails unacknowledged
+				// and the store replaces the connection (stmtcache.go).
+				tx.Rollback()
+				for _, other := range batch {
+					other.t = txn{}
+				}
+				finish(fmt.Errorf("storage fault in a shared transaction: %w", err))
+				return
+			}
 			if _, rbErr := tx.ExecContext(ctx, "ROLLBACK TO job"); rbErr != nil {
 				// The transaction can no longer be trusted: fail everyone.
 				tx.Rollback()
@@ -146,6 +160,16 @@ func (g *groupCommitter) run(batch []*groupJob) {
 			finish(fmt.Errorf("release savepoint: %w", err))
 			return
 		}
+	}
+	if g.a.Store.IOFaults() != faultsBefore {
+		// A storage fault met while this batch ran, even one a job handled
+		// itself: the same rule as above, nothing commits through that handle.
+		tx.Rollback()
+		for _, j := range batch {
+			j.t = txn{}
+		}
+		finish(errors.New("storage fault while the shared transaction ran"))
+		return
 	}
 	if err := tx.Commit(); err != nil {
 		// The outcome is unknown to the client (5xx); a retry of the same

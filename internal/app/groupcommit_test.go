@@ -3,6 +3,7 @@ package app
 import (
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"log/slog"
 	"path/filepath"
@@ -112,5 +113,92 @@ func TestGroupCommitAcknowledgesAfterCommit(t *testing.T) {
 		if got := count(t, a); got != i+1 {
 			t.Fatalf("after %d acknowledged writes a reader sees %d", i+1, got)
 		}
+	}
+}
+
+// A storage fault in one job fails its whole shared transaction: nothing else
+// commits through a handle that met an I/O error or a full disk, and no job
+// of the batch is acknowledged.
+func TestGroupCommitStorageFaultFailsTheWholeBatch(t *testing.T) {
+	a := sqliteApp(t)
+	ctx := context.Background()
+	bigTable(t, a)
+	insert := func(v int) func(tx *txn) error {
+		return func(tx *txn) error {
+			_, err := tx.tx.Exec(`INSERT INTO t (v) VALUES ($1)`, v)
+			return err
+		}
+	}
+	full := func(tx *txn) error {
+		var pages int
+		if err := tx.tx.QueryRow(`PRAGMA page_count`).Scan(&pages); err != nil {
+			return err
+		}
+		if _, err := tx.tx.Exec(fmt.Sprintf(`PRAGMA max_page_count = %d`, pages+1)); err != nil {
+			return err
+		}
+		_, err := tx.tx.Exec(`INSERT INTO big (b) VALUES (randomblob(1000000))`)
+		return fmt.Errorf("job's own wrapping: %w", err)
+	}
+	batch := []*groupJob{
+		{ctx: ctx, fn: insert(1), done: make(chan struct{})},
+		{ctx: ctx, fn: full, done: make(chan struct{})},
+		{ctx: ctx, fn: insert(3), done: make(chan struct{})},
+	}
+	a.group.run(batch)
+	for i, j := range batch {
+		<-j.done
+		if j.err == nil {
+			t.Errorf("job %d acknowledged in a batch that met a storage fault", i)
+		}
+	}
+	if !store.IsStorageFault(batch[1].err) {
+		t.Fatalf("the faulting job's error = %v, want the storage fault", batch[1].err)
+	}
+	if n := count(t, a); n != 0 {
+		t.Fatalf("%d rows committed from a batch that met a storage fault", n)
+	}
+	// The writer carries on, on a fresh connection.
+	if err := a.write(ctx, insert(4)); err != nil {
+		t.Fatalf("write after the fault: %v", err)
+	}
+	if n := count(t, a); n != 1 {
+		t.Fatalf("rows after recovery = %d, want 1", n)
+	}
+}
+
+// A fault a job swallows still stops the batch: the writer checks the store's
+// fault count before it commits.
+func TestGroupCommitStorageFaultSwallowedByAJobStillFailsTheBatch(t *testing.T) {
+	a := sqliteApp(t)
+	ctx := context.Background()
+	bigTable(t, a)
+	swallow := func(tx *txn) error {
+		var pages int
+		if err := tx.tx.QueryRow(`PRAGMA page_count`).Scan(&pages); err != nil {
+			return err
+		}
+		tx.tx.Exec(fmt.Sprintf(`PRAGMA max_page_count = %d`, pages+1))
+		tx.tx.Exec(`INSERT INTO big (b) VALUES (randomblob(1000000))`) // error dropped
+		_, err := tx.tx.Exec(`INSERT INTO t (v) VALUES (2)`)
+		return err
+	}
+	batch := []*groupJob{
+		{ctx: ctx, fn: swallow, done: make(chan struct{})},
+	}
+	a.group.run(batch)
+	<-batch[0].done
+	if batch[0].err == nil {
+		t.Fatal("a batch that met a storage fault was acknowledged")
+	}
+	if n := count(t, a); n != 0 {
+		t.Fatalf("%d rows committed from a batch that met a storage fault", n)
+	}
+}
+
+func bigTable(t *testing.T, a *App) {
+	t.Helper()
+	if _, err := a.Store.WriteDB().Exec(`CREATE TABLE big (b BLOB)`); err != nil {
+		t.Fatal(err)
 	}
 }

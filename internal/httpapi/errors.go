@@ -56,7 +56,7 @@ func writeError(w http.ResponseWriter, r *http.Request, log *slog.Logger, err er
 			de = &domain.Error{Status: http.StatusServiceUnavailable, Code: domain.CodeUnavailable, Detail: "the store did not answer in time; retry", RetryAfter: 1}
 		case store.Unavailable(err):
 			de = &domain.Error{Status: http.StatusServiceUnavailable, Code: domain.CodeUnavailable,
-				Detail: "the store is unavailable; nothing was acknowledged — retry (an append retried with the same event_id is answered idempotently)", RetryAfter: 1}
+				Detail: "the store is unavailable; the request was not acknowledged and a write's outcome is unknown — read before retrying (an append retried with the same event_id is answered idempotently)", RetryAfter: 1}
 		}
 	}
 	if de.RetryAfter > 0 {

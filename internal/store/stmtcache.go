@@ -31,8 +31,9 @@ const stmtCacheLimit = 256
 type cachingConnector struct {
 	dsn    string
 	driver driver.Driver
-	// faults counts connections given up after a storage fault (Store.IOFaults).
-	faults *atomic.Int64
+	// faults counts connections given up after a storage fault (Store.IOFaults);
+	// opened counts connections opened, so tests can see a replacement.
+	faults, opened *atomic.Int64
 }
 
 func (c cachingConnector) Connect(ctx context.Context) (driver.Conn, error) {
@@ -40,7 +41,10 @@ func (c cachingConnector) Connect(ctx context.Context) (driver.Conn, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &cachingConn{Conn: conn, stmts: map[string]*cachedStmt{}, faults: c.faults}, nil
+	if c.opened != nil {
+		c.opened.Add(1)
+	}
+	return &cachingConn{Conn: conn, stmts: map[string]*cachedStmt{}, connector: c}, nil
 }
 
 // A connection that met a storage fault is never used again (notes/reliability.md:
@@ -56,17 +60,38 @@ func (c *cachingConn) note(err error) error {
 	if err == nil || c.poisoned.Load() {
 		return err
 	}
-	var se *sqlite.Error
-	if errors.As(err, &se) {
-		switch se.Code() & 0xff { // the primary result code
-		case sqlite3.SQLITE_IOERR, sqlite3.SQLITE_CORRUPT, sqlite3.SQLITE_FULL, sqlite3.SQLITE_CANTOPEN, sqlite3.SQLITE_NOTADB:
-			c.poisoned.Store(true)
-			if c.faults != nil {
-				c.faults.Add(1)
-			}
+	if IsStorageFault(err) {
+		c.poisoned.Store(true)
+		if c.connector.faults != nil {
+			c.connector.faults.Add(1)
 		}
 	}
 	return err
+}
+
+// errPoisoned refuses every statement on a connection after its storage
+// fault. It matters inside a transaction: after SQLITE_FULL or an I/O error
+// SQLite may have rolled the whole transaction back, and a later statement on
+// the same connection would then run, and commit, on its own.
+var errPoisoned = errors.New("sqlite: connection refused after a storage fault")
+
+// IsStorageFault reports whether err is SQLite meeting an I/O error, a full
+// disk or corruption. The connection that returned it is discarded, and a
+// transaction that met it must not commit anything else (app's group commit
+// rolls the whole batch back): its handle can no longer be trusted.
+func IsStorageFault(err error) bool {
+	if errors.Is(err, errPoisoned) {
+		return true
+	}
+	var se *sqlite.Error
+	if !errors.As(err, &se) {
+		return false
+	}
+	switch se.Code() & 0xff { // the primary result code
+	case sqlite3.SQLITE_IOERR, sqlite3.SQLITE_CORRUPT, sqlite3.SQLITE_FULL, sqlite3.SQLITE_CANTOPEN, sqlite3.SQLITE_NOTADB:
+		return true
+	}
+	return false
 }
 
 func (c cachingConnector) Driver() driver.Driver { return c.driver }
@@ -77,8 +102,8 @@ type cachingConn struct {
 	stmts map[string]*cachedStmt
 	// poisoned is set by a storage fault; database/sql then discards the
 	// connection (IsValid, ResetSession) instead of reusing it.
-	poisoned atomic.Bool
-	faults   *atomic.Int64
+	poisoned  atomic.Bool
+	connector cachingConnector
 }
 
 type cachedStmt struct {
@@ -119,6 +144,9 @@ func (c *cachingConn) ExecContext(ctx context.Context, query string, args []driv
 }
 
 func (c *cachingConn) execContext(ctx context.Context, query string, args []driver.NamedValue) (driver.Result, error) {
+	if c.poisoned.Load() {
+		return nil, errPoisoned
+	}
 	ctx = context.WithoutCancel(ctx)
 	if !cacheable(query) {
 		if ex, ok := c.Conn.(driver.ExecerContext); ok {
@@ -149,6 +177,9 @@ func (c *cachingConn) QueryContext(ctx context.Context, query string, args []dri
 }
 
 func (c *cachingConn) queryContext(ctx context.Context, query string, args []driver.NamedValue) (driver.Rows, error) {
+	if c.poisoned.Load() {
+		return nil, errPoisoned
+	}
 	ctx = context.WithoutCancel(ctx)
 	if !cacheable(query) {
 		if qc, ok := c.Conn.(driver.QueryerContext); ok {
@@ -211,6 +242,9 @@ func (c *cachingConn) PrepareContext(ctx context.Context, query string) (driver.
 }
 
 func (c *cachingConn) BeginTx(ctx context.Context, opts driver.TxOptions) (driver.Tx, error) {
+	if c.poisoned.Load() {
+		return nil, errPoisoned
+	}
 	var tx driver.Tx
 	var err error
 	if b, ok := c.Conn.(driver.ConnBeginTx); ok {

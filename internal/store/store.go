@@ -43,8 +43,9 @@ type Store struct {
 	write *sql.DB
 	// Location describes where the data lives, for the startup banner (no secrets).
 	Location string
-	// ioFaults counts SQLite connections discarded after a storage fault.
-	ioFaults atomic.Int64
+	// ioFaults counts SQLite connections discarded after a storage fault;
+	// writeConns counts connections the SQLite writer opened.
+	ioFaults, writeConns atomic.Int64
 }
 
 // IOFaults is how many SQLite connections were given up after a storage fault
@@ -109,7 +110,7 @@ func openSQLite(path string, readers int) (*Store, error) {
 		"&_pragma=temp_store(memory)&_pragma=cache_size(-65536)"
 	drv := sqlite.Driver{}
 	st := &Store{Dialect: SQLite}
-	write := sql.OpenDB(cachingConnector{dsn: "file:" + path + "?" + pragmas + "&_txlock=immediate", driver: &drv, faults: &st.ioFaults})
+	write := sql.OpenDB(cachingConnector{dsn: "file:" + path + "?" + pragmas + "&_txlock=immediate", driver: &drv, faults: &st.ioFaults, opened: &st.writeConns})
 	write.SetMaxOpenConns(1)
 	write.SetMaxIdleConns(1)
 	write.SetConnMaxLifetime(0)

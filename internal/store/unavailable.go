@@ -5,6 +5,7 @@ import (
 	"errors"
 	"io"
 	"net"
+	"net/url"
 	"strings"
 
 	"github.com/jackc/pgx/v5/pgconn"
@@ -17,9 +18,8 @@ import (
 // to it failed, its disk is full or failing — so the request may succeed if
 // retried later. The HTTP layer answers such errors 503 with Retry-After
 // instead of 500 (notes/reliability.md: "requests fail fast (503) while it is
-// down"). A write that failed this way was not acknowledged; whether it landed
-// is unknown to the client, and a retry with the same event_id is answered
-// idempotently.
+// down"). A write that failed this way was not acknowledged, but whether it
+// landed is unknown (the connection may have been cut during COMMIT).
 func Unavailable(err error) bool {
 	if err == nil {
 		return false
@@ -36,10 +36,14 @@ func Unavailable(err error) bool {
 		}
 		return false
 	}
+	var urlErr *url.Error
+	if errors.As(err, &urlErr) {
+		return false // an outbound HTTP call (a timestamp authority, say), not the store
+	}
 	var connectErr *pgconn.ConnectError
 	var netErr net.Error
 	if errors.As(err, &connectErr) || errors.As(err, &netErr) ||
-		errors.Is(err, driver.ErrBadConn) || errors.Is(err, io.ErrUnexpectedEOF) || errors.Is(err, io.EOF) {
+		errors.Is(err, driver.ErrBadConn) || errors.Is(err, io.ErrUnexpectedEOF) || errors.Is(err, errPoisoned) {
 		return true
 	}
 	var se *sqlite.Error

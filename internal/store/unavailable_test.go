@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"net"
+	"net/url"
 	"testing"
 
 	"github.com/jackc/pgx/v5/pgconn"
@@ -31,6 +32,9 @@ func TestUnavailable(t *testing.T) {
 		{"unique violation is a conflict, not an outage", &pgconn.PgError{Code: "23505"}, false},
 		{"syntax error is a bug, not an outage", &pgconn.PgError{Code: "42601"}, false},
 		{"a plain error", errors.New("boom"), false},
+		{"a normal end of stream", io.EOF, false},
+		{"an outbound HTTP call that failed", &url.Error{Op: "Post", URL: "http://tsa.example", Err: refused}, false},
+		{"a statement refused on a poisoned connection", errPoisoned, true},
 		{"a cancelled request", context.Canceled, false},
 	}
 	for _, tt := range tests {
