@@ -83,6 +83,11 @@ func serve(ctx context.Context, args []string, getenv func(string) string, stdou
 		return fmt.Errorf("open store: %w", err)
 	}
 	defer st.Close()
+	release, err := st.LockServing()
+	if err != nil {
+		return err
+	}
+	defer release()
 
 	doc, err := api.OpenAPIJSON()
 	if err != nil {

@@ -266,3 +266,31 @@ func TestShutdownUnderLoadAcknowledgesOnlyCommits(t *testing.T) {
 		}
 	}
 }
+
+// The embedded store is served by one process: a second serve on the same
+// SQLite file refuses to start (its caches could not see the first one's
+// writes), while admin commands still work beside the running server.
+func TestSecondServeOnOneSQLiteFileRefusesToStart(t *testing.T) {
+	dsn := storetest.DSN(t, storetest.SQLite)
+	env := map[string]string{"AUDITCHAIN_DB": dsn}
+	base, stop := startServe(t, env)
+	var errOut strings.Builder
+	err := run(context.Background(), []string{"serve", "--addr", "127.0.0.1:0"}, func(k string) string { return env[k] }, io.Discard, &errOut)
+	if err == nil || !strings.Contains(err.Error(), "another auditchain serve") {
+		t.Fatalf("second serve on %s: %v, want a refusal naming the running one", dsn, err)
+	}
+	if err := run(context.Background(), []string{"admin", "create-account", "--db", dsn, "--email", "beside@example.com"}, func(string) string { return "" }, io.Discard, io.Discard); err != nil {
+		t.Fatalf("admin beside the running server: %v", err)
+	}
+	if resp, err := http.Get(base + "/v1/health"); err != nil || resp.StatusCode != 200 {
+		t.Fatalf("the first server after the refused second: %v %v", resp, err)
+	}
+	if err := stop(); err != nil {
+		t.Fatal(err)
+	}
+	// Once the first has stopped, the file can be served again.
+	_, stop2 := startServe(t, env)
+	if err := stop2(); err != nil {
+		t.Fatal(err)
+	}
+}
