@@ -114,8 +114,7 @@ func (a *App) TransitionProposal(ctx context.Context, p Principal, proposalID, a
 	var out domain.Proposal
 	// An enactment changes the rules the gate obeys; every transition tells
 	// the gate's cache, which costs a re-read at most.
-	defer a.gateCache.begin(p.UserID)()
-	err := a.write(ctx, func(t *txn) error {
+	err := a.writeGate(ctx, p.UserID, func(t *txn) error {
 		sp, err := a.Store.ProposalForUpdate(ctx, t.tx, p.UserID, proposalID)
 		if errors.Is(err, store.ErrNotFound) {
 			return errProposalNotFound

@@ -152,8 +152,7 @@ func (a *App) CreateGrant(ctx context.Context, p Principal, req GrantRequest) (G
 		return GrantCreated{}, err
 	}
 
-	endWrite := a.gateCache.begin(p.UserID)
-	err = a.write(ctx, func(t *txn) error {
+	err = a.writeGate(ctx, p.UserID, func(t *txn) error {
 		// The account's chain head orders its grant writes: the live-id and
 		// overreach checks below see every grant committed before this one.
 		if _, err := a.Store.LockHead(ctx, t.tx, p.UserID); err != nil {
@@ -204,7 +203,6 @@ func (a *App) CreateGrant(ctx context.Context, p Principal, req GrantRequest) (G
 		_, err = a.appendServerEvent(ctx, t, p, ServerEvent{EventType: EventGrantCreated, Raw: record})
 		return err
 	})
-	endWrite()
 	if err != nil {
 		return GrantCreated{}, err
 	}
@@ -274,13 +272,23 @@ func (a *App) gate(ctx context.Context, q store.Querier, userID, subagent string
 	return domain.DecideGate(in.grants, in.rules, now, subagent, tool, grantID), in.rows, nil
 }
 
+// writeGate is a.write for a write that changes what the gate reads for
+// userID (grants, uses, enacted rules): it tells a.gateCache before the
+// transaction starts and after it ended, whatever happened in between.
+func (a *App) writeGate(ctx context.Context, userID string, fn func(t *txn) error) error {
+	defer a.gateCache.begin(userID)()
+	return a.write(ctx, fn)
+}
+
 // gateKey names one cached gate read of an account: the candidates of a
-// sub-agent, optionally restricted to one grant id. The tool is not part of
+// sub-agent, optionally restricted to one grant id, or (rules) the account's
+// enacted rules, which every sub-agent's reads share. The tool is not part of
 // it: the candidates do not depend on it, only the decision does.
 type gateKey struct {
 	subagent string
 	grantID  string
 	oneID    bool
+	rules    bool
 }
 
 // gateRead is what the gate decides over. Its slices are shared by every
@@ -289,25 +297,58 @@ type gateRead struct {
 	rows   []store.Grant
 	grants []domain.Grant
 	rules  []domain.GovernanceRule
-	// at is the time the candidates were selected for: grants expired at that
-	// time were left out, which stays right for any later time but not for an
-	// earlier one (a test clock may go back), so such a reader reads afresh.
-	at time.Time
+	// atMicros is the wall-clock time (Unix µs, as the query compared it) the
+	// candidates were selected for: grants expired at that time were left out,
+	// which stays right for any later time but not for an earlier one (a clock
+	// stepped back), so such a reader reads afresh.
+	atMicros int64
 }
 
+// maxCachedCandidates keeps the cache's memory bounded by entries: a
+// sub-agent with more live grants than this is read from the database.
+const maxCachedCandidates = 64
+
 func (a *App) gateInputs(ctx context.Context, q store.Querier, userID, subagent string, grantID *string, now time.Time) (gateRead, error) {
+	if q != nil {
+		return a.readGateInputs(ctx, q, userID, subagent, grantID, now)
+	}
 	key := gateKey{subagent: subagent}
 	if grantID != nil {
 		key.grantID, key.oneID = *grantID, true
 	}
-	var ticket cacheTicket[gateKey, gateRead]
-	if q == nil {
-		cached, t, ok := a.gateCache.get(userID, key)
-		if ok && !now.Before(cached.at) {
-			return cached, nil
+	candidates, ticket, hit := a.gateCache.get(userID, key)
+	if !hit || now.UnixMicro() < candidates.atMicros {
+		var err error
+		if candidates, err = a.readCandidates(ctx, nil, userID, subagent, grantID, now); err != nil {
+			return gateRead{}, err
 		}
-		ticket = t
+		if len(candidates.rows) <= maxCachedCandidates {
+			a.gateCache.put(userID, ticket, key, candidates)
+		}
 	}
+	rules, ticket, hit := a.gateCache.get(userID, gateKey{rules: true})
+	if !hit {
+		var err error
+		if rules.rules, err = a.EnactedRules(ctx, nil, userID); err != nil {
+			return gateRead{}, err
+		}
+		a.gateCache.put(userID, ticket, gateKey{rules: true}, rules)
+	}
+	candidates.rules = rules.rules
+	return candidates, nil
+}
+
+// readGateInputs reads the gate's inputs through q, bypassing the cache.
+func (a *App) readGateInputs(ctx context.Context, q store.Querier, userID, subagent string, grantID *string, now time.Time) (gateRead, error) {
+	in, err := a.readCandidates(ctx, q, userID, subagent, grantID, now)
+	if err != nil {
+		return gateRead{}, err
+	}
+	in.rules, err = a.EnactedRules(ctx, q, userID)
+	return in, err
+}
+
+func (a *App) readCandidates(ctx context.Context, q store.Querier, userID, subagent string, grantID *string, now time.Time) (gateRead, error) {
 	rows, err := a.Store.GateCandidates(ctx, q, userID, subagent, grantID, now)
 	if err != nil {
 		return gateRead{}, err
@@ -316,15 +357,7 @@ func (a *App) gateInputs(ctx context.Context, q store.Querier, userID, subagent 
 	if err != nil {
 		return gateRead{}, err
 	}
-	rules, err := a.EnactedRules(ctx, q, userID)
-	if err != nil {
-		return gateRead{}, err
-	}
-	in := gateRead{rows: rows, grants: grants, rules: rules, at: now}
-	if q == nil {
-		a.gateCache.put(userID, ticket, key, in)
-	}
-	return in, nil
+	return gateRead{rows: rows, grants: grants, atMicros: now.UnixMicro()}, nil
 }
 
 // ListedGrant is one grant of GET /v1/grants with its state from the gate.
@@ -402,8 +435,7 @@ func (a *App) UseGrant(ctx context.Context, p Principal, grantID, subagent strin
 	}
 	var uses int64
 	var consumed bool
-	endWrite := a.gateCache.begin(p.UserID)
-	err = a.write(ctx, func(t *txn) error {
+	err = a.writeGate(ctx, p.UserID, func(t *txn) error {
 		// Re-check the gate inside the write, holding the account's head: an
 		// enactment (which takes the same lock) or a newer grant committed since
 		// the check above must be obeyed by this use, not only by the next one.
@@ -420,7 +452,6 @@ func (a *App) UseGrant(ctx context.Context, p Principal, grantID, subagent strin
 		uses, consumed, err = a.Store.ConsumeGrantUses(ctx, t.tx, p.UserID, row.GrantID, row.Generation, n, now)
 		return err
 	})
-	endWrite()
 	if err != nil {
 		return UseResult{}, err
 	}
@@ -487,8 +518,7 @@ func (a *App) RevokeGrant(ctx context.Context, p Principal, grantID, subagent st
 	}
 	now := a.Now().UTC().Truncate(time.Microsecond)
 	res := RevokeResult{GrantID: grantID, Subagent: subagent}
-	endWrite := a.gateCache.begin(p.UserID)
-	err := a.write(ctx, func(t *txn) error {
+	err := a.writeGate(ctx, p.UserID, func(t *txn) error {
 		if _, err := a.Store.LockHead(ctx, t.tx, p.UserID); err != nil {
 			return err
 		}
@@ -535,7 +565,6 @@ func (a *App) RevokeGrant(ctx context.Context, p Principal, grantID, subagent st
 		}
 		return a.onGrantRevoked(ctx, t, p, g)
 	})
-	endWrite()
 	if err != nil {
 		return RevokeResult{}, err
 	}

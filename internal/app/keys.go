@@ -152,9 +152,10 @@ func (a *App) RevokeKey(ctx context.Context, p Principal, keyID string) (store.A
 	if _, err := uuid.Parse(keyID); err != nil {
 		return store.APIKey{}, domain.NotFound(domain.CodeKeyNotFound, "key")
 	}
-	endWrite := a.keyCache.begin(keyCacheScope)
-	k, err := a.Store.RevokeKey(ctx, p.UserID, keyID, a.Now())
-	endWrite()
+	k, err := func() (store.APIKey, error) {
+		defer a.keyCache.begin(keyCacheScope)()
+		return a.Store.RevokeKey(ctx, p.UserID, keyID, a.Now())
+	}()
 	if errors.Is(err, store.ErrNotFound) {
 		return k, domain.NotFound(domain.CodeKeyNotFound, "key")
 	}

@@ -243,3 +243,56 @@ func TestKeyCacheForgetsARevokedKeyAtOnce(t *testing.T) {
 		t.Fatalf("the other key must still work: %v", err)
 	}
 }
+
+// A read cached at one time is not used for an earlier one: the candidates
+// it holds left out grants expired at its time, which were live before. Here
+// an older grant outlives a newer revoked one until 13:00; asked at 14:00 the
+// gate answers revoked (the newest), and with the clock stepped back to 12:30
+// it must answer authorized (the older live grant) again.
+func TestGateCacheNotUsedForAnEarlierTime(t *testing.T) {
+	a := sqliteApp(t)
+	ctx := context.Background()
+	if err := a.LoadServiceKey(ctx); err != nil {
+		t.Fatal(err)
+	}
+	noon := time.Date(2026, 11, 21, 12, 0, 0, 0, time.UTC)
+	now := noon
+	a.Now = func() time.Time { return now }
+	acct, _, err := a.CreateAccount(ctx, AccountRequest{Email: "clock@example.com"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := Principal{UserID: acct.UserID, KeyID: "k", Kind: "api_key"}
+	if _, err := a.CreateGrant(ctx, p, GrantRequest{Subagent: "worker", MaxToolCalls: 5, ExpiresAt: noon.Add(time.Hour)}); err != nil {
+		t.Fatal(err)
+	}
+	now = noon.Add(time.Minute)
+	newer, err := a.CreateGrant(ctx, p, GrantRequest{Subagent: "worker", MaxToolCalls: 5, ExpiresAt: noon.Add(3 * time.Hour)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := a.RevokeGrant(ctx, p, newer.Grant.GrantID, "worker"); err != nil {
+		t.Fatal(err)
+	}
+	// A write of the account empties its cache (the revoke's own status
+	// read-back was cached at 12:01), so the next read is cached at 14:00.
+	if _, err := a.CreateGrant(ctx, p, GrantRequest{Subagent: "other", MaxToolCalls: 1, ExpiresAt: noon.Add(time.Hour)}); err != nil {
+		t.Fatal(err)
+	}
+	for _, step := range []struct {
+		at   time.Time
+		want string
+	}{
+		{noon.Add(2 * time.Hour), domain.GateRevoked},
+		{noon.Add(2 * time.Hour), domain.GateRevoked}, // from the cache
+		{noon.Add(30 * time.Minute), domain.GateAuthorized},
+	} {
+		ans, err := a.GrantStatus(ctx, p, "worker", nil, nil, step.at)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if ans.Status != step.want {
+			t.Fatalf("status at %s = %s, want %s", step.at.Format(time.Kitchen), ans.Status, step.want)
+		}
+	}
+}
