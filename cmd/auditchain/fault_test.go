@@ -35,14 +35,19 @@ func TestStorageFaultsAreNeverAcknowledged(t *testing.T) {
 	if err != nil {
 		t.Skip("fault injection needs strace (Debian package strace); not installed here")
 	}
+	if out, err := exec.Command(strace, "-f", "-qq", "-o", "/dev/null", "true").CombinedOutput(); err != nil {
+		t.Skipf("strace cannot trace here (ptrace not permitted?): %v %s", err, out)
+	}
 	cases := []struct {
 		name string
-		// inject is strace's fault expression; when= counts calls of the
-		// traced syscalls from the server's start.
+		// inject is strace's fault expression. when= counts the traced calls
+		// of each thread (strace counts per tracee), and a Go server spreads
+		// its calls over threads, so a window injects a few faults or dozens:
+		// the test asserts that faults reached the service, not how many.
 		trace, inject string
 	}{
-		{"EIO on one fsync", "fsync,fdatasync", "fsync,fdatasync:error=EIO:when=40"},
-		{"EIO on every fsync for a while", "fsync,fdatasync", "fsync,fdatasync:error=EIO:when=40..60"},
+		{"EIO on an fsync", "fsync,fdatasync", "fsync,fdatasync:error=EIO:when=40"},
+		{"EIO on fsyncs for a while", "fsync,fdatasync", "fsync,fdatasync:error=EIO:when=40..60"},
 		{"ENOSPC on writes for a while (disk full)", "pwrite64", "pwrite64:error=ENOSPC:when=150..250"},
 	}
 	for _, tc := range cases {
