@@ -1,6 +1,7 @@
 package store_test
 
 import (
+	"database/sql"
 	"maps"
 	"slices"
 	"strings"
@@ -11,71 +12,117 @@ import (
 )
 
 // schemaOf is what the code relies on in a migrated database: its tables with
-// their columns, and its explicitly created indexes (CREATE INDEX), each with
-// its table and whether it is unique. Types are left out on purpose: the
-// dialects spell them differently (INTEGER / BIGINT, BLOB / BYTEA).
+// their columns, each table's primary key, its unique column sets (constraints
+// and unique indexes alike, whatever their names), and its other explicitly
+// created indexes with their columns and whether they are partial. Types are
+// left out on purpose: the dialects spell them differently (INTEGER / BIGINT,
+// BLOB / BYTEA).
 type schemaOf struct {
-	Columns map[string][]string // table → sorted column names
-	Indexes map[string]string   // index name → "table" or "table unique"
+	Columns    map[string][]string // table → sorted column names
+	PrimaryKey map[string]string   // table → "col,col" in key order
+	Unique     map[string]bool     // "table(col,col)" for every unique index but the primary key
+	Indexes    map[string]string   // index name → "table(col,col)", " partial" appended when it has a WHERE
 }
 
 func readSchema(t *testing.T, s *store.Store) schemaOf {
 	t.Helper()
-	var q string
-	var iq string
+	out := schemaOf{Columns: map[string][]string{}, PrimaryKey: map[string]string{}, Unique: map[string]bool{}, Indexes: map[string]string{}}
+	var columns, pk, indexes string
 	switch s.Dialect {
 	case store.SQLite:
-		q = `SELECT m.name, c.name FROM sqlite_master m, pragma_table_info(m.name) c
+		columns = `SELECT m.name, c.name FROM sqlite_master m, pragma_table_info(m.name) c
 			WHERE m.type = 'table' AND m.name NOT LIKE 'sqlite_%'`
-		iq = `SELECT m.name, m.tbl_name, il."unique" FROM sqlite_master m, pragma_index_list(m.tbl_name) il
-			WHERE m.type = 'index' AND m.sql IS NOT NULL AND il.name = m.name`
+		pk = `SELECT m.name, c.name, c.pk FROM sqlite_master m, pragma_table_info(m.name) c
+			WHERE m.type = 'table' AND m.name NOT LIKE 'sqlite_%' AND c.pk > 0`
+		// origin: c = CREATE INDEX, u = UNIQUE constraint, pk = primary key.
+		indexes = `SELECT il.name, m.name, il."unique", il.origin = 'pk', il.partial, il.origin = 'c', ''
+			FROM sqlite_master m, pragma_index_list(m.name) il
+			WHERE m.type = 'table' AND m.name NOT LIKE 'sqlite_%'`
 	default:
-		q = `SELECT table_name, column_name FROM information_schema.columns WHERE table_schema = current_schema()`
-		iq = `SELECT i.relname, t.relname, x.indisunique::int FROM pg_index x
-			JOIN pg_class i ON i.oid = x.indexrelid JOIN pg_class t ON t.oid = x.indrelid
-			JOIN pg_namespace n ON n.oid = t.relnamespace
-			WHERE n.nspname = current_schema()
-			  AND NOT EXISTS (SELECT 1 FROM pg_constraint c WHERE c.conindid = x.indexrelid)`
+		columns = `SELECT table_name, column_name FROM information_schema.columns WHERE table_schema = current_schema()`
+		pk = `SELECT t.relname, a.attname, k.n FROM pg_index x
+			JOIN pg_class t ON t.oid = x.indrelid JOIN pg_namespace ns ON ns.oid = t.relnamespace
+			CROSS JOIN LATERAL unnest(x.indkey) WITH ORDINALITY k(attnum, n)
+			JOIN pg_attribute a ON a.attrelid = x.indrelid AND a.attnum = k.attnum
+			WHERE ns.nspname = current_schema() AND x.indisprimary`
+		indexes = `SELECT i.relname, t.relname, x.indisunique::int, x.indisprimary, x.indpred IS NOT NULL,
+				NOT EXISTS (SELECT 1 FROM pg_constraint c WHERE c.conindid = x.indexrelid),
+				(SELECT string_agg(a.attname, ',' ORDER BY k.n) FROM unnest(x.indkey) WITH ORDINALITY k(attnum, n)
+					JOIN pg_attribute a ON a.attrelid = x.indrelid AND a.attnum = k.attnum)
+			FROM pg_index x JOIN pg_class i ON i.oid = x.indexrelid JOIN pg_class t ON t.oid = x.indrelid
+			JOIN pg_namespace ns ON ns.oid = t.relnamespace WHERE ns.nspname = current_schema()`
 	}
-	out := schemaOf{Columns: map[string][]string{}, Indexes: map[string]string{}}
-	rows, err := s.DB().Query(q)
-	if err != nil {
-		t.Fatal(err)
-	}
-	for rows.Next() {
+	query(t, s, columns, func(scan func(...any)) {
 		var table, column string
-		if err := rows.Scan(&table, &column); err != nil {
-			t.Fatal(err)
-		}
+		scan(&table, &column)
 		out.Columns[table] = append(out.Columns[table], column)
-	}
-	if err := rows.Err(); err != nil {
-		t.Fatal(err)
-	}
-	rows.Close()
+	})
 	for table := range out.Columns {
 		slices.Sort(out.Columns[table])
 	}
-	rows, err = s.DB().Query(iq)
+	type keyColumn struct {
+		name string
+		pos  int
+	}
+	pks := map[string][]keyColumn{}
+	query(t, s, pk, func(scan func(...any)) {
+		var table string
+		var c keyColumn
+		scan(&table, &c.name, &c.pos)
+		pks[table] = append(pks[table], c)
+	})
+	for table, cols := range pks {
+		slices.SortFunc(cols, func(a, b keyColumn) int { return a.pos - b.pos })
+		names := make([]string, len(cols))
+		for i, c := range cols {
+			names[i] = c.name
+		}
+		out.PrimaryKey[table] = strings.Join(names, ",")
+	}
+	query(t, s, indexes, func(scan func(...any)) {
+		var index, table string
+		var cols sql.NullString
+		var unique int
+		var primary, partial, created bool
+		scan(&index, &table, &unique, &primary, &partial, &created, &cols)
+		if s.Dialect == store.SQLite {
+			cols.String = sqliteIndexColumns(t, s, index)
+		}
+		def := table + "(" + cols.String + ")"
+		if partial {
+			def += " partial"
+		}
+		switch {
+		case primary:
+		case unique == 1:
+			out.Unique[def] = true
+			if created {
+				out.Indexes[index] = def + " unique"
+			}
+		case created:
+			out.Indexes[index] = def
+		}
+	})
+	return out
+}
+
+func query(t *testing.T, s *store.Store, q string, row func(scan func(...any))) {
+	t.Helper()
+	rows, err := s.DB().Query(q)
 	if err != nil {
-		t.Fatal(err)
+		t.Fatalf("%v\n%s", err, q)
 	}
 	defer rows.Close()
 	for rows.Next() {
-		var index, table string
-		var unique int
-		if err := rows.Scan(&index, &table, &unique); err != nil {
-			t.Fatal(err)
-		}
-		out.Indexes[index] = table
-		if unique == 1 {
-			out.Indexes[index] += " unique"
-		}
+		row(func(dest ...any) {
+			if err := rows.Scan(dest...); err != nil {
+				t.Fatal(err)
+			}
+		})
 	}
 	if err := rows.Err(); err != nil {
 		t.Fatal(err)
 	}
-	return out
 }
 
 // The dialects keep separate migrations (native SQL where the databases
@@ -86,7 +133,7 @@ func TestMigrationsGiveBothDialectsTheSameSchema(t *testing.T) {
 	sqlite := readSchema(t, storetest.Open(t, storetest.DSN(t, storetest.SQLite)))
 	postgres := readSchema(t, storetest.Open(t, storetest.DSN(t, storetest.Postgres)))
 
-	if len(sqlite.Columns) < 5 || len(sqlite.Indexes) == 0 {
+	if len(sqlite.Columns) < 5 || len(sqlite.Indexes) == 0 || len(sqlite.Unique) == 0 || len(sqlite.PrimaryKey) < 5 {
 		t.Fatalf("read too little of the SQLite schema to compare: %v", sqlite)
 	}
 	tables := slices.Sorted(maps.Keys(sqlite.Columns))
@@ -98,7 +145,24 @@ func TestMigrationsGiveBothDialectsTheSameSchema(t *testing.T) {
 			t.Errorf("columns of %s differ:\n sqlite   %s\n postgres %s", table, strings.Join(a, ","), strings.Join(b, ","))
 		}
 	}
+	if !maps.Equal(sqlite.PrimaryKey, postgres.PrimaryKey) {
+		t.Errorf("primary keys differ:\n sqlite   %v\n postgres %v", sqlite.PrimaryKey, postgres.PrimaryKey)
+	}
+	if !maps.Equal(sqlite.Unique, postgres.Unique) {
+		t.Errorf("unique column sets differ:\n sqlite   %v\n postgres %v", slices.Sorted(maps.Keys(sqlite.Unique)), slices.Sorted(maps.Keys(postgres.Unique)))
+	}
 	if !maps.Equal(sqlite.Indexes, postgres.Indexes) {
 		t.Errorf("indexes differ:\n sqlite   %v\n postgres %v", sqlite.Indexes, postgres.Indexes)
 	}
+}
+
+func sqliteIndexColumns(t *testing.T, s *store.Store, index string) string {
+	t.Helper()
+	var cols []string
+	query(t, s, `SELECT name FROM pragma_index_info('`+strings.ReplaceAll(index, "'", "''")+`') ORDER BY seqno`, func(scan func(...any)) {
+		var name sql.NullString
+		scan(&name)
+		cols = append(cols, name.String)
+	})
+	return strings.Join(cols, ",")
 }
