@@ -110,3 +110,14 @@ func TestBadOptions(t *testing.T) {
 		t.Fatal("--url without --db accepted")
 	}
 }
+
+func TestRestartNeedsItsOwnServer(t *testing.T) {
+	url, dsn := startServer(t)
+	res, err := bench.Run(context.Background(), bench.Options{URL: url, DB: dsn, Workloads: []string{"restart"}, Prefill: 10, BatchSize: 10})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if e := res[0].Error; !strings.Contains(e, "--url") {
+		t.Fatalf("restart against --url: error %q", e)
+	}
+}
