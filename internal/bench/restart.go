@@ -3,10 +3,17 @@ package bench
 import (
 	"bytes"
 	"context"
+	"database/sql"
 	"errors"
 	"fmt"
+	"log/slog"
 	"path/filepath"
 	"time"
+
+	"github.com/auditchain/auditchain/internal/app"
+	"github.com/auditchain/auditchain/internal/config"
+	"github.com/auditchain/auditchain/internal/domain"
+	"github.com/auditchain/auditchain/internal/store"
 )
 
 // runRestart measures how long a restarted server takes to be useful on a
@@ -23,6 +30,17 @@ func runRestart(ctx context.Context, e *env, res Result) (Result, error) {
 	}
 	if err := prefill(ctx, e, 0, e.prefill, false); err != nil {
 		return res, err
+	}
+	events := int64(e.prefill)
+	if e.prefill == 0 {
+		// --prefill 0 on an existing --db: restart against its longest chain.
+		a, n, err := longestChain(ctx, e.db)
+		if err != nil {
+			return res, err
+		}
+		if n > 0 {
+			e.accounts[0], events = a, n
+		}
 	}
 	n := max(e.o.Restarts, 1)
 	res.Mode = "closed"
@@ -82,10 +100,37 @@ func runRestart(ctx context.Context, e *env, res Result) (Result, error) {
 	if len(w.errs) > 0 {
 		res.Errors = w.errs
 	}
-	res.Extra = map[string]float64{"restarts": float64(n), "events_on_account": float64(e.prefill),
+	res.Extra = map[string]float64{"restarts": float64(n), "events_on_account": float64(events),
 		"listening_p50_ms": latencyOf(&listen).P50, "health_p50_ms": latencyOf(&health).P50, "health_max_ms": latencyOf(&health).Max}
 	if s, err := sampleProc(e.serverPID); err == nil {
 		res.Server = &ServerStats{PeakRSSMB: float64(s.hwmKB) / 1024, RSSMB: float64(s.rssKB) / 1024}
 	}
 	return res, nil
+}
+
+// longestChain returns the account of db with the most events, with a new
+// key, and its event count (0 when db holds no event).
+func longestChain(ctx context.Context, db string) (account, int64, error) {
+	st, err := store.Open(ctx, db)
+	if err != nil {
+		return account{}, 0, err
+	}
+	defer st.Close()
+	var a account
+	var n int64
+	err = st.DB().QueryRowContext(ctx, `SELECT user_id, event_count FROM chain_heads ORDER BY event_count DESC LIMIT 1`).Scan(&a.userID, &n)
+	if errors.Is(err, sql.ErrNoRows) {
+		return a, 0, nil
+	}
+	if err != nil {
+		return a, 0, err
+	}
+	ap := app.New(st, config.Config{EpochAnchor: domain.DefaultEpochAnchor}, slog.New(slog.DiscardHandler))
+	defer ap.Close()
+	k, err := ap.CreateKey(ctx, a.userID, app.KeyRequest{Label: "bench-restart"})
+	if err != nil {
+		return a, 0, err
+	}
+	a.keyID, a.key = k.Key.ID, k.Token
+	return a, n, nil
 }
