@@ -213,6 +213,18 @@ func runOnce(ctx context.Context, o *Options, w *workload, run int) (res Result)
 		return fail(fmt.Errorf("create bench accounts in %s: %w", db, err))
 	}
 	e.accounts = accts
+	if w.prefill && e.prefill == 0 && o.DB != "" && len(accts) == 1 {
+		// --prefill 0 on an existing --db: measure its longest chain again
+		// instead of prefilling a new one (a 1M-event chain once, several runs).
+		a, n, err := longestChain(ctx, db)
+		if err != nil {
+			return fail(err)
+		}
+		if n > 0 {
+			e.accounts[0], e.prefill, res.Prefill, e.prefilled = a, int(n), int(n), true
+			fmt.Fprintf(o.Progress, "bench: using the existing chain of %d events of account %s\n", n, a.userID)
+		}
+	}
 	sqlitePath, isSQLite := strings.CutPrefix(db, "sqlite:")
 	sizeBefore := int64(0)
 	if isSQLite {

@@ -32,16 +32,6 @@ func runRestart(ctx context.Context, e *env, res Result) (Result, error) {
 		return res, err
 	}
 	events := int64(e.prefill)
-	if e.prefill == 0 {
-		// --prefill 0 on an existing --db: restart against its longest chain.
-		a, n, err := longestChain(ctx, e.db)
-		if err != nil {
-			return res, err
-		}
-		if n > 0 {
-			e.accounts[0], events = a, n
-		}
-	}
 	n := max(e.o.Restarts, 1)
 	res.Mode = "closed"
 	var listen, health, first Histogram
