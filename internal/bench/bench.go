@@ -231,7 +231,7 @@ func runOnce(ctx context.Context, o *Options, w *workload, run int) (res Result)
 		sizeBefore = sqliteBytes(sqlitePath)
 	}
 
-	if o.DirectPrefill && w.prefill {
+	if o.DirectPrefill && w.prefill && !e.prefilled {
 		if o.URL != "" {
 			return fail(errors.New("--direct-prefill writes the store before the server starts: it cannot be used with --url"))
 		}
