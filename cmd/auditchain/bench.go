@@ -29,7 +29,7 @@ func benchCmd(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	fs.Float64Var(&o.Rate, "rate", 0, "open loop: operations per second, latency from each one's due time (0: closed loop)")
 	fs.IntVar(&o.Clients, "clients", 0, "concurrent clients (default per workload: 64; batch 4; search 16; heal-scan 1)")
 	fs.IntVar(&o.Accounts, "accounts", 0, "accounts (default 100 where the workload uses several)")
-	fs.IntVar(&o.Prefill, "prefill", -1, "events prefilled on the first account (default 100000 for search and heal-scan, 0 for sequential and hot)")
+	fs.IntVar(&o.Prefill, "prefill", -1, "events prefilled on the first account (-1: 100000 for search, heal-scan and restart, 0 for sequential and hot; 0 with --db: reuse its longest chain)")
 	fs.BoolVar(&o.DirectPrefill, "direct-prefill", false, "write the prefill straight into the store before the server starts (fast; unsigned)")
 	fs.IntVar(&o.FillOthers, "fill-others", 0, "with --direct-prefill: events on every account but the first")
 	fs.IntVar(&o.BatchSize, "batch-size", 500, "events per batch call (batch, prefill)")
