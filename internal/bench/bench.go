@@ -49,12 +49,21 @@ type Options struct {
 	Rate      float64       // > 0: open loop at Rate operations per second
 	Clients   int           // 0: the workload's default
 	Accounts  int           // 0: the workload's default
-	Prefill   int           // events on the large account (search, heal-scan)
-	BatchSize int           // events per batch call
-	Listeners int           // SSE connections (listeners)
-	Events    int           // events delivered to the listeners
-	Signed    bool          // prefill signed events (heal-scan, search)
-	Runs      int           // repeat each workload; the report holds medians
+	// Prefill is the events on the first account before measuring (search,
+	// heal-scan, sequential, hot, restart); < 0: the workload's default.
+	Prefill int
+	// DirectPrefill writes the prefill straight into the store before the
+	// server starts (directPrefill) instead of by batch calls over HTTP.
+	DirectPrefill bool
+	// FillOthers, with DirectPrefill, puts this many events on every account
+	// but the first (growth with the number of accounts).
+	FillOthers int
+	BatchSize  int  // events per batch call
+	Listeners  int  // SSE connections (listeners)
+	Events     int  // events delivered to the listeners
+	Signed     bool // prefill signed events (heal-scan, search)
+	Runs       int  // repeat each workload; the report holds medians
+	Restarts   int  // server restarts measured per run (restart)
 
 	// Progress receives one line per step; nil: discarded.
 	Progress io.Writer
@@ -135,6 +144,7 @@ func Run(ctx context.Context, o Options) ([]Result, error) {
 // account is one bench account: its first key, and extra keys when asked for.
 type account struct {
 	userID string
+	keyID  string
 	key    string
 	keys   []string
 }
@@ -151,6 +161,11 @@ type env struct {
 	serverPID int
 	stored    atomic.Int64 // events this run stored (bytes per event)
 	progress  io.Writer
+	prefill   int  // events on the first account before measuring
+	prefilled bool // written directly before the server started
+	db        string
+	srv       *localServer // the started server, if any (restart replaces it)
+	logDir    string
 }
 
 func runOnce(ctx context.Context, o *Options, w *workload, run int) (res Result) {
@@ -169,7 +184,11 @@ func runOnce(ctx context.Context, o *Options, w *workload, run int) (res Result)
 		res.Mode, res.Rate = "open", o.Rate
 	}
 	if w.prefill {
-		res.Prefill = o.Prefill
+		e.prefill = o.Prefill
+		if e.prefill < 0 {
+			e.prefill = w.defPrefill
+		}
+		res.Prefill = e.prefill
 	}
 	fail := func(err error) Result { res.Error = err.Error(); return res }
 
@@ -194,11 +213,46 @@ func runOnce(ctx context.Context, o *Options, w *workload, run int) (res Result)
 		return fail(fmt.Errorf("create bench accounts in %s: %w", db, err))
 	}
 	e.accounts = accts
+	if w.prefill && e.prefill == 0 && o.DB != "" && len(accts) == 1 {
+		// --prefill 0 on an existing --db: measure its longest chain again
+		// instead of prefilling a new one (a 1M-event chain once, several runs).
+		a, n, err := longestChain(ctx, db)
+		if err != nil {
+			return fail(err)
+		}
+		if n > 0 {
+			e.accounts[0], e.prefill, res.Prefill, e.prefilled = a, int(n), int(n), true
+			fmt.Fprintf(o.Progress, "bench: using the existing chain of %d events of account %s\n", n, a.userID)
+		}
+	}
 	sqlitePath, isSQLite := strings.CutPrefix(db, "sqlite:")
 	sizeBefore := int64(0)
 	if isSQLite {
 		sizeBefore = sqliteBytes(sqlitePath)
 	}
+
+	if o.DirectPrefill && w.prefill && !e.prefilled {
+		if o.URL != "" {
+			return fail(errors.New("--direct-prefill writes the store before the server starts: it cannot be used with --url"))
+		}
+		if o.Signed {
+			return fail(errors.New("--direct-prefill writes unsigned events: drop --signed"))
+		}
+		prog := func(label string) func(done, total int, rate float64) {
+			return func(done, total int, rate float64) {
+				fmt.Fprintf(o.Progress, "bench: direct prefill%s %d/%d events (%.0f/s)\n", label, done, total, rate)
+			}
+		}
+		if err := directPrefill(ctx, db, accts[:1], e.prefill, prog("")); err != nil {
+			return fail(err)
+		}
+		if err := directPrefill(ctx, db, accts[1:], o.FillOthers, prog(" (other accounts)")); err != nil {
+			return fail(err)
+		}
+		e.prefilled = true
+		e.stored.Add(int64(e.prefill + o.FillOthers*(len(accts)-1)))
+	}
+	e.db = db
 
 	base := o.URL
 	var srv *localServer
@@ -207,12 +261,14 @@ func runOnce(ctx context.Context, o *Options, w *workload, run int) (res Result)
 		if logDir == "" {
 			logDir = os.TempDir()
 		}
+		e.logDir = logDir
 		srv, err = startServer(ctx, o.Exe, o.ServerWrap, db, o.ServerArgs, filepath.Join(logDir, "bench-server.log"))
 		if err != nil {
 			return fail(err)
 		}
 		base = srv.url
 		e.serverPID = srv.pid
+		e.srv = srv
 		fmt.Fprintf(o.Progress, "bench: server pid %d at %s (%s)\n", srv.pid, base, db)
 	} else {
 		e.serverPID = o.ServerPID
@@ -229,8 +285,8 @@ func runOnce(ctx context.Context, o *Options, w *workload, run int) (res Result)
 	if err != nil {
 		res.Error = err.Error()
 	}
-	if srv != nil {
-		if err := srv.stop(); err != nil && res.Error == "" {
+	if srv != nil && e.srv != nil {
+		if err := e.srv.stop(); err != nil && res.Error == "" {
 			res.Error = "server: " + err.Error()
 		}
 		if isSQLite && e.stored.Load() > 0 && res.Server != nil {
@@ -255,7 +311,7 @@ func provision(ctx context.Context, db string, n, extraKeys int) ([]account, err
 		if err != nil {
 			return nil, err
 		}
-		out[i] = account{userID: acct.UserID, key: key.Token}
+		out[i] = account{userID: acct.UserID, keyID: key.Key.ID, key: key.Token}
 	}
 	for range extraKeys {
 		k, err := a.CreateKey(ctx, out[0].userID, app.KeyRequest{Label: "bench"})

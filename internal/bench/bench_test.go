@@ -110,3 +110,28 @@ func TestBadOptions(t *testing.T) {
 		t.Fatal("--url without --db accepted")
 	}
 }
+
+func TestRestartNeedsItsOwnServer(t *testing.T) {
+	url, dsn := startServer(t)
+	res, err := bench.Run(context.Background(), bench.Options{URL: url, DB: dsn, Workloads: []string{"restart"}, Prefill: 10, BatchSize: 10})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if e := res[0].Error; !strings.Contains(e, "--url") {
+		t.Fatalf("restart against --url: error %q", e)
+	}
+}
+
+// --prefill 0 on a store that already holds a chain measures that chain again.
+func TestPrefillZeroReusesTheLongestChain(t *testing.T) {
+	url, dsn := startServer(t)
+	o := bench.Options{URL: url, DB: dsn, Workloads: []string{"search"}, Duration: 200 * time.Millisecond, Prefill: 300, BatchSize: 100}
+	if res, err := bench.Run(context.Background(), o); err != nil || res[0].Error != "" {
+		t.Fatalf("first run: %v %s", err, res[0].Error)
+	}
+	o.Prefill = 0
+	res, err := bench.Run(context.Background(), o)
+	if err != nil || res[0].Error != "" || res[0].Prefill != 300 || res[0].Ops == 0 {
+		t.Fatalf("second run: %v %+v", err, res[0])
+	}
+}

@@ -23,6 +23,7 @@ type workload struct {
 	accounts      int  // default number of accounts
 	fixedAccounts bool // --accounts does not apply
 	prefill       bool // uses --prefill
+	defPrefill    int  // --prefill when not given
 	openLoop      bool // --rate applies
 	keys          func(o *Options) int
 	run           func(ctx context.Context, e *env, res Result) (Result, error)
@@ -34,20 +35,22 @@ var workloads = []*workload{
 		help: "unsigned appends; each client owns accounts and keeps their tips"},
 	{name: "append-signed", clients: 64, accounts: 100, openLoop: true, run: loadRun(appendSetup(true)),
 		help: "appends Ed25519-signed by a registered machine key"},
-	{name: "sequential", clients: 1, fixedClients: true, accounts: 1, fixedAccounts: true, openLoop: true,
-		run: loadRun(appendSetup(false)), help: "one client appending to one chain"},
-	{name: "hot", clients: 64, accounts: 1, fixedAccounts: true, openLoop: true, run: loadRun(appendSetup(false)),
-		help: "all clients on one account, resyncing on 409 from expected_prev_hash/last_sequence"},
+	{name: "sequential", clients: 1, fixedClients: true, accounts: 1, fixedAccounts: true, openLoop: true, prefill: true,
+		run: loadRun(appendSetup(false)), help: "one client appending to one chain (of --prefill events, default 0)"},
+	{name: "hot", clients: 64, accounts: 1, fixedAccounts: true, openLoop: true, prefill: true, run: loadRun(appendSetup(false)),
+		help: "all clients on one account (of --prefill events, default 0), resyncing on 409 from expected_prev_hash/last_sequence"},
 	{name: "batch", clients: 4, accounts: 100, openLoop: true, run: loadRun(batchSetup),
 		help: "POST /v1/events/batch with --batch-size events per call, chains linked"},
 	{name: "gate-status", clients: 64, accounts: 100, openLoop: true, run: loadRun(grantSetup(false)),
 		help: "GET /v1/grants/status for a live grant"},
 	{name: "grant-use", clients: 64, accounts: 100, openLoop: true, run: loadRun(grantSetup(true)),
 		help: "POST /v1/grants/{id}/use n=1 on a large budget"},
-	{name: "search", clients: 16, accounts: 1, fixedAccounts: true, prefill: true, openLoop: true,
-		run: loadRun(searchSetup), help: "POST /v1/events/search limit 200 on an account of --prefill events"},
-	{name: "heal-scan", clients: 1, accounts: 1, fixedAccounts: true, prefill: true, openLoop: true,
+	{name: "search", clients: 16, accounts: 1, prefill: true, defPrefill: 100000, openLoop: true,
+		run: loadRun(searchSetup), help: "POST /v1/events/search limit 200 on an account of --prefill events (other --accounts: --fill-others each)"},
+	{name: "heal-scan", clients: 1, accounts: 1, fixedAccounts: true, prefill: true, defPrefill: 100000, openLoop: true,
 		run: loadRun(healSetup), help: "POST /v1/heal/scan over an account of --prefill events (--signed: signed events)"},
+	{name: "restart", clients: 1, fixedClients: true, accounts: 1, fixedAccounts: true, prefill: true, defPrefill: 100000,
+		run: runRestart, help: "stop and start the server --restarts times on --prefill events: time to /v1/health and to the first append"},
 	{name: "listeners", clients: 1, fixedClients: true, accounts: 1, fixedAccounts: true,
 		keys: func(o *Options) int { return (o.Listeners + streamsPerKey - 1) / streamsPerKey },
 		run:  runListeners, help: "--listeners SSE streams; delivery latency of --events appends to all of them"},
@@ -167,6 +170,13 @@ func appendSetup(signed bool) setupFunc {
 			}
 			priv, machine = p, benchMachine
 			if err := registerMachineKeys(ctx, e, pub); err != nil {
+				return nil, err
+			}
+		}
+		if e.prefill > 0 {
+			// The clients start from an empty tip: their first append on the
+			// prefilled account answers 409 with the real tip (in the warmup).
+			if err := prefill(ctx, e, 0, e.prefill, false); err != nil {
 				return nil, err
 			}
 		}
@@ -351,6 +361,9 @@ func batchSetup(ctx context.Context, e *env) (func(w *worker) opFunc, error) {
 
 // prefill appends n linked events to account a in batches, fast.
 func prefill(ctx context.Context, e *env, a, n int, signed bool) error {
+	if e.prefilled {
+		return nil // written by directPrefill before the server started
+	}
 	b := &batcher{e: e, ts: batchTS(), size: e.o.BatchSize}
 	if signed {
 		pub, priv, err := ed25519.GenerateKey(rand.Reader)
@@ -383,15 +396,15 @@ func prefill(ctx context.Context, e *env, a, n int, signed bool) error {
 }
 
 func searchSetup(ctx context.Context, e *env) (func(w *worker) opFunc, error) {
-	if err := prefill(ctx, e, 0, e.o.Prefill, e.o.Signed); err != nil {
+	if err := prefill(ctx, e, 0, e.prefill, e.o.Signed); err != nil {
 		return nil, err
 	}
 	// Three shapes: the newest page, a filtered page, and a page at a random
 	// depth (cursor), so a flat p99 means the indexes work at every depth.
 	bodies := [][]byte{[]byte(`{"limit":200}`), []byte(`{"limit":200,"decision":"deny"}`)}
-	r := mrand.New(mrand.NewPCG(7, uint64(e.o.Prefill)))
+	r := mrand.New(mrand.NewPCG(7, uint64(e.prefill)))
 	for range 64 {
-		c := 200 + r.IntN(max(e.o.Prefill-200, 1))
+		c := 200 + r.IntN(max(e.prefill-200, 1))
 		bodies = append(bodies, []byte(`{"limit":200,"cursor":`+strconv.Itoa(c)+`}`))
 	}
 	key := e.accounts[0].key
@@ -418,7 +431,7 @@ func searchSetup(ctx context.Context, e *env) (func(w *worker) opFunc, error) {
 }
 
 func healSetup(ctx context.Context, e *env) (func(w *worker) opFunc, error) {
-	if err := prefill(ctx, e, 0, e.o.Prefill, e.o.Signed); err != nil {
+	if err := prefill(ctx, e, 0, e.prefill, e.o.Signed); err != nil {
 		return nil, err
 	}
 	key := e.accounts[0].key

@@ -3,6 +3,8 @@ package httpapi
 import (
 	"encoding/json"
 	"net/http"
+	"strconv"
+	"sync"
 	"time"
 
 	"github.com/auditchain/auditchain/internal/app"
@@ -121,17 +123,107 @@ func (s *Server) searchEvents(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	results := make([]eventView, len(evs))
-	for i := range evs {
-		results[i] = viewOf(&evs[i])
-	}
 	// next_cursor continues the listing; it is set only when a full page came back.
 	var next *int64
 	if len(evs) == limit && limit > 0 {
 		c := evs[len(evs)-1].Sequence
 		next = &c
 	}
-	return writeJSON(w, http.StatusOK, map[string]any{"count": len(results), "results": results, "user_id": p.UserID, "next_cursor": next})
+	bp := searchBufs.Get().(*[]byte)
+	defer func() {
+		if cap(*bp) <= 1<<20 {
+			searchBufs.Put(bp)
+		}
+	}()
+	*bp = appendSearchResponse((*bp)[:0], evs, next, p.UserID)
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(http.StatusOK)
+	_, err = w.Write(*bp)
+	return err
+}
+
+// searchBufs recycles search response buffers (a 200-event page is ~100 KB).
+var searchBufs = sync.Pool{New: func() any { b := make([]byte, 0, 64<<10); return &b }}
+
+// appendSearchResponse encodes a search answer exactly as encoding/json encodes
+// map[string]any{"count", "next_cursor", "results": []eventView, "user_id"}
+// (keys sorted, HTML-safe escaping, a final newline), without reflection: on
+// a 200-event page the reflective encoder was an eighth of the request's CPU.
+// TestAppendSearchResponse holds the two encodings equal.
+func appendSearchResponse(b []byte, evs []store.Event, next *int64, userID string) []byte {
+	b = append(b, `{"count":`...)
+	b = strconv.AppendInt(b, int64(len(evs)), 10)
+	b = append(b, `,"next_cursor":`...)
+	if next == nil {
+		b = append(b, "null"...)
+	} else {
+		b = strconv.AppendInt(b, *next, 10)
+	}
+	b = append(b, `,"results":[`...)
+	for i := range evs {
+		if i > 0 {
+			b = append(b, ',')
+		}
+		b = appendEventView(b, &evs[i])
+	}
+	b = append(b, `],"user_id":`...)
+	b = appendJSONString(b, userID)
+	return append(b, "}\n"...)
+}
+
+// appendEventView encodes viewOf(e) as encoding/json would.
+func appendEventView(b []byte, e *store.Event) []byte {
+	b = append(b, `{"event_id":`...)
+	b = appendJSONString(b, e.EventID)
+	b = append(b, `,"event_type":`...)
+	b = appendJSONString(b, e.EventType)
+	b = append(b, `,"sequence":`...)
+	b = strconv.AppendInt(b, e.Sequence, 10)
+	b = append(b, `,"prev_hash":`...)
+	b = appendJSONStringPtr(b, e.PrevHash)
+	b = append(b, `,"payload_hash":`...)
+	b = appendJSONString(b, e.PayloadHash)
+	b = append(b, `,"decision":`...)
+	b = appendJSONStringPtr(b, e.Decision)
+	b = append(b, `,"tool":`...)
+	b = appendJSONStringPtr(b, e.Tool)
+	b = append(b, `,"machine_id":`...)
+	b = appendJSONStringPtr(b, e.MachineID)
+	b = append(b, `,"parent_id":`...)
+	b = appendJSONStringPtr(b, e.ParentID)
+	b = append(b, `,"ts":`...)
+	b = appendJSONString(b, e.TS)
+	b = append(b, `,"api_key_id":`...)
+	b = appendJSONStringPtr(b, e.APIKeyID)
+	b = append(b, `,"user_id":`...)
+	b = appendJSONString(b, e.UserID)
+	b = append(b, `,"machine_sequence":`...)
+	b = strconv.AppendInt(b, e.MachineSequence, 10)
+	b = append(b, `,"surface":`...)
+	b = appendJSONString(b, e.Surface)
+	return append(b, '}')
+}
+
+func appendJSONStringPtr(b []byte, s *string) []byte {
+	if s == nil {
+		return append(b, "null"...)
+	}
+	return appendJSONString(b, *s)
+}
+
+// appendJSONString quotes s; strings needing any escape (controls, quotes,
+// backslashes, <>&, anything non-ASCII) go through encoding/json.
+func appendJSONString(b []byte, s string) []byte {
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		if c < 0x20 || c >= 0x80 || c == '"' || c == '\\' || c == '<' || c == '>' || c == '&' {
+			q, _ := json.Marshal(s)
+			return append(b, q...)
+		}
+	}
+	b = append(b, '"')
+	b = append(b, s...)
+	return append(b, '"')
 }
 
 func (s *Server) getEvent(w http.ResponseWriter, r *http.Request) error {

@@ -203,8 +203,33 @@ type SearchFilter struct {
 	Limit      int
 }
 
-// Search returns matching events, newest first.
+// Search returns matching events, newest first. Only the fields a search
+// result shows are read: Raw, Signature, SignatureKey, LeafIndex, TSMicros,
+// SemanticKey and CreatedAt stay zero.
 func (s *Store) Search(ctx context.Context, f SearchFilter) ([]Event, error) {
+	q, args := searchQuery(f)
+	out := make([]Event, 0, min(f.Limit, 1000))
+	rows, err := s.read.QueryContext(ctx, q, args...)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	for rows.Next() {
+		e := Event{UserID: f.UserID}
+		if err := rows.Scan(&e.Sequence, &e.EventID, &e.EventType, &e.PrevHash, &e.PayloadHash, &e.Decision, &e.Tool,
+			&e.MachineID, &e.ParentID, &e.TS, &e.APIKeyID, &e.MachineSequence, &e.Surface); err != nil {
+			return nil, err
+		}
+		out = append(out, e)
+	}
+	return out, rows.Err()
+}
+
+// searchQuery is the SQL of Search. Every filter but the time bounds has an
+// index that yields the account's rows in sequence order (the primary key,
+// events_type, events_tool, events_decision), so a page reads about limit
+// rows whatever the chain length (TestSearchPlans).
+func searchQuery(f SearchFilter) (string, []any) {
 	var where []string
 	args := []any{f.UserID}
 	arg := func(v any) string { args = append(args, v); return fmt.Sprintf("$%d", len(args)) }
@@ -231,9 +256,16 @@ func (s *Store) Search(ctx context.Context, f SearchFilter) ([]Event, error) {
 		}
 		where = append(where, "event_type IN ("+strings.Join(ph, ", ")+")")
 	}
-	q := `SELECT ` + eventColumns + ` FROM events WHERE ` + strings.Join(where, " AND ") + ` ORDER BY sequence DESC LIMIT ` + arg(f.Limit)
-	return s.queryEvents(ctx, s.read, q, args...)
+	limit := arg(f.Limit)
+	return `SELECT ` + searchColumns + ` FROM events WHERE ` + strings.Join(where, " AND ") + ` ORDER BY sequence DESC LIMIT ` + limit, args
 }
+
+// searchColumns are the columns a search result shows (SPEC.md "Event": no
+// raw, signature or signature_key). Reading only these matters on SQLite,
+// where the driver pays a locked call per column per row: 13 columns instead
+// of 21 cut the row decoding of a 200-row page by a third.
+const searchColumns = `sequence, event_id, event_type, prev_hash, payload_hash, decision, tool, machine_id, parent_id, ts, api_key_id,
+	machine_sequence, surface`
 
 // LatestSemanticMatch returns the newest event of the account with that dedup
 // semantic key and a sequence of at least minSequence.

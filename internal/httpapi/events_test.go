@@ -1,0 +1,51 @@
+package httpapi
+
+import (
+	"encoding/json"
+	"testing"
+
+	"github.com/auditchain/auditchain/internal/store"
+)
+
+// The hand-written search encoder must produce exactly what encoding/json
+// produced before it, for every string a client can store.
+func TestAppendSearchResponse(t *testing.T) {
+	str := func(s string) *string { return &s }
+	seq := func(n int64) *int64 { return &n }
+	tricky := []string{"", "plain", `quote " and \ backslash`, "<script>&amp;</script>", "tab\tnewline\n\x00\x1f",
+		"é ü 日本", "line\u2028sep\u2029", "bad utf-8 \xff\xfe", "emoji 🙂"}
+	var evs []store.Event
+	for i, s := range tricky {
+		evs = append(evs, store.Event{UserID: "u-" + s, Sequence: int64(i) * 1e12, EventID: s, EventType: s, PayloadHash: "sha256:" + s,
+			TS: s, Surface: s, MachineSequence: -int64(i)})
+		evs = append(evs, store.Event{UserID: "u", Sequence: int64(i), EventID: "e", EventType: "tool_call", PrevHash: str(s),
+			PayloadHash: "h", Decision: str(s), Tool: str(s), MachineID: str(s), ParentID: str(s), TS: "t", APIKeyID: str(s), Surface: "api"})
+	}
+	tests := []struct {
+		name   string
+		evs    []store.Event
+		next   *int64
+		userID string
+	}{
+		{"empty", nil, nil, "u"},
+		{"empty slice", []store.Event{}, nil, "u"},
+		{"tricky strings", evs, seq(7), "user <&> \u2028 \xff"},
+		{"negative cursor", evs[:1], seq(-1), ""},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			results := make([]eventView, len(tt.evs))
+			for i := range tt.evs {
+				results[i] = viewOf(&tt.evs[i])
+			}
+			want, err := json.Marshal(map[string]any{"count": len(results), "results": results, "user_id": tt.userID, "next_cursor": tt.next})
+			if err != nil {
+				t.Fatal(err)
+			}
+			want = append(want, '\n') // json.Encoder ends each value with a newline
+			if got := appendSearchResponse(nil, tt.evs, tt.next, tt.userID); string(got) != string(want) {
+				t.Errorf("appendSearchResponse:\n got %s\nwant %s", got, want)
+			}
+		})
+	}
+}

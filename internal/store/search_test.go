@@ -1,0 +1,59 @@
+package store
+
+import (
+	"context"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+// Search pages must cost about limit rows at any chain length: every filter
+// but the time bounds is served by an index in sequence order, never by a
+// scan of the account's events or a sort of them (SQLite's plan; PostgreSQL
+// plans by statistics).
+func TestSearchPlans(t *testing.T) {
+	ctx := context.Background()
+	s, err := Open(ctx, "sqlite:"+filepath.Join(t.TempDir(), "plan.db"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	str := func(v string) *string { return &v }
+	cur := int64(1000)
+	tests := []struct {
+		name      string
+		f         SearchFilter
+		wantIndex string
+	}{
+		{"newest page", SearchFilter{}, "sqlite_autoindex_events_1"},
+		{"cursor", SearchFilter{Cursor: &cur}, "sqlite_autoindex_events_1"},
+		{"decision", SearchFilter{Decision: str("deny")}, "events_decision"},
+		{"decision after a cursor", SearchFilter{Decision: str("deny"), Cursor: &cur}, "events_decision"},
+		{"tool", SearchFilter{Tool: str("bash")}, "events_tool"},
+		{"one event type", SearchFilter{EventTypes: []string{"tool_call"}}, "events_type"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			tt.f.UserID, tt.f.Limit = "u", 200
+			q, args := searchQuery(tt.f)
+			rows, err := s.read.QueryContext(ctx, "EXPLAIN QUERY PLAN "+q, args...)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer rows.Close()
+			var plan []string
+			for rows.Next() {
+				var id, parent, unused int
+				var detail string
+				if err := rows.Scan(&id, &parent, &unused, &detail); err != nil {
+					t.Fatal(err)
+				}
+				plan = append(plan, detail)
+			}
+			p := strings.Join(plan, "; ")
+			if !strings.Contains(p, "SEARCH events USING INDEX "+tt.wantIndex+" ") || strings.Contains(p, "TEMP B-TREE") {
+				t.Errorf("plan %q: want a search of %s in sequence order", p, tt.wantIndex)
+			}
+		})
+	}
+}
