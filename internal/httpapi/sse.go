@@ -1,14 +1,17 @@
 package httpapi
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
+	"math"
 	"net/http"
 	"strconv"
 	"time"
 
+	"github.com/auditchain/auditchain/internal/app"
 	"github.com/auditchain/auditchain/internal/domain"
 	"github.com/auditchain/auditchain/internal/stream"
 )
@@ -22,10 +25,23 @@ const codeTooManyStreams = "too_many_streams"
 // eventStreamHandler is GET /v1/events/stream for the authenticated caller.
 // done is closed when the server shuts down: http.Server.Shutdown waits for
 // handlers but does not cancel their requests, so streams must end on it.
-func eventStreamHandler(hub *stream.Hub, ping time.Duration, now func() time.Time, done <-chan struct{}) handlerFunc {
+func eventStreamHandler(a *app.App, done <-chan struct{}) handlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) error {
 		p := principal(r)
-		return serveEventStream(w, r, hub, p.UserID, p.KeyID, ping, now, done)
+		// The chain's tip, read once the listener is registered, is the floor
+		// below which frames are dropped: on PostgreSQL the notification of an
+		// event committed just before the connection can arrive after the
+		// subscription, and nothing from before the connection may be replayed
+		// (SPEC.md "Live stream"). No event is lost: one committed after the
+		// read has a higher sequence.
+		tip := func(ctx context.Context) (int64, error) {
+			h, err := a.ChainTip(ctx, p)
+			if err != nil || h.Empty() {
+				return -1, err
+			}
+			return h.LastSequence, nil
+		}
+		return serveEventStream(w, r, a.Hub, p.UserID, p.KeyID, a.Cfg.StreamPing, a.Now, done, tip)
 	}
 }
 
@@ -37,8 +53,11 @@ func eventStreamHandler(hub *stream.Hub, ping time.Duration, now func() time.Tim
 // response, so the client reconnects and re-reads what it missed through
 // search (docs/decisions/stream.md). It returns when the client goes away or
 // done closes; its listener is dropped either way.
+//
+// tip, when not nil, reads the account's last sequence; it runs after the
+// subscription is registered, and frames at or below it are not sent.
 func serveEventStream(w http.ResponseWriter, r *http.Request, hub *stream.Hub, userID, keyID string,
-	ping time.Duration, now func() time.Time, done <-chan struct{}) error {
+	ping time.Duration, now func() time.Time, done <-chan struct{}, tip func(context.Context) (int64, error)) error {
 	sub, err := hub.Subscribe(userID, keyID)
 	if errors.Is(err, stream.ErrTooManyStreams) {
 		return (&domain.Error{Status: http.StatusTooManyRequests, Code: codeTooManyStreams,
@@ -49,6 +68,12 @@ func serveEventStream(w http.ResponseWriter, r *http.Request, hub *stream.Hub, u
 		return err
 	}
 	defer sub.Close()
+	floor := int64(math.MinInt64)
+	if tip != nil {
+		if floor, err = tip(r.Context()); err != nil {
+			return err
+		}
+	}
 
 	rc := http.NewResponseController(w)
 	// The server's WriteTimeout would cut every stream, so each burst of frames
@@ -100,10 +125,12 @@ func serveEventStream(w http.ResponseWriter, r *http.Request, hub *stream.Hub, u
 			}
 		drain:
 			for ok {
-				if writeFrame(w, "event: event", m.Data) != nil {
-					return nil
+				if m.Frame.Sequence > floor {
+					if writeFrame(w, "event: event", m.Data) != nil {
+						return nil
+					}
+					last = &m.Frame.Sequence
 				}
-				last = &m.Frame.Sequence
 				select {
 				case m, ok = <-sub.C():
 				default:

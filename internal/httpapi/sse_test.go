@@ -84,12 +84,34 @@ type streamRun struct {
 // waits until it is blocked waiting for something to send.
 func startStream(t *testing.T, hub *stream.Hub) *streamRun {
 	t.Helper()
+	return startStreamWithTip(t, hub, nil)
+}
+
+func startStreamWithTip(t *testing.T, hub *stream.Hub, tip func(context.Context) (int64, error)) *streamRun {
+	t.Helper()
 	ctx, cancel := context.WithCancel(t.Context())
 	s := &streamRun{hub: hub, rec: newSSERecorder(), cancel: cancel, done: make(chan struct{}), err: make(chan error, 1)}
 	req := httptest.NewRequestWithContext(ctx, http.MethodGet, "/v1/events/stream", nil)
-	go func() { s.err <- serveEventStream(s.rec, req, hub, "u1", "key-1", testPing, time.Now, s.done) }()
+	go func() { s.err <- serveEventStream(s.rec, req, hub, "u1", "key-1", testPing, time.Now, s.done, tip) }()
 	synctest.Wait()
 	return s
+}
+
+// On PostgreSQL the notification of an event committed just before the
+// connection can arrive after the subscription. The tip read once the listener
+// is registered is the floor: such a late frame is not replayed, and every
+// event after the tip is delivered.
+func TestStreamDropsFramesAtOrBelowTheTipReadAtSubscription(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		hub := stream.NewHub(stream.Options{})
+		s := startStreamWithTip(t, hub, func(context.Context) (int64, error) { return 4, nil })
+		publish(hub, "u1", 3) // committed before the connection, announced late
+		publish(hub, "u1", 4)
+		publish(hub, "u1", 5)
+		s.wantFrames(t, readyFrame, eventFrame(5))
+		s.cancel()
+		s.ended(t)
+	})
 }
 
 func (s *streamRun) wantFrames(t *testing.T, want ...string) {
@@ -250,7 +272,7 @@ func TestStreamPerKeyCap(t *testing.T) {
 	defer held.Close()
 	rec := newSSERecorder()
 	req := httptest.NewRequest(http.MethodGet, "/v1/events/stream", nil)
-	err = serveEventStream(rec, req, hub, "u1", "key-1", testPing, time.Now, nil)
+	err = serveEventStream(rec, req, hub, "u1", "key-1", testPing, time.Now, nil, nil)
 	var de *domain.Error
 	if !errors.As(err, &de) || de.Status != http.StatusTooManyRequests || de.Code != "too_many_streams" || de.Extra["limit"] != 1 {
 		t.Fatalf("err = %#v; want 429 too_many_streams with limit 1", err)
@@ -268,7 +290,7 @@ func TestStreamOverHTTPClientDisconnect(t *testing.T) {
 	hub := stream.NewHub(stream.Options{})
 	handled := make(chan error, 1)
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		handled <- serveEventStream(&statusWriter{ResponseWriter: w}, r, hub, "u1", "key-1", testPing, time.Now, nil)
+		handled <- serveEventStream(&statusWriter{ResponseWriter: w}, r, hub, "u1", "key-1", testPing, time.Now, nil, nil)
 	}))
 	defer srv.Close()
 	ctx, cancel := context.WithCancel(t.Context())
