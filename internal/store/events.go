@@ -1,11 +1,13 @@
 package store
 
 import (
+	"container/heap"
 	"context"
 	"database/sql"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"math"
 	"strings"
 )
 
@@ -156,9 +158,15 @@ func (s *Store) EventByID(ctx context.Context, q Querier, userID, eventID string
 	return scanEvent(q.QueryRowContext(ctx, `SELECT `+eventColumns+` FROM events WHERE user_id = $1 AND event_id = $2`, userID, eventID))
 }
 
-// EventByPayloadHash finds the account's event with that payload hash (ancestry walks).
-func (s *Store) EventByPayloadHash(ctx context.Context, userID, hash string) (Event, error) {
-	return scanEvent(s.read.QueryRowContext(ctx, `SELECT `+eventColumns+` FROM events WHERE user_id = $1 AND payload_hash = $2 ORDER BY sequence LIMIT 1`, userID, hash))
+// EventByPayloadHash finds the account's event with that payload hash and a
+// sequence below beforeSequence (the ancestry walk across a broken link: an
+// ancestor always precedes). There is no payload_hash index (migration 007):
+// the walk needs it only where a link is broken, so this reads the account's
+// earlier events newest first, which finds a nearby ancestor quickly and costs
+// a scan of the earlier events only when the link's target does not exist.
+func (s *Store) EventByPayloadHash(ctx context.Context, userID, hash string, beforeSequence int64) (Event, error) {
+	return scanEvent(s.read.QueryRowContext(ctx, `SELECT `+eventColumns+` FROM events
+		WHERE user_id = $1 AND sequence < $2 AND payload_hash = $3 ORDER BY sequence DESC LIMIT 1`, userID, beforeSequence, hash))
 }
 
 // EventsBefore returns up to limit events with sequence below seq, newest first.
@@ -166,25 +174,114 @@ func (s *Store) EventsBefore(ctx context.Context, userID string, seq int64, limi
 	return s.queryEvents(ctx, s.read, `SELECT `+eventColumns+` FROM events WHERE user_id = $1 AND sequence < $2 ORDER BY sequence DESC LIMIT $3`, userID, seq, limit)
 }
 
-// EventsFrom streams the account's events in chain order from leaf index from,
+// leafReorderWindow bounds how far EventsFrom looks ahead for a row whose
+// stored leaf_index is out of chain order.
+const leafReorderWindow = 2000
+
+// EventsFrom streams the account's events in leaf order from leaf index from,
 // calling fn for each; it reads in pages so memory stays flat in chain length.
+//
+// Every append extends the tip, so leaf order is chain order and rows are read
+// by the primary key (user_id, sequence); there is no leaf_index index
+// (migration 007). The stored leaf_index column is still what orders the
+// stream: a row whose leaf_index disagrees with its chain position (a tampered
+// or damaged row) is held back, up to leafReorderWindow rows, until its leaf
+// position comes, exactly as an ORDER BY leaf_index would deliver it, so the
+// verifiers that consume this stream see the disagreement.
 func (s *Store) EventsFrom(ctx context.Context, userID string, from int64, fn func(*Event) error) error {
 	const page = 2000
+	after := int64(math.MinInt64) // rows with sequence above this are still to read
+	if from > 0 {
+		seq, found, err := s.firstSequenceFromLeaf(ctx, userID, from)
+		if err != nil || !found {
+			return err
+		}
+		after = seq - 1
+	}
+	held := &leafHeap{}
+	next := from // the leaf position to deliver next
+	deliver := func(force bool) error {
+		for held.Len() > 0 && (force || (*held)[0].LeafIndex <= next || held.Len() > leafReorderWindow) {
+			e := heap.Pop(held).(*Event)
+			next = max(next, e.LeafIndex+1)
+			if err := fn(e); err != nil {
+				return err
+			}
+		}
+		return nil
+	}
 	for {
-		evs, err := s.queryEvents(ctx, s.read, `SELECT `+eventColumns+` FROM events WHERE user_id = $1 AND leaf_index >= $2 ORDER BY leaf_index LIMIT $3`, userID, from, page)
+		evs, err := s.queryEvents(ctx, s.read, `SELECT `+eventColumns+` FROM events WHERE user_id = $1 AND sequence > $2 ORDER BY sequence LIMIT $3`, userID, after, page)
 		if err != nil {
 			return err
 		}
 		for i := range evs {
-			if err := fn(&evs[i]); err != nil {
+			if evs[i].LeafIndex < from {
+				continue
+			}
+			heap.Push(held, &evs[i])
+			if err := deliver(false); err != nil {
 				return err
 			}
 		}
 		if len(evs) < page {
-			return nil
+			return deliver(true)
 		}
-		from = evs[len(evs)-1].LeafIndex + 1
+		after = evs[len(evs)-1].Sequence
 	}
+}
+
+// leafHeap orders held rows by stored leaf_index.
+type leafHeap []*Event
+
+func (h leafHeap) Len() int           { return len(h) }
+func (h leafHeap) Less(i, j int) bool { return h[i].LeafIndex < h[j].LeafIndex }
+func (h leafHeap) Swap(i, j int)      { h[i], h[j] = h[j], h[i] }
+func (h *leafHeap) Push(x any)        { *h = append(*h, x.(*Event)) }
+func (h *leafHeap) Pop() any {
+	old := *h
+	e := old[len(old)-1]
+	*h = old[:len(old)-1]
+	return e
+}
+
+// firstSequenceFromLeaf returns the sequence of the account's first event (in
+// chain order) whose leaf_index is at least leaf; found is false when there is
+// none. leaf_index grows with sequence, so this is a binary search over
+// sequence values, each probe one primary-key lookup (at most 64 probes).
+func (s *Store) firstSequenceFromLeaf(ctx context.Context, userID string, leaf int64) (seq int64, found bool, err error) {
+	probe := func(atLeast int64) (int64, int64, bool, error) {
+		var seq, leaf int64
+		err := s.read.QueryRowContext(ctx, `SELECT sequence, leaf_index FROM events WHERE user_id = $1 AND sequence >= $2
+			ORDER BY sequence LIMIT 1`, userID, atLeast).Scan(&seq, &leaf)
+		if errors.Is(err, sql.ErrNoRows) {
+			return 0, 0, false, nil
+		}
+		return seq, leaf, err == nil, err
+	}
+	// f(x), the leaf_index of the first event with sequence ≥ x (infinite
+	// when there is none), does not decrease in x: find the smallest x with
+	// f(x) ≥ leaf.
+	lo, hi := int64(math.MinInt64), int64(math.MaxInt64)
+	for lo < hi {
+		mid := lo + int64((uint64(hi)-uint64(lo))/2)
+		at, l, ok, err := probe(mid)
+		switch {
+		case err != nil:
+			return 0, false, err
+		case !ok || l >= leaf:
+			hi = mid
+		case at == math.MaxInt64:
+			return 0, false, nil
+		default:
+			lo = at + 1 // f is l < leaf on all of [mid, at]
+		}
+	}
+	at, l, ok, err := probe(lo)
+	if err != nil || !ok || l < leaf {
+		return 0, false, err
+	}
+	return at, true, nil
 }
 
 func (s *Store) queryEvents(ctx context.Context, q Querier, query string, args ...any) ([]Event, error) {

@@ -9,6 +9,7 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
+	"math"
 	"strconv"
 	"strings"
 
@@ -142,9 +143,12 @@ func (s *Store) buildTree(ctx context.Context, tx *sql.Tx, userID string, n int6
 	}
 	r := s.HashReader(ctx, tx, userID)
 	const page = 1000
+	// Leaf order is chain order (every append extends the tip): read by the
+	// primary key and require each row to sit at its stored leaf position.
+	after := int64(math.MinInt64)
 	for next := int64(0); next < n; {
-		evs, err := s.queryEvents(ctx, tx, `SELECT `+eventColumns+` FROM events WHERE user_id = $1 AND leaf_index >= $2 AND leaf_index < $3
-			ORDER BY leaf_index LIMIT $4`, userID, next, n, page)
+		evs, err := s.queryEvents(ctx, tx, `SELECT `+eventColumns+` FROM events WHERE user_id = $1 AND sequence > $2
+			ORDER BY sequence LIMIT $3`, userID, after, min(page, n-next))
 		if err != nil {
 			return err
 		}
@@ -168,13 +172,26 @@ func (s *Store) buildTree(ctx context.Context, tx *sql.Tx, userID string, n int6
 			}
 			next++
 		}
+		after = evs[len(evs)-1].Sequence
 	}
 	return nil
 }
 
-// EventAtLeaf reads the account's event at a leaf position.
+// EventAtLeaf reads the account's event at a leaf position (a binary search
+// over chain order: there is no leaf_index index, see EventsFrom).
 func (s *Store) EventAtLeaf(ctx context.Context, userID string, leaf int64) (Event, error) {
-	return scanEvent(s.read.QueryRowContext(ctx, `SELECT `+eventColumns+` FROM events WHERE user_id = $1 AND leaf_index = $2`, userID, leaf))
+	seq, found, err := s.firstSequenceFromLeaf(ctx, userID, leaf)
+	if err != nil {
+		return Event{}, err
+	}
+	if !found {
+		return Event{}, ErrNotFound
+	}
+	e, err := scanEvent(s.read.QueryRowContext(ctx, `SELECT `+eventColumns+` FROM events WHERE user_id = $1 AND sequence = $2`, userID, seq))
+	if err == nil && e.LeafIndex != leaf {
+		return Event{}, ErrNotFound
+	}
+	return e, err
 }
 
 // EventsRange streams the account's events with leaf_index in [from, to), in
