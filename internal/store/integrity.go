@@ -10,7 +10,6 @@ import (
 	"errors"
 	"fmt"
 	"math"
-	"strconv"
 	"strings"
 
 	"golang.org/x/mod/sumdb/tlog"
@@ -28,6 +27,7 @@ var ErrMissingHash = errors.New("merkle: stored hash missing")
 // hashReader reads an account's stored hashes through q (a transaction when
 // appending, so reads see the rows the same transaction wrote).
 type hashReader struct {
+	s      *Store
 	ctx    context.Context
 	q      Querier
 	userID string
@@ -40,7 +40,7 @@ func (s *Store) HashReader(ctx context.Context, q Querier, userID string) merkle
 	if q == nil {
 		q = s.read
 	}
-	return &hashReader{ctx: ctx, q: q, userID: userID}
+	return &hashReader{s: s, ctx: ctx, q: q, userID: userID}
 }
 
 // ReadHashes implements tlog.HashReader with one query for all indexes.
@@ -51,13 +51,13 @@ func (r *hashReader) ReadHashes(indexes []int64) ([]tlog.Hash, error) {
 	var b strings.Builder
 	args := make([]any, 0, len(indexes)+1)
 	args = append(args, r.userID)
-	b.WriteString(`SELECT idx, hash FROM merkle_hashes WHERE user_id = $1 AND idx IN (`)
+	b.WriteString(`SELECT idx, hash FROM merkle_hashes WHERE user_id = ` + r.s.placeholder(1) + ` AND idx IN (`)
 	for i, idx := range indexes {
 		if i > 0 {
 			b.WriteByte(',')
 		}
 		args = append(args, idx)
-		b.WriteString("$" + strconv.Itoa(len(args)))
+		b.WriteString(r.s.placeholder(len(args)))
 	}
 	b.WriteByte(')')
 	rows, err := r.q.QueryContext(r.ctx, b.String(), args...)
@@ -110,10 +110,79 @@ func (s *Store) appendLeaf(ctx context.Context, tx *sql.Tx, e *Event) error {
 	if err != nil {
 		return err
 	}
-	return insertHashes(ctx, tx, e.UserID, hs)
+	return s.insertHashes(ctx, tx, e.UserID, hs)
 }
 
-func insertHashes(ctx context.Context, tx *sql.Tx, userID string, hs []merkle.StoredHash) error {
+// appendLeaves adds the leaves of evs (consecutive leaf indexes) to the
+// account's tree inside tx: the hashes each leaf needs come from the rows the
+// earlier leaves of the run produced, or are read once from the table; all new
+// rows are written with one statement per chunk.
+func (s *Store) appendLeaves(ctx context.Context, tx *sql.Tx, evs []Event) error {
+	userID := evs[0].UserID
+	r := &overlayReader{base: s.HashReader(ctx, tx, userID), known: map[int64]tlog.Hash{}}
+	var hs []merkle.StoredHash
+	for i := range evs {
+		leaf, err := verify.HashBytes(evs[i].PayloadHash)
+		if err != nil {
+			return err
+		}
+		add, err := merkle.AppendLeaf(evs[i].LeafIndex, leaf, r)
+		if errors.Is(err, ErrMissingHash) && i == 0 {
+			if err := s.buildTree(ctx, tx, userID, evs[i].LeafIndex); err != nil {
+				return err
+			}
+			add, err = merkle.AppendLeaf(evs[i].LeafIndex, leaf, r)
+		}
+		if err != nil {
+			return err
+		}
+		for _, h := range add {
+			r.known[h.Index] = h.Hash
+		}
+		hs = append(hs, add...)
+	}
+	for start := 0; start < len(hs); start += maxHashesPerInsert {
+		if err := s.insertHashes(ctx, tx, userID, hs[start:min(start+maxHashesPerInsert, len(hs))]); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// maxHashesPerInsert keeps one INSERT of Merkle rows within the parameter limits.
+const maxHashesPerInsert = 2000
+
+// overlayReader serves hashes already read or written in this run from
+// memory and reads the others from base (stored hashes never change).
+type overlayReader struct {
+	base  merkle.HashReader
+	known map[int64]tlog.Hash
+}
+
+func (r *overlayReader) ReadHashes(indexes []int64) ([]tlog.Hash, error) {
+	var missing []int64
+	for _, idx := range indexes {
+		if _, ok := r.known[idx]; !ok {
+			missing = append(missing, idx)
+		}
+	}
+	if len(missing) > 0 {
+		got, err := r.base.ReadHashes(missing)
+		if err != nil {
+			return nil, err
+		}
+		for i, idx := range missing {
+			r.known[idx] = got[i]
+		}
+	}
+	out := make([]tlog.Hash, len(indexes))
+	for i, idx := range indexes {
+		out[i] = r.known[idx]
+	}
+	return out, nil
+}
+
+func (s *Store) insertHashes(ctx context.Context, tx *sql.Tx, userID string, hs []merkle.StoredHash) error {
 	if len(hs) == 0 {
 		return nil
 	}
@@ -125,7 +194,7 @@ func insertHashes(ctx context.Context, tx *sql.Tx, userID string, hs []merkle.St
 			b.WriteByte(',')
 		}
 		n := len(args)
-		fmt.Fprintf(&b, "($%d, $%d, $%d)", n+1, n+2, n+3)
+		b.WriteString("(" + s.placeholder(n+1) + ", " + s.placeholder(n+2) + ", " + s.placeholder(n+3) + ")")
 		args = append(args, userID, h.Index, h.Hash[:])
 	}
 	if _, err := tx.ExecContext(ctx, b.String(), args...); err != nil {
@@ -167,7 +236,7 @@ func (s *Store) buildTree(ctx context.Context, tx *sql.Tx, userID string, n int6
 			if err != nil {
 				return err
 			}
-			if err := insertHashes(ctx, tx, userID, hs); err != nil {
+			if err := s.insertHashes(ctx, tx, userID, hs); err != nil {
 				return err
 			}
 			next++
