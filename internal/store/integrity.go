@@ -93,24 +93,31 @@ func (r *hashReader) ReadHashes(indexes []int64) ([]tlog.Hash, error) {
 
 // appendLeaf adds e's leaf to the account's tree inside tx: it reads the at
 // most log2(n) hashes tlog needs and writes the new rows in one statement.
-// An account whose tree predates migration 005 is built first, once.
 func (s *Store) appendLeaf(ctx context.Context, tx *sql.Tx, e *Event) error {
-	leaf, err := verify.HashBytes(e.PayloadHash)
+	hs, err := s.LeafHashes(ctx, tx, e)
 	if err != nil {
 		return err
+	}
+	return s.insertHashes(ctx, tx, e.UserID, hs)
+}
+
+// LeafHashes returns the Merkle rows that appending e's leaf (at e.LeafIndex)
+// adds, reading the at most log2(n) hashes tlog needs through tx. An account
+// whose tree predates migration 005 is built first, once.
+func (s *Store) LeafHashes(ctx context.Context, tx *sql.Tx, e *Event) ([]merkle.StoredHash, error) {
+	leaf, err := verify.HashBytes(e.PayloadHash)
+	if err != nil {
+		return nil, err
 	}
 	r := s.HashReader(ctx, tx, e.UserID)
 	hs, err := merkle.AppendLeaf(e.LeafIndex, leaf, r)
 	if errors.Is(err, ErrMissingHash) {
 		if err := s.buildTree(ctx, tx, e.UserID, e.LeafIndex); err != nil {
-			return err
+			return nil, err
 		}
 		hs, err = merkle.AppendLeaf(e.LeafIndex, leaf, r)
 	}
-	if err != nil {
-		return err
-	}
-	return s.insertHashes(ctx, tx, e.UserID, hs)
+	return hs, err
 }
 
 // appendLeaves adds the leaves of evs (consecutive leaf indexes) to the
