@@ -78,9 +78,14 @@ func (a *App) write(ctx context.Context, fn func(t *txn) error) error {
 	return nil
 }
 
+// frameOf is the stream frame announcing e.
+func frameOf(e *store.Event) stream.Frame {
+	return stream.Frame{EventID: e.EventID, EventType: e.EventType, Sequence: e.Sequence, Tool: e.Tool, Decision: e.Decision, MachineID: e.MachineID}
+}
+
 // publish announces an appended event to stream listeners.
 func (a *App) publish(ctx context.Context, t *txn, e *store.Event) error {
-	f := stream.Frame{EventID: e.EventID, EventType: e.EventType, Sequence: e.Sequence, Tool: e.Tool, Decision: e.Decision, MachineID: e.MachineID}
+	f := frameOf(e)
 	if a.PGBus != nil {
 		return a.PGBus.NotifyInTx(ctx, t.tx, e.UserID, f)
 	}
@@ -288,7 +293,15 @@ func (a *App) appendChargedInTx(ctx context.Context, t *txn, in *domain.EventInp
 	if err != nil {
 		return err
 	}
-	out, err := a.Store.InsertEventCharged(ctx, t.tx, &e, hashes, day, int64(a.Cfg.DailyEventQuota))
+	// The stream notification rides the same statement (it is delivered only
+	// on commit, like NotifyInTx's).
+	var channel, payload string
+	if a.PGBus != nil {
+		if channel, payload, err = a.PGBus.Notification(e.UserID, frameOf(&e)); err != nil {
+			return err
+		}
+	}
+	out, err := a.Store.InsertEventCharged(ctx, t.tx, &e, hashes, day, int64(a.Cfg.DailyEventQuota), channel, payload)
 	if err != nil {
 		return err
 	}
@@ -307,8 +320,10 @@ func (a *App) appendChargedInTx(ctx context.Context, t *txn, in *domain.EventInp
 		}
 		return fmt.Errorf("event %s: conflict on insert but identical to the stored event", *in.EventID)
 	}
-	if err := a.publish(ctx, t, &e); err != nil {
-		return err
+	if a.PGBus == nil {
+		if err := a.publish(ctx, t, &e); err != nil {
+			return err
+		}
 	}
 	res.Event, res.Quota = e, a.quota(out.QuotaUsed)
 	return nil

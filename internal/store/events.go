@@ -166,7 +166,12 @@ type ChargedInsert struct {
 // the row and its Merkle rows (hashes, computed by the caller from the tree
 // it read) go in, and the head advance. The caller has locked the head and
 // set e.LeafIndex; e.MachineSequence is set from the counter.
-func (s *Store) InsertEventCharged(ctx context.Context, tx *sql.Tx, e *Event, hashes []merkle.StoredHash, day string, limit int64) (ChargedInsert, error) {
+//
+// notifyChannel and notifyPayload, when the channel is not empty, are sent
+// with pg_notify by the same statement; PostgreSQL delivers the notification
+// only if the transaction commits.
+func (s *Store) InsertEventCharged(ctx context.Context, tx *sql.Tx, e *Event, hashes []merkle.StoredHash, day string, limit int64,
+	notifyChannel, notifyPayload string) (ChargedInsert, error) {
 	var out ChargedInsert
 	if s.Dialect != Postgres {
 		return out, errors.New("InsertEventCharged is PostgreSQL only")
@@ -186,6 +191,7 @@ func (s *Store) InsertEventCharged(ctx context.Context, tx *sql.Tx, e *Event, ha
 	}
 	var used, machineEvents sql.NullInt64
 	var inserted bool
+	var notified int64
 	err := tx.QueryRowContext(ctx, `WITH
 		q AS (INSERT INTO daily_usage (user_id, day, used) VALUES ($1, $21, 1)
 			ON CONFLICT (user_id, day) DO UPDATE SET used = daily_usage.used + 1 WHERE daily_usage.used + 1 <= $22::bigint
@@ -202,10 +208,11 @@ func (s *Store) InsertEventCharged(ctx context.Context, tx *sql.Tx, e *Event, ha
 			RETURNING 1),
 		c AS (UPDATE chain_heads SET last_sequence = $2::bigint, last_hash = $7::text, last_event_id = $4::text, event_count = event_count + 1
 			WHERE user_id = $1 AND EXISTS (SELECT 1 FROM e) RETURNING 1)
-		SELECT (SELECT used FROM q), (SELECT events FROM m), EXISTS (SELECT 1 FROM e)`,
+		SELECT (SELECT used FROM q), (SELECT events FROM m), EXISTS (SELECT 1 FROM e),
+			(SELECT count(*) FROM (SELECT pg_notify($26::text, $27::text) WHERE $26::text <> '') AS n)`,
 		e.UserID, e.Sequence, e.LeafIndex, e.EventID, e.EventType, e.PrevHash, e.PayloadHash, raw, e.Decision, e.Tool,
 		e.MachineID, e.ParentID, e.Signature, e.SignatureKey, e.TS, e.TSMicros, e.Surface, e.APIKeyID,
-		e.SemanticKey, e.CreatedAt, day, limit, machine, idx, hs).Scan(&used, &machineEvents, &inserted)
+		e.SemanticKey, e.CreatedAt, day, limit, machine, idx, hs, notifyChannel, notifyPayload).Scan(&used, &machineEvents, &inserted, &notified)
 	if err != nil {
 		return out, fmt.Errorf("insert event: %w", err)
 	}
