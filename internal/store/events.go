@@ -193,7 +193,7 @@ func (s *Store) InsertEventCharged(ctx context.Context, tx *sql.Tx, e *Event, ha
 	var inserted bool
 	var notified int64
 	err := tx.QueryRowContext(ctx, `WITH
-		q AS (INSERT INTO daily_usage (user_id, day, used) VALUES ($1, $21, 1)
+		q AS (INSERT INTO daily_usage (user_id, day, used) SELECT $1, $21::text, 1 WHERE 1 <= $22::bigint
 			ON CONFLICT (user_id, day) DO UPDATE SET used = daily_usage.used + 1 WHERE daily_usage.used + 1 <= $22::bigint
 			RETURNING used),
 		m AS (INSERT INTO machine_heads (user_id, machine_id, events) SELECT $1, $23::text, 1 FROM q
