@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"slices"
 	"time"
 
 	"github.com/auditchain/auditchain/internal/domain"
@@ -66,6 +67,22 @@ func (a *App) AppendBatch(ctx context.Context, p Principal, clientMachine *strin
 	}
 
 	now := a.Now()
+	// Canonical hashing (JCS) of every row happens here, before the writer
+	// takes the batch: the single SQLite writer should only write.
+	prepared := make([]store.Event, len(rows))
+	prepareErrs := make([]error, len(rows))
+	for i, in := range inputs {
+		if in != nil {
+			prepared[i], prepareErrs[i] = a.prepareEvent(p, in, "rest", now)
+		}
+	}
+	var ids []string
+	for _, in := range inputs {
+		if in != nil {
+			ids = append(ids, *in.EventID)
+		}
+	}
+
 	var stored []store.Event
 	err := a.write(ctx, func(t *txn) error {
 		r := res
@@ -91,6 +108,12 @@ func (a *App) AppendBatch(ctx context.Context, p Principal, clientMachine *strin
 		if err != nil {
 			return err
 		}
+		// Every id the batch carries, looked up at once under the head lock:
+		// no other append to the account can store one meanwhile.
+		already, err := a.Store.EventsByIDs(ctx, t.tx, p.UserID, ids)
+		if err != nil {
+			return err
+		}
 		seen := map[string]int{}
 		for i, in := range inputs {
 			if in == nil {
@@ -102,7 +125,7 @@ func (a *App) AppendBatch(ctx context.Context, p Principal, clientMachine *strin
 				continue
 			}
 			seen[*in.EventID] = i
-			if prev, err := a.Store.EventByID(ctx, t.tx, p.UserID, *in.EventID); err == nil {
+			if prev, ok := already[*in.EventID]; ok {
 				if sameEvent(&prev, in) {
 					r.Skipped++
 				} else {
@@ -110,16 +133,13 @@ func (a *App) AppendBatch(ctx context.Context, p Principal, clientMachine *strin
 						Message: "event_id is already stored with different content"})
 				}
 				continue
-			} else if !errors.Is(err, store.ErrNotFound) {
-				return err
 			}
 			if *in.Sequence <= head.LastSequence {
 				r.Errors = append(r.Errors, BatchRowError{Index: i, EventID: in.EventID, Code: domain.CodeNonMonotonic, Field: "sequence",
 					Message: fmt.Sprintf("sequence must be above the account's last stored sequence %d", head.LastSequence)})
 				continue
 			}
-			e, err := a.buildEvent(ctx, t.tx, p, in, "rest", head.EventCount)
-			if err != nil {
+			if err := prepareErrs[i]; err != nil {
 				var de *domain.Error
 				if errors.As(err, &de) {
 					r.Errors = append(r.Errors, BatchRowError{Index: i, EventID: in.EventID, Code: de.Code, Message: de.Detail})
@@ -127,14 +147,13 @@ func (a *App) AppendBatch(ctx context.Context, p Principal, clientMachine *strin
 				}
 				return err
 			}
+			e := prepared[i]
 			if in.PayloadHash != nil && *in.PayloadHash != e.PayloadHash {
 				r.Errors = append(r.Errors, BatchRowError{Index: i, EventID: in.EventID, Code: "payload_hash_mismatch", Field: "payload_hash",
 					Message: "payload_hash does not match the canonical hash of the row: " + e.PayloadHash})
 				continue
 			}
-			if err := a.Store.InsertEvent(ctx, t.tx, &e); err != nil {
-				return err
-			}
+			e.LeafIndex = head.EventCount // rows extend the chain in order: leaf = chain position
 			head.LastSequence, head.LastHash, head.EventCount = e.Sequence, &e.PayloadHash, head.EventCount+1
 			stored = append(stored, e)
 		}
@@ -144,6 +163,29 @@ func (a *App) AppendBatch(ctx context.Context, p Principal, clientMachine *strin
 		}
 		if !ok {
 			return a.quotaExceeded(used)
+		}
+		// machine_sequence counts each machine's stored events: read the
+		// counters of the batch's machines once, number the rows, store once.
+		var machines []string
+		for i := range stored {
+			machines = append(machines, machineOf(&stored[i]))
+		}
+		slices.Sort(machines)
+		machines = slices.Compact(machines)
+		counts, err := a.Store.MachineSequences(ctx, t.tx, p.UserID, machines)
+		if err != nil {
+			return err
+		}
+		for i := range stored {
+			m := machineOf(&stored[i])
+			stored[i].MachineSequence = counts[m]
+			counts[m]++
+		}
+		if err := a.Store.InsertEvents(ctx, t.tx, stored); err != nil {
+			return err
+		}
+		if err := a.Store.SetMachineSequences(ctx, t.tx, p.UserID, counts); err != nil {
+			return err
 		}
 		for i := range stored {
 			if err := a.publish(ctx, t, &stored[i]); err != nil {
@@ -180,4 +222,12 @@ func parseBatchRow(i int, row json.RawMessage) (*domain.EventInput, *BatchRowErr
 		return nil, &BatchRowError{Index: i, EventID: in.EventID, Code: domain.CodeValidation, Field: errs[0].Field, Message: errs[0].Message}
 	}
 	return &in, nil
+}
+
+// machineOf is the machine counter an event counts on ("" without machine_id).
+func machineOf(e *store.Event) string {
+	if e.MachineID == nil {
+		return ""
+	}
+	return *e.MachineID
 }

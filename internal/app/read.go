@@ -89,7 +89,7 @@ func (a *App) EventWithAncestry(ctx context.Context, p Principal, eventID string
 	for len(ancestry) < domain.MaxAncestry && cur.PrevHash != nil {
 		prev, ok := byHash[*cur.PrevHash]
 		if !ok {
-			found, err := a.Store.EventByPayloadHash(ctx, p.UserID, *cur.PrevHash)
+			found, err := a.Store.EventByPayloadHash(ctx, p.UserID, *cur.PrevHash, cur.Sequence)
 			if errors.Is(err, store.ErrNotFound) {
 				break // a break in the chain: the ancestry ends here (heal reports it)
 			}

@@ -78,9 +78,14 @@ func (a *App) write(ctx context.Context, fn func(t *txn) error) error {
 	return nil
 }
 
+// frameOf is the stream frame announcing e.
+func frameOf(e *store.Event) stream.Frame {
+	return stream.Frame{EventID: e.EventID, EventType: e.EventType, Sequence: e.Sequence, Tool: e.Tool, Decision: e.Decision, MachineID: e.MachineID}
+}
+
 // publish announces an appended event to stream listeners.
 func (a *App) publish(ctx context.Context, t *txn, e *store.Event) error {
-	f := stream.Frame{EventID: e.EventID, EventType: e.EventType, Sequence: e.Sequence, Tool: e.Tool, Decision: e.Decision, MachineID: e.MachineID}
+	f := frameOf(e)
 	if a.PGBus != nil {
 		return a.PGBus.NotifyInTx(ctx, t.tx, e.UserID, f)
 	}
@@ -210,6 +215,10 @@ func (a *App) appendInTx(ctx context.Context, t *txn, p Principal, in *domain.Ev
 		}
 	}
 
+	if a.Store.Dialect == store.Postgres && prepared != nil && surface != serviceSurface {
+		return a.appendChargedInTx(ctx, t, in, prepared, head, day, replay, res)
+	}
+
 	// Events the service writes itself (revocations, governance, repairs,
 	// anchors) do not spend the client's daily quota: a revocation must work
 	// even on an account that used its quota up (docs/decisions/record.md).
@@ -260,6 +269,63 @@ func (a *App) appendInTx(ctx context.Context, t *txn, p Principal, in *domain.Ev
 		return err
 	}
 	res.Event, res.Quota = e, a.quota(used)
+	return nil
+}
+
+// appendChargedInTx ends appendInTx for a client event on PostgreSQL, where
+// each statement is a round trip made while the account's head row is locked:
+// the quota, the machine counter, the row, its Merkle rows and the head move
+// in one statement (store.InsertEventCharged), with the same outcomes in the
+// same order as the general path — quota (429), then the event_id's unique
+// key (a replay or 409 event_id_conflict). A refusal returns an error, so the
+// transaction rolls back whatever the statement moved.
+func (a *App) appendChargedInTx(ctx context.Context, t *txn, in *domain.EventInput, prepared *store.Event, head store.Head, day string, replay func(error) error, res *AppendResult) error {
+	e := *prepared
+	e.LeafIndex = head.EventCount
+	if e.SemanticKey != nil && e.Tool != nil { // before the insert: the advisory is about earlier calls
+		adv, err := a.dedupAdvisory(ctx, t.tx, e.UserID, *e.Tool, *e.SemanticKey, domain.EventIntent(e.Raw), head.LastSequence)
+		if err != nil {
+			return err
+		}
+		res.Advisory = adv
+	}
+	hashes, err := a.Store.LeafHashes(ctx, t.tx, &e)
+	if err != nil {
+		return err
+	}
+	// The stream notification rides the same statement (it is delivered only
+	// on commit, like NotifyInTx's).
+	var channel, payload string
+	if a.PGBus != nil {
+		if channel, payload, err = a.PGBus.Notification(e.UserID, frameOf(&e)); err != nil {
+			return err
+		}
+	}
+	out, err := a.Store.InsertEventCharged(ctx, t.tx, &e, hashes, day, int64(a.Cfg.DailyEventQuota), channel, payload)
+	if err != nil {
+		return err
+	}
+	if !out.QuotaOK {
+		used, err := a.Store.QuotaUsed(ctx, t.tx, e.UserID, day)
+		if err != nil {
+			return err
+		}
+		return a.quotaExceeded(used)
+	}
+	if !out.Inserted {
+		// The event_id is taken by another event (continuity passed, so this
+		// is not a replay): refuse; the rollback undoes the quota and counter.
+		if rerr := replay(store.ErrConflict); rerr != nil {
+			return rerr
+		}
+		return fmt.Errorf("event %s: conflict on insert but identical to the stored event", *in.EventID)
+	}
+	if a.PGBus == nil {
+		if err := a.publish(ctx, t, &e); err != nil {
+			return err
+		}
+	}
+	res.Event, res.Quota = e, a.quota(out.QuotaUsed)
 	return nil
 }
 

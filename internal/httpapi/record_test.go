@@ -289,6 +289,13 @@ func TestBatch(t *testing.T) {
 		if e.tip(key)["event_count"] != float64(2) {
 			t.Fatalf("tip %v", e.tip(key))
 		}
+		// machine_sequence counts stored events only: the refused rows above
+		// (evt-3, evt-5) took no number, so the next event is the third.
+		tip := e.tip(key)
+		next := e.appendOK(key, ev("evt-10", 10, tip["payload_hash"].(string)))
+		if ms := next["event"].(map[string]any)["machine_sequence"]; ms != float64(2) {
+			t.Fatalf("machine_sequence after the batch = %v, want 2", ms)
+		}
 	})
 }
 

@@ -1,12 +1,19 @@
 package store
 
 import (
+	"container/heap"
 	"context"
 	"database/sql"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
+	"math"
+	"slices"
+	"strconv"
 	"strings"
+
+	"github.com/auditchain/auditchain/internal/merkle"
 )
 
 // Querier is what both *sql.DB and *sql.Tx offer.
@@ -139,6 +146,245 @@ func (s *Store) InsertEvent(ctx context.Context, tx *sql.Tx, e *Event) error {
 	return err
 }
 
+// ChargedInsert is the outcome of InsertEventCharged.
+type ChargedInsert struct {
+	// QuotaOK is false when the event would exceed the daily quota; nothing
+	// was written then, and QuotaUsed is not filled (read it with QuotaUsed).
+	QuotaOK   bool
+	QuotaUsed int64
+	// Inserted is false when the event_id is already stored (ErrConflict's
+	// case): the quota and the machine counter moved, so the caller must roll
+	// the transaction back.
+	Inserted bool
+}
+
+// InsertEventCharged is InsertEvent, NextMachineSequence and ConsumeQuota
+// (n = 1) as one PostgreSQL statement: every round trip of an append is made
+// while the account's head row is locked, so fewer of them is what lets more
+// appends through. Data-modifying CTEs run in order of dependency: the quota
+// upsert admits the event or not; only then does the machine counter move,
+// the row and its Merkle rows (hashes, computed by the caller from the tree
+// it read) go in, and the head advance. The caller has locked the head and
+// set e.LeafIndex; e.MachineSequence is set from the counter.
+//
+// notifyChannel and notifyPayload, when the channel is not empty, are sent
+// with pg_notify by the same statement; PostgreSQL delivers the notification
+// only if the transaction commits.
+func (s *Store) InsertEventCharged(ctx context.Context, tx *sql.Tx, e *Event, hashes []merkle.StoredHash, day string, limit int64,
+	notifyChannel, notifyPayload string) (ChargedInsert, error) {
+	var out ChargedInsert
+	if s.Dialect != Postgres {
+		return out, errors.New("InsertEventCharged is PostgreSQL only")
+	}
+	var raw any
+	if e.Raw != nil {
+		raw = string(e.Raw)
+	}
+	machine := ""
+	if e.MachineID != nil {
+		machine = *e.MachineID
+	}
+	idx := make([]int64, len(hashes))
+	hs := make([][]byte, len(hashes))
+	for i, h := range hashes {
+		idx[i], hs[i] = h.Index, h.Hash[:]
+	}
+	var used, machineEvents sql.NullInt64
+	var inserted bool
+	var notified int64
+	err := tx.QueryRowContext(ctx, `WITH
+		q AS (INSERT INTO daily_usage (user_id, day, used) SELECT $1, $21::text, 1 WHERE 1 <= $22::bigint
+			ON CONFLICT (user_id, day) DO UPDATE SET used = daily_usage.used + 1 WHERE daily_usage.used + 1 <= $22::bigint
+			RETURNING used),
+		m AS (INSERT INTO machine_heads (user_id, machine_id, events) SELECT $1, $23::text, 1 FROM q
+			ON CONFLICT (user_id, machine_id) DO UPDATE SET events = machine_heads.events + 1 RETURNING events),
+		e AS (INSERT INTO events (`+eventColumns+`)
+			SELECT $1, $2::bigint, $3::bigint, $4::text, $5::text, $6::text, $7::text, $8::text, $9::text, $10::text,
+				$11::text, $12::text, $13::text, $14::text, $15::text, $16::bigint, $17::text, $18::text, m.events - 1,
+				$19::text, $20::bigint FROM m
+			ON CONFLICT (user_id, event_id) DO NOTHING RETURNING 1),
+		h AS (INSERT INTO merkle_hashes (user_id, idx, hash)
+			SELECT $1, t.idx, t.hash FROM unnest($24::bigint[], $25::bytea[]) AS t(idx, hash) WHERE EXISTS (SELECT 1 FROM e)
+			RETURNING 1),
+		c AS (UPDATE chain_heads SET last_sequence = $2::bigint, last_hash = $7::text, last_event_id = $4::text, event_count = event_count + 1
+			WHERE user_id = $1 AND EXISTS (SELECT 1 FROM e) RETURNING 1)
+		SELECT (SELECT used FROM q), (SELECT events FROM m), EXISTS (SELECT 1 FROM e),
+			(SELECT count(*) FROM (SELECT pg_notify($26::text, $27::text) WHERE $26::text <> '') AS n)`,
+		e.UserID, e.Sequence, e.LeafIndex, e.EventID, e.EventType, e.PrevHash, e.PayloadHash, raw, e.Decision, e.Tool,
+		e.MachineID, e.ParentID, e.Signature, e.SignatureKey, e.TS, e.TSMicros, e.Surface, e.APIKeyID,
+		e.SemanticKey, e.CreatedAt, day, limit, machine, idx, hs, notifyChannel, notifyPayload).Scan(&used, &machineEvents, &inserted, &notified)
+	if err != nil {
+		return out, fmt.Errorf("insert event: %w", err)
+	}
+	if !used.Valid {
+		return out, nil
+	}
+	out.QuotaOK, out.QuotaUsed, out.Inserted = true, used.Int64, inserted
+	e.MachineSequence = machineEvents.Int64 - 1
+	return out, nil
+}
+
+// InsertEvents stores a run of events that extend the account's chain in
+// order (batch ingest), with one multi-row INSERT per chunk, their Merkle
+// leaves computed in memory and written in one statement per chunk, and one
+// head update. evs must already carry their leaf indexes (consecutive from
+// the head's event count) and machine sequences. The caller has locked the
+// head and checked that no event_id is stored; a conflict anyway is an error.
+func (s *Store) InsertEvents(ctx context.Context, tx *sql.Tx, evs []Event) error {
+	if len(evs) == 0 {
+		return nil
+	}
+	userID := evs[0].UserID
+	const cols = 21
+	for start := 0; start < len(evs); start += maxRowsPerInsert {
+		chunk := evs[start:min(start+maxRowsPerInsert, len(evs))]
+		var b strings.Builder
+		args := make([]any, 0, cols*len(chunk))
+		b.WriteString(`INSERT INTO events (` + eventColumns + `) VALUES `)
+		for i := range chunk {
+			e := &chunk[i]
+			if i > 0 {
+				b.WriteByte(',')
+			}
+			b.WriteByte('(')
+			for c := range cols {
+				if c > 0 {
+					b.WriteByte(',')
+				}
+				b.WriteString(s.placeholder(len(args) + c + 1))
+			}
+			b.WriteByte(')')
+			var raw any
+			if e.Raw != nil {
+				raw = string(e.Raw)
+			}
+			args = append(args, e.UserID, e.Sequence, e.LeafIndex, e.EventID, e.EventType, e.PrevHash, e.PayloadHash, raw, e.Decision, e.Tool,
+				e.MachineID, e.ParentID, e.Signature, e.SignatureKey, e.TS, e.TSMicros, e.Surface, e.APIKeyID, e.MachineSequence,
+				e.SemanticKey, e.CreatedAt)
+		}
+		b.WriteString(` ON CONFLICT (user_id, event_id) DO NOTHING`)
+		res, err := tx.ExecContext(ctx, b.String(), args...)
+		if err != nil {
+			return fmt.Errorf("insert events: %w", err)
+		}
+		if n, err := res.RowsAffected(); err != nil {
+			return fmt.Errorf("insert events: %w", err)
+		} else if n != int64(len(chunk)) {
+			return fmt.Errorf("insert events: %d of %d rows stored: %w", n, len(chunk), ErrConflict)
+		}
+	}
+	if err := s.appendLeaves(ctx, tx, evs); err != nil {
+		return err
+	}
+	last := &evs[len(evs)-1]
+	_, err := tx.ExecContext(ctx, `UPDATE chain_heads SET last_sequence = $2, last_hash = $3, last_event_id = $4, event_count = event_count + $5
+		WHERE user_id = $1`, userID, last.Sequence, last.PayloadHash, last.EventID, len(evs))
+	return err
+}
+
+// placeholder is the SQL placeholder of the n-th (1-based) argument of a
+// generated statement with many arguments. The SQLite driver binds $N
+// parameters by looking each name up in a list, O(n²) over thousands of them
+// (85 % of a 500-row batch insert's CPU); positional ? has no names to find.
+func (s *Store) placeholder(n int) string {
+	if s.Dialect == SQLite {
+		return "?"
+	}
+	return "$" + strconv.Itoa(n)
+}
+
+// maxRowsPerInsert keeps a multi-row INSERT of events within both databases'
+// limits on bound parameters (21 per row; SQLite allows 32,766, PostgreSQL 65,535).
+const maxRowsPerInsert = 500
+
+// EventsByIDs reads the account's events with any of the given ids, by id.
+func (s *Store) EventsByIDs(ctx context.Context, q Querier, userID string, ids []string) (map[string]Event, error) {
+	out := make(map[string]Event, len(ids))
+	for start := 0; start < len(ids); start += maxIDsPerLookup {
+		chunk := ids[start:min(start+maxIDsPerLookup, len(ids))]
+		var b strings.Builder
+		args := make([]any, 0, len(chunk)+1)
+		args = append(args, userID)
+		b.WriteString(`SELECT ` + eventColumns + ` FROM events WHERE user_id = ` + s.placeholder(1) + ` AND event_id IN (`)
+		for i, id := range chunk {
+			if i > 0 {
+				b.WriteByte(',')
+			}
+			args = append(args, id)
+			b.WriteString(s.placeholder(len(args)))
+		}
+		b.WriteByte(')')
+		evs, err := s.queryEvents(ctx, q, b.String(), args...)
+		if err != nil {
+			return nil, err
+		}
+		for _, e := range evs {
+			out[e.EventID] = e
+		}
+	}
+	return out, nil
+}
+
+const maxIDsPerLookup = 1000
+
+// MachineSequences returns the number of events each machine already has on
+// the account (its next machine_sequence); machines never seen count 0. The
+// caller holds the account's head, so the counts cannot move under it.
+func (s *Store) MachineSequences(ctx context.Context, tx *sql.Tx, userID string, machineIDs []string) (map[string]int64, error) {
+	out := make(map[string]int64, len(machineIDs))
+	if len(machineIDs) == 0 {
+		return out, nil
+	}
+	var b strings.Builder
+	args := make([]any, 0, len(machineIDs)+1)
+	args = append(args, userID)
+	b.WriteString(`SELECT machine_id, events FROM machine_heads WHERE user_id = ` + s.placeholder(1) + ` AND machine_id IN (`)
+	for i, m := range machineIDs {
+		if i > 0 {
+			b.WriteByte(',')
+		}
+		args = append(args, m)
+		b.WriteString(s.placeholder(len(args)))
+	}
+	b.WriteByte(')')
+	rows, err := tx.QueryContext(ctx, b.String(), args...)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	for rows.Next() {
+		var m string
+		var n int64
+		if err := rows.Scan(&m, &n); err != nil {
+			return nil, err
+		}
+		out[m] = n
+	}
+	return out, rows.Err()
+}
+
+// SetMachineSequences stores each machine's event count (what
+// MachineSequences returned plus the events just stored), in one statement.
+func (s *Store) SetMachineSequences(ctx context.Context, tx *sql.Tx, userID string, counts map[string]int64) error {
+	if len(counts) == 0 {
+		return nil
+	}
+	var b strings.Builder
+	args := make([]any, 0, 3*len(counts))
+	b.WriteString(`INSERT INTO machine_heads (user_id, machine_id, events) VALUES `)
+	for _, m := range slices.Sorted(maps.Keys(counts)) {
+		if len(args) > 0 {
+			b.WriteByte(',')
+		}
+		n := len(args)
+		b.WriteString("(" + s.placeholder(n+1) + ", " + s.placeholder(n+2) + ", " + s.placeholder(n+3) + ")")
+		args = append(args, userID, m, counts[m])
+	}
+	b.WriteString(` ON CONFLICT (user_id, machine_id) DO UPDATE SET events = excluded.events`)
+	_, err := tx.ExecContext(ctx, b.String(), args...)
+	return err
+}
+
 // NextMachineSequence returns the machine's next machine_sequence (0 for its
 // first event) and counts the event. Events without machine_id share "".
 func (s *Store) NextMachineSequence(ctx context.Context, tx *sql.Tx, userID, machineID string) (int64, error) {
@@ -156,9 +402,15 @@ func (s *Store) EventByID(ctx context.Context, q Querier, userID, eventID string
 	return scanEvent(q.QueryRowContext(ctx, `SELECT `+eventColumns+` FROM events WHERE user_id = $1 AND event_id = $2`, userID, eventID))
 }
 
-// EventByPayloadHash finds the account's event with that payload hash (ancestry walks).
-func (s *Store) EventByPayloadHash(ctx context.Context, userID, hash string) (Event, error) {
-	return scanEvent(s.read.QueryRowContext(ctx, `SELECT `+eventColumns+` FROM events WHERE user_id = $1 AND payload_hash = $2 ORDER BY sequence LIMIT 1`, userID, hash))
+// EventByPayloadHash finds the account's event with that payload hash and a
+// sequence below beforeSequence (the ancestry walk across a broken link: an
+// ancestor always precedes). There is no payload_hash index (migration 007):
+// the walk needs it only where a link is broken, so this reads the account's
+// earlier events newest first, which finds a nearby ancestor quickly and costs
+// a scan of the earlier events only when the link's target does not exist.
+func (s *Store) EventByPayloadHash(ctx context.Context, userID, hash string, beforeSequence int64) (Event, error) {
+	return scanEvent(s.read.QueryRowContext(ctx, `SELECT `+eventColumns+` FROM events
+		WHERE user_id = $1 AND sequence < $2 AND payload_hash = $3 ORDER BY sequence DESC LIMIT 1`, userID, beforeSequence, hash))
 }
 
 // EventsBefore returns up to limit events with sequence below seq, newest first.
@@ -166,25 +418,114 @@ func (s *Store) EventsBefore(ctx context.Context, userID string, seq int64, limi
 	return s.queryEvents(ctx, s.read, `SELECT `+eventColumns+` FROM events WHERE user_id = $1 AND sequence < $2 ORDER BY sequence DESC LIMIT $3`, userID, seq, limit)
 }
 
-// EventsFrom streams the account's events in chain order from leaf index from,
+// leafReorderWindow bounds how far EventsFrom looks ahead for a row whose
+// stored leaf_index is out of chain order.
+const leafReorderWindow = 2000
+
+// EventsFrom streams the account's events in leaf order from leaf index from,
 // calling fn for each; it reads in pages so memory stays flat in chain length.
+//
+// Every append extends the tip, so leaf order is chain order and rows are read
+// by the primary key (user_id, sequence); there is no leaf_index index
+// (migration 007). The stored leaf_index column is still what orders the
+// stream: a row whose leaf_index disagrees with its chain position (a tampered
+// or damaged row) is held back, up to leafReorderWindow rows, until its leaf
+// position comes, exactly as an ORDER BY leaf_index would deliver it, so the
+// verifiers that consume this stream see the disagreement.
 func (s *Store) EventsFrom(ctx context.Context, userID string, from int64, fn func(*Event) error) error {
 	const page = 2000
+	after := int64(math.MinInt64) // rows with sequence above this are still to read
+	if from > 0 {
+		seq, found, err := s.firstSequenceFromLeaf(ctx, userID, from)
+		if err != nil || !found {
+			return err
+		}
+		after = seq - 1
+	}
+	held := &leafHeap{}
+	next := from // the leaf position to deliver next
+	deliver := func(force bool) error {
+		for held.Len() > 0 && (force || (*held)[0].LeafIndex <= next || held.Len() > leafReorderWindow) {
+			e := heap.Pop(held).(*Event)
+			next = max(next, e.LeafIndex+1)
+			if err := fn(e); err != nil {
+				return err
+			}
+		}
+		return nil
+	}
 	for {
-		evs, err := s.queryEvents(ctx, s.read, `SELECT `+eventColumns+` FROM events WHERE user_id = $1 AND leaf_index >= $2 ORDER BY leaf_index LIMIT $3`, userID, from, page)
+		evs, err := s.queryEvents(ctx, s.read, `SELECT `+eventColumns+` FROM events WHERE user_id = $1 AND sequence > $2 ORDER BY sequence LIMIT $3`, userID, after, page)
 		if err != nil {
 			return err
 		}
 		for i := range evs {
-			if err := fn(&evs[i]); err != nil {
+			if evs[i].LeafIndex < from {
+				continue
+			}
+			heap.Push(held, &evs[i])
+			if err := deliver(false); err != nil {
 				return err
 			}
 		}
 		if len(evs) < page {
-			return nil
+			return deliver(true)
 		}
-		from = evs[len(evs)-1].LeafIndex + 1
+		after = evs[len(evs)-1].Sequence
 	}
+}
+
+// leafHeap orders held rows by stored leaf_index.
+type leafHeap []*Event
+
+func (h leafHeap) Len() int           { return len(h) }
+func (h leafHeap) Less(i, j int) bool { return h[i].LeafIndex < h[j].LeafIndex }
+func (h leafHeap) Swap(i, j int)      { h[i], h[j] = h[j], h[i] }
+func (h *leafHeap) Push(x any)        { *h = append(*h, x.(*Event)) }
+func (h *leafHeap) Pop() any {
+	old := *h
+	e := old[len(old)-1]
+	*h = old[:len(old)-1]
+	return e
+}
+
+// firstSequenceFromLeaf returns the sequence of the account's first event (in
+// chain order) whose leaf_index is at least leaf; found is false when there is
+// none. leaf_index grows with sequence, so this is a binary search over
+// sequence values, each probe one primary-key lookup (at most 64 probes).
+func (s *Store) firstSequenceFromLeaf(ctx context.Context, userID string, leaf int64) (seq int64, found bool, err error) {
+	probe := func(atLeast int64) (int64, int64, bool, error) {
+		var seq, leaf int64
+		err := s.read.QueryRowContext(ctx, `SELECT sequence, leaf_index FROM events WHERE user_id = $1 AND sequence >= $2
+			ORDER BY sequence LIMIT 1`, userID, atLeast).Scan(&seq, &leaf)
+		if errors.Is(err, sql.ErrNoRows) {
+			return 0, 0, false, nil
+		}
+		return seq, leaf, err == nil, err
+	}
+	// f(x), the leaf_index of the first event with sequence ≥ x (infinite
+	// when there is none), does not decrease in x: find the smallest x with
+	// f(x) ≥ leaf.
+	lo, hi := int64(math.MinInt64), int64(math.MaxInt64)
+	for lo < hi {
+		mid := lo + int64((uint64(hi)-uint64(lo))/2)
+		at, l, ok, err := probe(mid)
+		switch {
+		case err != nil:
+			return 0, false, err
+		case !ok || l >= leaf:
+			hi = mid
+		case at == math.MaxInt64:
+			return 0, false, nil
+		default:
+			lo = at + 1 // f is l < leaf on all of [mid, at]
+		}
+	}
+	at, l, ok, err := probe(lo)
+	if err != nil || !ok || l < leaf {
+		return 0, false, err
+	}
+	return at, true, nil
 }
 
 func (s *Store) queryEvents(ctx context.Context, q Querier, query string, args ...any) ([]Event, error) {

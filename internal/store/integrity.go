@@ -9,7 +9,7 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
-	"strconv"
+	"math"
 	"strings"
 
 	"golang.org/x/mod/sumdb/tlog"
@@ -27,6 +27,7 @@ var ErrMissingHash = errors.New("merkle: stored hash missing")
 // hashReader reads an account's stored hashes through q (a transaction when
 // appending, so reads see the rows the same transaction wrote).
 type hashReader struct {
+	s      *Store
 	ctx    context.Context
 	q      Querier
 	userID string
@@ -39,7 +40,7 @@ func (s *Store) HashReader(ctx context.Context, q Querier, userID string) merkle
 	if q == nil {
 		q = s.read
 	}
-	return &hashReader{ctx: ctx, q: q, userID: userID}
+	return &hashReader{s: s, ctx: ctx, q: q, userID: userID}
 }
 
 // ReadHashes implements tlog.HashReader with one query for all indexes.
@@ -50,13 +51,13 @@ func (r *hashReader) ReadHashes(indexes []int64) ([]tlog.Hash, error) {
 	var b strings.Builder
 	args := make([]any, 0, len(indexes)+1)
 	args = append(args, r.userID)
-	b.WriteString(`SELECT idx, hash FROM merkle_hashes WHERE user_id = $1 AND idx IN (`)
+	b.WriteString(`SELECT idx, hash FROM merkle_hashes WHERE user_id = ` + r.s.placeholder(1) + ` AND idx IN (`)
 	for i, idx := range indexes {
 		if i > 0 {
 			b.WriteByte(',')
 		}
 		args = append(args, idx)
-		b.WriteString("$" + strconv.Itoa(len(args)))
+		b.WriteString(r.s.placeholder(len(args)))
 	}
 	b.WriteByte(')')
 	rows, err := r.q.QueryContext(r.ctx, b.String(), args...)
@@ -92,27 +93,103 @@ func (r *hashReader) ReadHashes(indexes []int64) ([]tlog.Hash, error) {
 
 // appendLeaf adds e's leaf to the account's tree inside tx: it reads the at
 // most log2(n) hashes tlog needs and writes the new rows in one statement.
-// An account whose tree predates migration 005 is built first, once.
 func (s *Store) appendLeaf(ctx context.Context, tx *sql.Tx, e *Event) error {
-	leaf, err := verify.HashBytes(e.PayloadHash)
+	hs, err := s.LeafHashes(ctx, tx, e)
 	if err != nil {
 		return err
+	}
+	return s.insertHashes(ctx, tx, e.UserID, hs)
+}
+
+// LeafHashes returns the Merkle rows that appending e's leaf (at e.LeafIndex)
+// adds, reading the at most log2(n) hashes tlog needs through tx. An account
+// whose tree predates migration 005 is built first, once.
+func (s *Store) LeafHashes(ctx context.Context, tx *sql.Tx, e *Event) ([]merkle.StoredHash, error) {
+	leaf, err := verify.HashBytes(e.PayloadHash)
+	if err != nil {
+		return nil, err
 	}
 	r := s.HashReader(ctx, tx, e.UserID)
 	hs, err := merkle.AppendLeaf(e.LeafIndex, leaf, r)
 	if errors.Is(err, ErrMissingHash) {
 		if err := s.buildTree(ctx, tx, e.UserID, e.LeafIndex); err != nil {
-			return err
+			return nil, err
 		}
 		hs, err = merkle.AppendLeaf(e.LeafIndex, leaf, r)
 	}
-	if err != nil {
-		return err
-	}
-	return insertHashes(ctx, tx, e.UserID, hs)
+	return hs, err
 }
 
-func insertHashes(ctx context.Context, tx *sql.Tx, userID string, hs []merkle.StoredHash) error {
+// appendLeaves adds the leaves of evs (consecutive leaf indexes) to the
+// account's tree inside tx: the hashes each leaf needs come from the rows the
+// earlier leaves of the run produced, or are read once from the table; all new
+// rows are written with one statement per chunk.
+func (s *Store) appendLeaves(ctx context.Context, tx *sql.Tx, evs []Event) error {
+	userID := evs[0].UserID
+	r := &overlayReader{base: s.HashReader(ctx, tx, userID), known: map[int64]tlog.Hash{}}
+	var hs []merkle.StoredHash
+	for i := range evs {
+		leaf, err := verify.HashBytes(evs[i].PayloadHash)
+		if err != nil {
+			return err
+		}
+		add, err := merkle.AppendLeaf(evs[i].LeafIndex, leaf, r)
+		if errors.Is(err, ErrMissingHash) && i == 0 {
+			if err := s.buildTree(ctx, tx, userID, evs[i].LeafIndex); err != nil {
+				return err
+			}
+			add, err = merkle.AppendLeaf(evs[i].LeafIndex, leaf, r)
+		}
+		if err != nil {
+			return err
+		}
+		for _, h := range add {
+			r.known[h.Index] = h.Hash
+		}
+		hs = append(hs, add...)
+	}
+	for start := 0; start < len(hs); start += maxHashesPerInsert {
+		if err := s.insertHashes(ctx, tx, userID, hs[start:min(start+maxHashesPerInsert, len(hs))]); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// maxHashesPerInsert keeps one INSERT of Merkle rows within the parameter limits.
+const maxHashesPerInsert = 2000
+
+// overlayReader serves hashes already read or written in this run from
+// memory and reads the others from base (stored hashes never change).
+type overlayReader struct {
+	base  merkle.HashReader
+	known map[int64]tlog.Hash
+}
+
+func (r *overlayReader) ReadHashes(indexes []int64) ([]tlog.Hash, error) {
+	var missing []int64
+	for _, idx := range indexes {
+		if _, ok := r.known[idx]; !ok {
+			missing = append(missing, idx)
+		}
+	}
+	if len(missing) > 0 {
+		got, err := r.base.ReadHashes(missing)
+		if err != nil {
+			return nil, err
+		}
+		for i, idx := range missing {
+			r.known[idx] = got[i]
+		}
+	}
+	out := make([]tlog.Hash, len(indexes))
+	for i, idx := range indexes {
+		out[i] = r.known[idx]
+	}
+	return out, nil
+}
+
+func (s *Store) insertHashes(ctx context.Context, tx *sql.Tx, userID string, hs []merkle.StoredHash) error {
 	if len(hs) == 0 {
 		return nil
 	}
@@ -124,7 +201,7 @@ func insertHashes(ctx context.Context, tx *sql.Tx, userID string, hs []merkle.St
 			b.WriteByte(',')
 		}
 		n := len(args)
-		fmt.Fprintf(&b, "($%d, $%d, $%d)", n+1, n+2, n+3)
+		b.WriteString("(" + s.placeholder(n+1) + ", " + s.placeholder(n+2) + ", " + s.placeholder(n+3) + ")")
 		args = append(args, userID, h.Index, h.Hash[:])
 	}
 	if _, err := tx.ExecContext(ctx, b.String(), args...); err != nil {
@@ -142,9 +219,12 @@ func (s *Store) buildTree(ctx context.Context, tx *sql.Tx, userID string, n int6
 	}
 	r := s.HashReader(ctx, tx, userID)
 	const page = 1000
+	// Leaf order is chain order (every append extends the tip): read by the
+	// primary key and require each row to sit at its stored leaf position.
+	after := int64(math.MinInt64)
 	for next := int64(0); next < n; {
-		evs, err := s.queryEvents(ctx, tx, `SELECT `+eventColumns+` FROM events WHERE user_id = $1 AND leaf_index >= $2 AND leaf_index < $3
-			ORDER BY leaf_index LIMIT $4`, userID, next, n, page)
+		evs, err := s.queryEvents(ctx, tx, `SELECT `+eventColumns+` FROM events WHERE user_id = $1 AND sequence > $2
+			ORDER BY sequence LIMIT $3`, userID, after, min(page, n-next))
 		if err != nil {
 			return err
 		}
@@ -163,18 +243,31 @@ func (s *Store) buildTree(ctx context.Context, tx *sql.Tx, userID string, n int6
 			if err != nil {
 				return err
 			}
-			if err := insertHashes(ctx, tx, userID, hs); err != nil {
+			if err := s.insertHashes(ctx, tx, userID, hs); err != nil {
 				return err
 			}
 			next++
 		}
+		after = evs[len(evs)-1].Sequence
 	}
 	return nil
 }
 
-// EventAtLeaf reads the account's event at a leaf position.
+// EventAtLeaf reads the account's event at a leaf position (a binary search
+// over chain order: there is no leaf_index index, see EventsFrom).
 func (s *Store) EventAtLeaf(ctx context.Context, userID string, leaf int64) (Event, error) {
-	return scanEvent(s.read.QueryRowContext(ctx, `SELECT `+eventColumns+` FROM events WHERE user_id = $1 AND leaf_index = $2`, userID, leaf))
+	seq, found, err := s.firstSequenceFromLeaf(ctx, userID, leaf)
+	if err != nil {
+		return Event{}, err
+	}
+	if !found {
+		return Event{}, ErrNotFound
+	}
+	e, err := scanEvent(s.read.QueryRowContext(ctx, `SELECT `+eventColumns+` FROM events WHERE user_id = $1 AND sequence = $2`, userID, seq))
+	if err == nil && e.LeafIndex != leaf {
+		return Event{}, ErrNotFound
+	}
+	return e, err
 }
 
 // EventsRange streams the account's events with leaf_index in [from, to), in

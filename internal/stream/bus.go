@@ -104,6 +104,14 @@ func (b *PGBus) NotifyInTx(ctx context.Context, tx *sql.Tx, userID string, f Fra
 	return nil
 }
 
+// Notification returns the channel and payload NotifyInTx would send, for a
+// caller that folds pg_notify into a statement of its own (one round trip
+// fewer; PostgreSQL still delivers it only if the transaction commits).
+func (b *PGBus) Notification(userID string, f Frame) (channel, payload string, err error) {
+	payload, err = encodeNotification(userID, f)
+	return Channel, payload, err
+}
+
 func encodeNotification(userID string, f Frame) (string, error) {
 	b, _ := json.Marshal(notification{UserID: userID, Frame: &f}) // strings and integers only
 	if len(b) > maxPayload {
