@@ -1,4 +1,12 @@
 package store
 
+import "context"
+
 // WriteConnsOpened is how many connections the SQLite writer has opened.
 func (s *Store) WriteConnsOpened() int64 { return s.writeConns.Load() }
+
+// OpenAtVersion opens dsn with migrations applied only up to version, as a
+// database written by an older release would be.
+func OpenAtVersion(ctx context.Context, dsn string, version int64) (*Store, error) {
+	return OpenWith(ctx, dsn, Options{MaxConns: 4, migrateUpTo: version})
+}

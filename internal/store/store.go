@@ -61,6 +61,9 @@ type Options struct {
 	// MaxConns bounds the connections of the PostgreSQL pool and of the SQLite
 	// reader pool (0: 32 and 8).
 	MaxConns int
+	// migrateUpTo stops migrations after this version (0: all); only tests
+	// set it (OpenAtVersion), to upgrade a database holding data.
+	migrateUpTo int64
 }
 
 // Open connects to dsn ("sqlite:PATH" or a postgres:// URL), applies pending
@@ -82,7 +85,7 @@ func OpenWith(ctx context.Context, dsn string, o Options) (*Store, error) {
 	if err != nil {
 		return nil, err
 	}
-	if err := s.migrate(ctx); err != nil {
+	if err := s.migrate(ctx, o.migrateUpTo); err != nil {
 		s.Close()
 		return nil, err
 	}
@@ -189,7 +192,8 @@ func (s *Store) InTx(ctx context.Context, fn func(tx *sql.Tx) error) error {
 // replicas starting together ("auditchn" in ASCII).
 const migrationLockID = 0x6175646974636e
 
-func (s *Store) migrate(ctx context.Context) error {
+// migrate applies the pending migrations numbered up to upTo (0: all of them).
+func (s *Store) migrate(ctx context.Context, upTo int64) error {
 	dir := "migrations/" + string(s.Dialect)
 	entries, err := fs.ReadDir(migrations, dir)
 	if err != nil {
@@ -215,6 +219,9 @@ func (s *Store) migrate(ctx context.Context) error {
 		version, err := strconv.ParseInt(strings.SplitN(e.Name(), "_", 2)[0], 10, 64)
 		if err != nil {
 			return fmt.Errorf("migration %s: name must start with a number", e.Name())
+		}
+		if upTo > 0 && version > upTo {
+			break
 		}
 		body, err := migrations.ReadFile(dir + "/" + e.Name())
 		if err != nil {
