@@ -37,6 +37,7 @@ type Config struct {
 	DBMaxConns          int
 	DebugAddr           string
 	ShutdownTimeout     time.Duration
+	RequestTimeout      time.Duration
 }
 
 // Production reports whether --env production is set.
@@ -107,6 +108,7 @@ func Parse(args []string, getenv func(string) string, stderr io.Writer) (Config,
 	str(&c.DebugAddr, "debug-addr", "", "serve net/http/pprof on this separate address (never on --addr)")
 	str(&c.ServiceKeyFile, "service-key-file", "", "Ed25519 service identity key file (default: kept in the store)")
 	duration(&c.ShutdownTimeout, "shutdown-timeout", 30*time.Second, "how long in-flight requests may take on SIGTERM")
+	duration(&c.RequestTimeout, "request-timeout", 15*time.Second, "how long a request may wait on the store before it answers 503 (streams, exports, heal and cron runs are not cut)")
 
 	if err := fs.Parse(args); err != nil {
 		return Config{}, err
@@ -131,6 +133,9 @@ func Parse(args []string, getenv func(string) string, stderr io.Writer) (Config,
 	}
 	if c.BatchRateLimit < 1 {
 		errs = append(errs, errors.New("--batch-rate-limit must be at least 1"))
+	}
+	if c.RequestTimeout <= 0 {
+		errs = append(errs, errors.New("--request-timeout must be positive"))
 	}
 	if c.StreamPing <= 0 {
 		errs = append(errs, errors.New("--stream-ping must be positive"))

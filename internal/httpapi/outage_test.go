@@ -1,11 +1,14 @@
 package httpapi_test
 
 import (
-	"io"
 	"net"
 	"net/url"
 	"sync"
+	"sync/atomic"
 	"testing"
+	"time"
+
+	"github.com/auditchain/auditchain/internal/config"
 
 	"github.com/auditchain/auditchain/internal/store/storetest"
 )
@@ -21,6 +24,9 @@ type tcpProxy struct {
 	mu    sync.Mutex
 	ln    net.Listener
 	conns map[net.Conn]bool
+	// silent makes the proxy a black hole: connections stay open, bytes in
+	// either direction are dropped (a network partition nobody reports).
+	silent atomic.Bool
 }
 
 func startProxy(t *testing.T, target string) *tcpProxy {
@@ -65,9 +71,25 @@ func (p *tcpProxy) pipe(client net.Conn) {
 	}
 	p.conns[client], p.conns[server] = true, true
 	p.mu.Unlock()
-	go func() { io.Copy(server, client); server.Close() }()
-	io.Copy(client, server)
+	go func() { p.copy(server, client); server.Close() }()
+	p.copy(client, server)
 	client.Close()
+}
+
+// copy forwards src to dst, dropping what arrives while the proxy is silent.
+func (p *tcpProxy) copy(dst, src net.Conn) {
+	buf := make([]byte, 32<<10)
+	for {
+		n, err := src.Read(buf)
+		if n > 0 && !p.silent.Load() {
+			if _, werr := dst.Write(buf[:n]); werr != nil {
+				return
+			}
+		}
+		if err != nil {
+			return
+		}
+	}
 }
 
 // down refuses new connections and cuts every open one.
@@ -158,3 +180,45 @@ func TestPostgresOutageAnswers503AndRecovers(t *testing.T) {
 }
 
 func evID(i int) string { return "evt-outage-" + string(rune('a'+i)) }
+
+// A PostgreSQL that stops answering without closing anything (a silent
+// partition) must not hang requests: after --request-timeout they answer 503
+// service_unavailable, and once the network is back the pools recover.
+func TestPostgresSilentPartitionAnswers503AfterTheRequestTimeout(t *testing.T) {
+	dsn := storetest.DSN(t, storetest.Postgres)
+	u, err := url.Parse(dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	proxy := startProxy(t, u.Host)
+	u.Host = proxy.addr
+	e := newEnv(t, u.String(), func(c *config.Config) { c.RequestTimeout = time.Second })
+	_, key := e.account("partition@example.com")
+	h0 := hashOf(e.appendOK(key, ev(evID(0), 0, nil)))
+
+	proxy.silent.Store(true)
+	for _, call := range []struct{ method, path string }{
+		{"GET", "/v1/chain/tip"},
+		{"POST", "/v1/events"},
+	} {
+		var body any
+		if call.method == "POST" {
+			body = ev(evID(1), 1, h0)
+		}
+		answered := make(chan response, 1)
+		go func() { answered <- e.do(call.method, call.path, key, body) }()
+		select {
+		case r := <-answered:
+			wantProblem(t, r, 503, "service_unavailable")
+		case <-time.After(30 * time.Second): // 30× the request timeout: a hang, not a slow answer
+			t.Fatalf("%s %s hangs while the database is partitioned", call.method, call.path)
+		}
+	}
+
+	proxy.silent.Store(false)
+	// The append cut by the timeout may or may not have landed (its outcome is
+	// unknown); the tip says which, and the chain continues from it.
+	tip := e.tip(key)
+	seq := int64(tip["sequence"].(float64)) + 1
+	e.appendOK(key, ev(evID(2), seq, tip["payload_hash"]))
+}

@@ -115,9 +115,28 @@ func (s *Server) unmatched(w http.ResponseWriter, r *http.Request) {
 	writeError(w, r, s.log, &domain.Error{Status: http.StatusNotFound, Code: domain.CodeNotFound, Detail: "no route matches " + r.URL.Path})
 }
 
+// unboundedRoutes are not cut by --request-timeout: they stream, or their work
+// grows with the chain (a scan of millions of events) or with the accounts.
+var unboundedRoutes = map[string]bool{
+	"GET /v1/events/stream": true,
+	"GET /v1/chain/export":  true,
+	"GET /v1/chain/verify":  true,
+	"POST /v1/heal/scan":    true,
+	"POST /v1/heal/run":     true,
+}
+
 // guard applies a route's authentication and capability, then runs its handler.
+// Every other route's context ends after --request-timeout, so a store that
+// stopped answering (a PostgreSQL behind a silent network partition, say) gets
+// 503 service_unavailable instead of requests that hang and hold connections.
 func (s *Server) guard(rt route) http.Handler {
+	bounded := !unboundedRoutes[rt.pattern] && rt.auth.kind != accessCron
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if bounded {
+			ctx, cancel := context.WithTimeout(r.Context(), s.app.Cfg.RequestTimeout)
+			defer cancel()
+			r = r.WithContext(ctx)
+		}
 		r, err := s.authorize(rt.auth, r)
 		if err != nil {
 			writeError(w, r, s.log, err)

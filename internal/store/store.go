@@ -131,6 +131,16 @@ func openSQLite(path string, readers int) (*Store, error) {
 }
 
 func openPostgres(url string, conns int) (*Store, error) {
+	// A database that does not answer a connection attempt must not hold a
+	// request for the kernel's TCP timeout (minutes): unless the URL sets its
+	// own, connecting gives up after connectTimeout.
+	if !strings.Contains(url, "connect_timeout=") {
+		sep := "?"
+		if strings.Contains(url, "?") {
+			sep = "&"
+		}
+		url += sep + "connect_timeout=" + strconv.Itoa(connectTimeoutSeconds)
+	}
 	db, err := sql.Open("pgx", url)
 	if err != nil {
 		return nil, err
@@ -140,6 +150,9 @@ func openPostgres(url string, conns int) (*Store, error) {
 	db.SetConnMaxIdleTime(5 * time.Minute)
 	return &Store{Dialect: Postgres, read: db, write: db, Location: "postgres://" + redactURL(url)}, nil
 }
+
+// connectTimeoutSeconds bounds a PostgreSQL connection attempt.
+const connectTimeoutSeconds = 5
 
 // redactURL keeps host and database of a postgres URL and drops credentials.
 func redactURL(url string) string {
