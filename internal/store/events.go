@@ -209,7 +209,7 @@ func (s *Store) InsertEventCharged(ctx context.Context, tx *sql.Tx, e *Event, ha
 		c AS (UPDATE chain_heads SET last_sequence = $2::bigint, last_hash = $7::text, last_event_id = $4::text, event_count = event_count + 1
 			WHERE user_id = $1 AND EXISTS (SELECT 1 FROM e) RETURNING 1)
 		SELECT (SELECT used FROM q), (SELECT events FROM m), EXISTS (SELECT 1 FROM e),
-			(SELECT count(*) FROM (SELECT pg_notify($26::text, $27::text) WHERE $26::text <> '') AS n)`,
+			(SELECT count(*) FROM (SELECT pg_notify($26::text, $27::text) WHERE $26::text <> '' AND EXISTS (SELECT 1 FROM e)) AS n)`,
 		e.UserID, e.Sequence, e.LeafIndex, e.EventID, e.EventType, e.PrevHash, e.PayloadHash, raw, e.Decision, e.Tool,
 		e.MachineID, e.ParentID, e.Signature, e.SignatureKey, e.TS, e.TSMicros, e.Surface, e.APIKeyID,
 		e.SemanticKey, e.CreatedAt, day, limit, machine, idx, hs, notifyChannel, notifyPayload).Scan(&used, &machineEvents, &inserted, &notified)
@@ -408,10 +408,20 @@ func (s *Store) EventByID(ctx context.Context, q Querier, userID, eventID string
 // the walk needs it only where a link is broken, so this reads the account's
 // earlier events newest first, which finds a nearby ancestor quickly and costs
 // a scan of the earlier events only when the link's target does not exist.
+//
+// There is no payload_hash index (migration 007), so this walks the primary key
+// backwards; the walk is bounded to PayloadHashSearchWindow positions, so a
+// link to nowhere — which any client can write through batch rows — costs a
+// bounded read, not a scan of the whole chain. A target further back is
+// reported as not found.
 func (s *Store) EventByPayloadHash(ctx context.Context, userID, hash string, beforeSequence int64) (Event, error) {
 	return scanEvent(s.read.QueryRowContext(ctx, `SELECT `+eventColumns+` FROM events
-		WHERE user_id = $1 AND sequence < $2 AND payload_hash = $3 ORDER BY sequence DESC LIMIT 1`, userID, beforeSequence, hash))
+		WHERE user_id = $1 AND sequence < $2 AND sequence >= $4 AND payload_hash = $3 ORDER BY sequence DESC LIMIT 1`,
+		userID, beforeSequence, hash, beforeSequence-PayloadHashSearchWindow))
 }
+
+// PayloadHashSearchWindow is how far back EventByPayloadHash looks.
+const PayloadHashSearchWindow = 10_000
 
 // EventsBefore returns up to limit events with sequence below seq, newest first.
 func (s *Store) EventsBefore(ctx context.Context, userID string, seq int64, limit int) ([]Event, error) {

@@ -110,6 +110,15 @@ func (s *Store) LeafHashes(ctx context.Context, tx *sql.Tx, e *Event) ([]merkle.
 		return nil, err
 	}
 	r := s.HashReader(ctx, tx, e.UserID)
+	if e.LeafIndex > 0 && e.LeafIndex%2 == 0 {
+		// An even leaf reads no earlier hash, so a missing tree would go
+		// unnoticed until the next odd leaf, and the tree (seals, proofs,
+		// chain verify) would be incomplete meanwhile. Leaf n-1's row exists
+		// in any tree that is there: one point read every other append.
+		if err := s.ensureTree(ctx, tx, e.UserID, e.LeafIndex, []int64{tlog.StoredHashIndex(0, e.LeafIndex-1)}); err != nil {
+			return nil, err
+		}
+	}
 	hs, err := merkle.AppendLeaf(e.LeafIndex, leaf, r)
 	if errors.Is(err, ErrMissingHash) {
 		if err := s.buildTree(ctx, tx, e.UserID, e.LeafIndex); err != nil {
@@ -120,12 +129,31 @@ func (s *Store) LeafHashes(ctx context.Context, tx *sql.Tx, e *Event) ([]merkle.
 	return hs, err
 }
 
+// ensureTree builds the account's tree of its first n leaves (an account
+// written before migration 005, or one whose rows were lost) unless the rows
+// at indexes, which any complete tree of n leaves holds, are all there.
+func (s *Store) ensureTree(ctx context.Context, tx *sql.Tx, userID string, n int64, indexes []int64) error {
+	_, err := s.HashReader(ctx, tx, userID).ReadHashes(indexes)
+	if errors.Is(err, ErrMissingHash) {
+		return s.buildTree(ctx, tx, userID, n)
+	}
+	return err
+}
+
 // appendLeaves adds the leaves of evs (consecutive leaf indexes) to the
 // account's tree inside tx: the hashes each leaf needs come from the rows the
 // earlier leaves of the run produced, or are read once from the table; all new
 // rows are written with one statement per chunk.
 func (s *Store) appendLeaves(ctx context.Context, tx *sql.Tx, evs []Event) error {
 	userID := evs[0].UserID
+	// Every earlier hash the run's leaves need is a hash of the frontier of
+	// the tree it extends: check those once (any leaf, not only the first, may
+	// need one), and build the tree first when they are missing.
+	if first := evs[0].LeafIndex; first > 0 {
+		if err := s.ensureTree(ctx, tx, userID, first, merkle.FrontierIndexes(first)); err != nil {
+			return err
+		}
+	}
 	r := &overlayReader{base: s.HashReader(ctx, tx, userID), known: map[int64]tlog.Hash{}}
 	var hs []merkle.StoredHash
 	for i := range evs {
@@ -134,12 +162,6 @@ func (s *Store) appendLeaves(ctx context.Context, tx *sql.Tx, evs []Event) error
 			return err
 		}
 		add, err := merkle.AppendLeaf(evs[i].LeafIndex, leaf, r)
-		if errors.Is(err, ErrMissingHash) && i == 0 {
-			if err := s.buildTree(ctx, tx, userID, evs[i].LeafIndex); err != nil {
-				return err
-			}
-			add, err = merkle.AppendLeaf(evs[i].LeafIndex, leaf, r)
-		}
 		if err != nil {
 			return err
 		}
