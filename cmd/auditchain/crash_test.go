@@ -12,7 +12,6 @@ import (
 	"bytes"
 	"context"
 	"crypto/ed25519"
-	"encoding/base64"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -328,18 +327,7 @@ func TestKillNineUnderLoadLosesNothingAcknowledged(t *testing.T) {
 	}
 
 	// The checker: every chain is read back through the offline verifier.
-	status, body, err = client.do("GET", "/v1/delegation/public-key", "", nil)
-	if err != nil || status != 200 {
-		t.Fatalf("public key: %d %v", status, err)
-	}
-	var pubDoc struct {
-		PublicKey string `json:"public_key"`
-	}
-	json.Unmarshal(body, &pubDoc)
-	servicePub, err := base64.StdEncoding.DecodeString(pubDoc.PublicKey)
-	if err != nil || len(servicePub) != ed25519.PublicKeySize {
-		t.Fatalf("service public key %q: %v", pubDoc.PublicKey, err)
-	}
+	servicePub := servicePublicKey(t, client)
 	acked := map[string]string{}
 	var ackedCount int
 	for _, o := range history {
@@ -353,42 +341,19 @@ func TestKillNineUnderLoadLosesNothingAcknowledged(t *testing.T) {
 	}
 	stored := 0
 	for a := range accounts {
-		status, body, err := client.do("GET", "/v1/chain/export", keys[a], nil)
-		if err != nil || status != 200 {
-			t.Fatalf("export of account %d: %d %v", a, status, err)
-		}
-		report, err := verify.VerifyExport(bytes.NewReader(body), ed25519.PublicKey(servicePub))
-		if err != nil {
-			t.Fatalf("account %d: the offline verifier refuses the chain after the crashes: %v", a, err)
-		}
-		if report.Events == 0 || report.FirstSequence != 0 || report.LastSequence != report.Events-1 {
-			t.Fatalf("account %d: sequences not contiguous from 0: %+v", a, report)
-		}
-		lines := bufio.NewScanner(bytes.NewReader(body))
-		lines.Buffer(nil, 1<<20)
-		for lines.Scan() {
-			var l struct {
-				Kind  string
-				Event *verify.ExportEvent
-			}
-			if err := json.Unmarshal(lines.Bytes(), &l); err != nil {
-				t.Fatal(err)
-			}
-			if l.Event == nil {
-				continue
-			}
-			id := l.Event.EventID
+		events := verifiedChain(t, client, keys[a], servicePub)
+		for id, hash := range events {
 			if !sent[id] {
 				t.Errorf("account %d: stored event %s that no client sent", a, id)
 			}
 			if h, ok := acked[id]; ok {
-				if h != l.Event.PayloadHash {
-					t.Errorf("event %s: acknowledged hash %s, stored %s", id, h, l.Event.PayloadHash)
+				if h != hash {
+					t.Errorf("event %s: acknowledged hash %s, stored %s", id, h, hash)
 				}
 				delete(acked, id)
 			}
-			stored++
 		}
+		stored += len(events)
 	}
 	for id := range acked {
 		t.Errorf("acknowledged event %s is gone after the crashes", id)
@@ -406,6 +371,45 @@ func TestKillNineUnderLoadLosesNothingAcknowledged(t *testing.T) {
 	t.Logf("%d events stored (%d acknowledged), %d uses stored (%d acknowledged, %d unknown)", stored, ackedCount, gs.Uses, usesAcked, usesUnknown)
 
 	server.kill(t)
+	sqliteIntegrityOK(t, dsn)
+}
+
+// verifiedChain exports the key's account, checks the export with the offline
+// verifier (hashes, links, signatures, Merkle tree, checkpoints) and that its
+// sequences run from 0 without a gap, and returns the stored events' payload
+// hashes by event id.
+func verifiedChain(t *testing.T, client *crashClient, key string, servicePub ed25519.PublicKey) map[string]string {
+	t.Helper()
+	status, body, err := client.do("GET", "/v1/chain/export", key, nil)
+	if err != nil || status != 200 {
+		t.Fatalf("export: %d %v", status, err)
+	}
+	report, err := verify.VerifyExport(bytes.NewReader(body), servicePub)
+	if err != nil {
+		t.Fatalf("the offline verifier refuses the chain: %v", err)
+	}
+	if report.Events > 0 && (report.FirstSequence != 0 || report.LastSequence != report.Events-1) {
+		t.Fatalf("sequences not contiguous from 0: %+v", report)
+	}
+	events := map[string]string{}
+	lines := bufio.NewScanner(bytes.NewReader(body))
+	lines.Buffer(nil, 1<<20)
+	for lines.Scan() {
+		var l struct{ Event *verify.ExportEvent }
+		if err := json.Unmarshal(lines.Bytes(), &l); err != nil {
+			t.Fatal(err)
+		}
+		if l.Event != nil {
+			events[l.Event.EventID] = l.Event.PayloadHash
+		}
+	}
+	return events
+}
+
+// sqliteIntegrityOK runs SQLite's integrity_check on a database no server
+// holds any more.
+func sqliteIntegrityOK(t *testing.T, dsn string) {
+	t.Helper()
 	st, err := store.Open(context.Background(), dsn)
 	if err != nil {
 		t.Fatal(err)
@@ -413,6 +417,6 @@ func TestKillNineUnderLoadLosesNothingAcknowledged(t *testing.T) {
 	defer st.Close()
 	var check string
 	if err := st.WriteDB().QueryRow(`PRAGMA integrity_check`).Scan(&check); err != nil || check != "ok" {
-		t.Fatalf("integrity_check after the crashes: %q %v", check, err)
+		t.Fatalf("integrity_check: %q %v", check, err)
 	}
 }

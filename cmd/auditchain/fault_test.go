@@ -8,8 +8,6 @@ package main
 // must leave a chain the offline verifier accepts.
 
 import (
-	"bufio"
-	"bytes"
 	"context"
 	"crypto/ed25519"
 	"encoding/base64"
@@ -22,9 +20,6 @@ import (
 	"strings"
 	"testing"
 	"time"
-
-	"github.com/auditchain/auditchain/internal/store"
-	"github.com/auditchain/auditchain/pkg/verify"
 )
 
 func TestStorageFaultsAreNeverAcknowledged(t *testing.T) {
@@ -149,24 +144,10 @@ func TestStorageFaultsAreNeverAcknowledged(t *testing.T) {
 			client.base.Store(&server.base)
 			pub := servicePublicKey(t, client)
 			for a := range keys {
-				status, body, err := client.do("GET", "/v1/chain/export", keys[a], nil)
-				if err != nil || status != 200 {
-					t.Fatalf("export: %d %v", status, err)
-				}
-				if _, err := verify.VerifyExport(bytes.NewReader(body), pub); err != nil {
-					t.Fatalf("account %d: the offline verifier refuses the chain after the faults: %v", a, err)
-				}
-				stored := map[string]string{}
-				lines := bufio.NewScanner(bytes.NewReader(body))
-				lines.Buffer(nil, 1<<20)
-				for lines.Scan() {
-					var l struct{ Event *verify.ExportEvent }
-					json.Unmarshal(lines.Bytes(), &l)
-					if l.Event != nil {
-						if !sent[l.Event.EventID] {
-							t.Errorf("stored event %s that no client sent", l.Event.EventID)
-						}
-						stored[l.Event.EventID] = l.Event.PayloadHash
+				stored := verifiedChain(t, client, keys[a], pub)
+				for id := range stored {
+					if !sent[id] {
+						t.Errorf("stored event %s that no client sent", id)
 					}
 				}
 				failed, unknownStored := 0, 0
@@ -187,15 +168,7 @@ func TestStorageFaultsAreNeverAcknowledged(t *testing.T) {
 				t.Logf("account %d: %d stored; %d appends answered 5xx, of which %d landed anyway", a, len(stored), failed, unknownStored)
 			}
 			server.kill(t)
-			st, err := store.Open(context.Background(), dsn)
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer st.Close()
-			var check string
-			if err := st.WriteDB().QueryRow(`PRAGMA integrity_check`).Scan(&check); err != nil || check != "ok" {
-				t.Fatalf("integrity_check after the faults: %q %v", check, err)
-			}
+			sqliteIntegrityOK(t, dsn)
 		})
 	}
 }
