@@ -167,21 +167,7 @@ func TestKillNineUnderLoadLosesNothingAcknowledged(t *testing.T) {
 	dsn := "sqlite:" + filepath.Join(dir, "crash.db")
 	serveArgs := []string{"--db", dsn, "--daily-event-quota", "100000000", "--batch-rate-limit", "100000000"}
 
-	keys := make([]string, accounts+1) // the last account holds the grant
-	for i := range keys {
-		var out strings.Builder
-		if err := run(context.Background(), []string{"admin", "create-account", "--db", dsn, "--email", fmt.Sprintf("crash%d@example.com", i)},
-			func(string) string { return "" }, &out, io.Discard); err != nil {
-			t.Fatal(err)
-		}
-		var acct struct {
-			APIKey string `json:"api_key"`
-		}
-		if err := json.Unmarshal([]byte(out.String()), &acct); err != nil || acct.APIKey == "" {
-			t.Fatalf("create-account: %q %v", out.String(), err)
-		}
-		keys[i] = acct.APIKey
-	}
+	keys := createAccounts(t, dsn, accounts+1, "crash") // the last account holds the grant
 	grantKey := keys[accounts]
 
 	client := &crashClient{http: &http.Client{Timeout: 30 * time.Second}}
@@ -419,4 +405,26 @@ func sqliteIntegrityOK(t *testing.T, dsn string) {
 	if err := st.WriteDB().QueryRow(`PRAGMA integrity_check`).Scan(&check); err != nil || check != "ok" {
 		t.Fatalf("integrity_check: %q %v", check, err)
 	}
+}
+
+// createAccounts makes n accounts with `admin create-account` on dsn (before
+// any server runs on it) and returns their API keys.
+func createAccounts(t *testing.T, dsn string, n int, name string) []string {
+	t.Helper()
+	keys := make([]string, n)
+	for i := range keys {
+		var out strings.Builder
+		if err := run(context.Background(), []string{"admin", "create-account", "--db", dsn, "--email", fmt.Sprintf("%s%d@example.com", name, i)},
+			func(string) string { return "" }, &out, io.Discard); err != nil {
+			t.Fatal(err)
+		}
+		var acct struct {
+			APIKey string `json:"api_key"`
+		}
+		if err := json.Unmarshal([]byte(out.String()), &acct); err != nil || acct.APIKey == "" {
+			t.Fatalf("create-account: %q %v", out.String(), err)
+		}
+		keys[i] = acct.APIKey
+	}
+	return keys
 }

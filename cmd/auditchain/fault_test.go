@@ -8,12 +8,10 @@ package main
 // must leave a chain the offline verifier accepts.
 
 import (
-	"context"
 	"crypto/ed25519"
 	"encoding/base64"
 	"encoding/json"
 	"fmt"
-	"io"
 	"net/http"
 	"os/exec"
 	"path/filepath"
@@ -49,19 +47,8 @@ func TestStorageFaultsAreNeverAcknowledged(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			dir := t.TempDir()
 			dsn := "sqlite:" + filepath.Join(dir, "fault.db")
-			keys := make([]string, 2)
-			for i := range keys {
-				var out strings.Builder
-				if err := run(context.Background(), []string{"admin", "create-account", "--db", dsn, "--email", fmt.Sprintf("f%d@example.com", i)},
-					func(string) string { return "" }, &out, io.Discard); err != nil {
-					t.Fatal(err)
-				}
-				var acct struct {
-					APIKey string `json:"api_key"`
-				}
-				json.Unmarshal([]byte(out.String()), &acct)
-				keys[i] = acct.APIKey
-			}
+			keys := createAccounts(t, dsn, 2, "fault")
+
 			wrap := []string{strace, "-f", "-qq", "--seccomp-bpf", "-o", "/dev/null", "-e", "trace=" + tc.trace, "-e", "inject=" + tc.inject}
 			server := startWrappedChild(t, wrap, "--db", dsn)
 			client := &crashClient{http: &http.Client{Timeout: 30 * time.Second}}

@@ -3,9 +3,9 @@ package app
 import "sync"
 
 // readCache memoises reads of state that only this process writes: on SQLite
-// the embedded store has exactly one serving process (docs/decisions/gate.md
-// "Status reads from memory"), so every write of that state passes through
-// this App and can tell the cache.
+// the embedded store has exactly one serving process (serve holds
+// Store.LockServing; docs/decisions/gate.md "Status reads from memory"), so
+// every write of that state passes through this App and can tell the cache.
 //
 // The cache is linearizable with respect to those writes, not merely
 // "eventually fresh":

@@ -120,14 +120,7 @@ func (p *tcpProxy) up() {
 // once it is back, the pools recover without a restart and every write
 // acknowledged before the outage is still there.
 func TestPostgresOutageAnswers503AndRecovers(t *testing.T) {
-	dsn := storetest.DSN(t, storetest.Postgres)
-	u, err := url.Parse(dsn)
-	if err != nil {
-		t.Fatal(err)
-	}
-	proxy := startProxy(t, u.Host)
-	u.Host = proxy.addr
-	e := newEnv(t, u.String(), nil)
+	e, proxy := proxiedPostgresEnv(t, nil)
 	_, key := e.account("outage@example.com")
 
 	var tip any
@@ -179,20 +172,26 @@ func TestPostgresOutageAnswers503AndRecovers(t *testing.T) {
 	}
 }
 
+// proxiedPostgresEnv is an API on a fresh PostgreSQL database reached through
+// a tcpProxy the test controls.
+func proxiedPostgresEnv(t *testing.T, mutate func(*config.Config)) (*env, *tcpProxy) {
+	t.Helper()
+	u, err := url.Parse(storetest.DSN(t, storetest.Postgres))
+	if err != nil {
+		t.Fatal(err)
+	}
+	proxy := startProxy(t, u.Host)
+	u.Host = proxy.addr
+	return newEnv(t, u.String(), mutate), proxy
+}
+
 func evID(i int) string { return "evt-outage-" + string(rune('a'+i)) }
 
 // A PostgreSQL that stops answering without closing anything (a silent
 // partition) must not hang requests: after --request-timeout they answer 503
 // service_unavailable, and once the network is back the pools recover.
 func TestPostgresSilentPartitionAnswers503AfterTheRequestTimeout(t *testing.T) {
-	dsn := storetest.DSN(t, storetest.Postgres)
-	u, err := url.Parse(dsn)
-	if err != nil {
-		t.Fatal(err)
-	}
-	proxy := startProxy(t, u.Host)
-	u.Host = proxy.addr
-	e := newEnv(t, u.String(), func(c *config.Config) { c.RequestTimeout = time.Second })
+	e, proxy := proxiedPostgresEnv(t, func(c *config.Config) { c.RequestTimeout = time.Second })
 	_, key := e.account("partition@example.com")
 	h0 := hashOf(e.appendOK(key, ev(evID(0), 0, nil)))
 

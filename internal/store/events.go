@@ -302,19 +302,8 @@ func (s *Store) EventsByIDs(ctx context.Context, q Querier, userID string, ids [
 	out := make(map[string]Event, len(ids))
 	for start := 0; start < len(ids); start += maxIDsPerLookup {
 		chunk := ids[start:min(start+maxIDsPerLookup, len(ids))]
-		var b strings.Builder
-		args := make([]any, 0, len(chunk)+1)
-		args = append(args, userID)
-		b.WriteString(`SELECT ` + eventColumns + ` FROM events WHERE user_id = ` + s.placeholder(1) + ` AND event_id IN (`)
-		for i, id := range chunk {
-			if i > 0 {
-				b.WriteByte(',')
-			}
-			args = append(args, id)
-			b.WriteString(s.placeholder(len(args)))
-		}
-		b.WriteByte(')')
-		evs, err := s.queryEvents(ctx, q, b.String(), args...)
+		query, args := s.inQuery(`SELECT `+eventColumns+` FROM events WHERE user_id = `+s.placeholder(1)+` AND event_id IN (`, userID, chunk)
+		evs, err := s.queryEvents(ctx, q, query, args...)
 		if err != nil {
 			return nil, err
 		}
@@ -327,6 +316,24 @@ func (s *Store) EventsByIDs(ctx context.Context, q Querier, userID string, ids [
 
 const maxIDsPerLookup = 1000
 
+// inQuery completes head, which ends with "IN (" and uses placeholder 1 for
+// userID, with one placeholder per value and the closing parenthesis.
+func (s *Store) inQuery(head, userID string, values []string) (string, []any) {
+	var b strings.Builder
+	b.WriteString(head)
+	args := make([]any, 0, len(values)+1)
+	args = append(args, userID)
+	for i, v := range values {
+		if i > 0 {
+			b.WriteByte(',')
+		}
+		args = append(args, v)
+		b.WriteString(s.placeholder(len(args)))
+	}
+	b.WriteByte(')')
+	return b.String(), args
+}
+
 // MachineSequences returns the number of events each machine already has on
 // the account (its next machine_sequence); machines never seen count 0. The
 // caller holds the account's head, so the counts cannot move under it.
@@ -335,19 +342,8 @@ func (s *Store) MachineSequences(ctx context.Context, tx *sql.Tx, userID string,
 	if len(machineIDs) == 0 {
 		return out, nil
 	}
-	var b strings.Builder
-	args := make([]any, 0, len(machineIDs)+1)
-	args = append(args, userID)
-	b.WriteString(`SELECT machine_id, events FROM machine_heads WHERE user_id = ` + s.placeholder(1) + ` AND machine_id IN (`)
-	for i, m := range machineIDs {
-		if i > 0 {
-			b.WriteByte(',')
-		}
-		args = append(args, m)
-		b.WriteString(s.placeholder(len(args)))
-	}
-	b.WriteByte(')')
-	rows, err := tx.QueryContext(ctx, b.String(), args...)
+	query, args := s.inQuery(`SELECT machine_id, events FROM machine_heads WHERE user_id = `+s.placeholder(1)+` AND machine_id IN (`, userID, machineIDs)
+	rows, err := tx.QueryContext(ctx, query, args...)
 	if err != nil {
 		return nil, err
 	}

@@ -43,15 +43,12 @@ func Unavailable(err error) bool {
 	var connectErr *pgconn.ConnectError
 	var netErr net.Error
 	if errors.As(err, &connectErr) || errors.As(err, &netErr) ||
-		errors.Is(err, driver.ErrBadConn) || errors.Is(err, io.ErrUnexpectedEOF) || errors.Is(err, errPoisoned) {
+		errors.Is(err, driver.ErrBadConn) || errors.Is(err, io.ErrUnexpectedEOF) {
+		return true
+	}
+	if IsStorageFault(err) { // the SQLite connection was given up; a retry gets a new one
 		return true
 	}
 	var se *sqlite.Error
-	if errors.As(err, &se) {
-		switch se.Code() & 0xff {
-		case sqlite3.SQLITE_IOERR, sqlite3.SQLITE_FULL, sqlite3.SQLITE_CANTOPEN, sqlite3.SQLITE_BUSY:
-			return true
-		}
-	}
-	return false
+	return errors.As(err, &se) && se.Code()&0xff == sqlite3.SQLITE_BUSY // the busy timeout ran out
 }
