@@ -100,6 +100,9 @@ func (g *groupCommitter) loop() {
 				break fill
 			}
 		}
+		// Between two transactions: finish a background checkpoint's work
+		// (store/checkpoint.go) so that the WAL can start over.
+		g.a.Store.CatchUpCheckpoint(context.Background())
 		g.run(batch)
 	}
 }
@@ -180,14 +183,18 @@ func (g *groupCommitter) run(batch []*groupJob) {
 		finish(fmt.Errorf("commit: %w", err))
 		return
 	}
-	// Frames leave in commit order, before anyone is answered.
+	// Frames leave in commit order, before anyone is answered. There is one
+	// per event written, which is what the checkpointer counts.
+	rows := 0
 	for _, j := range batch {
 		if j.err == nil {
 			for _, f := range j.t.frames {
 				g.a.Hub.Publish(f.userID, f.frame)
 			}
+			rows += max(len(j.t.frames), 1)
 		}
 	}
+	g.a.Store.Wrote(rows)
 	finish(nil)
 }
 

@@ -56,7 +56,11 @@ func NewServer(a *app.App, log *slog.Logger, openapiJSON []byte) *Server {
 		Name: "auditchain_store_io_faults_total",
 		Help: "SQLite connections given up after a storage fault (I/O error, full disk, corruption) and replaced.",
 	}, func() float64 { return float64(a.Store.IOFaults()) })
-	s.registry.MustRegister(s.requests, s.latency, ioFaults,
+	checkpoints := prometheus.NewCounterFunc(prometheus.CounterOpts{
+		Name: "auditchain_store_wal_checkpoints_total",
+		Help: "SQLite WAL checkpoints run in the background, off the writer (0 on PostgreSQL).",
+	}, func() float64 { return float64(a.Store.Checkpoints()) })
+	s.registry.MustRegister(s.requests, s.latency, ioFaults, checkpoints,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 
 	for _, rt := range s.routes() {

@@ -10,3 +10,10 @@ func (s *Store) WriteConnsOpened() int64 { return s.writeConns.Load() }
 func OpenAtVersion(ctx context.Context, dsn string, version int64) (*Store, error) {
 	return OpenWith(ctx, dsn, Options{MaxConns: 4, migrateUpTo: version})
 }
+
+// CheckpointRan returns a channel that hears of every background checkpoint
+// run from now on. Call it before the writes that should start one.
+func (s *Store) CheckpointRan() <-chan struct{} {
+	s.ckpt.ran = make(chan struct{}, 1)
+	return s.ckpt.ran
+}

@@ -46,6 +46,8 @@ type Store struct {
 	// ioFaults counts SQLite connections discarded after a storage fault;
 	// writeConns counts connections the SQLite writer opened.
 	ioFaults, writeConns atomic.Int64
+	// ckpt checkpoints the WAL off the writer (SQLite; checkpoint.go).
+	ckpt *checkpointer
 }
 
 // IOFaults is how many SQLite connections were given up after a storage fault
@@ -111,11 +113,9 @@ func openSQLite(path string, readers int) (*Store, error) {
 		// Group commit isolates each request in a savepoint: keep its sub-journal
 		// (and other temporary structures) in memory, and cache 64 MiB of pages.
 		"&_pragma=temp_store(memory)&_pragma=cache_size(-65536)" +
-		// The checkpoint runs inside the writer's COMMIT. At the default 1,000
-		// pages it ran every few group commits and copied each hot index page
-		// back once per run (a fifth of the writer's CPU); at 10,000 pages (a
-		// WAL of up to ~40 MiB) a page rewritten many times is copied once.
-		"&_pragma=wal_autocheckpoint(10000)"
+		// SQLite's own checkpoint runs inside the writer's COMMIT: here it is
+		// only the backstop of the background checkpointer (checkpoint.go).
+		fmt.Sprintf("&_pragma=wal_autocheckpoint(%d)", walAutocheckpointPages)
 	drv := sqlite.Driver{}
 	st := &Store{Dialect: SQLite}
 	write := sql.OpenDB(cachingConnector{dsn: "file:" + path + "?" + pragmas + "&_txlock=immediate", driver: &drv, faults: &st.ioFaults, opened: &st.writeConns})
@@ -127,6 +127,11 @@ func openSQLite(path string, readers int) (*Store, error) {
 	read.SetMaxIdleConns(readers)
 	read.SetConnMaxLifetime(0)
 	st.read, st.write, st.Location = read, write, "sqlite:"+abs
+	ckpt := sql.OpenDB(cachingConnector{dsn: "file:" + path + "?" + pragmas, driver: &drv, faults: &st.ioFaults})
+	ckpt.SetMaxOpenConns(1)
+	ckpt.SetMaxIdleConns(1)
+	ckpt.SetConnMaxLifetime(0)
+	st.ckpt = newCheckpointer(ckpt)
 	return st, nil
 }
 
@@ -168,7 +173,11 @@ func redactURL(url string) string {
 
 // Close releases every connection.
 func (s *Store) Close() error {
-	err := s.read.Close()
+	var err error
+	if s.ckpt != nil {
+		err = s.ckpt.close()
+	}
+	err = errors.Join(err, s.read.Close())
 	if s.write != s.read {
 		err = errors.Join(err, s.write.Close())
 	}

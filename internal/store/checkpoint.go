@@ -1,0 +1,144 @@
+package store
+
+import (
+	"context"
+	"database/sql"
+	"sync"
+	"sync/atomic"
+)
+
+// Checkpoints off the writer (SQLite).
+//
+// A WAL checkpoint copies the pages committed to the WAL back into the
+// database file and fsyncs it. Run by SQLite's automatic checkpoint it happens
+// inside the writer's COMMIT, so every few thousand appends one group commit
+// stalled for the whole copy (20–30 ms, five times a normal batch) and every
+// request queued behind it waited too: that stall was the append p99
+// (docs/performance.md, "What bounds the append").
+//
+// Instead the writer counts what it commits and, past checkpointEvery rows,
+// asks a background goroutine to checkpoint PASSIVE on a connection of its own:
+// the bulk copy runs on the other core while the writer goes on committing.
+// A passive checkpoint stops at the frames that existed when it began, and
+// SQLite only rewinds the WAL once every frame is copied, so when the copy is
+// done the writer runs one more passive checkpoint between two batches: it
+// copies only the frames committed during the background run. The next write
+// then starts the WAL from its beginning again. SQLite's own automatic
+// checkpoint stays on, at a larger size (walAutocheckpointPages), as the
+// backstop that bounds the WAL if the background one cannot keep up.
+const (
+	// checkpointEvery is the number of rows written between background
+	// checkpoints: at ~9 WAL frames per appended event (one page of each
+	// B-tree the row touches) about 18,000 frames, ~70 MiB of WAL.
+	checkpointEvery = 2000
+	// walAutocheckpointPages is SQLite's own checkpoint, the backstop.
+	walAutocheckpointPages = 40000
+	// catchUpFrames is what the writer may be left to copy; checkpointRounds
+	// bounds the background runs that shrink the remainder down to it.
+	catchUpFrames    = 300
+	checkpointRounds = 8
+)
+
+type checkpointer struct {
+	db      *sql.DB
+	written atomic.Int64 // rows written since the last background checkpoint began
+	kick    chan struct{}
+	// copied is set when a background checkpoint finished: the writer then
+	// catches up (CatchUpCheckpoint).
+	copied  atomic.Bool
+	stop    chan struct{}
+	stopped sync.WaitGroup
+	// runs counts background checkpoints (Store.Checkpoints).
+	runs atomic.Int64
+	// ran, when set (tests), hears of every finished background run.
+	ran chan struct{}
+}
+
+func newCheckpointer(db *sql.DB) *checkpointer {
+	c := &checkpointer{db: db, kick: make(chan struct{}, 1), stop: make(chan struct{})}
+	c.stopped.Add(1)
+	go c.loop()
+	return c
+}
+
+func (c *checkpointer) loop() {
+	defer c.stopped.Done()
+	for {
+		select {
+		case <-c.stop:
+			return
+		case <-c.kick:
+		}
+		// An error (SQLITE_BUSY while another checkpoint runs, or a storage
+		// fault, after which the connection is replaced) only means this run
+		// copied less; the automatic checkpoint remains the backstop.
+		if c.copyBulk() {
+			c.runs.Add(1)
+			c.copied.Store(true)
+		}
+		if c.ran != nil {
+			c.ran <- struct{}{}
+		}
+	}
+}
+
+// copyBulk checkpoints until a run had little left to copy (frames the writer
+// committed while the previous run copied), so that the writer's catch-up is
+// short. It reports whether the WAL was copied up to a recent frame.
+func (c *checkpointer) copyBulk() bool {
+	prev := int64(-1)
+	for range checkpointRounds {
+		var busy, log, copied int64
+		err := c.db.QueryRowContext(context.Background(), "PRAGMA wal_checkpoint(PASSIVE)").Scan(&busy, &log, &copied)
+		if err != nil || busy != 0 {
+			return false
+		}
+		if prev >= 0 && log-prev < catchUpFrames || log < prev { // little new, or the WAL started over
+			return true
+		}
+		prev = log
+	}
+	return true
+}
+
+func (c *checkpointer) close() error {
+	close(c.stop)
+	c.stopped.Wait()
+	return c.db.Close()
+}
+
+// Checkpoints is how many background checkpoints completed (0 on PostgreSQL).
+func (s *Store) Checkpoints() int64 {
+	if s.ckpt == nil {
+		return 0
+	}
+	return s.ckpt.runs.Load()
+}
+
+// Wrote tells the background checkpointer that a transaction of the writer
+// committed rows rows (events, or jobs where rows are not counted).
+func (s *Store) Wrote(rows int) {
+	c := s.ckpt
+	if c == nil {
+		return
+	}
+	if c.written.Add(int64(rows)) < checkpointEvery {
+		return
+	}
+	c.written.Store(0)
+	select {
+	case c.kick <- struct{}{}:
+	default: // one is already pending
+	}
+}
+
+// CatchUpCheckpoint runs on the writer between two transactions: after a
+// background checkpoint it copies the few frames committed meanwhile, so that
+// the WAL can start over. It is a no-op otherwise and on PostgreSQL.
+func (s *Store) CatchUpCheckpoint(ctx context.Context) {
+	c := s.ckpt
+	if c == nil || !c.copied.Swap(false) {
+		return
+	}
+	s.write.ExecContext(ctx, "PRAGMA wal_checkpoint(PASSIVE)") // errors: see loop
+}
