@@ -10,6 +10,8 @@ import (
 	"time"
 
 	"github.com/gowebpki/jcs"
+
+	"github.com/auditchain/auditchain/pkg/verify"
 )
 
 // The dedup gate (SPEC.md "POST /v1/policy/test", and dedup_advisory on
@@ -99,6 +101,42 @@ func EventSemanticKey(eventType string, tool *string, raw json.RawMessage) (key 
 	if eventType != EventTypeToolCall || tool == nil || *tool == "" {
 		return "", false
 	}
+	if key, ok, known := semanticKeyOfCanonical(*tool, raw); known {
+		return key, ok
+	}
+	return eventSemanticKeySlow(*tool, raw)
+}
+
+// semanticKeyOfCanonical is EventSemanticKey without parsing: when raw is in
+// RFC 8785 form already (stored events and most clients' raw are), its
+// tool_input member is canonical as it stands, and the canonical document
+// {"tool":…,"tool_input":…} is built around it ("tool" sorts before
+// "tool_input"). known is false when raw is not certainly canonical or the
+// tool cannot be written as an RFC 8785 string; FuzzEventSemanticKey holds it
+// equal to eventSemanticKeySlow.
+func semanticKeyOfCanonical(tool string, raw json.RawMessage) (key string, ok, known bool) {
+	input, present, known := verify.CanonicalMember(raw, "tool_input")
+	if !known {
+		return "", false, false
+	}
+	if !present {
+		return "", false, true
+	}
+	doc := make([]byte, 0, 32+len(tool)+len(input))
+	doc = append(doc, `{"tool":`...)
+	doc, good := verify.AppendJCSString(doc, tool)
+	if !good {
+		return "", false, false
+	}
+	doc = append(doc, `,"tool_input":`...)
+	doc = append(doc, input...)
+	doc = append(doc, '}')
+	sum := sha256.Sum256(doc)
+	return "sha256:" + hex.EncodeToString(sum[:]), true, true
+}
+
+// eventSemanticKeySlow is EventSemanticKey by parsing raw, for any raw.
+func eventSemanticKeySlow(tool string, raw json.RawMessage) (key string, ok bool) {
 	// A map tells a member that is null from one that is absent.
 	var obj map[string]json.RawMessage
 	if json.Unmarshal(raw, &obj) != nil {
@@ -108,7 +146,7 @@ func EventSemanticKey(eventType string, tool *string, raw json.RawMessage) (key 
 	if !present {
 		return "", false
 	}
-	key, err := SemanticKey(*tool, input)
+	key, err := SemanticKey(tool, input)
 	return key, err == nil
 }
 

@@ -263,3 +263,50 @@ func TestAdvisory(t *testing.T) {
 		t.Errorf("Advisory ok=%v (-want +got):\n%s", ok, diff)
 	}
 }
+
+var semanticKeyCases = []struct{ tool, raw string }{
+	{"bash", `{"tool_input":{"cmd":"ls -la","cwd":"/tmp"}}`},
+	{"bash", `{"intent":"fresh","tool_input":{"cmd":"ls"},"z":1}`},
+	{"bash", `{"a":[1,2,{"b":null}],"tool_input":null}`},
+	{"bash", `{"tool_input":"x"}`},
+	{"bash", `{"tool_input":[1,"two",{"three":3}],"zz":{"tool_input":1}}`},
+	{"bash", `{"other":{"tool_input":{"nested":"only"}}}`}, // no top-level member
+	{"bash", `{}`},
+	{"bash", `[1,2]`},
+	{"bash", `"tool_input"`},
+	{"fs.<write>&", `{"tool_input":{"path":"a<b>&c"}}`},
+	{"outil é\u2028", `{"tool_input":{"é":"\u00e9\u2028"}}`},
+	{"bash", `{"tool_input":{"n":1.5e3}}`},                 // not certainly canonical: parsed
+	{"bash", `{"tool_input":{"b":1,"a":2}}`},               // unsorted: parsed
+	{"bash", `{"tool_input": {"cmd":"ls"}}`},               // whitespace: parsed
+	{"bash", `{"tool_input":{"s":"\u0041\n"}}`},            // escapes RFC 8785 writes differently
+	{"bash", `{"tool_input":{"cmd":"ls"},"tool_input":2}`}, // duplicate
+	{"bad\xff", `{"tool_input":1}`},
+}
+
+func TestEventSemanticKeyFastPathMatchesParsing(t *testing.T) {
+	fast := 0
+	for _, c := range semanticKeyCases {
+		if checkSemanticKeyPaths(t, c.tool, c.raw) {
+			fast++
+		}
+	}
+	if fast < 8 {
+		t.Fatalf("the fast path answered %d of the canonical cases; want at least 8", fast)
+	}
+}
+
+// checkSemanticKeyPaths compares both ways of computing the key and reports
+// whether the fast one answered.
+func checkSemanticKeyPaths(t *testing.T, tool, raw string) bool {
+	t.Helper()
+	slowKey, slowOK := eventSemanticKeySlow(tool, json.RawMessage(raw))
+	key, ok, known := semanticKeyOfCanonical(tool, json.RawMessage(raw))
+	if !known {
+		return false
+	}
+	if key != slowKey || ok != slowOK {
+		t.Fatalf("tool %q raw %s: fast (%q, %v), parsed (%q, %v)", tool, raw, key, ok, slowKey, slowOK)
+	}
+	return true
+}

@@ -37,3 +37,17 @@ func FuzzValidateEventShape(f *testing.F) {
 		_ = ValidateEventShape(&in)
 	})
 }
+
+// The semantic key read straight off a canonical raw equals the one found by
+// parsing it, for every raw and tool (the fast path may only decline).
+func FuzzEventSemanticKey(f *testing.F) {
+	for _, seed := range semanticKeyCases {
+		f.Add(seed.tool, seed.raw)
+	}
+	f.Fuzz(func(t *testing.T, tool, raw string) {
+		if tool == "" {
+			return
+		}
+		checkSemanticKeyPaths(t, tool, raw)
+	})
+}
