@@ -26,6 +26,10 @@ import (
 // sharing it because one client went away. database/sql still refuses to
 // start a statement whose context is already done.
 
+// stmtCacheLimit bounds each connection's statements. When it is reached the
+// least recently used one gives way: the statement texts of bulk inserts vary
+// with the batch size, and without eviction a connection's first few hundred
+// texts would stay cached for its whole life, crowding out the hot ones.
 const stmtCacheLimit = 256
 
 type cachingConnector struct {
@@ -100,6 +104,7 @@ type cachingConn struct {
 	driver.Conn
 	mu    sync.Mutex // a driver.Conn is used by one goroutine at a time; this guards close
 	stmts map[string]*cachedStmt
+	uses  uint64 // statements taken from the cache, a clock for LRU eviction
 	// poisoned is set by a storage fault; database/sql then discards the
 	// connection (IsValid, ResetSession) instead of reusing it.
 	poisoned  atomic.Bool
@@ -108,7 +113,8 @@ type cachingConn struct {
 
 type cachedStmt struct {
 	stmt driver.Stmt
-	busy bool // rows of this statement are open
+	busy bool   // rows of this statement are open
+	used uint64 // cachingConn.uses when last taken, for eviction
 }
 
 // cacheable reports whether query is a single statement worth keeping.
@@ -120,6 +126,8 @@ func cacheable(query string) bool {
 
 func (c *cachingConn) stmt(ctx context.Context, query string) (*cachedStmt, bool, error) {
 	if cs, ok := c.stmts[query]; ok && !cs.busy {
+		c.uses++
+		cs.used = c.uses
 		return cs, true, nil
 	}
 	pc, ok := c.Conn.(driver.ConnPrepareContext)
@@ -131,11 +139,31 @@ func (c *cachingConn) stmt(ctx context.Context, query string) (*cachedStmt, bool
 		return nil, false, err
 	}
 	cs := &cachedStmt{stmt: st}
-	if _, exists := c.stmts[query]; exists || len(c.stmts) >= stmtCacheLimit {
+	if _, exists := c.stmts[query]; exists || (len(c.stmts) >= stmtCacheLimit && !c.evictLeastRecentlyUsed()) {
 		return cs, false, nil // serve this call only
 	}
+	c.uses++
+	cs.used = c.uses
 	c.stmts[query] = cs
 	return cs, true, nil
+}
+
+// evictLeastRecentlyUsed closes the cached statement used longest ago whose
+// rows are not open, and reports whether there was one.
+func (c *cachingConn) evictLeastRecentlyUsed() bool {
+	var oldest string
+	var found *cachedStmt
+	for q, cs := range c.stmts {
+		if !cs.busy && (found == nil || cs.used < found.used) {
+			oldest, found = q, cs
+		}
+	}
+	if found == nil {
+		return false
+	}
+	delete(c.stmts, oldest)
+	found.stmt.Close()
+	return true
 }
 
 func (c *cachingConn) ExecContext(ctx context.Context, query string, args []driver.NamedValue) (driver.Result, error) {
