@@ -65,5 +65,13 @@ func TestLeafPositionsFollowChainOrder(t *testing.T) {
 		if _, err := s.EventByPayloadHash(ctx, user, hashes[6], seqs[6]); !errors.Is(err, store.ErrNotFound) {
 			t.Fatalf("EventByPayloadHash at or after the start: %v", err)
 		}
+		// It looks back PayloadHashSearchWindow positions and no further.
+		edge := seqs[4] + store.PayloadHashSearchWindow
+		if e, err := s.EventByPayloadHash(ctx, user, hashes[4], edge); err != nil || e.Sequence != seqs[4] {
+			t.Fatalf("EventByPayloadHash at the window's edge = %d, %v; want %d", e.Sequence, err, seqs[4])
+		}
+		if _, err := s.EventByPayloadHash(ctx, user, hashes[4], edge+1); !errors.Is(err, store.ErrNotFound) {
+			t.Fatalf("EventByPayloadHash one past the window: %v, want not found", err)
+		}
 	})
 }
