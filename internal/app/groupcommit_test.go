@@ -2,6 +2,7 @@ package app
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -200,5 +201,33 @@ func bigTable(t *testing.T, a *App) {
 	t.Helper()
 	if _, err := a.Store.WriteDB().Exec(`CREATE TABLE big (b BLOB)`); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// Only calls of cacheable tools carry a dedup key: the gate looks no other
+// tool up by it, and a key would only cost an index entry.
+func TestOnlyCacheableToolCallsCarryADedupKey(t *testing.T) {
+	a := sqliteApp(t)
+	str := func(s string) *string { return &s }
+	seq := int64(0)
+	for _, c := range []struct {
+		eventType, tool string
+		wantKey         bool
+	}{
+		{"tool_call", "read_file", true},
+		{"tool_call", "grep", true},
+		{"tool_call", "bash", false},
+		{"tool_call", "write_file", false},
+		{"note", "read_file", false},
+	} {
+		in := domain.EventInput{EventID: str("e-" + c.tool), EventType: str(c.eventType), Sequence: &seq,
+			Tool: str(c.tool), Raw: json.RawMessage(`{"tool_input":{"path":"/etc/hosts"}}`)}
+		e, err := a.prepareEvent(Principal{UserID: "u"}, &in, "rest", a.Now())
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := e.SemanticKey != nil; got != c.wantKey {
+			t.Errorf("%s of %s: semantic key set %v, want %v", c.eventType, c.tool, got, c.wantKey)
+		}
 	}
 }

@@ -30,6 +30,7 @@ func directPrefill(ctx context.Context, db string, accts []account, n int, progr
 		return err
 	}
 	defer st.Close()
+	dedup := domain.DefaultDedupPolicy()
 	if st.Dialect == store.SQLite {
 		// The single write connection: a 1 GiB page cache keeps the random
 		// payload_hash and event_id index inserts of a multi-million chain off disk.
@@ -82,8 +83,8 @@ func directPrefill(ctx context.Context, db string, accts []account, n int, progr
 					if a.keyID != "" {
 						e.APIKeyID = &a.keyID
 					}
-					if key, ok := domain.EventSemanticKey(e.EventType, e.Tool, e.Raw); ok {
-						e.SemanticKey = &key
+					if key, ok := domain.EventSemanticKey(e.EventType, e.Tool, e.Raw); ok && dedup.Cacheable(*e.Tool) {
+						e.SemanticKey = &key // as the service stores it (App.prepareEvent)
 					}
 					if e.MachineSequence, err = st.NextMachineSequence(ctx, tx, a.userID, ""); err != nil {
 						return err
