@@ -55,7 +55,7 @@ func NewServer(a *app.App, log *slog.Logger, openapiJSON []byte) *Server {
 	ioFaults := prometheus.NewCounterFunc(prometheus.CounterOpts{
 		Name: "auditchain_store_io_faults_total",
 		Help: "SQLite connections given up after a storage fault (I/O error, full disk, corruption) and replaced.",
-	}, func() float64 { return float64(a.Store.IOFaults()) })
+	}, func() float64 { return float64(a.Store.IOFaults() + a.Store.CheckpointFaults()) })
 	checkpoints := prometheus.NewCounterFunc(prometheus.CounterOpts{
 		Name: "auditchain_store_wal_checkpoints_total",
 		Help: "SQLite WAL checkpoints run in the background, off the writer (0 on PostgreSQL).",

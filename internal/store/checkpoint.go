@@ -48,17 +48,27 @@ type checkpointer struct {
 	copied  atomic.Bool
 	stop    chan struct{}
 	stopped sync.WaitGroup
-	// runs counts background checkpoints (Store.Checkpoints).
-	runs atomic.Int64
-	// ran, when set (tests), hears of every finished background run.
-	ran chan struct{}
+	closing sync.Once
+	// runs counts background checkpoints (Store.Checkpoints); faults counts
+	// checkpoint connections replaced after a storage fault. They are kept
+	// apart from Store.IOFaults: the frames a failed checkpoint did not copy
+	// are still in the WAL, so no write of the writer is in doubt.
+	runs, faults atomic.Int64
+	// Tests only: ran hears of every finished background run; afterRound
+	// runs after each checkpoint round (to commit during a run).
+	ran        chan struct{}
+	afterRound func()
 }
 
-func newCheckpointer(db *sql.DB) *checkpointer {
-	c := &checkpointer{db: db, kick: make(chan struct{}, 1), stop: make(chan struct{})}
+func newCheckpointer() *checkpointer {
+	return &checkpointer{kick: make(chan struct{}, 1), stop: make(chan struct{})}
+}
+
+// start runs the background loop on db, the checkpointer's own connection.
+func (c *checkpointer) start(db *sql.DB) {
+	c.db = db
 	c.stopped.Add(1)
 	go c.loop()
-	return c
 }
 
 func (c *checkpointer) loop() {
@@ -72,39 +82,65 @@ func (c *checkpointer) loop() {
 		// An error (SQLITE_BUSY while another checkpoint runs, or a storage
 		// fault, after which the connection is replaced) only means this run
 		// copied less; the automatic checkpoint remains the backstop.
-		if c.copyBulk() {
+		ran, leftover := c.copyBulk()
+		if ran {
 			c.runs.Add(1)
+		}
+		if leftover {
 			c.copied.Store(true)
 		}
 		if c.ran != nil {
-			c.ran <- struct{}{}
+			select {
+			case c.ran <- struct{}{}:
+			default:
+			}
 		}
 	}
 }
 
-// copyBulk checkpoints until a run had little left to copy (frames the writer
-// committed while the previous run copied), so that the writer's catch-up is
-// short. It reports whether the WAL was copied up to a recent frame.
-func (c *checkpointer) copyBulk() bool {
+// copyBulk checkpoints in rounds, each copying what the writer committed
+// during the previous one, until a round left little to copy (fewer than
+// catchUpFrames frames behind the WAL's end), so that the writer's catch-up is
+// short. It reports whether it copied anything (ran) and whether the writer
+// should catch up (leftover). A reader on an old snapshot can hold the copy
+// back: then the writer must not catch up (it would copy the bulk itself,
+// the stall this avoids); the next run, or SQLite's backstop, goes on.
+func (c *checkpointer) copyBulk() (ran, leftover bool) {
 	prev := int64(-1)
 	for range checkpointRounds {
 		var busy, log, copied int64
 		err := c.db.QueryRowContext(context.Background(), "PRAGMA wal_checkpoint(PASSIVE)").Scan(&busy, &log, &copied)
-		if err != nil || busy != 0 {
-			return false
+		if c.afterRound != nil {
+			c.afterRound()
 		}
-		if prev >= 0 && log-prev < catchUpFrames || log < prev { // little new, or the WAL started over
-			return true
+		if err != nil || busy != 0 || copied < 0 {
+			// Busy: another checkpoint holds the lock (the writer's catch-up
+			// or SQLite's backstop); rounds before this one still count.
+			return prev >= 0, false
+		}
+		if log < prev {
+			return true, false // the WAL started over meanwhile
+		}
+		if log-copied >= catchUpFrames {
+			prev = log
+			continue // held back by a reader, or far behind: try again
+		}
+		if prev >= 0 && log-prev < catchUpFrames {
+			return true, true // little new since the last round, little left
 		}
 		prev = log
 	}
-	return true
+	return prev >= 0, false
 }
 
 func (c *checkpointer) close() error {
-	close(c.stop)
-	c.stopped.Wait()
-	return c.db.Close()
+	var err error
+	c.closing.Do(func() {
+		close(c.stop)
+		c.stopped.Wait()
+		err = c.db.Close()
+	})
+	return err
 }
 
 // Checkpoints is how many background checkpoints completed (0 on PostgreSQL).
@@ -113,6 +149,15 @@ func (s *Store) Checkpoints() int64 {
 		return 0
 	}
 	return s.ckpt.runs.Load()
+}
+
+// CheckpointFaults is how many background checkpoint connections were
+// replaced after a storage fault (0 on PostgreSQL).
+func (s *Store) CheckpointFaults() int64 {
+	if s.ckpt == nil {
+		return 0
+	}
+	return s.ckpt.faults.Load()
 }
 
 // Wrote tells the background checkpointer that a transaction of the writer

@@ -17,3 +17,7 @@ func (s *Store) CheckpointRan() <-chan struct{} {
 	s.ckpt.ran = make(chan struct{}, 1)
 	return s.ckpt.ran
 }
+
+// AfterCheckpointRound makes fn run after each round of a background
+// checkpoint. Set it before the run.
+func (s *Store) AfterCheckpointRound(fn func()) { s.ckpt.afterRound = fn }

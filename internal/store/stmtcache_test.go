@@ -39,33 +39,63 @@ func (c *countingConn) PrepareContext(ctx context.Context, query string) (driver
 	return c.Conn.(driver.ConnPrepareContext).PrepareContext(ctx, query)
 }
 
-// A statement that turns hot after the cache filled up with one-off texts
-// (bulk inserts of every batch size) is still prepared only once: the least
-// recently used statement gives way.
+// The statement cache evicts the least recently used statement: a statement
+// that turns hot after the cache filled up with one-off texts (bulk inserts
+// of every batch size) is prepared once however many one-offs follow, and a
+// statement whose rows are open is never closed under them.
 func TestStatementCacheKeepsTheHotStatementsWhenFull(t *testing.T) {
 	d := &countingDriver{Driver: &sqlite.Driver{}, prepared: map[string]int{}}
 	db := sql.OpenDB(cachingConnector{dsn: "file:" + filepath.Join(t.TempDir(), "s.db"), driver: d})
 	defer db.Close()
 	db.SetMaxOpenConns(1)
-	for i := range stmtCacheLimit + 10 {
+	oneOff := func(i int) {
+		t.Helper()
 		var n int
 		if err := db.QueryRow(fmt.Sprintf(`SELECT %d`, i)).Scan(&n); err != nil || n != i {
 			t.Fatalf("one-off %d: %v", i, err)
 		}
 	}
+	for i := range stmtCacheLimit {
+		oneOff(i)
+	}
+	// Rows open on a cached statement while everything else goes through the
+	// same (only) connection.
+	ctx := context.Background()
+	conn, err := db.Conn(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rows, err := conn.QueryContext(ctx, `WITH RECURSIVE c(v) AS (SELECT 1 UNION ALL SELECT v + 1 FROM c WHERE v < 3) SELECT v FROM c`)
+	if err != nil {
+		t.Fatal(err)
+	}
 	const hot = `SELECT 'hot'`
-	for range 20 {
+	for i := range 2 * stmtCacheLimit {
 		var s string
-		if err := db.QueryRow(hot).Scan(&s); err != nil {
+		if err := conn.QueryRowContext(ctx, hot).Scan(&s); err != nil {
+			t.Fatal(err)
+		}
+		var n int
+		if err := conn.QueryRowContext(ctx, fmt.Sprintf(`SELECT %d`, 1000+i)).Scan(&n); err != nil {
 			t.Fatal(err)
 		}
 	}
+	var got []int
+	for rows.Next() {
+		var v int
+		if err := rows.Scan(&v); err != nil {
+			t.Fatal(err)
+		}
+		got = append(got, v)
+	}
+	if err := rows.Err(); err != nil || fmt.Sprint(got) != "[1 2 3]" {
+		t.Fatalf("rows open across the evictions read %v, %v; want [1 2 3]", got, err)
+	}
+	rows.Close()
+	conn.Close()
 	d.mu.Lock()
 	defer d.mu.Unlock()
-	if got := d.prepared[hot]; got != 1 {
-		t.Fatalf("the hot statement was prepared %d times, want once", got)
-	}
-	if got := d.prepared[`SELECT 0`]; got != 1 {
-		t.Fatalf("a one-off statement was prepared %d times, want once", got)
+	if n := d.prepared[hot]; n != 1 {
+		t.Fatalf("the hot statement was prepared %d times, want once (least recently used eviction)", n)
 	}
 }

@@ -115,7 +115,10 @@ func openSQLite(path string, readers int) (*Store, error) {
 		"&_pragma=temp_store(memory)&_pragma=cache_size(-65536)" +
 		// SQLite's own checkpoint runs inside the writer's COMMIT: here it is
 		// only the backstop of the background checkpointer (checkpoint.go).
-		fmt.Sprintf("&_pragma=wal_autocheckpoint(%d)", walAutocheckpointPages)
+		fmt.Sprintf("&_pragma=wal_autocheckpoint(%d)", walAutocheckpointPages) +
+		// A WAL that grew past this (a run that outpaced the checkpoints) is
+		// cut back to it when it starts over, instead of keeping its size.
+		"&_pragma=journal_size_limit(134217728)"
 	drv := sqlite.Driver{}
 	st := &Store{Dialect: SQLite}
 	write := sql.OpenDB(cachingConnector{dsn: "file:" + path + "?" + pragmas + "&_txlock=immediate", driver: &drv, faults: &st.ioFaults, opened: &st.writeConns})
@@ -127,11 +130,12 @@ func openSQLite(path string, readers int) (*Store, error) {
 	read.SetMaxIdleConns(readers)
 	read.SetConnMaxLifetime(0)
 	st.read, st.write, st.Location = read, write, "sqlite:"+abs
-	ckpt := sql.OpenDB(cachingConnector{dsn: "file:" + path + "?" + pragmas, driver: &drv, faults: &st.ioFaults})
+	st.ckpt = newCheckpointer()
+	ckpt := sql.OpenDB(cachingConnector{dsn: "file:" + path + "?" + pragmas, driver: &drv, faults: &st.ckpt.faults})
 	ckpt.SetMaxOpenConns(1)
 	ckpt.SetMaxIdleConns(1)
 	ckpt.SetConnMaxLifetime(0)
-	st.ckpt = newCheckpointer(ckpt)
+	st.ckpt.start(ckpt)
 	return st, nil
 }
 
