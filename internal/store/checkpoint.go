@@ -14,22 +14,23 @@ import (
 // inside the writer's COMMIT, so every few thousand appends one group commit
 // stalled for the whole copy (20–30 ms, five times a normal batch) and every
 // request queued behind it waited too: that stall was the append p99
-// (docs/performance.md, "What bounds the append").
+// (docs/performance.md, "Round of 2026-11-22").
 //
 // Instead the writer counts what it commits and, past checkpointEvery rows,
 // asks a background goroutine to checkpoint PASSIVE on a connection of its own:
 // the bulk copy runs on the other core while the writer goes on committing.
 // A passive checkpoint stops at the frames that existed when it began, and
-// SQLite only rewinds the WAL once every frame is copied, so when the copy is
-// done the writer runs one more passive checkpoint between two batches: it
-// copies only the frames committed during the background run. The next write
+// SQLite only rewinds the WAL once every frame is copied, so the background
+// goroutine checkpoints in rounds until little is left, and then the writer
+// runs one more passive checkpoint between two batches: it copies only the
+// frames committed during the last round. The next write
 // then starts the WAL from its beginning again. SQLite's own automatic
 // checkpoint stays on, at a larger size (walAutocheckpointPages), as the
 // backstop that bounds the WAL if the background one cannot keep up.
 const (
 	// checkpointEvery is the number of rows written between background
-	// checkpoints: at ~9 WAL frames per appended event (one page of each
-	// B-tree the row touches) about 18,000 frames, ~70 MiB of WAL.
+	// checkpoints: at ~12 WAL frames per appended event (one page of each
+	// B-tree the row touches) about 24,000 frames, ~95 MiB of WAL.
 	checkpointEvery = 2000
 	// walAutocheckpointPages is SQLite's own checkpoint, the backstop.
 	walAutocheckpointPages = 40000
@@ -43,8 +44,8 @@ type checkpointer struct {
 	db      *sql.DB
 	written atomic.Int64 // rows written since the last background checkpoint began
 	kick    chan struct{}
-	// copied is set when a background checkpoint finished: the writer then
-	// catches up (CatchUpCheckpoint).
+	// copied is set when a background checkpoint left the writer a small
+	// remainder to copy (CatchUpCheckpoint).
 	copied  atomic.Bool
 	stop    chan struct{}
 	stopped sync.WaitGroup
