@@ -22,6 +22,7 @@ import (
 	"github.com/gowebpki/jcs"
 
 	"github.com/auditchain/auditchain/internal/app"
+	"github.com/auditchain/auditchain/internal/cputime"
 	"github.com/auditchain/auditchain/internal/store"
 	"github.com/auditchain/auditchain/internal/store/storetest"
 	"github.com/auditchain/auditchain/pkg/verify"
@@ -562,7 +563,7 @@ func BenchmarkHealScan(b *testing.B) {
 			}
 			fillChain(b, a.Store, "u-bench", bc.n, key, 40)
 			b.ResetTimer()
-			cpu0, cpuOK := processCPU()
+			cpu0, cpuOK := cputime.Process()
 			for b.Loop() {
 				res, err := a.HealScan(context.Background(), app.Principal{UserID: "u-bench"}, nil)
 				if err != nil || !res.Clean || res.TotalEvents != int64(bc.n) {
@@ -571,7 +572,7 @@ func BenchmarkHealScan(b *testing.B) {
 			}
 			events := float64(bc.n) * float64(b.N)
 			b.ReportMetric(events/b.Elapsed().Seconds(), "events/s")
-			if cpu1, ok := processCPU(); ok && cpuOK {
+			if cpu1, ok := cputime.Process(); ok && cpuOK {
 				b.ReportMetric(float64((cpu1-cpu0).Microseconds())/events, "cpu-µs/event")
 			}
 		})

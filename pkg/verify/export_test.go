@@ -20,6 +20,7 @@ import (
 	"github.com/gowebpki/jcs"
 
 	"github.com/auditchain/auditchain/internal/checkpoint"
+	"github.com/auditchain/auditchain/internal/cputime"
 	"github.com/auditchain/auditchain/internal/merkle"
 	"github.com/auditchain/auditchain/pkg/verify"
 )
@@ -732,7 +733,7 @@ func BenchmarkVerifyExport(b *testing.B) {
 			data := benchExport(b, bc.n, bc.signed)
 			b.SetBytes(int64(len(data)))
 			b.ResetTimer()
-			cpu0, cpuOK := processCPU()
+			cpu0, cpuOK := cputime.Process()
 			for b.Loop() {
 				rep, err := verify.VerifyExport(bytes.NewReader(data), servicePub)
 				if err != nil || rep.Events != int64(bc.n) {
@@ -741,7 +742,7 @@ func BenchmarkVerifyExport(b *testing.B) {
 			}
 			events := float64(bc.n) * float64(b.N)
 			b.ReportMetric(events/b.Elapsed().Seconds(), "events/s")
-			if cpu1, ok := processCPU(); ok && cpuOK {
+			if cpu1, ok := cputime.Process(); ok && cpuOK {
 				b.ReportMetric(float64((cpu1-cpu0).Microseconds())/events, "cpu-µs/event")
 			}
 		})
