@@ -17,39 +17,45 @@ import (
 // database away (every connection cut, new ones refused) and bring it back on
 // the same address.
 type tcpProxy struct {
-	t      *testing.T
 	addr   string
 	target string
 
 	mu    sync.Mutex
-	ln    net.Listener
 	conns map[net.Conn]bool
 	// silent makes the proxy a black hole: connections stay open, bytes in
 	// either direction are dropped (a network partition nobody reports).
 	silent atomic.Bool
+	// refusing closes every connection as it arrives (a database that is
+	// down). The listener itself stays open, so no other process can take
+	// the port while the test waits to bring the database back.
+	refusing atomic.Bool
 }
 
 func startProxy(t *testing.T, target string) *tcpProxy {
-	p := &tcpProxy{t: t, target: target, conns: map[net.Conn]bool{}}
+	p := &tcpProxy{target: target, conns: map[net.Conn]bool{}}
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
 	}
 	p.addr = ln.Addr().String()
 	p.serve(ln)
-	t.Cleanup(p.down)
+	t.Cleanup(func() {
+		p.down()
+		ln.Close()
+	})
 	return p
 }
 
 func (p *tcpProxy) serve(ln net.Listener) {
-	p.mu.Lock()
-	p.ln = ln
-	p.mu.Unlock()
 	go func() {
 		for {
 			c, err := ln.Accept()
 			if err != nil {
 				return
+			}
+			if p.refusing.Load() {
+				c.Close()
+				continue
 			}
 			go p.pipe(c)
 		}
@@ -63,7 +69,7 @@ func (p *tcpProxy) pipe(client net.Conn) {
 		return
 	}
 	p.mu.Lock()
-	if p.ln == nil { // went down meanwhile
+	if p.refusing.Load() { // went down meanwhile
 		p.mu.Unlock()
 		client.Close()
 		server.Close()
@@ -96,24 +102,15 @@ func (p *tcpProxy) copy(dst, src net.Conn) {
 func (p *tcpProxy) down() {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	if p.ln != nil {
-		p.ln.Close()
-		p.ln = nil
-	}
+	p.refusing.Store(true)
 	for c := range p.conns {
 		c.Close()
 		delete(p.conns, c)
 	}
 }
 
-// up accepts connections again on the same address.
-func (p *tcpProxy) up() {
-	ln, err := net.Listen("tcp", p.addr)
-	if err != nil {
-		p.t.Fatalf("proxy back up on %s: %v", p.addr, err)
-	}
-	p.serve(ln)
-}
+// up accepts connections again.
+func (p *tcpProxy) up() { p.refusing.Store(false) }
 
 // While PostgreSQL is unreachable every request that needs it fails fast with
 // 503 and Retry-After (never a 500, never a hang) and nothing is acknowledged;
