@@ -397,13 +397,8 @@ func (a *App) prepareEvent(p Principal, in *domain.EventInput, surface string, n
 		return e, domain.Validation(domain.FieldError{Field: "raw", Message: "cannot be canonicalised (RFC 8785): " + err.Error()})
 	}
 	e.PayloadHash = hash
-	// Only a call of a cacheable tool is ever looked up by its key (the gate
-	// checks the tool first), so only those carry one: the others stay out of
-	// the events_semantic index, one B-tree fewer to write for them.
-	if e.Tool != nil && a.Dedup.Cacheable(*e.Tool) {
-		if key, ok := domain.EventSemanticKey(e.EventType, e.Tool, e.Raw); ok {
-			e.SemanticKey = &key
-		}
+	if key, ok := a.Dedup.StoredKey(e.EventType, e.Tool, e.Raw); ok {
+		e.SemanticKey = &key
 	}
 	return e, nil
 }

@@ -83,7 +83,7 @@ func directPrefill(ctx context.Context, db string, accts []account, n int, progr
 					if a.keyID != "" {
 						e.APIKeyID = &a.keyID
 					}
-					if key, ok := domain.EventSemanticKey(e.EventType, e.Tool, e.Raw); ok && dedup.Cacheable(*e.Tool) {
+					if key, ok := dedup.StoredKey(e.EventType, e.Tool, e.Raw); ok {
 						e.SemanticKey = &key // as the service stores it (App.prepareEvent)
 					}
 					if e.MachineSequence, err = st.NextMachineSequence(ctx, tx, a.userID, ""); err != nil {

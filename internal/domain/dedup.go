@@ -107,6 +107,18 @@ func EventSemanticKey(eventType string, tool *string, raw json.RawMessage) (key 
 	return eventSemanticKeySlow(*tool, raw)
 }
 
+// StoredKey is the dedup key an appended event is stored with: its
+// EventSemanticKey when it is a call of a tool the policy caches, else none.
+// The gate looks only such calls up by key (DecideDedup checks the tool
+// first), so a key on any other event would only cost an index entry
+// (docs/decisions/dedup.md).
+func (p DedupPolicy) StoredKey(eventType string, tool *string, raw json.RawMessage) (key string, ok bool) {
+	if tool == nil || !p.Cacheable(*tool) {
+		return "", false
+	}
+	return EventSemanticKey(eventType, tool, raw)
+}
+
 // semanticKeyOfCanonical is EventSemanticKey without parsing: when raw is in
 // RFC 8785 form already (stored events and most clients' raw are), its
 // tool_input member is canonical as it stands, and the canonical document

@@ -310,3 +310,30 @@ func checkSemanticKeyPaths(t *testing.T, tool, raw string) bool {
 	}
 	return true
 }
+
+func TestStoredKeyOnlyForCallsOfCacheableTools(t *testing.T) {
+	p := DefaultDedupPolicy()
+	raw := json.RawMessage(`{"tool_input":{"path":"/etc/hosts"}}`)
+	str := func(s string) *string { return &s }
+	for _, c := range []struct {
+		eventType string
+		tool      *string
+		want      bool
+	}{
+		{"tool_call", str("read_file"), true},
+		{"tool_call", str("grep"), true},
+		{"tool_call", str("bash"), false},
+		{"tool_call", nil, false},
+		{"note", str("read_file"), false},
+	} {
+		key, ok := p.StoredKey(c.eventType, c.tool, raw)
+		if ok != c.want {
+			t.Errorf("%s of %v: key %q, ok %v; want ok %v", c.eventType, c.tool, key, ok, c.want)
+		}
+		if ok {
+			if want, _ := EventSemanticKey(c.eventType, c.tool, raw); key != want {
+				t.Errorf("%s: stored key %q, want the event's semantic key %q", *c.tool, key, want)
+			}
+		}
+	}
+}

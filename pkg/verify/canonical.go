@@ -3,17 +3,13 @@ package verify
 // RFC 8785 helpers for callers that build canonical JSON around values they
 // already hold in canonical form (the service's dedup keys, clients' hashes).
 
-// IsCanonicalJSON reports whether b is certainly already in RFC 8785 form:
-// jcs.Transform(b) would return b unchanged. It answers false whenever in
-// doubt (see isCanonicalJSON), never true wrongly.
-func IsCanonicalJSON(b []byte) bool { return isCanonicalJSON(b) }
-
 // AppendJCSString appends s as an RFC 8785 string. It reports false, having
 // appended nothing useful, for invalid UTF-8 (which RFC 8785 cannot carry).
 func AppendJCSString(b []byte, s string) ([]byte, bool) { return appendJCSString(b, s) }
 
 // CanonicalMember returns the value of the member key of the object b when b
-// is certainly RFC 8785 canonical (IsCanonicalJSON); that value is then in
+// is certainly RFC 8785 canonical (isCanonicalJSON: jcs.Transform would leave
+// it unchanged); that value is then in
 // canonical form too. known is false when b is not known to be canonical (the
 // caller must decide some other way); present is false when b is canonical
 // but not an object or has no such member.
