@@ -129,6 +129,26 @@ type crashClient struct {
 	base atomic.Pointer[string]
 }
 
+// nextLink reads the account's tip and returns the sequence and prev_hash
+// of the event that extends it (status is the tip read's).
+func (c *crashClient) nextLink(key string) (status int, seq int64, prevHash *string, err error) {
+	status, body, err := c.do("GET", "/v1/chain/tip", key, nil)
+	if err != nil || status != 200 {
+		return status, 0, nil, err
+	}
+	var tip struct {
+		Sequence    *int64  `json:"sequence"`
+		PayloadHash *string `json:"payload_hash"`
+	}
+	if err := json.Unmarshal(body, &tip); err != nil {
+		return status, 0, nil, err
+	}
+	if tip.Sequence != nil {
+		seq = *tip.Sequence + 1
+	}
+	return status, seq, tip.PayloadHash, nil
+}
+
 func (c *crashClient) do(method, path, key string, body any) (int, []byte, error) {
 	var rdr io.Reader
 	if body != nil {
@@ -216,25 +236,16 @@ func TestKillNineUnderLoadLosesNothingAcknowledged(t *testing.T) {
 							return
 						default:
 						}
-						status, body, err := client.do("GET", "/v1/chain/tip", keys[a], nil)
+						status, seq, prevHash, err := client.nextLink(keys[a])
 						if err != nil || status >= 500 {
 							return // the server is gone
-						}
-						var tip struct {
-							Sequence    *int64  `json:"sequence"`
-							PayloadHash *string `json:"payload_hash"`
-						}
-						json.Unmarshal(body, &tip)
-						seq := int64(0)
-						if tip.Sequence != nil {
-							seq = *tip.Sequence + 1
 						}
 						id := fmt.Sprintf("evt-a%d-c%d-%d", a, c, nextID.Add(1))
 						mu.Lock()
 						sent[id] = true
 						mu.Unlock()
-						status, body, err = client.do("POST", "/v1/events", keys[a], map[string]any{
-							"event_id": id, "event_type": "tool_call", "sequence": seq, "prev_hash": tip.PayloadHash,
+						status, body, err := client.do("POST", "/v1/events", keys[a], map[string]any{
+							"event_id": id, "event_type": "tool_call", "sequence": seq, "prev_hash": prevHash,
 							"raw": map[string]any{"account": a, "client": c, "n": n}})
 						switch {
 						case err != nil || status >= 500:
