@@ -162,7 +162,7 @@ func (s *Store) CheckpointFaults() int64 {
 }
 
 // Wrote tells the background checkpointer that a transaction of the writer
-// committed rows rows (events, or jobs where rows are not counted).
+// committed: rows is its appended events, counting any other job as one.
 func (s *Store) Wrote(rows int) {
 	c := s.ckpt
 	if c == nil {
