@@ -16,8 +16,10 @@ import (
 
 	"github.com/auditchain/auditchain/internal/chain"
 	"github.com/auditchain/auditchain/internal/domain"
+	"github.com/auditchain/auditchain/internal/merkle"
 	"github.com/auditchain/auditchain/internal/store"
 	"github.com/auditchain/auditchain/internal/stream"
+	"github.com/auditchain/auditchain/pkg/verify"
 )
 
 // Quota is the daily event quota as responses show it (SPEC.md "Quota").
@@ -116,12 +118,20 @@ func (a *App) Append(ctx context.Context, p Principal, in domain.EventInput, sur
 		return AppendResult{}, err
 	}
 	var res AppendResult
-	err = a.write(ctx, func(t *txn) error {
-		res = AppendResult{}
-		return a.appendInTx(ctx, t, p, &in, &prepared, surface, verifiedWith, &res)
-	})
-	if err != nil {
-		return AppendResult{}, err
+	var done bool
+	if a.Store.Dialect == store.Postgres && in.MachineID == nil {
+		if res, done, err = a.appendUnlocked(ctx, p, &in, &prepared, now); err != nil {
+			return AppendResult{}, err
+		}
+	}
+	if !done {
+		err = a.write(ctx, func(t *txn) error {
+			res = AppendResult{}
+			return a.appendInTx(ctx, t, p, &in, &prepared, surface, verifiedWith, &res)
+		})
+		if err != nil {
+			return AppendResult{}, err
+		}
 	}
 	res.Epoch = domain.NewEpochStamp(a.Cfg.EpochAnchor, now)
 	return res, nil
@@ -293,15 +303,11 @@ func (a *App) appendChargedInTx(ctx context.Context, t *txn, in *domain.EventInp
 	if err != nil {
 		return err
 	}
-	// The stream notification rides the same statement (it is delivered only
-	// on commit, like NotifyInTx's).
-	var channel, payload string
-	if a.PGBus != nil {
-		if channel, payload, err = a.PGBus.Notification(e.UserID, frameOf(&e)); err != nil {
-			return err
-		}
+	ca, err := a.chargedAppend(&e, hashes, head, day)
+	if err != nil {
+		return err
 	}
-	out, err := a.Store.InsertEventCharged(ctx, t.tx, &e, hashes, day, int64(a.Cfg.DailyEventQuota), channel, payload)
+	out, err := a.Store.InsertEventCharged(ctx, t.tx, ca)
 	if err != nil {
 		return err
 	}
@@ -327,6 +333,85 @@ func (a *App) appendChargedInTx(ctx context.Context, t *txn, in *domain.EventInp
 	}
 	res.Event, res.Quota = e, a.quota(out.QuotaUsed)
 	return nil
+}
+
+// chargedAppend is the append statement's input for e, which extends head.
+func (a *App) chargedAppend(e *store.Event, hashes []merkle.StoredHash, head store.Head, day string) (store.ChargedAppend, error) {
+	ca := store.ChargedAppend{Event: e, Hashes: hashes, Expect: head, Day: day, Limit: int64(a.Cfg.DailyEventQuota)}
+	// The stream notification rides the same statement (it is delivered only
+	// on commit, like NotifyInTx's).
+	if a.PGBus != nil {
+		var err error
+		if ca.NotifyChannel, ca.NotifyPayload, err = a.PGBus.Notification(e.UserID, frameOf(e)); err != nil {
+			return ca, err
+		}
+	}
+	return ca, nil
+}
+
+// appendUnlocked is Append's fast path on PostgreSQL for an event of no
+// machine (docs/decisions/postgres-append.md): it reads the head and the
+// Merkle hashes the next leaf needs in one statement without a lock, checks
+// continuity against them, and writes with one statement that moves the head
+// only if it is still the head it read — two round trips and no transaction,
+// where the locked path makes five. done is false, and nothing was written,
+// whenever the locked path must decide instead: the first event of an
+// account, a continuity failure (a replay or a 409 is told apart there), a
+// head moved by a concurrent append, a missing tree, or a refusal by the
+// quota or the event_id's unique key.
+//
+// Events of a machine always take the locked path: its signing key is
+// re-read there under the head's lock, which a key registration also takes;
+// the unlocked statement's snapshot could miss a key registered meanwhile.
+func (a *App) appendUnlocked(ctx context.Context, p Principal, in *domain.EventInput, prepared *store.Event, now time.Time) (AppendResult, bool, error) {
+	var res AppendResult
+	// Clients number their events 0, 1, 2…, so the head usually holds as
+	// many events as the new sequence: read that leaf's hashes ahead.
+	guess := *in.Sequence
+	head, found, hashes, err := a.Store.HeadForAppend(ctx, p.UserID, store.LeafReads(guess))
+	if err != nil || !found || head.Empty() || checkContinuity(head, in) != nil {
+		return res, false, err
+	}
+	if head.EventCount != guess {
+		if hashes, err = a.Store.HashesAt(ctx, p.UserID, store.LeafReads(head.EventCount)); err != nil {
+			return res, false, err
+		}
+	}
+	e := *prepared
+	e.LeafIndex = head.EventCount
+	leaf, err := verify.HashBytes(e.PayloadHash)
+	if err != nil {
+		return res, false, err
+	}
+	if _, err := hashes.ReadHashes(store.LeafReads(e.LeafIndex)); err != nil {
+		return res, false, nil // the tree is incomplete: the locked path builds it
+	}
+	newHashes, err := merkle.AppendLeaf(e.LeafIndex, leaf, hashes)
+	if err != nil {
+		return res, false, err
+	}
+	if e.SemanticKey != nil && e.Tool != nil {
+		// Read without a lock: if the head is still the one read above when
+		// the write commits, no event was added since, so the advisory is
+		// about exactly the events before this one.
+		if res.Advisory, err = a.dedupAdvisory(ctx, nil, e.UserID, *e.Tool, *e.SemanticKey, domain.EventIntent(e.Raw), head.LastSequence); err != nil {
+			return res, false, err
+		}
+	}
+	day := domain.QuotaDay(now)
+	ca, err := a.chargedAppend(&e, newHashes, head, day)
+	if err != nil {
+		return res, false, err
+	}
+	out, err := a.Store.AppendUnlocked(ctx, ca)
+	if err != nil || !out.Appended() {
+		return res, false, err
+	}
+	if a.PGBus == nil {
+		a.Hub.Publish(e.UserID, frameOf(&e))
+	}
+	res.Event, res.Quota = e, a.quota(out.QuotaUsed)
+	return res, true, nil
 }
 
 // checkContinuity applies SPEC.md's chain rules against the locked head.

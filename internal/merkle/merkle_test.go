@@ -4,12 +4,14 @@ import (
 	"crypto/sha256"
 	"encoding/binary"
 	"errors"
+	"slices"
 	"testing"
 
 	"github.com/transparency-dev/merkle/compact"
 	"github.com/transparency-dev/merkle/proof"
 	"github.com/transparency-dev/merkle/rfc6962"
 	"github.com/transparency-dev/merkle/testonly"
+	"golang.org/x/mod/sumdb/tlog"
 
 	"github.com/auditchain/auditchain/pkg/verify"
 )
@@ -234,6 +236,37 @@ func BenchmarkAppendLeaf(b *testing.B) {
 		}
 		if err := s.Store(hs); err != nil {
 			b.Fatal(err)
+		}
+	}
+}
+
+// recordingReader records every index AppendLeaf asks for.
+type recordingReader struct {
+	s    *HashStore
+	read []int64
+}
+
+func (r *recordingReader) ReadHashes(indexes []int64) ([]tlog.Hash, error) {
+	r.read = append(r.read, indexes...)
+	return r.s.ReadHashes(indexes)
+}
+
+// The optimistic PostgreSQL append reads AppendReads(n) ahead with the head;
+// if it named fewer indexes than AppendLeaf reads, every such append would
+// fall back to the locked path, and if it named others the read would be waste.
+func TestAppendReadsAreWhatAppendLeafReads(t *testing.T) {
+	s := &HashStore{}
+	for n := range int64(1100) {
+		r := &recordingReader{s: s}
+		hs, err := AppendLeaf(n, leaf(int(n)), r)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := AppendReads(n); !slices.Equal(got, r.read) {
+			t.Fatalf("AppendReads(%d) = %v, AppendLeaf read %v", n, got, r.read)
+		}
+		if err := s.Store(hs); err != nil {
+			t.Fatal(err)
 		}
 	}
 }

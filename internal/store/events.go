@@ -12,8 +12,6 @@ import (
 	"slices"
 	"strconv"
 	"strings"
-
-	"github.com/auditchain/auditchain/internal/merkle"
 )
 
 // Querier is what both *sql.DB and *sql.Tx offer.
@@ -144,84 +142,6 @@ func (s *Store) InsertEvent(ctx context.Context, tx *sql.Tx, e *Event) error {
 	_, err = tx.ExecContext(ctx, `UPDATE chain_heads SET last_sequence = $2, last_hash = $3, last_event_id = $4, event_count = event_count + 1
 		WHERE user_id = $1`, e.UserID, e.Sequence, e.PayloadHash, e.EventID)
 	return err
-}
-
-// ChargedInsert is the outcome of InsertEventCharged.
-type ChargedInsert struct {
-	// QuotaOK is false when the event would exceed the daily quota; nothing
-	// was written then, and QuotaUsed is not filled (read it with QuotaUsed).
-	QuotaOK   bool
-	QuotaUsed int64
-	// Inserted is false when the event_id is already stored (ErrConflict's
-	// case): the quota and the machine counter moved, so the caller must roll
-	// the transaction back.
-	Inserted bool
-}
-
-// InsertEventCharged is InsertEvent, NextMachineSequence and ConsumeQuota
-// (n = 1) as one PostgreSQL statement: every round trip of an append is made
-// while the account's head row is locked, so fewer of them is what lets more
-// appends through. Data-modifying CTEs run in order of dependency: the quota
-// upsert admits the event or not; only then does the machine counter move,
-// the row and its Merkle rows (hashes, computed by the caller from the tree
-// it read) go in, and the head advance. The caller has locked the head and
-// set e.LeafIndex; e.MachineSequence is set from the counter.
-//
-// notifyChannel and notifyPayload, when the channel is not empty, are sent
-// with pg_notify by the same statement; PostgreSQL delivers the notification
-// only if the transaction commits.
-func (s *Store) InsertEventCharged(ctx context.Context, tx *sql.Tx, e *Event, hashes []merkle.StoredHash, day string, limit int64,
-	notifyChannel, notifyPayload string) (ChargedInsert, error) {
-	var out ChargedInsert
-	if s.Dialect != Postgres {
-		return out, errors.New("InsertEventCharged is PostgreSQL only")
-	}
-	var raw any
-	if e.Raw != nil {
-		raw = string(e.Raw)
-	}
-	machine := ""
-	if e.MachineID != nil {
-		machine = *e.MachineID
-	}
-	idx := make([]int64, len(hashes))
-	hs := make([][]byte, len(hashes))
-	for i, h := range hashes {
-		idx[i], hs[i] = h.Index, h.Hash[:]
-	}
-	var used, machineEvents sql.NullInt64
-	var inserted bool
-	var notified int64
-	err := tx.QueryRowContext(ctx, `WITH
-		q AS (INSERT INTO daily_usage (user_id, day, used) SELECT $1, $21::text, 1 WHERE 1 <= $22::bigint
-			ON CONFLICT (user_id, day) DO UPDATE SET used = daily_usage.used + 1 WHERE daily_usage.used + 1 <= $22::bigint
-			RETURNING used),
-		m AS (INSERT INTO machine_heads (user_id, machine_id, events) SELECT $1, $23::text, 1 FROM q
-			ON CONFLICT (user_id, machine_id) DO UPDATE SET events = machine_heads.events + 1 RETURNING events),
-		e AS (INSERT INTO events (`+eventColumns+`)
-			SELECT $1, $2::bigint, $3::bigint, $4::text, $5::text, $6::text, $7::text, $8::text, $9::text, $10::text,
-				$11::text, $12::text, $13::text, $14::text, $15::text, $16::bigint, $17::text, $18::text, m.events - 1,
-				$19::text, $20::bigint FROM m
-			ON CONFLICT (user_id, event_id) DO NOTHING RETURNING 1),
-		h AS (INSERT INTO merkle_hashes (user_id, idx, hash)
-			SELECT $1, t.idx, t.hash FROM unnest($24::bigint[], $25::bytea[]) AS t(idx, hash) WHERE EXISTS (SELECT 1 FROM e)
-			RETURNING 1),
-		c AS (UPDATE chain_heads SET last_sequence = $2::bigint, last_hash = $7::text, last_event_id = $4::text, event_count = event_count + 1
-			WHERE user_id = $1 AND EXISTS (SELECT 1 FROM e) RETURNING 1)
-		SELECT (SELECT used FROM q), (SELECT events FROM m), EXISTS (SELECT 1 FROM e),
-			(SELECT count(*) FROM (SELECT pg_notify($26::text, $27::text) WHERE $26::text <> '' AND EXISTS (SELECT 1 FROM e)) AS n)`,
-		e.UserID, e.Sequence, e.LeafIndex, e.EventID, e.EventType, e.PrevHash, e.PayloadHash, raw, e.Decision, e.Tool,
-		e.MachineID, e.ParentID, e.Signature, e.SignatureKey, e.TS, e.TSMicros, e.Surface, e.APIKeyID,
-		e.SemanticKey, e.CreatedAt, day, limit, machine, idx, hs, notifyChannel, notifyPayload).Scan(&used, &machineEvents, &inserted, &notified)
-	if err != nil {
-		return out, fmt.Errorf("insert event: %w", err)
-	}
-	if !used.Valid {
-		return out, nil
-	}
-	out.QuotaOK, out.QuotaUsed, out.Inserted = true, used.Int64, inserted
-	e.MachineSequence = machineEvents.Int64 - 1
-	return out, nil
 }
 
 // InsertEvents stores a run of events that extend the account's chain in

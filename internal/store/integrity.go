@@ -110,12 +110,8 @@ func (s *Store) LeafHashes(ctx context.Context, tx *sql.Tx, e *Event) ([]merkle.
 		return nil, err
 	}
 	r := s.HashReader(ctx, tx, e.UserID)
-	if e.LeafIndex > 0 && e.LeafIndex%2 == 0 {
-		// An even leaf reads no earlier hash, so a missing tree would go
-		// unnoticed until the next odd leaf, and the tree (seals, proofs,
-		// chain verify) would be incomplete meanwhile. Leaf n-1's row exists
-		// in any tree that is there: one point read every other append.
-		if err := s.ensureTree(ctx, tx, e.UserID, e.LeafIndex, []int64{tlog.StoredHashIndex(0, e.LeafIndex-1)}); err != nil {
+	if check, ok := treeCheckIndex(e.LeafIndex); ok {
+		if err := s.ensureTree(ctx, tx, e.UserID, e.LeafIndex, []int64{check}); err != nil {
 			return nil, err
 		}
 	}
@@ -127,6 +123,30 @@ func (s *Store) LeafHashes(ctx context.Context, tx *sql.Tx, e *Event) ([]merkle.
 		hs, err = merkle.AppendLeaf(e.LeafIndex, leaf, r)
 	}
 	return hs, err
+}
+
+// treeCheckIndex is the row that proves the tree of n leaves is there before
+// leaf n is appended, when appending reads none: an even leaf reads no earlier
+// hash, so a missing tree would go unnoticed until the next odd leaf, and the
+// tree (seals, proofs, chain verify) would be incomplete meanwhile. Leaf
+// n-1's row exists in any tree that is there: one point read every other append.
+func treeCheckIndex(n int64) (int64, bool) {
+	if n > 0 && n%2 == 0 {
+		return tlog.StoredHashIndex(0, n-1), true
+	}
+	return 0, false
+}
+
+// LeafReads are the stored-hash indexes appending leaf n reads: the hashes
+// merkle.AppendLeaf combines it with and, for an even leaf, the row that
+// shows the tree is there. Reading them all ahead and finding one missing
+// means the tree must be built first (LeafHashes does, under the head's lock).
+func LeafReads(n int64) []int64 {
+	idx := merkle.AppendReads(n)
+	if check, ok := treeCheckIndex(n); ok {
+		idx = append(idx, check)
+	}
+	return idx
 }
 
 // ensureTree builds the account's tree of its first n leaves (an account

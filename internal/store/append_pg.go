@@ -1,0 +1,249 @@
+package store
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+
+	"github.com/jackc/pgx/v5/pgconn"
+	"golang.org/x/mod/sumdb/tlog"
+
+	"github.com/auditchain/auditchain/internal/merkle"
+)
+
+// ChargedAppend is one client event for the PostgreSQL append statement: the
+// row, its Merkle rows (computed by the caller from the tree of Expect's
+// event count), the daily quota to charge and the stream notification.
+type ChargedAppend struct {
+	Event  *Event
+	Hashes []merkle.StoredHash
+	// Expect is the head the event extends: the statement moves the head only
+	// if its event_count and last_sequence are still these (compare-and-set).
+	Expect Head
+	Day    string
+	Limit  int64
+	// NotifyChannel and NotifyPayload, when the channel is not empty, are sent
+	// with pg_notify by the same statement; PostgreSQL delivers the
+	// notification only if the transaction commits.
+	NotifyChannel, NotifyPayload string
+}
+
+// ChargedInsert is the outcome of the append statement.
+type ChargedInsert struct {
+	// HeadMoved is true when the head was no longer Expect: nothing was
+	// written (only AppendUnlocked can see it; a locked head cannot move).
+	HeadMoved bool
+	// QuotaOK is false when the event would exceed the daily quota; QuotaUsed
+	// is not filled then (read it with QuotaUsed).
+	QuotaOK   bool
+	QuotaUsed int64
+	// Inserted is false when the event_id is already stored (ErrConflict's
+	// case).
+	Inserted bool
+}
+
+// Appended reports whether the event, its Merkle rows and the head's move
+// are all written.
+func (c ChargedInsert) Appended() bool { return !c.HeadMoved && c.QuotaOK && c.Inserted }
+
+// appendStatement moves the head, charges the quota, advances the machine's
+// counter, inserts the row and its Merkle rows, and notifies stream
+// listeners, in one PostgreSQL statement: each round trip of an append costs
+// PostgreSQL and the service more CPU than the writes themselves.
+//
+// Data-modifying CTEs run in order of dependency, and every one of them runs
+// to completion, so each write is gated on the one before it: the head's
+// compare-and-set (c) comes first, as in the locked path where the head's row
+// lock is always taken before the quota's; the quota (q) is charged only if
+// the head moved; the machine counter (m) only if the quota admitted the
+// event; the row (e) only then; its Merkle rows only if the row went in.
+//
+// A refusal after the head moved (quota spent, or the event_id taken) leaves
+// the head moved without its event. Under the head's lock the caller rolls its
+// transaction back (lockedAppend). Without a transaction the statement aborts
+// itself (unlockedAppend): auditchain_abort (migration 010) raises SQLSTATE
+// AC001, which rolls back every write of the statement, and the caller
+// answers from the locked path, which tells the refusals apart.
+const appendStatement = `WITH
+	c AS (UPDATE chain_heads SET last_sequence = $2::bigint, last_hash = $7::text, last_event_id = $4::text, event_count = event_count + 1
+		WHERE user_id = $1 AND event_count = $28::bigint AND last_sequence = $29::bigint RETURNING 1),
+	q AS (INSERT INTO daily_usage (user_id, day, used) SELECT $1, $21::text, 1 FROM c WHERE 1 <= $22::bigint
+		ON CONFLICT (user_id, day) DO UPDATE SET used = daily_usage.used + 1 WHERE daily_usage.used + 1 <= $22::bigint
+		RETURNING used),
+	m AS (INSERT INTO machine_heads (user_id, machine_id, events) SELECT $1, $23::text, 1 FROM q
+		ON CONFLICT (user_id, machine_id) DO UPDATE SET events = machine_heads.events + 1 RETURNING events),
+	e AS (INSERT INTO events (` + eventColumns + `)
+		SELECT $1, $2::bigint, $3::bigint, $4::text, $5::text, $6::text, $7::text, $8::text, $9::text, $10::text,
+			$11::text, $12::text, $13::text, $14::text, $15::text, $16::bigint, $17::text, $18::text, m.events - 1,
+			$19::text, $20::bigint FROM m
+		ON CONFLICT (user_id, event_id) DO NOTHING RETURNING 1),
+	h AS (INSERT INTO merkle_hashes (user_id, idx, hash)
+		SELECT $1, t.idx, t.hash FROM unnest($24::bigint[], $25::bytea[]) AS t(idx, hash) WHERE EXISTS (SELECT 1 FROM e)
+		RETURNING 1)
+	SELECT EXISTS (SELECT 1 FROM c), (SELECT used FROM q), (SELECT events FROM m), EXISTS (SELECT 1 FROM e),
+		(SELECT count(*) FROM (SELECT pg_notify($26::text, $27::text) WHERE $26::text <> '' AND EXISTS (SELECT 1 FROM e)) AS n)`
+
+var (
+	lockedAppend   = appendStatement + `, false`
+	unlockedAppend = appendStatement + `,
+		CASE WHEN EXISTS (SELECT 1 FROM c) AND NOT EXISTS (SELECT 1 FROM e)
+			THEN auditchain_abort('append refused after its compare-and-set on the head') ELSE false END`
+)
+
+// errAppendAborted is the statement's own abort (SQLSTATE AC001).
+var errAppendAborted = errors.New("append statement aborted itself")
+
+// InsertEventCharged is InsertEvent, NextMachineSequence and ConsumeQuota
+// (n = 1) as one PostgreSQL statement inside tx, which holds the account's
+// head (LockHead) read as a.Expect; a.Event.LeafIndex is set. A refusal
+// (QuotaOK or Inserted false) may have moved the head and the quota: the
+// caller must roll tx back. e.MachineSequence is set from the counter.
+func (s *Store) InsertEventCharged(ctx context.Context, tx *sql.Tx, a ChargedAppend) (ChargedInsert, error) {
+	out, err := s.chargedAppend(ctx, tx, a, false)
+	if err == nil && out.HeadMoved {
+		return out, fmt.Errorf("insert event: the locked head of %s moved", a.Event.UserID)
+	}
+	return out, err
+}
+
+// AppendUnlocked is the optimistic append: the same statement, without a
+// transaction or a lock, against the head the caller read (Expect). It writes
+// everything or nothing: Appended() is true when the event is stored and
+// committed; otherwise nothing was written — the head had moved, or the
+// quota or the event_id refused the event — and the caller must take the
+// locked path, which orders the append against the others and tells those
+// outcomes apart (429, replay, 409).
+func (s *Store) AppendUnlocked(ctx context.Context, a ChargedAppend) (ChargedInsert, error) {
+	out, err := s.chargedAppend(ctx, s.write, a, true)
+	if errors.Is(err, errAppendAborted) {
+		return ChargedInsert{}, nil
+	}
+	return out, err
+}
+
+func (s *Store) chargedAppend(ctx context.Context, q Querier, a ChargedAppend, selfAbort bool) (ChargedInsert, error) {
+	var out ChargedInsert
+	if s.Dialect != Postgres {
+		return out, errors.New("the append statement is PostgreSQL only")
+	}
+	e := a.Event
+	var raw any
+	if e.Raw != nil {
+		raw = string(e.Raw)
+	}
+	machine := ""
+	if e.MachineID != nil {
+		machine = *e.MachineID
+	}
+	idx := make([]int64, len(a.Hashes))
+	hs := make([][]byte, len(a.Hashes))
+	for i, h := range a.Hashes {
+		idx[i], hs[i] = h.Index, h.Hash[:]
+	}
+	var used, machineEvents sql.NullInt64
+	var moved, inserted, aborted bool
+	var notified int64
+	stmt := lockedAppend
+	if selfAbort {
+		stmt = unlockedAppend
+	}
+	err := q.QueryRowContext(ctx, stmt,
+		e.UserID, e.Sequence, e.LeafIndex, e.EventID, e.EventType, e.PrevHash, e.PayloadHash, raw, e.Decision, e.Tool,
+		e.MachineID, e.ParentID, e.Signature, e.SignatureKey, e.TS, e.TSMicros, e.Surface, e.APIKeyID,
+		e.SemanticKey, e.CreatedAt, a.Day, a.Limit, machine, idx, hs, a.NotifyChannel, a.NotifyPayload,
+		a.Expect.EventCount, a.Expect.LastSequence).Scan(&moved, &used, &machineEvents, &inserted, &notified, &aborted)
+	if pgErr := (*pgconn.PgError)(nil); errors.As(err, &pgErr) && pgErr.Code == "AC001" {
+		return out, errAppendAborted
+	}
+	if err != nil {
+		return out, fmt.Errorf("insert event: %w", err)
+	}
+	if !moved {
+		out.HeadMoved = true
+		return out, nil
+	}
+	if !used.Valid {
+		return out, nil
+	}
+	out.QuotaOK, out.QuotaUsed, out.Inserted = true, used.Int64, inserted
+	e.MachineSequence = machineEvents.Int64 - 1
+	return out, nil
+}
+
+// HeadForAppend reads the account's chain head without a lock and, in the
+// same statement, the stored hashes at indexes (the reads of the leaf the
+// caller expects to append: LeafReads). found is false when the account has
+// no head row yet. The hashes are immutable once committed, so a later read
+// of other indexes (HashesAt) is consistent with this head.
+func (s *Store) HeadForAppend(ctx context.Context, userID string, indexes []int64) (h Head, found bool, hashes HashMap, err error) {
+	rows, err := s.write.QueryContext(ctx, `SELECT h.last_sequence, h.last_hash, h.last_event_id, h.event_count, m.idx, m.hash
+		FROM chain_heads h LEFT JOIN merkle_hashes m ON m.user_id = h.user_id AND m.idx = ANY($2::bigint[])
+		WHERE h.user_id = $1`, userID, indexes)
+	if err != nil {
+		return h, false, nil, err
+	}
+	defer rows.Close()
+	hashes = make(HashMap, len(indexes))
+	for rows.Next() {
+		found = true
+		var idx sql.NullInt64
+		var hash []byte
+		if err := rows.Scan(&h.LastSequence, &h.LastHash, &h.LastEventID, &h.EventCount, &idx, &hash); err != nil {
+			return h, false, nil, err
+		}
+		if idx.Valid {
+			if err := hashes.put(idx.Int64, hash); err != nil {
+				return h, false, nil, err
+			}
+		}
+	}
+	return h, found, hashes, rows.Err()
+}
+
+// HashesAt reads the account's stored hashes at indexes; absent ones are left
+// out (HashMap.ReadHashes reports them).
+func (s *Store) HashesAt(ctx context.Context, userID string, indexes []int64) (HashMap, error) {
+	rows, err := s.write.QueryContext(ctx, `SELECT idx, hash FROM merkle_hashes WHERE user_id = $1 AND idx = ANY($2::bigint[])`, userID, indexes)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	hashes := make(HashMap, len(indexes))
+	for rows.Next() {
+		var idx int64
+		var hash []byte
+		if err := rows.Scan(&idx, &hash); err != nil {
+			return nil, err
+		}
+		if err := hashes.put(idx, hash); err != nil {
+			return nil, err
+		}
+	}
+	return hashes, rows.Err()
+}
+
+// HashMap is stored hashes read ahead, by stored-hash index; as a
+// merkle.HashReader it reports an absent index as ErrMissingHash.
+type HashMap map[int64]tlog.Hash
+
+func (m HashMap) put(idx int64, hash []byte) error {
+	if len(hash) != len(tlog.Hash{}) {
+		return fmt.Errorf("merkle: stored hash %d has %d bytes", idx, len(hash))
+	}
+	m[idx] = tlog.Hash(hash)
+	return nil
+}
+
+// ReadHashes implements merkle.HashReader.
+func (m HashMap) ReadHashes(indexes []int64) ([]tlog.Hash, error) {
+	out := make([]tlog.Hash, len(indexes))
+	for i, idx := range indexes {
+		h, ok := m[idx]
+		if !ok {
+			return nil, fmt.Errorf("%w: index %d", ErrMissingHash, idx)
+		}
+		out[i] = h
+	}
+	return out, nil
+}

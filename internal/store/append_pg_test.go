@@ -1,0 +1,148 @@
+package store_test
+
+import (
+	"context"
+	"database/sql"
+	"fmt"
+	"testing"
+
+	"github.com/auditchain/auditchain/internal/merkle"
+	"github.com/auditchain/auditchain/internal/store"
+	"github.com/auditchain/auditchain/internal/store/storetest"
+	"github.com/auditchain/auditchain/pkg/verify"
+)
+
+// appendState is every row an append moves, to check that a refused
+// optimistic append moved none of them.
+type appendState struct {
+	headCount, headSequence int64
+	headHash                string
+	used, machineEvents     int64
+	events, merkleRows      int64
+}
+
+func readAppendState(t *testing.T, s *store.Store, user, day string) appendState {
+	t.Helper()
+	ctx := context.Background()
+	var st appendState
+	head, err := s.Head(ctx, user)
+	if err != nil {
+		t.Fatal(err)
+	}
+	st.headCount, st.headSequence = head.EventCount, head.LastSequence
+	if head.LastHash != nil {
+		st.headHash = *head.LastHash
+	}
+	db := s.DB()
+	for _, q := range []struct {
+		dst  *int64
+		sql  string
+		args []any
+	}{
+		{&st.used, `SELECT COALESCE(SUM(used), 0) FROM daily_usage WHERE user_id = $1 AND day = $2`, []any{user, day}},
+		{&st.machineEvents, `SELECT COALESCE(SUM(events), 0) FROM machine_heads WHERE user_id = $1`, []any{user}},
+		{&st.events, `SELECT count(*) FROM events WHERE user_id = $1`, []any{user}},
+		{&st.merkleRows, `SELECT count(*) FROM merkle_hashes WHERE user_id = $1`, []any{user}},
+	} {
+		if err := db.QueryRowContext(ctx, q.sql, q.args...).Scan(q.dst); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return st
+}
+
+// The optimistic append (PostgreSQL, no transaction) writes everything or
+// nothing: a head that moved, a spent quota or a taken event_id leave the
+// head, the quota, the machine counter, the events and the Merkle rows as they
+// were. The last two refusals happen after the statement's compare-and-set
+// already moved the head, so only the statement's self-abort undoes it.
+func TestAppendUnlockedWritesAllOrNothing(t *testing.T) {
+	s := storetest.Open(t, storetest.DSN(t, storetest.Postgres))
+	ctx := context.Background()
+	const user, day = "u-optimistic", "2026-11-22"
+	payload := func(i int) string { return fmt.Sprintf("sha256:%064x", i+1) }
+
+	// Three events and two quota units through the locked path.
+	err := s.InTx(ctx, func(tx *sql.Tx) error {
+		for i := range 3 {
+			if _, err := s.LockHead(ctx, tx, user); err != nil {
+				return err
+			}
+			e := store.Event{UserID: user, Sequence: int64(i), LeafIndex: int64(i), EventID: fmt.Sprintf("evt-%d", i),
+				EventType: "t", PayloadHash: payload(i), TS: "2026-11-22T00:00:00Z", Surface: "rest"}
+			if err := s.InsertEvent(ctx, tx, &e); err != nil {
+				return err
+			}
+		}
+		_, _, err := s.ConsumeQuota(ctx, tx, user, day, 2, 100)
+		return err
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	// next builds the append of leaf 3 onto the head read now.
+	next := func(eventID string, limit int64) store.ChargedAppend {
+		t.Helper()
+		head, found, hashes, err := s.HeadForAppend(ctx, user, store.LeafReads(3))
+		if err != nil || !found || head.EventCount != 3 {
+			t.Fatalf("HeadForAppend = %+v, %v, %v", head, found, err)
+		}
+		e := &store.Event{UserID: user, Sequence: 3, LeafIndex: 3, EventID: eventID, EventType: "t", PrevHash: head.LastHash,
+			PayloadHash: payload(3), TS: "2026-11-22T00:00:01Z", Surface: "rest"}
+		leaf, err := verify.HashBytes(e.PayloadHash)
+		if err != nil {
+			t.Fatal(err)
+		}
+		hs, err := merkle.AppendLeaf(3, leaf, hashes)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return store.ChargedAppend{Event: e, Hashes: hs, Expect: head, Day: day, Limit: limit}
+	}
+	before := readAppendState(t, s, user, day)
+
+	stale := next("evt-3", 100)
+	stale.Expect.EventCount, stale.Expect.LastSequence = 2, 1
+	for name, a := range map[string]store.ChargedAppend{
+		"head moved":     stale,
+		"quota spent":    next("evt-3", 2),
+		"event_id taken": next("evt-1", 100),
+	} {
+		out, err := s.AppendUnlocked(ctx, a)
+		if err != nil {
+			t.Fatalf("%s: %v", name, err)
+		}
+		if out.Appended() {
+			t.Fatalf("%s: appended: %+v", name, out)
+		}
+		if got := readAppendState(t, s, user, day); got != before {
+			t.Fatalf("%s: rows moved:\n got  %+v\n want %+v", name, got, before)
+		}
+	}
+
+	out, err := s.AppendUnlocked(ctx, next("evt-3", 100))
+	if err != nil || !out.Appended() || out.QuotaUsed != 3 {
+		t.Fatalf("append onto the current head: %+v, %v", out, err)
+	}
+	after := readAppendState(t, s, user, day)
+	if after.headCount != 4 || after.headSequence != 3 || after.headHash != payload(3) || after.used != 3 || after.events != 4 ||
+		after.merkleRows != merkle.StoredHashCount(4) || after.machineEvents != before.machineEvents+1 {
+		t.Fatalf("after the append: %+v (before %+v)", after, before)
+	}
+	// The tree the statement extended is the tree of the four leaves.
+	root, err := merkle.Root(4, s.HashReader(ctx, nil, user))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ref := &merkle.HashStore{}
+	for i := range 4 {
+		leaf, _ := verify.HashBytes(payload(i))
+		if err := ref.Append(leaf); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if root != ref.Root() {
+		t.Fatalf("root after the optimistic append %x, want %x", root, ref.Root())
+	}
+}
