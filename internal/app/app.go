@@ -50,6 +50,8 @@ type App struct {
 	keyCache  *readCache[string, knownKey]
 	// heal is this process's heal status cache and periodic tasks (heal.go).
 	heal healState
+	// marks are the accounts this replica streams (PostgreSQL; listenmarks.go).
+	marks listenMarks
 }
 
 // Bounds of the read caches: at most this many accounts with this many cached
@@ -86,6 +88,7 @@ func (a *App) StartBus(ctx context.Context, dsn string) error {
 	}
 	a.PGBus = stream.NewPGBus(a.Store.WriteDB(), dsn, a.Hub, a.Log)
 	go a.PGBus.Listen(ctx)
+	go a.keepListenMarks(ctx)
 	select {
 	case <-a.PGBus.Ready():
 		return nil

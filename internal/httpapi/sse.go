@@ -34,7 +34,14 @@ func eventStreamHandler(a *app.App, done <-chan struct{}) handlerFunc {
 		// subscription, and nothing from before the connection may be replayed
 		// (SPEC.md "Live stream"). No event is lost: one committed after the
 		// read has a higher sequence.
+		//
+		// On PostgreSQL the account is marked as streamed first: only events
+		// committed after the mark are announced to this replica, and those
+		// have a higher sequence than the tip read after it.
 		tip := func(ctx context.Context) (int64, error) {
+			if err := a.WatchStream(ctx, p.UserID); err != nil {
+				return 0, err
+			}
 			h, err := a.ChainTip(ctx, p)
 			if err != nil || h.Empty() {
 				return -1, err

@@ -5,6 +5,7 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
+	"time"
 
 	"github.com/jackc/pgx/v5/pgconn"
 	"golang.org/x/mod/sumdb/tlog"
@@ -43,6 +44,11 @@ type ChargedInsert struct {
 	Inserted bool
 }
 
+// dbNowMicros is the database's clock in Unix microseconds, at the moment
+// the expression is evaluated: listened_until is written and compared on this
+// one clock, so replicas' clocks do not have to agree.
+const dbNowMicros = `(extract(epoch FROM clock_timestamp()) * 1000000)::bigint`
+
 // Appended reports whether the event, its Merkle rows and the head's move
 // are all written.
 func (c ChargedInsert) Appended() bool { return !c.HeadMoved && c.QuotaOK && c.Inserted }
@@ -59,6 +65,12 @@ func (c ChargedInsert) Appended() bool { return !c.HeadMoved && c.QuotaOK && c.I
 // the head moved; the machine counter (m) only if the quota admitted the
 // event; the row (e) only then; its Merkle rows only if the row went in.
 //
+// The notification is sent only while a replica marks the account as
+// streamed (MarkListened): c returns the head row's listened_until as the
+// update left it, which includes a mark committed while this statement waited
+// for the row or after its snapshot was taken (READ COMMITTED re-reads the row
+// it updates), so an event committed after a mark is always announced.
+//
 // A refusal after the head moved (quota spent, or the event_id taken) leaves
 // the head moved without its event. Under the head's lock the caller rolls its
 // transaction back (lockedAppend). Without a transaction the statement aborts
@@ -67,7 +79,7 @@ func (c ChargedInsert) Appended() bool { return !c.HeadMoved && c.QuotaOK && c.I
 // answers from the locked path, which tells the refusals apart.
 const appendStatement = `WITH
 	c AS (UPDATE chain_heads SET last_sequence = $2::bigint, last_hash = $7::text, last_event_id = $4::text, event_count = event_count + 1
-		WHERE user_id = $1 AND event_count = $28::bigint AND last_sequence = $29::bigint RETURNING 1),
+		WHERE user_id = $1 AND event_count = $28::bigint AND last_sequence = $29::bigint RETURNING listened_until),
 	q AS (INSERT INTO daily_usage (user_id, day, used) SELECT $1, $21::text, 1 FROM c WHERE 1 <= $22::bigint
 		ON CONFLICT (user_id, day) DO UPDATE SET used = daily_usage.used + 1 WHERE daily_usage.used + 1 <= $22::bigint
 		RETURNING used),
@@ -82,7 +94,8 @@ const appendStatement = `WITH
 		SELECT $1, t.idx, t.hash FROM unnest($24::bigint[], $25::bytea[]) AS t(idx, hash) WHERE EXISTS (SELECT 1 FROM e)
 		RETURNING 1)
 	SELECT EXISTS (SELECT 1 FROM c), (SELECT used FROM q), (SELECT events FROM m), EXISTS (SELECT 1 FROM e),
-		(SELECT count(*) FROM (SELECT pg_notify($26::text, $27::text) WHERE $26::text <> '' AND EXISTS (SELECT 1 FROM e)) AS n)`
+		(SELECT count(*) FROM (SELECT pg_notify($26::text, $27::text) WHERE $26::text <> '' AND EXISTS (SELECT 1 FROM e)
+			AND (SELECT listened_until FROM c) > ` + dbNowMicros + `) AS n)`
 
 var (
 	lockedAppend   = appendStatement + `, false`
@@ -246,4 +259,42 @@ func (m HashMap) ReadHashes(indexes []int64) ([]tlog.Hash, error) {
 		out[i] = h
 	}
 	return out, nil
+}
+
+// MarkListened marks the accounts as streamed by a replica until ttl from now
+// (the database's clock): until then their appends announce themselves with
+// NOTIFY. It creates the head row of an account without one, so the mark is
+// there for its first append, and never shortens another replica's mark. It
+// returns the accounts whose mark had lapsed before this one was written:
+// events appended to them meanwhile were not announced. Rows are locked in
+// user_id order, so replicas refreshing overlapping sets cannot deadlock.
+// PostgreSQL only.
+func (s *Store) MarkListened(ctx context.Context, userIDs []string, ttl time.Duration) (lapsed []string, err error) {
+	if s.Dialect != Postgres {
+		return nil, errors.New("MarkListened is PostgreSQL only")
+	}
+	// old locks the rows and reads their marks before marked writes (marked
+	// reads old, so PostgreSQL runs it first); the clock that decides
+	// whether an old mark had lapsed is read after marked ran.
+	rows, err := s.write.QueryContext(ctx, `WITH
+		old AS (SELECT user_id, listened_until FROM chain_heads WHERE user_id = ANY($1::text[]) ORDER BY user_id FOR UPDATE),
+		marked AS (INSERT INTO chain_heads (user_id, last_sequence, last_hash, last_event_id, event_count, listened_until)
+			SELECT u, -1, NULL, NULL, 0, `+dbNowMicros+` + $2::bigint FROM unnest($1::text[]) AS u
+			WHERE (SELECT count(*) FROM old) >= 0 ORDER BY u
+			ON CONFLICT (user_id) DO UPDATE SET listened_until = GREATEST(chain_heads.listened_until, excluded.listened_until)
+			RETURNING 1)
+		SELECT old.user_id FROM old WHERE (SELECT count(*) FROM marked) >= 0 AND old.listened_until < `+dbNowMicros,
+		userIDs, ttl.Microseconds())
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	for rows.Next() {
+		var u string
+		if err := rows.Scan(&u); err != nil {
+			return nil, err
+		}
+		lapsed = append(lapsed, u)
+	}
+	return lapsed, rows.Err()
 }

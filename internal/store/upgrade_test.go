@@ -36,11 +36,15 @@ func TestUpgradeFromVersion6KeepsTheRecord(t *testing.T) {
 		p := app.Principal{UserID: acct.UserID, KeyID: "k", Kind: "api_key"}
 		var prev *string
 		const n = 1203 // more than one sealed block of 1,000
+		// Written with the "service" surface: that takes the general append
+		// path (InsertEvent), whose statements need nothing newer than version
+		// 6 on either store; a client event on PostgreSQL takes the append
+		// statement of migration 010. The rows are the same but for surface.
 		for i := range n {
 			id, typ, seq := fmt.Sprintf("evt-%d", i), "tool_call", int64(i)
 			machine := fmt.Sprintf("m%d", i%3)
 			res, err := a.Append(ctx, p, domain.EventInput{EventID: &id, EventType: &typ, Sequence: &seq, PrevHash: prev,
-				MachineID: &machine, Raw: json.RawMessage(fmt.Sprintf(`{"i":%d}`, i))}, "rest")
+				MachineID: &machine, Raw: json.RawMessage(fmt.Sprintf(`{"i":%d}`, i))}, "service")
 			if err != nil {
 				t.Fatalf("append %d at version 6: %v", i, err)
 			}

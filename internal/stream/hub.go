@@ -89,6 +89,17 @@ func (h *Hub) Len() int {
 	return h.n
 }
 
+// Accounts lists the accounts with at least one open subscription.
+func (h *Hub) Accounts() []string {
+	h.mu.RLock()
+	defer h.mu.RUnlock()
+	out := make([]string, 0, len(h.users))
+	for u := range h.users {
+		out = append(out, u)
+	}
+	return out
+}
+
 // Subscription receives the frames published for one account from the moment
 // Subscribe returns; nothing earlier is replayed.
 type Subscription struct {
