@@ -9,6 +9,7 @@ import (
 	"crypto/rand"
 	"io"
 	"log/slog"
+	"sync/atomic"
 	"time"
 
 	"github.com/auditchain/auditchain/internal/config"
@@ -52,6 +53,8 @@ type App struct {
 	heal healState
 	// marks are the accounts this replica streams (PostgreSQL; listenmarks.go).
 	marks listenMarks
+	// pgAppends counts client appends on PostgreSQL by path (PGAppends).
+	pgAppends struct{ optimistic, locked atomic.Int64 }
 }
 
 // Bounds of the read caches: at most this many accounts with this many cached

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"sync"
 	"testing"
 	"time"
 
@@ -54,20 +55,36 @@ func (n *notifications) announced(t *testing.T) []string {
 	}
 }
 
+// testClock is a settable clock for replicas whose goroutines read it.
+type testClock struct {
+	mu  sync.Mutex
+	now time.Time
+}
+
+func (c *testClock) Now() time.Time { c.mu.Lock(); defer c.mu.Unlock(); return c.now }
+func (c *testClock) Advance(d time.Duration) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.now = c.now.Add(d)
+}
+
 // On PostgreSQL an append is announced to the other replicas only while a
-// replica streams its account: not before any stream opened, at once after
-// one opened on another replica (whether the append took the optimistic or
-// the locked path), not once the mark lapsed — and then the streaming
-// replica's next refresh cuts its listeners off as lagged, so they re-read
-// what was appended unannounced, and renews the mark.
+// replica marks its account as streamed: not before any stream opened, not
+// under an expired mark, and at once after a stream opened on another replica
+// (whether the append took the optimistic or the locked path). A replica
+// keeps its streams while its refreshes extend its mark, and cuts them off as
+// lagged before its own mark could lapse when the refreshes fail — whatever
+// other replicas do — so a client re-reads instead of missing events.
 func TestAppendsAreAnnouncedOnlyWhileTheAccountIsStreamed(t *testing.T) {
 	dsn := storetest.DSN(t, storetest.Postgres)
 	ctx, cancel := context.WithCancel(context.Background())
 	t.Cleanup(cancel)
+	clk := &testClock{now: time.Date(2026, 11, 22, 12, 0, 0, 0, time.UTC)}
 	replica := func() *App {
 		a := New(storetest.Open(t, dsn), config.Config{DailyEventQuota: 1000, BatchRateLimit: 1000},
 			slog.New(slog.NewTextHandler(io.Discard, nil)))
 		t.Cleanup(a.Close)
+		a.Now = clk.Now
 		if err := a.LoadServiceKey(ctx); err != nil {
 			t.Fatal(err)
 		}
@@ -87,78 +104,171 @@ func TestAppendsAreAnnouncedOnlyWhileTheAccountIsStreamed(t *testing.T) {
 	}
 	watch := &notifications{conn: conn}
 
-	acct, _, err := writer.CreateAccount(ctx, AccountRequest{Email: "listen@example.com"})
-	if err != nil {
-		t.Fatal(err)
+	type chain struct {
+		p    Principal
+		prev *string
+		seq  int64
 	}
-	p := Principal{UserID: acct.UserID, KeyID: "k", Kind: "api_key"}
-	var prev *string
-	seq := int64(0)
-	appendEvent := func(machine *string) string {
+	newChain := func(email string) *chain {
 		t.Helper()
-		id, typ := fmt.Sprintf("evt-%d", seq), "tool_call"
-		s := seq
-		res, err := writer.Append(ctx, p, domain.EventInput{EventID: &id, EventType: &typ, Sequence: &s, PrevHash: prev,
+		acct, _, err := writer.CreateAccount(ctx, AccountRequest{Email: email})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return &chain{p: Principal{UserID: acct.UserID, KeyID: "k", Kind: "api_key"}}
+	}
+	appendEvent := func(c *chain, machine *string) string {
+		t.Helper()
+		id, typ, seq := fmt.Sprintf("evt-%d", c.seq), "tool_call", c.seq
+		res, err := writer.Append(ctx, c.p, domain.EventInput{EventID: &id, EventType: &typ, Sequence: &seq, PrevHash: c.prev,
 			MachineID: machine, Raw: json.RawMessage(`{}`)}, "rest")
 		if err != nil {
 			t.Fatalf("append %s: %v", id, err)
 		}
 		h := res.Event.PayloadHash
-		prev, seq = &h, seq+1
+		c.prev, c.seq = &h, c.seq+1
 		return id
+	}
+	wantAnnounced := func(want ...string) {
+		t.Helper()
+		if got := watch.announced(t); fmt.Sprint(got) != fmt.Sprint(want) {
+			t.Fatalf("announced %v, want %v", got, want)
+		}
 	}
 	machine := "m"
 
-	appendEvent(nil)
-	appendEvent(nil)
-	if got := watch.announced(t); len(got) != 0 {
-		t.Fatalf("announced with no stream open: %v", got)
+	// No stream anywhere, then an expired mark: nothing is announced.
+	quiet := newChain("quiet@example.com")
+	appendEvent(quiet, nil)
+	appendEvent(quiet, nil)
+	if err := writer.Store.MarkListened(ctx, []string{quiet.p.UserID}, -time.Second); err != nil {
+		t.Fatal(err)
 	}
+	appendEvent(quiet, nil)
+	appendEvent(quiet, &machine)
+	wantAnnounced()
 
-	sub, err := streamer.Hub.Subscribe(p.UserID, "k")
+	// A stream opens on the other replica.
+	c := newChain("listen@example.com")
+	appendEvent(c, nil)
+	sub, err := streamer.Hub.Subscribe(c.p.UserID, "k")
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer sub.Close()
-	if err := streamer.WatchStream(ctx, p.UserID); err != nil {
+	if err := streamer.WatchStream(ctx, c.p.UserID); err != nil {
 		t.Fatal(err)
 	}
-	optimistic, locked := appendEvent(nil), appendEvent(&machine)
-	if got := watch.announced(t); fmt.Sprint(got) != fmt.Sprint([]string{optimistic, locked}) {
-		t.Fatalf("announced while streamed: %v, want [%s %s]", got, optimistic, locked)
-	}
-	for _, want := range []string{optimistic, locked} {
+	receive := func(want string) {
+		t.Helper()
 		select {
-		case m := <-sub.C():
-			if m.Frame.EventID != want {
-				t.Fatalf("the streaming replica got %s, want %s", m.Frame.EventID, want)
+		case m, ok := <-sub.C():
+			if !ok || m.Frame.EventID != want {
+				t.Fatalf("the streaming replica got %v (open %v), want %s", m, ok, want)
 			}
 		case <-time.After(10 * time.Second):
 			t.Fatalf("the streaming replica never got %s", want)
 		}
 	}
+	optimistic, locked := appendEvent(c, nil), appendEvent(c, &machine)
+	wantAnnounced(optimistic, locked)
+	receive(optimistic)
+	receive(locked)
+	// The first event of each chain (no head row yet) and the events of a
+	// machine took the locked path, every other one the optimistic path.
+	if o, l := writer.PGAppends(); o != 3 || l != 4 {
+		t.Fatalf("PGAppends = %d optimistic, %d locked; want 3 and 4", o, l)
+	}
 
-	// The mark lapses (as if the streaming replica stalled past its TTL).
-	if _, err := writer.Store.WriteDB().ExecContext(ctx, `UPDATE chain_heads SET listened_until = 0 WHERE user_id = $1`, p.UserID); err != nil {
+	// A second stream within the refresh interval writes no mark.
+	var mark, again int64
+	readMark := func(dst *int64) {
+		t.Helper()
+		if err := writer.Store.DB().QueryRowContext(ctx, `SELECT listened_until FROM chain_heads WHERE user_id = $1`, c.p.UserID).Scan(dst); err != nil {
+			t.Fatal(err)
+		}
+	}
+	readMark(&mark)
+	clk.Advance(5 * time.Second)
+	if err := streamer.WatchStream(ctx, c.p.UserID); err != nil {
 		t.Fatal(err)
 	}
-	appendEvent(nil)
-	if got := watch.announced(t); len(got) != 0 {
-		t.Fatalf("announced after the mark lapsed: %v", got)
+	readMark(&again)
+	if again != mark {
+		t.Fatalf("a stream opened 5 s after the mark wrote it again: %d then %d", mark, again)
 	}
-	if err := streamer.refreshListenMarks(ctx); err != nil {
+
+	// Refreshes on time keep the stream: 50 s after the mark, one succeeds.
+	clk.Advance(45 * time.Second)
+	if err := streamer.tendListenMarks(ctx); err != nil {
 		t.Fatal(err)
+	}
+	still := appendEvent(c, nil)
+	wantAnnounced(still)
+	receive(still)
+
+	// Then the refreshes fail (a cancelled context stands for an unreachable
+	// database). Another replica's stream keeps the database's mark fresh,
+	// but 45 s after its own last mark the streaming replica cannot vouch
+	// for the next 20 s and cuts its stream off, before its mark could lapse.
+	other := openStream(t, writer, c.p.UserID)
+	defer other()
+	failed, stop := context.WithCancel(ctx)
+	stop()
+	clk.Advance(30 * time.Second)
+	if err := streamer.tendListenMarks(failed); err == nil {
+		t.Fatal("a refresh on a cancelled context succeeded")
 	}
 	select {
 	case _, open := <-sub.C():
-		if open || !sub.Lagged() {
-			t.Fatal("the refresh after a lapsed mark did not cut the stream off as lagged")
+		t.Fatalf("the stream was cut off with 30 s of its mark left (frame %v)", open)
+	default:
+	}
+	clk.Advance(15 * time.Second)
+	if err := streamer.tendListenMarks(failed); err == nil {
+		t.Fatal("a refresh on a cancelled context succeeded")
+	}
+	wantCut := func(sub *stream.Subscription, why string) {
+		t.Helper()
+		select {
+		case _, open := <-sub.C():
+			if open || !sub.Lagged() {
+				t.Fatalf("%s: the stream got a frame instead of being cut off as lagged", why)
+			}
+		case <-time.After(10 * time.Second):
+			t.Fatalf("%s: the stream was not cut off", why)
 		}
-	case <-time.After(10 * time.Second):
-		t.Fatal("the refresh after a lapsed mark did not cut the stream off")
 	}
-	renewed := appendEvent(nil)
-	if got := watch.announced(t); fmt.Sprint(got) != fmt.Sprint([]string{renewed}) {
-		t.Fatalf("announced after the refresh: %v, want [%s]", got, renewed)
+	wantCut(sub, "15 s of its replica's mark left")
+
+	// A replica that stalled past its own mark cuts its streams at its next
+	// turn even though that turn's refresh succeeds: events appended while
+	// the mark had lapsed may not have been announced.
+	late, err := streamer.Hub.Subscribe(c.p.UserID, "k3")
+	if err != nil {
+		t.Fatal(err)
 	}
+	defer late.Close()
+	if err := streamer.WatchStream(ctx, c.p.UserID); err != nil {
+		t.Fatal(err)
+	}
+	clk.Advance(70 * time.Second)
+	if err := streamer.tendListenMarks(ctx); err != nil {
+		t.Fatal(err)
+	}
+	wantCut(late, "a turn 70 s after the mark")
+}
+
+// openStream opens a stream of userID on replica a (marking it there) and
+// returns its closer.
+func openStream(t *testing.T, a *App, userID string) func() {
+	t.Helper()
+	sub, err := a.Hub.Subscribe(userID, "k2")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := a.WatchStream(context.Background(), userID); err != nil {
+		t.Fatal(err)
+	}
+	return sub.Close
 }

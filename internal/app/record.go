@@ -119,9 +119,16 @@ func (a *App) Append(ctx context.Context, p Principal, in domain.EventInput, sur
 	}
 	var res AppendResult
 	var done bool
-	if a.Store.Dialect == store.Postgres && in.MachineID == nil {
+	if a.Store.Dialect == store.Postgres && in.MachineID == nil && surface != serviceSurface {
 		if res, done, err = a.appendUnlocked(ctx, p, &in, &prepared, now); err != nil {
 			return AppendResult{}, err
+		}
+	}
+	if a.Store.Dialect == store.Postgres {
+		if done {
+			a.pgAppends.optimistic.Add(1)
+		} else {
+			a.pgAppends.locked.Add(1)
 		}
 	}
 	if !done {
@@ -347,6 +354,13 @@ func (a *App) chargedAppend(e *store.Event, hashes []merkle.StoredHash, head sto
 		}
 	}
 	return ca, nil
+}
+
+// PGAppends counts client appends on PostgreSQL by the path that stored (or
+// refused) them: the optimistic statement, or the locked transaction (events
+// of a machine, and every fallback: docs/decisions/postgres-append.md).
+func (a *App) PGAppends() (optimistic, locked int64) {
+	return a.pgAppends.optimistic.Load(), a.pgAppends.locked.Load()
 }
 
 // appendUnlocked is Append's fast path on PostgreSQL for an event of no

@@ -60,7 +60,16 @@ func NewServer(a *app.App, log *slog.Logger, openapiJSON []byte) *Server {
 		Name: "auditchain_store_wal_checkpoints_total",
 		Help: "SQLite WAL checkpoints run in the background, off the writer (0 on PostgreSQL).",
 	}, func() float64 { return float64(a.Store.Checkpoints()) })
-	s.registry.MustRegister(s.requests, s.latency, ioFaults, checkpoints,
+	pgAppends := func(path string, count func() int64) prometheus.Collector {
+		return prometheus.NewCounterFunc(prometheus.CounterOpts{
+			Name:        "auditchain_pg_appends_total",
+			Help:        "Client appends on PostgreSQL by path: optimistic (one statement) or locked (events of a machine, and fallbacks).",
+			ConstLabels: prometheus.Labels{"path": path},
+		}, func() float64 { return float64(count()) })
+	}
+	optimistic := pgAppends("optimistic", func() int64 { o, _ := a.PGAppends(); return o })
+	locked := pgAppends("locked", func() int64 { _, l := a.PGAppends(); return l })
+	s.registry.MustRegister(s.requests, s.latency, ioFaults, checkpoints, optimistic, locked,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 
 	for _, rt := range s.routes() {

@@ -264,37 +264,16 @@ func (m HashMap) ReadHashes(indexes []int64) ([]tlog.Hash, error) {
 // MarkListened marks the accounts as streamed by a replica until ttl from now
 // (the database's clock): until then their appends announce themselves with
 // NOTIFY. It creates the head row of an account without one, so the mark is
-// there for its first append, and never shortens another replica's mark. It
-// returns the accounts whose mark had lapsed before this one was written:
-// events appended to them meanwhile were not announced. Rows are locked in
-// user_id order, so replicas refreshing overlapping sets cannot deadlock.
-// PostgreSQL only.
-func (s *Store) MarkListened(ctx context.Context, userIDs []string, ttl time.Duration) (lapsed []string, err error) {
+// there for its first append, and never shortens another replica's mark.
+// Rows are upserted in user_id order, so replicas marking overlapping sets
+// take their locks in the same order. PostgreSQL only.
+func (s *Store) MarkListened(ctx context.Context, userIDs []string, ttl time.Duration) error {
 	if s.Dialect != Postgres {
-		return nil, errors.New("MarkListened is PostgreSQL only")
+		return errors.New("MarkListened is PostgreSQL only")
 	}
-	// old locks the rows and reads their marks before marked writes (marked
-	// reads old, so PostgreSQL runs it first); the clock that decides
-	// whether an old mark had lapsed is read after marked ran.
-	rows, err := s.write.QueryContext(ctx, `WITH
-		old AS (SELECT user_id, listened_until FROM chain_heads WHERE user_id = ANY($1::text[]) ORDER BY user_id FOR UPDATE),
-		marked AS (INSERT INTO chain_heads (user_id, last_sequence, last_hash, last_event_id, event_count, listened_until)
-			SELECT u, -1, NULL, NULL, 0, `+dbNowMicros+` + $2::bigint FROM unnest($1::text[]) AS u
-			WHERE (SELECT count(*) FROM old) >= 0 ORDER BY u
-			ON CONFLICT (user_id) DO UPDATE SET listened_until = GREATEST(chain_heads.listened_until, excluded.listened_until)
-			RETURNING 1)
-		SELECT old.user_id FROM old WHERE (SELECT count(*) FROM marked) >= 0 AND old.listened_until < `+dbNowMicros,
+	_, err := s.write.ExecContext(ctx, `INSERT INTO chain_heads (user_id, last_sequence, last_hash, last_event_id, event_count, listened_until)
+		SELECT u, -1, NULL, NULL, 0, `+dbNowMicros+` + $2::bigint FROM unnest($1::text[]) AS u ORDER BY u
+		ON CONFLICT (user_id) DO UPDATE SET listened_until = GREATEST(chain_heads.listened_until, excluded.listened_until)`,
 		userIDs, ttl.Microseconds())
-	if err != nil {
-		return nil, err
-	}
-	defer rows.Close()
-	for rows.Next() {
-		var u string
-		if err := rows.Scan(&u); err != nil {
-			return nil, err
-		}
-		lapsed = append(lapsed, u)
-	}
-	return lapsed, rows.Err()
+	return err
 }
