@@ -12,6 +12,8 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+
+	"github.com/jackc/pgx/v5"
 )
 
 // Querier is what both *sql.DB and *sql.Tx offer.
@@ -474,7 +476,7 @@ type SearchFilter struct {
 // result shows are read: Raw, Signature, SignatureKey, LeafIndex, TSMicros,
 // SemanticKey and CreatedAt stay zero.
 func (s *Store) Search(ctx context.Context, f SearchFilter) ([]Event, error) {
-	q, args := searchQuery(f)
+	q, args := s.searchStatement(f)
 	out := make([]Event, 0, min(f.Limit, 1000))
 	rows, err := s.read.QueryContext(ctx, q, args...)
 	if err != nil {
@@ -490,6 +492,19 @@ func (s *Store) Search(ctx context.Context, f SearchFilter) ([]Event, error) {
 		out = append(out, e)
 	}
 	return out, rows.Err()
+}
+
+// searchStatement is what Search sends. On PostgreSQL it is planned with its
+// values (pgx inlines them, safely quoted): whether the time bounds or an
+// event type select few rows decides between an index in sequence order and
+// one whose matches must be sorted, and the pool forces generic plans for
+// every prepared statement (openPostgres).
+func (s *Store) searchStatement(f SearchFilter) (string, []any) {
+	q, args := searchQuery(f)
+	if s.Dialect == Postgres {
+		args = append([]any{pgx.QueryExecModeSimpleProtocol}, args...)
+	}
+	return q, args
 }
 
 // searchQuery is the SQL of Search. Every filter but the time bounds has an

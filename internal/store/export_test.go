@@ -21,3 +21,9 @@ func (s *Store) CheckpointRan() <-chan struct{} {
 // AfterCheckpointRound makes fn run after each round of a background
 // checkpoint. Set it before the run.
 func (s *Store) AfterCheckpointRound(fn func()) { s.ckpt.afterRound = fn }
+
+// SearchStatement is the statement and arguments Search sends for f.
+func (s *Store) SearchStatement(f SearchFilter) (string, []any) { return s.searchStatement(f) }
+
+// SearchQuery is Search's SQL and arguments before any dialect's options.
+var SearchQuery = searchQuery

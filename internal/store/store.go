@@ -144,11 +144,16 @@ func openPostgres(url string, conns int) (*Store, error) {
 	// request for the kernel's TCP timeout (minutes): unless the URL sets its
 	// own, connecting gives up after connectTimeout.
 	if !strings.Contains(url, "connect_timeout=") {
-		sep := "?"
-		if strings.Contains(url, "?") {
-			sep = "&"
-		}
-		url += sep + "connect_timeout=" + strconv.Itoa(connectTimeoutSeconds)
+		url = withParam(url, "connect_timeout="+strconv.Itoa(connectTimeoutSeconds))
+	}
+	// Generic plans for every prepared statement (docs/decisions/postgres-append.md,
+	// "Plans"): the append's statements take arrays whose length PostgreSQL's
+	// planner only knows for a custom plan, so it never settled on the
+	// generic one and planned them again on every execution — for the head
+	// read, ten times its execution time. Search, whose best plan depends on
+	// its values, is sent with the values inlined (Search) and planned each time.
+	if !strings.Contains(url, "plan_cache_mode=") {
+		url = withParam(url, "plan_cache_mode=force_generic_plan")
 	}
 	db, err := sql.Open("pgx", url)
 	if err != nil {
@@ -158,6 +163,14 @@ func openPostgres(url string, conns int) (*Store, error) {
 	db.SetMaxIdleConns(conns)
 	db.SetConnMaxIdleTime(5 * time.Minute)
 	return &Store{Dialect: Postgres, read: db, write: db, Location: "postgres://" + redactURL(url)}, nil
+}
+
+// withParam adds a query parameter to a postgres URL.
+func withParam(url, param string) string {
+	if strings.Contains(url, "?") {
+		return url + "&" + param
+	}
+	return url + "?" + param
 }
 
 // connectTimeoutSeconds bounds a PostgreSQL connection attempt.

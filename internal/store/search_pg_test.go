@@ -1,0 +1,100 @@
+package store_test
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"testing"
+
+	"github.com/auditchain/auditchain/internal/store"
+	"github.com/auditchain/auditchain/internal/store/storetest"
+)
+
+// The PostgreSQL pool forces generic plans (the append's statements were
+// planned again on every execution otherwise), but a search's best plan
+// depends on its values: a narrow time window must be read through the ts
+// index, a window covering the chain from its tip through the primary key.
+// Search sends its values inlined, so they are planned each time; the
+// generic plan of the same statement reads the wide window through the ts
+// index, which on a long chain means reading and sorting all of it.
+func TestSearchOnPostgresIsPlannedWithItsValues(t *testing.T) {
+	ctx := context.Background()
+	// One connection: PREPARE and EXPLAIN EXECUTE below share a session.
+	s, err := store.OpenWith(ctx, storetest.DSN(t, storetest.Postgres), store.Options{MaxConns: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { s.Close() })
+	db := s.WriteDB()
+	var mode string
+	if err := db.QueryRowContext(ctx, `SHOW plan_cache_mode`).Scan(&mode); err != nil || mode != "force_generic_plan" {
+		t.Fatalf("plan_cache_mode = %q, %v", mode, err)
+	}
+	// 50,000 events, one per second from ts_micros 1e12.
+	if _, err := db.ExecContext(ctx, `INSERT INTO events (user_id, sequence, leaf_index, event_id, event_type, payload_hash, ts,
+		ts_micros, surface, machine_sequence, created_at)
+		SELECT 'u', i, i, 'evt-' || i, 'tool_call', 'sha256:' || md5(i::text) || md5(i::text), 'x', 1000000000000 + i::bigint * 1000000,
+			'rest', i, 0 FROM generate_series(0, 49999) AS i`); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := db.ExecContext(ctx, `ANALYZE events`); err != nil {
+		t.Fatal(err)
+	}
+	plan := func(query string, args ...any) string {
+		t.Helper()
+		rows, err := db.QueryContext(ctx, query, args...)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer rows.Close()
+		var lines []string
+		for rows.Next() {
+			var line string
+			if err := rows.Scan(&line); err != nil {
+				t.Fatal(err)
+			}
+			lines = append(lines, line)
+		}
+		if err := rows.Err(); err != nil {
+			t.Fatal(err)
+		}
+		return strings.Join(lines, "\n")
+	}
+	const second = int64(1000000)
+	start := int64(1000000000000)
+	window := func(after, before int64) store.SearchFilter {
+		return store.SearchFilter{UserID: "u", AfterTS: &after, BeforeTS: &before, Limit: 200}
+	}
+	narrow, wide := window(start+100*second, start+110*second), window(start-second, start+50000*second)
+
+	// What Search sends, planned with its values: ten seconds are found
+	// through the ts index; for a window covering the chain the newest 200
+	// are read from the tip through the primary key.
+	q, args := s.SearchStatement(narrow)
+	if p := plan("EXPLAIN "+q, args...); !strings.Contains(p, "events_ts") {
+		t.Fatalf("a ten-second window of a 50,000-event chain is not read through events_ts:\n%s", p)
+	}
+	q, args = s.SearchStatement(wide)
+	if p := plan("EXPLAIN "+q, args...); strings.Contains(p, "events_ts") || !strings.Contains(p, "events_pkey") {
+		t.Fatalf("a window covering the chain is not read from the tip:\n%s", p)
+	}
+	// Why Search must not be a prepared statement under this pool: the
+	// generic plan cannot tell the windows apart and reads the whole chain
+	// through the ts index, then sorts it, for the wide one.
+	raw, rawArgs := store.SearchQuery(wide)
+	if _, err := db.ExecContext(ctx, "PREPARE search_generic AS "+raw); err != nil {
+		t.Fatal(err)
+	}
+	var vals []string
+	for _, a := range rawArgs {
+		vals = append(vals, fmt.Sprint(a))
+	}
+	if p := plan("EXPLAIN EXECUTE search_generic(" + "'" + vals[0] + "', " + strings.Join(vals[1:], ", ") + ")"); !strings.Contains(p, "events_ts") {
+		t.Fatalf("the generic plan of the wide window does not use events_ts (then this test no longer shows why Search inlines its values):\n%s", p)
+	}
+	after, before := start+100*second, start+110*second
+	got, err := s.Search(ctx, store.SearchFilter{UserID: "u", AfterTS: &after, BeforeTS: &before, Limit: 200})
+	if err != nil || len(got) != 9 || got[0].Sequence != 109 || got[8].Sequence != 101 {
+		t.Fatalf("search of the window: %d events, %v", len(got), err)
+	}
+}
