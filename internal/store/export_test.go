@@ -27,3 +27,6 @@ func (s *Store) SearchStatement(f SearchFilter) (string, []any) { return s.searc
 
 // SearchQuery is Search's SQL and arguments before any dialect's options.
 var SearchQuery = searchQuery
+
+// GateQuery is GateCandidates' statement (byID: for one grant id).
+var GateQuery = gateQuery

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/auditchain/auditchain/internal/store"
 	"github.com/auditchain/auditchain/internal/store/storetest"
@@ -96,5 +97,52 @@ func TestSearchOnPostgresIsPlannedWithItsValues(t *testing.T) {
 	got, err := s.Search(ctx, store.SearchFilter{UserID: "u", AfterTS: &after, BeforeTS: &before, Limit: 200})
 	if err != nil || len(got) != 9 || got[0].Sequence != 109 || got[8].Sequence != 101 {
 		t.Fatalf("search of the window: %d events, %v", len(got), err)
+	}
+}
+
+// The gate's read of one grant id is its own statement: under the pool's
+// generic plans, "($4 IS NULL OR grant_id = $4)" could not be dropped and the
+// newest-grant half walked all of a sub-agent's grants to find an old id.
+func TestGateByGrantIDReadsThePrimaryKeyUnderGenericPlans(t *testing.T) {
+	ctx := context.Background()
+	s, err := store.OpenWith(ctx, storetest.DSN(t, storetest.Postgres), store.Options{MaxConns: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { s.Close() })
+	db := s.WriteDB()
+	if _, err := db.ExecContext(ctx, `INSERT INTO grants (user_id, grant_id, generation, subagent, allowed_tools, max_tool_calls,
+		expires_at, created_at, revoked_at, epoch, token)
+		SELECT 'u', 'grant-' || i, 0, 'w', '[]', 10, 1000 + i, i, 1000 + i, 'e', 't' FROM generate_series(0, 19999) AS i`); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := db.ExecContext(ctx, `ANALYZE grants`); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := db.ExecContext(ctx, "PREPARE gate AS "+store.GateQuery(true)); err != nil {
+		t.Fatal(err)
+	}
+	rows, err := db.QueryContext(ctx, `EXPLAIN EXECUTE gate('u', 'w', 5000000, 'grant-5')`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rows.Close()
+	var plan []string
+	for rows.Next() {
+		var line string
+		if err := rows.Scan(&line); err != nil {
+			t.Fatal(err)
+		}
+		plan = append(plan, line)
+	}
+	p := strings.Join(plan, "\n")
+	if !strings.Contains(p, "grants_pkey") || strings.Contains(p, "grants_subagent") {
+		t.Fatalf("the generic plan of the gate by id does not go to the grant through the primary key:\n%s", p)
+	}
+	// The same statement answers: grant-5 is expired (expires_at 1005 < now).
+	id := "grant-5"
+	gs, err := s.GateCandidates(ctx, nil, "u", "w", &id, time.UnixMicro(5000000))
+	if err != nil || len(gs) != 1 || gs[0].GrantID != "grant-5" {
+		t.Fatalf("GateCandidates by id = %+v, %v", gs, err)
 	}
 }
