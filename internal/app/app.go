@@ -90,6 +90,7 @@ func (a *App) StartBus(ctx context.Context, dsn string) error {
 		return nil
 	}
 	a.PGBus = stream.NewPGBus(a.Store.WriteDB(), dsn, a.Hub, a.Log)
+	a.PGBus.Vouch = a.vouchAnnounced
 	go a.PGBus.Listen(ctx)
 	go a.keepListenMarks(ctx)
 	select {

@@ -4,6 +4,8 @@ import (
 	"context"
 	"sync"
 	"time"
+
+	"github.com/auditchain/auditchain/internal/stream"
 )
 
 // On PostgreSQL an append announces itself to the other replicas with NOTIFY
@@ -11,55 +13,100 @@ import (
 // listened_until, store.MarkListened): every notifying commit of the database
 // is serialised on one lock held through its WAL flush, so announcing every
 // event capped all appends near 1,000/s (docs/decisions/stream.md, "Who is
-// notified"). A replica marks an account when a stream of it opens, before the
-// stream reads the tip, extends the marks of the accounts it streams, and cuts
-// its streams of an account off (lagged) before its own mark could lapse.
+// notified").
+//
+// A replica marks an account when a stream of it opens, before the stream
+// reads the tip, and extends the marks of the accounts it streams. It keeps,
+// per account, until when its own mark stands ("coverage"), and never lets a
+// stream receive a frame after a moment its coverage did not reach — a moment
+// whose events may have gone unannounced:
+//   - a notification that arrives while the coverage has run out resyncs the
+//     account's streams instead of being delivered (vouchAnnounced);
+//   - a new mark written after the coverage ran out resyncs the streams
+//     before the coverage is extended (cover);
+//   - a replica whose refreshes fail cuts its streams while the coverage still
+//     runs (tendListenMarks), so they end before any lapse.
+//
+// Resynced streams are cut off as lagged and their clients re-read.
 const (
 	listenMarkTTL = 60 * time.Second
 	// listenMarkRefresh is how often the marks are extended.
 	listenMarkRefresh = 15 * time.Second
-	// listenMarkTimeout bounds one refresh.
+	// listenMarkTimeout bounds one MarkListened: a mark takes effect at
+	// most this long after its statement started.
 	listenMarkTimeout = 5 * time.Second
 	// listenMarkMargin: a replica whose own mark of an account has less than
 	// this left after it tends its marks cuts that account's streams off. It
 	// exceeds one refresh interval plus one refresh's time, so the cut comes
-	// before the mark lapses; with the TTL above, two refreshes in a row must
-	// fail first.
+	// before the mark lapses: three refreshes in a row must fail first.
 	listenMarkMargin = listenMarkRefresh + 2*listenMarkTimeout
 )
 
 // listenMarks holds, per account this replica marked, until when its own
-// mark is known to stand, on this process's clock: the time a successful
-// MarkListened started plus the TTL (the database computed the mark later
-// than that, so it stands at least as long).
+// mark stands: the start of the successful MarkListened that wrote it plus
+// the TTL (the database computed the mark later, so it stands at least that
+// long).
 type listenMarks struct {
 	mu      sync.Mutex
 	covered map[string]time.Time
 }
 
-// cover records that marks written by a statement started at start stand for
-// accounts; it never shortens what a later statement recorded.
-func (m *listenMarks) cover(accounts []string, start time.Time) {
+// stands reports whether a coverage until still holds at t. Both the
+// monotonic and the wall clock must agree: the monotonic one is immune to
+// clock steps but stops while a virtual machine is suspended, when the
+// database's clock (a wall clock) runs on.
+func stands(until, t time.Time) bool {
+	return until.After(t) && until.Round(0).After(t.Round(0))
+}
+
+// cover records that a MarkListened started at start stood for accounts.
+// An account whose earlier coverage did not reach the moment this mark took
+// effect may have had events appended unannounced in between: its streams
+// are resynced first, under the lock vouchAnnounced takes, so no frame is
+// delivered to them on the strength of the new mark — all but self, the
+// stream whose WatchStream wrote this mark and which has not read its tip yet.
+func (a *App) cover(accounts []string, start time.Time, self *stream.Subscription) {
 	until := start.Add(listenMarkTTL)
+	m := &a.marks
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	if m.covered == nil {
 		m.covered = map[string]time.Time{}
 	}
 	for _, u := range accounts {
-		if until.After(m.covered[u]) {
+		old, ok := m.covered[u]
+		if ok && !stands(old, start.Add(listenMarkTimeout)) {
+			a.Hub.ResyncExcept(u, self)
+		}
+		if !ok || until.After(old) {
 			m.covered[u] = until
 		}
 	}
 }
 
+// vouchAnnounced is PGBus.Vouch: false when this replica marked the account
+// but its coverage has run out, so an event before the notification being
+// delivered may not have been announced. An account without an entry has no
+// stream that read its tip yet (WatchStream covers before the tip is read):
+// the frame is delivered, and such a stream drops it as at or below its tip.
+func (a *App) vouchAnnounced(userID string) bool {
+	now := a.Now()
+	a.marks.mu.Lock()
+	defer a.marks.mu.Unlock()
+	until, ok := a.marks.covered[userID]
+	return !ok || stands(until, now)
+}
+
 // WatchStream marks userID as streamed by this replica before its stream reads
 // the tip: an event committed after the mark is announced, and one committed
 // before it is at or below the tip the stream then reads, which the stream
-// does not replay (SPEC.md "Live stream"). No write when this replica marked
-// the account within the last refresh interval. Nothing to do on SQLite,
+// does not replay (SPEC.md "Live stream"). No write when this replica's mark
+// was written within the last refresh interval. Nothing to do on SQLite,
 // where the one process announces every event to its Hub.
-func (a *App) WatchStream(ctx context.Context, userID string) error {
+//
+// self is the stream being opened, already subscribed: it is not resynced
+// if the account's earlier coverage had run out (cover).
+func (a *App) WatchStream(ctx context.Context, userID string, self *stream.Subscription) error {
 	if a.PGBus == nil {
 		return nil
 	}
@@ -67,63 +114,49 @@ func (a *App) WatchStream(ctx context.Context, userID string) error {
 	a.marks.mu.Lock()
 	covered := a.marks.covered[userID]
 	a.marks.mu.Unlock()
-	if covered.Sub(start) > listenMarkTTL-listenMarkRefresh {
+	if stands(covered, start.Add(listenMarkTTL-listenMarkRefresh)) {
 		return nil
 	}
+	ctx, cancel := context.WithTimeout(ctx, listenMarkTimeout)
+	defer cancel()
 	if err := a.Store.MarkListened(ctx, []string{userID}, listenMarkTTL); err != nil {
 		return err
 	}
-	a.marks.cover([]string{userID}, start)
+	a.cover([]string{userID}, start, self)
 	return nil
 }
 
-// tendListenMarks extends the marks of every account this replica streams,
-// then cuts off (lagged) the streams of any account whose mark this replica
-// cannot vouch for, so their clients re-read rather than miss an event
-// silently:
-//   - its mark may have lapsed before this refresh took effect (this turn
-//     came late: the process stalled), whatever the refresh's outcome;
-//   - or it has less than listenMarkMargin left (the refreshes failed:
-//     database unreachable), so it could lapse before the next turn.
-//
-// An account whose WatchStream has not finished yet has no earlier mark and
-// is judged by the second rule only. It returns the refresh's error, after
-// the cut.
+// tendListenMarks extends the marks of every account this replica streams
+// (cover resyncs any whose coverage had run out), then cuts off the streams
+// of any account whose coverage has less than listenMarkMargin left (the
+// refreshes failed: database unreachable), before its mark could lapse, and
+// forgets expired entries of accounts it no longer streams. It returns the
+// refresh's error, after the cut.
 func (a *App) tendListenMarks(ctx context.Context) error {
 	accounts := a.Hub.Accounts()
-	start := a.Now()
-	a.marks.mu.Lock()
-	before := make(map[string]time.Time, len(accounts))
-	for _, u := range accounts {
-		if until, ok := a.marks.covered[u]; ok {
-			before[u] = until
-		}
-	}
-	a.marks.mu.Unlock()
 	var err error
 	if len(accounts) > 0 {
+		start := a.Now()
 		rctx, cancel := context.WithTimeout(ctx, listenMarkTimeout)
 		err = a.Store.MarkListened(rctx, accounts, listenMarkTTL)
 		cancel()
 		if err == nil {
-			a.marks.cover(accounts, start)
+			a.cover(accounts, start, nil)
 		}
 	}
-	now := a.Now()
 	streamed := make(map[string]bool, len(accounts))
 	for _, u := range accounts {
 		streamed[u] = true
 	}
+	soon := a.Now().Add(listenMarkMargin)
+	now := a.Now()
 	var cut []string
 	a.marks.mu.Lock()
 	for u, until := range a.marks.covered {
-		prev, marked := before[u]
 		switch {
-		case streamed[u] && marked && prev.Before(start.Add(listenMarkTimeout)):
+		case streamed[u] && !stands(until, soon):
 			cut = append(cut, u)
-		case streamed[u] && until.Sub(now) < listenMarkMargin:
-			cut = append(cut, u)
-		case !streamed[u] && !until.After(now):
+		case !streamed[u] && !stands(until, now):
 			delete(a.marks.covered, u)
 		}
 	}

@@ -156,7 +156,7 @@ func TestAppendsAreAnnouncedOnlyWhileTheAccountIsStreamed(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer sub.Close()
-	if err := streamer.WatchStream(ctx, c.p.UserID); err != nil {
+	if err := streamer.WatchStream(ctx, c.p.UserID, sub); err != nil {
 		t.Fatal(err)
 	}
 	receive := func(want string) {
@@ -190,7 +190,7 @@ func TestAppendsAreAnnouncedOnlyWhileTheAccountIsStreamed(t *testing.T) {
 	}
 	readMark(&mark)
 	clk.Advance(5 * time.Second)
-	if err := streamer.WatchStream(ctx, c.p.UserID); err != nil {
+	if err := streamer.WatchStream(ctx, c.p.UserID, nil); err != nil {
 		t.Fatal(err)
 	}
 	readMark(&again)
@@ -210,7 +210,7 @@ func TestAppendsAreAnnouncedOnlyWhileTheAccountIsStreamed(t *testing.T) {
 	// Then the refreshes fail (a cancelled context stands for an unreachable
 	// database). Another replica's stream keeps the database's mark fresh,
 	// but 45 s after its own last mark the streaming replica cannot vouch
-	// for the next 20 s and cuts its stream off, before its mark could lapse.
+	// for the next 25 s and cuts its stream off, before its mark could lapse.
 	other := openStream(t, writer, c.p.UserID)
 	defer other()
 	failed, stop := context.WithCancel(ctx)
@@ -249,7 +249,7 @@ func TestAppendsAreAnnouncedOnlyWhileTheAccountIsStreamed(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer late.Close()
-	if err := streamer.WatchStream(ctx, c.p.UserID); err != nil {
+	if err := streamer.WatchStream(ctx, c.p.UserID, late); err != nil {
 		t.Fatal(err)
 	}
 	clk.Advance(70 * time.Second)
@@ -257,6 +257,45 @@ func TestAppendsAreAnnouncedOnlyWhileTheAccountIsStreamed(t *testing.T) {
 		t.Fatal(err)
 	}
 	wantCut(late, "a turn 70 s after the mark")
+
+	// The same stall, but a new stream on the same replica renews the mark
+	// before any turn: the stream that relied on the lapsed mark is cut, the
+	// new one keeps going and gets the next event.
+	stalled, err := streamer.Hub.Subscribe(c.p.UserID, "k4")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer stalled.Close()
+	if err := streamer.WatchStream(ctx, c.p.UserID, stalled); err != nil {
+		t.Fatal(err)
+	}
+	clk.Advance(70 * time.Second)
+	fresh, err := streamer.Hub.Subscribe(c.p.UserID, "k5")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer fresh.Close()
+	if err := streamer.WatchStream(ctx, c.p.UserID, fresh); err != nil {
+		t.Fatal(err)
+	}
+	wantCut(stalled, "a new stream renewed a lapsed mark")
+	next := appendEvent(c, nil)
+	wantAnnounced(next)
+	select {
+	case m, ok := <-fresh.C():
+		if !ok || m.Frame.EventID != next {
+			t.Fatalf("the new stream got %v (open %v), want %s", m, ok, next)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatalf("the new stream never got %s", next)
+	}
+
+	// The same stall, and a notification arrives before anything renews the
+	// mark: it is not delivered; the stream is cut instead.
+	clk.Advance(70 * time.Second)
+	unvouched := appendEvent(c, nil)
+	wantAnnounced(unvouched) // the database's mark (real clock) still stands
+	wantCut(fresh, "a notification after the replica's mark ran out")
 }
 
 // openStream opens a stream of userID on replica a (marking it there) and
@@ -267,7 +306,7 @@ func openStream(t *testing.T, a *App, userID string) func() {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := a.WatchStream(context.Background(), userID); err != nil {
+	if err := a.WatchStream(context.Background(), userID, sub); err != nil {
 		t.Fatal(err)
 	}
 	return sub.Close

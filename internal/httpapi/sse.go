@@ -38,8 +38,8 @@ func eventStreamHandler(a *app.App, done <-chan struct{}) handlerFunc {
 		// On PostgreSQL the account is marked as streamed first: only events
 		// committed after the mark are announced to this replica, and those
 		// have a higher sequence than the tip read after it.
-		tip := func(ctx context.Context) (int64, error) {
-			if err := a.WatchStream(ctx, p.UserID); err != nil {
+		tip := func(ctx context.Context, sub *stream.Subscription) (int64, error) {
+			if err := a.WatchStream(ctx, p.UserID, sub); err != nil {
 				return 0, err
 			}
 			h, err := a.ChainTip(ctx, p)
@@ -64,7 +64,7 @@ func eventStreamHandler(a *app.App, done <-chan struct{}) handlerFunc {
 // tip, when not nil, reads the account's last sequence; it runs after the
 // subscription is registered, and frames at or below it are not sent.
 func serveEventStream(w http.ResponseWriter, r *http.Request, hub *stream.Hub, userID, keyID string,
-	ping time.Duration, now func() time.Time, done <-chan struct{}, tip func(context.Context) (int64, error)) error {
+	ping time.Duration, now func() time.Time, done <-chan struct{}, tip func(context.Context, *stream.Subscription) (int64, error)) error {
 	sub, err := hub.Subscribe(userID, keyID)
 	if errors.Is(err, stream.ErrTooManyStreams) {
 		return (&domain.Error{Status: http.StatusTooManyRequests, Code: codeTooManyStreams,
@@ -77,7 +77,7 @@ func serveEventStream(w http.ResponseWriter, r *http.Request, hub *stream.Hub, u
 	defer sub.Close()
 	floor := int64(math.MinInt64)
 	if tip != nil {
-		if floor, err = tip(r.Context()); err != nil {
+		if floor, err = tip(r.Context(), sub); err != nil {
 			return err
 		}
 	}

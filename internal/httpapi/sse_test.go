@@ -87,7 +87,7 @@ func startStream(t *testing.T, hub *stream.Hub) *streamRun {
 	return startStreamWithTip(t, hub, nil)
 }
 
-func startStreamWithTip(t *testing.T, hub *stream.Hub, tip func(context.Context) (int64, error)) *streamRun {
+func startStreamWithTip(t *testing.T, hub *stream.Hub, tip func(context.Context, *stream.Subscription) (int64, error)) *streamRun {
 	t.Helper()
 	ctx, cancel := context.WithCancel(t.Context())
 	s := &streamRun{hub: hub, rec: newSSERecorder(), cancel: cancel, done: make(chan struct{}), err: make(chan error, 1)}
@@ -104,7 +104,7 @@ func startStreamWithTip(t *testing.T, hub *stream.Hub, tip func(context.Context)
 func TestStreamDropsFramesAtOrBelowTheTipReadAtSubscription(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		hub := stream.NewHub(stream.Options{})
-		s := startStreamWithTip(t, hub, func(context.Context) (int64, error) { return 4, nil })
+		s := startStreamWithTip(t, hub, func(context.Context, *stream.Subscription) (int64, error) { return 4, nil })
 		publish(hub, "u1", 3) // committed before the connection, announced late
 		publish(hub, "u1", 4)
 		publish(hub, "u1", 5)

@@ -59,6 +59,13 @@ type PGBus struct {
 	readyOnce sync.Once
 
 	minBackoff, maxBackoff time.Duration
+
+	// Vouch, when set before Listen, says whether this replica can vouch
+	// that every event of the account up to now was announced; when it
+	// cannot, a frame is not delivered and the account's subscriptions are
+	// resynced instead, so no stream receives a frame after a gap. It must
+	// be cheap: it runs for every notification.
+	Vouch func(userID string) bool
 }
 
 // NewPGBus returns a bus sending through db and listening on its own
@@ -184,6 +191,8 @@ func (b *PGBus) deliver(payload string) {
 		return
 	}
 	switch {
+	case n.Frame != nil && b.Vouch != nil && !b.Vouch(n.UserID):
+		b.hub.Resync(n.UserID)
 	case n.Frame != nil:
 		b.hub.Publish(n.UserID, *n.Frame)
 	case n.Resync:

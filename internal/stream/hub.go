@@ -214,6 +214,24 @@ func (h *Hub) Resync(userID string) {
 	}
 }
 
+// ResyncExcept is Resync sparing keep (nil: none), a subscription that is
+// known to have received nothing yet.
+func (h *Hub) ResyncExcept(userID string, keep *Subscription) {
+	h.mu.RLock()
+	defer h.mu.RUnlock()
+	a := h.users[userID]
+	if a == nil {
+		return
+	}
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	for _, s := range a.subs {
+		if s != keep {
+			s.lag()
+		}
+	}
+}
+
 // ResyncAll marks every subscription lagged, for when the whole feed may have
 // missed frames (the cross-replica listener lost its connection).
 func (h *Hub) ResyncAll() {
