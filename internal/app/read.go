@@ -3,7 +3,9 @@ package app
 import (
 	"context"
 	"errors"
+	"fmt"
 	"net/http"
+	"strings"
 	"time"
 
 	"github.com/auditchain/auditchain/internal/chain"
@@ -50,6 +52,23 @@ func (a *App) Search(ctx context.Context, p Principal, req SearchRequest) ([]sto
 	}
 	if len(f.EventTypes) > 100 {
 		return nil, 0, domain.Validation(domain.FieldError{Field: "event_types", Message: "at most 100 types"})
+	}
+	// No stored text holds U+0000 (PostgreSQL's text cannot), and PostgreSQL's
+	// protocol cannot carry it in a query: a clear 422, not a failed query.
+	var nul []domain.FieldError
+	if f.Tool != nil && strings.ContainsRune(*f.Tool, 0) {
+		nul = append(nul, domain.FieldError{Field: "tool", Message: "must not contain U+0000"})
+	}
+	if f.Decision != nil && strings.ContainsRune(*f.Decision, 0) {
+		nul = append(nul, domain.FieldError{Field: "decision", Message: "must not contain U+0000"})
+	}
+	for i, t := range f.EventTypes {
+		if strings.ContainsRune(t, 0) {
+			nul = append(nul, domain.FieldError{Field: fmt.Sprintf("event_types[%d]", i), Message: "must not contain U+0000"})
+		}
+	}
+	if len(nul) > 0 {
+		return nil, 0, domain.Validation(nul...)
 	}
 	evs, err := a.Store.Search(ctx, f)
 	return evs, f.Limit, err
