@@ -1,7 +1,9 @@
 package app
 
 import (
+	"cmp"
 	"context"
+	"slices"
 	"sync"
 	"time"
 
@@ -32,9 +34,11 @@ const (
 	listenMarkTTL = 60 * time.Second
 	// listenMarkRefresh is how often the marks are extended.
 	listenMarkRefresh = 15 * time.Second
-	// listenMarkTimeout bounds one MarkListened: a mark takes effect at
-	// most this long after its statement started.
+	// listenMarkTimeout bounds one MarkListened statement.
 	listenMarkTimeout = 5 * time.Second
+	// listenMarkChunk is how many accounts one refresh statement marks: a
+	// slow chunk fails alone.
+	listenMarkChunk = 500
 	// listenMarkMargin: a replica whose own mark of an account has less than
 	// this left after it tends its marks cuts that account's streams off. It
 	// exceeds one refresh interval plus one refresh's time, so the cut comes
@@ -59,13 +63,15 @@ func stands(until, t time.Time) bool {
 	return until.After(t) && until.Round(0).After(t.Round(0))
 }
 
-// cover records that a MarkListened started at start stood for accounts.
-// An account whose earlier coverage did not reach the moment this mark took
-// effect may have had events appended unannounced in between: its streams
-// are resynced first, under the lock vouchAnnounced takes, so no frame is
-// delivered to them on the strength of the new mark — all but self, the
-// stream whose WatchStream wrote this mark and which has not read its tip yet.
-func (a *App) cover(accounts []string, start time.Time, self *stream.Subscription) {
+// cover records that a MarkListened that started at start and had
+// committed by end stood for accounts. An account whose earlier coverage did
+// not reach end may have had events appended unannounced before the new mark
+// took effect: its streams are resynced first, under the lock vouchAnnounced
+// takes, so no frame is delivered to them on the strength of the new mark —
+// all but self, the stream whose WatchStream wrote this mark and which has
+// not read its tip yet. (end, not start plus the statement's timeout: the
+// timeout runs on the monotonic clock, which a suspended machine stops.)
+func (a *App) cover(accounts []string, start, end time.Time, self *stream.Subscription) {
 	until := start.Add(listenMarkTTL)
 	m := &a.marks
 	m.mu.Lock()
@@ -75,7 +81,7 @@ func (a *App) cover(accounts []string, start time.Time, self *stream.Subscriptio
 	}
 	for _, u := range accounts {
 		old, ok := m.covered[u]
-		if ok && !stands(old, start.Add(listenMarkTimeout)) {
+		if ok && !stands(old, end) {
 			a.Hub.ResyncExcept(u, self)
 		}
 		if !ok || until.After(old) {
@@ -122,7 +128,7 @@ func (a *App) WatchStream(ctx context.Context, userID string, self *stream.Subsc
 	if err := a.Store.MarkListened(ctx, []string{userID}, listenMarkTTL); err != nil {
 		return err
 	}
-	a.cover([]string{userID}, start, self)
+	a.cover([]string{userID}, start, a.Now(), self)
 	return nil
 }
 
@@ -130,28 +136,31 @@ func (a *App) WatchStream(ctx context.Context, userID string, self *stream.Subsc
 // (cover resyncs any whose coverage had run out), then cuts off the streams
 // of any account whose coverage has less than listenMarkMargin left (the
 // refreshes failed: database unreachable), before its mark could lapse, and
-// forgets expired entries of accounts it no longer streams. It returns the
-// refresh's error, after the cut.
+// forgets expired entries of accounts it no longer streams. The accounts
+// streamed are read again under the lock that deletes entries, so an entry
+// is never dropped while a stream that relied on it is open. It returns the
+// first refresh error, after the cut.
 func (a *App) tendListenMarks(ctx context.Context) error {
-	accounts := a.Hub.Accounts()
-	var err error
-	if len(accounts) > 0 {
+	var firstErr error
+	for chunk := range slices.Chunk(a.Hub.Accounts(), listenMarkChunk) {
 		start := a.Now()
 		rctx, cancel := context.WithTimeout(ctx, listenMarkTimeout)
-		err = a.Store.MarkListened(rctx, accounts, listenMarkTTL)
+		err := a.Store.MarkListened(rctx, chunk, listenMarkTTL)
 		cancel()
-		if err == nil {
-			a.cover(accounts, start, nil)
+		if err != nil {
+			firstErr = cmp.Or(firstErr, err)
+			continue
 		}
+		a.cover(chunk, start, a.Now(), nil)
 	}
-	streamed := make(map[string]bool, len(accounts))
-	for _, u := range accounts {
-		streamed[u] = true
-	}
-	soon := a.Now().Add(listenMarkMargin)
-	now := a.Now()
 	var cut []string
 	a.marks.mu.Lock()
+	now := a.Now()
+	soon := now.Add(listenMarkMargin)
+	streamed := map[string]bool{}
+	for _, u := range a.Hub.Accounts() {
+		streamed[u] = true
+	}
 	for u, until := range a.marks.covered {
 		switch {
 		case streamed[u] && !stands(until, soon):
@@ -164,7 +173,7 @@ func (a *App) tendListenMarks(ctx context.Context) error {
 	for _, u := range cut {
 		a.Hub.Resync(u)
 	}
-	return err
+	return firstErr
 }
 
 // keepListenMarks runs tendListenMarks every listenMarkRefresh until ctx
