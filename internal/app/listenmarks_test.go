@@ -55,17 +55,92 @@ func (n *notifications) announced(t *testing.T) []string {
 	}
 }
 
-// testClock is a settable clock for replicas whose goroutines read it.
+// testClock is a settable clock for replicas whose goroutines read it. A
+// hook, when set, runs once right after the next Now returns: a test places a
+// stall (advance the clock, let the database move on) at an exact point of
+// the code under test.
 type testClock struct {
-	mu  sync.Mutex
-	now time.Time
+	mu   sync.Mutex
+	now  time.Time
+	hook func()
 }
 
-func (c *testClock) Now() time.Time { c.mu.Lock(); defer c.mu.Unlock(); return c.now }
-func (c *testClock) Advance(d time.Duration) {
+func (c *testClock) Now() time.Time {
 	c.mu.Lock()
-	defer c.mu.Unlock()
-	c.now = c.now.Add(d)
+	t, h := c.now, c.hook
+	c.hook = nil
+	c.mu.Unlock()
+	if h != nil {
+		defer h()
+	}
+	return t
+}
+
+func (c *testClock) Advance(d time.Duration) { c.mu.Lock(); c.now = c.now.Add(d); c.mu.Unlock() }
+func (c *testClock) Hook(f func())           { c.mu.Lock(); c.hook = f; c.mu.Unlock() }
+
+// replicaPair is two App replicas over one fresh PostgreSQL database, on one
+// test clock: writer appends, streamer serves streams.
+type replicaPair struct {
+	t                *testing.T
+	ctx              context.Context
+	dsn              string
+	clk              *testClock
+	writer, streamer *App
+}
+
+func newReplicaPair(t *testing.T) *replicaPair {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	t.Cleanup(cancel)
+	r := &replicaPair{t: t, ctx: ctx, dsn: storetest.DSN(t, storetest.Postgres),
+		clk: &testClock{now: time.Date(2026, 11, 22, 12, 0, 0, 0, time.UTC)}}
+	replica := func() *App {
+		a := New(storetest.Open(t, r.dsn), config.Config{DailyEventQuota: 1000, BatchRateLimit: 1000},
+			slog.New(slog.NewTextHandler(io.Discard, nil)))
+		t.Cleanup(a.Close)
+		a.Now = r.clk.Now
+		if err := a.LoadServiceKey(ctx); err != nil {
+			t.Fatal(err)
+		}
+		if err := a.StartBus(ctx, r.dsn); err != nil {
+			t.Fatal(err)
+		}
+		return a
+	}
+	r.writer, r.streamer = replica(), replica()
+	return r
+}
+
+// testChain is an account's chain as its client keeps it.
+type testChain struct {
+	p    Principal
+	prev *string
+	seq  int64
+}
+
+func (r *replicaPair) newChain(email string) *testChain {
+	r.t.Helper()
+	acct, _, err := r.writer.CreateAccount(r.ctx, AccountRequest{Email: email})
+	if err != nil {
+		r.t.Fatal(err)
+	}
+	return &testChain{p: Principal{UserID: acct.UserID, KeyID: "k", Kind: "api_key"}}
+}
+
+// append appends the chain's next event through the writer (of machine, if
+// not nil) and returns its event_id.
+func (r *replicaPair) append(c *testChain, machine *string) string {
+	r.t.Helper()
+	id, typ, seq := fmt.Sprintf("evt-%d", c.seq), "tool_call", c.seq
+	res, err := r.writer.Append(r.ctx, c.p, domain.EventInput{EventID: &id, EventType: &typ, Sequence: &seq, PrevHash: c.prev,
+		MachineID: machine, Raw: json.RawMessage(`{}`)}, "rest")
+	if err != nil {
+		r.t.Fatalf("append %s: %v", id, err)
+	}
+	h := res.Event.PayloadHash
+	c.prev, c.seq = &h, c.seq+1
+	return id
 }
 
 // On PostgreSQL an append is announced to the other replicas only while a
@@ -76,25 +151,9 @@ func (c *testClock) Advance(d time.Duration) {
 // lagged before its own mark could lapse when the refreshes fail — whatever
 // other replicas do — so a client re-reads instead of missing events.
 func TestAppendsAreAnnouncedOnlyWhileTheAccountIsStreamed(t *testing.T) {
-	dsn := storetest.DSN(t, storetest.Postgres)
-	ctx, cancel := context.WithCancel(context.Background())
-	t.Cleanup(cancel)
-	clk := &testClock{now: time.Date(2026, 11, 22, 12, 0, 0, 0, time.UTC)}
-	replica := func() *App {
-		a := New(storetest.Open(t, dsn), config.Config{DailyEventQuota: 1000, BatchRateLimit: 1000},
-			slog.New(slog.NewTextHandler(io.Discard, nil)))
-		t.Cleanup(a.Close)
-		a.Now = clk.Now
-		if err := a.LoadServiceKey(ctx); err != nil {
-			t.Fatal(err)
-		}
-		if err := a.StartBus(ctx, dsn); err != nil {
-			t.Fatal(err)
-		}
-		return a
-	}
-	writer, streamer := replica(), replica()
-	conn, err := pgx.Connect(ctx, dsn)
+	r := newReplicaPair(t)
+	ctx, clk, writer, streamer := r.ctx, r.clk, r.writer, r.streamer
+	conn, err := pgx.Connect(ctx, r.dsn)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -103,32 +162,7 @@ func TestAppendsAreAnnouncedOnlyWhileTheAccountIsStreamed(t *testing.T) {
 		t.Fatal(err)
 	}
 	watch := &notifications{conn: conn}
-
-	type chain struct {
-		p    Principal
-		prev *string
-		seq  int64
-	}
-	newChain := func(email string) *chain {
-		t.Helper()
-		acct, _, err := writer.CreateAccount(ctx, AccountRequest{Email: email})
-		if err != nil {
-			t.Fatal(err)
-		}
-		return &chain{p: Principal{UserID: acct.UserID, KeyID: "k", Kind: "api_key"}}
-	}
-	appendEvent := func(c *chain, machine *string) string {
-		t.Helper()
-		id, typ, seq := fmt.Sprintf("evt-%d", c.seq), "tool_call", c.seq
-		res, err := writer.Append(ctx, c.p, domain.EventInput{EventID: &id, EventType: &typ, Sequence: &seq, PrevHash: c.prev,
-			MachineID: machine, Raw: json.RawMessage(`{}`)}, "rest")
-		if err != nil {
-			t.Fatalf("append %s: %v", id, err)
-		}
-		h := res.Event.PayloadHash
-		c.prev, c.seq = &h, c.seq+1
-		return id
-	}
+	newChain, appendEvent := r.newChain, r.append
 	wantAnnounced := func(want ...string) {
 		t.Helper()
 		if got := watch.announced(t); fmt.Sprint(got) != fmt.Sprint(want) {
@@ -211,8 +245,7 @@ func TestAppendsAreAnnouncedOnlyWhileTheAccountIsStreamed(t *testing.T) {
 	// database). Another replica's stream keeps the database's mark fresh,
 	// but 45 s after its own last mark the streaming replica cannot vouch
 	// for the next 25 s and cuts its stream off, before its mark could lapse.
-	other := openStream(t, writer, c.p.UserID)
-	defer other()
+	subscribe(t, writer, c.p.UserID, "k2")
 	failed, stop := context.WithCancel(ctx)
 	stop()
 	clk.Advance(30 * time.Second)
@@ -296,18 +329,4 @@ func TestAppendsAreAnnouncedOnlyWhileTheAccountIsStreamed(t *testing.T) {
 	unvouched := appendEvent(c, nil)
 	wantAnnounced(unvouched) // the database's mark (real clock) still stands
 	wantCut(fresh, "a notification after the replica's mark ran out")
-}
-
-// openStream opens a stream of userID on replica a (marking it there) and
-// returns its closer.
-func openStream(t *testing.T, a *App, userID string) func() {
-	t.Helper()
-	sub, err := a.Hub.Subscribe(userID, "k2")
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := a.WatchStream(context.Background(), userID, sub); err != nil {
-		t.Fatal(err)
-	}
-	return sub.Close
 }
