@@ -189,27 +189,12 @@ func (a *App) appendInTx(ctx context.Context, t *txn, p Principal, in *domain.Ev
 	}
 	day := domain.QuotaDay(now)
 
-	// A retry of an acknowledged (or ambiguously committed) event fails the
-	// continuity check or hits the event_id's unique key; only then is the
-	// stored event looked up, so the common path costs no extra read.
 	replay := func(cause error) error {
-		stored, err := a.Store.EventByID(ctx, tx, p.UserID, *in.EventID)
-		if errors.Is(err, store.ErrNotFound) {
-			return cause
+		r, err := a.replayOf(ctx, tx, p.UserID, in, day, cause)
+		if err == nil {
+			*res = r
 		}
-		if err != nil {
-			return err
-		}
-		if !sameEvent(&stored, in) {
-			return (&domain.Error{Status: http.StatusConflict, Code: domain.CodeEventIDConflict,
-				Detail: "event_id " + *in.EventID + " is already stored with different content"}).With("sequence", stored.Sequence)
-		}
-		used, err := a.Store.QuotaUsed(ctx, tx, p.UserID, day)
-		if err != nil {
-			return err
-		}
-		*res = AppendResult{Event: stored, Quota: a.quota(used), Replayed: true}
-		return nil
+		return err
 	}
 
 	if err := checkContinuity(head, in); err != nil {
@@ -370,9 +355,9 @@ func (a *App) PGAppends() (optimistic, locked int64) {
 // only if it is still the head it read — two round trips and no transaction,
 // where the locked path makes five. done is false, and nothing was written,
 // whenever the locked path must decide instead: the first event of an
-// account, a continuity failure (a replay or a 409 is told apart there), a
-// head moved by a concurrent append, a missing tree, or a refusal by the
-// quota or the event_id's unique key.
+// account, a head moved by a concurrent append, a missing tree, or a refusal
+// by the quota or the event_id's unique key. A continuity failure is
+// answered here (a replay, or the 409 the locked path would give).
 //
 // Events of a machine always take the locked path: its signing key is
 // re-read there under the head's lock, which a key registration also takes;
@@ -383,8 +368,16 @@ func (a *App) appendUnlocked(ctx context.Context, p Principal, in *domain.EventI
 	// many events as the new sequence: read that leaf's hashes ahead.
 	guess := *in.Sequence
 	head, found, hashes, err := a.Store.HeadForAppend(ctx, p.UserID, store.LeafReads(guess))
-	if err != nil || !found || head.Empty() || checkContinuity(head, in) != nil {
+	if err != nil || !found || head.Empty() {
 		return res, false, err
+	}
+	if cause := checkContinuity(head, in); cause != nil {
+		// Answered here, as the locked path would against the head it
+		// locks: a replay if the event is stored, else the refusal naming
+		// the head read. No lock is needed to refuse; on a hot account
+		// most attempts end here.
+		res, err = a.replayOf(ctx, nil, p.UserID, in, domain.QuotaDay(now), cause)
+		return res, true, err
 	}
 	if head.EventCount != guess {
 		if hashes, err = a.Store.HashesAt(ctx, p.UserID, store.LeafReads(head.EventCount)); err != nil {
@@ -426,6 +419,30 @@ func (a *App) appendUnlocked(ctx context.Context, p Principal, in *domain.EventI
 	}
 	res.Event, res.Quota = e, a.quota(out.QuotaUsed)
 	return res, true, nil
+}
+
+// replayOf answers an append that failed the continuity check or met its
+// event_id's unique key (cause): a retry of an acknowledged (or ambiguously
+// committed) event gets the stored event (an idempotent replay), an event_id
+// stored with other content 409 event_id_conflict, anything else cause. Only
+// then is the stored event looked up, so the common path costs no extra read.
+func (a *App) replayOf(ctx context.Context, q store.Querier, userID string, in *domain.EventInput, day string, cause error) (AppendResult, error) {
+	stored, err := a.Store.EventByID(ctx, q, userID, *in.EventID)
+	if errors.Is(err, store.ErrNotFound) {
+		return AppendResult{}, cause
+	}
+	if err != nil {
+		return AppendResult{}, err
+	}
+	if !sameEvent(&stored, in) {
+		return AppendResult{}, (&domain.Error{Status: http.StatusConflict, Code: domain.CodeEventIDConflict,
+			Detail: "event_id " + *in.EventID + " is already stored with different content"}).With("sequence", stored.Sequence)
+	}
+	used, err := a.Store.QuotaUsed(ctx, q, userID, day)
+	if err != nil {
+		return AppendResult{}, err
+	}
+	return AppendResult{Event: stored, Quota: a.quota(used), Replayed: true}, nil
 }
 
 // checkContinuity applies SPEC.md's chain rules against the locked head.
