@@ -185,14 +185,7 @@ func TestAppendsAreAnnouncedOnlyWhileTheAccountIsStreamed(t *testing.T) {
 	// A stream opens on the other replica.
 	c := newChain("listen@example.com")
 	appendEvent(c, nil)
-	sub, err := streamer.Hub.Subscribe(c.p.UserID, "k")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer sub.Close()
-	if err := streamer.WatchStream(ctx, c.p.UserID, sub); err != nil {
-		t.Fatal(err)
-	}
+	sub := subscribe(t, streamer, c.p.UserID, "k")
 	receive := func(want string) {
 		t.Helper()
 		select {
@@ -277,14 +270,7 @@ func TestAppendsAreAnnouncedOnlyWhileTheAccountIsStreamed(t *testing.T) {
 	// A replica that stalled past its own mark cuts its streams at its next
 	// turn even though that turn's refresh succeeds: events appended while
 	// the mark had lapsed may not have been announced.
-	late, err := streamer.Hub.Subscribe(c.p.UserID, "k3")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer late.Close()
-	if err := streamer.WatchStream(ctx, c.p.UserID, late); err != nil {
-		t.Fatal(err)
-	}
+	late := subscribe(t, streamer, c.p.UserID, "k3")
 	clk.Advance(70 * time.Second)
 	if err := streamer.tendListenMarks(ctx); err != nil {
 		t.Fatal(err)
@@ -294,23 +280,9 @@ func TestAppendsAreAnnouncedOnlyWhileTheAccountIsStreamed(t *testing.T) {
 	// The same stall, but a new stream on the same replica renews the mark
 	// before any turn: the stream that relied on the lapsed mark is cut, the
 	// new one keeps going and gets the next event.
-	stalled, err := streamer.Hub.Subscribe(c.p.UserID, "k4")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer stalled.Close()
-	if err := streamer.WatchStream(ctx, c.p.UserID, stalled); err != nil {
-		t.Fatal(err)
-	}
+	stalled := subscribe(t, streamer, c.p.UserID, "k4")
 	clk.Advance(70 * time.Second)
-	fresh, err := streamer.Hub.Subscribe(c.p.UserID, "k5")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer fresh.Close()
-	if err := streamer.WatchStream(ctx, c.p.UserID, fresh); err != nil {
-		t.Fatal(err)
-	}
+	fresh := subscribe(t, streamer, c.p.UserID, "k5")
 	wantCut(stalled, "a new stream renewed a lapsed mark")
 	next := appendEvent(c, nil)
 	wantAnnounced(next)

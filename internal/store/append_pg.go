@@ -44,14 +44,14 @@ type ChargedInsert struct {
 	Inserted bool
 }
 
+// Appended reports whether the event, its Merkle rows and the head's move
+// are all written.
+func (c ChargedInsert) Appended() bool { return !c.HeadMoved && c.QuotaOK && c.Inserted }
+
 // dbNowMicros is the database's clock in Unix microseconds, at the moment
 // the expression is evaluated: listened_until is written and compared on this
 // one clock, so replicas' clocks do not have to agree.
 const dbNowMicros = `(extract(epoch FROM clock_timestamp()) * 1000000)::bigint`
-
-// Appended reports whether the event, its Merkle rows and the head's move
-// are all written.
-func (c ChargedInsert) Appended() bool { return !c.HeadMoved && c.QuotaOK && c.Inserted }
 
 // appendStatement moves the head, charges the quota, advances the machine's
 // counter, inserts the row and its Merkle rows, and notifies stream

@@ -2,6 +2,7 @@ package store_test
 
 import (
 	"context"
+	"database/sql"
 	"fmt"
 	"strings"
 	"testing"
@@ -41,26 +42,6 @@ func TestSearchOnPostgresIsPlannedWithItsValues(t *testing.T) {
 	if _, err := db.ExecContext(ctx, `ANALYZE events`); err != nil {
 		t.Fatal(err)
 	}
-	plan := func(query string, args ...any) string {
-		t.Helper()
-		rows, err := db.QueryContext(ctx, query, args...)
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer rows.Close()
-		var lines []string
-		for rows.Next() {
-			var line string
-			if err := rows.Scan(&line); err != nil {
-				t.Fatal(err)
-			}
-			lines = append(lines, line)
-		}
-		if err := rows.Err(); err != nil {
-			t.Fatal(err)
-		}
-		return strings.Join(lines, "\n")
-	}
 	const second = int64(1000000)
 	start := int64(1000000000000)
 	window := func(after, before int64) store.SearchFilter {
@@ -72,11 +53,11 @@ func TestSearchOnPostgresIsPlannedWithItsValues(t *testing.T) {
 	// through the ts index; for a window covering the chain the newest 200
 	// are read from the tip through the primary key.
 	q, args := s.SearchStatement(narrow)
-	if p := plan("EXPLAIN "+q, args...); !strings.Contains(p, "events_ts") {
+	if p := explain(t, db, "EXPLAIN "+q, args...); !strings.Contains(p, "events_ts") {
 		t.Fatalf("a ten-second window of a 50,000-event chain is not read through events_ts:\n%s", p)
 	}
 	q, args = s.SearchStatement(wide)
-	if p := plan("EXPLAIN "+q, args...); strings.Contains(p, "events_ts") || !strings.Contains(p, "events_pkey") {
+	if p := explain(t, db, "EXPLAIN "+q, args...); strings.Contains(p, "events_ts") || !strings.Contains(p, "events_pkey") {
 		t.Fatalf("a window covering the chain is not read from the tip:\n%s", p)
 	}
 	// Why Search must not be a prepared statement under this pool: the
@@ -90,7 +71,7 @@ func TestSearchOnPostgresIsPlannedWithItsValues(t *testing.T) {
 	for _, a := range rawArgs {
 		vals = append(vals, fmt.Sprint(a))
 	}
-	if p := plan("EXPLAIN EXECUTE search_generic(" + "'" + vals[0] + "', " + strings.Join(vals[1:], ", ") + ")"); !strings.Contains(p, "events_ts") {
+	if p := explain(t, db, "EXPLAIN EXECUTE search_generic("+"'"+vals[0]+"', "+strings.Join(vals[1:], ", ")+")"); !strings.Contains(p, "events_ts") {
 		t.Fatalf("the generic plan of the wide window does not use events_ts (then this test no longer shows why Search inlines its values):\n%s", p)
 	}
 	after, before := start+100*second, start+110*second
@@ -122,20 +103,7 @@ func TestGateByGrantIDReadsThePrimaryKeyUnderGenericPlans(t *testing.T) {
 	if _, err := db.ExecContext(ctx, "PREPARE gate AS "+store.GateQuery(true)); err != nil {
 		t.Fatal(err)
 	}
-	rows, err := db.QueryContext(ctx, `EXPLAIN EXECUTE gate('u', 'w', 5000000, 'grant-5')`)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer rows.Close()
-	var plan []string
-	for rows.Next() {
-		var line string
-		if err := rows.Scan(&line); err != nil {
-			t.Fatal(err)
-		}
-		plan = append(plan, line)
-	}
-	p := strings.Join(plan, "\n")
+	p := explain(t, db, `EXPLAIN EXECUTE gate('u', 'w', 5000000, 'grant-5')`)
 	if !strings.Contains(p, "grants_pkey") || strings.Contains(p, "grants_subagent") {
 		t.Fatalf("the generic plan of the gate by id does not go to the grant through the primary key:\n%s", p)
 	}
@@ -145,4 +113,26 @@ func TestGateByGrantIDReadsThePrimaryKeyUnderGenericPlans(t *testing.T) {
 	if err != nil || len(gs) != 1 || gs[0].GrantID != "grant-5" {
 		t.Fatalf("GateCandidates by id = %+v, %v", gs, err)
 	}
+}
+
+// explain returns the plan a query prints (an EXPLAIN statement).
+func explain(t *testing.T, db *sql.DB, query string, args ...any) string {
+	t.Helper()
+	rows, err := db.QueryContext(context.Background(), query, args...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rows.Close()
+	var lines []string
+	for rows.Next() {
+		var line string
+		if err := rows.Scan(&line); err != nil {
+			t.Fatal(err)
+		}
+		lines = append(lines, line)
+	}
+	if err := rows.Err(); err != nil {
+		t.Fatal(err)
+	}
+	return strings.Join(lines, "\n")
 }
