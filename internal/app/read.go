@@ -53,8 +53,9 @@ func (a *App) Search(ctx context.Context, p Principal, req SearchRequest) ([]sto
 	if len(f.EventTypes) > 100 {
 		return nil, 0, domain.Validation(domain.FieldError{Field: "event_types", Message: "at most 100 types"})
 	}
-	// No stored text holds U+0000 (PostgreSQL's text cannot), and PostgreSQL's
-	// protocol cannot carry it in a query: a clear 422, not a failed query.
+	// Appends refuse U+0000 in these fields (domain.ValidateEventShape), and
+	// PostgreSQL's protocol cannot carry it in a query: a clear 422 on both
+	// stores, not a failed query on one.
 	var nul []domain.FieldError
 	if f.Tool != nil && strings.ContainsRune(*f.Tool, 0) {
 		nul = append(nul, domain.FieldError{Field: "tool", Message: "must not contain U+0000"})

@@ -97,6 +97,17 @@ func ValidateEventShape(in *EventInput) []FieldError {
 			bad("ts", "must be an ISO-8601 timestamp with a UTC offset, for example 2026-11-21T12:00:00+00:00")
 		}
 	}
+	// PostgreSQL's text cannot hold U+0000 (the insert would fail), and the
+	// same event must be accepted or refused alike on both stores.
+	for _, f := range []struct {
+		name string
+		v    *string
+	}{{"event_type", in.EventType}, {"tool", in.Tool}, {"machine_id", in.MachineID}, {"parent_id", in.ParentID},
+		{"signature", in.Signature}, {"signature_key", in.SignatureKey}} {
+		if f.v != nil && strings.ContainsRune(*f.v, 0) {
+			bad(f.name, "must not contain U+0000")
+		}
+	}
 	return errs
 }
 

@@ -2,6 +2,7 @@ package domain
 
 import (
 	"encoding/json"
+	"strings"
 	"testing"
 	"time"
 )
@@ -36,7 +37,13 @@ func TestValidateEventShape(t *testing.T) {
 		{"decision ask", func(e *EventInput) { e.Decision = ptr("ask") }, ""},
 		{"ts without offset", func(e *EventInput) { e.TS = ptr("2026-11-21T12:00:00") }, "ts"},
 		{"ts with offset", func(e *EventInput) { e.TS = ptr("2026-11-21T12:00:00+02:00") }, ""},
-		{"tool too long", func(e *EventInput) { e.Tool = ptr(string(make([]byte, 300))) }, "tool"},
+		{"tool too long", func(e *EventInput) { e.Tool = ptr(strings.Repeat("a", 300)) }, "tool"},
+		{"U+0000 in event_type", func(e *EventInput) { e.EventType = ptr("tool\x00call") }, "event_type"},
+		{"U+0000 in tool", func(e *EventInput) { e.Tool = ptr("ba\x00sh") }, "tool"},
+		{"U+0000 in machine_id", func(e *EventInput) { e.MachineID = ptr("\x00") }, "machine_id"},
+		{"U+0000 in parent_id", func(e *EventInput) { e.ParentID = ptr("evt-1\x00") }, "parent_id"},
+		{"U+0000 in signature", func(e *EventInput) { e.Signature = ptr("\x00") }, "signature"},
+		{"U+0000 in signature_key", func(e *EventInput) { e.SignatureKey = ptr("k\x00") }, "signature_key"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

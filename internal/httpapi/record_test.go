@@ -421,7 +421,9 @@ func TestSearchAndRead(t *testing.T) {
 		wantProblem(t, e.do("POST", "/v1/events/search", key, map[string]any{"before": "2026-13-01"}), 400, "invalid_before")
 		wantProblem(t, e.do("POST", "/v1/events/search", key, map[string]any{"limit": 0}), 422, "validation_error")
 		wantProblem(t, e.do("POST", "/v1/events/search", key, map[string]any{"limit": 1001}), 422, "validation_error")
-		// U+0000 cannot be stored, nor sent in a PostgreSQL query.
+		// U+0000 cannot be stored (PostgreSQL's text refuses it: the same 422
+		// on both stores), nor sent in a PostgreSQL query.
+		wantProblem(t, e.do("POST", "/v1/events", key, ev("evt-nul", 60, nil, "tool", "ba\u0000sh")), 422, "validation_error")
 		for _, body := range []map[string]any{{"tool": "ba\u0000sh"}, {"decision": "\u0000"}, {"event_types": []string{"tool_call", "x\u0000"}}} {
 			wantProblem(t, e.do("POST", "/v1/events/search", key, body), 422, "validation_error")
 		}
