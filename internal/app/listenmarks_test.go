@@ -4,17 +4,11 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"io"
-	"log/slog"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/jackc/pgx/v5"
 
-	"github.com/auditchain/auditchain/internal/config"
-	"github.com/auditchain/auditchain/internal/domain"
-	"github.com/auditchain/auditchain/internal/store/storetest"
 	"github.com/auditchain/auditchain/internal/stream"
 )
 
@@ -53,94 +47,6 @@ func (n *notifications) announced(t *testing.T) []string {
 		}
 		ids = append(ids, p.Frame.EventID)
 	}
-}
-
-// testClock is a settable clock for replicas whose goroutines read it. A
-// hook, when set, runs once right after the next Now returns: a test places a
-// stall (advance the clock, let the database move on) at an exact point of
-// the code under test.
-type testClock struct {
-	mu   sync.Mutex
-	now  time.Time
-	hook func()
-}
-
-func (c *testClock) Now() time.Time {
-	c.mu.Lock()
-	t, h := c.now, c.hook
-	c.hook = nil
-	c.mu.Unlock()
-	if h != nil {
-		defer h()
-	}
-	return t
-}
-
-func (c *testClock) Advance(d time.Duration) { c.mu.Lock(); c.now = c.now.Add(d); c.mu.Unlock() }
-func (c *testClock) Hook(f func())           { c.mu.Lock(); c.hook = f; c.mu.Unlock() }
-
-// replicaPair is two App replicas over one fresh PostgreSQL database, on one
-// test clock: writer appends, streamer serves streams.
-type replicaPair struct {
-	t                *testing.T
-	ctx              context.Context
-	dsn              string
-	clk              *testClock
-	writer, streamer *App
-}
-
-func newReplicaPair(t *testing.T) *replicaPair {
-	t.Helper()
-	ctx, cancel := context.WithCancel(context.Background())
-	t.Cleanup(cancel)
-	r := &replicaPair{t: t, ctx: ctx, dsn: storetest.DSN(t, storetest.Postgres),
-		clk: &testClock{now: time.Date(2026, 11, 22, 12, 0, 0, 0, time.UTC)}}
-	replica := func() *App {
-		a := New(storetest.Open(t, r.dsn), config.Config{DailyEventQuota: 1000, BatchRateLimit: 1000},
-			slog.New(slog.NewTextHandler(io.Discard, nil)))
-		t.Cleanup(a.Close)
-		a.Now = r.clk.Now
-		if err := a.LoadServiceKey(ctx); err != nil {
-			t.Fatal(err)
-		}
-		if err := a.StartBus(ctx, r.dsn); err != nil {
-			t.Fatal(err)
-		}
-		return a
-	}
-	r.writer, r.streamer = replica(), replica()
-	return r
-}
-
-// testChain is an account's chain as its client keeps it.
-type testChain struct {
-	p    Principal
-	prev *string
-	seq  int64
-}
-
-func (r *replicaPair) newChain(email string) *testChain {
-	r.t.Helper()
-	acct, _, err := r.writer.CreateAccount(r.ctx, AccountRequest{Email: email})
-	if err != nil {
-		r.t.Fatal(err)
-	}
-	return &testChain{p: Principal{UserID: acct.UserID, KeyID: "k", Kind: "api_key"}}
-}
-
-// append appends the chain's next event through the writer (of machine, if
-// not nil) and returns its event_id.
-func (r *replicaPair) append(c *testChain, machine *string) string {
-	r.t.Helper()
-	id, typ, seq := fmt.Sprintf("evt-%d", c.seq), "tool_call", c.seq
-	res, err := r.writer.Append(r.ctx, c.p, domain.EventInput{EventID: &id, EventType: &typ, Sequence: &seq, PrevHash: c.prev,
-		MachineID: machine, Raw: json.RawMessage(`{}`)}, "rest")
-	if err != nil {
-		r.t.Fatalf("append %s: %v", id, err)
-	}
-	h := res.Event.PayloadHash
-	c.prev, c.seq = &h, c.seq+1
-	return id
 }
 
 // On PostgreSQL an append is announced to the other replicas only while a

@@ -97,7 +97,10 @@ func (a *App) publish(ctx context.Context, t *txn, e *store.Event) error {
 
 // Append stores one client event (POST /v1/events) after every check of
 // SPEC.md: shape, continuity against the chain head, the machine's signature,
-// and the daily quota, all within one transaction that holds the account's head.
+// and the daily quota, all against one state of the account's head: within one
+// transaction that holds it (appendInTx), or on PostgreSQL, for an event of no
+// machine, in one statement that moves it only if it is unchanged
+// (appendUnlocked).
 func (a *App) Append(ctx context.Context, p Principal, in domain.EventInput, surface string) (AppendResult, error) {
 	if in.PayloadHash != nil {
 		return AppendResult{}, domain.Validation(domain.FieldError{Field: "payload_hash", Message: "is computed by the service on append; do not send it"})
@@ -177,9 +180,11 @@ func verifySignature(k store.SigningKey, in *domain.EventInput) error {
 	return nil
 }
 
-// appendInTx is the one append path. Client events, and every event the
-// service writes itself (governance.*, grant.*, chain_repair, anchors), pass
-// through it with the same checks, inside the caller's transaction.
+// appendInTx is the locked append path. Client events (but those
+// appendUnlocked stores on PostgreSQL, with the same checks and outcomes),
+// and every event the service writes itself (governance.*, grant.*,
+// chain_repair, anchors), pass through it with the same checks, inside the
+// caller's transaction.
 func (a *App) appendInTx(ctx context.Context, t *txn, p Principal, in *domain.EventInput, prepared *store.Event, surface, verifiedWith string, res *AppendResult) error {
 	tx := t.tx
 	now := a.Now()
@@ -353,7 +358,8 @@ func (a *App) PGAppends() (optimistic, locked int64) {
 // Merkle hashes the next leaf needs in one statement without a lock, checks
 // continuity against them, and writes with one statement that moves the head
 // only if it is still the head it read — two round trips and no transaction,
-// where the locked path makes five. done is false, and nothing was written,
+// where the locked path makes five (the API key's read comes before either).
+// done is false, and nothing was written,
 // whenever the locked path must decide instead: the first event of an
 // account, a head moved by a concurrent append, a missing tree, or a refusal
 // by the quota or the event_id's unique key. A continuity failure is
@@ -367,8 +373,8 @@ func (a *App) appendUnlocked(ctx context.Context, p Principal, in *domain.EventI
 	// Clients number their events 0, 1, 2…, so the head usually holds as
 	// many events as the new sequence: read that leaf's hashes ahead.
 	guess := *in.Sequence
-	head, found, hashes, err := a.Store.HeadForAppend(ctx, p.UserID, store.LeafReads(guess))
-	if err != nil || !found || head.Empty() {
+	head, hashes, err := a.Store.HeadForAppend(ctx, p.UserID, store.LeafReads(guess))
+	if err != nil || head.Empty() {
 		return res, false, err
 	}
 	if cause := checkContinuity(head, in); cause != nil {
@@ -379,19 +385,17 @@ func (a *App) appendUnlocked(ctx context.Context, p Principal, in *domain.EventI
 		res, err = a.replayOf(ctx, nil, p.UserID, in, domain.QuotaDay(now), cause)
 		return res, true, err
 	}
-	if head.EventCount != guess {
-		if hashes, err = a.Store.HashesAt(ctx, p.UserID, store.LeafReads(head.EventCount)); err != nil {
-			return res, false, err
-		}
-	}
 	e := *prepared
 	e.LeafIndex = head.EventCount
 	leaf, err := verify.HashBytes(e.PayloadHash)
 	if err != nil {
 		return res, false, err
 	}
-	if _, err := hashes.ReadHashes(store.LeafReads(e.LeafIndex)); err != nil {
+	// One more read when the guess was wrong (a chain with gaps).
+	if _, err := hashes.ReadHashes(store.LeafReads(e.LeafIndex)); errors.Is(err, store.ErrMissingHash) {
 		return res, false, nil // the tree is incomplete: the locked path builds it
+	} else if err != nil {
+		return res, false, err
 	}
 	newHashes, err := merkle.AppendLeaf(e.LeafIndex, leaf, hashes)
 	if err != nil {
@@ -445,7 +449,8 @@ func (a *App) replayOf(ctx context.Context, q store.Querier, userID string, in *
 	return AppendResult{Event: stored, Quota: a.quota(used), Replayed: true}, nil
 }
 
-// checkContinuity applies SPEC.md's chain rules against the locked head.
+// checkContinuity applies SPEC.md's chain rules against the head (locked, or
+// read for an optimistic append whose write then requires it unchanged).
 func checkContinuity(head store.Head, in *domain.EventInput) error {
 	if head.Empty() {
 		if in.PrevHash != nil {

@@ -37,7 +37,8 @@ func eventStreamHandler(a *app.App, done <-chan struct{}) handlerFunc {
 		//
 		// On PostgreSQL the account is marked as streamed first: only events
 		// committed after the mark are announced to this replica, and those
-		// have a higher sequence than the tip read after it.
+		// have a higher sequence than the tip read after it. (If the tip read
+		// then fails, the mark stays: a minute of announcements nobody needs.)
 		tip := func(ctx context.Context, sub *stream.Subscription) (int64, error) {
 			if err := a.WatchStream(ctx, p.UserID, sub); err != nil {
 				return 0, err

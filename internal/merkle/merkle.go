@@ -64,17 +64,12 @@ func AppendLeaf(n int64, leaf []byte, r HashReader) ([]StoredHash, error) {
 }
 
 // AppendReads returns the stored-hash indexes AppendLeaf(n, …) reads, in the
-// order it asks for them: the root of each complete subtree that leaf n
-// closes, one per trailing 1 bit of n. A caller can read them ahead, in the
-// same round trip as the tree size they depend on.
+// order it asks for them: the roots of the complete subtrees leaf n closes —
+// the smallest ones of the tree of n leaves, one per trailing 1 bit of n. A
+// caller can read them ahead, in the same round trip as the tree size.
 func AppendReads(n int64) []int64 {
-	m := bits.TrailingZeros64(uint64(n + 1))
-	idx := make([]int64, m)
-	for i := range m {
-		// n>>i is odd for i < m: the subtree of level i to its left is complete.
-		idx[m-1-i] = tlog.StoredHashIndex(i, n>>uint(i)-1)
-	}
-	return idx
+	f := FrontierIndexes(n)
+	return f[len(f)-bits.TrailingZeros64(uint64(n+1)):]
 }
 
 // StoredHashCount is the number of stored hashes of a tree with n leaves: the

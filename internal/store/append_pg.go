@@ -155,8 +155,9 @@ func (s *Store) chargedAppend(ctx context.Context, q Querier, a ChargedAppend, s
 		idx[i], hs[i] = h.Index, h.Hash[:]
 	}
 	var used, machineEvents sql.NullInt64
-	var moved, inserted, aborted bool
+	var moved, inserted bool
 	var notified int64
+	var abortColumn bool // always false: an abort raises AC001 instead
 	stmt := lockedAppend
 	if selfAbort {
 		stmt = unlockedAppend
@@ -165,7 +166,7 @@ func (s *Store) chargedAppend(ctx context.Context, q Querier, a ChargedAppend, s
 		e.UserID, e.Sequence, e.LeafIndex, e.EventID, e.EventType, e.PrevHash, e.PayloadHash, raw, e.Decision, e.Tool,
 		e.MachineID, e.ParentID, e.Signature, e.SignatureKey, e.TS, e.TSMicros, e.Surface, e.APIKeyID,
 		e.SemanticKey, e.CreatedAt, a.Day, a.Limit, machine, idx, hs, a.NotifyChannel, a.NotifyPayload,
-		a.Expect.EventCount, a.Expect.LastSequence).Scan(&moved, &used, &machineEvents, &inserted, &notified, &aborted)
+		a.Expect.EventCount, a.Expect.LastSequence).Scan(&moved, &used, &machineEvents, &inserted, &notified, &abortColumn)
 	if pgErr := (*pgconn.PgError)(nil); errors.As(err, &pgErr) && pgErr.Code == "AC001" {
 		return out, errAppendAborted
 	}
@@ -184,81 +185,40 @@ func (s *Store) chargedAppend(ctx context.Context, q Querier, a ChargedAppend, s
 	return out, nil
 }
 
-// HeadForAppend reads the account's chain head without a lock and, in the
-// same statement, the stored hashes at indexes (the reads of the leaf the
-// caller expects to append: LeafReads). found is false when the account has
-// no head row yet. The hashes are immutable once committed, so a later read
-// of other indexes (HashesAt) is consistent with this head.
-func (s *Store) HeadForAppend(ctx context.Context, userID string, indexes []int64) (h Head, found bool, hashes HashMap, err error) {
+// HeadForAppend reads the account's chain head without a lock (Empty when
+// the account has no head row yet) and, in the same statement, the stored
+// hashes at indexes: the reads of the leaf the caller expects to append
+// (LeafReads). The reader it returns serves those and reads any other index
+// on demand: hashes are immutable once committed, so later reads are
+// consistent with this head. A missing one is ErrMissingHash.
+func (s *Store) HeadForAppend(ctx context.Context, userID string, indexes []int64) (Head, merkle.HashReader, error) {
+	var h Head
 	rows, err := s.write.QueryContext(ctx, `SELECT h.last_sequence, h.last_hash, h.last_event_id, h.event_count, m.idx, m.hash
 		FROM chain_heads h LEFT JOIN merkle_hashes m ON m.user_id = h.user_id AND m.idx = ANY($2::bigint[])
 		WHERE h.user_id = $1`, userID, indexes)
 	if err != nil {
-		return h, false, nil, err
+		return h, nil, err
 	}
 	defer rows.Close()
-	hashes = make(HashMap, len(indexes))
+	known := make(map[int64]tlog.Hash, len(indexes))
 	for rows.Next() {
-		found = true
 		var idx sql.NullInt64
 		var hash []byte
 		if err := rows.Scan(&h.LastSequence, &h.LastHash, &h.LastEventID, &h.EventCount, &idx, &hash); err != nil {
-			return h, false, nil, err
+			return h, nil, err
 		}
-		if idx.Valid {
-			if err := hashes.put(idx.Int64, hash); err != nil {
-				return h, false, nil, err
-			}
+		if !idx.Valid {
+			continue
 		}
-	}
-	return h, found, hashes, rows.Err()
-}
-
-// HashesAt reads the account's stored hashes at indexes; absent ones are left
-// out (HashMap.ReadHashes reports them).
-func (s *Store) HashesAt(ctx context.Context, userID string, indexes []int64) (HashMap, error) {
-	rows, err := s.write.QueryContext(ctx, `SELECT idx, hash FROM merkle_hashes WHERE user_id = $1 AND idx = ANY($2::bigint[])`, userID, indexes)
-	if err != nil {
-		return nil, err
-	}
-	defer rows.Close()
-	hashes := make(HashMap, len(indexes))
-	for rows.Next() {
-		var idx int64
-		var hash []byte
-		if err := rows.Scan(&idx, &hash); err != nil {
-			return nil, err
+		if len(hash) != len(tlog.Hash{}) {
+			return h, nil, fmt.Errorf("merkle: stored hash %d has %d bytes", idx.Int64, len(hash))
 		}
-		if err := hashes.put(idx, hash); err != nil {
-			return nil, err
-		}
+		known[idx.Int64] = tlog.Hash(hash)
 	}
-	return hashes, rows.Err()
-}
-
-// HashMap is stored hashes read ahead, by stored-hash index; as a
-// merkle.HashReader it reports an absent index as ErrMissingHash.
-type HashMap map[int64]tlog.Hash
-
-func (m HashMap) put(idx int64, hash []byte) error {
-	if len(hash) != len(tlog.Hash{}) {
-		return fmt.Errorf("merkle: stored hash %d has %d bytes", idx, len(hash))
+	if err := rows.Err(); err != nil {
+		return h, nil, err
 	}
-	m[idx] = tlog.Hash(hash)
-	return nil
-}
-
-// ReadHashes implements merkle.HashReader.
-func (m HashMap) ReadHashes(indexes []int64) ([]tlog.Hash, error) {
-	out := make([]tlog.Hash, len(indexes))
-	for i, idx := range indexes {
-		h, ok := m[idx]
-		if !ok {
-			return nil, fmt.Errorf("%w: index %d", ErrMissingHash, idx)
-		}
-		out[i] = h
-	}
-	return out, nil
+	return h, &overlayReader{base: s.HashReader(ctx, nil, userID), known: known}, nil
 }
 
 // MarkListened marks the accounts as streamed by a replica until ttl from now

@@ -84,9 +84,9 @@ func TestAppendUnlockedWritesAllOrNothing(t *testing.T) {
 	// next builds the append of leaf 3 onto the head read now.
 	next := func(eventID string, limit int64) store.ChargedAppend {
 		t.Helper()
-		head, found, hashes, err := s.HeadForAppend(ctx, user, store.LeafReads(3))
-		if err != nil || !found || head.EventCount != 3 {
-			t.Fatalf("HeadForAppend = %+v, %v, %v", head, found, err)
+		head, hashes, err := s.HeadForAppend(ctx, user, store.LeafReads(3))
+		if err != nil || head.EventCount != 3 {
+			t.Fatalf("HeadForAppend = %+v, %v", head, err)
 		}
 		e := &store.Event{UserID: user, Sequence: 3, LeafIndex: 3, EventID: eventID, EventType: "t", PrevHash: head.LastHash,
 			PayloadHash: payload(3), TS: "2026-11-22T00:00:01Z", Surface: "rest"}

@@ -206,29 +206,15 @@ func (h *Hub) Publish(userID string, f Frame) {
 
 // Resync marks every subscription of userID lagged: frames for it may have
 // been lost upstream (see PGBus), so its clients must re-read.
-func (h *Hub) Resync(userID string) {
-	h.mu.RLock()
-	defer h.mu.RUnlock()
-	if a := h.users[userID]; a != nil {
-		a.lagAll()
-	}
-}
+func (h *Hub) Resync(userID string) { h.ResyncExcept(userID, nil) }
 
 // ResyncExcept is Resync sparing keep (nil: none), a subscription that is
 // known to have received nothing yet.
 func (h *Hub) ResyncExcept(userID string, keep *Subscription) {
 	h.mu.RLock()
 	defer h.mu.RUnlock()
-	a := h.users[userID]
-	if a == nil {
-		return
-	}
-	a.mu.Lock()
-	defer a.mu.Unlock()
-	for _, s := range a.subs {
-		if s != keep {
-			s.lag()
-		}
+	if a := h.users[userID]; a != nil {
+		a.lagAllExcept(keep)
 	}
 }
 
@@ -238,14 +224,16 @@ func (h *Hub) ResyncAll() {
 	h.mu.RLock()
 	defer h.mu.RUnlock()
 	for _, a := range h.users {
-		a.lagAll()
+		a.lagAllExcept(nil)
 	}
 }
 
-func (a *account) lagAll() {
+func (a *account) lagAllExcept(keep *Subscription) {
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	for _, s := range a.subs {
-		s.lag()
+		if s != keep {
+			s.lag()
+		}
 	}
 }
