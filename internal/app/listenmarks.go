@@ -41,8 +41,10 @@ const (
 	listenMarkChunk = 500
 	// listenMarkMargin: a replica whose own mark of an account has less than
 	// this left after it tends its marks cuts that account's streams off. It
-	// exceeds one refresh interval plus one refresh's time, so the cut comes
-	// before the mark lapses: three refreshes in a row must fail first.
+	// exceeds one refresh interval plus one statement's time, so with turns
+	// on time the cut comes before the mark lapses (three refreshes in a row
+	// must fail first). A late turn (a stall, or many chunks) may still let a
+	// mark lapse: vouchAnnounced and cover then keep the frames out.
 	listenMarkMargin = listenMarkRefresh + 2*listenMarkTimeout
 )
 
