@@ -92,21 +92,21 @@ func TestAppendsAreAnnouncedOnlyWhileTheAccountIsStreamed(t *testing.T) {
 	c := newChain("listen@example.com")
 	appendEvent(c, nil)
 	sub := subscribe(t, streamer, c.p.UserID, "k")
-	receive := func(want string) {
+	receive := func(sub *stream.Subscription, want string) {
 		t.Helper()
 		select {
 		case m, ok := <-sub.C():
 			if !ok || m.Frame.EventID != want {
-				t.Fatalf("the streaming replica got %v (open %v), want %s", m, ok, want)
+				t.Fatalf("the stream got %v (open %v), want %s", m, ok, want)
 			}
 		case <-time.After(10 * time.Second):
-			t.Fatalf("the streaming replica never got %s", want)
+			t.Fatalf("the stream never got %s", want)
 		}
 	}
 	optimistic, locked := appendEvent(c, nil), appendEvent(c, &machine)
 	wantAnnounced(optimistic, locked)
-	receive(optimistic)
-	receive(locked)
+	receive(sub, optimistic)
+	receive(sub, locked)
 	// The first event of each chain (no head row yet) and the events of a
 	// machine took the locked path, every other one the optimistic path.
 	if o, l := writer.PGAppends(); o != 3 || l != 4 {
@@ -138,7 +138,7 @@ func TestAppendsAreAnnouncedOnlyWhileTheAccountIsStreamed(t *testing.T) {
 	}
 	still := appendEvent(c, nil)
 	wantAnnounced(still)
-	receive(still)
+	receive(sub, still)
 
 	// Then the refreshes fail (a cancelled context stands for an unreachable
 	// database). Another replica's stream keeps the database's mark fresh,
@@ -192,14 +192,7 @@ func TestAppendsAreAnnouncedOnlyWhileTheAccountIsStreamed(t *testing.T) {
 	wantCut(stalled, "a new stream renewed a lapsed mark")
 	next := appendEvent(c, nil)
 	wantAnnounced(next)
-	select {
-	case m, ok := <-fresh.C():
-		if !ok || m.Frame.EventID != next {
-			t.Fatalf("the new stream got %v (open %v), want %s", m, ok, next)
-		}
-	case <-time.After(10 * time.Second):
-		t.Fatalf("the new stream never got %s", next)
-	}
+	receive(fresh, next)
 
 	// The same stall, and a notification arrives before anything renews the
 	// mark: it is not delivered; the stream is cut instead.

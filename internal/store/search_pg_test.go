@@ -21,13 +21,7 @@ import (
 // index, which on a long chain means reading and sorting all of it.
 func TestSearchOnPostgresIsPlannedWithItsValues(t *testing.T) {
 	ctx := context.Background()
-	// One connection: PREPARE and EXPLAIN EXECUTE below share a session.
-	s, err := store.OpenWith(ctx, storetest.DSN(t, storetest.Postgres), store.Options{MaxConns: 1})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { s.Close() })
-	db := s.WriteDB()
+	s, db := openOneSession(t)
 	var mode string
 	if err := db.QueryRowContext(ctx, `SHOW plan_cache_mode`).Scan(&mode); err != nil || mode != "force_generic_plan" {
 		t.Fatalf("plan_cache_mode = %q, %v", mode, err)
@@ -86,12 +80,7 @@ func TestSearchOnPostgresIsPlannedWithItsValues(t *testing.T) {
 // newest-grant half walked all of a sub-agent's grants to find an old id.
 func TestGateByGrantIDReadsThePrimaryKeyUnderGenericPlans(t *testing.T) {
 	ctx := context.Background()
-	s, err := store.OpenWith(ctx, storetest.DSN(t, storetest.Postgres), store.Options{MaxConns: 1})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { s.Close() })
-	db := s.WriteDB()
+	s, db := openOneSession(t)
 	if _, err := db.ExecContext(ctx, `INSERT INTO grants (user_id, grant_id, generation, subagent, allowed_tools, max_tool_calls,
 		expires_at, created_at, revoked_at, epoch, token)
 		SELECT 'u', 'grant-' || i, 0, 'w', '[]', 10, 1000 + i, i, 1000 + i, 'e', 't' FROM generate_series(0, 19999) AS i`); err != nil {
@@ -135,4 +124,16 @@ func explain(t *testing.T, db *sql.DB, query string, args ...any) string {
 		t.Fatal(err)
 	}
 	return strings.Join(lines, "\n")
+}
+
+// openOneSession opens a fresh PostgreSQL store with a pool of one
+// connection, so PREPARE and EXPLAIN EXECUTE share a session.
+func openOneSession(t *testing.T) (*store.Store, *sql.DB) {
+	t.Helper()
+	s, err := store.OpenWith(context.Background(), storetest.DSN(t, storetest.Postgres), store.Options{MaxConns: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { s.Close() })
+	return s, s.WriteDB()
 }
