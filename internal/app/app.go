@@ -53,6 +53,8 @@ type App struct {
 	heal healState
 	// marks are the accounts this replica streams (PostgreSQL; listenmarks.go).
 	marks listenMarks
+	// heads is the optimistic append's head cache (PostgreSQL; headcache.go).
+	heads headCache
 	// pgAppends counts client appends on PostgreSQL by path (PGAppends).
 	pgAppends struct{ optimistic, locked atomic.Int64 }
 }

@@ -369,20 +369,46 @@ func (a *App) PGAppends() (optimistic, locked int64) {
 // re-read there under the head's lock, which a key registration also takes;
 // the unlocked statement's snapshot could miss a key registered meanwhile.
 func (a *App) appendUnlocked(ctx context.Context, p Principal, in *domain.EventInput, prepared *store.Event, now time.Time) (AppendResult, bool, error) {
-	var res AppendResult
-	// Clients number their events 0, 1, 2…, so the head usually holds as
-	// many events as the new sequence: read that leaf's hashes ahead.
-	guess := *in.Sequence
-	head, hashes, err := a.Store.HeadForAppend(ctx, p.UserID, store.LeafReads(guess))
-	if err != nil || head.Empty() {
-		return res, false, err
+	if cached, ok := a.heads.get(p.UserID); ok {
+		res, done, err := a.appendOptimistic(ctx, p, in, prepared, now, cached.head, cached)
+		if err != nil || done {
+			if done {
+				a.heads.hits.Add(1)
+			}
+			return res, done, err
+		}
+		a.heads.stale.Add(1)
+		// The head moved since this replica's last append (another replica
+		// or path appended), or the event does not extend the cached head:
+		// read the head and decide against it.
+		a.heads.drop(p.UserID)
 	}
+	// Clients number their events 0, 1, 2…, so the head usually holds as
+	// many events as the new sequence: read that leaf's hashes ahead, and the
+	// frontier the head cache keeps after it.
+	guess := *in.Sequence
+	head, hashes, err := a.Store.HeadForAppend(ctx, p.UserID, append(store.LeafReads(guess), merkle.FrontierIndexes(guess)...))
+	if err != nil || head.Empty() {
+		return AppendResult{}, false, err
+	}
+	return a.appendOptimistic(ctx, p, in, prepared, now, head, hashes)
+}
+
+// appendOptimistic is appendUnlocked against head, read from the database
+// or the head cache (hashes is then the cached frontier). From the cache,
+// done false means the cached head was not the account's head.
+func (a *App) appendOptimistic(ctx context.Context, p Principal, in *domain.EventInput, prepared *store.Event, now time.Time, head store.Head, hashes merkle.HashReader) (AppendResult, bool, error) {
+	var res AppendResult
+	_, fromCache := hashes.(cachedHead)
 	if cause := checkContinuity(head, in); cause != nil {
+		if fromCache {
+			return res, false, nil // the cache answers nothing: read the head
+		}
 		// Answered here, as the locked path would against the head it
 		// locks: a replay if the event is stored, else the refusal naming
 		// the head read. No lock is needed to refuse; on a hot account
 		// most attempts end here.
-		res, err = a.replayOf(ctx, nil, p.UserID, in, domain.QuotaDay(now), cause)
+		res, err := a.replayOf(ctx, nil, p.UserID, in, domain.QuotaDay(now), cause)
 		return res, true, err
 	}
 	e := *prepared
@@ -391,8 +417,14 @@ func (a *App) appendUnlocked(ctx context.Context, p Principal, in *domain.EventI
 	if err != nil {
 		return res, false, err
 	}
-	// One more read when the guess was wrong (a chain with gaps).
-	if _, err := hashes.ReadHashes(store.LeafReads(e.LeafIndex)); errors.Is(err, store.ErrMissingHash) {
+	// One more read when the guess was wrong (a chain with gaps). The
+	// cached frontier needs no check that the tree is there: this replica's
+	// append built on it.
+	reads := store.LeafReads(e.LeafIndex)
+	if fromCache {
+		reads = merkle.AppendReads(e.LeafIndex)
+	}
+	if _, err := hashes.ReadHashes(reads); errors.Is(err, store.ErrMissingHash) {
 		return res, false, nil // the tree is incomplete: the locked path builds it
 	} else if err != nil {
 		return res, false, err
@@ -414,10 +446,19 @@ func (a *App) appendUnlocked(ctx context.Context, p Principal, in *domain.EventI
 	if err != nil {
 		return res, false, err
 	}
+	if fromCache && e.LeafIndex > 0 {
+		// Rows lost since this replica's last append must be rebuilt before
+		// the tree grows on them (the locked path does).
+		check := store.TreeCheckIndex(e.LeafIndex)
+		ca.TreeCheck = &check
+	}
 	out, err := a.Store.AppendUnlocked(ctx, ca)
 	if err != nil || !out.Appended() {
 		return res, false, err
 	}
+	lastHash, lastID := e.PayloadHash, e.EventID
+	a.heads.put(e.UserID, store.Head{LastSequence: e.Sequence, LastHash: &lastHash, LastEventID: &lastID,
+		EventCount: head.EventCount + 1}, hashes, newHashes)
 	if a.PGBus == nil {
 		a.Hub.Publish(e.UserID, frameOf(&e))
 	}

@@ -69,7 +69,16 @@ func NewServer(a *app.App, log *slog.Logger, openapiJSON []byte) *Server {
 	}
 	optimistic := pgAppends("optimistic", func() int64 { o, _ := a.PGAppends(); return o })
 	locked := pgAppends("locked", func() int64 { _, l := a.PGAppends(); return l })
-	s.registry.MustRegister(s.requests, s.latency, ioFaults, checkpoints, optimistic, locked,
+	headCache := func(result string, count func() int64) prometheus.Collector {
+		return prometheus.NewCounterFunc(prometheus.CounterOpts{
+			Name:        "auditchain_pg_head_cache_total",
+			Help:        "Optimistic appends on PostgreSQL against this replica's cached head: hit (stored without reading the head), stale (another replica or path had appended; read again).",
+			ConstLabels: prometheus.Labels{"result": result},
+		}, func() float64 { return float64(count()) })
+	}
+	cacheHits := headCache("hit", func() int64 { h, _ := a.HeadCache(); return h })
+	cacheStale := headCache("stale", func() int64 { _, st := a.HeadCache(); return st })
+	s.registry.MustRegister(s.requests, s.latency, ioFaults, checkpoints, optimistic, locked, cacheHits, cacheStale,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 
 	for _, rt := range s.routes() {

@@ -20,7 +20,8 @@ type ChargedAppend struct {
 	Event  *Event
 	Hashes []merkle.StoredHash
 	// Expect is the head the event extends: the statement moves the head only
-	// if its event_count and last_sequence are still these (compare-and-set).
+	// if its event_count, last_sequence and last_hash are still these
+	// (compare-and-set).
 	Expect Head
 	Day    string
 	Limit  int64
@@ -28,7 +29,16 @@ type ChargedAppend struct {
 	// with pg_notify by the same statement; PostgreSQL delivers the
 	// notification only if the transaction commits.
 	NotifyChannel, NotifyPayload string
+	// TreeCheck, when set, is a Merkle row of the account without which the
+	// statement writes nothing, as if the head had moved: the caller computed
+	// Hashes from a frontier it remembered, and the row shows the tree those
+	// hashes extend is still there (TreeCheckIndex).
+	TreeCheck *int64
 }
+
+// TreeCheckIndex is the row the append of leaf n > 0 checks when it reads no
+// hash from the store: leaf n-1's, which any complete tree of n leaves holds.
+func TreeCheckIndex(n int64) int64 { return tlog.StoredHashIndex(0, n-1) }
 
 // ChargedInsert is the outcome of the append statement.
 type ChargedInsert struct {
@@ -79,7 +89,10 @@ const dbNowMicros = `(extract(epoch FROM clock_timestamp()) * 1000000)::bigint`
 // answers from the locked path, which tells the refusals apart.
 const appendStatement = `WITH
 	c AS (UPDATE chain_heads SET last_sequence = $2::bigint, last_hash = $7::text, last_event_id = $4::text, event_count = event_count + 1
-		WHERE user_id = $1 AND event_count = $28::bigint AND last_sequence = $29::bigint RETURNING listened_until),
+		WHERE user_id = $1 AND event_count = $28::bigint AND last_sequence = $29::bigint
+			AND last_hash IS NOT DISTINCT FROM $30::text
+			AND ($31::bigint IS NULL OR EXISTS (SELECT 1 FROM merkle_hashes WHERE user_id = $1 AND idx = $31::bigint))
+		RETURNING listened_until),
 	q AS (INSERT INTO daily_usage (user_id, day, used) SELECT $1, $21::text, 1 FROM c WHERE 1 <= $22::bigint
 		ON CONFLICT (user_id, day) DO UPDATE SET used = daily_usage.used + 1 WHERE daily_usage.used + 1 <= $22::bigint
 		RETURNING used),
@@ -166,7 +179,8 @@ func (s *Store) chargedAppend(ctx context.Context, q Querier, a ChargedAppend, s
 		e.UserID, e.Sequence, e.LeafIndex, e.EventID, e.EventType, e.PrevHash, e.PayloadHash, raw, e.Decision, e.Tool,
 		e.MachineID, e.ParentID, e.Signature, e.SignatureKey, e.TS, e.TSMicros, e.Surface, e.APIKeyID,
 		e.SemanticKey, e.CreatedAt, a.Day, a.Limit, machine, idx, hs, a.NotifyChannel, a.NotifyPayload,
-		a.Expect.EventCount, a.Expect.LastSequence).Scan(&moved, &used, &machineEvents, &inserted, &notified, &abortColumn)
+		a.Expect.EventCount, a.Expect.LastSequence, a.Expect.LastHash, a.TreeCheck).
+		Scan(&moved, &used, &machineEvents, &inserted, &notified, &abortColumn)
 	if pgErr := (*pgconn.PgError)(nil); errors.As(err, &pgErr) && pgErr.Code == "AC001" {
 		return out, errAppendAborted
 	}

@@ -132,7 +132,7 @@ func (s *Store) LeafHashes(ctx context.Context, tx *sql.Tx, e *Event) ([]merkle.
 // n-1's row exists in any tree that is there: one point read every other append.
 func treeCheckIndex(n int64) (int64, bool) {
 	if n > 0 && n%2 == 0 {
-		return tlog.StoredHashIndex(0, n-1), true
+		return TreeCheckIndex(n), true
 	}
 	return 0, false
 }
