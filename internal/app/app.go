@@ -4,6 +4,7 @@
 package app
 
 import (
+	"cmp"
 	"context"
 	"crypto/ed25519"
 	"crypto/rand"
@@ -53,6 +54,9 @@ type App struct {
 	heal healState
 	// marks are the accounts this replica streams (PostgreSQL; listenmarks.go).
 	marks listenMarks
+	// pgBatch sends optimistic appends in shared statements (PostgreSQL;
+	// pgbatch.go).
+	pgBatch *pgBatcher
 	// heads is the optimistic append's head cache (PostgreSQL; headcache.go).
 	heads headCache
 	// pgAppends counts client appends on PostgreSQL by path (PGAppends).
@@ -76,6 +80,8 @@ func New(st *store.Store, cfg config.Config, log *slog.Logger) *App {
 		a.group = newGroupCommitter(a, groupQueueSize)
 		a.gateCache = newReadCache[gateKey, gateRead](gateCacheAccounts, gateCacheEntries)
 		a.keyCache = newReadCache[string, knownKey](1, keyCacheEntries)
+	} else {
+		a.pgBatch = newPGBatcher(st, cmp.Or(cfg.RequestTimeout, 15*time.Second), pgBatchWorkers, pgBatchQueue)
 	}
 	return a
 }

@@ -211,4 +211,7 @@ func (a *App) Close() {
 	if a.group != nil {
 		a.group.close()
 	}
+	if a.pgBatch != nil {
+		a.pgBatch.close()
+	}
 }

@@ -452,7 +452,7 @@ func (a *App) appendOptimistic(ctx context.Context, p Principal, in *domain.Even
 		check := store.TreeCheckIndex(e.LeafIndex)
 		ca.TreeCheck = &check
 	}
-	out, err := a.Store.AppendUnlocked(ctx, ca)
+	out, err := a.pgBatch.submit(ctx, ca)
 	if err != nil || !out.Appended() {
 		return res, false, err
 	}

@@ -78,7 +78,16 @@ func NewServer(a *app.App, log *slog.Logger, openapiJSON []byte) *Server {
 	}
 	cacheHits := headCache("hit", func() int64 { h, _ := a.HeadCache(); return h })
 	cacheStale := headCache("stale", func() int64 { _, st := a.HeadCache(); return st })
+	batchStatements := prometheus.NewCounterFunc(prometheus.CounterOpts{
+		Name: "auditchain_pg_append_batches_total",
+		Help: "Statements that carried optimistic appends on PostgreSQL (several accounts' appends share one); with auditchain_pg_append_batched_total, the mean batch size.",
+	}, func() float64 { n, _ := a.PGBatches(); return float64(n) })
+	batchedAppends := prometheus.NewCounterFunc(prometheus.CounterOpts{
+		Name: "auditchain_pg_append_batched_total",
+		Help: "Optimistic appends sent in those statements on PostgreSQL.",
+	}, func() float64 { _, n := a.PGBatches(); return float64(n) })
 	s.registry.MustRegister(s.requests, s.latency, ioFaults, checkpoints, optimistic, locked, cacheHits, cacheStale,
+		batchStatements, batchedAppends,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 
 	for _, rt := range s.routes() {

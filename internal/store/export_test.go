@@ -1,6 +1,9 @@
 package store
 
-import "context"
+import (
+	"context"
+	"database/sql"
+)
 
 // WriteConnsOpened is how many connections the SQLite writer has opened.
 func (s *Store) WriteConnsOpened() int64 { return s.writeConns.Load() }
@@ -30,3 +33,9 @@ var SearchQuery = searchQuery
 
 // GateQuery is GateCandidates' statement (byID: for one grant id).
 var GateQuery = gateQuery
+
+// AppendBatchStatement is AppendUnlockedBatch's statement.
+const AppendBatchStatement = appendBatchStatement
+
+// BatchDB is the pool AppendUnlockedBatch sends its statement on.
+func (s *Store) BatchDB() *sql.DB { return s.batch }

@@ -48,6 +48,9 @@ type Store struct {
 	ioFaults, writeConns atomic.Int64
 	// ckpt checkpoints the WAL off the writer (SQLite; checkpoint.go).
 	ckpt *checkpointer
+	// batch serves AppendUnlockedBatch (PostgreSQL; append_pg_batch.go): a
+	// pool whose sessions plan with index lookups only.
+	batch *sql.DB
 }
 
 // IOFaults is how many SQLite connections were given up after a storage fault
@@ -162,7 +165,15 @@ func openPostgres(url string, conns int) (*Store, error) {
 	db.SetMaxOpenConns(conns)
 	db.SetMaxIdleConns(conns)
 	db.SetConnMaxIdleTime(5 * time.Minute)
-	return &Store{Dialect: Postgres, read: db, write: db, Location: "postgres://" + redactURL(url)}, nil
+	batch, err := sql.Open("pgx", withParam(url, batchPlanParams))
+	if err != nil {
+		db.Close()
+		return nil, err
+	}
+	batch.SetMaxOpenConns(AppendBatchConns)
+	batch.SetMaxIdleConns(AppendBatchConns)
+	batch.SetConnMaxIdleTime(5 * time.Minute)
+	return &Store{Dialect: Postgres, read: db, write: db, batch: batch, Location: "postgres://" + redactURL(url)}, nil
 }
 
 // withParam adds a query parameter to a postgres URL.
@@ -193,6 +204,9 @@ func (s *Store) Close() error {
 	var err error
 	if s.ckpt != nil {
 		err = s.ckpt.close()
+	}
+	if s.batch != nil {
+		err = s.batch.Close()
 	}
 	err = errors.Join(err, s.read.Close())
 	if s.write != s.read {

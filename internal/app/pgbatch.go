@@ -1,0 +1,186 @@
+package app
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/auditchain/auditchain/internal/store"
+)
+
+// Group commit on PostgreSQL (docs/decisions/postgres-append.md "Batches").
+// Every statement costs PostgreSQL an executor start-up, a commit with its WAL
+// flush, a protocol exchange and a process wake-up, whatever it writes; on a
+// small machine those are most of an append's cost. The optimistic appends
+// of a replica therefore queue here, and a few workers send them in
+// statements of up to pgBatchMax appends of distinct accounts
+// (store.AppendUnlockedBatch). Each append is acknowledged only after the
+// statement holding it committed; an append whose head moved writes nothing
+// and does not stop the others.
+const (
+	// pgBatchWorkers is how many batch statements a replica has in flight:
+	// enough to keep PostgreSQL's cores busy while a batch's answer travels;
+	// one connection of the store's batch pool each.
+	pgBatchWorkers = store.AppendBatchConns
+	// pgBatchMax bounds the appends of one statement.
+	pgBatchMax = 64
+	// pgBatchQueue bounds the appends waiting for a worker; beyond it an
+	// append answers 503 append_queue_full with Retry-After, like SQLite's.
+	pgBatchQueue = 4096
+)
+
+type pgAppendJob struct {
+	ca   store.ChargedAppend
+	out  store.ChargedInsert
+	err  error
+	done chan struct{}
+}
+
+type pgBatcher struct {
+	store   *store.Store
+	timeout time.Duration
+	queue   chan *pgAppendJob
+	stop    chan struct{}
+	workers sync.WaitGroup
+	// statements and appends count the batch statements sent and the
+	// appends they carried (PGBatches).
+	statements, appends atomic.Int64
+	// queued and sending, when set (tests), hear of every append queued and
+	// of every statement about to be sent, with its number of appends.
+	queued  func()
+	sending func(n int)
+}
+
+func newPGBatcher(st *store.Store, timeout time.Duration, workers, queue int) *pgBatcher {
+	b := &pgBatcher{store: st, timeout: timeout, queue: make(chan *pgAppendJob, queue), stop: make(chan struct{})}
+	for range workers {
+		b.workers.Go(b.work)
+	}
+	return b
+}
+
+// PGBatches reports the batch statements this replica sent for optimistic
+// appends on PostgreSQL and the appends they carried.
+func (a *App) PGBatches() (statements, appends int64) {
+	if a.pgBatch == nil {
+		return 0, 0
+	}
+	return a.pgBatch.statements.Load(), a.pgBatch.appends.Load()
+}
+
+var errAppendsShutDown = errors.New("the append workers are shut down")
+
+// submit queues ca and waits until the statement holding it committed or
+// failed, or until ctx ends (the append's outcome is then unknown to the
+// caller, as when a statement is cut by its context: a retry of the same
+// event_id is answered as a replay if it was stored).
+func (b *pgBatcher) submit(ctx context.Context, ca store.ChargedAppend) (store.ChargedInsert, error) {
+	j := &pgAppendJob{ca: ca, done: make(chan struct{})}
+	select {
+	case <-b.stop:
+		return store.ChargedInsert{}, errAppendsShutDown
+	default:
+	}
+	select {
+	case b.queue <- j:
+	default:
+		return store.ChargedInsert{}, errQueueFull
+	}
+	if b.queued != nil {
+		b.queued()
+	}
+	select {
+	case <-j.done:
+		return j.out, j.err
+	case <-ctx.Done():
+		return store.ChargedInsert{}, fmt.Errorf("append: %w", ctx.Err())
+	}
+}
+
+func (b *pgBatcher) close() {
+	close(b.stop)
+	b.workers.Wait()
+	b.drain()
+}
+
+func (b *pgBatcher) work() {
+	batch := make([]*pgAppendJob, 0, pgBatchMax)
+	var later []*pgAppendJob // a second append of an account in the batch
+	for {
+		if len(later) > 0 {
+			batch, later = append(batch[:0], later[0]), later[1:]
+		} else {
+			select {
+			case <-b.stop:
+				b.drain()
+				return
+			case j := <-b.queue:
+				batch = append(batch[:0], j)
+			}
+		}
+	fill:
+		for len(batch) < pgBatchMax {
+			select {
+			case j := <-b.queue:
+				if holds(batch, j.ca.Event.UserID) {
+					later = append(later, j)
+					continue
+				}
+				batch = append(batch, j)
+			default:
+				break fill
+			}
+		}
+		b.run(batch)
+	}
+}
+
+func holds(batch []*pgAppendJob, userID string) bool {
+	for _, j := range batch {
+		if j.ca.Event.UserID == userID {
+			return true
+		}
+	}
+	return false
+}
+
+// drain answers the appends still queued at shutdown: none was sent.
+func (b *pgBatcher) drain() {
+	for {
+		select {
+		case j := <-b.queue:
+			j.err = errAppendsShutDown
+			close(j.done)
+		default:
+			return
+		}
+	}
+}
+
+func (b *pgBatcher) run(batch []*pgAppendJob) {
+	// The statement is not cut when one caller gives up: the others wait on
+	// it. It is bounded like a request.
+	ctx, cancel := context.WithTimeout(context.Background(), b.timeout)
+	defer cancel()
+	cas := make([]store.ChargedAppend, len(batch))
+	for i, j := range batch {
+		cas[i] = j.ca
+	}
+	if b.sending != nil {
+		b.sending(len(batch))
+	}
+	b.statements.Add(1)
+	b.appends.Add(int64(len(batch)))
+	outs, err := b.store.AppendUnlockedBatch(ctx, cas)
+	for i, j := range batch {
+		if err != nil {
+			j.err = err
+		} else {
+			j.out = outs[i]
+		}
+		close(j.done)
+	}
+}

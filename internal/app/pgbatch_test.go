@@ -1,0 +1,131 @@
+package app
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"testing"
+	"time"
+
+	"github.com/auditchain/auditchain/internal/domain"
+	"github.com/auditchain/auditchain/internal/store"
+)
+
+// Appends of different accounts that arrive while a statement is in flight
+// share the next statement, and each is acknowledged once it committed: one
+// worker, its first statement held on a row lock, three appends queued
+// behind it — two statements in all, of one and three appends, every chain
+// intact.
+func TestPGAppendsQueuedBehindAStatementShareTheNext(t *testing.T) {
+	r := newReplicaPair(t)
+	a := r.writer
+	a.pgBatch.close()
+	b := newPGBatcher(a.Store, time.Minute, 1, 16)
+	a.pgBatch = b
+	queued, sending := make(chan struct{}, 16), make(chan int, 16)
+	b.queued, b.sending = func() { queued <- struct{}{} }, func(n int) { sending <- n }
+
+	chains := []*testChain{r.newChain("x@example.com"), r.newChain("b@example.com"), r.newChain("c@example.com"),
+		r.newChain("d@example.com")}
+	for _, c := range chains {
+		r.append(c, nil) // the first event takes the locked path
+		r.append(c, nil) // the second a statement of its own
+		<-queued
+		if n := <-sending; n != 1 {
+			t.Fatalf("a lone append sent in a statement of %d", n)
+		}
+	}
+
+	// Hold the first account's head: its next statement waits on the lock.
+	tx, err := a.Store.WriteDB().BeginTx(r.ctx, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tx.Rollback()
+	if _, err := tx.ExecContext(r.ctx, `SELECT 1 FROM chain_heads WHERE user_id = $1 FOR UPDATE`, chains[0].p.UserID); err != nil {
+		t.Fatal(err)
+	}
+	type result struct {
+		user string
+		err  error
+	}
+	done := make(chan result, len(chains))
+	appendIn := func(c *testChain) {
+		id, typ, seq := "evt-third", "tool_call", c.seq
+		in := domain.EventInput{EventID: &id, EventType: &typ, Sequence: &seq, PrevHash: c.prev, Raw: json.RawMessage(`{}`)}
+		go func() {
+			_, err := a.Append(r.ctx, c.p, in, "rest")
+			done <- result{c.p.UserID, err}
+		}()
+	}
+	appendIn(chains[0])
+	<-queued
+	if n := <-sending; n != 1 {
+		t.Fatalf("first statement with %d appends, want 1", n)
+	}
+	for _, c := range chains[1:] {
+		appendIn(c)
+		<-queued
+	}
+	select {
+	case res := <-done:
+		t.Fatalf("append of %s answered (%v) while the statement before it waits", res.user, res.err)
+	default:
+	}
+	if err := tx.Rollback(); err != nil {
+		t.Fatal(err)
+	}
+	if n := <-sending; n != 3 {
+		t.Fatalf("second statement with %d appends, want the 3 queued", n)
+	}
+	for range chains {
+		if res := <-done; res.err != nil {
+			t.Fatalf("append of %s: %v", res.user, res.err)
+		}
+	}
+	if st, n := a.PGBatches(); st != 6 || n != 8 {
+		t.Fatalf("PGBatches = %d statements, %d appends; want 6 and 8", st, n)
+	}
+	for _, c := range chains {
+		v, err := a.VerifyChain(r.ctx, c.p)
+		if err != nil || !v.Valid || v.TreeSize != 3 {
+			t.Fatalf("chain of %s: %+v, %v", c.p.UserID, v, err)
+		}
+	}
+}
+
+// The queue is bounded: an append beyond it answers 503 append_queue_full
+// at once, a caller that gives up gets its context's error, and appends
+// still queued at shutdown are answered, not left waiting.
+func TestPGBatcherBoundsAndShutdown(t *testing.T) {
+	b := newPGBatcher(nil, time.Minute, 0, 1) // no worker: the queue only fills
+	ca := store.ChargedAppend{Event: &store.Event{UserID: "u"}}
+	ctx, cancel := context.WithCancel(context.Background())
+	waiting := make(chan error, 1)
+	queued := make(chan struct{}, 1)
+	b.queued = func() { queued <- struct{}{} }
+	go func() {
+		_, err := b.submit(ctx, ca)
+		waiting <- err
+	}()
+	<-queued
+	if _, err := b.submit(context.Background(), ca); !errors.Is(err, errQueueFull) {
+		t.Fatalf("submit beyond the queue: %v, want append_queue_full", err)
+	}
+	cancel()
+	if err := <-waiting; !errors.Is(err, context.Canceled) {
+		t.Fatalf("submit whose caller gave up: %v, want context.Canceled", err)
+	}
+
+	// The abandoned append is still queued; shutdown answers it.
+	j := <-b.queue
+	b.queue <- j
+	b.close()
+	<-j.done
+	if !errors.Is(j.err, errAppendsShutDown) {
+		t.Fatalf("append queued at shutdown: %v, want errAppendsShutDown", j.err)
+	}
+	if _, err := b.submit(context.Background(), ca); !errors.Is(err, errAppendsShutDown) {
+		t.Fatalf("submit after shutdown: %v, want errAppendsShutDown", err)
+	}
+}

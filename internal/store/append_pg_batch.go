@@ -1,0 +1,213 @@
+package store
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+
+	"github.com/jackc/pgx/v5/pgconn"
+)
+
+// appendBatchStatement is appendStatement for several accounts at once: one
+// row per account in v, each with its own compare-and-set on its head, and
+// each account's writes gated on its own earlier ones exactly as in
+// appendStatement (c → q → m → e → h). An account whose head moved writes
+// nothing and the others are written; a refusal after a compare-and-set
+// (quota spent, event_id taken) aborts the whole statement (AC001).
+//
+// The accounts of one statement must be distinct: UPDATE … FROM and
+// INSERT … ON CONFLICT DO UPDATE may touch a row only once.
+const appendBatchStatement = `WITH
+	v AS (SELECT * FROM unnest($1::text[], $2::bigint[], $3::bigint[], $4::text[], $5::text[], $6::text[], $7::text[],
+			$8::text[], $9::text[], $10::text[], $11::text[], $12::text[], $13::text[], $14::text[], $15::text[],
+			$16::bigint[], $17::text[], $18::text[], $19::text[], $20::bigint[], $21::text[], $22::text[], $23::text[],
+			$24::text[], $25::bigint[], $26::bigint[], $27::text[], $28::bigint[])
+		AS v(user_id, seq, leaf, event_id, event_type, prev_hash, payload_hash, raw, decision, tool, machine_id,
+			parent_id, signature, signature_key, ts, ts_micros, surface, api_key_id, semantic_key, created_at, day,
+			machine, channel, payload, expect_count, expect_seq, expect_hash, tree_check)),
+	c AS (UPDATE chain_heads h SET last_sequence = v.seq, last_hash = v.payload_hash, last_event_id = v.event_id,
+			event_count = h.event_count + 1
+		FROM v WHERE h.user_id = v.user_id AND h.event_count = v.expect_count AND h.last_sequence = v.expect_seq
+			AND h.last_hash IS NOT DISTINCT FROM v.expect_hash
+			AND (v.tree_check IS NULL OR (SELECT true FROM merkle_hashes t WHERE t.user_id = v.user_id AND t.idx = v.tree_check))
+		RETURNING h.user_id, h.listened_until),
+	q AS (INSERT INTO daily_usage (user_id, day, used) SELECT v.user_id, v.day, 1 FROM v JOIN c USING (user_id) WHERE 1 <= $29::bigint
+		ON CONFLICT (user_id, day) DO UPDATE SET used = daily_usage.used + 1 WHERE daily_usage.used + 1 <= $29::bigint
+		RETURNING user_id, used),
+	m AS (INSERT INTO machine_heads (user_id, machine_id, events) SELECT v.user_id, v.machine, 1 FROM v JOIN q USING (user_id)
+		ON CONFLICT (user_id, machine_id) DO UPDATE SET events = machine_heads.events + 1 RETURNING user_id, events),
+	e AS (INSERT INTO events (` + eventColumns + `)
+		SELECT v.user_id, v.seq, v.leaf, v.event_id, v.event_type, v.prev_hash, v.payload_hash, v.raw, v.decision, v.tool,
+			v.machine_id, v.parent_id, v.signature, v.signature_key, v.ts, v.ts_micros, v.surface, v.api_key_id, m.events - 1,
+			v.semantic_key, v.created_at FROM v JOIN m USING (user_id)
+		ON CONFLICT (user_id, event_id) DO NOTHING RETURNING user_id),
+	h AS (INSERT INTO merkle_hashes (user_id, idx, hash)
+		SELECT t.user_id, t.idx, t.hash FROM unnest($30::text[], $31::bigint[], $32::bytea[]) AS t(user_id, idx, hash)
+		WHERE t.user_id IN (SELECT user_id FROM e)
+		RETURNING 1)
+	SELECT v.user_id, c.user_id IS NOT NULL, q.used, m.events, e.user_id IS NOT NULL,
+		(SELECT count(pg_notify(v.channel, v.payload)) FROM v JOIN e USING (user_id) JOIN c USING (user_id)
+			WHERE v.channel <> '' AND c.listened_until > ` + dbNowMicros + `),
+		(SELECT CASE WHEN EXISTS (SELECT 1 FROM c WHERE c.user_id NOT IN (SELECT user_id FROM e))
+			THEN auditchain_abort('append refused after its compare-and-set on the head') ELSE false END)
+	FROM v LEFT JOIN c USING (user_id) LEFT JOIN q USING (user_id) LEFT JOIN m USING (user_id) LEFT JOIN e USING (user_id)`
+
+// AppendBatchConns is the size of the pool AppendUnlockedBatch sends its
+// statements on: the number of batch statements a replica has in flight.
+const AppendBatchConns = 4
+
+// batchPlanParams are the batch pool's session settings. Its one statement
+// runs with a generic plan (planning it on each execution cost PostgreSQL
+// more than a quarter of its CPU), and a generic plan is made once, at the
+// pool's first executions — when the tables may still be empty and the
+// arrays' length is unknown (PostgreSQL assumes 10 rows). Then a hash join
+// over a sequential scan of chain_heads looks cheapest, and it stays the
+// plan when the table holds a million accounts. With hash and merge joins
+// and sequential scans off, the only plan left reads each account's rows
+// through their primary keys, whatever the tables' sizes; the statement's
+// other joins are between its own CTEs of at most a batch's rows.
+const batchPlanParams = "enable_hashjoin=off&enable_mergejoin=off&enable_seqscan=off"
+
+// AppendUnlockedBatch is AppendUnlocked for appends of distinct accounts, in
+// one statement and one commit: the PostgreSQL counterpart of SQLite's group
+// commit. Each outcome is AppendUnlocked's: Appended, or nothing written for
+// that append (its head moved, or a refusal the locked path tells apart).
+// When one append is refused after its compare-and-set, the statement
+// aborts itself and the appends are sent again one by one, so a refusal
+// never costs another append its place.
+func (s *Store) AppendUnlockedBatch(ctx context.Context, as []ChargedAppend) ([]ChargedInsert, error) {
+	if s.Dialect != Postgres {
+		return nil, errors.New("the append statement is PostgreSQL only")
+	}
+	if len(as) == 1 {
+		out, err := s.AppendUnlocked(ctx, as[0])
+		return []ChargedInsert{out}, err
+	}
+	// Rows are locked in user_id order, in every batch statement (the plan
+	// walks v in its order): two batches never wait on each other's locks in
+	// a cycle. A deadlock with another writer, should one happen anyway,
+	// rolls the statement back and the appends go one by one.
+	order := make([]int, len(as))
+	for i := range order {
+		order[i] = i
+	}
+	slices.SortFunc(order, func(i, j int) int { return strings.Compare(as[i].Event.UserID, as[j].Event.UserID) })
+	var c batchColumns
+	index := make(map[string]int, len(as))
+	for _, i := range order {
+		a := as[i]
+		if _, dup := index[a.Event.UserID]; dup {
+			return nil, fmt.Errorf("append batch: account %s appears twice", a.Event.UserID)
+		}
+		if a.Limit != as[0].Limit {
+			return nil, errors.New("append batch: one daily quota for all its appends")
+		}
+		index[a.Event.UserID] = i
+		c.add(a)
+	}
+	rows, err := s.batch.QueryContext(ctx, appendBatchStatement,
+		c.users, c.seqs, c.leaves, c.eventIDs, c.eventTypes, c.prevHashes, c.payloadHashes, c.raws, c.decisions, c.tools,
+		c.machineIDs, c.parentIDs, c.sigs, c.sigKeys, c.tss, c.tsMicros, c.surfaces, c.apiKeys, c.semKeys, c.createdAt,
+		c.days, c.machines, c.channels, c.payloads, c.expectCount, c.expectSeq, c.expectHash, c.treeChecks, as[0].Limit,
+		c.hashUsers, c.hashIdx, c.hashes)
+	if err != nil {
+		return s.appendOneByOne(ctx, as, err)
+	}
+	defer rows.Close()
+	out := make([]ChargedInsert, len(as))
+	seen := 0
+	for rows.Next() {
+		var user string
+		var moved, inserted, aborted bool
+		var used, events sql.NullInt64
+		var notified int64
+		if err := rows.Scan(&user, &moved, &used, &events, &inserted, &notified, &aborted); err != nil {
+			return s.appendOneByOne(ctx, as, err)
+		}
+		i, ok := index[user]
+		if !ok {
+			return nil, fmt.Errorf("append batch: the statement answered for unknown account %s", user)
+		}
+		seen++
+		switch {
+		case !moved:
+			out[i].HeadMoved = true
+		case used.Valid && inserted:
+			out[i] = ChargedInsert{QuotaOK: true, QuotaUsed: used.Int64, Inserted: true}
+			as[i].Event.MachineSequence = events.Int64 - 1
+		default:
+			// The statement aborts itself in this case; reaching here would
+			// mean a write without its event.
+			return nil, fmt.Errorf("append batch: account %s refused without the statement aborting", user)
+		}
+	}
+	if err := rows.Err(); err != nil {
+		return s.appendOneByOne(ctx, as, err)
+	}
+	if seen != len(as) {
+		return nil, fmt.Errorf("append batch: %d outcomes for %d appends", seen, len(as))
+	}
+	return out, nil
+}
+
+// appendOneByOne sends a batch's appends one statement each after the batch
+// statement rolled back without writing anything: it aborted itself (a
+// refusal after a compare-and-set) or met a deadlock. Any other error is the
+// batch's.
+func (s *Store) appendOneByOne(ctx context.Context, as []ChargedAppend, err error) ([]ChargedInsert, error) {
+	// AC001: the statement's own abort; 40P01: a deadlock, which rolled the
+	// statement back.
+	if pgErr := (*pgconn.PgError)(nil); !errors.As(err, &pgErr) || (pgErr.Code != "AC001" && pgErr.Code != "40P01") {
+		return nil, fmt.Errorf("append batch: %w", err)
+	}
+	out := make([]ChargedInsert, len(as))
+	for i := range as {
+		if out[i], err = s.AppendUnlocked(ctx, as[i]); err != nil {
+			return nil, err
+		}
+	}
+	return out, nil
+}
+
+// batchColumns are the batch statement's parameters: one array per column,
+// one element per append (the Merkle rows: one element per row).
+type batchColumns struct {
+	users, eventIDs, eventTypes, payloadHashes, tss, surfaces, days, machines, channels, payloads []string
+	seqs, leaves, createdAt, expectCount, expectSeq                                               []int64
+	prevHashes, raws, decisions, tools, machineIDs, parentIDs, sigs, sigKeys, apiKeys, semKeys    []*string
+	expectHash                                                                                    []*string
+	tsMicros, treeChecks                                                                          []*int64
+	hashUsers                                                                                     []string
+	hashIdx                                                                                       []int64
+	hashes                                                                                        [][]byte
+}
+
+func (c *batchColumns) add(a ChargedAppend) {
+	e := a.Event
+	var raw *string
+	if e.Raw != nil {
+		r := string(e.Raw)
+		raw = &r
+	}
+	machine := ""
+	if e.MachineID != nil {
+		machine = *e.MachineID
+	}
+	c.users, c.eventIDs, c.eventTypes = append(c.users, e.UserID), append(c.eventIDs, e.EventID), append(c.eventTypes, e.EventType)
+	c.payloadHashes, c.tss, c.surfaces = append(c.payloadHashes, e.PayloadHash), append(c.tss, e.TS), append(c.surfaces, e.Surface)
+	c.days, c.machines = append(c.days, a.Day), append(c.machines, machine)
+	c.channels, c.payloads = append(c.channels, a.NotifyChannel), append(c.payloads, a.NotifyPayload)
+	c.seqs, c.leaves, c.createdAt = append(c.seqs, e.Sequence), append(c.leaves, e.LeafIndex), append(c.createdAt, e.CreatedAt)
+	c.expectCount, c.expectSeq = append(c.expectCount, a.Expect.EventCount), append(c.expectSeq, a.Expect.LastSequence)
+	c.prevHashes, c.raws, c.decisions = append(c.prevHashes, e.PrevHash), append(c.raws, raw), append(c.decisions, e.Decision)
+	c.tools, c.machineIDs, c.parentIDs = append(c.tools, e.Tool), append(c.machineIDs, e.MachineID), append(c.parentIDs, e.ParentID)
+	c.sigs, c.sigKeys, c.apiKeys = append(c.sigs, e.Signature), append(c.sigKeys, e.SignatureKey), append(c.apiKeys, e.APIKeyID)
+	c.semKeys, c.expectHash = append(c.semKeys, e.SemanticKey), append(c.expectHash, a.Expect.LastHash)
+	c.tsMicros, c.treeChecks = append(c.tsMicros, e.TSMicros), append(c.treeChecks, a.TreeCheck)
+	for _, h := range a.Hashes {
+		c.hashUsers, c.hashIdx, c.hashes = append(c.hashUsers, e.UserID), append(c.hashIdx, h.Index), append(c.hashes, h.Hash[:])
+	}
+}

@@ -1,0 +1,57 @@
+package store_test
+
+import (
+	"context"
+	"strings"
+	"testing"
+
+	"github.com/auditchain/auditchain/internal/store"
+	"github.com/auditchain/auditchain/internal/store/storetest"
+)
+
+// The batch statement's generic plan — made once per session, possibly while
+// the tables are still empty — reaches chain_heads and merkle_hashes through
+// their primary keys only: no sequential scan or hash join that would read a
+// whole table per batch once it holds many accounts (store.AppendUnlockedBatch).
+func TestAppendBatchPlanReadsByPrimaryKey(t *testing.T) {
+	s := storetest.Open(t, storetest.DSN(t, storetest.Postgres))
+	ctx := context.Background()
+	conn, err := s.BatchDB().Conn(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	if _, err := conn.ExecContext(ctx, "PREPARE batch AS "+store.AppendBatchStatement); err != nil {
+		t.Fatal(err)
+	}
+	rows, err := conn.QueryContext(ctx, `EXPLAIN (COSTS off) EXECUTE batch(
+		'{u}', '{1}', '{1}', '{e}', '{t}', '{p}', '{h}', '{r}', '{d}', '{x}', '{NULL}', '{NULL}', '{NULL}', '{NULL}', '{ts}',
+		'{1}', '{rest}', '{k}', '{NULL}', '{1}', '{day}', '{""}', '{""}', '{""}', '{1}', '{0}', '{p}', '{0}', 100,
+		'{u}', '{1}', '{"\\x00"}')`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rows.Close()
+	var plan []string
+	for rows.Next() {
+		var line string
+		if err := rows.Scan(&line); err != nil {
+			t.Fatal(err)
+		}
+		plan = append(plan, line)
+	}
+	if err := rows.Err(); err != nil {
+		t.Fatal(err)
+	}
+	text := strings.Join(plan, "\n")
+	for _, bad := range []string{"Seq Scan", "Hash Join", "Bitmap Heap Scan"} {
+		if strings.Contains(text, bad) {
+			t.Fatalf("the batch plan has %q:\n%s", bad, text)
+		}
+	}
+	for _, want := range []string{"Index Scan using chain_heads_pkey", "merkle_hashes_pkey"} {
+		if !strings.Contains(text, want) {
+			t.Fatalf("the batch plan lacks %q:\n%s", want, text)
+		}
+	}
+}

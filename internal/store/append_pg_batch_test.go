@@ -1,0 +1,226 @@
+package store_test
+
+import (
+	"context"
+	"database/sql"
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/auditchain/auditchain/internal/merkle"
+	"github.com/auditchain/auditchain/internal/store"
+	"github.com/auditchain/auditchain/internal/store/storetest"
+	"github.com/auditchain/auditchain/pkg/verify"
+)
+
+const batchDay = "2026-11-22"
+
+func batchPayload(user string, i int) string {
+	return fmt.Sprintf("sha256:%064x", len(user)*1000+int(user[len(user)-1])*10+i+1)
+}
+
+// threeEvents writes events 0–2 of user through the locked path.
+func threeEvents(t *testing.T, s *store.Store, user string) {
+	t.Helper()
+	ctx := context.Background()
+	err := s.InTx(ctx, func(tx *sql.Tx) error {
+		for i := range 3 {
+			if _, err := s.LockHead(ctx, tx, user); err != nil {
+				return err
+			}
+			e := store.Event{UserID: user, Sequence: int64(i), LeafIndex: int64(i), EventID: fmt.Sprintf("evt-%d", i),
+				EventType: "t", PayloadHash: batchPayload(user, i), TS: "2026-11-22T00:00:00Z", Surface: "rest"}
+			if err := s.InsertEvent(ctx, tx, &e); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+}
+
+// nextAppend builds the append of user's leaf 3 onto the head read now.
+func nextAppend(t *testing.T, s *store.Store, user, eventID string, limit int64) store.ChargedAppend {
+	t.Helper()
+	ctx := context.Background()
+	head, hashes, err := s.HeadForAppend(ctx, user, store.LeafReads(3))
+	if err != nil || head.EventCount != 3 {
+		t.Fatalf("HeadForAppend(%s) = %+v, %v", user, head, err)
+	}
+	e := &store.Event{UserID: user, Sequence: 3, LeafIndex: 3, EventID: eventID, EventType: "t", PrevHash: head.LastHash,
+		PayloadHash: batchPayload(user, 3), TS: "2026-11-22T00:00:01Z", Surface: "rest"}
+	leaf, err := verify.HashBytes(e.PayloadHash)
+	if err != nil {
+		t.Fatal(err)
+	}
+	hs, err := merkle.AppendLeaf(3, leaf, hashes)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return store.ChargedAppend{Event: e, Hashes: hs, Expect: head, Day: batchDay, Limit: limit}
+}
+
+// checkAppended checks that user's leaf 3 is stored with its head, quota,
+// machine counter and the tree of four leaves.
+func checkAppended(t *testing.T, s *store.Store, user string, out store.ChargedInsert, a store.ChargedAppend, before appendState) {
+	t.Helper()
+	if !out.Appended() || out.QuotaUsed != 1 || a.Event.MachineSequence != before.machineEvents {
+		t.Fatalf("%s: outcome %+v, machine sequence %d; want appended, quota 1, machine sequence %d", user, out,
+			a.Event.MachineSequence, before.machineEvents)
+	}
+	got := readAppendState(t, s, user, batchDay)
+	if got.headCount != 4 || got.headSequence != 3 || got.headHash != batchPayload(user, 3) || got.used != 1 || got.events != 4 ||
+		got.merkleRows != merkle.StoredHashCount(4) || got.machineEvents != before.machineEvents+1 {
+		t.Fatalf("%s after the batch: %+v", user, got)
+	}
+	root, err := merkle.Root(4, s.HashReader(context.Background(), nil, user))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ref := &merkle.HashStore{}
+	for i := range 4 {
+		leaf, _ := verify.HashBytes(batchPayload(user, i))
+		if err := ref.Append(leaf); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if root != ref.Root() {
+		t.Fatalf("%s: root %x, want %x", user, root, ref.Root())
+	}
+}
+
+// One statement appends for several accounts, each gated on its own head:
+// the accounts whose head is as expected are written in full; one whose
+// head moved, or whose tree lost the row the cached frontier relies on, is
+// left untouched — and does not hold the others back.
+func TestAppendUnlockedBatchWritesEachAccountOrNothingOfIt(t *testing.T) {
+	s := storetest.Open(t, storetest.DSN(t, storetest.Postgres))
+	ctx := context.Background()
+	users := []string{"u-d", "u-a", "u-c", "u-b", "u-e"}
+	for _, u := range users {
+		threeEvents(t, s, u)
+	}
+	var batch []store.ChargedAppend
+	for _, u := range users {
+		batch = append(batch, nextAppend(t, s, u, "evt-3", 100))
+	}
+	batch[1].Expect.EventCount, batch[1].Expect.LastSequence = 2, 1 // u-a: its head moved
+	lost := store.TreeCheckIndex(3) + 1000                          // u-e: a row that is not there
+	batch[4].TreeCheck = &lost
+	before := map[string]appendState{}
+	for _, u := range users {
+		before[u] = readAppendState(t, s, u, batchDay)
+	}
+	outs, err := s.AppendUnlockedBatch(ctx, batch)
+	if err != nil || len(outs) != len(batch) {
+		t.Fatalf("AppendUnlockedBatch = %+v, %v", outs, err)
+	}
+	for i, u := range users {
+		if u == "u-a" || u == "u-e" {
+			if !outs[i].HeadMoved || outs[i].Appended() {
+				t.Fatalf("%s: outcome %+v, want the head moved and nothing appended", u, outs[i])
+			}
+			if got := readAppendState(t, s, u, batchDay); got != before[u] {
+				t.Fatalf("%s: rows moved:\n got  %+v\n want %+v", u, got, before[u])
+			}
+			continue
+		}
+		checkAppended(t, s, u, outs[i], batch[i], before[u])
+	}
+}
+
+// A refusal after an account's compare-and-set (its event_id taken, its
+// quota spent) aborts the statement, and the appends are sent again one by
+// one: the others are stored, the refused ones write nothing. Twice the same
+// account in a batch is refused before anything is sent.
+func TestAppendUnlockedBatchRefusalCostsTheOthersNothing(t *testing.T) {
+	s := storetest.Open(t, storetest.DSN(t, storetest.Postgres))
+	ctx := context.Background()
+	users := []string{"u-a", "u-b", "u-c", "u-d"}
+	for _, u := range users {
+		threeEvents(t, s, u)
+	}
+	batch := []store.ChargedAppend{
+		nextAppend(t, s, "u-a", "evt-3", 100),
+		nextAppend(t, s, "u-b", "evt-1", 100), // event_id taken
+		nextAppend(t, s, "u-c", "evt-3", 100),
+	}
+	dup := []store.ChargedAppend{nextAppend(t, s, "u-d", "evt-3", 100), nextAppend(t, s, "u-d", "evt-4", 100)}
+	if _, err := s.AppendUnlockedBatch(ctx, dup); err == nil {
+		t.Fatal("a batch with one account twice was accepted")
+	}
+	if got := readAppendState(t, s, "u-d", batchDay); got.headCount != 3 || got.events != 3 {
+		t.Fatalf("u-d after the refused batch: %+v", got)
+	}
+	before := map[string]appendState{}
+	for _, u := range users {
+		before[u] = readAppendState(t, s, u, batchDay)
+	}
+	outs, err := s.AppendUnlockedBatch(ctx, batch)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if outs[1].Appended() {
+		t.Fatalf("u-b appended with a taken event_id: %+v", outs[1])
+	}
+	if got := readAppendState(t, s, "u-b", batchDay); got != before["u-b"] {
+		t.Fatalf("u-b: rows moved:\n got  %+v\n want %+v", got, before["u-b"])
+	}
+	checkAppended(t, s, "u-a", outs[0], batch[0], before["u-a"])
+	checkAppended(t, s, "u-c", outs[2], batch[2], before["u-c"])
+
+	// Quota: u-d has none left for its event.
+	quota := []store.ChargedAppend{nextAppend(t, s, "u-d", "evt-3", 0)}
+	threeEvents(t, s, "u-f")
+	quota = append(quota, nextAppend(t, s, "u-f", "evt-3", 0))
+	outs, err = s.AppendUnlockedBatch(ctx, quota)
+	if err != nil || outs[0].Appended() || outs[1].Appended() {
+		t.Fatalf("appends beyond the quota: %+v, %v", outs, err)
+	}
+}
+
+// An account some replica streams is announced by the batch statement
+// (pg_notify on commit), and only that one.
+func TestAppendUnlockedBatchAnnouncesStreamedAccounts(t *testing.T) {
+	dsn := storetest.DSN(t, storetest.Postgres)
+	s := storetest.Open(t, dsn)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	for _, u := range []string{"u-a", "u-b"} {
+		threeEvents(t, s, u)
+	}
+	if err := s.MarkListened(ctx, []string{"u-b"}, time.Minute); err != nil {
+		t.Fatal(err)
+	}
+	conn, err := pgx.Connect(ctx, dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close(context.Background())
+	if _, err := conn.Exec(ctx, "LISTEN batch_test"); err != nil {
+		t.Fatal(err)
+	}
+	batch := []store.ChargedAppend{nextAppend(t, s, "u-a", "evt-3", 100), nextAppend(t, s, "u-b", "evt-3", 100)}
+	for i := range batch {
+		batch[i].NotifyChannel, batch[i].NotifyPayload = "batch_test", batch[i].Event.UserID
+	}
+	outs, err := s.AppendUnlockedBatch(ctx, batch)
+	if err != nil || !outs[0].Appended() || !outs[1].Appended() {
+		t.Fatalf("AppendUnlockedBatch = %+v, %v", outs, err)
+	}
+	n, err := conn.WaitForNotification(ctx)
+	if err != nil || n.Payload != "u-b" {
+		t.Fatalf("notification %+v, %v; want u-b's", n, err)
+	}
+	// Nothing else is announced: a second, later notification marks the end.
+	if _, err := conn.Exec(ctx, "NOTIFY batch_test, 'end'"); err != nil {
+		t.Fatal(err)
+	}
+	if n, err := conn.WaitForNotification(ctx); err != nil || n.Payload != "end" {
+		t.Fatalf("after u-b's: %+v, %v; want only the end marker", n, err)
+	}
+}
