@@ -33,6 +33,9 @@ const (
 )
 
 type pgAppendJob struct {
+	// ctx is the caller's: an append whose caller gave up before its
+	// statement was sent is not sent.
+	ctx  context.Context
 	ca   store.ChargedAppend
 	out  store.ChargedInsert
 	err  error
@@ -45,6 +48,10 @@ type pgBatcher struct {
 	queue   chan *pgAppendJob
 	stop    chan struct{}
 	workers sync.WaitGroup
+	// mu orders submit's enqueue before close: no append is queued after the
+	// final drain.
+	mu     sync.RWMutex
+	closed bool
 	// statements and appends count the batch statements sent and the
 	// appends they carried (PGBatches).
 	statements, appends atomic.Int64
@@ -78,15 +85,17 @@ var errAppendsShutDown = errors.New("the append workers are shut down")
 // caller, as when a statement is cut by its context: a retry of the same
 // event_id is answered as a replay if it was stored).
 func (b *pgBatcher) submit(ctx context.Context, ca store.ChargedAppend) (store.ChargedInsert, error) {
-	j := &pgAppendJob{ca: ca, done: make(chan struct{})}
-	select {
-	case <-b.stop:
+	j := &pgAppendJob{ctx: ctx, ca: ca, done: make(chan struct{})}
+	b.mu.RLock()
+	if b.closed {
+		b.mu.RUnlock()
 		return store.ChargedInsert{}, errAppendsShutDown
-	default:
 	}
 	select {
 	case b.queue <- j:
+		b.mu.RUnlock()
 	default:
+		b.mu.RUnlock()
 		return store.ChargedInsert{}, errQueueFull
 	}
 	if b.queued != nil {
@@ -101,6 +110,9 @@ func (b *pgBatcher) submit(ctx context.Context, ca store.ChargedAppend) (store.C
 }
 
 func (b *pgBatcher) close() {
+	b.mu.Lock()
+	b.closed = true
+	b.mu.Unlock()
 	close(b.stop)
 	b.workers.Wait()
 	b.drain()
@@ -110,32 +122,48 @@ func (b *pgBatcher) work() {
 	batch := make([]*pgAppendJob, 0, pgBatchMax)
 	var later []*pgAppendJob // a second append of an account in the batch
 	for {
+		var first *pgAppendJob
 		if len(later) > 0 {
-			batch, later = append(batch[:0], later[0]), later[1:]
+			first, later = later[0], later[1:]
 		} else {
 			select {
 			case <-b.stop:
-				b.drain()
 				return
-			case j := <-b.queue:
-				batch = append(batch[:0], j)
+			case first = <-b.queue:
 			}
 		}
+		if !first.alive() {
+			continue
+		}
+		batch = append(batch[:0], first)
 	fill:
 		for len(batch) < pgBatchMax {
 			select {
 			case j := <-b.queue:
-				if holds(batch, j.ca.Event.UserID) {
+				switch {
+				case !j.alive():
+				case holds(batch, j.ca.Event.UserID):
 					later = append(later, j)
-					continue
+				default:
+					batch = append(batch, j)
 				}
-				batch = append(batch, j)
 			default:
 				break fill
 			}
 		}
 		b.run(batch)
 	}
+}
+
+// alive reports whether the append's caller still waits; if not, the append
+// is answered with its context's error and not sent.
+func (j *pgAppendJob) alive() bool {
+	if err := j.ctx.Err(); err != nil {
+		j.err = fmt.Errorf("append: %w", err)
+		close(j.done)
+		return false
+	}
+	return true
 }
 
 func holds(batch []*pgAppendJob, userID string) bool {
@@ -179,7 +207,7 @@ func (b *pgBatcher) run(batch []*pgAppendJob) {
 		if err != nil {
 			j.err = err
 		} else {
-			j.out = outs[i]
+			j.out, j.err = outs[i].ChargedInsert, outs[i].Err
 		}
 		close(j.done)
 	}

@@ -129,3 +129,29 @@ func TestPGBatcherBoundsAndShutdown(t *testing.T) {
 		t.Fatalf("submit after shutdown: %v, want errAppendsShutDown", err)
 	}
 }
+
+// An append whose caller gave up before its statement was sent is not sent:
+// the caller gets its context's error and the event is not stored.
+func TestPGAppendOfACallerGoneIsNotSent(t *testing.T) {
+	r := newReplicaPair(t)
+	a := r.writer
+	c := r.newChain("gone@example.com")
+	r.append(c, nil)
+	r.append(c, nil) // the head is cached: the next append reads nothing first
+	before, _ := a.PGBatches()
+	ctx, cancel := context.WithCancel(r.ctx)
+	cancel()
+	id, typ, seq := "evt-gone", "tool_call", c.seq
+	_, err := a.Append(ctx, c.p, domain.EventInput{EventID: &id, EventType: &typ, Sequence: &seq, PrevHash: c.prev,
+		Raw: json.RawMessage(`{}`)}, "rest")
+	if !errors.Is(err, context.Canceled) {
+		t.Fatalf("append of a caller gone: %v, want context.Canceled", err)
+	}
+	r.append(c, nil) // sent after the abandoned one, by the same workers
+	if after, _ := a.PGBatches(); after != before+1 {
+		t.Fatalf("%d statements sent, want 1 (the abandoned append not among them)", after-before)
+	}
+	if _, err := a.Store.EventByID(r.ctx, nil, c.p.UserID, "evt-gone"); !errors.Is(err, store.ErrNotFound) {
+		t.Fatalf("the abandoned event: %v, want not stored", err)
+	}
+}

@@ -239,14 +239,15 @@ func (s *Store) HeadForAppend(ctx context.Context, userID string, indexes []int6
 // (the database's clock): until then their appends announce themselves with
 // NOTIFY. It creates the head row of an account without one, so the mark is
 // there for its first append, and never shortens another replica's mark.
-// Rows are upserted in user_id order, so replicas marking overlapping sets
-// take their locks in the same order. PostgreSQL only.
+// Rows are upserted in user_id byte order, so replicas marking overlapping
+// sets, and batch appends (AppendUnlockedBatch), take their locks in the same
+// order. PostgreSQL only.
 func (s *Store) MarkListened(ctx context.Context, userIDs []string, ttl time.Duration) error {
 	if s.Dialect != Postgres {
 		return errors.New("MarkListened is PostgreSQL only")
 	}
 	_, err := s.write.ExecContext(ctx, `INSERT INTO chain_heads (user_id, last_sequence, last_hash, last_event_id, event_count, listened_until)
-		SELECT u, -1, NULL, NULL, 0, `+dbNowMicros+` + $2::bigint FROM unnest($1::text[]) AS u ORDER BY u
+		SELECT u, -1, NULL, NULL, 0, `+dbNowMicros+` + $2::bigint FROM unnest($1::text[]) AS u ORDER BY u COLLATE "C"
 		ON CONFLICT (user_id) DO UPDATE SET listened_until = GREATEST(chain_heads.listened_until, excluded.listened_until)`,
 		userIDs, ttl.Microseconds())
 	return err

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"slices"
 	"strings"
+	"sync"
 
 	"github.com/jackc/pgx/v5/pgconn"
 )
@@ -59,37 +60,55 @@ const appendBatchStatement = `WITH
 // statements on: the number of batch statements a replica has in flight.
 const AppendBatchConns = 4
 
-// batchPlanParams are the batch pool's session settings. Its one statement
-// runs with a generic plan (planning it on each execution cost PostgreSQL
-// more than a quarter of its CPU), and a generic plan is made once, at the
-// pool's first executions — when the tables may still be empty and the
-// arrays' length is unknown (PostgreSQL assumes 10 rows). Then a hash join
-// over a sequential scan of chain_heads looks cheapest, and it stays the
-// plan when the table holds a million accounts. With hash and merge joins
-// and sequential scans off, the only plan left reads each account's rows
-// through their primary keys, whatever the tables' sizes; the statement's
-// other joins are between its own CTEs of at most a batch's rows.
-const batchPlanParams = "enable_hashjoin=off&enable_mergejoin=off&enable_seqscan=off"
+// batchSessionParams are the batch pool's session settings.
+//
+// Plans: its one statement runs with a generic plan (planning it on each
+// execution cost PostgreSQL more than a quarter of its CPU), and a generic
+// plan is made once, at the session's first executions — when the tables may
+// still be empty and the arrays' length is unknown (PostgreSQL assumes 10
+// rows). Then a hash join over a sequential scan of chain_heads looks
+// cheapest, and it stays the plan when the table holds a million accounts.
+// With hash and merge joins and sequential scans off, the only plan left
+// reads each account's rows through their primary keys, whatever the tables'
+// sizes; the statement's other joins are between its own CTEs of at most a
+// batch's rows.
+//
+// lock_timeout: a batch waits on any of its accounts' head locks (held by a
+// locked append, a key registration, a heal, another replica's batch), and
+// every other account of the batch waits with it. After 100 ms the statement
+// gives up (55P03) and its appends go one statement each, so only the
+// account whose head is held waits for it.
+const batchSessionParams = "enable_hashjoin=off&enable_mergejoin=off&enable_seqscan=off&lock_timeout=100"
+
+// BatchOutcome is one append's outcome in AppendUnlockedBatch: AppendUnlocked's
+// result and error for it alone.
+type BatchOutcome struct {
+	ChargedInsert
+	Err error
+}
 
 // AppendUnlockedBatch is AppendUnlocked for appends of distinct accounts, in
 // one statement and one commit: the PostgreSQL counterpart of SQLite's group
 // commit. Each outcome is AppendUnlocked's: Appended, or nothing written for
-// that append (its head moved, or a refusal the locked path tells apart).
-// When one append is refused after its compare-and-set, the statement
-// aborts itself and the appends are sent again one by one, so a refusal
-// never costs another append its place.
-func (s *Store) AppendUnlockedBatch(ctx context.Context, as []ChargedAppend) ([]ChargedInsert, error) {
+// that append (its head moved, or a refusal the locked path tells apart), or
+// its own error. When the statement fails on the server — one append refused
+// after its compare-and-set (the statement's own abort), a deadlock, a lock
+// it waited for too long, any other error — nothing of it was written, and
+// the appends are sent again one statement each, so one append's trouble
+// never costs another its place. The error returned is the whole batch's:
+// the batch was malformed, or its outcome is unknown (the connection failed,
+// ctx ended).
+func (s *Store) AppendUnlockedBatch(ctx context.Context, as []ChargedAppend) ([]BatchOutcome, error) {
 	if s.Dialect != Postgres {
 		return nil, errors.New("the append statement is PostgreSQL only")
 	}
 	if len(as) == 1 {
 		out, err := s.AppendUnlocked(ctx, as[0])
-		return []ChargedInsert{out}, err
+		return []BatchOutcome{{out, err}}, nil
 	}
-	// Rows are locked in user_id order, in every batch statement (the plan
-	// walks v in its order): two batches never wait on each other's locks in
-	// a cycle. A deadlock with another writer, should one happen anyway,
-	// rolls the statement back and the appends go one by one.
+	// Rows are locked in user_id order (byte order, as MarkListened's), in
+	// every batch statement (the plan walks v in its order): two batches
+	// never wait on each other's locks in a cycle.
 	order := make([]int, len(as))
 	for i := range order {
 		order[i] = i
@@ -108,16 +127,27 @@ func (s *Store) AppendUnlockedBatch(ctx context.Context, as []ChargedAppend) ([]
 		index[a.Event.UserID] = i
 		c.add(a)
 	}
+	out, err := s.appendBatch(ctx, &c, as, index)
+	if pgErr := (*pgconn.PgError)(nil); errors.As(err, &pgErr) {
+		// A statement that failed on the server rolled back: nothing of the
+		// batch is written.
+		s.countBatchFallback(pgErr.Code)
+		return s.appendOneByOne(ctx, as), nil
+	}
+	return out, err
+}
+
+func (s *Store) appendBatch(ctx context.Context, c *batchColumns, as []ChargedAppend, index map[string]int) ([]BatchOutcome, error) {
 	rows, err := s.batch.QueryContext(ctx, appendBatchStatement,
 		c.users, c.seqs, c.leaves, c.eventIDs, c.eventTypes, c.prevHashes, c.payloadHashes, c.raws, c.decisions, c.tools,
 		c.machineIDs, c.parentIDs, c.sigs, c.sigKeys, c.tss, c.tsMicros, c.surfaces, c.apiKeys, c.semKeys, c.createdAt,
 		c.days, c.machines, c.channels, c.payloads, c.expectCount, c.expectSeq, c.expectHash, c.treeChecks, as[0].Limit,
 		c.hashUsers, c.hashIdx, c.hashes)
 	if err != nil {
-		return s.appendOneByOne(ctx, as, err)
+		return nil, err
 	}
 	defer rows.Close()
-	out := make([]ChargedInsert, len(as))
+	out := make([]BatchOutcome, len(as))
 	seen := 0
 	for rows.Next() {
 		var user string
@@ -125,7 +155,7 @@ func (s *Store) AppendUnlockedBatch(ctx context.Context, as []ChargedAppend) ([]
 		var used, events sql.NullInt64
 		var notified int64
 		if err := rows.Scan(&user, &moved, &used, &events, &inserted, &notified, &aborted); err != nil {
-			return s.appendOneByOne(ctx, as, err)
+			return nil, err
 		}
 		i, ok := index[user]
 		if !ok {
@@ -136,7 +166,7 @@ func (s *Store) AppendUnlockedBatch(ctx context.Context, as []ChargedAppend) ([]
 		case !moved:
 			out[i].HeadMoved = true
 		case used.Valid && inserted:
-			out[i] = ChargedInsert{QuotaOK: true, QuotaUsed: used.Int64, Inserted: true}
+			out[i].ChargedInsert = ChargedInsert{QuotaOK: true, QuotaUsed: used.Int64, Inserted: true}
 			as[i].Event.MachineSequence = events.Int64 - 1
 		default:
 			// The statement aborts itself in this case; reaching here would
@@ -145,7 +175,7 @@ func (s *Store) AppendUnlockedBatch(ctx context.Context, as []ChargedAppend) ([]
 		}
 	}
 	if err := rows.Err(); err != nil {
-		return s.appendOneByOne(ctx, as, err)
+		return nil, err
 	}
 	if seen != len(as) {
 		return nil, fmt.Errorf("append batch: %d outcomes for %d appends", seen, len(as))
@@ -153,23 +183,41 @@ func (s *Store) AppendUnlockedBatch(ctx context.Context, as []ChargedAppend) ([]
 	return out, nil
 }
 
-// appendOneByOne sends a batch's appends one statement each after the batch
-// statement rolled back without writing anything: it aborted itself (a
-// refusal after a compare-and-set) or met a deadlock. Any other error is the
-// batch's.
-func (s *Store) appendOneByOne(ctx context.Context, as []ChargedAppend, err error) ([]ChargedInsert, error) {
-	// AC001: the statement's own abort; 40P01: a deadlock, which rolled the
-	// statement back.
-	if pgErr := (*pgconn.PgError)(nil); !errors.As(err, &pgErr) || (pgErr.Code != "AC001" && pgErr.Code != "40P01") {
-		return nil, fmt.Errorf("append batch: %w", err)
-	}
-	out := make([]ChargedInsert, len(as))
+// appendOneByOne sends a batch's appends one statement each, at once, after
+// the batch statement rolled back: each gets its own outcome, so an append
+// waiting on a lock or failing does not hold back or fail the others.
+func (s *Store) appendOneByOne(ctx context.Context, as []ChargedAppend) []BatchOutcome {
+	out := make([]BatchOutcome, len(as))
+	var wg sync.WaitGroup
 	for i := range as {
-		if out[i], err = s.AppendUnlocked(ctx, as[i]); err != nil {
-			return nil, err
-		}
+		wg.Go(func() { out[i].ChargedInsert, out[i].Err = s.AppendUnlocked(ctx, as[i]) })
 	}
-	return out, nil
+	wg.Wait()
+	return out
+}
+
+// countBatchFallback counts batch statements that rolled back on the server,
+// by the reason (BatchFallbacks).
+func (s *Store) countBatchFallback(code string) {
+	switch code {
+	case "AC001":
+		s.batchFallbacks.refusals.Add(1)
+	case "40P01":
+		s.batchFallbacks.deadlocks.Add(1)
+	case "55P03":
+		s.batchFallbacks.lockTimeouts.Add(1)
+	default:
+		s.batchFallbacks.other.Add(1)
+	}
+}
+
+// BatchFallbacks reports the batch statements that rolled back and were sent
+// again one append per statement: a refusal after a compare-and-set, a
+// deadlock, a lock waited on longer than the batch pool's lock_timeout, any
+// other server error.
+func (s *Store) BatchFallbacks() (refusals, deadlocks, lockTimeouts, other int64) {
+	f := &s.batchFallbacks
+	return f.refusals.Load(), f.deadlocks.Load(), f.lockTimeouts.Load(), f.other.Load()
 }
 
 // batchColumns are the batch statement's parameters: one array per column,

@@ -50,7 +50,8 @@ type Store struct {
 	ckpt *checkpointer
 	// batch serves AppendUnlockedBatch (PostgreSQL; append_pg_batch.go): a
 	// pool whose sessions plan with index lookups only.
-	batch *sql.DB
+	batch          *sql.DB
+	batchFallbacks struct{ refusals, deadlocks, lockTimeouts, other atomic.Int64 }
 }
 
 // IOFaults is how many SQLite connections were given up after a storage fault
@@ -165,7 +166,7 @@ func openPostgres(url string, conns int) (*Store, error) {
 	db.SetMaxOpenConns(conns)
 	db.SetMaxIdleConns(conns)
 	db.SetConnMaxIdleTime(5 * time.Minute)
-	batch, err := sql.Open("pgx", withParam(url, batchPlanParams))
+	batch, err := sql.Open("pgx", withParam(url, batchSessionParams))
 	if err != nil {
 		db.Close()
 		return nil, err
