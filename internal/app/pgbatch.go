@@ -19,7 +19,9 @@ import (
 // statements of up to pgBatchMax appends of distinct accounts
 // (store.AppendUnlockedBatch). Each append is acknowledged only after the
 // statement holding it committed; an append whose head moved writes nothing
-// and does not stop the others.
+// and does not stop the others. An append of an account that already has one
+// pending is not queued but sent alone at once (submit): batching serves many
+// accounts, and a hot account's appends gain nothing from it.
 const (
 	// pgBatchWorkers is how many batch statements a replica has in flight:
 	// enough to keep PostgreSQL's cores busy while a batch's answer travels;
@@ -48,10 +50,12 @@ type pgBatcher struct {
 	queue   chan *pgAppendJob
 	stop    chan struct{}
 	workers sync.WaitGroup
-	// mu orders submit's enqueue before close: no append is queued after the
-	// final drain.
-	mu     sync.RWMutex
-	closed bool
+	// mu orders submit's enqueue before close (no append is queued after
+	// the final drain) and guards pending: per account, the appends
+	// submitted and not yet answered.
+	mu      sync.Mutex
+	closed  bool
+	pending map[string]int
 	// statements and appends count the batch statements sent and the
 	// appends they carried (PGBatches).
 	statements, appends atomic.Int64
@@ -62,7 +66,8 @@ type pgBatcher struct {
 }
 
 func newPGBatcher(st *store.Store, timeout time.Duration, workers, queue int) *pgBatcher {
-	b := &pgBatcher{store: st, timeout: timeout, queue: make(chan *pgAppendJob, queue), stop: make(chan struct{})}
+	b := &pgBatcher{store: st, timeout: timeout, queue: make(chan *pgAppendJob, queue), stop: make(chan struct{}),
+		pending: make(map[string]int)}
 	for range workers {
 		b.workers.Go(b.work)
 	}
@@ -85,18 +90,40 @@ var errAppendsShutDown = errors.New("the append workers are shut down")
 // caller, as when a statement is cut by its context: a retry of the same
 // event_id is answered as a replay if it was stored).
 func (b *pgBatcher) submit(ctx context.Context, ca store.ChargedAppend) (store.ChargedInsert, error) {
+	user := ca.Event.UserID
 	j := &pgAppendJob{ctx: ctx, ca: ca, done: make(chan struct{})}
-	b.mu.RLock()
+	b.mu.Lock()
 	if b.closed {
-		b.mu.RUnlock()
+		b.mu.Unlock()
 		return store.ChargedInsert{}, errAppendsShutDown
 	}
-	select {
-	case b.queue <- j:
-		b.mu.RUnlock()
-	default:
-		b.mu.RUnlock()
-		return store.ChargedInsert{}, errQueueFull
+	busy := b.pending[user] > 0
+	if !busy {
+		select {
+		case b.queue <- j:
+		default:
+			b.mu.Unlock()
+			return store.ChargedInsert{}, errQueueFull
+		}
+	}
+	b.pending[user]++
+	b.mu.Unlock()
+	defer func() {
+		b.mu.Lock()
+		if b.pending[user]--; b.pending[user] == 0 {
+			delete(b.pending, user)
+		}
+		b.mu.Unlock()
+	}()
+	if busy {
+		// The account already has an append on its way: this one could not
+		// share its statement, and queued behind it, it would reach the head
+		// later than its client read it (a hot account: many clients, one
+		// tip; half the rate through the queue). It goes alone, at once, as
+		// appends did before batches; the head's row lock orders it.
+		b.statements.Add(1)
+		b.appends.Add(1)
+		return b.store.AppendUnlocked(ctx, ca)
 	}
 	if b.queued != nil {
 		b.queued()
@@ -120,17 +147,12 @@ func (b *pgBatcher) close() {
 
 func (b *pgBatcher) work() {
 	batch := make([]*pgAppendJob, 0, pgBatchMax)
-	var later []*pgAppendJob // a second append of an account in the batch
 	for {
 		var first *pgAppendJob
-		if len(later) > 0 {
-			first, later = later[0], later[1:]
-		} else {
-			select {
-			case <-b.stop:
-				return
-			case first = <-b.queue:
-			}
+		select {
+		case <-b.stop:
+			return
+		case first = <-b.queue:
 		}
 		if !first.alive() {
 			continue
@@ -140,10 +162,21 @@ func (b *pgBatcher) work() {
 		for len(batch) < pgBatchMax {
 			select {
 			case j := <-b.queue:
-				switch {
+				switch held := holding(batch, j.ca.Event.UserID); {
 				case !j.alive():
-				case holds(batch, j.ca.Event.UserID):
-					later = append(later, j)
+				case held != nil && held.ca.Expect.EventCount == j.ca.Expect.EventCount:
+					// Both extend the same head: only one can. Answer this
+					// one now as if its head moved (nothing written; its
+					// caller reads the head again) rather than send it to
+					// lose (a hot account: many clients, one tip).
+					j.out.HeadMoved = true
+					close(j.done)
+				case held != nil:
+					// A second append of an account cannot share the
+					// statement: it goes alone, now, as before batches —
+					// queued behind this worker's statements it would
+					// serialise a hot account's appends on one worker.
+					b.workers.Go(func() { b.run([]*pgAppendJob{j}) })
 				default:
 					batch = append(batch, j)
 				}
@@ -166,13 +199,13 @@ func (j *pgAppendJob) alive() bool {
 	return true
 }
 
-func holds(batch []*pgAppendJob, userID string) bool {
+func holding(batch []*pgAppendJob, userID string) *pgAppendJob {
 	for _, j := range batch {
 		if j.ca.Event.UserID == userID {
-			return true
+			return j
 		}
 	}
-	return false
+	return nil
 }
 
 // drain answers the appends still queued at shutdown: none was sent.

@@ -109,7 +109,8 @@ func TestPGBatcherBoundsAndShutdown(t *testing.T) {
 		waiting <- err
 	}()
 	<-queued
-	if _, err := b.submit(context.Background(), ca); !errors.Is(err, errQueueFull) {
+	other := store.ChargedAppend{Event: &store.Event{UserID: "v"}}
+	if _, err := b.submit(context.Background(), other); !errors.Is(err, errQueueFull) {
 		t.Fatalf("submit beyond the queue: %v, want append_queue_full", err)
 	}
 	cancel()
@@ -125,7 +126,7 @@ func TestPGBatcherBoundsAndShutdown(t *testing.T) {
 	if !errors.Is(j.err, errAppendsShutDown) {
 		t.Fatalf("append queued at shutdown: %v, want errAppendsShutDown", j.err)
 	}
-	if _, err := b.submit(context.Background(), ca); !errors.Is(err, errAppendsShutDown) {
+	if _, err := b.submit(context.Background(), other); !errors.Is(err, errAppendsShutDown) {
 		t.Fatalf("submit after shutdown: %v, want errAppendsShutDown", err)
 	}
 }
@@ -153,5 +154,45 @@ func TestPGAppendOfACallerGoneIsNotSent(t *testing.T) {
 	}
 	if _, err := a.Store.EventByID(r.ctx, nil, c.p.UserID, "evt-gone"); !errors.Is(err, store.ErrNotFound) {
 		t.Fatalf("the abandoned event: %v, want not stored", err)
+	}
+}
+
+// An append of an account that already has one pending is sent alone and at
+// once, not queued behind it (a hot account would otherwise be served one
+// statement at a time, each reaching a head its client read long before):
+// with no worker at all, the first append waits in the queue and the second
+// is stored.
+func TestPGAppendOfABusyAccountGoesAlone(t *testing.T) {
+	r := newReplicaPair(t)
+	a := r.writer
+	c := r.newChain("busy@example.com")
+	r.append(c, nil)
+	r.append(c, nil) // cached
+	a.pgBatch.close()
+	b := newPGBatcher(a.Store, time.Minute, 0, 16)
+	a.pgBatch = b
+	queued := make(chan struct{}, 1)
+	b.queued = func() { queued <- struct{}{} }
+
+	ctx, cancel := context.WithCancel(r.ctx)
+	first := make(chan error, 1)
+	id, typ, seq := "evt-first", "tool_call", c.seq
+	in := domain.EventInput{EventID: &id, EventType: &typ, Sequence: &seq, PrevHash: c.prev, Raw: json.RawMessage(`{}`)}
+	go func() {
+		_, err := a.Append(ctx, c.p, in, "rest")
+		first <- err
+	}()
+	<-queued
+	r.append(c, nil) // the second: stored while the first waits in the queue
+	cancel()
+	if err := <-first; !errors.Is(err, context.Canceled) {
+		t.Fatalf("the queued append: %v, want context.Canceled", err)
+	}
+	if st, n := a.PGBatches(); st != 1 || n != 1 {
+		t.Fatalf("PGBatches = %d, %d; want the one direct statement", st, n)
+	}
+	v, err := a.VerifyChain(r.ctx, c.p)
+	if err != nil || !v.Valid || v.TreeSize != 3 {
+		t.Fatalf("chain verify: %+v, %v", v, err)
 	}
 }
