@@ -222,6 +222,15 @@ func (b *pgBatcher) drain() {
 }
 
 func (b *pgBatcher) run(batch []*pgAppendJob) {
+	if b.sending != nil {
+		b.sending(len(batch))
+	}
+	b.statements.Add(1)
+	b.appends.Add(int64(len(batch)))
+	if len(batch) == 1 {
+		b.alone(batch[0])
+		return
+	}
 	// The statement is not cut when one caller gives up: the others wait on
 	// it. It is bounded like a request.
 	ctx, cancel := context.WithTimeout(context.Background(), b.timeout)
@@ -230,18 +239,30 @@ func (b *pgBatcher) run(batch []*pgAppendJob) {
 	for i, j := range batch {
 		cas[i] = j.ca
 	}
-	if b.sending != nil {
-		b.sending(len(batch))
-	}
-	b.statements.Add(1)
-	b.appends.Add(int64(len(batch)))
 	outs, err := b.store.AppendUnlockedBatch(ctx, cas)
+	if errors.Is(err, store.ErrBatchRolledBack) {
+		// Nothing was written. Each append goes alone, at once, and is
+		// answered when its own statement is: one append's refusal, error or
+		// held head neither fails nor delays the others, nor this worker.
+		for _, j := range batch {
+			b.workers.Go(func() { b.alone(j) })
+		}
+		return
+	}
 	for i, j := range batch {
 		if err != nil {
 			j.err = err
 		} else {
-			j.out, j.err = outs[i].ChargedInsert, outs[i].Err
+			j.out = outs[i]
 		}
 		close(j.done)
 	}
+}
+
+// alone sends one append by itself and answers it.
+func (b *pgBatcher) alone(j *pgAppendJob) {
+	ctx, cancel := context.WithTimeout(context.Background(), b.timeout)
+	defer cancel()
+	j.out, j.err = b.store.AppendUnlocked(ctx, j.ca)
+	close(j.done)
 }

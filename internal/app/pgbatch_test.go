@@ -7,6 +7,8 @@ import (
 	"testing"
 	"time"
 
+	"golang.org/x/mod/sumdb/tlog"
+
 	"github.com/auditchain/auditchain/internal/domain"
 	"github.com/auditchain/auditchain/internal/store"
 )
@@ -194,5 +196,153 @@ func TestPGAppendOfABusyAccountGoesAlone(t *testing.T) {
 	v, err := a.VerifyChain(r.ctx, c.p)
 	if err != nil || !v.Valid || v.TreeSize != 3 {
 		t.Fatalf("chain verify: %+v, %v", v, err)
+	}
+}
+
+// queueThenRun queues the appends of chains (through a batcher with no
+// worker) and then starts one worker, which takes them all in one batch.
+// It returns each append's answer, in chains' order.
+func queueThenRun(t *testing.T, r *replicaPair, chains []*testChain) []chan error {
+	t.Helper()
+	a := r.writer
+	a.pgBatch.close()
+	b := newPGBatcher(a.Store, time.Minute, 0, 16)
+	a.pgBatch = b
+	queued, sending := make(chan struct{}, 16), make(chan int, 16)
+	b.queued, b.sending = func() { queued <- struct{}{} }, func(n int) { sending <- n }
+	var answers []chan error
+	for _, c := range chains {
+		id, typ, seq := "evt-batched", "tool_call", c.seq
+		in := domain.EventInput{EventID: &id, EventType: &typ, Sequence: &seq, PrevHash: c.prev, Raw: json.RawMessage(`{}`)}
+		done := make(chan error, 1)
+		answers = append(answers, done)
+		go func() {
+			_, err := a.Append(r.ctx, c.p, in, "rest")
+			done <- err
+		}()
+		<-queued
+	}
+	b.workers.Go(b.work)
+	if n := <-sending; n != len(chains) {
+		t.Fatalf("one statement of %d appends, want %d", n, len(chains))
+	}
+	return answers
+}
+
+// When the batch statement fails for one append's sake, the others are each
+// sent alone and answered as stored; only that one fails.
+func TestPGBatchFailureIsEachAppendsOwn(t *testing.T) {
+	r := newReplicaPair(t)
+	a := r.writer
+	chains := []*testChain{r.newChain("a@example.com"), r.newChain("b@example.com"), r.newChain("c@example.com")}
+	for _, c := range chains {
+		r.append(c, nil)
+		r.append(c, nil) // cached
+	}
+	// A stray Merkle row where c's next leaf (2) writes its own.
+	if _, err := a.Store.WriteDB().ExecContext(r.ctx, `INSERT INTO merkle_hashes (user_id, idx, hash) VALUES ($1, $2, $3)`,
+		chains[2].p.UserID, tlog.StoredHashIndex(0, 2), make([]byte, 32)); err != nil {
+		t.Fatal(err)
+	}
+	answers := queueThenRun(t, r, chains)
+	for i, done := range answers {
+		err := <-done
+		if i == 2 {
+			if err == nil {
+				t.Fatal("the append whose Merkle row was taken was acknowledged")
+			}
+			continue
+		}
+		if err != nil {
+			t.Fatalf("append of %s failed with its neighbour's: %v", chains[i].p.UserID, err)
+		}
+	}
+	if _, _, _, other := a.Store.BatchFallbacks(); other != 1 {
+		t.Fatalf("batch fallbacks = %d, want the one", other)
+	}
+	for _, c := range chains[:2] {
+		v, err := a.VerifyChain(r.ctx, c.p)
+		if err != nil || !v.Valid || v.TreeSize != 3 {
+			t.Fatalf("chain of %s: %+v, %v", c.p.UserID, v, err)
+		}
+	}
+}
+
+// One account's held head neither fails nor delays the answers of the other
+// appends of its batch: they are answered while it is still held, and it is
+// stored once released.
+func TestPGBatchWithAHeldHeadAnswersTheOthers(t *testing.T) {
+	r := newReplicaPair(t)
+	a := r.writer
+	chains := []*testChain{r.newChain("x@example.com"), r.newChain("y@example.com")}
+	for _, c := range chains {
+		r.append(c, nil)
+		r.append(c, nil) // cached
+	}
+	tx, err := a.Store.WriteDB().BeginTx(r.ctx, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tx.Rollback()
+	if _, err := tx.ExecContext(r.ctx, `SELECT 1 FROM chain_heads WHERE user_id = $1 FOR UPDATE`, chains[0].p.UserID); err != nil {
+		t.Fatal(err)
+	}
+	answers := queueThenRun(t, r, chains)
+	if err := <-answers[1]; err != nil {
+		t.Fatalf("y's append: %v", err)
+	}
+	select {
+	case err := <-answers[0]:
+		t.Fatalf("x's append answered (%v) while its head is held", err)
+	default:
+	}
+	if err := tx.Rollback(); err != nil {
+		t.Fatal(err)
+	}
+	if err := <-answers[0]; err != nil {
+		t.Fatalf("x's append once released: %v", err)
+	}
+	if _, _, lockTimeouts, _ := a.Store.BatchFallbacks(); lockTimeouts != 1 {
+		t.Fatalf("lock timeouts = %d, want 1", lockTimeouts)
+	}
+}
+
+// An optimistic append that loses its compare-and-set to another replica
+// reads the head again and is refused against it without the head's lock:
+// 409 prev_hash_mismatch naming the new head.
+func TestLostCompareAndSetIsAnsweredWithoutTheLock(t *testing.T) {
+	r := newReplicaPair(t)
+	c := r.newChain("lost@example.com")
+	r.append(c, nil)
+	r.append(c, nil)
+	// The streamer has no cached head of the account: it reads the head,
+	// and just before its statement goes, the writer appends.
+	other := r.streamer
+	var moved error
+	var newTip string
+	hooked := false
+	other.pgBatch.sending = func(int) {
+		if hooked {
+			return
+		}
+		hooked = true
+		id, typ, seq := "evt-winner", "tool_call", c.seq
+		res, err := r.writer.Append(r.ctx, c.p, domain.EventInput{EventID: &id, EventType: &typ, Sequence: &seq, PrevHash: c.prev,
+			Raw: json.RawMessage(`{}`)}, "rest")
+		moved, newTip = err, res.Event.PayloadHash
+	}
+	o0, l0 := other.PGAppends()
+	id, typ, seq := "evt-loser", "tool_call", c.seq
+	_, err := other.Append(r.ctx, c.p, domain.EventInput{EventID: &id, EventType: &typ, Sequence: &seq, PrevHash: c.prev,
+		Raw: json.RawMessage(`{}`)}, "rest")
+	if moved != nil {
+		t.Fatal(moved)
+	}
+	var de *domain.Error
+	if !errors.As(err, &de) || de.Code != domain.CodePrevHashMismatch || de.Extra["expected_prev_hash"] != newTip {
+		t.Fatalf("the losing append: %v, want 409 prev_hash_mismatch naming %s", err, newTip)
+	}
+	if o, l := other.PGAppends(); o != o0+1 || l != l0 {
+		t.Fatalf("PGAppends moved by %d optimistic, %d locked; want 1 and 0", o-o0, l-l0)
 	}
 }

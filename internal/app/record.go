@@ -123,16 +123,16 @@ func (a *App) Append(ctx context.Context, p Principal, in domain.EventInput, sur
 	var res AppendResult
 	var done bool
 	if a.Store.Dialect == store.Postgres && in.MachineID == nil && surface != serviceSurface {
-		if res, done, err = a.appendUnlocked(ctx, p, &in, &prepared, now); err != nil {
+		res, done, err = a.appendUnlocked(ctx, p, &in, &prepared, now)
+		if done {
+			a.pgAppends.optimistic.Add(1) // stored, or refused (a replay's error, a 409)
+		}
+		if err != nil {
 			return AppendResult{}, err
 		}
 	}
-	if a.Store.Dialect == store.Postgres {
-		if done {
-			a.pgAppends.optimistic.Add(1)
-		} else {
-			a.pgAppends.locked.Add(1)
-		}
+	if a.Store.Dialect == store.Postgres && !done {
+		a.pgAppends.locked.Add(1)
 	}
 	if !done {
 		err = a.write(ctx, func(t *txn) error {
@@ -465,7 +465,7 @@ func (a *App) appendOptimistic(ctx context.Context, p Principal, in *domain.Even
 	}
 	out, err := a.pgBatch.submit(ctx, ca)
 	if err != nil || !out.Appended() {
-		return res, false, false, err
+		return res, false, err == nil && out.HeadMoved, err
 	}
 	lastHash, lastID := e.PayloadHash, e.EventID
 	a.heads.put(e.UserID, store.Head{LastSequence: e.Sequence, LastHash: &lastHash, LastEventID: &lastID,

@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"slices"
 	"strings"
-	"sync"
 
 	"github.com/jackc/pgx/v5/pgconn"
 )
@@ -76,35 +75,27 @@ const AppendBatchConns = 4
 // lock_timeout: a batch waits on any of its accounts' head locks (held by a
 // locked append, a key registration, a heal, another replica's batch), and
 // every other account of the batch waits with it. After 100 ms the statement
-// gives up (55P03) and its appends go one statement each, so only the
-// account whose head is held waits for it.
+// gives up (55P03, ErrBatchRolledBack) and the caller sends its appends one
+// statement each, so only the account whose head is held waits for it.
 const batchSessionParams = "enable_hashjoin=off&enable_mergejoin=off&enable_seqscan=off&lock_timeout=100"
 
-// BatchOutcome is one append's outcome in AppendUnlockedBatch: AppendUnlocked's
-// result and error for it alone.
-type BatchOutcome struct {
-	ChargedInsert
-	Err error
-}
+// ErrBatchRolledBack is AppendUnlockedBatch's answer when its statement failed
+// on the server — an append refused after its compare-and-set (the
+// statement's own abort, AC001), a deadlock, a lock waited on longer than the
+// batch pool's lock_timeout, any other error: nothing of the batch was
+// written, and each append can be sent alone (AppendUnlocked) for its own
+// outcome. The server's error is wrapped.
+var ErrBatchRolledBack = errors.New("append batch rolled back")
 
 // AppendUnlockedBatch is AppendUnlocked for appends of distinct accounts, in
 // one statement and one commit: the PostgreSQL counterpart of SQLite's group
 // commit. Each outcome is AppendUnlocked's: Appended, or nothing written for
-// that append (its head moved, or a refusal the locked path tells apart), or
-// its own error. When the statement fails on the server — one append refused
-// after its compare-and-set (the statement's own abort), a deadlock, a lock
-// it waited for too long, any other error — nothing of it was written, and
-// the appends are sent again one statement each, so one append's trouble
-// never costs another its place. The error returned is the whole batch's:
-// the batch was malformed, or its outcome is unknown (the connection failed,
-// ctx ended).
-func (s *Store) AppendUnlockedBatch(ctx context.Context, as []ChargedAppend) ([]BatchOutcome, error) {
+// that append (its head moved). ErrBatchRolledBack means nothing was written;
+// any other error that the batch's outcome is unknown (the connection
+// failed, ctx ended) or that it was malformed.
+func (s *Store) AppendUnlockedBatch(ctx context.Context, as []ChargedAppend) ([]ChargedInsert, error) {
 	if s.Dialect != Postgres {
 		return nil, errors.New("the append statement is PostgreSQL only")
-	}
-	if len(as) == 1 {
-		out, err := s.AppendUnlocked(ctx, as[0])
-		return []BatchOutcome{{out, err}}, nil
 	}
 	// Rows are locked in user_id order (byte order, as MarkListened's), in
 	// every batch statement (the plan walks v in its order): two batches
@@ -129,15 +120,14 @@ func (s *Store) AppendUnlockedBatch(ctx context.Context, as []ChargedAppend) ([]
 	}
 	out, err := s.appendBatch(ctx, &c, as, index)
 	if pgErr := (*pgconn.PgError)(nil); errors.As(err, &pgErr) {
-		// A statement that failed on the server rolled back: nothing of the
-		// batch is written.
+		// An autocommit statement that failed on the server rolled back.
 		s.countBatchFallback(pgErr.Code)
-		return s.appendOneByOne(ctx, as), nil
+		return nil, fmt.Errorf("%w: %w", ErrBatchRolledBack, err)
 	}
 	return out, err
 }
 
-func (s *Store) appendBatch(ctx context.Context, c *batchColumns, as []ChargedAppend, index map[string]int) ([]BatchOutcome, error) {
+func (s *Store) appendBatch(ctx context.Context, c *batchColumns, as []ChargedAppend, index map[string]int) ([]ChargedInsert, error) {
 	rows, err := s.batch.QueryContext(ctx, appendBatchStatement,
 		c.users, c.seqs, c.leaves, c.eventIDs, c.eventTypes, c.prevHashes, c.payloadHashes, c.raws, c.decisions, c.tools,
 		c.machineIDs, c.parentIDs, c.sigs, c.sigKeys, c.tss, c.tsMicros, c.surfaces, c.apiKeys, c.semKeys, c.createdAt,
@@ -147,7 +137,7 @@ func (s *Store) appendBatch(ctx context.Context, c *batchColumns, as []ChargedAp
 		return nil, err
 	}
 	defer rows.Close()
-	out := make([]BatchOutcome, len(as))
+	out := make([]ChargedInsert, len(as))
 	seen := 0
 	for rows.Next() {
 		var user string
@@ -166,7 +156,7 @@ func (s *Store) appendBatch(ctx context.Context, c *batchColumns, as []ChargedAp
 		case !moved:
 			out[i].HeadMoved = true
 		case used.Valid && inserted:
-			out[i].ChargedInsert = ChargedInsert{QuotaOK: true, QuotaUsed: used.Int64, Inserted: true}
+			out[i] = ChargedInsert{QuotaOK: true, QuotaUsed: used.Int64, Inserted: true}
 			as[i].Event.MachineSequence = events.Int64 - 1
 		default:
 			// The statement aborts itself in this case; reaching here would
@@ -174,6 +164,7 @@ func (s *Store) appendBatch(ctx context.Context, c *batchColumns, as []ChargedAp
 			return nil, fmt.Errorf("append batch: account %s refused without the statement aborting", user)
 		}
 	}
+	// Errors the server sends after the rows (the commit's) surface here.
 	if err := rows.Err(); err != nil {
 		return nil, err
 	}
@@ -181,19 +172,6 @@ func (s *Store) appendBatch(ctx context.Context, c *batchColumns, as []ChargedAp
 		return nil, fmt.Errorf("append batch: %d outcomes for %d appends", seen, len(as))
 	}
 	return out, nil
-}
-
-// appendOneByOne sends a batch's appends one statement each, at once, after
-// the batch statement rolled back: each gets its own outcome, so an append
-// waiting on a lock or failing does not hold back or fail the others.
-func (s *Store) appendOneByOne(ctx context.Context, as []ChargedAppend) []BatchOutcome {
-	out := make([]BatchOutcome, len(as))
-	var wg sync.WaitGroup
-	for i := range as {
-		wg.Go(func() { out[i].ChargedInsert, out[i].Err = s.AppendUnlocked(ctx, as[i]) })
-	}
-	wg.Wait()
-	return out
 }
 
 // countBatchFallback counts batch statements that rolled back on the server,
@@ -211,8 +189,8 @@ func (s *Store) countBatchFallback(code string) {
 	}
 }
 
-// BatchFallbacks reports the batch statements that rolled back and were sent
-// again one append per statement: a refusal after a compare-and-set, a
+// BatchFallbacks reports the batch statements that rolled back on the server
+// (ErrBatchRolledBack), by reason: a refusal after a compare-and-set, a
 // deadlock, a lock waited on longer than the batch pool's lock_timeout, any
 // other server error.
 func (s *Store) BatchFallbacks() (refusals, deadlocks, lockTimeouts, other int64) {

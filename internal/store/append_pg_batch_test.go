@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/sha256"
 	"database/sql"
+	"errors"
 	"fmt"
 	"math/rand/v2"
 	"sync"
@@ -132,68 +133,66 @@ func TestAppendUnlockedBatchWritesEachAccountOrNothingOfIt(t *testing.T) {
 			}
 			continue
 		}
-		checkAppended(t, s, u, outs[i].ChargedInsert, batch[i], before[u])
+		checkAppended(t, s, u, outs[i], batch[i], before[u])
 	}
 }
 
 // A refusal after an account's compare-and-set (its event_id taken, its
-// quota spent) aborts the statement, and the appends are sent again one by
-// one: the others are stored, the refused ones write nothing. Twice the same
-// account in a batch is refused before anything is sent.
-func TestAppendUnlockedBatchRefusalCostsTheOthersNothing(t *testing.T) {
+// quota spent) rolls the whole statement back: nothing of the batch is
+// written and the caller learns it (ErrBatchRolledBack), to send each append
+// alone. Twice the same account in a batch is refused before anything is
+// sent.
+func TestAppendUnlockedBatchRefusalRollsTheStatementBack(t *testing.T) {
 	s := storetest.Open(t, storetest.DSN(t, storetest.Postgres))
 	ctx := context.Background()
 	users := []string{"u-a", "u-b", "u-c", "u-d"}
 	for _, u := range users {
 		threeEvents(t, s, u)
 	}
-	batch := []store.ChargedAppend{
-		nextAppend(t, s, "u-a", "evt-3", 100),
-		nextAppend(t, s, "u-b", "evt-1", 100), // event_id taken
-		nextAppend(t, s, "u-c", "evt-3", 100),
-	}
-	dup := []store.ChargedAppend{nextAppend(t, s, "u-d", "evt-3", 100), nextAppend(t, s, "u-d", "evt-4", 100)}
-	if _, err := s.AppendUnlockedBatch(ctx, dup); err == nil {
-		t.Fatal("a batch with one account twice was accepted")
-	}
-	if got := readAppendState(t, s, "u-d", batchDay); got.headCount != 3 || got.events != 3 {
-		t.Fatalf("u-d after the refused batch: %+v", got)
-	}
 	before := map[string]appendState{}
 	for _, u := range users {
 		before[u] = readAppendState(t, s, u, batchDay)
 	}
-	outs, err := s.AppendUnlockedBatch(ctx, batch)
-	if err != nil {
-		t.Fatal(err)
+	unchanged := func(when string) {
+		t.Helper()
+		for _, u := range users {
+			if got := readAppendState(t, s, u, batchDay); got != before[u] {
+				t.Fatalf("%s: %s's rows moved:\n got  %+v\n want %+v", when, u, got, before[u])
+			}
+		}
 	}
-	if outs[1].Appended() {
-		t.Fatalf("u-b appended with a taken event_id: %+v", outs[1])
+	dup := []store.ChargedAppend{nextAppend(t, s, "u-d", "evt-3", 100), nextAppend(t, s, "u-d", "evt-4", 100)}
+	if _, err := s.AppendUnlockedBatch(ctx, dup); err == nil || errors.Is(err, store.ErrBatchRolledBack) {
+		t.Fatalf("a batch with one account twice: %v, want refused before it is sent", err)
 	}
-	if got := readAppendState(t, s, "u-b", batchDay); got != before["u-b"] {
-		t.Fatalf("u-b: rows moved:\n got  %+v\n want %+v", got, before["u-b"])
-	}
-	checkAppended(t, s, "u-a", outs[0].ChargedInsert, batch[0], before["u-a"])
-	checkAppended(t, s, "u-c", outs[2].ChargedInsert, batch[2], before["u-c"])
+	unchanged("one account twice")
 
-	// Quota: u-d has spent its 5 of the day, u-f none.
+	taken := []store.ChargedAppend{
+		nextAppend(t, s, "u-a", "evt-3", 100),
+		nextAppend(t, s, "u-b", "evt-1", 100), // event_id taken
+		nextAppend(t, s, "u-c", "evt-3", 100),
+	}
+	if _, err := s.AppendUnlockedBatch(ctx, taken); !errors.Is(err, store.ErrBatchRolledBack) {
+		t.Fatalf("batch with a taken event_id: %v, want ErrBatchRolledBack", err)
+	}
+	unchanged("a taken event_id")
+
+	// Quota: u-d has spent its 5 of the day, u-a none.
 	if err := s.InTx(ctx, func(tx *sql.Tx) error {
 		_, _, err := s.ConsumeQuota(ctx, tx, "u-d", batchDay, 5, 5)
 		return err
 	}); err != nil {
 		t.Fatal(err)
 	}
-	threeEvents(t, s, "u-f")
-	quota := []store.ChargedAppend{nextAppend(t, s, "u-d", "evt-3", 5), nextAppend(t, s, "u-f", "evt-3", 5)}
-	before["u-d"], before["u-f"] = readAppendState(t, s, "u-d", batchDay), readAppendState(t, s, "u-f", batchDay)
-	outs, err = s.AppendUnlockedBatch(ctx, quota)
-	if err != nil || outs[0].Err != nil || outs[0].Appended() {
-		t.Fatalf("u-d beyond its quota: %+v, %v", outs, err)
+	before["u-d"] = readAppendState(t, s, "u-d", batchDay)
+	quota := []store.ChargedAppend{nextAppend(t, s, "u-d", "evt-3", 5), nextAppend(t, s, "u-a", "evt-3", 5)}
+	if _, err := s.AppendUnlockedBatch(ctx, quota); !errors.Is(err, store.ErrBatchRolledBack) {
+		t.Fatalf("batch with a spent quota: %v, want ErrBatchRolledBack", err)
 	}
-	if got := readAppendState(t, s, "u-d", batchDay); got != before["u-d"] {
-		t.Fatalf("u-d: rows moved:\n got  %+v\n want %+v", got, before["u-d"])
+	unchanged("a spent quota")
+	if refusals, _, _, _ := s.BatchFallbacks(); refusals != 2 {
+		t.Fatalf("refusals = %d, want 2", refusals)
 	}
-	checkAppended(t, s, "u-f", outs[1].ChargedInsert, quota[1], before["u-f"])
 }
 
 // An account some replica streams is announced by the batch statement
@@ -259,52 +258,43 @@ func appendOnHead(t *testing.T, s *store.Store, user, eventID string) store.Char
 	leaf, _ := verify.HashBytes(e.PayloadHash)
 	hs, err := merkle.AppendLeaf(head.EventCount, leaf, hashes)
 	if err != nil {
-		t.Error(err) // the head moved between the two reads: the caller skips it
+		t.Error(err)
 		return store.ChargedAppend{}
 	}
 	return store.ChargedAppend{Event: e, Hashes: hs, Expect: head, Day: batchDay, Limit: 1 << 40}
 }
 
-// After the batch statement fails on the server for one append's sake, each
-// append gets its own outcome: that one its error, with nothing written, the
-// others stored and answered as stored — never failed because a neighbour
-// failed.
-func TestAppendUnlockedBatchFailureIsEachAppendsOwn(t *testing.T) {
+// Any server error of the statement — here one account's Merkle row already
+// taken — rolls it back: nothing of the batch is written, and the caller
+// learns it (ErrBatchRolledBack) to send each append alone
+// (TestPGBatchFailureIsEachAppendsOwn has the outcomes).
+func TestAppendUnlockedBatchServerErrorRollsTheStatementBack(t *testing.T) {
 	s := storetest.Open(t, storetest.DSN(t, storetest.Postgres))
 	ctx := context.Background()
-	for _, u := range []string{"u-a", "u-b", "u-c"} {
+	users := []string{"u-a", "u-b", "u-c"}
+	for _, u := range users {
 		threeEvents(t, s, u)
 	}
-	batch := []store.ChargedAppend{
-		nextAppend(t, s, "u-a", "evt-3", 100),
-		nextAppend(t, s, "u-b", "evt-3", 100),
-		nextAppend(t, s, "u-c", "evt-3", 100),
+	var batch []store.ChargedAppend
+	for _, u := range users {
+		batch = append(batch, nextAppend(t, s, u, "evt-3", 100))
 	}
-	// A stray Merkle row where u-c's append writes one: its insert fails.
 	stray := batch[2].Hashes[0]
 	if _, err := s.DB().ExecContext(ctx, `INSERT INTO merkle_hashes (user_id, idx, hash) VALUES ($1, $2, $3)`,
 		"u-c", stray.Index, stray.Hash[:]); err != nil {
 		t.Fatal(err)
 	}
 	before := map[string]appendState{}
-	for _, u := range []string{"u-a", "u-b", "u-c"} {
+	for _, u := range users {
 		before[u] = readAppendState(t, s, u, batchDay)
 	}
-	outs, err := s.AppendUnlockedBatch(ctx, batch)
-	if err != nil {
-		t.Fatalf("the batch failed as a whole: %v", err)
+	if _, err := s.AppendUnlockedBatch(ctx, batch); !errors.Is(err, store.ErrBatchRolledBack) {
+		t.Fatalf("batch with a taken Merkle row: %v, want ErrBatchRolledBack", err)
 	}
-	if outs[2].Err == nil || outs[2].Appended() {
-		t.Fatalf("u-c (its Merkle row taken): %+v, want its own error", outs[2])
-	}
-	if got := readAppendState(t, s, "u-c", batchDay); got != before["u-c"] {
-		t.Fatalf("u-c: rows moved:\n got  %+v\n want %+v", got, before["u-c"])
-	}
-	for i, u := range []string{"u-a", "u-b"} {
-		if outs[i].Err != nil {
-			t.Fatalf("%s failed with its neighbour: %v", u, outs[i].Err)
+	for _, u := range users {
+		if got := readAppendState(t, s, u, batchDay); got != before[u] {
+			t.Fatalf("%s: rows moved:\n got  %+v\n want %+v", u, got, before[u])
 		}
-		checkAppended(t, s, u, outs[i].ChargedInsert, batch[i], before[u])
 	}
 	if _, _, _, other := s.BatchFallbacks(); other != 1 {
 		t.Fatalf("fallbacks after another server error: %d, want 1", other)
@@ -312,9 +302,9 @@ func TestAppendUnlockedBatchFailureIsEachAppendsOwn(t *testing.T) {
 }
 
 // A batch does not wait long on one account's held head: after the batch
-// pool's lock_timeout the appends go one statement each, the others are
-// stored while the held one still waits, and it is stored once released.
-func TestAppendUnlockedBatchDoesNotWaitWithAHeldHead(t *testing.T) {
+// pool's lock_timeout the statement gives up, writing nothing, while the head
+// is still held (the caller then sends each append alone).
+func TestAppendUnlockedBatchGivesUpOnAHeldHead(t *testing.T) {
 	s := storetest.Open(t, storetest.DSN(t, storetest.Postgres))
 	ctx := context.Background()
 	for _, u := range []string{"u-x", "u-y"} {
@@ -329,37 +319,11 @@ func TestAppendUnlockedBatchDoesNotWaitWithAHeldHead(t *testing.T) {
 	if _, err := tx.ExecContext(ctx, `SELECT 1 FROM chain_heads WHERE user_id = 'u-x' FOR UPDATE`); err != nil {
 		t.Fatal(err)
 	}
-	type result struct {
-		outs []store.BatchOutcome
-		err  error
+	if _, err := s.AppendUnlockedBatch(ctx, batch); !errors.Is(err, store.ErrBatchRolledBack) {
+		t.Fatalf("batch with a held head: %v, want ErrBatchRolledBack while the head is held", err)
 	}
-	done := make(chan result, 1)
-	go func() {
-		outs, err := s.AppendUnlockedBatch(ctx, batch)
-		done <- result{outs, err}
-	}()
-	// u-y's event lands while u-x's head is still held (the database is
-	// polled: nothing in the process can signal it).
-	deadline := time.Now().Add(20 * time.Second)
-	for {
-		head, err := s.Head(ctx, "u-y")
-		if err != nil {
-			t.Fatal(err)
-		}
-		if head.EventCount == 4 {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatal("u-y's append waited for u-x's held head")
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
-	if err := tx.Rollback(); err != nil {
-		t.Fatal(err)
-	}
-	res := <-done
-	if res.err != nil || res.outs[0].Err != nil || !res.outs[0].Appended() || !res.outs[1].Appended() {
-		t.Fatalf("batch with a held head: %+v, %v", res.outs, res.err)
+	if head, err := s.Head(ctx, "u-y"); err != nil || head.EventCount != 3 {
+		t.Fatalf("u-y after the rolled-back batch: %+v, %v", head, err)
 	}
 	if _, _, lockTimeouts, _ := s.BatchFallbacks(); lockTimeouts != 1 {
 		t.Fatalf("lock timeouts = %d, want 1", lockTimeouts)
@@ -392,16 +356,9 @@ func TestAppendUnlockedBatchesLockInOneOrder(t *testing.T) {
 				if len(batch) < 2 {
 					continue
 				}
-				outs, err := s.AppendUnlockedBatch(ctx, batch)
-				if err != nil {
+				if _, err := s.AppendUnlockedBatch(ctx, batch); err != nil && !errors.Is(err, store.ErrBatchRolledBack) {
 					t.Error(err)
 					return
-				}
-				for _, o := range outs {
-					if o.Err != nil {
-						t.Error(o.Err)
-						return
-					}
 				}
 			}
 		})
@@ -412,8 +369,8 @@ func TestAppendUnlockedBatchesLockInOneOrder(t *testing.T) {
 	// A cycle of waits ends in a lock timeout (100 ms, before PostgreSQL's
 	// deadlock check at 1 s): without the one order this test meets ~100 of
 	// them. A few can be plain waits on a batch that holds its locks longer
-	// on a loaded machine.
-	if deadlocks != 0 || other != 0 || lockTimeouts >= 10 {
+	// on a loaded machine (0–2 seen under -race with the cores busy).
+	if deadlocks != 0 || other != 0 || lockTimeouts >= 25 {
 		t.Fatalf("fallbacks: %d deadlocks, %d lock timeouts, %d other errors", deadlocks, lockTimeouts, other)
 	}
 }
