@@ -13,6 +13,17 @@ import (
 	"github.com/auditchain/auditchain/internal/store"
 )
 
+// watchedBatcher replaces a's batcher with one of workers workers whose
+// queued appends and sent statements (with their sizes) the test hears of.
+func watchedBatcher(a *App, workers int) (b *pgBatcher, queued chan struct{}, sending chan int) {
+	a.pgBatch.close()
+	b = newPGBatcher(a.Store, time.Minute, workers, 16)
+	a.pgBatch = b
+	queued, sending = make(chan struct{}, 16), make(chan int, 16)
+	b.queued, b.sending = func() { queued <- struct{}{} }, func(n int) { sending <- n }
+	return b, queued, sending
+}
+
 // Appends of different accounts that arrive while a statement is in flight
 // share the next statement, and each is acknowledged once it committed: one
 // worker, its first statement held on a row lock, three appends queued
@@ -21,11 +32,7 @@ import (
 func TestPGAppendsQueuedBehindAStatementShareTheNext(t *testing.T) {
 	r := newReplicaPair(t)
 	a := r.writer
-	a.pgBatch.close()
-	b := newPGBatcher(a.Store, time.Minute, 1, 16)
-	a.pgBatch = b
-	queued, sending := make(chan struct{}, 16), make(chan int, 16)
-	b.queued, b.sending = func() { queued <- struct{}{} }, func(n int) { sending <- n }
+	_, queued, sending := watchedBatcher(a, 1)
 
 	chains := []*testChain{r.newChain("x@example.com"), r.newChain("b@example.com"), r.newChain("c@example.com"),
 		r.newChain("d@example.com")}
@@ -170,11 +177,7 @@ func TestPGAppendOfABusyAccountGoesAlone(t *testing.T) {
 	c := r.newChain("busy@example.com")
 	r.append(c, nil)
 	r.append(c, nil) // cached
-	a.pgBatch.close()
-	b := newPGBatcher(a.Store, time.Minute, 0, 16)
-	a.pgBatch = b
-	queued := make(chan struct{}, 1)
-	b.queued = func() { queued <- struct{}{} }
+	_, queued, _ := watchedBatcher(a, 0)
 
 	ctx, cancel := context.WithCancel(r.ctx)
 	first := make(chan error, 1)
@@ -205,11 +208,7 @@ func TestPGAppendOfABusyAccountGoesAlone(t *testing.T) {
 func queueThenRun(t *testing.T, r *replicaPair, chains []*testChain) []chan error {
 	t.Helper()
 	a := r.writer
-	a.pgBatch.close()
-	b := newPGBatcher(a.Store, time.Minute, 0, 16)
-	a.pgBatch = b
-	queued, sending := make(chan struct{}, 16), make(chan int, 16)
-	b.queued, b.sending = func() { queued <- struct{}{} }, func(n int) { sending <- n }
+	b, queued, sending := watchedBatcher(a, 0)
 	var answers []chan error
 	for _, c := range chains {
 		id, typ, seq := "evt-batched", "tool_call", c.seq

@@ -25,26 +25,10 @@ func TestAppendBatchPlanReadsByPrimaryKey(t *testing.T) {
 	if _, err := conn.ExecContext(ctx, "PREPARE batch AS "+store.AppendBatchStatement); err != nil {
 		t.Fatal(err)
 	}
-	rows, err := conn.QueryContext(ctx, `EXPLAIN (COSTS off) EXECUTE batch(
+	text := explain(t, conn, `EXPLAIN (COSTS off) EXECUTE batch(
 		'{u}', '{1}', '{1}', '{e}', '{t}', '{p}', '{h}', '{r}', '{d}', '{x}', '{NULL}', '{NULL}', '{NULL}', '{NULL}', '{ts}',
 		'{1}', '{rest}', '{k}', '{NULL}', '{1}', '{day}', '{""}', '{""}', '{""}', '{1}', '{0}', '{p}', '{0}', 100,
 		'{u}', '{1}', '{"\\x00"}')`)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer rows.Close()
-	var plan []string
-	for rows.Next() {
-		var line string
-		if err := rows.Scan(&line); err != nil {
-			t.Fatal(err)
-		}
-		plan = append(plan, line)
-	}
-	if err := rows.Err(); err != nil {
-		t.Fatal(err)
-	}
-	text := strings.Join(plan, "\n")
 	for _, bad := range []string{"Seq Scan", "Hash Join", "Bitmap Heap Scan"} {
 		if strings.Contains(text, bad) {
 			t.Fatalf("the batch plan has %q:\n%s", bad, text)

@@ -105,7 +105,9 @@ func TestGateByGrantIDReadsThePrimaryKeyUnderGenericPlans(t *testing.T) {
 }
 
 // explain returns the plan a query prints (an EXPLAIN statement).
-func explain(t *testing.T, db *sql.DB, query string, args ...any) string {
+func explain(t *testing.T, db interface {
+	QueryContext(context.Context, string, ...any) (*sql.Rows, error)
+}, query string, args ...any) string {
 	t.Helper()
 	rows, err := db.QueryContext(context.Background(), query, args...)
 	if err != nil {
