@@ -12,6 +12,7 @@ import (
 	"io"
 	"log/slog"
 	"math"
+	"math/rand/v2"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -64,6 +65,10 @@ type Options struct {
 	Signed     bool // prefill signed events (heal-scan, search)
 	Runs       int  // repeat each workload; the report holds medians
 	Restarts   int  // server restarts measured per run (restart)
+	// SpreadRequests, with several URLs, sends each append of a client to
+	// a target picked at random instead of all to one (a load balancer
+	// without account affinity).
+	SpreadRequests bool
 
 	// Progress receives one line per step; nil: discarded.
 	Progress io.Writer
@@ -336,6 +341,7 @@ type worker struct {
 	id      int
 	e       *env
 	c       *client
+	rnd     *rand.Rand // picks targets (target)
 	hist    Histogram
 	ops     int64
 	items   int64
@@ -344,6 +350,21 @@ type worker struct {
 	body    []byte
 	resp    bytes.Buffer
 	state   any
+}
+
+// target is the client for the worker's next append: its own, or with
+// SpreadRequests any target at random (a balancer without affinity: a
+// fixed turn would line up with the client's round-robin over its accounts
+// and keep each account on one target after all).
+func (w *worker) target() *client {
+	cs := w.e.cs
+	if !w.e.o.SpreadRequests || len(cs) < 2 {
+		return w.c
+	}
+	if w.rnd == nil {
+		w.rnd = rand.New(rand.NewPCG(uint64(w.id), 0x5eed))
+	}
+	return cs[w.rnd.IntN(len(cs))]
 }
 
 func (w *worker) countErr(err error) {

@@ -207,7 +207,7 @@ func appendOne(ctx context.Context, w *worker, s *chainState, a int, t *tip, poo
 			spec.sig = pool.sigs[k]
 		}
 		w.body = appendCanonical(w.body[:0], &spec)
-		_, err := w.c.do(ctx, "POST", "/v1/events", key, w.body, &w.resp)
+		_, err := w.target().do(ctx, "POST", "/v1/events", key, w.body, &w.resp)
 		if err == nil {
 			b := w.resp.Bytes()
 			i := bytes.Index(b, payloadHashKey)
