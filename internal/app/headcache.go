@@ -2,6 +2,7 @@ package app
 
 import (
 	"fmt"
+	"slices"
 	"sync"
 	"sync/atomic"
 
@@ -82,7 +83,7 @@ func (c *headCache) put(userID string, head store.Head, prev merkle.HashReader, 
 		}
 	}
 	for i := range frontier {
-		if !contains(idx, i) {
+		if !slices.Contains(idx, i) {
 			delete(frontier, i)
 		}
 	}
@@ -102,15 +103,6 @@ func (c *headCache) put(userID string, head store.Head, prev merkle.HashReader, 
 		}
 	}
 	c.m[userID] = cachedHead{head: head, frontier: frontier}
-}
-
-func contains(xs []int64, x int64) bool {
-	for _, v := range xs {
-		if v == x {
-			return true
-		}
-	}
-	return false
 }
 
 // ReadHashes serves the frontier (merkle.HashReader): appending leaf n reads

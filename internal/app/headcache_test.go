@@ -154,9 +154,9 @@ func TestCachedHeadMovedByAnotherReplica(t *testing.T) {
 	}
 
 	other.append(c, nil) // event 7 elsewhere: the writer's cache is stale again
-	id, typ, seq := "evt-late", "tool_call", c.seq
-	_, err := r.writer.Append(r.ctx, c.p, domain.EventInput{EventID: &id, EventType: &typ, Sequence: &seq, PrevHash: staleTip,
-		Raw: json.RawMessage(`{}`)}, "rest")
+	late := c.next("evt-late")
+	late.PrevHash = staleTip
+	_, err := r.writer.Append(r.ctx, c.p, late, "rest")
 	var de *domain.Error
 	if !errors.As(err, &de) || de.Status != http.StatusConflict || de.Code != domain.CodePrevHashMismatch {
 		t.Fatalf("append on a stale tip: %v, want 409 prev_hash_mismatch", err)

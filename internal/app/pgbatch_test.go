@@ -2,14 +2,12 @@ package app
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"testing"
 	"time"
 
 	"golang.org/x/mod/sumdb/tlog"
 
-	"github.com/auditchain/auditchain/internal/domain"
 	"github.com/auditchain/auditchain/internal/store"
 )
 
@@ -60,8 +58,7 @@ func TestPGAppendsQueuedBehindAStatementShareTheNext(t *testing.T) {
 	}
 	done := make(chan result, len(chains))
 	appendIn := func(c *testChain) {
-		id, typ, seq := "evt-third", "tool_call", c.seq
-		in := domain.EventInput{EventID: &id, EventType: &typ, Sequence: &seq, PrevHash: c.prev, Raw: json.RawMessage(`{}`)}
+		in := c.next("evt-third")
 		go func() {
 			_, err := a.Append(r.ctx, c.p, in, "rest")
 			done <- result{c.p.UserID, err}
@@ -151,9 +148,7 @@ func TestPGAppendOfACallerGoneIsNotSent(t *testing.T) {
 	before, _ := a.PGBatches()
 	ctx, cancel := context.WithCancel(r.ctx)
 	cancel()
-	id, typ, seq := "evt-gone", "tool_call", c.seq
-	_, err := a.Append(ctx, c.p, domain.EventInput{EventID: &id, EventType: &typ, Sequence: &seq, PrevHash: c.prev,
-		Raw: json.RawMessage(`{}`)}, "rest")
+	_, err := a.Append(ctx, c.p, c.next("evt-gone"), "rest")
 	if !errors.Is(err, context.Canceled) {
 		t.Fatalf("append of a caller gone: %v, want context.Canceled", err)
 	}
@@ -181,8 +176,7 @@ func TestPGAppendOfABusyAccountGoesAlone(t *testing.T) {
 
 	ctx, cancel := context.WithCancel(r.ctx)
 	first := make(chan error, 1)
-	id, typ, seq := "evt-first", "tool_call", c.seq
-	in := domain.EventInput{EventID: &id, EventType: &typ, Sequence: &seq, PrevHash: c.prev, Raw: json.RawMessage(`{}`)}
+	in := c.next("evt-first")
 	go func() {
 		_, err := a.Append(ctx, c.p, in, "rest")
 		first <- err
@@ -211,8 +205,7 @@ func queueThenRun(t *testing.T, r *replicaPair, chains []*testChain) []chan erro
 	b, queued, sending := watchedBatcher(a, 0)
 	var answers []chan error
 	for _, c := range chains {
-		id, typ, seq := "evt-batched", "tool_call", c.seq
-		in := domain.EventInput{EventID: &id, EventType: &typ, Sequence: &seq, PrevHash: c.prev, Raw: json.RawMessage(`{}`)}
+		in := c.next("evt-batched")
 		done := make(chan error, 1)
 		answers = append(answers, done)
 		go func() {

@@ -354,12 +354,13 @@ func (a *App) PGAppends() (optimistic, locked int64) {
 }
 
 // appendUnlocked is Append's fast path on PostgreSQL for an event of no
-// machine (docs/decisions/postgres-append.md): it reads the head and the
-// Merkle hashes the next leaf needs in one statement without a lock, checks
-// continuity against them, and writes with one statement that moves the head
-// only if it is still the head it read — two round trips and no transaction,
-// where the locked path makes five (the API key's read comes before either).
-// done is false, and nothing was written,
+// machine (docs/decisions/postgres-append.md): it takes the head and the
+// Merkle hashes the next leaf needs from this replica's head cache, or else
+// reads them in one statement without a lock, checks continuity against them,
+// and writes with one statement (shared with other accounts' appends:
+// pgbatch.go) that moves the head only if it is still that head — one or two
+// round trips and no transaction, where the locked path makes five (the API
+// key's read comes before either). done is false, and nothing was written,
 // whenever the locked path must decide instead: the first event of an
 // account, a head moved by a concurrent append, a missing tree, or a refusal
 // by the quota or the event_id's unique key. A continuity failure is

@@ -79,6 +79,13 @@ type testChain struct {
 	seq  int64
 }
 
+// next is the event eventID that extends the chain as its client knows it
+// (the chain is not advanced: append does that for events it stores).
+func (c *testChain) next(eventID string) domain.EventInput {
+	typ, seq := "tool_call", c.seq
+	return domain.EventInput{EventID: &eventID, EventType: &typ, Sequence: &seq, PrevHash: c.prev, Raw: json.RawMessage(`{}`)}
+}
+
 func (r *replicaPair) newChain(email string) *testChain {
 	r.t.Helper()
 	acct, _, err := r.writer.CreateAccount(r.ctx, AccountRequest{Email: email})
@@ -92,9 +99,10 @@ func (r *replicaPair) newChain(email string) *testChain {
 // not nil) and returns its event_id.
 func (r *replicaPair) append(c *testChain, machine *string) string {
 	r.t.Helper()
-	id, typ, seq := fmt.Sprintf("evt-%d", c.seq), "tool_call", c.seq
-	res, err := r.writer.Append(r.ctx, c.p, domain.EventInput{EventID: &id, EventType: &typ, Sequence: &seq, PrevHash: c.prev,
-		MachineID: machine, Raw: json.RawMessage(`{}`)}, "rest")
+	id := fmt.Sprintf("evt-%d", c.seq)
+	in := c.next(id)
+	in.MachineID = machine
+	res, err := r.writer.Append(r.ctx, c.p, in, "rest")
 	if err != nil {
 		r.t.Fatalf("append %s: %v", id, err)
 	}

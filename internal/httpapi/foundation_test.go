@@ -270,6 +270,12 @@ func TestMetricsCountRoutesByPattern(t *testing.T) {
 		`auditchain_http_requests_total{route="GET /v1/health",status="200"} 1`,
 		`auditchain_http_requests_total{route="unmatched",status="404"} 1`,
 		`auditchain_http_request_duration_seconds_bucket{route="GET /v1/health"`,
+		// The store's and the append paths' counters, labelled (0 on SQLite).
+		"\nauditchain_store_io_faults_total 0",
+		`auditchain_pg_appends_total{path="locked"} 0`,
+		`auditchain_pg_head_cache_total{result="stale"} 0`,
+		"\nauditchain_pg_append_batches_total 0",
+		`auditchain_pg_append_batch_rollbacks_total{reason="lock_timeout"} 0`,
 	} {
 		if !strings.Contains(body, want) {
 			t.Errorf("metrics lack %s", want)

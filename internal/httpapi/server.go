@@ -9,6 +9,7 @@ import (
 	"log/slog"
 	"net/http"
 	"strconv"
+	"strings"
 	"sync"
 	"time"
 
@@ -52,42 +53,42 @@ func NewServer(a *app.App, log *slog.Logger, openapiJSON []byte) *Server {
 		Name: "auditchain_http_request_duration_seconds", Help: "HTTP request latency by route pattern.",
 		Buckets: []float64{.0005, .001, .0025, .005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5},
 	}, []string{"route"})
-	ioFaults := prometheus.NewCounterFunc(prometheus.CounterOpts{
-		Name: "auditchain_store_io_faults_total",
-		Help: "SQLite connections given up after a storage fault (I/O error, full disk, corruption) and replaced.",
-	}, func() float64 { return float64(a.Store.IOFaults() + a.Store.CheckpointFaults()) })
-	checkpoints := prometheus.NewCounterFunc(prometheus.CounterOpts{
-		Name: "auditchain_store_wal_checkpoints_total",
-		Help: "SQLite WAL checkpoints run in the background, off the writer (0 on PostgreSQL).",
-	}, func() float64 { return float64(a.Store.Checkpoints()) })
-	pgAppends := func(path string, count func() int64) prometheus.Collector {
-		return prometheus.NewCounterFunc(prometheus.CounterOpts{
-			Name:        "auditchain_pg_appends_total",
-			Help:        "Client appends on PostgreSQL by path: optimistic (one statement) or locked (events of a machine, and fallbacks).",
-			ConstLabels: prometheus.Labels{"path": path},
-		}, func() float64 { return float64(count()) })
+	// counter is a counter read from the app when scraped; label, when not
+	// empty, is "name=value".
+	counter := func(name, help, label string, count func() int64) prometheus.Collector {
+		opts := prometheus.CounterOpts{Name: name, Help: help}
+		if k, v, ok := strings.Cut(label, "="); ok {
+			opts.ConstLabels = prometheus.Labels{k: v}
+		}
+		return prometheus.NewCounterFunc(opts, func() float64 { return float64(count()) })
 	}
-	optimistic := pgAppends("optimistic", func() int64 { o, _ := a.PGAppends(); return o })
-	locked := pgAppends("locked", func() int64 { _, l := a.PGAppends(); return l })
-	headCache := func(result string, count func() int64) prometheus.Collector {
-		return prometheus.NewCounterFunc(prometheus.CounterOpts{
-			Name:        "auditchain_pg_head_cache_total",
-			Help:        "Optimistic appends on PostgreSQL against this replica's cached head: hit (stored without reading the head), stale (another replica or path had appended; read again).",
-			ConstLabels: prometheus.Labels{"result": result},
-		}, func() float64 { return float64(count()) })
+	const (
+		pgAppendsHelp = "Client appends on PostgreSQL by path: optimistic (one statement) or locked (events of a machine, and fallbacks)."
+		headCacheHelp = "Optimistic appends on PostgreSQL against this replica's cached head: hit (stored without reading the head), stale (another replica or path had appended; read again)."
+		rollbackHelp  = "Batch statements of optimistic appends on PostgreSQL that rolled back, their appends then sent one by one, by reason: refusal (quota or event_id after the compare-and-set), deadlock, lock_timeout (a head held over 100 ms), other."
+	)
+	rollbacks := func(pick func(refusals, deadlocks, lockTimeouts, other int64) int64) func() int64 {
+		return func() int64 { return pick(a.Store.BatchFallbacks()) }
 	}
-	cacheHits := headCache("hit", func() int64 { h, _ := a.HeadCache(); return h })
-	cacheStale := headCache("stale", func() int64 { _, st := a.HeadCache(); return st })
-	batchStatements := prometheus.NewCounterFunc(prometheus.CounterOpts{
-		Name: "auditchain_pg_append_batches_total",
-		Help: "Statements that carried optimistic appends on PostgreSQL (several accounts' appends share one); with auditchain_pg_append_batched_total, the mean batch size.",
-	}, func() float64 { n, _ := a.PGBatches(); return float64(n) })
-	batchedAppends := prometheus.NewCounterFunc(prometheus.CounterOpts{
-		Name: "auditchain_pg_append_batched_total",
-		Help: "Optimistic appends sent in those statements on PostgreSQL.",
-	}, func() float64 { _, n := a.PGBatches(); return float64(n) })
-	s.registry.MustRegister(s.requests, s.latency, ioFaults, checkpoints, optimistic, locked, cacheHits, cacheStale,
-		batchStatements, batchedAppends,
+	s.registry.MustRegister(s.requests, s.latency,
+		counter("auditchain_store_io_faults_total",
+			"SQLite connections given up after a storage fault (I/O error, full disk, corruption) and replaced.", "",
+			func() int64 { return a.Store.IOFaults() + a.Store.CheckpointFaults() }),
+		counter("auditchain_store_wal_checkpoints_total",
+			"SQLite WAL checkpoints run in the background, off the writer (0 on PostgreSQL).", "", a.Store.Checkpoints),
+		counter("auditchain_pg_appends_total", pgAppendsHelp, "path=optimistic", func() int64 { o, _ := a.PGAppends(); return o }),
+		counter("auditchain_pg_appends_total", pgAppendsHelp, "path=locked", func() int64 { _, l := a.PGAppends(); return l }),
+		counter("auditchain_pg_head_cache_total", headCacheHelp, "result=hit", func() int64 { h, _ := a.HeadCache(); return h }),
+		counter("auditchain_pg_head_cache_total", headCacheHelp, "result=stale", func() int64 { _, st := a.HeadCache(); return st }),
+		counter("auditchain_pg_append_batches_total",
+			"Statements that carried optimistic appends on PostgreSQL (several accounts' appends share one); with auditchain_pg_append_batched_total, the mean batch size.", "",
+			func() int64 { n, _ := a.PGBatches(); return n }),
+		counter("auditchain_pg_append_batched_total", "Optimistic appends sent in those statements on PostgreSQL.", "",
+			func() int64 { _, n := a.PGBatches(); return n }),
+		counter("auditchain_pg_append_batch_rollbacks_total", rollbackHelp, "reason=refusal", rollbacks(func(r, _, _, _ int64) int64 { return r })),
+		counter("auditchain_pg_append_batch_rollbacks_total", rollbackHelp, "reason=deadlock", rollbacks(func(_, d, _, _ int64) int64 { return d })),
+		counter("auditchain_pg_append_batch_rollbacks_total", rollbackHelp, "reason=lock_timeout", rollbacks(func(_, _, l, _ int64) int64 { return l })),
+		counter("auditchain_pg_append_batch_rollbacks_total", rollbackHelp, "reason=other", rollbacks(func(_, _, _, o int64) int64 { return o })),
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 
 	for _, rt := range s.routes() {

@@ -42,8 +42,9 @@ func TreeCheckIndex(n int64) int64 { return tlog.StoredHashIndex(0, n-1) }
 
 // ChargedInsert is the outcome of the append statement.
 type ChargedInsert struct {
-	// HeadMoved is true when the head was no longer Expect: nothing was
-	// written (only AppendUnlocked can see it; a locked head cannot move).
+	// HeadMoved is true when the head was no longer Expect, or the Merkle
+	// row TreeCheck names is missing: nothing was written (only the unlocked
+	// appends, single or batched, can see it; a locked head cannot move).
 	HeadMoved bool
 	// QuotaOK is false when the event would exceed the daily quota; QuotaUsed
 	// is not filled then (read it with QuotaUsed).

@@ -3,7 +3,6 @@ package store_test
 import (
 	"context"
 	"database/sql"
-	"fmt"
 	"testing"
 
 	"github.com/auditchain/auditchain/internal/merkle"
@@ -59,47 +58,17 @@ func readAppendState(t *testing.T, s *store.Store, user, day string) appendState
 func TestAppendUnlockedWritesAllOrNothing(t *testing.T) {
 	s := storetest.Open(t, storetest.DSN(t, storetest.Postgres))
 	ctx := context.Background()
-	const user, day = "u-optimistic", "2026-11-22"
-	payload := func(i int) string { return fmt.Sprintf("sha256:%064x", i+1) }
+	const user, day = "u-optimistic", batchDay
 
 	// Three events and two quota units through the locked path.
-	err := s.InTx(ctx, func(tx *sql.Tx) error {
-		for i := range 3 {
-			if _, err := s.LockHead(ctx, tx, user); err != nil {
-				return err
-			}
-			e := store.Event{UserID: user, Sequence: int64(i), LeafIndex: int64(i), EventID: fmt.Sprintf("evt-%d", i),
-				EventType: "t", PayloadHash: payload(i), TS: "2026-11-22T00:00:00Z", Surface: "rest"}
-			if err := s.InsertEvent(ctx, tx, &e); err != nil {
-				return err
-			}
-		}
+	threeEvents(t, s, user)
+	if err := s.InTx(ctx, func(tx *sql.Tx) error {
 		_, _, err := s.ConsumeQuota(ctx, tx, user, day, 2, 100)
 		return err
-	})
-	if err != nil {
+	}); err != nil {
 		t.Fatal(err)
 	}
-
-	// next builds the append of leaf 3 onto the head read now.
-	next := func(eventID string, limit int64) store.ChargedAppend {
-		t.Helper()
-		head, hashes, err := s.HeadForAppend(ctx, user, store.LeafReads(3))
-		if err != nil || head.EventCount != 3 {
-			t.Fatalf("HeadForAppend = %+v, %v", head, err)
-		}
-		e := &store.Event{UserID: user, Sequence: 3, LeafIndex: 3, EventID: eventID, EventType: "t", PrevHash: head.LastHash,
-			PayloadHash: payload(3), TS: "2026-11-22T00:00:01Z", Surface: "rest"}
-		leaf, err := verify.HashBytes(e.PayloadHash)
-		if err != nil {
-			t.Fatal(err)
-		}
-		hs, err := merkle.AppendLeaf(3, leaf, hashes)
-		if err != nil {
-			t.Fatal(err)
-		}
-		return store.ChargedAppend{Event: e, Hashes: hs, Expect: head, Day: day, Limit: limit}
-	}
+	next := func(eventID string, limit int64) store.ChargedAppend { return nextAppend(t, s, user, eventID, limit) }
 	before := readAppendState(t, s, user, day)
 
 	stale := next("evt-3", 100)
@@ -126,7 +95,7 @@ func TestAppendUnlockedWritesAllOrNothing(t *testing.T) {
 		t.Fatalf("append onto the current head: %+v, %v", out, err)
 	}
 	after := readAppendState(t, s, user, day)
-	if after.headCount != 4 || after.headSequence != 3 || after.headHash != payload(3) || after.used != 3 || after.events != 4 ||
+	if after.headCount != 4 || after.headSequence != 3 || after.headHash != batchPayload(user, 3) || after.used != 3 || after.events != 4 ||
 		after.merkleRows != merkle.StoredHashCount(4) || after.machineEvents != before.machineEvents+1 {
 		t.Fatalf("after the append: %+v (before %+v)", after, before)
 	}
@@ -137,7 +106,7 @@ func TestAppendUnlockedWritesAllOrNothing(t *testing.T) {
 	}
 	ref := &merkle.HashStore{}
 	for i := range 4 {
-		leaf, _ := verify.HashBytes(payload(i))
+		leaf, _ := verify.HashBytes(batchPayload(user, i))
 		if err := ref.Append(leaf); err != nil {
 			t.Fatal(err)
 		}
