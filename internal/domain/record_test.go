@@ -2,6 +2,7 @@ package domain
 
 import (
 	"encoding/json"
+	"regexp"
 	"strings"
 	"testing"
 	"time"
@@ -139,4 +140,70 @@ func TestBatchRateSustained(t *testing.T) {
 	if admitted < 100*9 {
 		t.Fatalf("admitted only %d rows in ten minutes at 100/min", admitted)
 	}
+}
+
+// The forms as the spec's patterns state them; ValidEventID and ValidHash
+// must accept exactly what these accept.
+var (
+	eventIDForm = regexp.MustCompile(`^evt-[A-Za-z0-9_.:-]{1,160}$`)
+	hashForm    = regexp.MustCompile(`^sha256:[0-9a-f]{64}$`)
+)
+
+func TestValidEventIDAndHash(t *testing.T) {
+	hex64 := strings.Repeat("0123456789abcdef", 4)
+	ids := []struct {
+		id   string
+		want bool
+	}{
+		{"evt-a", true},
+		{"evt-A_z.0:9-", true},
+		{"evt-" + strings.Repeat("a", 160), true},
+		{"evt-" + strings.Repeat("a", 161), false},
+		{"evt-", false},
+		{"evt", false},
+		{"EVT-a", false},
+		{"evt-a b", false},
+		{"evt-a\n", false},
+		{"evt-é", false},
+		{"xevt-a", false},
+		{"evt-a/b", false},
+	}
+	for _, tt := range ids {
+		if got := ValidEventID(tt.id); got != tt.want {
+			t.Errorf("ValidEventID(%q) = %v, want %v", tt.id, got, tt.want)
+		}
+	}
+	hashes := []struct {
+		h    string
+		want bool
+	}{
+		{"sha256:" + hex64, true},
+		{"sha256:" + hex64[:63], false},
+		{"sha256:" + hex64 + "0", false},
+		{"sha256:" + strings.ToUpper(hex64), false},
+		{"sha256:" + hex64[:63] + "g", false},
+		{"SHA256:" + hex64, false},
+		{hex64, false},
+		{"sha256:" + hex64 + "\n", false},
+	}
+	for _, tt := range hashes {
+		if got := ValidHash(tt.h); got != tt.want {
+			t.Errorf("ValidHash(%q) = %v, want %v", tt.h, got, tt.want)
+		}
+	}
+}
+
+// FuzzValidForms checks the written-out checks against the patterns.
+func FuzzValidForms(f *testing.F) {
+	for _, s := range []string{"evt-a", "evt-", "sha256:" + strings.Repeat("ab", 32), "evt-a\n", "evt-\xff"} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, s string) {
+		if got, want := ValidEventID(s), eventIDForm.MatchString(s); got != want {
+			t.Fatalf("ValidEventID(%q) = %v, the pattern says %v", s, got, want)
+		}
+		if got, want := ValidHash(s), hashForm.MatchString(s); got != want {
+			t.Fatalf("ValidHash(%q) = %v, the pattern says %v", s, got, want)
+		}
+	})
 }
