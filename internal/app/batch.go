@@ -50,10 +50,8 @@ type BatchResult struct {
 // one transaction: the rate limit and the daily quota admit all of its new rows
 // or none.
 func (a *App) AppendBatch(ctx context.Context, p Principal, clientMachine *string, rows []json.RawMessage) (BatchResult, error) {
-	if len(rows) > domain.MaxBatchEvents {
-		return BatchResult{}, (&domain.Error{Status: http.StatusRequestEntityTooLarge, Code: domain.CodeBatchTooLarge,
-			Detail: fmt.Sprintf("a batch holds at most %d events; this one holds %d and nothing was stored", domain.MaxBatchEvents, len(rows))}).
-			With("received", len(rows)).With("limit", domain.MaxBatchEvents)
+	if err := checkBatchSize(len(rows)); err != nil {
+		return BatchResult{}, err
 	}
 	res := BatchResult{ClientMachine: clientMachine, Errors: []BatchRowError{}}
 	inputs := make([]*domain.EventInput, len(rows))
@@ -65,12 +63,48 @@ func (a *App) AppendBatch(ctx context.Context, p Principal, clientMachine *strin
 		}
 		inputs[i] = in
 	}
+	return a.appendBatch(ctx, p, res, inputs)
+}
 
+// AppendDecodedBatch is AppendBatch for rows the caller has already decoded
+// strictly (unknown fields refused), all without error: the HTTP handler
+// decodes the whole body in one pass and falls back to AppendBatch, which
+// names each bad row, only when that fails. Decoding every row twice (as raw
+// JSON, then as an event) was a quarter of a batch's CPU.
+func (a *App) AppendDecodedBatch(ctx context.Context, p Principal, clientMachine *string, rows []domain.EventInput) (BatchResult, error) {
+	if err := checkBatchSize(len(rows)); err != nil {
+		return BatchResult{}, err
+	}
+	res := BatchResult{ClientMachine: clientMachine, Errors: []BatchRowError{}}
+	inputs := make([]*domain.EventInput, len(rows))
+	for i := range rows {
+		if rowErr := checkBatchRowShape(i, &rows[i]); rowErr != nil {
+			res.Errors = append(res.Errors, *rowErr)
+			continue
+		}
+		inputs[i] = &rows[i]
+	}
+	return a.appendBatch(ctx, p, res, inputs)
+}
+
+// checkBatchSize refuses a batch over the spec's limit (SPEC.md "Limits").
+func checkBatchSize(n int) error {
+	if n > domain.MaxBatchEvents {
+		return (&domain.Error{Status: http.StatusRequestEntityTooLarge, Code: domain.CodeBatchTooLarge,
+			Detail: fmt.Sprintf("a batch holds at most %d events; this one holds %d and nothing was stored", domain.MaxBatchEvents, n)}).
+			With("received", n).With("limit", domain.MaxBatchEvents)
+	}
+	return nil
+}
+
+// appendBatch stores the rows of inputs that parsed (nil: refused in res.Errors).
+func (a *App) appendBatch(ctx context.Context, p Principal, res BatchResult, inputs []*domain.EventInput) (BatchResult, error) {
+	rowCount := len(inputs)
 	now := a.Now()
 	// Canonical hashing (JCS) of every row happens here, before the writer
 	// takes the batch: the single SQLite writer should only write.
-	prepared := make([]store.Event, len(rows))
-	prepareErrs := make([]error, len(rows))
+	prepared := make([]store.Event, rowCount)
+	prepareErrs := make([]error, rowCount)
 	for i, in := range inputs {
 		if in != nil {
 			prepared[i], prepareErrs[i] = a.prepareEvent(p, in, "rest", now)
@@ -83,17 +117,14 @@ func (a *App) AppendBatch(ctx context.Context, p Principal, clientMachine *strin
 		}
 	}
 
-	var stored []store.Event
 	err := a.write(ctx, func(t *txn) error {
 		r := res
-		r.Errors = append(make([]BatchRowError, 0, len(res.Errors)), res.Errors...)
-		stored = stored[:0]
 		// The per-key rate counts every row the call carries.
 		tat, err := a.Store.RateState(ctx, t.tx, p.KeyID)
 		if err != nil {
 			return err
 		}
-		rate := domain.DecideBatchRate(time.UnixMicro(tat), now, len(rows), a.Cfg.BatchRateLimit)
+		rate := domain.DecideBatchRate(time.UnixMicro(tat), now, rowCount, a.Cfg.BatchRateLimit)
 		if !rate.Allowed {
 			return (&domain.Error{Status: http.StatusTooManyRequests, Code: domain.CodeRateLimited, RetryAfter: rate.RetryAfter,
 				Detail: fmt.Sprintf("this key may send %d batch events per minute; retry in %d s", a.Cfg.BatchRateLimit, rate.RetryAfter)}).
@@ -108,98 +139,158 @@ func (a *App) AppendBatch(ctx context.Context, p Principal, clientMachine *strin
 		if err != nil {
 			return err
 		}
+		// A stored event's sequence is at or below the head's, so a batch whose
+		// rows are all above it (the common case; a retried batch is not) is
+		// stored without looking its ids up first: the insert's own unique key
+		// finds any id stored anyway, and then the rows are placed again after
+		// the lookup. The lookup was a tenth of the writer's time per batch.
+		if !retriesStoredRows(inputs, head) {
+			if _, err := t.tx.ExecContext(ctx, "SAVEPOINT batch_rows"); err != nil {
+				return err
+			}
+			out, err := a.storeBatchRows(ctx, t, p, r, inputs, prepared, prepareErrs, head, nil, now)
+			if !errors.Is(err, errBatchIDStored) {
+				if err == nil {
+					_, err = t.tx.ExecContext(ctx, "RELEASE batch_rows")
+				}
+				if err == nil {
+					res = out
+				}
+				return err
+			}
+			if _, err := t.tx.ExecContext(ctx, "ROLLBACK TO batch_rows"); err != nil {
+				return err
+			}
+			if _, err := t.tx.ExecContext(ctx, "RELEASE batch_rows"); err != nil {
+				return err
+			}
+		}
 		// Every id the batch carries, looked up at once under the head lock:
 		// no other append to the account can store one meanwhile.
 		already, err := a.Store.EventsByIDs(ctx, t.tx, p.UserID, ids)
 		if err != nil {
 			return err
 		}
-		seen := map[string]int{}
-		for i, in := range inputs {
-			if in == nil {
-				continue
-			}
-			if first, dup := seen[*in.EventID]; dup {
-				r.Errors = append(r.Errors, BatchRowError{Index: i, EventID: in.EventID, Code: "duplicate_in_batch",
-					Message: fmt.Sprintf("event_id also at index %d of this batch", first)})
-				continue
-			}
-			seen[*in.EventID] = i
-			if prev, ok := already[*in.EventID]; ok {
-				if sameEvent(&prev, in) {
-					r.Skipped++
-				} else {
-					r.Errors = append(r.Errors, BatchRowError{Index: i, EventID: in.EventID, Code: domain.CodeEventIDConflict,
-						Message: "event_id is already stored with different content"})
-				}
-				continue
-			}
-			if *in.Sequence <= head.LastSequence {
-				r.Errors = append(r.Errors, BatchRowError{Index: i, EventID: in.EventID, Code: domain.CodeNonMonotonic, Field: "sequence",
-					Message: fmt.Sprintf("sequence must be above the account's last stored sequence %d", head.LastSequence)})
-				continue
-			}
-			if err := prepareErrs[i]; err != nil {
-				var de *domain.Error
-				if errors.As(err, &de) {
-					r.Errors = append(r.Errors, BatchRowError{Index: i, EventID: in.EventID, Code: de.Code, Message: de.Detail})
-					continue
-				}
-				return err
-			}
-			e := prepared[i]
-			if in.PayloadHash != nil && *in.PayloadHash != e.PayloadHash {
-				r.Errors = append(r.Errors, BatchRowError{Index: i, EventID: in.EventID, Code: "payload_hash_mismatch", Field: "payload_hash",
-					Message: "payload_hash does not match the canonical hash of the row: " + e.PayloadHash})
-				continue
-			}
-			e.LeafIndex = head.EventCount // rows extend the chain in order: leaf = chain position
-			head.LastSequence, head.LastHash, head.EventCount = e.Sequence, &e.PayloadHash, head.EventCount+1
-			stored = append(stored, e)
-		}
-		used, ok, err := a.Store.ConsumeQuota(ctx, t.tx, p.UserID, domain.QuotaDay(now), int64(len(stored)), int64(a.Cfg.DailyEventQuota))
+		out, err := a.storeBatchRows(ctx, t, p, r, inputs, prepared, prepareErrs, head, already, now)
 		if err != nil {
 			return err
 		}
-		if !ok {
-			return a.quotaExceeded(used)
-		}
-		// machine_sequence counts each machine's stored events: read the
-		// counters of the batch's machines once, number the rows, store once.
-		var machines []string
-		for i := range stored {
-			machines = append(machines, machineOf(&stored[i]))
-		}
-		slices.Sort(machines)
-		machines = slices.Compact(machines)
-		counts, err := a.Store.MachineSequences(ctx, t.tx, p.UserID, machines)
-		if err != nil {
-			return err
-		}
-		for i := range stored {
-			m := machineOf(&stored[i])
-			stored[i].MachineSequence = counts[m]
-			counts[m]++
-		}
-		if err := a.Store.InsertEvents(ctx, t.tx, stored); err != nil {
-			return err
-		}
-		if err := a.Store.SetMachineSequences(ctx, t.tx, p.UserID, counts); err != nil {
-			return err
-		}
-		for i := range stored {
-			if err := a.publish(ctx, t, &stored[i]); err != nil {
-				return err
-			}
-		}
-		r.Ingested, r.Quota = len(stored), a.quota(used)
-		res = r
+		res = out
 		return nil
 	})
 	if err != nil {
 		return BatchResult{}, err
 	}
 	return res, nil
+}
+
+// errBatchIDStored: a row's event_id turned out to be stored already, in a
+// batch placed without looking its ids up.
+var errBatchIDStored = errors.New("a batch row's event_id is already stored")
+
+// retriesStoredRows reports whether some row's sequence is at or below the
+// head's: such a row may be stored already (a retried batch) and must be
+// looked up to tell a skipped repeat from a non-monotonic row.
+func retriesStoredRows(inputs []*domain.EventInput, head store.Head) bool {
+	for _, in := range inputs {
+		if in != nil && *in.Sequence <= head.LastSequence {
+			return true
+		}
+	}
+	return false
+}
+
+// storeBatchRows places the batch's rows after head and stores those that
+// pass, under the head lock, adding the outcome to r. already holds the
+// rows' ids found stored; nil means they were not looked up, and a stored id
+// then fails the insert with errBatchIDStored.
+func (a *App) storeBatchRows(ctx context.Context, t *txn, p Principal, r BatchResult, inputs []*domain.EventInput,
+	prepared []store.Event, prepareErrs []error, head store.Head, already map[string]store.Event, now time.Time) (BatchResult, error) {
+	r.Errors = slices.Clone(r.Errors)
+	var stored []store.Event
+	seen := map[string]int{}
+	for i, in := range inputs {
+		if in == nil {
+			continue
+		}
+		if first, dup := seen[*in.EventID]; dup {
+			r.Errors = append(r.Errors, BatchRowError{Index: i, EventID: in.EventID, Code: "duplicate_in_batch",
+				Message: fmt.Sprintf("event_id also at index %d of this batch", first)})
+			continue
+		}
+		seen[*in.EventID] = i
+		if prev, ok := already[*in.EventID]; ok {
+			if sameEvent(&prev, in) {
+				r.Skipped++
+			} else {
+				r.Errors = append(r.Errors, BatchRowError{Index: i, EventID: in.EventID, Code: domain.CodeEventIDConflict,
+					Message: "event_id is already stored with different content"})
+			}
+			continue
+		}
+		if *in.Sequence <= head.LastSequence {
+			r.Errors = append(r.Errors, BatchRowError{Index: i, EventID: in.EventID, Code: domain.CodeNonMonotonic, Field: "sequence",
+				Message: fmt.Sprintf("sequence must be above the account's last stored sequence %d", head.LastSequence)})
+			continue
+		}
+		if err := prepareErrs[i]; err != nil {
+			var de *domain.Error
+			if errors.As(err, &de) {
+				r.Errors = append(r.Errors, BatchRowError{Index: i, EventID: in.EventID, Code: de.Code, Message: de.Detail})
+				continue
+			}
+			return r, err
+		}
+		e := prepared[i]
+		if in.PayloadHash != nil && *in.PayloadHash != e.PayloadHash {
+			r.Errors = append(r.Errors, BatchRowError{Index: i, EventID: in.EventID, Code: "payload_hash_mismatch", Field: "payload_hash",
+				Message: "payload_hash does not match the canonical hash of the row: " + e.PayloadHash})
+			continue
+		}
+		e.LeafIndex = head.EventCount // rows extend the chain in order: leaf = chain position
+		head.LastSequence, head.LastHash, head.EventCount = e.Sequence, &e.PayloadHash, head.EventCount+1
+		stored = append(stored, e)
+	}
+	used, ok, err := a.Store.ConsumeQuota(ctx, t.tx, p.UserID, domain.QuotaDay(now), int64(len(stored)), int64(a.Cfg.DailyEventQuota))
+	if err != nil {
+		return r, err
+	}
+	if !ok {
+		return r, a.quotaExceeded(used)
+	}
+	// machine_sequence counts each machine's stored events: read the
+	// counters of the batch's machines once, number the rows, store once.
+	var machines []string
+	for i := range stored {
+		machines = append(machines, machineOf(&stored[i]))
+	}
+	slices.Sort(machines)
+	machines = slices.Compact(machines)
+	counts, err := a.Store.MachineSequences(ctx, t.tx, p.UserID, machines)
+	if err != nil {
+		return r, err
+	}
+	for i := range stored {
+		m := machineOf(&stored[i])
+		stored[i].MachineSequence = counts[m]
+		counts[m]++
+	}
+	if err := a.Store.InsertEvents(ctx, t.tx, stored); err != nil {
+		if already == nil && errors.Is(err, store.ErrConflict) {
+			return r, errBatchIDStored
+		}
+		return r, err
+	}
+	if err := a.Store.SetMachineSequences(ctx, t.tx, p.UserID, counts); err != nil {
+		return r, err
+	}
+	for i := range stored {
+		if err := a.publish(ctx, t, &stored[i]); err != nil {
+			return r, err
+		}
+	}
+	r.Ingested, r.Quota = len(stored), a.quota(used)
+	return r, nil
 }
 
 // parseBatchRow decodes one row and checks its shape.
@@ -218,10 +309,18 @@ func parseBatchRow(i int, row json.RawMessage) (*domain.EventInput, *BatchRowErr
 		}
 		return nil, &BatchRowError{Index: i, Code: domain.CodeValidation, Field: field, Message: msg}
 	}
-	if errs := domain.ValidateEventShape(&in); len(errs) > 0 {
-		return nil, &BatchRowError{Index: i, EventID: in.EventID, Code: domain.CodeValidation, Field: errs[0].Field, Message: errs[0].Message}
+	if rowErr := checkBatchRowShape(i, &in); rowErr != nil {
+		return nil, rowErr
 	}
 	return &in, nil
+}
+
+// checkBatchRowShape is the row's first shape problem, if any.
+func checkBatchRowShape(i int, in *domain.EventInput) *BatchRowError {
+	if errs := domain.ValidateEventShape(in); len(errs) > 0 {
+		return &BatchRowError{Index: i, EventID: in.EventID, Code: domain.CodeValidation, Field: errs[0].Field, Message: errs[0].Message}
+	}
+	return nil
 }
 
 // machineOf is the machine counter an event counts on ("" without machine_id).

@@ -23,19 +23,35 @@ type validator interface {
 // fields are named. An empty body decodes to the zero T only when optional.
 func decode[T any](r *http.Request, maxBytes int64, optional bool) (T, error) {
 	var v T
+	body, err := readJSONBody(r, maxBytes, optional)
+	if err != nil || body == nil {
+		return v, err
+	}
+	return decodeBody[T](body)
+}
+
+// readJSONBody reads a JSON request body within maxBytes; nil without error
+// when the body is empty (or null) and optional.
+func readJSONBody(r *http.Request, maxBytes int64, optional bool) ([]byte, error) {
 	body, err := readBody(r, maxBytes)
 	if err != nil {
-		return v, err
+		return nil, err
 	}
 	if len(bytes.TrimSpace(body)) == 0 || (optional && bytes.Equal(bytes.TrimSpace(body), []byte("null"))) {
 		if optional {
-			return v, nil
+			return nil, nil
 		}
-		return v, &domain.Error{Status: http.StatusBadRequest, Code: domain.CodeMalformedJSON, Detail: "a JSON object body is required"}
+		return nil, &domain.Error{Status: http.StatusBadRequest, Code: domain.CodeMalformedJSON, Detail: "a JSON object body is required"}
 	}
 	if err := checkJSONContentType(r); err != nil {
-		return v, err
+		return nil, err
 	}
+	return body, nil
+}
+
+// decodeBody decodes body strictly into T and runs T's own checks.
+func decodeBody[T any](body []byte) (T, error) {
+	var v T
 	if err := unmarshalStrict(body, &v); err != nil {
 		return v, err
 	}

@@ -289,12 +289,64 @@ func TestBatch(t *testing.T) {
 		if e.tip(key)["event_count"] != float64(2) {
 			t.Fatalf("tip %v", e.tip(key))
 		}
+		// Rows all above the tip are stored without looking their ids up
+		// first; a stored id among them (evt-1, now at sequence 21) is found by
+		// the insert, and the rows are placed again: evt-20 stored, evt-1
+		// refused, nothing of the first attempt left behind.
+		res = e.do("POST", "/v1/events/batch", key, map[string]any{"events": []any{ev("evt-20", 20, nil), ev("evt-1", 21, nil)}}).JSON(t)
+		if errs := res["errors"].([]any); res["ingested"] != float64(1) || len(errs) != 1 ||
+			errs[0].(map[string]any)["code"] != "event_id_conflict" || errs[0].(map[string]any)["index"] != float64(1) {
+			t.Fatalf("stored id above the tip: %v", res)
+		}
+		if tip := e.tip(key); tip["event_count"] != float64(3) || tip["event_id"] != "evt-20" {
+			t.Fatalf("tip %v", tip)
+		}
 		// machine_sequence counts stored events only: the refused rows above
-		// (evt-3, evt-5) took no number, so the next event is the third.
+		// (evt-3, evt-5, the second evt-1) took no number, so the next event
+		// is the fourth.
 		tip := e.tip(key)
-		next := e.appendOK(key, ev("evt-10", 10, tip["payload_hash"].(string)))
-		if ms := next["event"].(map[string]any)["machine_sequence"]; ms != float64(2) {
-			t.Fatalf("machine_sequence after the batch = %v, want 2", ms)
+		next := e.appendOK(key, ev("evt-30", 30, tip["payload_hash"].(string)))
+		if ms := next["event"].(map[string]any)["machine_sequence"]; ms != float64(3) {
+			t.Fatalf("machine_sequence after the batch = %v, want 3", ms)
+		}
+	})
+}
+
+// Rows that do not decode as events (an unknown field, a mistyped field,
+// not an object) are named by index while the rows around them are stored:
+// the one-pass decode of the body fails, and the rows are decoded one by one.
+func TestBatchRowsThatDoNotDecode(t *testing.T) {
+	eachEnv(t, func(t *testing.T, e *env) {
+		_, key := e.account("a@example.com")
+		rows := []any{
+			ev("evt-0", 0, nil),
+			ev("evt-1", 1, nil, "colour", "red"),
+			ev("evt-2", 2, nil, "tool", 7),
+			"evt-3",
+			ev("evt-4", 4, nil),
+		}
+		r := e.do("POST", "/v1/events/batch", key, map[string]any{"client_machine": "laptop", "events": rows})
+		if r.Status != 200 {
+			t.Fatalf("batch: %d %s", r.Status, r.Body)
+		}
+		res := r.JSON(t)
+		if res["ingested"] != float64(2) || res["client_machine"] != "laptop" {
+			t.Fatalf("batch result %s", r.Body)
+		}
+		want := map[float64]string{1: "colour", 2: "tool", 3: ""}
+		errs := res["errors"].([]any)
+		if len(errs) != len(want) {
+			t.Fatalf("errors %v, want rows 1, 2 and 3", errs)
+		}
+		for _, x := range errs {
+			row := x.(map[string]any)
+			field, ok := want[row["index"].(float64)]
+			if !ok || row["code"] != "validation_error" || (field != "" && row["field"] != field) {
+				t.Fatalf("row error %v, want index→field %v", row, want)
+			}
+		}
+		if tip := e.tip(key); tip["event_count"] != float64(2) || tip["event_id"] != "evt-4" {
+			t.Fatalf("tip %v", tip)
 		}
 	})
 }
