@@ -184,9 +184,11 @@ func (a *App) appendBatch(ctx context.Context, p Principal, res BatchResult, inp
 	return res, nil
 }
 
-// errBatchIDStored: a row's event_id turned out to be stored already, in a
-// batch placed without looking its ids up.
-var errBatchIDStored = errors.New("a batch row's event_id is already stored")
+// errBatchIDStored: in a batch placed without looking its ids up, a row's
+// event_id turned out to be stored already, or the daily quota refused the
+// rows, some of which may be stored already (found by a reviewer: a batch
+// that fit the quota was refused for rows that were not new).
+var errBatchIDStored = errors.New("a batch row's event_id may be stored already")
 
 // retriesStoredRows reports whether some row's sequence is at or below the
 // head's: such a row may be stored already (a retried batch) and must be
@@ -203,7 +205,8 @@ func retriesStoredRows(inputs []*domain.EventInput, head store.Head) bool {
 // storeBatchRows places the batch's rows after head and stores those that
 // pass, under the head lock, adding the outcome to r. already holds the
 // rows' ids found stored; nil means they were not looked up, and a stored id
-// then fails the insert with errBatchIDStored.
+// (or a quota refusal, which may count stored rows) then ends the attempt
+// with errBatchIDStored.
 func (a *App) storeBatchRows(ctx context.Context, t *txn, p Principal, r BatchResult, inputs []*domain.EventInput,
 	prepared []store.Event, prepareErrs []error, head store.Head, already map[string]store.Event, now time.Time) (BatchResult, error) {
 	r.Errors = slices.Clone(r.Errors)
@@ -256,6 +259,11 @@ func (a *App) storeBatchRows(ctx context.Context, t *txn, p Principal, r BatchRe
 		return r, err
 	}
 	if !ok {
+		if already == nil {
+			// Rows counted as new may be stored already: let the lookup
+			// decide the count before refusing.
+			return r, errBatchIDStored
+		}
 		return r, a.quotaExceeded(used)
 	}
 	// machine_sequence counts each machine's stored events: read the

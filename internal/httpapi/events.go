@@ -1,7 +1,9 @@
 package httpapi
 
 import (
+	"bytes"
 	"encoding/json"
+	"io"
 	"net/http"
 	"strconv"
 	"sync"
@@ -90,10 +92,47 @@ func (b *batchRequest) validate() []domain.FieldError {
 	return nil
 }
 
-// decodedBatch is a batch body whose rows decode straight into events.
-type decodedBatch struct {
-	ClientMachine *string             `json:"client_machine"`
-	Events        []domain.EventInput `json:"events"`
+// decodeBatchInOnePass decodes a batch body whose rows all decode as events
+// (strictly: unknown fields refused), straight into events. ok is false for
+// any other body, which the general path then decodes and answers: one
+// whose rows do not all decode, whose top-level keys are not exactly
+// "client_machine" and "events" each at most once (encoding/json would match
+// "Events" too, and decode a second "events" array into the first one's
+// rows — found by a reviewer), without events, or with anything after it.
+func decodeBatchInOnePass(body []byte) (clientMachine *string, rows []domain.EventInput, ok bool) {
+	dec := json.NewDecoder(bytes.NewReader(body))
+	dec.DisallowUnknownFields()
+	if t, err := dec.Token(); err != nil || t != json.Delim('{') {
+		return nil, nil, false
+	}
+	var sawMachine, sawEvents bool
+	for dec.More() {
+		t, err := dec.Token()
+		if err != nil {
+			return nil, nil, false
+		}
+		switch key, _ := t.(string); {
+		case key == "events" && !sawEvents:
+			sawEvents = true
+			if err := dec.Decode(&rows); err != nil {
+				return nil, nil, false
+			}
+		case key == "client_machine" && !sawMachine:
+			sawMachine = true
+			if err := dec.Decode(&clientMachine); err != nil {
+				return nil, nil, false
+			}
+		default:
+			return nil, nil, false
+		}
+	}
+	if t, err := dec.Token(); err != nil || t != json.Delim('}') {
+		return nil, nil, false
+	}
+	if _, err := dec.Token(); err != io.EOF {
+		return nil, nil, false
+	}
+	return clientMachine, rows, rows != nil
 }
 
 func (s *Server) appendBatch(w http.ResponseWriter, r *http.Request) error {
@@ -105,9 +144,8 @@ func (s *Server) appendBatch(w http.ResponseWriter, r *http.Request) error {
 	// decoded one by one, so that each bad row is named by its index (SPEC.md
 	// "POST /v1/events/batch": errors per row) and the good ones still stored.
 	var res app.BatchResult
-	if batch, err := decodeBody[decodedBatch](body); err == nil && batch.Events != nil {
-		res, err = s.app.AppendDecodedBatch(r.Context(), principal(r), batch.ClientMachine, batch.Events)
-		if err != nil {
+	if clientMachine, rows, ok := decodeBatchInOnePass(body); ok {
+		if res, err = s.app.AppendDecodedBatch(r.Context(), principal(r), clientMachine, rows); err != nil {
 			return err
 		}
 	} else {

@@ -351,6 +351,101 @@ func TestBatchRowsThatDoNotDecode(t *testing.T) {
 	})
 }
 
+// A batch whose rows are all above the tip but which carries an id already
+// stored (with other content: event_id_conflict) counts against the daily
+// quota only its new rows: the lookup-free first placement counts every row,
+// and a refusal there must not answer 429 before the lookup (found by a
+// reviewer).
+func TestBatchStoredIDAboveTheTipCountsOnlyNewRowsAgainstTheQuota(t *testing.T) {
+	storetest.Each(t, func(t *testing.T, dsn string) {
+		e := newEnv(t, dsn, func(c *config.Config) { c.DailyEventQuota = 3 })
+		_, key := e.account("a@example.com")
+		r := e.do("POST", "/v1/events/batch", key, map[string]any{"events": []any{ev("evt-0", 0, nil), ev("evt-1", 1, nil)}})
+		if r.Status != 200 || r.JSON(t)["ingested"] != float64(2) {
+			t.Fatalf("first batch: %d %s", r.Status, r.Body)
+		}
+		// One quota unit left. evt-1 again, at sequence 11 (above the tip):
+		// a conflict, not a new row; evt-10 is the only new row.
+		r = e.do("POST", "/v1/events/batch", key, map[string]any{"events": []any{ev("evt-10", 10, nil), ev("evt-1", 11, nil)}})
+		if r.Status != 200 {
+			t.Fatalf("batch with one new row and one stored id, one quota unit left: %d %s", r.Status, r.Body)
+		}
+		res := r.JSON(t)
+		errs := res["errors"].([]any)
+		if res["ingested"] != float64(1) || len(errs) != 1 || errs[0].(map[string]any)["code"] != "event_id_conflict" {
+			t.Fatalf("result %s", r.Body)
+		}
+		if q := res["quota"].(map[string]any); q["used_today"] != float64(3) || q["remaining"] != float64(0) {
+			t.Fatalf("quota %v", q)
+		}
+		if tip := e.tip(key); tip["event_count"] != float64(3) || tip["event_id"] != "evt-10" {
+			t.Fatalf("tip %v", tip)
+		}
+	})
+}
+
+// The same, where the batch's row count alone exceeds the daily quota
+// (ConsumeQuota's n > limit path): 4 rows, 3 of them new, quota 3.
+func TestBatchStoredIDAboveTheTipWithMoreRowsThanTheQuota(t *testing.T) {
+	storetest.Each(t, func(t *testing.T, dsn string) {
+		e := newEnv(t, dsn, func(c *config.Config) { c.DailyEventQuota = 3 })
+		_, key := e.account("a@example.com")
+		if r := e.do("POST", "/v1/events/batch", key, map[string]any{"events": []any{ev("evt-0", 0, nil)}}); r.Status != 200 {
+			t.Fatalf("first batch: %d %s", r.Status, r.Body)
+		}
+		e.clock.Advance(24 * time.Hour) // a new UTC day: the full quota again
+		rows := []any{ev("evt-0", 10, nil)}
+		for i := 1; i <= 3; i++ {
+			rows = append(rows, ev(fmt.Sprintf("evt-%d", 10+i), int64(10+i), nil))
+		}
+		r := e.do("POST", "/v1/events/batch", key, map[string]any{"events": rows})
+		if r.Status != 200 || r.JSON(t)["ingested"] != float64(3) {
+			t.Fatalf("3 new rows + 1 stored id under a quota of 3: %d %s", r.Status, r.Body)
+		}
+	})
+}
+
+// A body that names "events" twice (or as "Events": encoding/json matches
+// keys case-insensitively) is decoded as the last array, whole rows
+// replaced. Decoding a second array straight into the first one's events
+// would leak the first rows' fields into the second's (found by a reviewer).
+func TestBatchWithEventsTwiceTakesTheLastArrayWhole(t *testing.T) {
+	eachEnv(t, func(t *testing.T, e *env) {
+		_, key := e.account("a@example.com")
+		body := `{"events":[{"event_id":"evt-0","event_type":"tool_call","sequence":0,"tool":"rm -rf","decision":"deny"}],` +
+			`"Events":[{"event_id":"evt-1","event_type":"tool_call","sequence":1}]}`
+		r := e.do("POST", "/v1/events/batch", key, body)
+		if r.Status != 200 || r.JSON(t)["ingested"] != float64(1) {
+			t.Fatalf("batch: %d %s", r.Status, r.Body)
+		}
+		got := e.do("GET", "/v1/events/evt-1", key, nil)
+		if got.Status != 200 {
+			t.Fatalf("read evt-1: %d %s", got.Status, got.Body)
+		}
+		m := got.JSON(t)
+		if ev, ok := m["event"].(map[string]any); ok {
+			m = ev
+		}
+		if m["tool"] != nil || m["decision"] != nil {
+			t.Fatalf("evt-1 stored with fields of another row: tool=%v decision=%v", m["tool"], m["decision"])
+		}
+	})
+}
+
+// The same with a null row in the second array: the row is refused
+// (event_id required), not replaced by the first array's evt-2.
+func TestBatchWithEventsTwiceAndANullRow(t *testing.T) {
+	eachEnv(t, func(t *testing.T, e *env) {
+		_, key := e.account("a@example.com")
+		body := `{"events":[{"event_id":"evt-2","event_type":"tool_call","sequence":2}],"events":[null]}`
+		r := e.do("POST", "/v1/events/batch", key, body)
+		res := r.JSON(t)
+		if r.Status != 200 || res["ingested"] != float64(0) || len(res["errors"].([]any)) != 1 {
+			t.Fatalf("null row: %d %s", r.Status, r.Body)
+		}
+	})
+}
+
 func TestBatchRateLimit(t *testing.T) {
 	storetest.Each(t, func(t *testing.T, dsn string) {
 		e := newEnv(t, dsn, func(c *config.Config) { c.BatchRateLimit = 10 })
