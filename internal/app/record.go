@@ -222,29 +222,18 @@ func (a *App) appendInTx(ctx context.Context, t *txn, p Principal, in *domain.Ev
 		}
 	}
 
-	if a.Store.Dialect == store.Postgres && prepared != nil && surface != serviceSurface {
+	if surface != serviceSurface {
+		if prepared == nil {
+			return errors.New("a client event reached the writer unprepared")
+		}
 		return a.appendChargedInTx(ctx, t, in, prepared, head, day, replay, res)
 	}
 
-	// Events the service writes itself (revocations, governance, repairs,
-	// anchors) do not spend the client's daily quota: a revocation must work
-	// even on an account that used its quota up (docs/decisions/record.md).
-	var used int64
-	if surface == serviceSurface {
-		if used, err = a.Store.QuotaUsed(ctx, tx, p.UserID, day); err != nil {
-			return err
-		}
-	} else {
-		var ok bool
-		used, ok, err = a.Store.ConsumeQuota(ctx, tx, p.UserID, day, 1, int64(a.Cfg.DailyEventQuota))
-		if err != nil {
-			return err
-		}
-		if !ok {
-			return a.quotaExceeded(used)
-		}
-	}
-
+	// The rest is for events the service writes itself (revocations,
+	// governance, repairs, anchors). They do not spend the client's daily
+	// quota: a revocation must work even on an account that used its quota up
+	// (docs/decisions/record.md). Their result carries no quota: the service
+	// answers with what it did, not with the event (appendServerEvent).
 	var e store.Event
 	if prepared != nil {
 		e = *prepared
@@ -264,7 +253,7 @@ func (a *App) appendInTx(ctx context.Context, t *txn, p Principal, in *domain.Ev
 	}
 	if err := a.Store.InsertEvent(ctx, tx, &e); errors.Is(err, store.ErrConflict) {
 		// The event_id is taken by another event (continuity passed, so this
-		// is not a replay): refuse; the savepoint/transaction rolls back the quota.
+		// is not a replay): refuse.
 		if rerr := replay(err); rerr != nil {
 			return rerr
 		}
@@ -275,17 +264,19 @@ func (a *App) appendInTx(ctx context.Context, t *txn, p Principal, in *domain.Ev
 	if err := a.publish(ctx, t, &e); err != nil {
 		return err
 	}
-	res.Event, res.Quota = e, a.quota(used)
+	res.Event = e
 	return nil
 }
 
-// appendChargedInTx ends appendInTx for a client event on PostgreSQL, where
-// each statement is a round trip made while the account's head row is locked:
-// the quota, the machine counter, the row, its Merkle rows and the head move
-// in one statement (store.InsertEventCharged), with the same outcomes in the
-// same order as the general path — quota (429), then the event_id's unique
-// key (a replay or 409 event_id_conflict). A refusal returns an error, so the
-// transaction rolls back whatever the statement moved.
+// appendChargedInTx ends appendInTx for a client event: the quota, the
+// machine counter, the row, its Merkle rows and the head move in as few
+// statements as the store allows (store.InsertEventCharged: one on
+// PostgreSQL, where each is a round trip made while the head row is locked;
+// three or four on SQLite, where each costs the single writer), with the same
+// outcomes in the same order as the general path — quota (429), then the
+// event_id's unique key (a replay or 409 event_id_conflict). A refusal
+// returns an error, so the transaction (SQLite: the request's savepoint)
+// rolls back whatever the statements moved.
 func (a *App) appendChargedInTx(ctx context.Context, t *txn, in *domain.EventInput, prepared *store.Event, head store.Head, day string, replay func(error) error, res *AppendResult) error {
 	e := *prepared
 	e.LeafIndex = head.EventCount

@@ -10,6 +10,7 @@ import (
 	"fmt"
 	"net/http"
 	"reflect"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -442,6 +443,68 @@ func TestBatchWithEventsTwiceAndANullRow(t *testing.T) {
 		res := r.JSON(t)
 		if r.Status != 200 || res["ingested"] != float64(0) || len(res["errors"].([]any)) != 1 {
 			t.Fatalf("null row: %d %s", r.Status, r.Body)
+		}
+	})
+}
+
+// A clock that ran ahead (here 30 days) and was then corrected must not take
+// the daily quota away until that later date: SPEC.md "10,000 events today;
+// resumes 00:00 UTC". PostgreSQL keeps a usage row per day; SQLite's head row
+// keeps one day, and must start over at today (found by a reviewer).
+func TestQuotaAfterAClockThatRanAheadIsCorrected(t *testing.T) {
+	storetest.Each(t, func(t *testing.T, dsn string) {
+		e := newEnv(t, dsn, func(c *config.Config) { c.DailyEventQuota = 3 })
+		_, key := e.account("a@example.com")
+		// The clock runs 30 days ahead for a while: two events are written.
+		e.clock.Advance(30 * 24 * time.Hour)
+		prev := any(nil)
+		seq := int64(0)
+		for i := 0; i < 2; i++ {
+			prev = hashOf(e.appendOK(key, ev(fmt.Sprintf("evt-ahead-%d", i), seq, prev)))
+			seq++
+		}
+		// NTP corrects it: today again (2026-11-21 12:00 UTC).
+		e.clock.Advance(-30 * 24 * time.Hour)
+		for i := 0; i < 3; i++ {
+			r := e.do("POST", "/v1/events", key, ev(fmt.Sprintf("evt-today-%d", i), seq, prev))
+			if r.Status != 200 {
+				t.Fatalf("today's event %d of a quota of 3 after the clock was corrected: %d %s", i+1, r.Status, r.Body)
+			}
+			if q := r.JSON(t)["quota"].(map[string]any); q["used_today"] != float64(i+1) {
+				t.Errorf("event %d: quota %v, want used_today %d", i+1, q, i+1)
+			}
+			prev = hashOf(r.JSON(t))
+			seq++
+		}
+	})
+}
+
+// Even when today's quota is used up, it resumes when the 429 says.
+func TestQuotaResumesWhenThe429SaysAfterAClockCorrection(t *testing.T) {
+	storetest.Each(t, func(t *testing.T, dsn string) {
+		e := newEnv(t, dsn, func(c *config.Config) { c.DailyEventQuota = 3 })
+		_, key := e.account("a@example.com")
+		e.clock.Advance(30 * 24 * time.Hour)
+		prev := hashOf(e.appendOK(key, ev("evt-ahead", 0, nil)))
+		seq := int64(1)
+		e.clock.Advance(-30 * 24 * time.Hour)
+		var r response
+		for {
+			r = e.do("POST", "/v1/events", key, ev(fmt.Sprintf("evt-%d", seq), seq, prev))
+			if r.Status != 200 {
+				break
+			}
+			prev = hashOf(r.JSON(t))
+			seq++
+		}
+		wantProblem(t, r, 429, "daily_quota_exceeded")
+		after, err := strconv.Atoi(r.Header.Get("Retry-After"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		e.clock.Advance(time.Duration(after) * time.Second)
+		if r := e.do("POST", "/v1/events", key, ev(fmt.Sprintf("evt-%d", seq), seq, prev)); r.Status != 200 {
+			t.Fatalf("after Retry-After (%d s): %d %s", after, r.Status, r.Body)
 		}
 	})
 }

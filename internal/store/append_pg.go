@@ -13,9 +13,10 @@ import (
 	"github.com/auditchain/auditchain/internal/merkle"
 )
 
-// ChargedAppend is one client event for the PostgreSQL append statement: the
-// row, its Merkle rows (computed by the caller from the tree of Expect's
-// event count), the daily quota to charge and the stream notification.
+// ChargedAppend is one client event for InsertEventCharged (both stores) and
+// PostgreSQL's unlocked append statement: the row, its Merkle rows (computed
+// by the caller from the tree of Expect's event count), the daily quota to
+// charge and, on PostgreSQL, the stream notification.
 type ChargedAppend struct {
 	Event  *Event
 	Hashes []merkle.StoredHash
@@ -122,11 +123,15 @@ var (
 var errAppendAborted = errors.New("append statement aborted itself")
 
 // InsertEventCharged is InsertEvent, NextMachineSequence and ConsumeQuota
-// (n = 1) as one PostgreSQL statement inside tx, which holds the account's
-// head (LockHead) read as a.Expect; a.Event.LeafIndex is set. A refusal
-// (QuotaOK or Inserted false) may have moved the head and the quota: the
-// caller must roll tx back. e.MachineSequence is set from the counter.
+// (n = 1) inside tx, which holds the account's head (LockHead) read as
+// a.Expect; a.Event.LeafIndex is set. On PostgreSQL it is one statement; on
+// SQLite three (insertEventChargedSQLite). A refusal (QuotaOK or Inserted
+// false) may have moved the head and the quota: the caller must roll tx
+// back. e.MachineSequence is set from the counter.
 func (s *Store) InsertEventCharged(ctx context.Context, tx *sql.Tx, a ChargedAppend) (ChargedInsert, error) {
+	if s.Dialect == SQLite {
+		return s.insertEventChargedSQLite(ctx, tx, a)
+	}
 	out, err := s.chargedAppend(ctx, tx, a, false)
 	if err == nil && out.HeadMoved {
 		return out, fmt.Errorf("insert event: the locked head of %s moved", a.Event.UserID)

@@ -113,6 +113,21 @@ func (s *Store) Head(ctx context.Context, userID string) (Head, error) {
 // InsertEvent stores e, adds its leaf to the account's Merkle tree and moves
 // the head past it. The caller has locked the head.
 func (s *Store) InsertEvent(ctx context.Context, tx *sql.Tx, e *Event) error {
+	if err := s.insertEventRow(ctx, tx, e); err != nil {
+		return err
+	}
+	// The event's Merkle leaf, in the same transaction (store/integrity.go).
+	if err := s.appendLeaf(ctx, tx, e); err != nil {
+		return err
+	}
+	_, err := tx.ExecContext(ctx, `UPDATE chain_heads SET last_sequence = $2, last_hash = $3, last_event_id = $4, event_count = event_count + 1
+		WHERE user_id = $1`, e.UserID, e.Sequence, e.PayloadHash, e.EventID)
+	return err
+}
+
+// insertEventRow inserts e's row alone; ErrConflict when its event_id (or,
+// against the caller's checks, its sequence) is stored already.
+func (s *Store) insertEventRow(ctx context.Context, tx *sql.Tx, e *Event) error {
 	var raw any
 	if e.Raw != nil {
 		raw = string(e.Raw)
@@ -137,13 +152,7 @@ func (s *Store) InsertEvent(ctx context.Context, tx *sql.Tx, e *Event) error {
 	} else if n == 0 {
 		return ErrConflict // the event_id is already stored
 	}
-	// The event's Merkle leaf, in the same transaction (store/integrity.go).
-	if err := s.appendLeaf(ctx, tx, e); err != nil {
-		return err
-	}
-	_, err = tx.ExecContext(ctx, `UPDATE chain_heads SET last_sequence = $2, last_hash = $3, last_event_id = $4, event_count = event_count + 1
-		WHERE user_id = $1`, e.UserID, e.Sequence, e.PayloadHash, e.EventID)
-	return err
+	return nil
 }
 
 // InsertEvents stores a run of events that extend the account's chain in
@@ -261,6 +270,14 @@ func (s *Store) inQuery(head, userID string, values []string) (string, []any) {
 // caller holds the account's head, so the counts cannot move under it.
 func (s *Store) MachineSequences(ctx context.Context, tx *sql.Tx, userID string, machineIDs []string) (map[string]int64, error) {
 	out := make(map[string]int64, len(machineIDs))
+	if s.Dialect == SQLite && slices.Contains(machineIDs, "") {
+		n, err := s.eventsWithoutMachine(ctx, tx, userID)
+		if err != nil {
+			return nil, err
+		}
+		out[""] = n
+		machineIDs = slices.DeleteFunc(slices.Clone(machineIDs), func(m string) bool { return m == "" })
+	}
 	if len(machineIDs) == 0 {
 		return out, nil
 	}
@@ -284,6 +301,13 @@ func (s *Store) MachineSequences(ctx context.Context, tx *sql.Tx, userID string,
 // SetMachineSequences stores each machine's event count (what
 // MachineSequences returned plus the events just stored), in one statement.
 func (s *Store) SetMachineSequences(ctx context.Context, tx *sql.Tx, userID string, counts map[string]int64) error {
+	if n, ok := counts[""]; ok && s.Dialect == SQLite {
+		if err := s.setEventsWithoutMachine(ctx, tx, userID, n); err != nil {
+			return err
+		}
+		counts = maps.Clone(counts)
+		delete(counts, "")
+	}
 	if len(counts) == 0 {
 		return nil
 	}
@@ -307,9 +331,48 @@ func (s *Store) SetMachineSequences(ctx context.Context, tx *sql.Tx, userID stri
 // first event) and counts the event. Events without machine_id share "".
 func (s *Store) NextMachineSequence(ctx context.Context, tx *sql.Tx, userID, machineID string) (int64, error) {
 	var n int64
+	if machineID == "" && s.Dialect == SQLite {
+		err := tx.QueryRowContext(ctx, `UPDATE chain_heads SET events_without_machine = events_without_machine + 1 WHERE user_id = $1
+			RETURNING events_without_machine`, userID).Scan(&n)
+		if errors.Is(err, sql.ErrNoRows) {
+			err = fmt.Errorf("machine counter of %s: %w", userID, errNoHead)
+		}
+		return n - 1, err
+	}
 	err := tx.QueryRowContext(ctx, `INSERT INTO machine_heads (user_id, machine_id, events) VALUES ($1, $2, 1)
 		ON CONFLICT (user_id, machine_id) DO UPDATE SET events = machine_heads.events + 1 RETURNING events`, userID, machineID).Scan(&n)
 	return n - 1, err
+}
+
+// On SQLite the counter of an account's events without a machine lives in
+// its head row, and so does its daily quota (migration 011): an append moves
+// the head anyway, and each statement costs the single writer more than the
+// row it writes. PostgreSQL keeps both in machine_heads ("") and daily_usage.
+
+// errNoHead: a counter kept in the head row was moved before the head row
+// was created (LockHead creates it; every writer takes it first).
+var errNoHead = errors.New("the account has no head row")
+
+func (s *Store) eventsWithoutMachine(ctx context.Context, tx *sql.Tx, userID string) (int64, error) {
+	var n int64
+	err := tx.QueryRowContext(ctx, `SELECT events_without_machine FROM chain_heads WHERE user_id = $1`, userID).Scan(&n)
+	if errors.Is(err, sql.ErrNoRows) {
+		return 0, nil
+	}
+	return n, err
+}
+
+func (s *Store) setEventsWithoutMachine(ctx context.Context, tx *sql.Tx, userID string, n int64) error {
+	res, err := tx.ExecContext(ctx, `UPDATE chain_heads SET events_without_machine = $2 WHERE user_id = $1`, userID, n)
+	if err != nil {
+		return err
+	}
+	if k, err := res.RowsAffected(); err != nil {
+		return err
+	} else if k == 0 {
+		return fmt.Errorf("machine counter of %s: %w", userID, errNoHead)
+	}
+	return nil
 }
 
 // EventByID reads one of the account's events.
@@ -654,6 +717,17 @@ func (s *Store) ConsumeQuota(ctx context.Context, tx *sql.Tx, userID, day string
 		used, err = s.QuotaUsed(ctx, tx, userID, day)
 		return used, false, err
 	}
+	if s.Dialect == SQLite {
+		err = tx.QueryRowContext(ctx, `UPDATE chain_heads SET quota_used = `+sqliteQuotaUsed+` + $3, quota_day = `+sqliteQuotaDay+`
+			WHERE user_id = $1 AND `+sqliteQuotaUsed+` + $3 <= $4 RETURNING quota_used`, userID, day, n, limit).Scan(&used)
+		if errors.Is(err, sql.ErrNoRows) {
+			if used, err = s.QuotaUsed(ctx, tx, userID, day); err == nil && used+n <= limit {
+				err = fmt.Errorf("quota of %s: %w", userID, errNoHead)
+			}
+			return used, false, err
+		}
+		return used, err == nil, err
+	}
 	err = tx.QueryRowContext(ctx, `INSERT INTO daily_usage (user_id, day, used) VALUES ($1, $2, $3)
 		ON CONFLICT (user_id, day) DO UPDATE SET used = daily_usage.used + excluded.used
 		WHERE daily_usage.used + excluded.used <= $4
@@ -665,13 +739,31 @@ func (s *Store) ConsumeQuota(ctx context.Context, tx *sql.Tx, userID, day string
 	return used, err == nil, err
 }
 
+// sqliteQuotaUsed is, in a statement on chain_heads whose $2 is today's
+// day, the account's usage today, and sqliteQuotaDay the day a charge
+// records. The head row keeps one day (quota_day): a later day starts from
+// 0. A day just before it — a clock set back across midnight — counts
+// against it, so the quota does not open again; a day further back means the
+// clock had run ahead and was corrected, and the count starts over at today
+// rather than keeping the wrong day's quota until that date (found by a
+// reviewer: a clock 30 days ahead for a moment took the quota for 30 days).
+const (
+	sqliteQuotaStartsOver = `(quota_day IS NULL OR $2 > quota_day OR $2 < date(quota_day, '-1 day'))`
+	sqliteQuotaUsed       = `(CASE WHEN ` + sqliteQuotaStartsOver + ` THEN 0 ELSE quota_used END)`
+	sqliteQuotaDay        = `(CASE WHEN ` + sqliteQuotaStartsOver + ` THEN $2 ELSE quota_day END)`
+)
+
 // QuotaUsed reads the account's usage of day.
 func (s *Store) QuotaUsed(ctx context.Context, q Querier, userID, day string) (int64, error) {
 	if q == nil {
 		q = s.read
 	}
 	var used int64
-	err := q.QueryRowContext(ctx, `SELECT used FROM daily_usage WHERE user_id = $1 AND day = $2`, userID, day).Scan(&used)
+	query := `SELECT used FROM daily_usage WHERE user_id = $1 AND day = $2`
+	if s.Dialect == SQLite {
+		query = `SELECT ` + sqliteQuotaUsed + ` FROM chain_heads WHERE user_id = $1`
+	}
+	err := q.QueryRowContext(ctx, query, userID, day).Scan(&used)
 	if errors.Is(err, sql.ErrNoRows) {
 		return 0, nil
 	}

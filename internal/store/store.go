@@ -269,6 +269,18 @@ func (s *Store) migrate(ctx context.Context, upTo int64) error {
 	if _, err := conn.ExecContext(ctx, `CREATE TABLE IF NOT EXISTS schema_migrations (version BIGINT PRIMARY KEY, applied_at BIGINT NOT NULL)`); err != nil {
 		return fmt.Errorf("migrate: create schema_migrations: %w", err)
 	}
+	// A database migrated by a newer binary is refused: its data may have
+	// moved where this binary does not look (migration 011 moved SQLite's
+	// quota and machine-less counter into the head row; an older binary
+	// would restart both at 0).
+	var newest sql.NullInt64
+	if err := conn.QueryRowContext(ctx, `SELECT max(version) FROM schema_migrations`).Scan(&newest); err != nil {
+		return fmt.Errorf("migrate: %w", err)
+	}
+	if known := lastMigration(entries); newest.Valid && newest.Int64 > known {
+		return fmt.Errorf("%w: the database is at schema version %d, this binary knows versions up to %d: run a binary at least as new as the one that migrated it",
+			ErrNewerSchema, newest.Int64, known)
+	}
 	for _, e := range entries {
 		version, err := strconv.ParseInt(strings.SplitN(e.Name(), "_", 2)[0], 10, 64)
 		if err != nil {
@@ -307,6 +319,18 @@ func (s *Store) migrate(ctx context.Context, upTo int64) error {
 		}
 	}
 	return nil
+}
+
+// ErrNewerSchema: the database was migrated by a newer binary.
+var ErrNewerSchema = errors.New("database schema is newer than this binary")
+
+// lastMigration is the highest version among the (sorted) migration files.
+func lastMigration(entries []fs.DirEntry) int64 {
+	if len(entries) == 0 {
+		return 0
+	}
+	v, _ := strconv.ParseInt(strings.SplitN(entries[len(entries)-1].Name(), "_", 2)[0], 10, 64)
+	return v
 }
 
 // firstConn opens the first write connection. Switching a new SQLite file to
