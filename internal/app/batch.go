@@ -149,7 +149,7 @@ func (a *App) appendBatch(ctx context.Context, p Principal, res BatchResult, inp
 				return err
 			}
 			out, err := a.storeBatchRows(ctx, t, p, r, inputs, prepared, prepareErrs, head, nil, now)
-			if !errors.Is(err, errBatchIDStored) {
+			if !errors.Is(err, errBatchNeedsLookup) {
 				if err == nil {
 					_, err = t.tx.ExecContext(ctx, "RELEASE batch_rows")
 				}
@@ -184,11 +184,11 @@ func (a *App) appendBatch(ctx context.Context, p Principal, res BatchResult, inp
 	return res, nil
 }
 
-// errBatchIDStored: in a batch placed without looking its ids up, a row's
+// errBatchNeedsLookup: in a batch placed without looking its ids up, a row's
 // event_id turned out to be stored already, or the daily quota refused the
 // rows, some of which may be stored already (found by a reviewer: a batch
 // that fit the quota was refused for rows that were not new).
-var errBatchIDStored = errors.New("a batch row's event_id may be stored already")
+var errBatchNeedsLookup = errors.New("the batch needs its ids looked up")
 
 // retriesStoredRows reports whether some row's sequence is at or below the
 // head's: such a row may be stored already (a retried batch) and must be
@@ -206,7 +206,7 @@ func retriesStoredRows(inputs []*domain.EventInput, head store.Head) bool {
 // pass, under the head lock, adding the outcome to r. already holds the
 // rows' ids found stored; nil means they were not looked up, and a stored id
 // (or a quota refusal, which may count stored rows) then ends the attempt
-// with errBatchIDStored.
+// with errBatchNeedsLookup.
 func (a *App) storeBatchRows(ctx context.Context, t *txn, p Principal, r BatchResult, inputs []*domain.EventInput,
 	prepared []store.Event, prepareErrs []error, head store.Head, already map[string]store.Event, now time.Time) (BatchResult, error) {
 	r.Errors = slices.Clone(r.Errors)
@@ -262,7 +262,7 @@ func (a *App) storeBatchRows(ctx context.Context, t *txn, p Principal, r BatchRe
 		if already == nil {
 			// Rows counted as new may be stored already: let the lookup
 			// decide the count before refusing.
-			return r, errBatchIDStored
+			return r, errBatchNeedsLookup
 		}
 		return r, a.quotaExceeded(used)
 	}
@@ -285,7 +285,7 @@ func (a *App) storeBatchRows(ctx context.Context, t *txn, p Principal, r BatchRe
 	}
 	if err := a.Store.InsertEvents(ctx, t.tx, stored); err != nil {
 		if already == nil && errors.Is(err, store.ErrConflict) {
-			return r, errBatchIDStored
+			return r, errBatchNeedsLookup
 		}
 		return r, err
 	}
