@@ -68,6 +68,26 @@ func nextAppend(t *testing.T, s *store.Store, user, eventID string, limit int64)
 	return store.ChargedAppend{Event: e, Hashes: hs, Expect: head, Day: batchDay, Limit: limit}
 }
 
+// checkRoot checks that the account's stored tree of n leaves has the root
+// of the leaves batchPayload(user, 0…n-1), computed apart.
+func checkRoot(t *testing.T, s *store.Store, user string, n int) {
+	t.Helper()
+	root, err := merkle.Root(int64(n), s.HashReader(context.Background(), nil, user))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ref := &merkle.HashStore{}
+	for i := range n {
+		leaf, _ := verify.HashBytes(batchPayload(user, i))
+		if err := ref.Append(leaf); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if root != ref.Root() {
+		t.Fatalf("%s: root %x, want %x", user, root, ref.Root())
+	}
+}
+
 // checkAppended checks that user's leaf 3 is stored with its head, quota,
 // machine counter and the tree of four leaves.
 func checkAppended(t *testing.T, s *store.Store, user string, out store.ChargedInsert, a store.ChargedAppend, before appendState) {
@@ -81,20 +101,7 @@ func checkAppended(t *testing.T, s *store.Store, user string, out store.ChargedI
 		got.merkleRows != merkle.StoredHashCount(4) || got.machineEvents != before.machineEvents+1 {
 		t.Fatalf("%s after the batch: %+v", user, got)
 	}
-	root, err := merkle.Root(4, s.HashReader(context.Background(), nil, user))
-	if err != nil {
-		t.Fatal(err)
-	}
-	ref := &merkle.HashStore{}
-	for i := range 4 {
-		leaf, _ := verify.HashBytes(batchPayload(user, i))
-		if err := ref.Append(leaf); err != nil {
-			t.Fatal(err)
-		}
-	}
-	if root != ref.Root() {
-		t.Fatalf("%s: root %x, want %x", user, root, ref.Root())
-	}
+	checkRoot(t, s, user, 4)
 }
 
 // One statement appends for several accounts, each gated on its own head:
