@@ -48,6 +48,9 @@ func (r *hashReader) ReadHashes(indexes []int64) ([]tlog.Hash, error) {
 	if len(indexes) == 0 {
 		return nil, nil
 	}
+	if r.s.Dialect == SQLite {
+		return r.readRuns(indexes)
+	}
 	var b strings.Builder
 	args := make([]any, 0, len(indexes)+1)
 	args = append(args, r.userID)
@@ -198,7 +201,8 @@ func (s *Store) appendLeaves(ctx context.Context, tx *sql.Tx, evs []Event) error
 	return nil
 }
 
-// maxHashesPerInsert keeps one INSERT of Merkle rows within the parameter limits.
+// maxHashesPerInsert keeps one INSERT of Merkle rows within the parameter limits
+// (and, in runs on SQLite, well within them).
 const maxHashesPerInsert = 2000
 
 // overlayReader serves hashes already read or written in this run from
@@ -234,6 +238,9 @@ func (r *overlayReader) ReadHashes(indexes []int64) ([]tlog.Hash, error) {
 func (s *Store) insertHashes(ctx context.Context, tx *sql.Tx, userID string, hs []merkle.StoredHash) error {
 	if len(hs) == 0 {
 		return nil
+	}
+	if s.Dialect == SQLite {
+		return s.insertRuns(ctx, tx, userID, hs)
 	}
 	var b strings.Builder
 	args := make([]any, 0, 3*len(hs))

@@ -73,12 +73,24 @@ func TestMerkleTreeMaintainedOnAppend(t *testing.T) {
 				t.Fatalf("root of %d: %s, reference %x", n, root, ref.HashAt(uint64(n)))
 			}
 		}
-		var rows int64
-		if err := s.DB().QueryRowContext(ctx, `SELECT count(*) FROM merkle_hashes WHERE user_id = 'u1'`).Scan(&rows); err != nil {
+		// Each row holds one hash on PostgreSQL and a run of up to four
+		// consecutive ones on SQLite (migration 012): count hashes.
+		var stored, rows, longest int64
+		if err := s.DB().QueryRowContext(ctx, `SELECT coalesce(sum(length(hash)), 0) / 32, count(*), coalesce(max(length(hash)), 0) / 32
+			FROM merkle_hashes WHERE user_id = 'u1'`).Scan(&stored, &rows, &longest); err != nil {
 			t.Fatal(err)
 		}
-		if rows != merkle.StoredHashCount(37) {
-			t.Fatalf("%d rows, want %d", rows, merkle.StoredHashCount(37))
+		if stored != merkle.StoredHashCount(37) {
+			t.Fatalf("%d hashes stored, want %d", stored, merkle.StoredHashCount(37))
+		}
+		if s.Dialect == store.SQLite {
+			// 37 appends, one run each (two where an append adds more than
+			// four hashes): fewer rows than hashes, none longer than four.
+			if rows >= stored || rows < 37 || longest > 4 {
+				t.Fatalf("SQLite runs: %d rows for %d hashes, longest %d; want 37 or more rows, fewer than hashes, of at most 4", rows, stored, longest)
+			}
+		} else if rows != stored {
+			t.Fatalf("PostgreSQL: %d rows for %d hashes, want one each", rows, stored)
 		}
 
 		// A tree that lost its rows (or predates migration 005) is rebuilt
@@ -93,6 +105,162 @@ func TestMerkleTreeMaintainedOnAppend(t *testing.T) {
 		}
 		if _, err := merkle.Root(6, s.HashReader(ctx, nil, "nobody")); !errors.Is(err, store.ErrMissingHash) {
 			t.Fatalf("missing tree: %v", err)
+		}
+	})
+}
+
+// appendBatchRaw appends leaves from..to-1 to user's chain in one
+// InsertEvents call (the batch path: one multi-row insert, its Merkle rows
+// written together).
+func appendBatchRaw(t *testing.T, s *store.Store, user string, from, to int64) []string {
+	t.Helper()
+	ctx := context.Background()
+	var hashes []string
+	err := s.InTx(ctx, func(tx *sql.Tx) error {
+		head, err := s.LockHead(ctx, tx, user)
+		if err != nil {
+			return err
+		}
+		var evs []store.Event
+		for i := from; i < to; i++ {
+			sum := sha256.Sum256([]byte(fmt.Sprintf("%s/%d", user, i)))
+			h := verify.HashPrefix + hex.EncodeToString(sum[:])
+			hashes = append(hashes, h)
+			evs = append(evs, store.Event{UserID: user, Sequence: i, LeafIndex: head.EventCount + i - from,
+				EventID: fmt.Sprintf("evt-%d", i), EventType: "t", PayloadHash: h, TS: "2026-01-01T00:00:00Z", Surface: "rest"})
+		}
+		return s.InsertEvents(ctx, tx, evs)
+	})
+	if err != nil {
+		t.Fatalf("batch %d..%d: %v", from, to, err)
+	}
+	return hashes
+}
+
+// Batches and single appends, in any mix, leave exactly the stored hashes of
+// the reference tree at every index (on SQLite read back from runs of up to
+// four, which a batch's rows and an append's rows split differently), and no
+// hash beyond them.
+func TestStoredHashesOfMixedBatchesAndAppends(t *testing.T) {
+	storetest.EachStore(t, func(t *testing.T, s *store.Store) {
+		ctx := context.Background()
+		var hashes []string
+		n := int64(0)
+		for _, step := range []struct {
+			batch bool
+			size  int64
+		}{{true, 1}, {false, 2}, {true, 3}, {true, 7}, {false, 1}, {true, 64}, {false, 5}, {true, 500}, {false, 3}, {true, 2}} {
+			if step.batch {
+				hashes = append(hashes, appendBatchRaw(t, s, "u1", n, n+step.size)...)
+			} else {
+				hashes = append(hashes, appendRaw(t, s, "u1", n, n+step.size)...)
+			}
+			n += step.size
+		}
+		appendBatchRaw(t, s, "u2", 0, 9) // another account's runs interleave in the key order
+		ref := &merkle.HashStore{}
+		for _, h := range hashes {
+			leaf, err := verify.HashBytes(h)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := ref.Append(leaf); err != nil {
+				t.Fatal(err)
+			}
+		}
+		all := make([]int64, merkle.StoredHashCount(n))
+		for i := range all {
+			all[i] = int64(i)
+		}
+		want, err := ref.ReadHashes(all)
+		if err != nil {
+			t.Fatal(err)
+		}
+		r := s.HashReader(ctx, nil, "u1")
+		got, err := r.ReadHashes(all)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for i := range want {
+			if got[i] != want[i] {
+				t.Fatalf("stored hash %d of %d: %x, reference %x", i, len(all), got[i], want[i])
+			}
+		}
+		// Out of order and repeated indexes are answered in the order asked.
+		picked := []int64{all[len(all)-1], 0, 5, 5, all[len(all)/2]}
+		got, err = r.ReadHashes(picked)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for i, idx := range picked {
+			if got[i] != want[idx] {
+				t.Fatalf("hash %d asked at position %d: %x, reference %x", idx, i, got[i], want[idx])
+			}
+		}
+		for _, missing := range [][]int64{{int64(len(all))}, {3, int64(len(all)) + 40}} {
+			if _, err := r.ReadHashes(missing); !errors.Is(err, store.ErrMissingHash) {
+				t.Fatalf("indexes %v past the tree: %v, want ErrMissingHash", missing, err)
+			}
+		}
+		if _, err := s.HashReader(ctx, nil, "nobody").ReadHashes([]int64{0}); !errors.Is(err, store.ErrMissingHash) {
+			t.Fatalf("an account without a tree: %v, want ErrMissingHash", err)
+		}
+	})
+}
+
+// A tree stored one hash per row, as every tree was before SQLite's
+// migration 012 (and as PostgreSQL keeps it), is extended by single appends
+// and batches and reads back exactly.
+func TestAppendsExtendATreeOfOneHashRows(t *testing.T) {
+	storetest.EachStore(t, func(t *testing.T, s *store.Store) {
+		ctx := context.Background()
+		hashes := appendRaw(t, s, "u1", 0, 11)
+		ref := &merkle.HashStore{}
+		for _, h := range hashes {
+			leaf, _ := verify.HashBytes(h)
+			if err := ref.Append(leaf); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if _, err := s.WriteDB().ExecContext(ctx, `DELETE FROM merkle_hashes WHERE user_id = 'u1'`); err != nil {
+			t.Fatal(err)
+		}
+		for i := range merkle.StoredHashCount(11) {
+			h, err := ref.ReadHashes([]int64{i})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if _, err := s.WriteDB().ExecContext(ctx, `INSERT INTO merkle_hashes (user_id, idx, hash) VALUES ('u1', $1, $2)`, i, h[0][:]); err != nil {
+				t.Fatal(err)
+			}
+		}
+		hashes = append(hashes, appendRaw(t, s, "u1", 11, 14)...)
+		hashes = append(hashes, appendBatchRaw(t, s, "u1", 14, 40)...)
+		for _, h := range hashes[11:] {
+			leaf, _ := verify.HashBytes(h)
+			if err := ref.Append(leaf); err != nil {
+				t.Fatal(err)
+			}
+		}
+		all := make([]int64, merkle.StoredHashCount(40))
+		for i := range all {
+			all[i] = int64(i)
+		}
+		want, _ := ref.ReadHashes(all)
+		got, err := s.HashReader(ctx, nil, "u1").ReadHashes(all)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for i := range want {
+			if got[i] != want[i] {
+				t.Fatalf("stored hash %d: %x, reference %x", i, got[i], want[i])
+			}
+		}
+		var old int64
+		if err := s.DB().QueryRowContext(ctx, `SELECT count(*) FROM merkle_hashes WHERE user_id = 'u1' AND idx < $1 AND length(hash) = 32`,
+			merkle.StoredHashCount(11)).Scan(&old); err != nil || old != merkle.StoredHashCount(11) {
+			t.Fatalf("%d one-hash rows left below the appended ones (%v), want all %d: the tree was rebuilt instead of extended",
+				old, err, merkle.StoredHashCount(11))
 		}
 	})
 }
