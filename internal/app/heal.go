@@ -390,8 +390,8 @@ func (a *App) scan(ctx context.Context, userID string, machineID *string) (ScanR
 	case pos > 0:
 		root, err := merkle.Root(head.EventCount, a.Store.HashReader(ctx, nil, userID))
 		switch {
-		case errors.Is(err, store.ErrMissingHash):
-			mismatch("the stored Merkle tree is incomplete: %v", err)
+		case errors.Is(err, store.ErrMissingHash) || errors.Is(err, store.ErrMalformedHash):
+			mismatch("the stored Merkle tree is incomplete or malformed: %v", err)
 		case err != nil:
 			return res, nil, err
 		case root != frontier.Root():

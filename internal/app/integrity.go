@@ -214,8 +214,8 @@ func (a *App) VerifyChain(ctx context.Context, p Principal) (ChainVerification, 
 			return fail(ReasonBlockRow, "the stored size, root, prev or block hash of block %d differ from its signed note", b.Index)
 		}
 		root, err := merkle.Root(int64(cp.Size), stored)
-		if errors.Is(err, store.ErrMissingHash) {
-			return fail(ReasonStoredTree, "stored Merkle rows for size %d are missing: %v", cp.Size, err)
+		if errors.Is(err, store.ErrMissingHash) || errors.Is(err, store.ErrMalformedHash) {
+			return fail(ReasonStoredTree, "stored Merkle rows for size %d are missing or malformed: %v", cp.Size, err)
 		}
 		if err != nil {
 			return err

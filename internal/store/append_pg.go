@@ -167,7 +167,7 @@ func (s *Store) HeadForAppend(ctx context.Context, userID string, indexes []int6
 			continue
 		}
 		if len(hash) != len(tlog.Hash{}) {
-			return h, nil, fmt.Errorf("merkle: stored hash %d has %d bytes", idx.Int64, len(hash))
+			return h, nil, fmt.Errorf("%w: hash %d of account %s has %d bytes", ErrMalformedHash, idx.Int64, userID, len(hash))
 		}
 		known[idx.Int64] = tlog.Hash(hash)
 	}

@@ -24,6 +24,11 @@ import (
 // 005) or rows were deleted.
 var ErrMissingHash = errors.New("merkle: stored hash missing")
 
+// ErrMalformedHash is returned by a HashReader when a stored hash is not 32
+// bytes: the rows were altered (on SQLite, a run's length is not a multiple
+// of 32). Unlike a missing tree it is not rebuilt on append.
+var ErrMalformedHash = errors.New("merkle: stored hash malformed")
+
 // hashReader reads an account's stored hashes through q (a transaction when
 // appending, so reads see the rows the same transaction wrote).
 type hashReader struct {
@@ -76,7 +81,7 @@ func (r *hashReader) ReadHashes(indexes []int64) ([]tlog.Hash, error) {
 			return nil, err
 		}
 		if len(h) != len(tlog.Hash{}) {
-			return nil, fmt.Errorf("merkle: stored hash %d has %d bytes", idx, len(h))
+			return nil, fmt.Errorf("%w: hash %d of account %s has %d bytes", ErrMalformedHash, idx, r.userID, len(h))
 		}
 		got[idx] = tlog.Hash(h)
 	}

@@ -34,7 +34,12 @@ const maxRunHashes = 4
 // 32,766 parameters).
 const maxRunReads = 1000
 
-// insertRuns writes hs, which must be consecutive indexes, as runs.
+// insertRuns writes hs, which must be consecutive indexes, as runs. The
+// primary key refused a second write of any index when each row held one
+// hash; with runs it only refuses one starting where a row starts, so the
+// statement writes nothing unless the stored tree ends exactly where hs
+// begins (the row before hs[0] ends at it, or hs begins the tree): together
+// with the key, no index is ever written twice and the tree has no gap.
 func (s *Store) insertRuns(ctx context.Context, tx *sql.Tx, userID string, hs []merkle.StoredHash) error {
 	for i := 1; i < len(hs); i++ {
 		if hs[i].Index != hs[i-1].Index+1 {
@@ -42,7 +47,7 @@ func (s *Store) insertRuns(ctx context.Context, tx *sql.Tx, userID string, hs []
 		}
 	}
 	var b strings.Builder
-	b.WriteString(`INSERT INTO merkle_hashes (user_id, idx, hash) VALUES `)
+	b.WriteString(`INSERT INTO merkle_hashes (user_id, idx, hash) SELECT ?1, column1, column2 FROM (VALUES `)
 	rows := (len(hs) + maxRunHashes - 1) / maxRunHashes
 	args := make([]any, 0, 2*rows+1)
 	args = append(args, userID)
@@ -56,11 +61,20 @@ func (s *Store) insertRuns(ctx context.Context, tx *sql.Tx, userID string, hs []
 		if start > 0 {
 			b.WriteByte(',')
 		}
-		b.WriteString("(?1, ?" + strconv.Itoa(len(args)+1) + ", ?" + strconv.Itoa(len(args)+2) + ")")
+		b.WriteString("(?" + strconv.Itoa(len(args)+1) + ", ?" + strconv.Itoa(len(args)+2) + ")")
 		args = append(args, run[0].Index, blob[first:len(blob):len(blob)])
 	}
-	if _, err := tx.ExecContext(ctx, b.String(), args...); err != nil {
+	// ?2 is hs[0].Index.
+	b.WriteString(`) WHERE coalesce((SELECT m.idx + length(m.hash) / 32 FROM merkle_hashes m
+		WHERE m.user_id = ?1 AND m.idx < ?2 ORDER BY m.idx DESC LIMIT 1), 0) = ?2`)
+	res, err := tx.ExecContext(ctx, b.String(), args...)
+	if err != nil {
 		return fmt.Errorf("insert merkle hashes: %w", err)
+	}
+	if n, err := res.RowsAffected(); err != nil {
+		return fmt.Errorf("insert merkle hashes: %w", err)
+	} else if n != int64(rows) {
+		return fmt.Errorf("insert merkle hashes: the stored tree of %s does not end at index %d", userID, hs[0].Index)
 	}
 	return nil
 }
@@ -114,7 +128,7 @@ func (r *hashReader) readRuns(indexes []int64) ([]tlog.Hash, error) {
 		case len(h) == 0:
 			return nil, fmt.Errorf("%w: index %d of account %s", ErrMissingHash, indexes[n], r.userID)
 		case len(h) != len(tlog.Hash{}):
-			return nil, fmt.Errorf("merkle: stored hash %d has %d bytes", indexes[n], len(h))
+			return nil, fmt.Errorf("%w: hash %d of account %s has %d bytes", ErrMalformedHash, indexes[n], r.userID, len(h))
 		}
 		out[n] = tlog.Hash(h)
 		found++

@@ -1,0 +1,87 @@
+package store
+
+import (
+	"context"
+	"database/sql"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"golang.org/x/mod/sumdb/tlog"
+
+	"github.com/auditchain/auditchain/internal/merkle"
+)
+
+// hashesFrom returns n consecutive stored hashes from index first, each
+// filled with its index's low byte.
+func hashesFrom(first int64, n int) []merkle.StoredHash {
+	out := make([]merkle.StoredHash, n)
+	for i := range out {
+		idx := first + int64(i)
+		var h tlog.Hash
+		for j := range h {
+			h[j] = byte(idx)
+		}
+		out[i] = merkle.StoredHash{Index: idx, Hash: h}
+	}
+	return out
+}
+
+// On SQLite a run is written only where the stored tree ends: no index is
+// written twice (a run starting inside another, or where another starts) and
+// no gap is left, as when every row held one hash under the primary key.
+func TestRunsAreWrittenOnlyWhereTheTreeEnds(t *testing.T) {
+	ctx := context.Background()
+	s, err := Open(ctx, "sqlite:"+filepath.Join(t.TempDir(), "runs.db"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	insert := func(hs []merkle.StoredHash) error {
+		return s.InTx(ctx, func(tx *sql.Tx) error { return s.insertHashes(ctx, tx, "u1", hs) })
+	}
+	if err := insert(hashesFrom(1, 3)); err == nil || !strings.Contains(err.Error(), "does not end at index 1") {
+		t.Fatalf("a first run not at index 0: %v, want refused", err)
+	}
+	if err := insert(hashesFrom(0, 6)); err != nil { // rows [0..3] and [4..5]
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		name  string
+		first int64
+		n     int
+	}{
+		{"inside the first run", 2, 3},
+		{"inside the last run", 5, 2},
+		{"where a run starts", 4, 2},
+		{"at the tree's start", 0, 1},
+		{"past the tree's end", 7, 1},
+	} {
+		if err := insert(hashesFrom(tc.first, tc.n)); err == nil {
+			t.Fatalf("%s (from %d): written, want refused", tc.name, tc.first)
+		}
+	}
+	if err := insert([]merkle.StoredHash{hashesFrom(6, 1)[0], hashesFrom(8, 1)[0]}); err == nil || !strings.Contains(err.Error(), "consecutive") {
+		t.Fatalf("hashes with a gap between them: %v, want refused", err)
+	}
+	if err := insert(hashesFrom(6, 9)); err != nil {
+		t.Fatalf("the run that continues the tree: %v", err)
+	}
+	all := make([]int64, 15)
+	for i := range all {
+		all[i] = int64(i)
+	}
+	got, err := s.HashReader(ctx, nil, "u1").ReadHashes(all)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i, h := range got {
+		if h != hashesFrom(int64(i), 1)[0].Hash {
+			t.Fatalf("hash %d: %x, want the one first written", i, h)
+		}
+	}
+	// Another account's tree starts on its own.
+	if err := s.InTx(ctx, func(tx *sql.Tx) error { return s.insertHashes(ctx, tx, "u2", hashesFrom(0, 2)) }); err != nil {
+		t.Fatal(err)
+	}
+}
