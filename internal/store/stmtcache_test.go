@@ -6,8 +6,10 @@ import (
 	"database/sql/driver"
 	"fmt"
 	"path/filepath"
+	"reflect"
 	"sync"
 	"testing"
+	"time"
 
 	"modernc.org/sqlite"
 )
@@ -97,5 +99,33 @@ func TestStatementCacheKeepsTheHotStatementsWhenFull(t *testing.T) {
 	defer d.mu.Unlock()
 	if n := d.prepared[hot]; n != 1 {
 		t.Fatalf("the hot statement was prepared %d times, want once (least recently used eviction)", n)
+	}
+}
+
+// The writer's argument check gives each type the store binds exactly what
+// database/sql's default conversion would, and leaves other types to it.
+func TestCheckNamedValueMatchesTheDefaultConversion(t *testing.T) {
+	s, i := "text", int64(-7)
+	var nilString *string
+	var nilInt *int64
+	at := time.Date(2026, 11, 22, 1, 2, 3, 4, time.UTC)
+	c := &cachingConn{}
+	for _, v := range []any{nil, int64(42), "s", []byte{1, 2}, 1.5, true, at, &s, nilString, &i, nilInt, 7} {
+		want, err := driver.DefaultParameterConverter.ConvertValue(v)
+		if err != nil {
+			t.Fatal(err)
+		}
+		nv := driver.NamedValue{Ordinal: 1, Value: v}
+		if err := c.CheckNamedValue(&nv); err != nil {
+			t.Fatalf("%T: %v", v, err)
+		}
+		if !reflect.DeepEqual(nv.Value, want) {
+			t.Fatalf("%T %v: checked to %#v, the default gives %#v", v, v, nv.Value, want)
+		}
+	}
+	type other struct{}
+	nv := driver.NamedValue{Ordinal: 1, Value: other{}}
+	if err := c.CheckNamedValue(&nv); err != driver.ErrSkip {
+		t.Fatalf("a type the store does not bind: %v, want driver.ErrSkip (the default conversion decides)", err)
 	}
 }
