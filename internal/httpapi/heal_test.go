@@ -95,6 +95,26 @@ func decodeAs[T any](t *testing.T, r response) T {
 	return v
 }
 
+// A stored tree that lost its rows, or whose rows were cut short, is a
+// mismatch of the Merkle root, not an error of the scan.
+func TestHealScanReportsABrokenStoredTree(t *testing.T) {
+	eachEnv(t, func(t *testing.T, e *env) {
+		for _, tc := range []struct{ name, damage, detail string }{
+			{"deleted", `DELETE FROM merkle_hashes WHERE user_id = $1`, "incomplete"},
+			{"cut short", `UPDATE merkle_hashes SET hash = substr(hash, 1, length(hash) - 8) WHERE user_id = $1`, "malformed"},
+		} {
+			t.Run(tc.name, func(t *testing.T) {
+				c := buildSignedChain(t, e, "tree-"+strings.ReplaceAll(tc.name, " ", "-")+"@example.com")
+				execDB(t, e, tc.damage, c.user)
+				s := decodeAs[app.ScanResult](t, e.do("POST", "/v1/heal/scan", c.token, nil))
+				if s.Clean || s.MerkleRootStatus != "mismatch" || s.MerkleRootDetail == nil || !strings.Contains(*s.MerkleRootDetail, tc.detail) {
+					t.Fatalf("scan of a stored tree %s: %+v", tc.name, s)
+				}
+			})
+		}
+	})
+}
+
 func TestHealScanCleanChain(t *testing.T) {
 	eachEnv(t, func(t *testing.T, e *env) {
 		c := buildSignedChain(t, e, "clean@example.com")

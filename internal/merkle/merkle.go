@@ -43,7 +43,7 @@ var ErrLeafSize = errors.New("merkle leaf must be the 32 bytes of a payload_hash
 // AppendLeaf returns the hashes to persist when leaf n (0-based; the tree then
 // has n+1 leaves) is appended: the leaf hash first, at StoredHashIndex(0, n),
 // then one hash per subtree the leaf completes, at consecutive indexes. It
-// reads at most log2(n) earlier hashes from r. On average two rows per leaf.
+// reads at most log2(n) earlier hashes from r. On average two hashes per leaf.
 func AppendLeaf(n int64, leaf []byte, r HashReader) ([]StoredHash, error) {
 	if len(leaf) != LeafSize {
 		return nil, fmt.Errorf("%w: got %d bytes", ErrLeafSize, len(leaf))
@@ -73,7 +73,8 @@ func AppendReads(n int64) []int64 {
 }
 
 // StoredHashCount is the number of stored hashes of a tree with n leaves: the
-// rows a store holds for an account once n leaves were appended.
+// hashes a store holds for an account once n leaves were appended (one per
+// row on PostgreSQL, in runs of up to four on SQLite).
 func StoredHashCount(n int64) int64 { return tlog.StoredHashCount(n) }
 
 // Root returns the root hash of the tree of size n (EmptyRoot for 0).

@@ -38,9 +38,13 @@ type ChargedAppend struct {
 	TreeCheck *int64
 }
 
-// TreeCheckIndex is the row the append of leaf n > 0 checks when it reads no
-// hash from the store: leaf n-1's, which any complete tree of n leaves holds.
-func TreeCheckIndex(n int64) int64 { return tlog.StoredHashIndex(0, n-1) }
+// TreeCheckIndex is the stored hash the append of leaf n > 0 checks when it
+// reads none from the store: the tree of n leaves' last, the top hash leaf
+// n-1's append wrote. Any complete tree of n leaves holds it, and a tree cut
+// short at its end does not (leaf n-1's first hash, checked before, missed a
+// lost top row of an append that wrote several; on SQLite, the second row of
+// a run of more than four).
+func TreeCheckIndex(n int64) int64 { return tlog.StoredHashIndex(0, n) - 1 }
 
 // ChargedInsert is the outcome of the append statement.
 type ChargedInsert struct {

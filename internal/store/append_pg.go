@@ -167,7 +167,7 @@ func (s *Store) HeadForAppend(ctx context.Context, userID string, indexes []int6
 			continue
 		}
 		if len(hash) != len(tlog.Hash{}) {
-			return h, nil, fmt.Errorf("%w: hash %d of account %s has %d bytes", ErrMalformedHash, idx.Int64, userID, len(hash))
+			return h, nil, malformedHash(userID, idx.Int64, hash)
 		}
 		known[idx.Int64] = tlog.Hash(hash)
 	}

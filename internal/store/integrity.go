@@ -29,6 +29,10 @@ var ErrMissingHash = errors.New("merkle: stored hash missing")
 // of 32). Unlike a missing tree it is not rebuilt on append.
 var ErrMalformedHash = errors.New("merkle: stored hash malformed")
 
+func malformedHash(userID string, idx int64, h []byte) error {
+	return fmt.Errorf("%w: hash %d of account %s has %d bytes", ErrMalformedHash, idx, userID, len(h))
+}
+
 // hashReader reads an account's stored hashes through q (a transaction when
 // appending, so reads see the rows the same transaction wrote).
 type hashReader struct {
@@ -81,7 +85,7 @@ func (r *hashReader) ReadHashes(indexes []int64) ([]tlog.Hash, error) {
 			return nil, err
 		}
 		if len(h) != len(tlog.Hash{}) {
-			return nil, fmt.Errorf("%w: hash %d of account %s has %d bytes", ErrMalformedHash, idx, r.userID, len(h))
+			return nil, malformedHash(r.userID, idx, h)
 		}
 		got[idx] = tlog.Hash(h)
 	}
@@ -136,8 +140,10 @@ func (s *Store) LeafHashes(ctx context.Context, tx *sql.Tx, e *Event) ([]merkle.
 // treeCheckIndex is the row that proves the tree of n leaves is there before
 // leaf n is appended, when appending reads none: an even leaf reads no earlier
 // hash, so a missing tree would go unnoticed until the next odd leaf, and the
-// tree (seals, proofs, chain verify) would be incomplete meanwhile. Leaf
-// n-1's row exists in any tree that is there: one point read every other append.
+// tree (seals, proofs, chain verify) would be incomplete meanwhile. The tree's
+// last hash (TreeCheckIndex) exists in any tree that is there: one point read
+// every other append. (An odd leaf reads that hash anyway: leaf n-1 is even
+// and wrote only its leaf hash.)
 func treeCheckIndex(n int64) (int64, bool) {
 	if n > 0 && n%2 == 0 {
 		return TreeCheckIndex(n), true

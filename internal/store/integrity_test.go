@@ -12,6 +12,7 @@ import (
 
 	"github.com/transparency-dev/merkle/rfc6962"
 	"github.com/transparency-dev/merkle/testonly"
+	"golang.org/x/mod/sumdb/tlog"
 
 	"github.com/auditchain/auditchain/internal/checkpoint"
 	"github.com/auditchain/auditchain/internal/merkle"
@@ -27,22 +28,67 @@ func appendRaw(t *testing.T, s *store.Store, user string, from, to int64) []stri
 	ctx := context.Background()
 	var hashes []string
 	for i := from; i < to; i++ {
-		sum := sha256.Sum256([]byte(fmt.Sprintf("%s/%d", user, i)))
-		h := verify.HashPrefix + hex.EncodeToString(sum[:])
-		hashes = append(hashes, h)
 		err := s.InTx(ctx, func(tx *sql.Tx) error {
 			head, err := s.LockHead(ctx, tx, user)
 			if err != nil {
 				return err
 			}
-			return s.InsertEvent(ctx, tx, &store.Event{UserID: user, Sequence: i, LeafIndex: head.EventCount,
-				EventID: fmt.Sprintf("evt-%d", i), EventType: "t", PayloadHash: h, TS: "2026-01-01T00:00:00Z", Surface: "rest"})
+			e := rawEvent(user, i, head.EventCount)
+			hashes = append(hashes, e.PayloadHash)
+			return s.InsertEvent(ctx, tx, &e)
 		})
 		if err != nil {
 			t.Fatalf("append %d: %v", i, err)
 		}
 	}
 	return hashes
+}
+
+// rawEvent is user's event of sequence i at leaf, its payload hash made
+// from the two.
+func rawEvent(user string, i, leaf int64) store.Event {
+	sum := sha256.Sum256([]byte(fmt.Sprintf("%s/%d", user, i)))
+	return store.Event{UserID: user, Sequence: i, LeafIndex: leaf, EventID: fmt.Sprintf("evt-%d", i), EventType: "t",
+		PayloadHash: verify.HashPrefix + hex.EncodeToString(sum[:]), TS: "2026-01-01T00:00:00Z", Surface: "rest"}
+}
+
+// refStore is the reference tree of the leaves hashes in tlog's stored form.
+func refStore(t *testing.T, hashes []string) *merkle.HashStore {
+	t.Helper()
+	ref := &merkle.HashStore{}
+	for _, h := range hashes {
+		leaf, err := verify.HashBytes(h)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := ref.Append(leaf); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return ref
+}
+
+// checkStoredHashes compares every stored hash of user's tree of n leaves
+// with the reference's.
+func checkStoredHashes(t *testing.T, s *store.Store, user string, ref *merkle.HashStore, n int64) {
+	t.Helper()
+	all := make([]int64, merkle.StoredHashCount(n))
+	for i := range all {
+		all[i] = int64(i)
+	}
+	want, err := ref.ReadHashes(all)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, err := s.HashReader(context.Background(), nil, user).ReadHashes(all)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := range want {
+		if got[i] != want[i] {
+			t.Fatalf("stored hash %d of %d: %x, reference %x", i, len(all), got[i], want[i])
+		}
+	}
 }
 
 func refTree(t *testing.T, hashes []string) *testonly.Tree {
@@ -123,11 +169,8 @@ func appendBatchRaw(t *testing.T, s *store.Store, user string, from, to int64) [
 		}
 		var evs []store.Event
 		for i := from; i < to; i++ {
-			sum := sha256.Sum256([]byte(fmt.Sprintf("%s/%d", user, i)))
-			h := verify.HashPrefix + hex.EncodeToString(sum[:])
-			hashes = append(hashes, h)
-			evs = append(evs, store.Event{UserID: user, Sequence: i, LeafIndex: head.EventCount + i - from,
-				EventID: fmt.Sprintf("evt-%d", i), EventType: "t", PayloadHash: h, TS: "2026-01-01T00:00:00Z", Surface: "rest"})
+			evs = append(evs, rawEvent(user, i, head.EventCount+i-from))
+			hashes = append(hashes, evs[len(evs)-1].PayloadHash)
 		}
 		return s.InsertEvents(ctx, tx, evs)
 	})
@@ -158,46 +201,27 @@ func TestStoredHashesOfMixedBatchesAndAppends(t *testing.T) {
 			n += step.size
 		}
 		appendBatchRaw(t, s, "u2", 0, 9) // another account's runs interleave in the key order
-		ref := &merkle.HashStore{}
-		for _, h := range hashes {
-			leaf, err := verify.HashBytes(h)
-			if err != nil {
-				t.Fatal(err)
-			}
-			if err := ref.Append(leaf); err != nil {
-				t.Fatal(err)
-			}
-		}
-		all := make([]int64, merkle.StoredHashCount(n))
-		for i := range all {
-			all[i] = int64(i)
-		}
-		want, err := ref.ReadHashes(all)
+		ref := refStore(t, hashes)
+		checkStoredHashes(t, s, "u1", ref, n)
+		// Out of order and repeated indexes are answered in the order asked.
+		count := merkle.StoredHashCount(n)
+		want, err := ref.ReadHashes([]int64{count - 1, 0, 5, count / 2})
 		if err != nil {
 			t.Fatal(err)
 		}
 		r := s.HashReader(ctx, nil, "u1")
-		got, err := r.ReadHashes(all)
-		if err != nil {
-			t.Fatal(err)
-		}
-		for i := range want {
-			if got[i] != want[i] {
-				t.Fatalf("stored hash %d of %d: %x, reference %x", i, len(all), got[i], want[i])
-			}
-		}
-		// Out of order and repeated indexes are answered in the order asked.
-		picked := []int64{all[len(all)-1], 0, 5, 5, all[len(all)/2]}
-		got, err = r.ReadHashes(picked)
+		picked := []int64{count - 1, 0, 5, 5, count / 2}
+		wantAt := []tlog.Hash{want[0], want[1], want[2], want[2], want[3]}
+		got, err := r.ReadHashes(picked)
 		if err != nil {
 			t.Fatal(err)
 		}
 		for i, idx := range picked {
-			if got[i] != want[idx] {
-				t.Fatalf("hash %d asked at position %d: %x, reference %x", idx, i, got[i], want[idx])
+			if got[i] != wantAt[i] {
+				t.Fatalf("hash %d asked at position %d: %x, reference %x", idx, i, got[i], wantAt[i])
 			}
 		}
-		for _, missing := range [][]int64{{int64(len(all))}, {3, int64(len(all)) + 40}} {
+		for _, missing := range [][]int64{{count}, {3, count + 40}} {
 			if _, err := r.ReadHashes(missing); !errors.Is(err, store.ErrMissingHash) {
 				t.Fatalf("indexes %v past the tree: %v, want ErrMissingHash", missing, err)
 			}
@@ -215,13 +239,7 @@ func TestAppendsExtendATreeOfOneHashRows(t *testing.T) {
 	storetest.EachStore(t, func(t *testing.T, s *store.Store) {
 		ctx := context.Background()
 		hashes := appendRaw(t, s, "u1", 0, 11)
-		ref := &merkle.HashStore{}
-		for _, h := range hashes {
-			leaf, _ := verify.HashBytes(h)
-			if err := ref.Append(leaf); err != nil {
-				t.Fatal(err)
-			}
-		}
+		ref := refStore(t, hashes)
 		if _, err := s.WriteDB().ExecContext(ctx, `DELETE FROM merkle_hashes WHERE user_id = 'u1'`); err != nil {
 			t.Fatal(err)
 		}
@@ -236,32 +254,33 @@ func TestAppendsExtendATreeOfOneHashRows(t *testing.T) {
 		}
 		hashes = append(hashes, appendRaw(t, s, "u1", 11, 14)...)
 		hashes = append(hashes, appendBatchRaw(t, s, "u1", 14, 40)...)
-		for _, h := range hashes[11:] {
-			leaf, _ := verify.HashBytes(h)
-			if err := ref.Append(leaf); err != nil {
-				t.Fatal(err)
-			}
-		}
-		all := make([]int64, merkle.StoredHashCount(40))
-		for i := range all {
-			all[i] = int64(i)
-		}
-		want, _ := ref.ReadHashes(all)
-		got, err := s.HashReader(ctx, nil, "u1").ReadHashes(all)
-		if err != nil {
-			t.Fatal(err)
-		}
-		for i := range want {
-			if got[i] != want[i] {
-				t.Fatalf("stored hash %d: %x, reference %x", i, got[i], want[i])
-			}
-		}
+		checkStoredHashes(t, s, "u1", refStore(t, hashes), 40)
 		var old int64
 		if err := s.DB().QueryRowContext(ctx, `SELECT count(*) FROM merkle_hashes WHERE user_id = 'u1' AND idx < $1 AND length(hash) = 32`,
 			merkle.StoredHashCount(11)).Scan(&old); err != nil || old != merkle.StoredHashCount(11) {
 			t.Fatalf("%d one-hash rows left below the appended ones (%v), want all %d: the tree was rebuilt instead of extended",
 				old, err, merkle.StoredHashCount(11))
 		}
+	})
+}
+
+// A tree that lost its last row is rebuilt by the next append, even when
+// the leaf before wrote several hashes and its first one is still there:
+// leaf 15 writes five (its leaf hash and four subtree roots; two rows on
+// SQLite, five on PostgreSQL), and the even leaf 16 reads none of them.
+func TestAppendRebuildsATreeCutShortAtItsEnd(t *testing.T) {
+	storetest.EachStore(t, func(t *testing.T, s *store.Store) {
+		ctx := context.Background()
+		hashes := appendRaw(t, s, "u1", 0, 16)
+		if _, err := s.WriteDB().ExecContext(ctx, `DELETE FROM merkle_hashes WHERE user_id = 'u1'
+			AND idx = (SELECT max(idx) FROM merkle_hashes WHERE user_id = 'u1')`); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := s.HashReader(ctx, nil, "u1").ReadHashes([]int64{merkle.StoredHashCount(16) - 1}); !errors.Is(err, store.ErrMissingHash) {
+			t.Fatalf("the tree's last hash after deleting its row: %v, want missing", err)
+		}
+		hashes = append(hashes, appendRaw(t, s, "u1", 16, 17)...)
+		checkStoredHashes(t, s, "u1", refStore(t, hashes), 17)
 	})
 }
 

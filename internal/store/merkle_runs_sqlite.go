@@ -38,8 +38,10 @@ const maxRunReads = 1000
 // primary key refused a second write of any index when each row held one
 // hash; with runs it only refuses one starting where a row starts, so the
 // statement writes nothing unless the stored tree ends exactly where hs
-// begins (the row before hs[0] ends at it, or hs begins the tree): together
-// with the key, no index is ever written twice and the tree has no gap.
+// begins: the row before hs[0] ends at it (or hs begins the tree), and no
+// row starts at or after it. No index is written twice and no gap is left.
+// (A tree cut short at its end is found before, by the append's reads, and
+// rebuilt: LeafHashes, appendLeaves.)
 func (s *Store) insertRuns(ctx context.Context, tx *sql.Tx, userID string, hs []merkle.StoredHash) error {
 	for i := 1; i < len(hs); i++ {
 		if hs[i].Index != hs[i-1].Index+1 {
@@ -66,7 +68,8 @@ func (s *Store) insertRuns(ctx context.Context, tx *sql.Tx, userID string, hs []
 	}
 	// ?2 is hs[0].Index.
 	b.WriteString(`) WHERE coalesce((SELECT m.idx + length(m.hash) / 32 FROM merkle_hashes m
-		WHERE m.user_id = ?1 AND m.idx < ?2 ORDER BY m.idx DESC LIMIT 1), 0) = ?2`)
+		WHERE m.user_id = ?1 AND m.idx < ?2 ORDER BY m.idx DESC LIMIT 1), 0) = ?2
+		AND NOT EXISTS (SELECT 1 FROM merkle_hashes m WHERE m.user_id = ?1 AND m.idx >= ?2)`)
 	res, err := tx.ExecContext(ctx, b.String(), args...)
 	if err != nil {
 		return fmt.Errorf("insert merkle hashes: %w", err)
@@ -128,7 +131,7 @@ func (r *hashReader) readRuns(indexes []int64) ([]tlog.Hash, error) {
 		case len(h) == 0:
 			return nil, fmt.Errorf("%w: index %d of account %s", ErrMissingHash, indexes[n], r.userID)
 		case len(h) != len(tlog.Hash{}):
-			return nil, fmt.Errorf("%w: hash %d of account %s has %d bytes", ErrMalformedHash, indexes[n], r.userID, len(h))
+			return nil, malformedHash(r.userID, indexes[n], h)
 		}
 		out[n] = tlog.Hash(h)
 		found++

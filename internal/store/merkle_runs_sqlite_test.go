@@ -3,6 +3,7 @@ package store
 import (
 	"context"
 	"database/sql"
+	"errors"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -57,8 +58,8 @@ func TestRunsAreWrittenOnlyWhereTheTreeEnds(t *testing.T) {
 		{"at the tree's start", 0, 1},
 		{"past the tree's end", 7, 1},
 	} {
-		if err := insert(hashesFrom(tc.first, tc.n)); err == nil {
-			t.Fatalf("%s (from %d): written, want refused", tc.name, tc.first)
+		if err := insert(hashesFrom(tc.first, tc.n)); err == nil || !strings.Contains(err.Error(), "does not end at index") {
+			t.Fatalf("%s (from %d): %v, want refused by the guard", tc.name, tc.first, err)
 		}
 	}
 	if err := insert([]merkle.StoredHash{hashesFrom(6, 1)[0], hashesFrom(8, 1)[0]}); err == nil || !strings.Contains(err.Error(), "consecutive") {
@@ -83,5 +84,37 @@ func TestRunsAreWrittenOnlyWhereTheTreeEnds(t *testing.T) {
 	// Another account's tree starts on its own.
 	if err := s.InTx(ctx, func(tx *sql.Tx) error { return s.insertHashes(ctx, tx, "u2", hashesFrom(0, 2)) }); err != nil {
 		t.Fatal(err)
+	}
+	// A stray row ahead of the tree's end (written behind the store's back)
+	// stops the run that would reach it.
+	if _, err := s.WriteDB().ExecContext(ctx, `INSERT INTO merkle_hashes (user_id, idx, hash) VALUES ('u1', 17, zeroblob(32))`); err != nil {
+		t.Fatal(err)
+	}
+	if err := insert(hashesFrom(15, 4)); err == nil || !strings.Contains(err.Error(), "does not end at index 15") {
+		t.Fatalf("a run over a stray row: %v, want refused by the guard", err)
+	}
+}
+
+// A run whose bytes are not whole hashes reads as malformed, not missing:
+// a tree cut short is not rebuilt over, and the chain verification reports it.
+func TestRunCutShortReadsAsMalformed(t *testing.T) {
+	ctx := context.Background()
+	s, err := Open(ctx, "sqlite:"+filepath.Join(t.TempDir(), "runs.db"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	if err := s.InTx(ctx, func(tx *sql.Tx) error { return s.insertHashes(ctx, tx, "u1", hashesFrom(0, 4)) }); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.WriteDB().ExecContext(ctx, `UPDATE merkle_hashes SET hash = substr(hash, 1, 100) WHERE user_id = 'u1'`); err != nil {
+		t.Fatal(err)
+	}
+	r := s.HashReader(ctx, nil, "u1")
+	if got, err := r.ReadHashes([]int64{0, 1, 2}); err != nil || got[2] != hashesFrom(2, 1)[0].Hash {
+		t.Fatalf("the whole hashes of a cut run: %v", err)
+	}
+	if _, err := r.ReadHashes([]int64{3}); !errors.Is(err, ErrMalformedHash) || errors.Is(err, ErrMissingHash) {
+		t.Fatalf("the cut hash: %v, want ErrMalformedHash", err)
 	}
 }
