@@ -109,7 +109,7 @@ func (g *groupCommitter) loop() {
 
 // run executes one shared transaction. A failure of BEGIN or COMMIT fails every
 // job in it (their writes are not acknowledged); a job's own error rolls back
-// only its savepoint.
+// only its savepoint, or the transaction when the job is alone in it.
 func (g *groupCommitter) run(batch []*groupJob) {
 	ctx := context.Background()
 	finish := func(err error) {
@@ -126,19 +126,31 @@ func (g *groupCommitter) run(batch []*groupJob) {
 		finish(fmt.Errorf("begin: %w", err))
 		return
 	}
+	// A job alone in its transaction needs no savepoint: its failure rolls
+	// the whole transaction back. That is two statements fewer, and no page
+	// copied to the savepoint journal, for every write that arrives alone
+	// (a sequential client's every append).
+	alone := len(batch) == 1
 	for _, j := range batch {
 		if j.ctx.Err() != nil {
 			j.err = j.ctx.Err() // abandoned before it ran: nothing written
 			continue
 		}
-		if _, err := tx.ExecContext(ctx, "SAVEPOINT job"); err != nil {
-			j.err = err
-			continue
+		if !alone {
+			if _, err := tx.ExecContext(ctx, "SAVEPOINT job"); err != nil {
+				j.err = err
+				continue
+			}
 		}
 		j.t = txn{tx: tx}
 		if err := j.fn(&j.t); err != nil {
 			j.err = err
 			j.t = txn{}
+			if alone {
+				tx.Rollback()
+				finish(nil)
+				return
+			}
 			if store.IsStorageFault(err) {
 				// SQLite may keep the transaction open after an I/O error or a
 				// full disk, but its handle can no longer be trusted: commit
@@ -157,6 +169,9 @@ func (g *groupCommitter) run(batch []*groupJob) {
 				finish(fmt.Errorf("rollback to savepoint: %w", rbErr))
 				return
 			}
+		}
+		if alone {
+			continue
 		}
 		if _, err := tx.ExecContext(ctx, "RELEASE job"); err != nil {
 			tx.Rollback()

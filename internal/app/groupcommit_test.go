@@ -197,6 +197,64 @@ func TestGroupCommitStorageFaultSwallowedByAJobStillFailsTheBatch(t *testing.T) 
 	}
 }
 
+// A job alone in its transaction runs without a savepoint: when it fails,
+// the transaction is rolled back, so its writes are gone all the same, and a
+// storage fault fails it as in a shared batch; the writer goes on.
+func TestGroupCommitJobAloneFailsWithNothingWritten(t *testing.T) {
+	a := sqliteApp(t)
+	ctx := context.Background()
+	bigTable(t, a)
+	runAlone := func(fn func(tx *txn) error) error {
+		j := &groupJob{ctx: ctx, fn: fn, done: make(chan struct{})}
+		a.group.run([]*groupJob{j})
+		<-j.done
+		return j.err
+	}
+	refused := errors.New("refused after writing")
+	if err := runAlone(func(tx *txn) error {
+		if _, err := tx.tx.Exec(`INSERT INTO t (v) VALUES (1)`); err != nil {
+			return err
+		}
+		return refused
+	}); !errors.Is(err, refused) {
+		t.Fatalf("err = %v, want the job's own", err)
+	}
+	if n := count(t, a); n != 0 {
+		t.Fatalf("%d rows committed by a lone job that failed", n)
+	}
+	err := runAlone(func(tx *txn) error {
+		var pages int
+		if err := tx.tx.QueryRow(`PRAGMA page_count`).Scan(&pages); err != nil {
+			return err
+		}
+		if _, err := tx.tx.Exec(fmt.Sprintf(`PRAGMA max_page_count = %d`, pages+1)); err != nil {
+			return err
+		}
+		if _, err := tx.tx.Exec(`INSERT INTO t (v) VALUES (2)`); err != nil {
+			return err
+		}
+		_, err := tx.tx.Exec(`INSERT INTO big (b) VALUES (randomblob(1000000))`)
+		return err
+	})
+	if !store.IsStorageFault(err) {
+		t.Fatalf("a lone job's storage fault: %v, want it", err)
+	}
+	if n := count(t, a); n != 0 {
+		t.Fatalf("%d rows committed by a lone job that met a storage fault", n)
+	}
+	for v := 3; v <= 4; v++ {
+		if err := runAlone(func(tx *txn) error {
+			_, err := tx.tx.Exec(`INSERT INTO t (v) VALUES ($1)`, v)
+			return err
+		}); err != nil {
+			t.Fatalf("lone write %d: %v", v, err)
+		}
+	}
+	if n := count(t, a); n != 2 {
+		t.Fatalf("rows after two lone writes = %d, want 2", n)
+	}
+}
+
 func bigTable(t *testing.T, a *App) {
 	t.Helper()
 	if _, err := a.Store.WriteDB().Exec(`CREATE TABLE big (b BLOB)`); err != nil {
