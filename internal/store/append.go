@@ -70,7 +70,9 @@ func (c ChargedInsert) Appended() bool { return !c.HeadMoved && c.QuotaOK && c.I
 // a.Expect; a.Event.LeafIndex is set. On PostgreSQL it is one statement; on
 // SQLite three (insertEventChargedSQLite). A refusal (QuotaOK or Inserted
 // false) may have moved the head and the quota: the caller must roll tx
-// back. e.MachineSequence is set from the counter.
+// back. e.MachineSequence is set from the counter. On SQLite a.Hashes must
+// come from LeafHashes in the same transaction, which read that the stored
+// tree ends where they begin.
 func (s *Store) InsertEventCharged(ctx context.Context, tx *sql.Tx, a ChargedAppend) (ChargedInsert, error) {
 	if s.Dialect == SQLite {
 		return s.insertEventChargedSQLite(ctx, tx, a)

@@ -58,7 +58,9 @@ func (s *Store) insertEventChargedSQLite(ctx context.Context, tx *sql.Tx, a Char
 	case err != nil:
 		return out, err
 	}
-	if err := s.insertHashes(ctx, tx, e.UserID, a.Hashes); err != nil {
+	// a.Hashes come from LeafHashes in this transaction, which read that
+	// the stored tree ends where they begin (InsertEventCharged).
+	if err := s.insertRuns(ctx, tx, e.UserID, a.Hashes); err != nil {
 		return out, err
 	}
 	out.Inserted = true

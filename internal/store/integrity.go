@@ -116,10 +116,17 @@ func (s *Store) appendLeaf(ctx context.Context, tx *sql.Tx, e *Event) error {
 // LeafHashes returns the Merkle rows that appending e's leaf (at e.LeafIndex)
 // adds, reading the at most log2(n) hashes tlog needs through tx. An account
 // whose tree predates migration 005 is built first, once.
+//
+// On SQLite the hashes it returns begin where the stored tree ends: it reads
+// that end with the leaf's hashes and refuses a tree that runs past it (a
+// tree that stops short of it is missing hashes, and is rebuilt).
 func (s *Store) LeafHashes(ctx context.Context, tx *sql.Tx, e *Event) ([]merkle.StoredHash, error) {
 	leaf, err := verify.HashBytes(e.PayloadHash)
 	if err != nil {
 		return nil, err
+	}
+	if s.Dialect == SQLite {
+		return s.leafHashesSQLite(ctx, tx, e, leaf)
 	}
 	r := s.HashReader(ctx, tx, e.UserID)
 	if check, ok := treeCheckIndex(e.LeafIndex); ok {
@@ -251,6 +258,9 @@ func (s *Store) insertHashes(ctx context.Context, tx *sql.Tx, userID string, hs 
 		return nil
 	}
 	if s.Dialect == SQLite {
+		if err := s.checkTreeEnd(ctx, tx, userID, hs[0].Index); err != nil {
+			return err
+		}
 		return s.insertRuns(ctx, tx, userID, hs)
 	}
 	var b strings.Builder

@@ -388,3 +388,43 @@ func BenchmarkInsertEvent(b *testing.B) {
 		})
 	}
 }
+
+// BenchmarkInsertEventCharged measures a client append's store work as the
+// service does it (LockHead, LeafHashes, InsertEventCharged: head, quota,
+// row and Merkle rows), 256 appends per transaction as group commit does.
+func BenchmarkInsertEventCharged(b *testing.B) {
+	for _, backend := range []storetest.Backend{storetest.SQLite, storetest.Postgres} {
+		b.Run(string(backend), func(b *testing.B) {
+			s := storetest.Open(b, storetest.DSN(b, backend))
+			ctx := context.Background()
+			var seq int64
+			for b.Loop() {
+				err := s.InTx(ctx, func(tx *sql.Tx) error {
+					for range 256 {
+						head, err := s.LockHead(ctx, tx, "u")
+						if err != nil {
+							return err
+						}
+						e := rawEvent("u", seq, head.EventCount)
+						e.PrevHash = head.LastHash
+						hs, err := s.LeafHashes(ctx, tx, &e)
+						if err != nil {
+							return err
+						}
+						out, err := s.InsertEventCharged(ctx, tx, store.ChargedAppend{Event: &e, Hashes: hs, Expect: head,
+							Day: "2026-01-01", Limit: 1 << 40})
+						if err != nil || !out.Appended() {
+							return fmt.Errorf("append %d: %+v %v", seq, out, err)
+						}
+						seq++
+					}
+					return nil
+				})
+				if err != nil {
+					b.Fatal(err)
+				}
+			}
+			b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(seq), "ns/event")
+		})
+	}
+}
