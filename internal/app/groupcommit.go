@@ -14,7 +14,8 @@ import (
 // (1–2 ms on real disks), so one transaction per request caps writes at a few
 // hundred per second. Instead, write requests queue here and one goroutine runs
 // them in shared transactions: each request's work runs inside its own
-// SAVEPOINT, so a request that fails rolls back alone while the others commit,
+// SAVEPOINT (unless it is alone in the transaction, which it then rolls back),
+// so a request that fails rolls back alone while the others commit,
 // and every request is answered only after the transaction holding its writes
 // has committed. Requests see the writes of those before them in the same
 // transaction, so per-account continuity stays exact.

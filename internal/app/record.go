@@ -275,8 +275,9 @@ func (a *App) appendInTx(ctx context.Context, t *txn, p Principal, in *domain.Ev
 // three or four on SQLite, where each costs the single writer), with the same
 // outcomes in the same order as the general path — quota (429), then the
 // event_id's unique key (a replay or 409 event_id_conflict). A refusal
-// returns an error, so the transaction (SQLite: the request's savepoint)
-// rolls back whatever the statements moved.
+// returns an error, so the transaction (SQLite: the request's savepoint, or
+// its transaction when it is alone in one) rolls back whatever the statements
+// moved.
 func (a *App) appendChargedInTx(ctx context.Context, t *txn, in *domain.EventInput, prepared *store.Event, head store.Head, day string, replay func(error) error, res *AppendResult) error {
 	e := *prepared
 	e.LeafIndex = head.EventCount

@@ -173,7 +173,17 @@ func LeafReads(n int64) []int64 {
 // ensureTree builds the account's tree of its first n leaves (an account
 // written before migration 005, or one whose rows were lost) unless the rows
 // at indexes, which any complete tree of n leaves holds, are all there.
+//
+// On SQLite it also rebuilds a tree that does not end where leaf n begins
+// (merkle_runs_sqlite.go).
 func (s *Store) ensureTree(ctx context.Context, tx *sql.Tx, userID string, n int64, indexes []int64) error {
+	if s.Dialect == SQLite {
+		_, whole, err := s.readTreeSQLite(ctx, tx, userID, n, indexes)
+		if err != nil || whole {
+			return err
+		}
+		return s.buildTree(ctx, tx, userID, n)
+	}
 	_, err := s.HashReader(ctx, tx, userID).ReadHashes(indexes)
 	if errors.Is(err, ErrMissingHash) {
 		return s.buildTree(ctx, tx, userID, n)
@@ -190,7 +200,8 @@ func (s *Store) appendLeaves(ctx context.Context, tx *sql.Tx, evs []Event) error
 	// Every earlier hash the run's leaves need is a hash of the frontier of
 	// the tree it extends: check those once (any leaf, not only the first, may
 	// need one), and build the tree first when they are missing.
-	if first := evs[0].LeafIndex; first > 0 {
+	// (On SQLite also a tree of no leaves: it must have no row.)
+	if first := evs[0].LeafIndex; first > 0 || s.Dialect == SQLite {
 		if err := s.ensureTree(ctx, tx, userID, first, merkle.FrontierIndexes(first)); err != nil {
 			return err
 		}
@@ -258,9 +269,8 @@ func (s *Store) insertHashes(ctx context.Context, tx *sql.Tx, userID string, hs 
 		return nil
 	}
 	if s.Dialect == SQLite {
-		if err := s.checkTreeEnd(ctx, tx, userID, hs[0].Index); err != nil {
-			return err
-		}
+		// Every caller read where the stored tree ends first (LeafHashes,
+		// ensureTree) or emptied it (buildTree).
 		return s.insertRuns(ctx, tx, userID, hs)
 	}
 	var b strings.Builder
@@ -282,7 +292,8 @@ func (s *Store) insertHashes(ctx context.Context, tx *sql.Tx, userID string, hs 
 
 // buildTree (re)builds the stored hashes of leaves [0, n) from the account's
 // events in leaf order. It only runs for a tree that is missing rows, which
-// happens once per account stored before migration 005.
+// happens once per account stored before migration 005, or (SQLite) that runs
+// past its n leaves.
 func (s *Store) buildTree(ctx context.Context, tx *sql.Tx, userID string, n int64) error {
 	if _, err := tx.ExecContext(ctx, `DELETE FROM merkle_hashes WHERE user_id = $1`, userID); err != nil {
 		return err

@@ -284,6 +284,51 @@ func TestAppendRebuildsATreeCutShortAtItsEnd(t *testing.T) {
 	})
 }
 
+// On SQLite, a tree that runs past its leaves (a row written behind the
+// store's back, ahead of where the next leaf begins) is rebuilt by the next
+// append, single or batch, instead of being written over: runs are only
+// written where the stored tree ends.
+func TestAppendsRebuildATreeThatRunsPastItsLeaves(t *testing.T) {
+	storetest.EachStore(t, func(t *testing.T, s *store.Store) {
+		if s.Dialect != store.SQLite {
+			t.Skip("PostgreSQL keeps one hash per row under its primary key and reads no tree end")
+		}
+		ctx := context.Background()
+		hashes := appendRaw(t, s, "u1", 0, 6)
+		stray := func(n int64) {
+			t.Helper()
+			if _, err := s.WriteDB().ExecContext(ctx, `INSERT INTO merkle_hashes (user_id, idx, hash) VALUES ('u1', $1, zeroblob(32))`,
+				merkle.StoredHashCount(n)+3); err != nil {
+				t.Fatal(err)
+			}
+		}
+		check := func(n int64) {
+			t.Helper()
+			checkStoredHashes(t, s, "u1", refStore(t, hashes), n)
+			var past int
+			if err := s.DB().QueryRowContext(ctx, `SELECT count(*) FROM merkle_hashes WHERE user_id = 'u1' AND idx >= $1`,
+				merkle.StoredHashCount(n)).Scan(&past); err != nil || past != 0 {
+				t.Fatalf("%d rows past the tree of %d leaves (%v), want none", past, n, err)
+			}
+		}
+		stray(6)
+		hashes = append(hashes, appendRaw(t, s, "u1", 6, 7)...) // odd leaf
+		check(7)
+		stray(7)
+		hashes = append(hashes, appendRaw(t, s, "u1", 7, 8)...) // even leaf
+		check(8)
+		stray(8)
+		hashes = append(hashes, appendBatchRaw(t, s, "u1", 8, 20)...)
+		check(20)
+		// A tree of no leaves must have no row either.
+		if _, err := s.WriteDB().ExecContext(ctx, `INSERT INTO merkle_hashes (user_id, idx, hash) VALUES ('u2', 5, zeroblob(32))`); err != nil {
+			t.Fatal(err)
+		}
+		u2 := appendBatchRaw(t, s, "u2", 0, 3)
+		checkStoredHashes(t, s, "u2", refStore(t, u2), 3)
+	})
+}
+
 func TestChainBlocksStored(t *testing.T) {
 	storetest.EachStore(t, func(t *testing.T, s *store.Store) {
 		ctx := context.Background()

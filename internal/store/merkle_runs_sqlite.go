@@ -36,32 +36,38 @@ const maxRunHashes = 4
 const maxRunReads = 1000
 
 // The primary key refused a second write of any index when each row held one
-// hash; with runs it only refuses one starting where a row starts. So runs
-// are written only where the stored tree ends: its last row must end exactly
-// at the first new index (or there is no row and the run begins the tree).
-// Then no index is written twice and no gap is left. (A tree cut short at
-// its end is found before, by the append's reads, and rebuilt: LeafHashes,
-// appendLeaves.) treeEndSQL is that end, in a statement whose ?1 is the
-// account. A single append reads it in the statement that reads its leaf's
-// hashes (leafHashesSQLite); other writes check it with a statement of their
-// own (checkTreeEnd). Not inside the INSERT: a read of the table written makes
-// SQLite copy the new rows to a temporary B-tree first, and not inside the
+// hash; with runs it only refuses one starting where a row starts. So before
+// runs are written, the stored tree is read to end exactly where they begin:
+// its last row ends at the first new index (or there is no row and they
+// begin the tree). Then no index is written twice and no gap is left. A tree
+// that does not end there, cut short or running past it (rows written behind
+// the store's back), is rebuilt from the events, as a tree with missing
+// hashes always was: the rows are derived from the record, and the chain
+// verification compares them with the signed roots.
+//
+// treeEndSQL is that end, in a statement whose ?1 is the account. It is read
+// as one more row of the statement that reads the hashes an append needs
+// (readTreeSQLite). Not inside the INSERT: a read of the table written makes
+// SQLite copy the new rows to a temporary B-tree first; and not inside the
 // head's UPDATE, where a subquery cost an append more (≈9 µs, +18 % of the
-// store's work per append in a micro-benchmark) than a column of a read it
-// makes anyway.
+// store's work per append, BenchmarkInsertEventCharged) than the read.
 const treeEndSQL = `coalesce((SELECT m.idx + length(m.hash) / 32 FROM merkle_hashes m
 	WHERE m.user_id = ?1 ORDER BY m.idx DESC LIMIT 1), 0)`
 
-// checkTreeEnd returns an error unless the account's stored tree ends at first.
-func (s *Store) checkTreeEnd(ctx context.Context, tx *sql.Tx, userID string, first int64) error {
-	var end int64
-	if err := tx.QueryRowContext(ctx, `SELECT `+treeEndSQL, userID).Scan(&end); err != nil {
-		return fmt.Errorf("insert merkle hashes: %w", err)
+// readTreeSQLite reads the stored hashes at indexes of the account's tree of
+// n leaves in one statement with where the tree ends. whole is false when one
+// is missing or the tree does not end at StoredHashCount(n): it must be
+// rebuilt (buildTree) before it grows.
+func (s *Store) readTreeSQLite(ctx context.Context, tx *sql.Tx, userID string, n int64, indexes []int64) (got []tlog.Hash, whole bool, err error) {
+	r := &hashReader{s: s, ctx: ctx, q: tx, userID: userID}
+	got, end, err := r.readRunsAndEnd(indexes)
+	if errors.Is(err, ErrMissingHash) {
+		return nil, false, nil
 	}
-	if end != first {
-		return fmt.Errorf("insert merkle hashes: the stored tree of %s ends at index %d, not %d", userID, end, first)
+	if err != nil {
+		return nil, false, err
 	}
-	return nil
+	return got, end == merkle.StoredHashCount(n), nil
 }
 
 // leafHashesSQLite is LeafHashes on SQLite: one statement reads the hashes
@@ -70,20 +76,15 @@ func (s *Store) leafHashesSQLite(ctx context.Context, tx *sql.Tx, e *Event, leaf
 	n := e.LeafIndex
 	r := &hashReader{s: s, ctx: ctx, q: tx, userID: e.UserID}
 	reads := LeafReads(n)
-	got, end, err := r.readRunsAndEnd(reads)
-	if errors.Is(err, ErrMissingHash) {
-		// A tree never built, or cut short: build it (its end is then
-		// where leaf n begins).
+	got, whole, err := s.readTreeSQLite(ctx, tx, e.UserID, n, reads)
+	if err != nil {
+		return nil, err
+	}
+	if !whole {
 		if err := s.buildTree(ctx, tx, e.UserID, n); err != nil {
 			return nil, err
 		}
 		return merkle.AppendLeaf(n, leaf, r)
-	}
-	if err != nil {
-		return nil, err
-	}
-	if first := tlog.StoredHashIndex(0, n); end != first {
-		return nil, fmt.Errorf("merkle: the stored tree of %s ends at index %d, not %d where leaf %d begins", e.UserID, end, first, n)
 	}
 	known := make(map[int64]tlog.Hash, len(reads))
 	for i, idx := range reads {
@@ -105,8 +106,12 @@ func (r *hashReader) readRunsAndEnd(indexes []int64) ([]tlog.Hash, int64, error)
 }
 
 // insertRuns writes hs, which must be consecutive indexes from where the
-// stored tree ends (checkTreeEnd), as runs.
+// stored tree ends (read before by readTreeSQLite, or emptied by buildTree),
+// as runs.
 func (s *Store) insertRuns(ctx context.Context, tx *sql.Tx, userID string, hs []merkle.StoredHash) error {
+	if len(hs) == 0 {
+		return nil
+	}
 	for i := 1; i < len(hs); i++ {
 		if hs[i].Index != hs[i-1].Index+1 {
 			return fmt.Errorf("insert merkle hashes: index %d follows %d (a run must be consecutive)", hs[i].Index, hs[i-1].Index)
@@ -207,7 +212,14 @@ func (r *hashReader) scanRuns(indexes []int64, query string, args []any, withEnd
 			end, ended = e, true
 			continue
 		}
-		h, _ := v.([]byte)
+		var h []byte
+		switch v := v.(type) {
+		case nil:
+		case []byte:
+			h = v
+		default: // stored as another type than a blob
+			return nil, 0, fmt.Errorf("%w: hash of account %s read as %T", ErrMalformedHash, r.userID, v)
+		}
 		switch {
 		case n < 0 || n >= len(indexes):
 			return nil, 0, fmt.Errorf("merkle: read of hash %d of %d", n, len(indexes))

@@ -114,7 +114,7 @@ func openSQLite(path string, readers int) (*Store, error) {
 	// WAL with synchronous=FULL survives power loss (notes/performance.md). The busy
 	// timeout comes first so that switching to WAL waits for other processes.
 	pragmas := "_pragma=busy_timeout(10000)&_pragma=journal_mode(WAL)&_pragma=synchronous(FULL)&_pragma=foreign_keys(1)" +
-		// Group commit isolates each request in a savepoint: keep its sub-journal
+		// Group commit isolates each request sharing a transaction in a savepoint: keep its sub-journal
 		// (and other temporary structures) in memory, and cache 64 MiB of pages.
 		"&_pragma=temp_store(memory)&_pragma=cache_size(-65536)" +
 		// SQLite's own checkpoint runs inside the writer's COMMIT: here it is
