@@ -100,9 +100,7 @@ func (r *hashReader) readRunsAndEnd(indexes []int64) ([]tlog.Hash, int64, error)
 		return nil, 0, fmt.Errorf("merkle: %d reads in one statement", len(indexes))
 	}
 	query, args := r.runsQuery(indexes)
-	query += ` UNION ALL SELECT -1, ` + treeEndSQL
-	out, end, err := r.scanRuns(indexes, query, args, true)
-	return out, end, err
+	return r.scanRuns(indexes, query+` UNION ALL SELECT -1, `+treeEndSQL, args, true)
 }
 
 // insertRuns writes hs, which must be consecutive indexes from where the
