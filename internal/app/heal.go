@@ -387,7 +387,20 @@ func (a *App) scan(ctx context.Context, userID string, machineID *string) (ScanR
 		mismatch("the chain head counts %d events; %d are stored up to its sequence", head.EventCount, pos)
 	case blockSize > uint64(pos):
 		mismatch("the newest block covers %d events; %d are stored", blockSize, pos)
-	case pos > 0:
+	default:
+		// The root reads only hashes below the tree's size: hashes stored
+		// past it (written behind the store's back) show in where it ends.
+		end, err := a.Store.StoredTreeEnd(ctx, userID)
+		if err != nil {
+			return res, nil, err
+		}
+		if want := merkle.StoredHashCount(head.EventCount); end > want {
+			mismatch("the stored Merkle tree holds hashes up to index %d, past the %d of its %d leaves", end-1, want, head.EventCount)
+			break
+		}
+		if pos == 0 {
+			break
+		}
 		root, err := merkle.Root(head.EventCount, a.Store.HashReader(ctx, nil, userID))
 		switch {
 		case errors.Is(err, store.ErrMissingHash) || errors.Is(err, store.ErrMalformedHash):

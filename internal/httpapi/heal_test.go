@@ -102,13 +102,16 @@ func TestHealScanReportsABrokenStoredTree(t *testing.T) {
 		for _, tc := range []struct{ name, damage, detail string }{
 			{"deleted", `DELETE FROM merkle_hashes WHERE user_id = $1`, "incomplete"},
 			{"cut short", `UPDATE merkle_hashes SET hash = substr(hash, 1, length(hash) - 8) WHERE user_id = $1`, "malformed"},
+			// buildSignedChain stores 12 leaves: 22 hashes, indexes 0–21.
+			{"grown past its leaves", `INSERT INTO merkle_hashes (user_id, idx, hash) SELECT user_id, 30, hash FROM merkle_hashes
+				WHERE user_id = $1 AND idx = 0`, "up to index 30, past the 22 of its 12 leaves"},
 		} {
 			t.Run(tc.name, func(t *testing.T) {
 				c := buildSignedChain(t, e, "tree-"+strings.ReplaceAll(tc.name, " ", "-")+"@example.com")
 				execDB(t, e, tc.damage, c.user)
 				s := decodeAs[app.ScanResult](t, e.do("POST", "/v1/heal/scan", c.token, nil))
 				if s.Clean || s.MerkleRootStatus != "mismatch" || s.MerkleRootDetail == nil || !strings.Contains(*s.MerkleRootDetail, tc.detail) {
-					t.Fatalf("scan of a stored tree %s: %+v", tc.name, s)
+					t.Fatalf("scan of a stored tree %s: %+v (detail %v)", tc.name, s, ptrText(s.MerkleRootDetail))
 				}
 			})
 		}
@@ -597,4 +600,11 @@ func BenchmarkHealScan(b *testing.B) {
 			}
 		})
 	}
+}
+
+func ptrText(p *string) string {
+	if p == nil {
+		return "<nil>"
+	}
+	return *p
 }

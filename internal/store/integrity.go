@@ -103,6 +103,19 @@ func (r *hashReader) ReadHashes(indexes []int64) ([]tlog.Hash, error) {
 	return out, nil
 }
 
+// StoredTreeEnd is one past the highest stored hash index of the account's
+// tree (0 without one): StoredHashCount of its leaves in a tree that is
+// whole, more when hashes were stored past them.
+func (s *Store) StoredTreeEnd(ctx context.Context, userID string) (int64, error) {
+	q := `SELECT coalesce(max(idx) + 1, 0) FROM merkle_hashes WHERE user_id = $1`
+	if s.Dialect == SQLite {
+		q = `SELECT ` + treeEndSQL
+	}
+	var end int64
+	err := s.read.QueryRowContext(ctx, q, userID).Scan(&end)
+	return end, err
+}
+
 // appendLeaf adds e's leaf to the account's tree inside tx: it reads the at
 // most log2(n) hashes tlog needs and writes the new rows in one statement.
 func (s *Store) appendLeaf(ctx context.Context, tx *sql.Tx, e *Event) error {
