@@ -2,6 +2,7 @@ package app
 
 import (
 	"context"
+	"database/sql"
 	"errors"
 	"testing"
 	"time"
@@ -44,14 +45,7 @@ func TestPGAppendsQueuedBehindAStatementShareTheNext(t *testing.T) {
 	}
 
 	// Hold the first account's head: its next statement waits on the lock.
-	tx, err := a.Store.WriteDB().BeginTx(r.ctx, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer tx.Rollback()
-	if _, err := tx.ExecContext(r.ctx, `SELECT 1 FROM chain_heads WHERE user_id = $1 FOR UPDATE`, chains[0].p.UserID); err != nil {
-		t.Fatal(err)
-	}
+	tx := holdHead(t, r, chains[0].p.UserID)
 	type result struct {
 		user string
 		err  error
@@ -271,14 +265,7 @@ func TestPGBatchWithAHeldHeadAnswersTheOthers(t *testing.T) {
 		r.append(c, nil)
 		r.append(c, nil) // cached
 	}
-	tx, err := a.Store.WriteDB().BeginTx(r.ctx, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer tx.Rollback()
-	if _, err := tx.ExecContext(r.ctx, `SELECT 1 FROM chain_heads WHERE user_id = $1 FOR UPDATE`, chains[0].p.UserID); err != nil {
-		t.Fatal(err)
-	}
+	tx := holdHead(t, r, chains[0].p.UserID)
 	answers := queueThenRun(t, r, chains)
 	if err := <-answers[1]; err != nil {
 		t.Fatalf("y's append: %v", err)
@@ -297,4 +284,19 @@ func TestPGBatchWithAHeldHeadAnswersTheOthers(t *testing.T) {
 	if _, _, lockTimeouts, _ := a.Store.BatchFallbacks(); lockTimeouts != 1 {
 		t.Fatalf("lock timeouts = %d, want 1", lockTimeouts)
 	}
+}
+
+// holdHead locks the account's head row in a transaction of its own, so that
+// the next statement that needs it waits; rolling tx back lets it go.
+func holdHead(t *testing.T, r *replicaPair, userID string) *sql.Tx {
+	t.Helper()
+	tx, err := r.writer.Store.WriteDB().BeginTx(r.ctx, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { tx.Rollback() })
+	if _, err := tx.ExecContext(r.ctx, `SELECT 1 FROM chain_heads WHERE user_id = $1 FOR UPDATE`, userID); err != nil {
+		t.Fatal(err)
+	}
+	return tx
 }

@@ -2,7 +2,6 @@ package store
 
 import (
 	"context"
-	"path/filepath"
 	"testing"
 	"time"
 )
@@ -20,11 +19,7 @@ func walFrames(t *testing.T, s *Store) int64 {
 func checkpointStore(t *testing.T) (*Store, func(rows int)) {
 	t.Helper()
 	ctx := context.Background()
-	s, err := Open(ctx, "sqlite:"+filepath.Join(t.TempDir(), "c.db"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { s.Close() })
+	s := testSQLiteStore(t)
 	if _, err := s.write.Exec(`CREATE TABLE t (k INTEGER PRIMARY KEY, v BLOB)`); err != nil {
 		t.Fatal(err)
 	}

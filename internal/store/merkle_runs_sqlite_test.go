@@ -4,7 +4,6 @@ import (
 	"context"
 	"database/sql"
 	"errors"
-	"path/filepath"
 	"strings"
 	"testing"
 
@@ -31,11 +30,7 @@ func hashesFrom(first int64, n int) []merkle.StoredHash {
 // insertRuns writes consecutive hashes only, in rows of up to four.
 func TestRunsAreConsecutiveHashes(t *testing.T) {
 	ctx := context.Background()
-	s, err := Open(ctx, "sqlite:"+filepath.Join(t.TempDir(), "runs.db"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer s.Close()
+	s := testSQLiteStore(t)
 	insert := func(hs []merkle.StoredHash) error {
 		return s.InTx(ctx, func(tx *sql.Tx) error { return s.insertHashes(ctx, tx, "u1", hs) })
 	}
@@ -74,11 +69,7 @@ func TestRunsAreConsecutiveHashes(t *testing.T) {
 // a tree cut short is not rebuilt over, and the chain verification reports it.
 func TestRunCutShortReadsAsMalformed(t *testing.T) {
 	ctx := context.Background()
-	s, err := Open(ctx, "sqlite:"+filepath.Join(t.TempDir(), "runs.db"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer s.Close()
+	s := testSQLiteStore(t)
 	if err := s.InTx(ctx, func(tx *sql.Tx) error { return s.insertHashes(ctx, tx, "u1", hashesFrom(0, 4)) }); err != nil {
 		t.Fatal(err)
 	}

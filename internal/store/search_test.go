@@ -7,17 +7,24 @@ import (
 	"testing"
 )
 
+// testSQLiteStore opens a store on a new SQLite file, closed when the test ends.
+func testSQLiteStore(t *testing.T) *Store {
+	t.Helper()
+	s, err := Open(context.Background(), "sqlite:"+filepath.Join(t.TempDir(), "store.db"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { s.Close() })
+	return s
+}
+
 // Search pages must cost about limit rows at any chain length: every filter
 // but the time bounds is served by an index in sequence order, never by a
 // scan of the account's events or a sort of them (SQLite's plan; PostgreSQL
 // plans by statistics).
 func TestSearchPlans(t *testing.T) {
 	ctx := context.Background()
-	s, err := Open(ctx, "sqlite:"+filepath.Join(t.TempDir(), "plan.db"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer s.Close()
+	s := testSQLiteStore(t)
 	str := func(v string) *string { return &v }
 	cur := int64(1000)
 	tests := []struct {
