@@ -199,18 +199,14 @@ func (g *groupCommitter) run(batch []*groupJob) {
 		finish(fmt.Errorf("commit: %w", err))
 		return
 	}
-	// Frames leave in commit order, before anyone is answered. There is one
-	// per event written, which is what the checkpointer counts.
-	rows := 0
+	// Stream frames leave in commit order, before anyone is answered.
 	for _, j := range batch {
 		if j.err == nil {
 			for _, f := range j.t.frames {
 				g.a.Hub.Publish(f.userID, f.frame)
 			}
-			rows += max(len(j.t.frames), 1)
 		}
 	}
-	g.a.Store.Wrote(rows)
 	finish(nil)
 }
 

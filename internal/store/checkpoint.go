@@ -16,22 +16,28 @@ import (
 // request queued behind it waited too: that stall was the append p99
 // (docs/performance.md, "Round of 2026-11-22").
 //
-// Instead the writer counts what it commits and, past checkpointEvery rows,
-// asks a background goroutine to checkpoint PASSIVE on a connection of its own:
-// the bulk copy runs on the other core while the writer goes on committing.
-// A passive checkpoint stops at the frames that existed when it began, and
-// SQLite only rewinds the WAL once every frame is copied, so the background
-// goroutine checkpoints in rounds until little is left, and then the writer
-// runs one more passive checkpoint between two batches: it copies only the
-// frames committed during the last round. The next write
-// then starts the WAL from its beginning again. SQLite's own automatic
-// checkpoint stays on, at a larger size (walAutocheckpointPages), as the
-// backstop that bounds the WAL if the background one cannot keep up.
+// Instead the writer's connection counts the WAL frames it commits and, past
+// checkpointEveryFrames, asks a background goroutine to checkpoint PASSIVE on a
+// connection of its own: the bulk copy runs on the other core while the writer
+// goes on committing. A passive checkpoint stops at the frames that existed
+// when it began, and SQLite only rewinds the WAL once every frame is copied, so
+// the background goroutine checkpoints in rounds until little is left, and then
+// the writer runs one more passive checkpoint between two batches: it copies
+// only the frames committed during the last round. The next write then starts
+// the WAL from its beginning again. SQLite's own automatic checkpoint stays on,
+// at a larger size (walAutocheckpointPages), as the backstop that bounds the
+// WAL if the background one cannot keep up.
+//
+// Frames, not events, are what a checkpoint copies and what the WAL's size is:
+// a single append writes about twelve (one page of each B-tree its row
+// touches), a batch row well under one, since a batch's rows share their pages.
+// Counted in events, batch ingest checkpointed — and the writer caught up, with
+// an fsync of the database file — about twenty times as often as appends for
+// the same WAL (docs/performance.md "Sixth round").
 const (
-	// checkpointEvery is the number of rows written between background
-	// checkpoints: at ~12 WAL frames per appended event (one page of each
-	// B-tree the row touches) about 24,000 frames, ~95 MiB of WAL.
-	checkpointEvery = 2000
+	// checkpointEveryFrames is the WAL frames committed between background
+	// checkpoints: ~94 MiB of 4 KiB pages, about 2,000 single appends.
+	checkpointEveryFrames = 24000
 	// walAutocheckpointPages is SQLite's own checkpoint, the backstop.
 	walAutocheckpointPages = 40000
 	// catchUpFrames is what the writer may be left to copy; checkpointRounds
@@ -41,9 +47,13 @@ const (
 )
 
 type checkpointer struct {
-	db      *sql.DB
-	written atomic.Int64 // rows written since the last background checkpoint began
-	kick    chan struct{}
+	db *sql.DB
+	// frames counts the WAL frames committed since the last background
+	// checkpoint began; every is its threshold (checkpointEveryFrames; tests
+	// lower it).
+	frames atomic.Int64
+	every  int64
+	kick   chan struct{}
 	// copied is set when a background checkpoint left the writer a small
 	// remainder to copy (CatchUpCheckpoint).
 	copied  atomic.Bool
@@ -62,7 +72,7 @@ type checkpointer struct {
 }
 
 func newCheckpointer() *checkpointer {
-	return &checkpointer{kick: make(chan struct{}, 1), stop: make(chan struct{})}
+	return &checkpointer{every: checkpointEveryFrames, kick: make(chan struct{}, 1), stop: make(chan struct{})}
 }
 
 // start runs the background loop on db, the checkpointer's own connection.
@@ -161,17 +171,13 @@ func (s *Store) CheckpointFaults() int64 {
 	return s.ckpt.faults.Load()
 }
 
-// Wrote tells the background checkpointer that a transaction of the writer
-// committed: rows is its appended events, counting any other job as one.
-func (s *Store) Wrote(rows int) {
-	c := s.ckpt
-	if c == nil {
+// committed hears of a commit of the writer's connection and the WAL frames
+// it wrote (cachingConn.reportFrames).
+func (c *checkpointer) committed(frames int64) {
+	if c.frames.Add(frames) < c.every {
 		return
 	}
-	if c.written.Add(int64(rows)) < checkpointEvery {
-		return
-	}
-	c.written.Store(0)
+	c.frames.Store(0)
 	select {
 	case c.kick <- struct{}{}:
 	default: // one is already pending

@@ -16,13 +16,18 @@ func walFrames(t *testing.T, s *Store) int64 {
 	return log
 }
 
-func checkpointStore(t *testing.T) (*Store, func(rows int)) {
+// checkpointStore opens a store whose background checkpoint runs every
+// everyFrames WAL frames, counted from its return, and a write function that
+// commits rows of about a page each.
+func checkpointStore(t *testing.T, everyFrames int64) (*Store, func(rows int)) {
 	t.Helper()
 	ctx := context.Background()
 	s := testSQLiteStore(t)
 	if _, err := s.write.Exec(`CREATE TABLE t (k INTEGER PRIMARY KEY, v BLOB)`); err != nil {
 		t.Fatal(err)
 	}
+	s.ckpt.every = everyFrames
+	s.ckpt.frames.Store(0)
 	write := func(rows int) {
 		t.Helper()
 		tx, err := s.write.BeginTx(ctx, nil)
@@ -46,7 +51,7 @@ func awaitCheckpoint(t *testing.T, ran <-chan struct{}) {
 	select {
 	case <-ran:
 	case <-time.After(30 * time.Second):
-		t.Fatal("no background checkpoint after checkpointEvery rows")
+		t.Fatal("no background checkpoint after its threshold of frames was committed")
 	}
 }
 
@@ -56,7 +61,7 @@ func awaitCheckpoint(t *testing.T, ran <-chan struct{}) {
 // and SQLite's own checkpoint (inside a COMMIT) is left with nothing to do.
 func TestCheckpointInTheBackgroundLetsTheWALStartOver(t *testing.T) {
 	ctx := context.Background()
-	s, write := checkpointStore(t)
+	s, write := checkpointStore(t, 800)
 	ran := s.CheckpointRan()
 	for range 10 {
 		write(50)                // ~50 pages each
@@ -64,7 +69,7 @@ func TestCheckpointInTheBackgroundLetsTheWALStartOver(t *testing.T) {
 	}
 	select {
 	case <-ran:
-		t.Fatal("a background checkpoint ran before checkpointEvery rows were reported")
+		t.Fatal("a background checkpoint ran before its threshold of frames was committed")
 	default:
 	}
 	// A commit lands while the background run copies (after its rounds
@@ -75,8 +80,7 @@ func TestCheckpointInTheBackgroundLetsTheWALStartOver(t *testing.T) {
 			write(50)
 		}
 	})
-	s.Wrote(checkpointEvery - 1)
-	s.Wrote(1)
+	write(500) // past the threshold: the commit kicks the background run
 	awaitCheckpoint(t, ran)
 	if s.Checkpoints() != 1 {
 		t.Fatalf("Checkpoints() = %d, want 1", s.Checkpoints())
@@ -93,7 +97,7 @@ func TestCheckpointInTheBackgroundLetsTheWALStartOver(t *testing.T) {
 // avoids): it is left to the next run once the reader is gone.
 func TestCheckpointHeldBackByAReaderIsNotLeftToTheWriter(t *testing.T) {
 	ctx := context.Background()
-	s, write := checkpointStore(t)
+	s, write := checkpointStore(t, 500)
 	ran := s.CheckpointRan()
 	write(50)
 	reader, err := s.read.BeginTx(ctx, nil)
@@ -107,13 +111,12 @@ func TestCheckpointHeldBackByAReaderIsNotLeftToTheWriter(t *testing.T) {
 	for range 10 {
 		write(50)
 	}
-	s.Wrote(checkpointEvery)
 	awaitCheckpoint(t, ran)
 	if s.ckpt.copied.Load() {
 		t.Fatal("a run held back by a reader left its copy to the writer")
 	}
 	reader.Rollback()
-	s.Wrote(checkpointEvery)
+	write(600)
 	awaitCheckpoint(t, ran)
 	s.CatchUpCheckpoint(ctx)
 	write(1)
@@ -124,7 +127,7 @@ func TestCheckpointHeldBackByAReaderIsNotLeftToTheWriter(t *testing.T) {
 
 // Closing twice is harmless (cleanup paths do).
 func TestStoreCloseTwice(t *testing.T) {
-	s, _ := checkpointStore(t)
+	s, _ := checkpointStore(t, checkpointEveryFrames)
 	if err := s.Close(); err != nil {
 		t.Fatal(err)
 	}

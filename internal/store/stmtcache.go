@@ -39,6 +39,10 @@ type cachingConnector struct {
 	// faults counts connections given up after a storage fault (Store.IOFaults);
 	// opened counts connections opened, so tests can see a replacement.
 	faults, opened *atomic.Int64
+	// committed, when set (the writer's connections), hears of every commit
+	// with the WAL frames the connection wrote since the last one
+	// (checkpoint.go counts them).
+	committed func(frames int64)
 }
 
 func (c cachingConnector) Connect(ctx context.Context) (driver.Conn, error) {
@@ -293,8 +297,32 @@ type watchedTx struct {
 	conn *cachingConn
 }
 
-func (t watchedTx) Commit() error   { return t.conn.note(t.Tx.Commit()) }
+func (t watchedTx) Commit() error {
+	if err := t.conn.note(t.Tx.Commit()); err != nil {
+		return err
+	}
+	t.conn.reportFrames()
+	return nil
+}
 func (t watchedTx) Rollback() error { return t.conn.note(t.Tx.Rollback()) }
+
+// reportFrames passes the pages this connection wrote since it last did to
+// its connector's committed. In WAL mode SQLite's count of written cache pages
+// (SQLITE_DBSTATUS_CACHE_WRITE) is the frames appended to the WAL; pages
+// written by statements outside an explicit transaction are counted with the
+// next commit.
+func (c *cachingConn) reportFrames() {
+	if c.connector.committed == nil {
+		return
+	}
+	st, ok := c.Conn.(sqlite.DBStatus)
+	if !ok {
+		return
+	}
+	if n, _, err := st.Status(sqlite.DBStatusCacheWrite, true); err == nil && n > 0 {
+		c.connector.committed(int64(n))
+	}
+}
 
 func (c *cachingConn) Ping(ctx context.Context) error {
 	if p, ok := c.Conn.(driver.Pinger); ok {

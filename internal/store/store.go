@@ -124,8 +124,9 @@ func openSQLite(path string, readers int) (*Store, error) {
 		// cut back to it when it starts over, instead of keeping its size.
 		"&_pragma=journal_size_limit(134217728)"
 	drv := sqlite.Driver{}
-	st := &Store{Dialect: SQLite}
-	write := sql.OpenDB(cachingConnector{dsn: "file:" + path + "?" + pragmas + "&_txlock=immediate", driver: &drv, faults: &st.ioFaults, opened: &st.writeConns})
+	st := &Store{Dialect: SQLite, ckpt: newCheckpointer()}
+	write := sql.OpenDB(cachingConnector{dsn: "file:" + path + "?" + pragmas + "&_txlock=immediate", driver: &drv, faults: &st.ioFaults, opened: &st.writeConns,
+		committed: st.ckpt.committed})
 	write.SetMaxOpenConns(1)
 	write.SetMaxIdleConns(1)
 	write.SetConnMaxLifetime(0)
@@ -134,7 +135,6 @@ func openSQLite(path string, readers int) (*Store, error) {
 	read.SetMaxIdleConns(readers)
 	read.SetConnMaxLifetime(0)
 	st.read, st.write, st.Location = read, write, "sqlite:"+abs
-	st.ckpt = newCheckpointer()
 	ckpt := sql.OpenDB(cachingConnector{dsn: "file:" + path + "?" + pragmas, driver: &drv, faults: &st.ckpt.faults})
 	ckpt.SetMaxOpenConns(1)
 	ckpt.SetMaxIdleConns(1)
