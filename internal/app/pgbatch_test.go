@@ -226,7 +226,7 @@ func TestPGBatchFailureIsEachAppendsOwn(t *testing.T) {
 		r.append(c, nil) // cached
 	}
 	// A stray Merkle row where c's next leaf (2) writes its own.
-	if _, err := a.Store.WriteDB().ExecContext(r.ctx, `INSERT INTO merkle_hashes (user_id, idx, hash) VALUES ($1, $2, $3)`,
+	if _, err := a.Store.WriteDB().ExecContext(r.ctx, `INSERT INTO merkle_hashes (account, idx, hash) VALUES ($1, $2, $3)`,
 		chains[2].p.UserID, tlog.StoredHashIndex(0, 2), make([]byte, 32)); err != nil {
 		t.Fatal(err)
 	}

@@ -32,7 +32,7 @@ import (
 // maxSeq, so a test can compare rows byte for byte before and after.
 func dumpEvents(t *testing.T, e *env, user string, maxSeq int64) []string {
 	t.Helper()
-	rows, err := e.store.DB().QueryContext(context.Background(), `SELECT * FROM events WHERE user_id = $1 AND sequence <= $2 ORDER BY sequence`, user, maxSeq)
+	rows, err := e.store.DB().QueryContext(context.Background(), `SELECT * FROM events WHERE account = $1 AND sequence <= $2 ORDER BY sequence`, accountOf(t, e.store, user), maxSeq)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -56,6 +56,17 @@ func dumpEvents(t *testing.T, e *env, user string, maxSeq int64) []string {
 	return out
 }
 
+// accountOf is what the rows of events and merkle_hashes hold as the
+// account's key (store.AccountKey), for statements that alter them.
+func accountOf(t *testing.T, st *store.Store, user string) any {
+	t.Helper()
+	key, err := st.AccountKey(context.Background(), user)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return key
+}
+
 func execDB(t *testing.T, e *env, q string, args ...any) {
 	t.Helper()
 	if _, err := e.store.WriteDB().ExecContext(context.Background(), q, args...); err != nil {
@@ -70,15 +81,15 @@ func injectDamage(t *testing.T, e *env, email string) *integChain {
 	t.Helper()
 	c := buildSignedChain(t, e, email)
 	c.addN(t, 8)
-	execDB(t, e, `UPDATE events SET prev_hash = $2 WHERE user_id = $1 AND sequence = 14`, c.user, "sha256:"+strings.Repeat("b", 64))
-	execDB(t, e, `DELETE FROM events WHERE user_id = $1 AND sequence = 17`, c.user)
+	execDB(t, e, `UPDATE events SET prev_hash = $2 WHERE account = $1 AND sequence = 14`, accountOf(t, e.store, c.user), "sha256:"+strings.Repeat("b", 64))
+	execDB(t, e, `DELETE FROM events WHERE account = $1 AND sequence = 17`, accountOf(t, e.store, c.user))
 	ev, err := e.store.EventByID(context.Background(), nil, c.user, c.ids[8])
 	if err != nil {
 		t.Fatal(err)
 	}
 	_, forger, _ := ed25519.GenerateKey(nil)
 	canon, _ := jcs.Transform(ev.Raw)
-	execDB(t, e, `UPDATE events SET signature = $2 WHERE user_id = $1 AND sequence = 8`, c.user,
+	execDB(t, e, `UPDATE events SET signature = $2 WHERE account = $1 AND sequence = 8`, accountOf(t, e.store, c.user),
 		base64.StdEncoding.EncodeToString(ed25519.Sign(forger, canon)))
 	return c
 }
@@ -100,15 +111,15 @@ func decodeAs[T any](t *testing.T, r response) T {
 func TestHealScanReportsABrokenStoredTree(t *testing.T) {
 	eachEnv(t, func(t *testing.T, e *env) {
 		for _, tc := range []struct{ name, damage, detail string }{
-			{"deleted", `DELETE FROM merkle_hashes WHERE user_id = $1`, "incomplete"},
-			{"cut short", `UPDATE merkle_hashes SET hash = substr(hash, 1, length(hash) - 8) WHERE user_id = $1`, "malformed"},
+			{"deleted", `DELETE FROM merkle_hashes WHERE account = $1`, "incomplete"},
+			{"cut short", `UPDATE merkle_hashes SET hash = substr(hash, 1, length(hash) - 8) WHERE account = $1`, "malformed"},
 			// buildSignedChain stores 12 leaves: 22 hashes, indexes 0–21.
-			{"grown past its leaves", `INSERT INTO merkle_hashes (user_id, idx, hash) SELECT user_id, 30, hash FROM merkle_hashes
-				WHERE user_id = $1 AND idx = 0`, "up to index 30, past the 22 of its 12 leaves"},
+			{"grown past its leaves", `INSERT INTO merkle_hashes (account, idx, hash) SELECT account, 30, hash FROM merkle_hashes
+				WHERE account = $1 AND idx = 0`, "up to index 30, past the 22 of its 12 leaves"},
 		} {
 			t.Run(tc.name, func(t *testing.T) {
 				c := buildSignedChain(t, e, "tree-"+strings.ReplaceAll(tc.name, " ", "-")+"@example.com")
-				execDB(t, e, tc.damage, c.user)
+				execDB(t, e, tc.damage, accountOf(t, e.store, c.user))
 				s := decodeAs[app.ScanResult](t, e.do("POST", "/v1/heal/scan", c.token, nil))
 				if s.Clean || s.MerkleRootStatus != "mismatch" || s.MerkleRootDetail == nil || !strings.Contains(*s.MerkleRootDetail, tc.detail) {
 					t.Fatalf("scan of a stored tree %s: %+v (detail %v)", tc.name, s, ptrText(s.MerkleRootDetail))
@@ -268,7 +279,7 @@ func TestHealRunTwoReplicasNeverDoubleWrite(t *testing.T) {
 	wg.Wait()
 	var repairs, rows int64
 	db := e1.store.DB()
-	if err := db.QueryRow(`SELECT count(*) FROM events WHERE user_id = $1 AND event_type = 'chain_repair'`, c.user).Scan(&repairs); err != nil {
+	if err := db.QueryRow(`SELECT count(*) FROM events WHERE account = $1 AND event_type = 'chain_repair'`, accountOf(t, e1.store, c.user)).Scan(&repairs); err != nil {
 		t.Fatal(err)
 	}
 	if err := db.QueryRow(`SELECT count(*) FROM heal_repairs WHERE user_id = $1`, c.user).Scan(&rows); err != nil {
@@ -543,7 +554,7 @@ func TestHealScanSignatureFailuresInStreamOrder(t *testing.T) {
 	for _, seq := range forged {
 		sig := base64.StdEncoding.EncodeToString(ed25519.Sign(forger, []byte("x")))
 		if _, err := a.Store.WriteDB().ExecContext(context.Background(),
-			`UPDATE events SET signature = $2 WHERE user_id = $1 AND sequence = $3`, "u-sigs", sig, seq); err != nil {
+			`UPDATE events SET signature = $2 WHERE account = $1 AND sequence = $3`, accountOf(t, a.Store, "u-sigs"), sig, seq); err != nil {
 			t.Fatal(err)
 		}
 	}

@@ -408,20 +408,20 @@ func TestIntegrityTamperDetected(t *testing.T) {
 	}
 	cases := []tamper{
 		{"one byte of raw", func(t *testing.T, e *env, c *integChain) {
-			exec(t, e, `UPDATE events SET raw = replace(raw, '"n":4', '"n":5') WHERE user_id = $1 AND sequence = 4`, c.user)
+			exec(t, e, `UPDATE events SET raw = replace(raw, '"n":4', '"n":5') WHERE account = $1 AND sequence = 4`, accountOf(t, e.store, c.user))
 		}, 0, verify.KindPayloadHash, 4},
 		{"deleted row", func(t *testing.T, e *env, c *integChain) {
-			exec(t, e, `DELETE FROM events WHERE user_id = $1 AND sequence = 8`, c.user)
+			exec(t, e, `DELETE FROM events WHERE account = $1 AND sequence = 8`, accountOf(t, e.store, c.user))
 		}, 1, verify.KindGap, 8},
 		{"swapped leaf positions", func(t *testing.T, e *env, c *integChain) {
-			exec(t, e, `UPDATE events SET leaf_index = -1 WHERE user_id = $1 AND sequence = 2`, c.user)
-			exec(t, e, `UPDATE events SET leaf_index = 2 WHERE user_id = $1 AND sequence = 3`, c.user)
-			exec(t, e, `UPDATE events SET leaf_index = 3 WHERE user_id = $1 AND sequence = 2`, c.user)
+			exec(t, e, `UPDATE events SET leaf_index = -1 WHERE account = $1 AND sequence = 2`, accountOf(t, e.store, c.user))
+			exec(t, e, `UPDATE events SET leaf_index = 2 WHERE account = $1 AND sequence = 3`, accountOf(t, e.store, c.user))
+			exec(t, e, `UPDATE events SET leaf_index = 3 WHERE account = $1 AND sequence = 2`, accountOf(t, e.store, c.user))
 		}, 0, verify.KindGap, 2},
 		{"swapped sequences", func(t *testing.T, e *env, c *integChain) {
-			exec(t, e, `UPDATE events SET sequence = -1 WHERE user_id = $1 AND sequence = 9`, c.user)
-			exec(t, e, `UPDATE events SET sequence = 9 WHERE user_id = $1 AND sequence = 10`, c.user)
-			exec(t, e, `UPDATE events SET sequence = 10 WHERE user_id = $1 AND sequence = -1`, c.user)
+			exec(t, e, `UPDATE events SET sequence = -1 WHERE account = $1 AND sequence = 9`, accountOf(t, e.store, c.user))
+			exec(t, e, `UPDATE events SET sequence = 9 WHERE account = $1 AND sequence = 10`, accountOf(t, e.store, c.user))
+			exec(t, e, `UPDATE events SET sequence = 10 WHERE account = $1 AND sequence = -1`, accountOf(t, e.store, c.user))
 		}, 1, verify.KindPayloadHash, 10},
 		{"forged signature, payload_hash rewritten", func(t *testing.T, e *env, c *integChain) {
 			ev, err := e.store.EventByID(ctx, nil, c.user, c.ids[5])
@@ -438,7 +438,7 @@ func TestIntegrityTamperDetected(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			exec(t, e, `UPDATE events SET signature = $3, payload_hash = $4 WHERE user_id = $1 AND sequence = $2`, c.user, 5, sig, h)
+			exec(t, e, `UPDATE events SET signature = $3, payload_hash = $4 WHERE account = $1 AND sequence = $2`, accountOf(t, e.store, c.user), 5, sig, h)
 		}, 0, verify.KindSignature, 5},
 	}
 	eachEnv(t, func(t *testing.T, e *env) {
@@ -488,7 +488,7 @@ func TestIntegrityTamperDetected(t *testing.T) {
 			if e.store.Dialect == store.SQLite {
 				zeroed = `zeroblob(length(hash))`
 			}
-			exec(t, e, `UPDATE merkle_hashes SET hash = `+zeroed+` WHERE user_id = $1`, c.user)
+			exec(t, e, `UPDATE merkle_hashes SET hash = `+zeroed+` WHERE account = $1`, accountOf(t, e.store, c.user))
 			v := c.verifyChain(t)
 			if v["valid"] != false || num(v["first_bad_block"]) != 0 || v["reason"] != "stored_tree" {
 				t.Fatalf("verify after rewriting the stored tree: %v", v)
@@ -498,7 +498,7 @@ func TestIntegrityTamperDetected(t *testing.T) {
 			// Every row loses its last 8 bytes: a hash read from it is 24
 			// bytes, neither a hash nor missing.
 			c := buildSignedChain(t, e, "tree-cut@example.com")
-			exec(t, e, `UPDATE merkle_hashes SET hash = substr(hash, 1, length(hash) - 8) WHERE user_id = $1`, c.user)
+			exec(t, e, `UPDATE merkle_hashes SET hash = substr(hash, 1, length(hash) - 8) WHERE account = $1`, accountOf(t, e.store, c.user))
 			v := c.verifyChain(t)
 			if v["valid"] != false || num(v["first_bad_block"]) != 0 || v["reason"] != "stored_tree" {
 				t.Fatalf("verify after truncating the stored tree's rows: %v", v)
@@ -604,7 +604,7 @@ func TestIntegrityTwoReplicas(t *testing.T) {
 		t.Fatalf("blocks %d, distinct indexes %d, max index %d", blocks, distinct, maxIndex)
 	}
 	var rows int64
-	if err := e1.store.DB().QueryRowContext(ctx, `SELECT coalesce(sum(length(hash)), 0) / 32 FROM merkle_hashes WHERE user_id = $1`, user).Scan(&rows); err != nil {
+	if err := e1.store.DB().QueryRowContext(ctx, `SELECT coalesce(sum(length(hash)), 0) / 32 FROM merkle_hashes WHERE account = $1`, accountOf(t, e1.store, user)).Scan(&rows); err != nil {
 		t.Fatal(err)
 	}
 	if want := storedHashCount(workers * perWorker); rows != want {

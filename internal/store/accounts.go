@@ -47,6 +47,9 @@ func (s *Store) CreateAccountWithKey(ctx context.Context, a Account, k APIKey) e
 		if err != nil {
 			return err
 		}
+		if err := s.numberAccount(ctx, tx, a.UserID); err != nil {
+			return err
+		}
 		return insertKey(ctx, tx, k)
 	})
 }

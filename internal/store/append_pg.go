@@ -46,7 +46,7 @@ const appendStatement = `WITH
 	c AS (UPDATE chain_heads SET last_sequence = $2::bigint, last_hash = $7::text, last_event_id = $4::text, event_count = event_count + 1
 		WHERE user_id = $1 AND event_count = $28::bigint AND last_sequence = $29::bigint
 			AND last_hash IS NOT DISTINCT FROM $30::text
-			AND ($31::bigint IS NULL OR EXISTS (SELECT 1 FROM merkle_hashes WHERE user_id = $1 AND idx = $31::bigint))
+			AND ($31::bigint IS NULL OR EXISTS (SELECT 1 FROM merkle_hashes WHERE account = $1 AND idx = $31::bigint))
 		RETURNING listened_until),
 	q AS (INSERT INTO daily_usage (user_id, day, used) SELECT $1, $21::text, 1 FROM c WHERE 1 <= $22::bigint
 		ON CONFLICT (user_id, day) DO UPDATE SET used = daily_usage.used + 1 WHERE daily_usage.used + 1 <= $22::bigint
@@ -57,8 +57,8 @@ const appendStatement = `WITH
 		SELECT $1, $2::bigint, $3::bigint, $4::text, $5::text, $6::text, $7::text, $8::text, $9::text, $10::text,
 			$11::text, $12::text, $13::text, $14::text, $15::text, $16::bigint, $17::text, $18::text, m.events - 1,
 			$19::text, $20::bigint FROM m
-		ON CONFLICT (user_id, event_id) DO NOTHING RETURNING 1),
-	h AS (INSERT INTO merkle_hashes (user_id, idx, hash)
+		ON CONFLICT (account, event_id) DO NOTHING RETURNING 1),
+	h AS (INSERT INTO merkle_hashes (account, idx, hash)
 		SELECT $1, t.idx, t.hash FROM unnest($24::bigint[], $25::bytea[]) AS t(idx, hash) WHERE EXISTS (SELECT 1 FROM e)
 		RETURNING 1)
 	SELECT EXISTS (SELECT 1 FROM c), (SELECT used FROM q), (SELECT events FROM m), EXISTS (SELECT 1 FROM e),
@@ -150,7 +150,7 @@ func (s *Store) chargedAppend(ctx context.Context, q Querier, a ChargedAppend, s
 func (s *Store) HeadForAppend(ctx context.Context, userID string, indexes []int64) (Head, merkle.HashReader, error) {
 	var h Head
 	rows, err := s.write.QueryContext(ctx, `SELECT h.last_sequence, h.last_hash, h.last_event_id, h.event_count, m.idx, m.hash
-		FROM chain_heads h LEFT JOIN merkle_hashes m ON m.user_id = h.user_id AND m.idx = ANY($2::bigint[])
+		FROM chain_heads h LEFT JOIN merkle_hashes m ON m.account = h.user_id AND m.idx = ANY($2::bigint[])
 		WHERE h.user_id = $1`, userID, indexes)
 	if err != nil {
 		return h, nil, err

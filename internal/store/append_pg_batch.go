@@ -32,7 +32,7 @@ const appendBatchStatement = `WITH
 			event_count = h.event_count + 1
 		FROM v WHERE h.user_id = v.user_id AND h.event_count = v.expect_count AND h.last_sequence = v.expect_seq
 			AND h.last_hash IS NOT DISTINCT FROM v.expect_hash
-			AND (v.tree_check IS NULL OR (SELECT true FROM merkle_hashes t WHERE t.user_id = v.user_id AND t.idx = v.tree_check))
+			AND (v.tree_check IS NULL OR (SELECT true FROM merkle_hashes t WHERE t.account = v.user_id AND t.idx = v.tree_check))
 		RETURNING h.user_id, h.listened_until),
 	q AS (INSERT INTO daily_usage (user_id, day, used) SELECT v.user_id, v.day, 1 FROM v JOIN c USING (user_id) WHERE 1 <= $29::bigint
 		ON CONFLICT (user_id, day) DO UPDATE SET used = daily_usage.used + 1 WHERE daily_usage.used + 1 <= $29::bigint
@@ -43,8 +43,8 @@ const appendBatchStatement = `WITH
 		SELECT v.user_id, v.seq, v.leaf, v.event_id, v.event_type, v.prev_hash, v.payload_hash, v.raw, v.decision, v.tool,
 			v.machine_id, v.parent_id, v.signature, v.signature_key, v.ts, v.ts_micros, v.surface, v.api_key_id, m.events - 1,
 			v.semantic_key, v.created_at FROM v JOIN m USING (user_id)
-		ON CONFLICT (user_id, event_id) DO NOTHING RETURNING user_id),
-	h AS (INSERT INTO merkle_hashes (user_id, idx, hash)
+		ON CONFLICT (account, event_id) DO NOTHING RETURNING account AS user_id),
+	h AS (INSERT INTO merkle_hashes (account, idx, hash)
 		SELECT t.user_id, t.idx, t.hash FROM unnest($30::text[], $31::bigint[], $32::bytea[]) AS t(user_id, idx, hash)
 		WHERE t.user_id IN (SELECT user_id FROM e)
 		RETURNING 1)

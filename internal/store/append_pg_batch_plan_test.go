@@ -38,7 +38,7 @@ func TestAppendBatchPlanReadsByPrimaryKey(t *testing.T) {
 	// account, not a walk of the index), and so is the Merkle row checked.
 	for _, want := range []*regexp.Regexp{
 		regexp.MustCompile(`Index Scan using chain_heads_pkey on chain_heads h\s+Index Cond: \(user_id = v_\d+\.user_id\)`),
-		regexp.MustCompile(`Index Only Scan using merkle_hashes_pkey on merkle_hashes t\s+Index Cond: \(\(user_id = v_\d+\.user_id\) AND \(idx = v_\d+\.tree_check\)\)`),
+		regexp.MustCompile(`Index Only Scan using merkle_hashes_pkey on merkle_hashes t\s+Index Cond: \(\(account = v_\d+\.user_id\) AND \(idx = v_\d+\.tree_check\)\)`),
 	} {
 		if !want.MatchString(text) {
 			t.Fatalf("the batch plan lacks %s:\n%s", want, text)

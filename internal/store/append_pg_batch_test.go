@@ -287,7 +287,7 @@ func TestAppendUnlockedBatchServerErrorRollsTheStatementBack(t *testing.T) {
 		batch = append(batch, nextAppend(t, s, u, "evt-3", 100))
 	}
 	stray := batch[2].Hashes[0]
-	if _, err := s.DB().ExecContext(ctx, `INSERT INTO merkle_hashes (user_id, idx, hash) VALUES ($1, $2, $3)`,
+	if _, err := s.DB().ExecContext(ctx, `INSERT INTO merkle_hashes (account, idx, hash) VALUES ($1, $2, $3)`,
 		"u-c", stray.Index, stray.Hash[:]); err != nil {
 		t.Fatal(err)
 	}

@@ -39,8 +39,8 @@ func readAppendState(t *testing.T, s *store.Store, user, day string) appendState
 	}{
 		{&st.used, `SELECT COALESCE(SUM(used), 0) FROM daily_usage WHERE user_id = $1 AND day = $2`, []any{user, day}},
 		{&st.machineEvents, `SELECT COALESCE(SUM(events), 0) FROM machine_heads WHERE user_id = $1`, []any{user}},
-		{&st.events, `SELECT count(*) FROM events WHERE user_id = $1`, []any{user}},
-		{&st.merkleRows, `SELECT count(*) FROM merkle_hashes WHERE user_id = $1`, []any{user}},
+		{&st.events, `SELECT count(*) FROM events WHERE account = $1`, []any{user}},
+		{&st.merkleRows, `SELECT count(*) FROM merkle_hashes WHERE account = $1`, []any{user}},
 	} {
 		if err := db.QueryRowContext(ctx, q.sql, q.args...).Scan(q.dst); err != nil {
 			t.Fatal(err)

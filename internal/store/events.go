@@ -59,13 +59,20 @@ type Head struct {
 // Empty reports whether the chain has no event.
 func (h Head) Empty() bool { return h.EventCount == 0 }
 
-const eventColumns = `user_id, sequence, leaf_index, event_id, event_type, prev_hash, payload_hash, raw, decision, tool,
+// eventColumns are an event row's columns as inserted: its account first (the
+// value accountKeyForWrite gives, account_numbers.go), then eventFields.
+const eventColumns = `account, ` + eventFields
+
+// eventFields are the columns a read of whole events takes: the row without
+// its account, which the query names (scanEvent sets Event.UserID from it).
+const eventFields = `sequence, leaf_index, event_id, event_type, prev_hash, payload_hash, raw, decision, tool,
 	machine_id, parent_id, signature, signature_key, ts, ts_micros, surface, api_key_id, machine_sequence, semantic_key, created_at`
 
-func scanEvent(r scanner) (Event, error) {
-	var e Event
+// scanEvent reads a row of eventFields of the account userID.
+func scanEvent(r scanner, userID string) (Event, error) {
+	e := Event{UserID: userID}
 	var raw sql.NullString
-	err := r.Scan(&e.UserID, &e.Sequence, &e.LeafIndex, &e.EventID, &e.EventType, &e.PrevHash, &e.PayloadHash, &raw,
+	err := r.Scan(&e.Sequence, &e.LeafIndex, &e.EventID, &e.EventType, &e.PrevHash, &e.PayloadHash, &raw,
 		&e.Decision, &e.Tool, &e.MachineID, &e.ParentID, &e.Signature, &e.SignatureKey, &e.TS, &e.TSMicros, &e.Surface,
 		&e.APIKeyID, &e.MachineSequence, &e.SemanticKey, &e.CreatedAt)
 	if errors.Is(err, sql.ErrNoRows) {
@@ -128,6 +135,10 @@ func (s *Store) InsertEvent(ctx context.Context, tx *sql.Tx, e *Event) error {
 // insertEventRow inserts e's row alone; ErrConflict when its event_id (or,
 // against the caller's checks, its sequence) is stored already.
 func (s *Store) insertEventRow(ctx context.Context, tx *sql.Tx, e *Event) error {
+	account, err := s.accountKeyForWrite(ctx, tx, e.UserID)
+	if err != nil {
+		return err
+	}
 	var raw any
 	if e.Raw != nil {
 		raw = string(e.Raw)
@@ -137,8 +148,8 @@ func (s *Store) insertEventRow(ctx context.Context, tx *sql.Tx, e *Event) error 
 	// to look the stored event up (an idempotent retry) after ErrConflict.
 	res, err := tx.ExecContext(ctx, `INSERT INTO events (`+eventColumns+`)
 		VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18, $19, $20, $21)
-		ON CONFLICT (user_id, event_id) DO NOTHING`,
-		e.UserID, e.Sequence, e.LeafIndex, e.EventID, e.EventType, e.PrevHash, e.PayloadHash, raw, e.Decision, e.Tool,
+		ON CONFLICT (account, event_id) DO NOTHING`,
+		account, e.Sequence, e.LeafIndex, e.EventID, e.EventType, e.PrevHash, e.PayloadHash, raw, e.Decision, e.Tool,
 		e.MachineID, e.ParentID, e.Signature, e.SignatureKey, e.TS, e.TSMicros, e.Surface, e.APIKeyID, e.MachineSequence,
 		e.SemanticKey, e.CreatedAt)
 	if IsUniqueViolation(err) {
@@ -166,6 +177,10 @@ func (s *Store) InsertEvents(ctx context.Context, tx *sql.Tx, evs []Event) error
 		return nil
 	}
 	userID := evs[0].UserID
+	account, err := s.accountKeyForWrite(ctx, tx, userID)
+	if err != nil {
+		return err
+	}
 	const cols = 21
 	for start := 0; start < len(evs); start += maxRowsPerInsert {
 		chunk := evs[start:min(start+maxRowsPerInsert, len(evs))]
@@ -189,11 +204,11 @@ func (s *Store) InsertEvents(ctx context.Context, tx *sql.Tx, evs []Event) error
 			if e.Raw != nil {
 				raw = string(e.Raw)
 			}
-			args = append(args, e.UserID, e.Sequence, e.LeafIndex, e.EventID, e.EventType, e.PrevHash, e.PayloadHash, raw, e.Decision, e.Tool,
+			args = append(args, account, e.Sequence, e.LeafIndex, e.EventID, e.EventType, e.PrevHash, e.PayloadHash, raw, e.Decision, e.Tool,
 				e.MachineID, e.ParentID, e.Signature, e.SignatureKey, e.TS, e.TSMicros, e.Surface, e.APIKeyID, e.MachineSequence,
 				e.SemanticKey, e.CreatedAt)
 		}
-		b.WriteString(` ON CONFLICT (user_id, event_id) DO NOTHING`)
+		b.WriteString(` ON CONFLICT (account, event_id) DO NOTHING`)
 		res, err := tx.ExecContext(ctx, b.String(), args...)
 		if err != nil {
 			return fmt.Errorf("insert events: %w", err)
@@ -208,7 +223,7 @@ func (s *Store) InsertEvents(ctx context.Context, tx *sql.Tx, evs []Event) error
 		return err
 	}
 	last := &evs[len(evs)-1]
-	_, err := tx.ExecContext(ctx, `UPDATE chain_heads SET last_sequence = $2, last_hash = $3, last_event_id = $4, event_count = event_count + $5
+	_, err = tx.ExecContext(ctx, `UPDATE chain_heads SET last_sequence = $2, last_hash = $3, last_event_id = $4, event_count = event_count + $5
 		WHERE user_id = $1`, userID, last.Sequence, last.PayloadHash, last.EventID, len(evs))
 	return err
 }
@@ -232,11 +247,15 @@ const maxRowsPerInsert = 500
 
 // EventsByIDs reads the account's events with any of the given ids, by id.
 func (s *Store) EventsByIDs(ctx context.Context, q Querier, userID string, ids []string) (map[string]Event, error) {
+	account, err := s.accountKey(ctx, q, userID)
+	if err != nil {
+		return nil, err
+	}
 	out := make(map[string]Event, len(ids))
 	for start := 0; start < len(ids); start += maxIDsPerLookup {
 		chunk := ids[start:min(start+maxIDsPerLookup, len(ids))]
-		query, args := s.inQuery(`SELECT `+eventColumns+` FROM events WHERE user_id = `+s.placeholder(1)+` AND event_id IN (`, userID, chunk)
-		evs, err := s.queryEvents(ctx, q, query, args...)
+		query, args := s.inQuery(`SELECT `+eventFields+` FROM events WHERE account = `+s.placeholder(1)+` AND event_id IN (`, account, chunk)
+		evs, err := s.queryEvents(ctx, q, userID, query, args...)
 		if err != nil {
 			return nil, err
 		}
@@ -250,12 +269,12 @@ func (s *Store) EventsByIDs(ctx context.Context, q Querier, userID string, ids [
 const maxIDsPerLookup = 1000
 
 // inQuery completes head, which ends with "IN (" and uses placeholder 1 for
-// userID, with one placeholder per value and the closing parenthesis.
-func (s *Store) inQuery(head, userID string, values []string) (string, []any) {
+// first, with one placeholder per value and the closing parenthesis.
+func (s *Store) inQuery(head string, first any, values []string) (string, []any) {
 	var b strings.Builder
 	b.WriteString(head)
 	args := make([]any, 0, len(values)+1)
-	args = append(args, userID)
+	args = append(args, first)
 	for i, v := range values {
 		if i > 0 {
 			b.WriteByte(',')
@@ -382,7 +401,11 @@ func (s *Store) EventByID(ctx context.Context, q Querier, userID, eventID string
 	if q == nil {
 		q = s.read
 	}
-	return scanEvent(q.QueryRowContext(ctx, `SELECT `+eventColumns+` FROM events WHERE user_id = $1 AND event_id = $2`, userID, eventID))
+	account, err := s.accountKey(ctx, q, userID)
+	if err != nil {
+		return Event{}, err
+	}
+	return scanEvent(q.QueryRowContext(ctx, `SELECT `+eventFields+` FROM events WHERE account = $1 AND event_id = $2`, account, eventID), userID)
 }
 
 // EventByPayloadHash finds the account's event with that payload hash and a
@@ -398,9 +421,13 @@ func (s *Store) EventByID(ctx context.Context, q Querier, userID, eventID string
 // bounded read, not a scan of the whole chain. A target further back is
 // reported as not found.
 func (s *Store) EventByPayloadHash(ctx context.Context, userID, hash string, beforeSequence int64) (Event, error) {
-	return scanEvent(s.read.QueryRowContext(ctx, `SELECT `+eventColumns+` FROM events
-		WHERE user_id = $1 AND sequence < $2 AND sequence >= $4 AND payload_hash = $3 ORDER BY sequence DESC LIMIT 1`,
-		userID, beforeSequence, hash, beforeSequence-PayloadHashSearchWindow))
+	account, err := s.accountKey(ctx, nil, userID)
+	if err != nil {
+		return Event{}, err
+	}
+	return scanEvent(s.read.QueryRowContext(ctx, `SELECT `+eventFields+` FROM events
+		WHERE account = $1 AND sequence < $2 AND sequence >= $4 AND payload_hash = $3 ORDER BY sequence DESC LIMIT 1`,
+		account, beforeSequence, hash, beforeSequence-PayloadHashSearchWindow), userID)
 }
 
 // PayloadHashSearchWindow is how far back EventByPayloadHash looks.
@@ -408,7 +435,11 @@ const PayloadHashSearchWindow = 10_000
 
 // EventsBefore returns up to limit events with sequence below seq, newest first.
 func (s *Store) EventsBefore(ctx context.Context, userID string, seq int64, limit int) ([]Event, error) {
-	return s.queryEvents(ctx, s.read, `SELECT `+eventColumns+` FROM events WHERE user_id = $1 AND sequence < $2 ORDER BY sequence DESC LIMIT $3`, userID, seq, limit)
+	account, err := s.accountKey(ctx, nil, userID)
+	if err != nil {
+		return nil, err
+	}
+	return s.queryEvents(ctx, s.read, userID, `SELECT `+eventFields+` FROM events WHERE account = $1 AND sequence < $2 ORDER BY sequence DESC LIMIT $3`, account, seq, limit)
 }
 
 // leafReorderWindow bounds how far EventsFrom looks ahead for a row whose
@@ -419,7 +450,7 @@ const leafReorderWindow = 2000
 // calling fn for each; it reads in pages so memory stays flat in chain length.
 //
 // Every append extends the tip, so leaf order is chain order and rows are read
-// by the primary key (user_id, sequence); there is no leaf_index index
+// by the primary key (account, sequence); there is no leaf_index index
 // (migration 007). The stored leaf_index column is still what orders the
 // stream: a row whose leaf_index disagrees with its chain position (a tampered
 // or damaged row) is held back, up to leafReorderWindow rows, until its leaf
@@ -427,6 +458,10 @@ const leafReorderWindow = 2000
 // verifiers that consume this stream see the disagreement.
 func (s *Store) EventsFrom(ctx context.Context, userID string, from int64, fn func(*Event) error) error {
 	const page = 2000
+	account, err := s.accountKey(ctx, nil, userID)
+	if err != nil {
+		return err
+	}
 	after := int64(math.MinInt64) // rows with sequence above this are still to read
 	if from > 0 {
 		seq, found, err := s.firstSequenceFromLeaf(ctx, userID, from)
@@ -448,7 +483,7 @@ func (s *Store) EventsFrom(ctx context.Context, userID string, from int64, fn fu
 		return nil
 	}
 	for {
-		evs, err := s.queryEvents(ctx, s.read, `SELECT `+eventColumns+` FROM events WHERE user_id = $1 AND sequence > $2 ORDER BY sequence LIMIT $3`, userID, after, page)
+		evs, err := s.queryEvents(ctx, s.read, userID, `SELECT `+eventFields+` FROM events WHERE account = $1 AND sequence > $2 ORDER BY sequence LIMIT $3`, account, after, page)
 		if err != nil {
 			return err
 		}
@@ -487,10 +522,14 @@ func (h *leafHeap) Pop() any {
 // none. leaf_index grows with sequence, so this is a binary search over
 // sequence values, each probe one primary-key lookup (at most 64 probes).
 func (s *Store) firstSequenceFromLeaf(ctx context.Context, userID string, leaf int64) (seq int64, found bool, err error) {
+	account, err := s.accountKey(ctx, nil, userID)
+	if err != nil {
+		return 0, false, err
+	}
 	probe := func(atLeast int64) (int64, int64, bool, error) {
 		var seq, leaf int64
-		err := s.read.QueryRowContext(ctx, `SELECT sequence, leaf_index FROM events WHERE user_id = $1 AND sequence >= $2
-			ORDER BY sequence LIMIT 1`, userID, atLeast).Scan(&seq, &leaf)
+		err := s.read.QueryRowContext(ctx, `SELECT sequence, leaf_index FROM events WHERE account = $1 AND sequence >= $2
+			ORDER BY sequence LIMIT 1`, account, atLeast).Scan(&seq, &leaf)
 		if errors.Is(err, sql.ErrNoRows) {
 			return 0, 0, false, nil
 		}
@@ -521,8 +560,9 @@ func (s *Store) firstSequenceFromLeaf(ctx context.Context, userID string, leaf i
 	return at, true, nil
 }
 
-func (s *Store) queryEvents(ctx context.Context, q Querier, query string, args ...any) ([]Event, error) {
-	return queryAll(ctx, s, q, scanEvent, query, args...)
+// queryEvents reads rows of eventFields of the account userID.
+func (s *Store) queryEvents(ctx context.Context, q Querier, userID, query string, args ...any) ([]Event, error) {
+	return queryAll(ctx, s, q, func(r scanner) (Event, error) { return scanEvent(r, userID) }, query, args...)
 }
 
 // SearchFilter selects events for POST /v1/events/search.
@@ -541,7 +581,11 @@ type SearchFilter struct {
 // result shows are read: Raw, Signature, SignatureKey, LeafIndex, TSMicros,
 // SemanticKey and CreatedAt stay zero.
 func (s *Store) Search(ctx context.Context, f SearchFilter) ([]Event, error) {
-	q, args := s.searchStatement(f)
+	account, err := s.accountKey(ctx, nil, f.UserID)
+	if err != nil {
+		return nil, err
+	}
+	q, args := s.searchStatement(account, f)
 	out := make([]Event, 0, min(f.Limit, 1000))
 	rows, err := s.read.QueryContext(ctx, q, args...)
 	if err != nil {
@@ -564,8 +608,8 @@ func (s *Store) Search(ctx context.Context, f SearchFilter) ([]Event, error) {
 // event type select few rows decides between an index in sequence order and
 // one whose matches must be sorted, and the pool forces generic plans for
 // every prepared statement (openPostgres).
-func (s *Store) searchStatement(f SearchFilter) (string, []any) {
-	q, args := searchQuery(f)
+func (s *Store) searchStatement(account any, f SearchFilter) (string, []any) {
+	q, args := searchQuery(account, f)
 	if s.Dialect == Postgres {
 		args = append([]any{pgx.QueryExecModeSimpleProtocol}, args...)
 	}
@@ -576,11 +620,11 @@ func (s *Store) searchStatement(f SearchFilter) (string, []any) {
 // index that yields the account's rows in sequence order (the primary key,
 // events_type, events_tool, events_decision), so a page reads about limit
 // rows whatever the chain length (TestSearchPlans).
-func searchQuery(f SearchFilter) (string, []any) {
+func searchQuery(account any, f SearchFilter) (string, []any) {
 	var where []string
-	args := []any{f.UserID}
+	args := []any{account}
 	arg := func(v any) string { args = append(args, v); return fmt.Sprintf("$%d", len(args)) }
-	where = append(where, "user_id = $1")
+	where = append(where, "account = $1")
 	if f.AfterTS != nil {
 		where = append(where, "ts_micros > "+arg(*f.AfterTS))
 	}
@@ -620,8 +664,12 @@ func (s *Store) LatestSemanticMatch(ctx context.Context, q Querier, userID, key 
 	if q == nil {
 		q = s.read
 	}
-	return scanEvent(q.QueryRowContext(ctx, `SELECT `+eventColumns+` FROM events
-		WHERE user_id = $1 AND semantic_key = $2 AND sequence >= $3 ORDER BY sequence DESC LIMIT 1`, userID, key, minSequence))
+	account, err := s.accountKey(ctx, q, userID)
+	if err != nil {
+		return Event{}, err
+	}
+	return scanEvent(q.QueryRowContext(ctx, `SELECT `+eventFields+` FROM events
+		WHERE account = $1 AND semantic_key = $2 AND sequence >= $3 ORDER BY sequence DESC LIMIT 1`, account, key, minSequence), userID)
 }
 
 // SigningKey is a machine's registered Ed25519 key.

@@ -3,6 +3,7 @@ package store
 import (
 	"context"
 	"database/sql"
+	"testing"
 )
 
 // WriteConnsOpened is how many connections the SQLite writer has opened.
@@ -26,10 +27,17 @@ func (s *Store) CheckpointRan() <-chan struct{} {
 func (s *Store) AfterCheckpointRound(fn func()) { s.ckpt.afterRound = fn }
 
 // SearchStatement is the statement and arguments Search sends for f.
-func (s *Store) SearchStatement(f SearchFilter) (string, []any) { return s.searchStatement(f) }
+func (s *Store) SearchStatement(f SearchFilter) (string, []any) {
+	account, err := s.accountKey(context.Background(), nil, f.UserID)
+	if err != nil {
+		panic(err)
+	}
+	return s.searchStatement(account, f)
+}
 
-// SearchQuery is Search's SQL and arguments before any dialect's options.
-var SearchQuery = searchQuery
+// SearchQuery is Search's SQL and arguments on PostgreSQL (the account is
+// the user_id) before any dialect's options.
+func SearchQuery(f SearchFilter) (string, []any) { return searchQuery(f.UserID, f) }
 
 // GateQuery is GateCandidates' statement (byID: for one grant id).
 var GateQuery = gateQuery
@@ -39,3 +47,20 @@ const AppendBatchStatement = appendBatchStatement
 
 // BatchDB is the pool AppendUnlockedBatch sends its statement on.
 func (s *Store) BatchDB() *sql.DB { return s.batch }
+
+// KeyOfAccount is AccountKey for tests that read or alter the rows of events
+// and merkle_hashes directly. An account without a number gets one first.
+func (s *Store) KeyOfAccount(t testing.TB, userID string) any {
+	t.Helper()
+	ctx := context.Background()
+	var key any
+	err := s.InTx(ctx, func(tx *sql.Tx) error {
+		k, err := s.accountKeyForWrite(ctx, tx, userID)
+		key = k
+		return err
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return key
+}

@@ -109,8 +109,12 @@ type scanFuture struct {
 // scanPageEnd returns the ScanPage-th sequence above lo (at most
 // maxSequence); found is false when fewer remain, and hi is then maxSequence.
 func (s *Store) scanPageEnd(ctx context.Context, userID string, lo, maxSequence int64) (hi int64, found bool, err error) {
-	err = s.read.QueryRowContext(ctx, `SELECT sequence FROM events WHERE user_id = $1 AND sequence > $2 AND sequence <= $3
-		ORDER BY sequence LIMIT 1 OFFSET $4`, userID, lo, maxSequence, ScanPage-1).Scan(&hi)
+	account, err := s.accountKey(ctx, nil, userID)
+	if err != nil {
+		return 0, false, err
+	}
+	err = s.read.QueryRowContext(ctx, `SELECT sequence FROM events WHERE account = $1 AND sequence > $2 AND sequence <= $3
+		ORDER BY sequence LIMIT 1 OFFSET $4`, account, lo, maxSequence, ScanPage-1).Scan(&hi)
 	if errors.Is(err, sql.ErrNoRows) {
 		return maxSequence, false, nil
 	}
@@ -119,8 +123,12 @@ func (s *Store) scanPageEnd(ctx context.Context, userID string, lo, maxSequence 
 
 // scanRange reads the events with sequence in (lo, hi], at most ScanPage.
 func (s *Store) scanRange(ctx context.Context, userID string, lo, hi int64) ([]Event, error) {
+	account, err := s.accountKey(ctx, nil, userID)
+	if err != nil {
+		return nil, err
+	}
 	rows, err := s.read.QueryContext(ctx, `SELECT `+scanColumns+` FROM events
-		WHERE user_id = $1 AND sequence > $2 AND sequence <= $3 ORDER BY sequence`, userID, lo, hi)
+		WHERE account = $1 AND sequence > $2 AND sequence <= $3 ORDER BY sequence`, account, lo, hi)
 	if err != nil {
 		return nil, err
 	}

@@ -40,6 +40,23 @@ type hashReader struct {
 	ctx    context.Context
 	q      Querier
 	userID string
+	// account is the value bound for the account (accountKey), kept from
+	// the first read that found one.
+	account any
+}
+
+// accountKey is the reader's account as its queries bind it. An account
+// without a number yet is looked up again by the next read: the transaction
+// the reader reads through may give it one meanwhile.
+func (r *hashReader) accountKey() (any, error) {
+	if r.account != nil {
+		return r.account, nil
+	}
+	a, err := r.s.accountKey(r.ctx, r.q, r.userID)
+	if err == nil && a != any(noAccount) {
+		r.account = a
+	}
+	return a, err
 }
 
 // HashReader returns the account's tree as a merkle.HashReader over q (nil:
@@ -60,10 +77,14 @@ func (r *hashReader) ReadHashes(indexes []int64) ([]tlog.Hash, error) {
 	if r.s.Dialect == SQLite {
 		return r.readRuns(indexes)
 	}
+	account, err := r.accountKey()
+	if err != nil {
+		return nil, err
+	}
 	var b strings.Builder
 	args := make([]any, 0, len(indexes)+1)
-	args = append(args, r.userID)
-	b.WriteString(`SELECT idx, hash FROM merkle_hashes WHERE user_id = ` + r.s.placeholder(1) + ` AND idx IN (`)
+	args = append(args, account)
+	b.WriteString(`SELECT idx, hash FROM merkle_hashes WHERE account = ` + r.s.placeholder(1) + ` AND idx IN (`)
 	for i, idx := range indexes {
 		if i > 0 {
 			b.WriteByte(',')
@@ -107,12 +128,16 @@ func (r *hashReader) ReadHashes(indexes []int64) ([]tlog.Hash, error) {
 // tree (0 without one): StoredHashCount of its leaves in a tree that is
 // whole, more when hashes were stored past them.
 func (s *Store) StoredTreeEnd(ctx context.Context, userID string) (int64, error) {
-	q := `SELECT coalesce(max(idx) + 1, 0) FROM merkle_hashes WHERE user_id = $1`
+	account, err := s.accountKey(ctx, nil, userID)
+	if err != nil {
+		return 0, err
+	}
+	q := `SELECT coalesce(max(idx) + 1, 0) FROM merkle_hashes WHERE account = $1`
 	if s.Dialect == SQLite {
 		q = `SELECT ` + treeEndSQL
 	}
 	var end int64
-	err := s.read.QueryRowContext(ctx, q, userID).Scan(&end)
+	err = s.read.QueryRowContext(ctx, q, account).Scan(&end)
 	return end, err
 }
 
@@ -286,16 +311,20 @@ func (s *Store) insertHashes(ctx context.Context, tx *sql.Tx, userID string, hs 
 		// ensureTree) or emptied it (buildTree).
 		return s.insertRuns(ctx, tx, userID, hs)
 	}
+	account, err := s.accountKeyForWrite(ctx, tx, userID)
+	if err != nil {
+		return err
+	}
 	var b strings.Builder
 	args := make([]any, 0, 3*len(hs))
-	b.WriteString(`INSERT INTO merkle_hashes (user_id, idx, hash) VALUES `)
+	b.WriteString(`INSERT INTO merkle_hashes (account, idx, hash) VALUES `)
 	for i, h := range hs {
 		if i > 0 {
 			b.WriteByte(',')
 		}
 		n := len(args)
 		b.WriteString("(" + s.placeholder(n+1) + ", " + s.placeholder(n+2) + ", " + s.placeholder(n+3) + ")")
-		args = append(args, userID, h.Index, h.Hash[:])
+		args = append(args, account, h.Index, h.Hash[:])
 	}
 	if _, err := tx.ExecContext(ctx, b.String(), args...); err != nil {
 		return fmt.Errorf("insert merkle hashes: %w", err)
@@ -308,7 +337,11 @@ func (s *Store) insertHashes(ctx context.Context, tx *sql.Tx, userID string, hs 
 // happens once per account stored before migration 005, or (SQLite) that runs
 // past its n leaves.
 func (s *Store) buildTree(ctx context.Context, tx *sql.Tx, userID string, n int64) error {
-	if _, err := tx.ExecContext(ctx, `DELETE FROM merkle_hashes WHERE user_id = $1`, userID); err != nil {
+	account, err := s.accountKeyForWrite(ctx, tx, userID)
+	if err != nil {
+		return err
+	}
+	if _, err := tx.ExecContext(ctx, `DELETE FROM merkle_hashes WHERE account = $1`, account); err != nil {
 		return err
 	}
 	r := s.HashReader(ctx, tx, userID)
@@ -317,8 +350,8 @@ func (s *Store) buildTree(ctx context.Context, tx *sql.Tx, userID string, n int6
 	// primary key and require each row to sit at its stored leaf position.
 	after := int64(math.MinInt64)
 	for next := int64(0); next < n; {
-		evs, err := s.queryEvents(ctx, tx, `SELECT `+eventColumns+` FROM events WHERE user_id = $1 AND sequence > $2
-			ORDER BY sequence LIMIT $3`, userID, after, min(page, n-next))
+		evs, err := s.queryEvents(ctx, tx, userID, `SELECT `+eventFields+` FROM events WHERE account = $1 AND sequence > $2
+			ORDER BY sequence LIMIT $3`, account, after, min(page, n-next))
 		if err != nil {
 			return err
 		}
@@ -357,7 +390,11 @@ func (s *Store) EventAtLeaf(ctx context.Context, userID string, leaf int64) (Eve
 	if !found {
 		return Event{}, ErrNotFound
 	}
-	e, err := scanEvent(s.read.QueryRowContext(ctx, `SELECT `+eventColumns+` FROM events WHERE user_id = $1 AND sequence = $2`, userID, seq))
+	account, err := s.accountKey(ctx, nil, userID)
+	if err != nil {
+		return Event{}, err
+	}
+	e, err := scanEvent(s.read.QueryRowContext(ctx, `SELECT `+eventFields+` FROM events WHERE account = $1 AND sequence = $2`, account, seq), userID)
 	if err == nil && e.LeafIndex != leaf {
 		return Event{}, ErrNotFound
 	}

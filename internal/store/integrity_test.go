@@ -123,7 +123,7 @@ func TestMerkleTreeMaintainedOnAppend(t *testing.T) {
 		// consecutive ones on SQLite (migration 012): count hashes.
 		var stored, rows, longest int64
 		if err := s.DB().QueryRowContext(ctx, `SELECT coalesce(sum(length(hash)), 0) / 32, count(*), coalesce(max(length(hash)), 0) / 32
-			FROM merkle_hashes WHERE user_id = 'u1'`).Scan(&stored, &rows, &longest); err != nil {
+			FROM merkle_hashes WHERE account = $1`, s.KeyOfAccount(t, "u1")).Scan(&stored, &rows, &longest); err != nil {
 			t.Fatal(err)
 		}
 		if stored != merkle.StoredHashCount(37) {
@@ -141,7 +141,7 @@ func TestMerkleTreeMaintainedOnAppend(t *testing.T) {
 
 		// A tree that lost its rows (or predates migration 005) is rebuilt
 		// from the events by the next append, in its transaction.
-		if _, err := s.WriteDB().ExecContext(ctx, `DELETE FROM merkle_hashes WHERE user_id = 'u1'`); err != nil {
+		if _, err := s.WriteDB().ExecContext(ctx, `DELETE FROM merkle_hashes WHERE account = $1`, s.KeyOfAccount(t, "u1")); err != nil {
 			t.Fatal(err)
 		}
 		hashes = append(hashes, appendRaw(t, s, "u1", 37, 40)...)
@@ -240,7 +240,7 @@ func TestAppendsExtendATreeOfOneHashRows(t *testing.T) {
 		ctx := context.Background()
 		hashes := appendRaw(t, s, "u1", 0, 11)
 		ref := refStore(t, hashes)
-		if _, err := s.WriteDB().ExecContext(ctx, `DELETE FROM merkle_hashes WHERE user_id = 'u1'`); err != nil {
+		if _, err := s.WriteDB().ExecContext(ctx, `DELETE FROM merkle_hashes WHERE account = $1`, s.KeyOfAccount(t, "u1")); err != nil {
 			t.Fatal(err)
 		}
 		for i := range merkle.StoredHashCount(11) {
@@ -248,7 +248,7 @@ func TestAppendsExtendATreeOfOneHashRows(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			if _, err := s.WriteDB().ExecContext(ctx, `INSERT INTO merkle_hashes (user_id, idx, hash) VALUES ('u1', $1, $2)`, i, h[0][:]); err != nil {
+			if _, err := s.WriteDB().ExecContext(ctx, `INSERT INTO merkle_hashes (account, idx, hash) VALUES ($3, $1, $2)`, i, h[0][:], s.KeyOfAccount(t, "u1")); err != nil {
 				t.Fatal(err)
 			}
 		}
@@ -256,8 +256,8 @@ func TestAppendsExtendATreeOfOneHashRows(t *testing.T) {
 		hashes = append(hashes, appendBatchRaw(t, s, "u1", 14, 40)...)
 		checkStoredHashes(t, s, "u1", refStore(t, hashes), 40)
 		var old int64
-		if err := s.DB().QueryRowContext(ctx, `SELECT count(*) FROM merkle_hashes WHERE user_id = 'u1' AND idx < $1 AND length(hash) = 32`,
-			merkle.StoredHashCount(11)).Scan(&old); err != nil || old != merkle.StoredHashCount(11) {
+		if err := s.DB().QueryRowContext(ctx, `SELECT count(*) FROM merkle_hashes WHERE account = $2 AND idx < $1 AND length(hash) = 32`,
+			merkle.StoredHashCount(11), s.KeyOfAccount(t, "u1")).Scan(&old); err != nil || old != merkle.StoredHashCount(11) {
 			t.Fatalf("%d one-hash rows left below the appended ones (%v), want all %d: the tree was rebuilt instead of extended",
 				old, err, merkle.StoredHashCount(11))
 		}
@@ -272,8 +272,8 @@ func TestAppendRebuildsATreeCutShortAtItsEnd(t *testing.T) {
 	storetest.EachStore(t, func(t *testing.T, s *store.Store) {
 		ctx := context.Background()
 		hashes := appendRaw(t, s, "u1", 0, 16)
-		if _, err := s.WriteDB().ExecContext(ctx, `DELETE FROM merkle_hashes WHERE user_id = 'u1'
-			AND idx = (SELECT max(idx) FROM merkle_hashes WHERE user_id = 'u1')`); err != nil {
+		if _, err := s.WriteDB().ExecContext(ctx, `DELETE FROM merkle_hashes WHERE account = $1
+			AND idx = (SELECT max(idx) FROM merkle_hashes WHERE account = $1)`, s.KeyOfAccount(t, "u1")); err != nil {
 			t.Fatal(err)
 		}
 		if _, err := s.HashReader(ctx, nil, "u1").ReadHashes([]int64{merkle.StoredHashCount(16) - 1}); !errors.Is(err, store.ErrMissingHash) {
@@ -297,8 +297,8 @@ func TestAppendsRebuildATreeThatRunsPastItsLeaves(t *testing.T) {
 		hashes := appendRaw(t, s, "u1", 0, 6)
 		stray := func(n int64) {
 			t.Helper()
-			if _, err := s.WriteDB().ExecContext(ctx, `INSERT INTO merkle_hashes (user_id, idx, hash) VALUES ('u1', $1, zeroblob(32))`,
-				merkle.StoredHashCount(n)+3); err != nil {
+			if _, err := s.WriteDB().ExecContext(ctx, `INSERT INTO merkle_hashes (account, idx, hash) VALUES ($2, $1, zeroblob(32))`,
+				merkle.StoredHashCount(n)+3, s.KeyOfAccount(t, "u1")); err != nil {
 				t.Fatal(err)
 			}
 		}
@@ -306,8 +306,8 @@ func TestAppendsRebuildATreeThatRunsPastItsLeaves(t *testing.T) {
 			t.Helper()
 			checkStoredHashes(t, s, "u1", refStore(t, hashes), n)
 			var past int
-			if err := s.DB().QueryRowContext(ctx, `SELECT count(*) FROM merkle_hashes WHERE user_id = 'u1' AND idx >= $1`,
-				merkle.StoredHashCount(n)).Scan(&past); err != nil || past != 0 {
+			if err := s.DB().QueryRowContext(ctx, `SELECT count(*) FROM merkle_hashes WHERE account = $2 AND idx >= $1`,
+				merkle.StoredHashCount(n), s.KeyOfAccount(t, "u1")).Scan(&past); err != nil || past != 0 {
 				t.Fatalf("%d rows past the tree of %d leaves (%v), want none", past, n, err)
 			}
 		}
@@ -321,7 +321,7 @@ func TestAppendsRebuildATreeThatRunsPastItsLeaves(t *testing.T) {
 		hashes = append(hashes, appendBatchRaw(t, s, "u1", 8, 20)...)
 		check(20)
 		// A tree of no leaves must have no row either.
-		if _, err := s.WriteDB().ExecContext(ctx, `INSERT INTO merkle_hashes (user_id, idx, hash) VALUES ('u2', 5, zeroblob(32))`); err != nil {
+		if _, err := s.WriteDB().ExecContext(ctx, `INSERT INTO merkle_hashes (account, idx, hash) VALUES ($1, 5, zeroblob(32))`, s.KeyOfAccount(t, "u2")); err != nil {
 			t.Fatal(err)
 		}
 		u2 := appendBatchRaw(t, s, "u2", 0, 3)

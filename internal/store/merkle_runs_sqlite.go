@@ -52,7 +52,7 @@ const maxRunReads = 1000
 // head's UPDATE, where a subquery cost an append more (≈9 µs, +18 % of the
 // store's work per append, BenchmarkInsertEventCharged) than the read.
 const treeEndSQL = `coalesce((SELECT m.idx + length(m.hash) / 32 FROM merkle_hashes m
-	WHERE m.user_id = ?1 ORDER BY m.idx DESC LIMIT 1), 0)`
+	WHERE m.account = ?1 ORDER BY m.idx DESC LIMIT 1), 0)`
 
 // readTreeSQLite reads the stored hashes at indexes of the account's tree of
 // n leaves in one statement with where the tree ends. whole is false when one
@@ -99,7 +99,10 @@ func (r *hashReader) readRunsAndEnd(indexes []int64) ([]tlog.Hash, int64, error)
 	if len(indexes) > maxRunReads {
 		return nil, 0, fmt.Errorf("merkle: %d reads in one statement", len(indexes))
 	}
-	query, args := r.runsQuery(indexes)
+	query, args, err := r.runsQuery(indexes)
+	if err != nil {
+		return nil, 0, err
+	}
 	return r.scanRuns(indexes, query+` UNION ALL SELECT -1, `+treeEndSQL, args, true)
 }
 
@@ -115,11 +118,15 @@ func (s *Store) insertRuns(ctx context.Context, tx *sql.Tx, userID string, hs []
 			return fmt.Errorf("insert merkle hashes: index %d follows %d (a run must be consecutive)", hs[i].Index, hs[i-1].Index)
 		}
 	}
+	account, err := s.accountKeyForWrite(ctx, tx, userID)
+	if err != nil {
+		return err
+	}
 	var b strings.Builder
-	b.WriteString(`INSERT INTO merkle_hashes (user_id, idx, hash) VALUES `)
+	b.WriteString(`INSERT INTO merkle_hashes (account, idx, hash) VALUES `)
 	rows := (len(hs) + maxRunHashes - 1) / maxRunHashes
 	args := make([]any, 0, 2*rows+1)
-	args = append(args, userID)
+	args = append(args, account)
 	blob := make([]byte, 0, len(hs)*len(tlog.Hash{}))
 	for start := 0; start < len(hs); start += maxRunHashes {
 		run := hs[start:min(start+maxRunHashes, len(hs))]
@@ -154,21 +161,28 @@ func (r *hashReader) readRuns(indexes []int64) ([]tlog.Hash, error) {
 		}
 		return out, nil
 	}
-	query, args := r.runsQuery(indexes)
+	query, args, err := r.runsQuery(indexes)
+	if err != nil {
+		return nil, err
+	}
 	out, _, err := r.scanRuns(indexes, query, args, false)
 	return out, err
 }
 
 // runsQuery is the statement that reads indexes from their runs: one row
 // (n, the run's bytes for indexes[n]) per index.
-func (r *hashReader) runsQuery(indexes []int64) (string, []any) {
+func (r *hashReader) runsQuery(indexes []int64) (string, []any, error) {
+	account, err := r.accountKey()
+	if err != nil {
+		return "", nil, err
+	}
 	var b strings.Builder
 	args := make([]any, 0, len(indexes)+1)
-	args = append(args, r.userID)
+	args = append(args, account)
 	if len(indexes) == 0 {
 		// Nothing to read (leaf 0): a statement that yields no row, so
 		// that the tree's end can still follow with UNION ALL.
-		return `SELECT 0, NULL WHERE 0`, args
+		return `SELECT 0, NULL WHERE 0`, args, nil
 	}
 	b.WriteString(`WITH want(n, i) AS (VALUES `)
 	for n, idx := range indexes {
@@ -181,8 +195,8 @@ func (r *hashReader) runsQuery(indexes []int64) (string, []any) {
 	// The run's bytes for i: substr on a blob counts bytes from 1 and is
 	// empty past the blob's end.
 	b.WriteString(`) SELECT want.n, (SELECT substr(m.hash, (want.i - m.idx) * 32 + 1, 32) FROM merkle_hashes m
-		WHERE m.user_id = ?1 AND m.idx <= want.i ORDER BY m.idx DESC LIMIT 1) FROM want`)
-	return b.String(), args
+		WHERE m.account = ?1 AND m.idx <= want.i ORDER BY m.idx DESC LIMIT 1) FROM want`)
+	return b.String(), args, nil
 }
 
 // scanRuns runs query and places each hash at its index's position; with

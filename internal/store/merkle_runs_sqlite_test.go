@@ -44,7 +44,7 @@ func TestRunsAreConsecutiveHashes(t *testing.T) {
 		t.Fatal(err)
 	}
 	var rows, longest int
-	if err := s.DB().QueryRowContext(ctx, `SELECT count(*), max(length(hash)) / 32 FROM merkle_hashes WHERE user_id = 'u1'`).Scan(&rows, &longest); err != nil {
+	if err := s.DB().QueryRowContext(ctx, `SELECT count(*), max(length(hash)) / 32 FROM merkle_hashes WHERE account = $1`, s.KeyOfAccount(t, "u1")).Scan(&rows, &longest); err != nil {
 		t.Fatal(err)
 	}
 	if rows != 3 || longest != 4 {
@@ -73,7 +73,7 @@ func TestRunCutShortReadsAsMalformed(t *testing.T) {
 	if err := s.InTx(ctx, func(tx *sql.Tx) error { return s.insertHashes(ctx, tx, "u1", hashesFrom(0, 4)) }); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := s.WriteDB().ExecContext(ctx, `UPDATE merkle_hashes SET hash = substr(hash, 1, 100) WHERE user_id = 'u1'`); err != nil {
+	if _, err := s.WriteDB().ExecContext(ctx, `UPDATE merkle_hashes SET hash = substr(hash, 1, 100) WHERE account = $1`, s.KeyOfAccount(t, "u1")); err != nil {
 		t.Fatal(err)
 	}
 	r := s.HashReader(ctx, nil, "u1")

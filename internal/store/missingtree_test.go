@@ -40,7 +40,7 @@ func TestAppendOnAnAccountWithoutMerkleRowsBuildsTheTree(t *testing.T) {
 					h := res.Event.PayloadHash
 					prev = &h
 				}
-				if _, err := a.Store.WriteDB().ExecContext(ctx, `DELETE FROM merkle_hashes WHERE user_id = $1`, p.UserID); err != nil {
+				if _, err := a.Store.WriteDB().ExecContext(ctx, `DELETE FROM merkle_hashes WHERE account = $1`, a.Store.KeyOfAccount(t, p.UserID)); err != nil {
 					t.Fatal(err)
 				}
 				want := int64(5)

@@ -27,7 +27,7 @@ func TestSearchOnPostgresIsPlannedWithItsValues(t *testing.T) {
 		t.Fatalf("plan_cache_mode = %q, %v", mode, err)
 	}
 	// 50,000 events, one per second from ts_micros 1e12.
-	if _, err := db.ExecContext(ctx, `INSERT INTO events (user_id, sequence, leaf_index, event_id, event_type, payload_hash, ts,
+	if _, err := db.ExecContext(ctx, `INSERT INTO events (account, sequence, leaf_index, event_id, event_type, payload_hash, ts,
 		ts_micros, surface, machine_sequence, created_at)
 		SELECT 'u', i, i, 'evt-' || i, 'tool_call', 'sha256:' || md5(i::text) || md5(i::text), 'x', 1000000000000 + i::bigint * 1000000,
 			'rest', i, 0 FROM generate_series(0, 49999) AS i`); err != nil {

@@ -48,6 +48,8 @@ type Store struct {
 	ioFaults, writeConns atomic.Int64
 	// ckpt checkpoints the WAL off the writer (SQLite; checkpoint.go).
 	ckpt *checkpointer
+	// numbers are the accounts' numbers (SQLite; account_numbers.go).
+	numbers *accountNumbers
 	// batch serves AppendUnlockedBatch (PostgreSQL; append_pg_batch.go): a
 	// pool whose sessions plan with index lookups only.
 	batch          *sql.DB
@@ -140,6 +142,12 @@ func openSQLite(path string, readers int) (*Store, error) {
 	ckpt.SetMaxIdleConns(1)
 	ckpt.SetConnMaxLifetime(0)
 	st.ckpt.start(ckpt)
+	// They read a few rows of account_numbers, once per account: a small page cache.
+	numbers := sql.OpenDB(cachingConnector{dsn: "file:" + path + "?" + pragmas + "&_pragma=query_only(1)&_pragma=cache_size(-256)", driver: &drv, faults: &st.ioFaults})
+	numbers.SetMaxOpenConns(numberConns)
+	numbers.SetMaxIdleConns(numberConns)
+	numbers.SetConnMaxLifetime(0)
+	st.numbers = &accountNumbers{db: numbers}
 	return st, nil
 }
 
@@ -208,6 +216,9 @@ func (s *Store) Close() error {
 	}
 	if s.batch != nil {
 		err = s.batch.Close()
+	}
+	if s.numbers != nil {
+		err = errors.Join(err, s.numbers.db.Close())
 	}
 	err = errors.Join(err, s.read.Close())
 	if s.write != s.read {

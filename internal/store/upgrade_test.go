@@ -9,6 +9,8 @@ import (
 	"io"
 	"log/slog"
 	"reflect"
+	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -19,78 +21,227 @@ import (
 	"github.com/auditchain/auditchain/internal/store/storetest"
 )
 
-// Migrations 007 and 009 rebuild tables that hold the record (events, chain
-// heads, Merkle hashes). A database written at version 6 — events, Merkle rows,
-// sealed blocks, machine counters — upgrades with nothing lost or altered: the
-// heal scan and the chain verification agree before and after, every event
-// reads back byte for byte, and the chain takes the next append.
-func TestUpgradeFromVersion6KeepsTheRecord(t *testing.T) {
-	storetest.Each(t, func(t *testing.T, dsn string) {
-		ctx := context.Background()
-		old, err := store.OpenAtVersion(ctx, dsn, 6)
-		if err != nil {
-			t.Fatal(err)
-		}
-		a := newUpgradeApp(t, old)
-		acct, _, err := a.CreateAccount(ctx, app.AccountRequest{Email: "upgrade@example.com"})
+// Migrations 007, 009 and 013 rebuild tables that hold the record (events,
+// chain heads, Merkle hashes). A database holding, at an older version, the
+// record the service writes — events, Merkle rows, sealed blocks, machine
+// counters — upgrades with nothing lost or altered: the heal scan and the
+// chain verification agree before and after, every event reads back byte for
+// byte, and the chain takes the next append. Version 6 is before the first
+// rebuild, version 12 the last one before migration 013. The record spans
+// several accounts and an id the accounts table never had (rows written by a
+// tool or a test), since migration 013 numbers each.
+func TestUpgradeKeepsTheRecord(t *testing.T) {
+	for _, version := range []int64{6, 12} {
+		t.Run(fmt.Sprintf("from version %d", version), func(t *testing.T) {
+			storetest.Each(t, func(t *testing.T, dsn string) { testUpgradeKeepsTheRecord(t, dsn, version) })
+		})
+	}
+}
+
+func testUpgradeKeepsTheRecord(t *testing.T, dsn string, version int64) {
+	ctx := context.Background()
+	// The current store cannot write an older database (its events and
+	// Merkle rows name their account in migration 013's column), so the
+	// record is written by the current service into a scratch database of
+	// the same kind and copied into the older one in that version's tables
+	// and columns (copyRecordToVersion), as a binary of that version stored it.
+	scratchDSN := storetest.DSN(t, storetest.SQLite)
+	if strings.HasPrefix(dsn, "postgres") {
+		scratchDSN = storetest.DSN(t, storetest.Postgres)
+	}
+	scratch := storetest.Open(t, scratchDSN)
+	a := newUpgradeApp(t, scratch)
+	// Written with the "service" surface and named machines, as before
+	// version 11 every event's counters were kept: in machine_heads, with no
+	// daily quota charged.
+	chain := func(email string, n int) (app.Principal, *string) {
+		t.Helper()
+		acct, _, err := a.CreateAccount(ctx, app.AccountRequest{Email: email})
 		if err != nil {
 			t.Fatal(err)
 		}
 		p := app.Principal{UserID: acct.UserID, KeyID: "k", Kind: "api_key"}
 		var prev *string
-		const n = 1203 // more than one sealed block of 1,000
-		// Written with the "service" surface: that takes the general append
-		// path (InsertEvent), whose statements need nothing newer than version
-		// 6 on either store for events of a named machine; a client event
-		// takes InsertEventCharged (migration 010 on PostgreSQL, 011 on
-		// SQLite), as does the machine-less counter on SQLite (011). The rows
-		// are the same but for surface.
 		for i := range n {
 			id, typ, seq := fmt.Sprintf("evt-%d", i), "tool_call", int64(i)
 			machine := fmt.Sprintf("m%d", i%3)
 			res, err := a.Append(ctx, p, domain.EventInput{EventID: &id, EventType: &typ, Sequence: &seq, PrevHash: prev,
 				MachineID: &machine, Raw: json.RawMessage(fmt.Sprintf(`{"i":%d}`, i))}, "service")
 			if err != nil {
-				t.Fatalf("append %d at version 6: %v", i, err)
+				t.Fatalf("append %d: %v", i, err)
 			}
 			h := res.Event.PayloadHash
 			prev = &h
 		}
-		scanBefore, verifyBefore, eventsBefore := recordOf(t, a, p)
-		a.Close()
-		old.Close()
+		return p, prev
+	}
+	const n = 1203 // more than one sealed block of 1,000
+	p, prev := chain("upgrade@example.com", n)
+	other, _ := chain("other@example.com", 60)
+	const orphan, orphanEvents = "orphan-without-account", 25
+	orphanHashes := appendRaw(t, scratch, orphan, 0, orphanEvents)
+	scanBefore, verifyBefore, eventsBefore := recordOf(t, a, p)
+	otherScanBefore, otherVerifyBefore, otherEventsBefore := recordOf(t, a, other)
+	orphanBefore := eventsOf(t, scratch, orphan)
+	a.Close()
 
-		upgraded := storetest.Open(t, dsn) // every migration
-		b := newUpgradeApp(t, upgraded)
-		scanAfter, verifyAfter, eventsAfter := recordOf(t, b, p)
-		if !scanBefore.Clean || !scanAfter.Clean || scanAfter.TotalEvents != n || scanAfter.MerkleRootStatus != scanBefore.MerkleRootStatus {
-			t.Fatalf("heal scan before %+v, after %+v", scanBefore, scanAfter)
-		}
-		if !verifyBefore.Valid || !verifyAfter.Valid || verifyAfter.TreeSize != verifyBefore.TreeSize || verifyAfter.Blocks != verifyBefore.Blocks {
-			t.Fatalf("chain verify before %+v, after %+v", verifyBefore, verifyAfter)
-		}
-		if len(eventsAfter) != n {
-			t.Fatalf("%d events after the upgrade, want %d", len(eventsAfter), n)
-		}
-		for i := range eventsBefore {
-			if !reflect.DeepEqual(eventsBefore[i], eventsAfter[i]) {
-				t.Fatalf("event %d changed in the upgrade:\n before %+v\n after  %+v", i, eventsBefore[i], eventsAfter[i])
+	old, err := store.OpenAtVersion(ctx, dsn, version)
+	if err != nil {
+		t.Fatal(err)
+	}
+	copyRecordToVersion(t, scratch, old, version)
+	old.Close()
+
+	upgraded := storetest.Open(t, dsn) // every migration
+	b := newUpgradeApp(t, upgraded)
+	scanAfter, verifyAfter, eventsAfter := recordOf(t, b, p)
+	if !scanBefore.Clean || !scanAfter.Clean || scanAfter.TotalEvents != n || scanAfter.MerkleRootStatus != scanBefore.MerkleRootStatus {
+		t.Fatalf("heal scan before %+v, after %+v", scanBefore, scanAfter)
+	}
+	if !verifyBefore.Valid || !verifyAfter.Valid || verifyAfter.TreeSize != verifyBefore.TreeSize || verifyAfter.Blocks != verifyBefore.Blocks {
+		t.Fatalf("chain verify before %+v, after %+v", verifyBefore, verifyAfter)
+	}
+	if len(eventsAfter) != n {
+		t.Fatalf("%d events after the upgrade, want %d", len(eventsAfter), n)
+	}
+	sameEvents(t, eventsBefore, eventsAfter)
+	otherScanAfter, otherVerifyAfter, otherEventsAfter := recordOf(t, b, other)
+	if !otherScanAfter.Clean || otherScanAfter.TotalEvents != otherScanBefore.TotalEvents || !otherVerifyAfter.Valid ||
+		otherVerifyAfter.TreeSize != otherVerifyBefore.TreeSize || len(otherEventsAfter) != 60 {
+		t.Fatalf("the other account after the upgrade: scan %+v, verify %+v, %d events", otherScanAfter, otherVerifyAfter, len(otherEventsAfter))
+	}
+	sameEvents(t, otherEventsBefore, otherEventsAfter)
+	orphanAfter := eventsOf(t, upgraded, orphan)
+	if len(orphanAfter) != orphanEvents {
+		t.Fatalf("%d events of an id without an account after the upgrade, want %d", len(orphanAfter), orphanEvents)
+	}
+	sameEvents(t, orphanBefore, orphanAfter)
+	checkStoredHashes(t, upgraded, orphan, refStore(t, orphanHashes), orphanEvents)
+	id, typ, seq, machine := "evt-after", "tool_call", int64(n), "m0"
+	res, err := b.Append(ctx, p, domain.EventInput{EventID: &id, EventType: &typ, Sequence: &seq, PrevHash: prev,
+		MachineID: &machine, Raw: json.RawMessage(`{"after":true}`)}, "rest")
+	if err != nil {
+		t.Fatalf("append after the upgrade: %v", err)
+	}
+	// m0 wrote events 0, 3, …, 1200: machine sequences 0 to 400.
+	if res.Event.MachineSequence != 401 {
+		t.Fatalf("machine m0's counter after the upgrade gave %d, want 401", res.Event.MachineSequence)
+	}
+	if scan, err := b.HealScan(ctx, p, nil); err != nil || !scan.Clean || scan.TotalEvents != n+1 {
+		t.Fatalf("heal scan after one more append: %+v %v", scan, err)
+	}
+}
+
+// copyRecordToVersion copies what the record's tests write (the service key,
+// accounts, keys, events, Merkle rows, heads, machine counters, blocks) from
+// src, at the current version, into dst, a database of the same kind migrated
+// up to version, in the columns that version's tables have. Events and
+// Merkle rows name their account by user_id there; before version 12 a
+// Merkle row holds one hash, so SQLite's runs are split.
+func copyRecordToVersion(t *testing.T, src, dst *store.Store, version int64) {
+	t.Helper()
+	ctx := context.Background()
+	sqlite := src.Dialect == store.SQLite
+	err := dst.InTx(ctx, func(tx *sql.Tx) error {
+		for _, table := range []string{"service_settings", "accounts", "api_keys", "events", "merkle_hashes", "chain_heads", "machine_heads", "chain_blocks"} {
+			columnsQuery := `SELECT column_name FROM information_schema.columns WHERE table_schema = current_schema() AND table_name = $1 ORDER BY ordinal_position`
+			if sqlite {
+				columnsQuery = `SELECT name FROM pragma_table_info($1) ORDER BY cid`
+			}
+			columns := queryStrings(t, tx, columnsQuery, table)
+			if len(columns) == 0 {
+				return fmt.Errorf("version %d has no table %s", version, table)
+			}
+			// What each column is read as from src: the account of an
+			// event or a Merkle row is its user_id at older versions.
+			from, read := table, make([]string, len(columns))
+			for i, c := range columns {
+				read[i] = "r." + c
+				if c == "user_id" && (table == "events" || table == "merkle_hashes") {
+					read[i] = "r.account"
+					if sqlite {
+						read[i] = "n.user_id"
+					}
+				}
+			}
+			if sqlite && (table == "events" || table == "merkle_hashes") {
+				from += " r JOIN account_numbers n ON n.num = r.account"
+			} else {
+				from += " r"
+			}
+			rows, err := src.DB().QueryContext(ctx, `SELECT `+strings.Join(read, ", ")+` FROM `+from)
+			if err != nil {
+				return fmt.Errorf("read %s: %w", table, err)
+			}
+			var values [][]any
+			for rows.Next() {
+				row := make([]any, len(columns))
+				ptrs := make([]any, len(columns))
+				for i := range row {
+					ptrs[i] = &row[i]
+				}
+				if err := rows.Scan(ptrs...); err != nil {
+					rows.Close()
+					return err
+				}
+				values = append(values, row)
+			}
+			rows.Close()
+			if table == "merkle_hashes" && sqlite && version < 12 {
+				values = splitRuns(t, columns, values)
+			}
+			ph := make([]string, len(columns))
+			for i := range ph {
+				ph[i] = fmt.Sprintf("$%d", i+1)
+			}
+			insert := `INSERT INTO ` + table + ` (` + strings.Join(columns, ", ") + `) VALUES (` + strings.Join(ph, ", ") + `)`
+			for _, row := range values {
+				if _, err := tx.ExecContext(ctx, insert, row...); err != nil {
+					return fmt.Errorf("copy into %s at version %d: %w", table, version, err)
+				}
 			}
 		}
-		id, typ, seq, machine := "evt-after", "tool_call", int64(n), "m0"
-		res, err := b.Append(ctx, p, domain.EventInput{EventID: &id, EventType: &typ, Sequence: &seq, PrevHash: prev,
-			MachineID: &machine, Raw: json.RawMessage(`{"after":true}`)}, "rest")
-		if err != nil {
-			t.Fatalf("append after the upgrade: %v", err)
-		}
-		// m0 wrote events 0, 3, …, 1200: machine sequences 0 to 400.
-		if res.Event.MachineSequence != 401 {
-			t.Fatalf("machine m0's counter after the upgrade gave %d, want 401", res.Event.MachineSequence)
-		}
-		if scan, err := b.HealScan(ctx, p, nil); err != nil || !scan.Clean || scan.TotalEvents != n+1 {
-			t.Fatalf("heal scan after one more append: %+v %v", scan, err)
-		}
+		return nil
 	})
+	if err != nil {
+		t.Fatal(err)
+	}
+}
+
+// splitRuns turns rows of merkle_hashes holding runs of hashes into rows of
+// one hash each.
+func splitRuns(t *testing.T, columns []string, rows [][]any) [][]any {
+	t.Helper()
+	idxAt, hashAt := slices.Index(columns, "idx"), slices.Index(columns, "hash")
+	var out [][]any
+	for _, row := range rows {
+		run := row[hashAt].([]byte)
+		for k := 0; k*32 < len(run); k++ {
+			one := slices.Clone(row)
+			one[idxAt] = row[idxAt].(int64) + int64(k)
+			one[hashAt] = run[k*32 : (k+1)*32]
+			out = append(out, one)
+		}
+	}
+	return out
+}
+
+func queryStrings(t *testing.T, q store.Querier, query string, args ...any) []string {
+	t.Helper()
+	rows, err := q.QueryContext(context.Background(), query, args...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rows.Close()
+	var out []string
+	for rows.Next() {
+		var v string
+		if err := rows.Scan(&v); err != nil {
+			t.Fatal(err)
+		}
+		out = append(out, v)
+	}
+	return out
 }
 
 func newUpgradeApp(t *testing.T, st *store.Store) *app.App {
@@ -113,14 +264,32 @@ func recordOf(t *testing.T, a *app.App, p app.Principal) (app.ScanResult, app.Ch
 	if err != nil {
 		t.Fatal(err)
 	}
+	return scan, v, eventsOf(t, a.Store, p.UserID)
+}
+
+// eventsOf reads every column of the account's events, in chain order.
+func eventsOf(t *testing.T, st *store.Store, userID string) []store.Event {
+	t.Helper()
 	var events []store.Event
-	if err := a.Store.EventsBySequence(ctx, p.UserID, 1<<40, func(e *store.Event) error {
+	if err := st.EventsFrom(context.Background(), userID, 0, func(e *store.Event) error {
 		events = append(events, *e)
 		return nil
 	}); err != nil {
 		t.Fatal(err)
 	}
-	return scan, v, events
+	return events
+}
+
+func sameEvents(t *testing.T, before, after []store.Event) {
+	t.Helper()
+	if len(before) != len(after) {
+		t.Fatalf("%d events before the upgrade, %d after", len(before), len(after))
+	}
+	for i := range before {
+		if !reflect.DeepEqual(before[i], after[i]) {
+			t.Fatalf("event %d changed in the upgrade:\n before %+v\n after  %+v", i, before[i], after[i])
+		}
+	}
 }
 
 // Migration 011 moves SQLite's daily quota and the counter of events without
