@@ -168,7 +168,7 @@ func (s *Store) LeafHashes(ctx context.Context, tx *sql.Tx, e *Event) ([]merkle.
 	}
 	r := s.HashReader(ctx, tx, e.UserID)
 	if check, ok := treeCheckIndex(e.LeafIndex); ok {
-		if err := s.ensureTree(ctx, tx, e.UserID, e.LeafIndex, []int64{check}); err != nil {
+		if _, err := s.readTree(ctx, tx, e.UserID, e.LeafIndex, []int64{check}); err != nil {
 			return nil, err
 		}
 	}
@@ -208,57 +208,61 @@ func LeafReads(n int64) []int64 {
 	return idx
 }
 
-// ensureTree builds the account's tree of its first n leaves (an account
-// written before migration 005, or one whose rows were lost) unless the rows
-// at indexes, which any complete tree of n leaves holds, are all there.
-//
-// On SQLite it also rebuilds a tree that does not end where leaf n begins
-// (merkle_runs_sqlite.go).
-func (s *Store) ensureTree(ctx context.Context, tx *sql.Tx, userID string, n int64, indexes []int64) error {
+// readTree reads the hashes at indexes of the account's tree of n leaves,
+// which any complete tree of n leaves holds, building the tree first when one
+// is missing (an account written before migration 005, or one whose rows were
+// lost). On SQLite it also rebuilds a tree that does not end where leaf n
+// begins (merkle_runs_sqlite.go).
+func (s *Store) readTree(ctx context.Context, tx *sql.Tx, userID string, n int64, indexes []int64) ([]tlog.Hash, error) {
 	if s.Dialect == SQLite {
-		_, whole, err := s.readTreeSQLite(ctx, tx, userID, n, indexes)
+		got, whole, err := s.readTreeSQLite(ctx, tx, userID, n, indexes)
 		if err != nil || whole {
-			return err
+			return got, err
 		}
-		return s.buildTree(ctx, tx, userID, n)
+	} else {
+		got, err := s.HashReader(ctx, tx, userID).ReadHashes(indexes)
+		if !errors.Is(err, ErrMissingHash) {
+			return got, err
+		}
 	}
-	_, err := s.HashReader(ctx, tx, userID).ReadHashes(indexes)
-	if errors.Is(err, ErrMissingHash) {
-		return s.buildTree(ctx, tx, userID, n)
+	if err := s.buildTree(ctx, tx, userID, n); err != nil {
+		return nil, err
 	}
-	return err
+	return s.HashReader(ctx, tx, userID).ReadHashes(indexes)
 }
 
 // appendLeaves adds the leaves of evs (consecutive leaf indexes) to the
-// account's tree inside tx: the hashes each leaf needs come from the rows the
-// earlier leaves of the run produced, or are read once from the table; all new
-// rows are written with one statement per chunk.
+// account's tree inside tx. Every earlier hash the run's leaves need is a
+// hash of the frontier of the tree it extends (any leaf, not only the first,
+// may need one): that frontier is read once, and a merkle.Appender computes
+// the run's hashes from it alone; all new rows are written with one statement
+// per chunk.
 func (s *Store) appendLeaves(ctx context.Context, tx *sql.Tx, evs []Event) error {
-	userID := evs[0].UserID
-	// Every earlier hash the run's leaves need is a hash of the frontier of
-	// the tree it extends: check those once (any leaf, not only the first, may
-	// need one), and build the tree first when they are missing.
-	// (On SQLite also a tree of no leaves: it must have no row.)
-	if first := evs[0].LeafIndex; first > 0 || s.Dialect == SQLite {
-		if err := s.ensureTree(ctx, tx, userID, first, merkle.FrontierIndexes(first)); err != nil {
+	userID, first := evs[0].UserID, evs[0].LeafIndex
+	var frontier []tlog.Hash
+	// On SQLite a tree of no leaves is read too: it must have no row.
+	if first > 0 || s.Dialect == SQLite {
+		var err error
+		if frontier, err = s.readTree(ctx, tx, userID, first, merkle.FrontierIndexes(first)); err != nil {
 			return err
 		}
 	}
-	r := &overlayReader{base: s.HashReader(ctx, tx, userID), known: map[int64]tlog.Hash{}}
-	var hs []merkle.StoredHash
+	a, err := merkle.NewAppender(first, frontier)
+	if err != nil {
+		return err
+	}
+	hs := make([]merkle.StoredHash, 0, 2*len(evs)+64)
 	for i := range evs {
+		if evs[i].LeafIndex != a.Size() {
+			return fmt.Errorf("merkle: leaf %d in a run that is at leaf %d", evs[i].LeafIndex, a.Size())
+		}
 		leaf, err := verify.HashBytes(evs[i].PayloadHash)
 		if err != nil {
 			return err
 		}
-		add, err := merkle.AppendLeaf(evs[i].LeafIndex, leaf, r)
-		if err != nil {
+		if hs, err = a.Append(hs, leaf); err != nil {
 			return err
 		}
-		for _, h := range add {
-			r.known[h.Index] = h.Hash
-		}
-		hs = append(hs, add...)
 	}
 	for start := 0; start < len(hs); start += maxHashesPerInsert {
 		if err := s.insertHashes(ctx, tx, userID, hs[start:min(start+maxHashesPerInsert, len(hs))]); err != nil {
@@ -308,7 +312,7 @@ func (s *Store) insertHashes(ctx context.Context, tx *sql.Tx, userID string, hs 
 	}
 	if s.Dialect == SQLite {
 		// Every caller read where the stored tree ends first (LeafHashes,
-		// ensureTree) or emptied it (buildTree).
+		// readTree) or emptied it (buildTree).
 		return s.insertRuns(ctx, tx, userID, hs)
 	}
 	account, err := s.accountKeyForWrite(ctx, tx, userID)

@@ -6,8 +6,10 @@ import (
 	"crypto/sha256"
 	"database/sql"
 	"encoding/hex"
+	"encoding/json"
 	"errors"
 	"fmt"
+	"strings"
 	"testing"
 
 	"github.com/transparency-dev/merkle/rfc6962"
@@ -470,6 +472,49 @@ func BenchmarkInsertEventCharged(b *testing.B) {
 				}
 			}
 			b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(seq), "ns/event")
+		})
+	}
+}
+
+// BenchmarkInsertEvents measures batch ingest's store work per event: one
+// InsertEvents call of 500 events per transaction (rows, Merkle rows, head),
+// round robin over 100 accounts, with events like the bench's (a tool call
+// with a decision, a ~90-byte raw, a client ts).
+func BenchmarkInsertEvents(b *testing.B) {
+	for _, backend := range []storetest.Backend{storetest.SQLite, storetest.Postgres} {
+		b.Run(string(backend), func(b *testing.B) {
+			s := storetest.Open(b, storetest.DSN(b, backend))
+			ctx := context.Background()
+			const accounts, batch = 100, 500
+			raw := json.RawMessage(`{"tool_input":{"cmd_sha256":"` + strings.Repeat("ab", 32) + `"}}`)
+			tool, keyID := "bash", "0194d5a0-0000-7000-8000-000000000001"
+			decisions := []string{"allow", "deny", "ask"}
+			var events int64
+			for i := 0; b.Loop(); i++ {
+				user := fmt.Sprintf("bench-%03d", i%accounts)
+				err := s.InTx(ctx, func(tx *sql.Tx) error {
+					head, err := s.LockHead(ctx, tx, user)
+					if err != nil {
+						return err
+					}
+					evs := make([]store.Event, batch)
+					for j := range evs {
+						n := head.EventCount + int64(j)
+						sum := sha256.Sum256([]byte(fmt.Sprintf("%s/%d", user, n)))
+						ts := int64(1_790_000_000_000_000) + n
+						evs[j] = store.Event{UserID: user, Sequence: n, LeafIndex: n, EventID: fmt.Sprintf("evt-%s-%d", user, n),
+							EventType: "tool_call", PayloadHash: verify.HashPrefix + hex.EncodeToString(sum[:]), Raw: raw,
+							Decision: &decisions[n%3], Tool: &tool, TS: "2026-11-26T06:00:00.000000Z", TSMicros: &ts, Surface: "rest",
+							APIKeyID: &keyID, MachineSequence: n, CreatedAt: ts}
+					}
+					return s.InsertEvents(ctx, tx, evs)
+				})
+				if err != nil {
+					b.Fatal(err)
+				}
+				events += batch
+			}
+			b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(events), "ns/event")
 		})
 	}
 }
