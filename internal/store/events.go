@@ -181,35 +181,10 @@ func (s *Store) InsertEvents(ctx context.Context, tx *sql.Tx, evs []Event) error
 	if err != nil {
 		return err
 	}
-	const cols = 21
 	for start := 0; start < len(evs); start += maxRowsPerInsert {
 		chunk := evs[start:min(start+maxRowsPerInsert, len(evs))]
-		var b strings.Builder
-		args := make([]any, 0, cols*len(chunk))
-		b.WriteString(`INSERT INTO events (` + eventColumns + `) VALUES `)
-		for i := range chunk {
-			e := &chunk[i]
-			if i > 0 {
-				b.WriteByte(',')
-			}
-			b.WriteByte('(')
-			for c := range cols {
-				if c > 0 {
-					b.WriteByte(',')
-				}
-				b.WriteString(s.placeholder(len(args) + c + 1))
-			}
-			b.WriteByte(')')
-			var raw any
-			if e.Raw != nil {
-				raw = string(e.Raw)
-			}
-			args = append(args, account, e.Sequence, e.LeafIndex, e.EventID, e.EventType, e.PrevHash, e.PayloadHash, raw, e.Decision, e.Tool,
-				e.MachineID, e.ParentID, e.Signature, e.SignatureKey, e.TS, e.TSMicros, e.Surface, e.APIKeyID, e.MachineSequence,
-				e.SemanticKey, e.CreatedAt)
-		}
-		b.WriteString(` ON CONFLICT (account, event_id) DO NOTHING`)
-		res, err := tx.ExecContext(ctx, b.String(), args...)
+		query, args := s.insertEventsStatement(account, chunk)
+		res, err := tx.ExecContext(ctx, query, args...)
 		if err != nil {
 			return fmt.Errorf("insert events: %w", err)
 		}
@@ -226,6 +201,97 @@ func (s *Store) InsertEvents(ctx context.Context, tx *sql.Tx, evs []Event) error
 	_, err = tx.ExecContext(ctx, `UPDATE chain_heads SET last_sequence = $2, last_hash = $3, last_event_id = $4, event_count = event_count + $5
 		WHERE user_id = $1`, userID, last.Sequence, last.PayloadHash, last.EventID, len(evs))
 	return err
+}
+
+// eventColumnCount is the number of eventColumns.
+const eventColumnCount = 21
+
+// eventRow is e's values in eventColumns order, pointers read (nil for
+// absent values), so that two rows' values compare with ==.
+func eventRow(account any, e *Event) [eventColumnCount]any {
+	str := func(p *string) any {
+		if p == nil {
+			return nil
+		}
+		return *p
+	}
+	var raw, tsMicros any
+	if e.Raw != nil {
+		raw = string(e.Raw)
+	}
+	if e.TSMicros != nil {
+		tsMicros = *e.TSMicros
+	}
+	return [eventColumnCount]any{account, e.Sequence, e.LeafIndex, e.EventID, e.EventType, str(e.PrevHash), e.PayloadHash, raw,
+		str(e.Decision), str(e.Tool), str(e.MachineID), str(e.ParentID), str(e.Signature), str(e.SignatureKey), e.TS, tsMicros,
+		e.Surface, str(e.APIKeyID), e.MachineSequence, str(e.SemanticKey), e.CreatedAt}
+}
+
+// sharedEventColumns are the columns a multi-row insert binds once when every
+// row of it has the same value there: the account; what the service sets per
+// request (surface, api_key_id, created_at); and what a batch's rows mostly
+// lack, or share (machine_id, parent_id, signature, signature_key,
+// semantic_key). Binding is a sixth of the single writer's work per batched
+// row on SQLite (docs/performance.md "Sixth round"), and a 500-row chunk
+// binds 10,500 values otherwise. Content columns are left out: each
+// combination of shared columns is a statement of its own to prepare and
+// cache, and these few combinations cover the batches a client sends.
+var sharedEventColumns = [eventColumnCount]bool{0: true, 10: true, 11: true, 12: true, 13: true, 16: true, 17: true, 19: true, 20: true}
+
+// insertEventsStatement is the multi-row INSERT of chunk's rows and its
+// arguments. Its first row binds every column; later rows bind their own
+// values and refer to the first row's parameter for a column whose value
+// every row shares (sharedEventColumns). On SQLite the bound parameters stay
+// positional (placeholder), and a reference (?N) names one already numbered,
+// so the positional ones keep counting up.
+func (s *Store) insertEventsStatement(account any, chunk []Event) (string, []any) {
+	rows := make([][eventColumnCount]any, len(chunk))
+	for i := range chunk {
+		rows[i] = eventRow(account, &chunk[i])
+	}
+	var shared [eventColumnCount]bool
+	for c := range shared {
+		shared[c] = sharedEventColumns[c]
+		for i := 1; shared[c] && i < len(rows); i++ {
+			shared[c] = rows[i][c] == rows[0][c]
+		}
+	}
+	var b strings.Builder
+	args := make([]any, 0, eventColumnCount*len(chunk))
+	var first [eventColumnCount]int // the parameter number of the first row's value
+	b.WriteString(`INSERT INTO events (` + eventColumns + `) VALUES `)
+	for i := range rows {
+		if i > 0 {
+			b.WriteByte(',')
+		}
+		b.WriteByte('(')
+		for c, v := range rows[i] {
+			if c > 0 {
+				b.WriteByte(',')
+			}
+			if i > 0 && shared[c] {
+				b.WriteString(s.parameter(first[c]))
+				continue
+			}
+			args = append(args, v)
+			if i == 0 {
+				first[c] = len(args)
+			}
+			b.WriteString(s.placeholder(len(args)))
+		}
+		b.WriteByte(')')
+	}
+	b.WriteString(` ON CONFLICT (account, event_id) DO NOTHING`)
+	return b.String(), args
+}
+
+// parameter names the n-th (1-based) argument explicitly: a reference to a
+// parameter a generated statement bound before.
+func (s *Store) parameter(n int) string {
+	if s.Dialect == SQLite {
+		return "?" + strconv.Itoa(n)
+	}
+	return "$" + strconv.Itoa(n)
 }
 
 // placeholder is the SQL placeholder of the n-th (1-based) argument of a

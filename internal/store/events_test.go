@@ -7,6 +7,8 @@ import (
 	"fmt"
 	"testing"
 
+	"github.com/google/go-cmp/cmp"
+
 	"github.com/auditchain/auditchain/internal/store"
 	"github.com/auditchain/auditchain/internal/store/storetest"
 )
@@ -72,6 +74,66 @@ func TestLeafPositionsFollowChainOrder(t *testing.T) {
 		}
 		if _, err := s.EventByPayloadHash(ctx, user, hashes[4], edge+1); !errors.Is(err, store.ErrNotFound) {
 			t.Fatalf("EventByPayloadHash one past the window: %v, want not found", err)
+		}
+	})
+}
+
+// A batch's rows read back exactly as given, column by column, whether a
+// column holds one value for every row (which the insert binds once) or not:
+// here the machine, parent, signature and semantic key are shared by the
+// first chunk's rows and differ in the second's, and the surface, key and
+// creation time differ in one row only.
+func TestInsertEventsStoresEveryColumnAsGiven(t *testing.T) {
+	storetest.EachStore(t, func(t *testing.T, s *store.Store) {
+		ctx := context.Background()
+		const user = "u-columns"
+		str := func(v string) *string { return &v }
+		num := func(v int64) *int64 { return &v }
+		event := func(i int64, varied bool) store.Event {
+			e := store.Event{UserID: user, Sequence: i, LeafIndex: i, EventID: fmt.Sprintf("evt-%d", i), EventType: "tool_call",
+				PayloadHash: fmt.Sprintf("sha256:%064x", i+1), Raw: []byte(fmt.Sprintf(`{"i":%d}`, i)), Decision: str("allow"),
+				Tool: str("bash"), MachineID: str("m1"), TS: "2026-11-26T00:00:00Z", TSMicros: num(1_790_000_000_000_000 + i),
+				Surface: "rest", APIKeyID: str("key-1"), MachineSequence: i, CreatedAt: 1_790_000_000_000_000}
+			if i > 0 {
+				e.PrevHash = str(fmt.Sprintf("sha256:%064x", i))
+			}
+			if varied {
+				switch i % 4 {
+				case 0:
+					e.MachineID, e.ParentID = nil, str("evt-0")
+				case 1:
+					e.Signature, e.SignatureKey = str(fmt.Sprintf("sig-%d", i)), str("fp-1")
+				case 2:
+					e.SemanticKey, e.Raw = str(fmt.Sprintf("sem-%d", i)), nil
+				}
+			}
+			return e
+		}
+		var want []store.Event
+		for i := range int64(12) {
+			want = append(want, event(i, false))
+		}
+		for i := int64(12); i < 30; i++ {
+			want = append(want, event(i, true))
+		}
+		want[20].Surface, want[21].APIKeyID, want[22].CreatedAt = "sdk", str("key-2"), 7
+		for _, chunk := range [][]store.Event{want[:12], want[12:]} {
+			err := s.InTx(ctx, func(tx *sql.Tx) error {
+				if _, err := s.LockHead(ctx, tx, user); err != nil {
+					return err
+				}
+				return s.InsertEvents(ctx, tx, chunk)
+			})
+			if err != nil {
+				t.Fatal(err)
+			}
+		}
+		var got []store.Event
+		if err := s.EventsFrom(ctx, user, 0, func(e *store.Event) error { got = append(got, *e); return nil }); err != nil {
+			t.Fatal(err)
+		}
+		if diff := cmp.Diff(want, got); diff != "" {
+			t.Fatalf("stored rows differ from the batch (-want +got):\n%s", diff)
 		}
 	})
 }
