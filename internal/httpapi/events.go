@@ -64,9 +64,15 @@ func (s *Server) appendEvent(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	in, err := decode[domain.EventInput](r, s.app.Cfg.MaxBodyBytes, false)
+	body, err := readJSONBody(r, s.app.Cfg.MaxBodyBytes, false)
 	if err != nil {
 		return err
+	}
+	in, ok := decodeEventFast(body)
+	if !ok {
+		if in, err = decodeBody[domain.EventInput](body); err != nil {
+			return err
+		}
 	}
 	res, err := s.app.Append(r.Context(), principal(r), in, surface)
 	if err != nil {
@@ -140,11 +146,16 @@ func (s *Server) appendBatch(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	// One pass over the body when every row decodes; otherwise the rows are
+	// One pass over the body when every row decodes (without encoding/json
+	// when the body has the usual shape: eventjson.go); otherwise the rows are
 	// decoded one by one, so that each bad row is named by its index (SPEC.md
 	// "POST /v1/events/batch": errors per row) and the good ones still stored.
 	var res app.BatchResult
-	if clientMachine, rows, ok := decodeBatchInOnePass(body); ok {
+	clientMachine, rows, ok := decodeBatchFast(body)
+	if !ok {
+		clientMachine, rows, ok = decodeBatchInOnePass(body)
+	}
+	if ok {
 		if res, err = s.app.AppendDecodedBatch(r.Context(), principal(r), clientMachine, rows); err != nil {
 			return err
 		}

@@ -1,0 +1,163 @@
+package httpapi
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"io"
+	"reflect"
+	"strings"
+	"testing"
+
+	"github.com/auditchain/auditchain/internal/domain"
+)
+
+// strictEvent is what encoding/json makes of an append body (unmarshalStrict's
+// rules): one object, unknown fields refused, nothing after it.
+func strictEvent(b []byte) (domain.EventInput, bool) {
+	var in domain.EventInput
+	dec := json.NewDecoder(bytes.NewReader(b))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&in); err != nil {
+		return in, false
+	}
+	_, err := dec.Token()
+	return in, err == io.EOF
+}
+
+const typicalEvent = `{"decision":"allow","event_id":"evt-1a2b","event_type":"tool_call","machine_id":null,"parent_id":null,` +
+	`"prev_hash":"sha256:` + "0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef" + `","raw":{"tool_input":{"cmd_sha256":"ab"}},` +
+	`"sequence":41,"signature":null,"signature_key":null,"tool":"bash","ts":"2026-11-26T06:00:00.000000Z"}`
+
+// The shapes clients send take the fast path, and give what encoding/json
+// gives; anything else is declined, so that encoding/json decides (and names
+// the error).
+func TestDecodeEventFast(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		body string
+		fast bool
+	}{
+		{"typical", typicalEvent, true},
+		{"spaced", " \n{ \"event_id\" : \"evt-1\" ,\t\"sequence\":0, \"raw\" : [ 1 , {\"a\":\"}\\\"]\"} ] }\r\n", true},
+		{"empty object", `{}`, true},
+		{"null raw", `{"raw":null,"sequence":-0}`, true},
+		{"string raw with an escape", `{"raw":"\u00e9\n"}`, true},
+		{"non-ASCII string", `{"tool":"répertoire"}`, true},
+		{"escape in a field", `{"tool":"a\"b"}`, false},
+		{"invalid UTF-8", "{\"tool\":\"a\xffb\"}", false},
+		{"key in another case", `{"Event_ID":"evt-1"}`, false},
+		{"key given twice", `{"tool":"a","tool":"b"}`, false},
+		{"unknown field", `{"extra":1}`, false},
+		{"fractional sequence", `{"sequence":1.0}`, false},
+		{"exponent", `{"sequence":1e2}`, false},
+		{"leading zero", `{"sequence":01}`, false},
+		{"sequence too large", `{"sequence":9223372036854775808}`, false},
+		{"sequence as a string", `{"sequence":"1"}`, false},
+		{"bad raw", `{"raw":{"a":}}`, false},
+		{"raw cut short", `{"raw":{"a":"b`, false},
+		{"trailing comma", `{"tool":"a",}`, false},
+		{"data after the object", `{"tool":"a"} {}`, false},
+		{"not an object", `[1]`, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			got, ok := decodeEventFast([]byte(tc.body))
+			if ok != tc.fast {
+				t.Fatalf("fast path took it: %v, want %v", ok, tc.fast)
+			}
+			if !ok {
+				return
+			}
+			want, valid := strictEvent([]byte(tc.body))
+			if !valid || !reflect.DeepEqual(got, want) {
+				t.Fatalf("fast path gave %+v, encoding/json %+v (valid %v)", got, want, valid)
+			}
+		})
+	}
+}
+
+func TestDecodeBatchFast(t *testing.T) {
+	rows := strings.Repeat(typicalEvent+",", 3) + typicalEvent
+	for _, tc := range []struct {
+		name string
+		body string
+		fast bool
+	}{
+		{"typical", `{"client_machine":"m1","events":[` + rows + `]}`, true},
+		{"events only", `{"events":[` + rows + `]}`, true},
+		{"no events", `{"events":[]}`, true},
+		{"machine null, after the events", `{"events":[{}],"client_machine":null}`, true},
+		{"events missing", `{"client_machine":"m1"}`, false},
+		{"events null", `{"events":null}`, false},
+		{"events twice", `{"events":[],"events":[]}`, false},
+		{"a null row", `{"events":[null]}`, false},
+		{"a bad row", `{"events":[{"sequence":"x"}]}`, false},
+		{"unknown key", `{"events":[],"other":1}`, false},
+		{"missing comma", `{"events":[] "client_machine":null}`, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			m, got, ok := decodeBatchFast([]byte(tc.body))
+			if ok != tc.fast {
+				t.Fatalf("fast path took it: %v, want %v", ok, tc.fast)
+			}
+			if !ok {
+				return
+			}
+			wantM, want, valid := decodeBatchInOnePass([]byte(tc.body))
+			if !valid || !reflect.DeepEqual(m, wantM) || !reflect.DeepEqual(got, want) {
+				t.Fatalf("fast path gave %v %+v, the encoding/json pass %v %+v (valid %v)", m, got, wantM, want, valid)
+			}
+		})
+	}
+}
+
+// Wherever the fast path takes a body, encoding/json takes it too and gives
+// the same event.
+func FuzzEventJSON(f *testing.F) {
+	for _, s := range []string{typicalEvent, `{}`, `{"raw":null}`, `{"raw":"\u00e9"}`, `{"sequence":-0}`, `{"tool":"a","tool":"b"}`,
+		`{"raw":[1,{"a":"]}"}]}`, `{"sequence":12345678901234567}`, " {\"ts\" :\"x\"} "} {
+		f.Add([]byte(s))
+	}
+	f.Fuzz(func(t *testing.T, b []byte) {
+		got, ok := decodeEventFast(b)
+		if !ok {
+			return
+		}
+		want, valid := strictEvent(b)
+		if !valid {
+			t.Fatalf("fast path took %q, which encoding/json refuses", b)
+		}
+		if !reflect.DeepEqual(got, want) {
+			t.Fatalf("%q: fast path gave %s, encoding/json %s", b, show(got), show(want))
+		}
+		// And as the only row of a batch.
+		body := append(append([]byte(`{"events":[`), b...), ']', '}')
+		_, rows, ok := decodeBatchFast(body)
+		if _, wantRows, valid := decodeBatchInOnePass(body); ok && (!valid || !reflect.DeepEqual(rows, wantRows)) {
+			t.Fatalf("%q as a batch row: fast path gave %+v, the encoding/json pass %+v (valid %v)", b, rows, wantRows, valid)
+		}
+	})
+}
+
+func show(in domain.EventInput) string {
+	b, _ := json.Marshal(in)
+	return fmt.Sprintf("%s (raw %q)", b, in.Raw)
+}
+
+func BenchmarkDecodeBatch(b *testing.B) {
+	body := []byte(`{"client_machine":null,"events":[` + strings.Repeat(typicalEvent+",", 499) + typicalEvent + `]}`)
+	b.Run("fast", func(b *testing.B) {
+		for b.Loop() {
+			if _, _, ok := decodeBatchFast(body); !ok {
+				b.Fatal("declined")
+			}
+		}
+	})
+	b.Run("encoding/json", func(b *testing.B) {
+		for b.Loop() {
+			if _, _, ok := decodeBatchInOnePass(body); !ok {
+				b.Fatal("declined")
+			}
+		}
+	})
+}
