@@ -59,6 +59,11 @@ func TestDecodeEventFast(t *testing.T) {
 		{"trailing comma", `{"tool":"a",}`, false},
 		{"data after the object", `{"tool":"a"} {}`, false},
 		{"not an object", `[1]`, false},
+		{"raw nested 64 deep", `{"raw":` + strings.Repeat("[", 64) + strings.Repeat("]", 64) + `}`, true},
+		{"raw nested 65 deep", `{"raw":` + strings.Repeat("[", 65) + strings.Repeat("]", 65) + `}`, false},
+		// encoding/json refuses a body nested deeper than 10,000 levels: raw's
+		// own levels and the object around it count.
+		{"raw nested to encoding/json's limit", `{"raw":` + strings.Repeat("[", 10000) + strings.Repeat("]", 10000) + `}`, false},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			got, ok := decodeEventFast([]byte(tc.body))
@@ -94,6 +99,7 @@ func TestDecodeBatchFast(t *testing.T) {
 		{"a bad row", `{"events":[{"sequence":"x"}]}`, false},
 		{"unknown key", `{"events":[],"other":1}`, false},
 		{"missing comma", `{"events":[] "client_machine":null}`, false},
+		{"a raw nested to encoding/json's limit", `{"events":[{"raw":` + strings.Repeat("[", 9999) + strings.Repeat("]", 9999) + `}]}`, false},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			m, got, ok := decodeBatchFast([]byte(tc.body))
@@ -135,6 +141,26 @@ func FuzzEventJSON(f *testing.F) {
 		_, rows, ok := decodeBatchFast(body)
 		if _, wantRows, valid := decodeBatchInOnePass(body); ok && (!valid || !reflect.DeepEqual(rows, wantRows)) {
 			t.Fatalf("%q as a batch row: fast path gave %+v, the encoding/json pass %+v (valid %v)", b, rows, wantRows, valid)
+		}
+	})
+}
+
+// Wherever the fast path takes a whole batch body, the encoding/json pass
+// takes it too and gives the same machine and rows.
+func FuzzBatchJSON(f *testing.F) {
+	for _, s := range []string{`{"client_machine":"m1","events":[` + typicalEvent + `,{}]}`, `{"events":[]}`,
+		`{"events":[{}],"client_machine":null}`, `{"events":[],"events":[]}`, `{"events":[null]}`, `{"client_machine":"m"}`,
+		` { "events" : [ { "raw" : [ 1 ] } ] , "client_machine" : "x" } `} {
+		f.Add([]byte(s))
+	}
+	f.Fuzz(func(t *testing.T, b []byte) {
+		m, rows, ok := decodeBatchFast(b)
+		if !ok {
+			return
+		}
+		wantM, want, valid := decodeBatchInOnePass(b)
+		if !valid || !reflect.DeepEqual(m, wantM) || !reflect.DeepEqual(rows, want) {
+			t.Fatalf("%q: fast path gave %v %+v, the encoding/json pass %v %+v (valid %v)", b, m, rows, wantM, want, valid)
 		}
 	})
 }

@@ -276,8 +276,8 @@ func (s *Store) appendLeaves(ctx context.Context, tx *sql.Tx, evs []Event) error
 // (and, in runs on SQLite, well within them).
 const maxHashesPerInsert = 2000
 
-// overlayReader serves hashes already read or written in this run from
-// memory and reads the others from base (stored hashes never change).
+// overlayReader serves hashes read ahead from memory (known) and reads the
+// others from base (stored hashes never change).
 type overlayReader struct {
 	base  merkle.HashReader
 	known map[int64]tlog.Hash

@@ -479,7 +479,8 @@ func BenchmarkInsertEventCharged(b *testing.B) {
 // BenchmarkInsertEvents measures batch ingest's store work per event: one
 // InsertEvents call of 500 events per transaction (rows, Merkle rows, head),
 // round robin over 100 accounts, with events like the bench's (a tool call
-// with a decision, a ~90-byte raw, a client ts).
+// with a decision, a ~90-byte raw, a client ts; one creation time per batch,
+// as the service sets it per request).
 func BenchmarkInsertEvents(b *testing.B) {
 	for _, backend := range []storetest.Backend{storetest.SQLite, storetest.Postgres} {
 		b.Run(string(backend), func(b *testing.B) {
@@ -505,7 +506,7 @@ func BenchmarkInsertEvents(b *testing.B) {
 						evs[j] = store.Event{UserID: user, Sequence: n, LeafIndex: n, EventID: fmt.Sprintf("evt-%s-%d", user, n),
 							EventType: "tool_call", PayloadHash: verify.HashPrefix + hex.EncodeToString(sum[:]), Raw: raw,
 							Decision: &decisions[n%3], Tool: &tool, TS: "2026-11-26T06:00:00.000000Z", TSMicros: &ts, Surface: "rest",
-							APIKeyID: &keyID, MachineSequence: n, CreatedAt: ts}
+							APIKeyID: &keyID, MachineSequence: n, CreatedAt: 1_790_000_000_000_000 + int64(i)}
 					}
 					return s.InsertEvents(ctx, tx, evs)
 				})
