@@ -12,6 +12,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 
 	"github.com/jackc/pgx/v5"
 )
@@ -228,61 +229,112 @@ func eventRow(account any, e *Event) [eventColumnCount]any {
 }
 
 // sharedEventColumns are the columns a multi-row insert binds once when every
-// row of it has the same value there: the account; what the service sets per
-// request (surface, api_key_id, created_at); and what a batch's rows mostly
-// lack, or share (machine_id, parent_id, signature, signature_key,
-// semantic_key). Binding is a sixth of the single writer's work per batched
-// row on SQLite (docs/performance.md "Sixth round"), and a 500-row chunk
-// binds 10,500 values otherwise. Content columns are left out: each
-// combination of shared columns is a statement of its own to prepare and
-// cache, and these few combinations cover the batches a client sends.
+// row of it has the same value there (or writes NULL when that value is
+// absent): the account; what the service sets per request (surface,
+// api_key_id, created_at); and what a batch's rows mostly lack, or share
+// (machine_id, parent_id, signature, signature_key, semantic_key). Binding is
+// a sixth of the single writer's work per batched row on SQLite
+// (docs/performance.md "Sixth round"), and a 500-row chunk binds 10,500
+// values otherwise. Content columns are left out: each combination of shared
+// columns is a statement of its own to prepare and cache, and these few
+// combinations cover the batches a client sends.
 var sharedEventColumns = [eventColumnCount]bool{0: true, 10: true, 11: true, 12: true, 13: true, 16: true, 17: true, 19: true, 20: true}
 
+// insertShape is what the text of a multi-row INSERT of events depends on:
+// its number of rows, the columns it binds once (shared: the first row's
+// parameter serves every row) and those it writes as NULL in every row.
+type insertShape struct {
+	rows         int
+	shared, null uint32 // bit c: column c of eventColumns
+}
+
+// insertTexts caches the statement of each shape (at most maxInsertTexts):
+// a 500-row statement is 30 KB of text, built on the single writer.
+type insertTexts struct {
+	mu sync.Mutex
+	m  map[insertShape]string
+}
+
+const maxInsertTexts = 64
+
 // insertEventsStatement is the multi-row INSERT of chunk's rows and its
-// arguments. Its first row binds every column; later rows bind their own
-// values and refer to the first row's parameter for a column whose value
-// every row shares (sharedEventColumns). On SQLite the bound parameters stay
-// positional (placeholder), and a reference (?N) names one already numbered,
-// so the positional ones keep counting up.
+// arguments. A column whose value every row shares (sharedEventColumns) is
+// bound once, in the first row, and later rows refer to that parameter; one
+// absent from every row is the literal NULL and not bound at all. On SQLite
+// the other parameters stay positional (placeholder), and a reference (?N)
+// names one already numbered, so the positional ones keep counting up.
 func (s *Store) insertEventsStatement(account any, chunk []Event) (string, []any) {
 	rows := make([][eventColumnCount]any, len(chunk))
 	for i := range chunk {
 		rows[i] = eventRow(account, &chunk[i])
 	}
-	var shared [eventColumnCount]bool
-	for c := range shared {
-		shared[c] = sharedEventColumns[c]
-		for i := 1; shared[c] && i < len(rows); i++ {
-			shared[c] = rows[i][c] == rows[0][c]
+	shape := insertShape{rows: len(rows)}
+	for c := range eventColumnCount {
+		same := sharedEventColumns[c]
+		for i := 1; same && i < len(rows); i++ {
+			same = rows[i][c] == rows[0][c]
+		}
+		switch {
+		case same && rows[0][c] == nil:
+			shape.null |= 1 << c
+		case same:
+			shape.shared |= 1 << c
 		}
 	}
-	var b strings.Builder
 	args := make([]any, 0, eventColumnCount*len(chunk))
-	var first [eventColumnCount]int // the parameter number of the first row's value
-	b.WriteString(`INSERT INTO events (` + eventColumns + `) VALUES `)
 	for i := range rows {
+		for c, v := range rows[i] {
+			if bit := uint32(1) << c; shape.null&bit == 0 && (i == 0 || shape.shared&bit == 0) {
+				args = append(args, v)
+			}
+		}
+	}
+	return s.insertEventsText(shape), args
+}
+
+func (s *Store) insertEventsText(shape insertShape) string {
+	s.inserts.mu.Lock()
+	defer s.inserts.mu.Unlock()
+	if q, ok := s.inserts.m[shape]; ok {
+		return q
+	}
+	var b strings.Builder
+	b.WriteString(`INSERT INTO events (` + eventColumns + `) VALUES `)
+	var first [eventColumnCount]int // the parameter number of the first row's value
+	n := 0
+	for i := range shape.rows {
 		if i > 0 {
 			b.WriteByte(',')
 		}
 		b.WriteByte('(')
-		for c, v := range rows[i] {
+		for c := range eventColumnCount {
 			if c > 0 {
 				b.WriteByte(',')
 			}
-			if i > 0 && shared[c] {
+			switch bit := uint32(1) << c; {
+			case shape.null&bit != 0:
+				b.WriteString("NULL")
+			case i > 0 && shape.shared&bit != 0:
 				b.WriteString(s.parameter(first[c]))
-				continue
+			default:
+				n++
+				if i == 0 {
+					first[c] = n
+				}
+				b.WriteString(s.placeholder(n))
 			}
-			args = append(args, v)
-			if i == 0 {
-				first[c] = len(args)
-			}
-			b.WriteString(s.placeholder(len(args)))
 		}
 		b.WriteByte(')')
 	}
 	b.WriteString(` ON CONFLICT (account, event_id) DO NOTHING`)
-	return b.String(), args
+	q := b.String()
+	if s.inserts.m == nil {
+		s.inserts.m = map[insertShape]string{}
+	}
+	if len(s.inserts.m) < maxInsertTexts {
+		s.inserts.m[shape] = q
+	}
+	return q
 }
 
 // parameter names the n-th (1-based) argument explicitly: a reference to a

@@ -50,6 +50,8 @@ type Store struct {
 	ckpt *checkpointer
 	// numbers are the accounts' numbers (SQLite; account_numbers.go).
 	numbers *accountNumbers
+	// inserts caches the texts of batch inserts (events.go).
+	inserts insertTexts
 	// batch serves AppendUnlockedBatch (PostgreSQL; append_pg_batch.go): a
 	// pool whose sessions plan with index lookups only.
 	batch          *sql.DB
