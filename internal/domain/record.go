@@ -21,6 +21,13 @@ const (
 	MaxAncestry    = 50
 )
 
+// MaxClientSequence is the highest sequence a client may send, single or
+// batch (CONTRACT.md "Batch"): RFC 8785 numbers are IEEE doubles, exact up
+// to 2^53, and the space above 2^52 is the service's, so that no client
+// input can leave an account unable to take the events the service writes
+// at the tip (grant.revoked, governance.*, chain_repair).
+const MaxClientSequence = 1 << 52
+
 var maxTextFieldLen = 256
 
 // ValidEventID reports whether id matches ^evt-[A-Za-z0-9_.:-]{1,160}$, the
@@ -97,6 +104,8 @@ func ValidateEventShape(in *EventInput) []FieldError {
 		bad("sequence", "required")
 	case *in.Sequence < 0:
 		bad("sequence", "must be 0 or more")
+	case *in.Sequence > MaxClientSequence:
+		bad("sequence", fmt.Sprintf("must be at most %d (2^52)", int64(MaxClientSequence)))
 	}
 	if in.PrevHash != nil && !ValidHash(*in.PrevHash) {
 		bad("prev_hash", "must be sha256:<64 lowercase hex> or null")

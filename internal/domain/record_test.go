@@ -2,6 +2,7 @@ package domain
 
 import (
 	"encoding/json"
+	"math"
 	"regexp"
 	"strings"
 	"testing"
@@ -27,6 +28,9 @@ func TestValidateEventShape(t *testing.T) {
 		{"empty event_type", func(e *EventInput) { e.EventType = ptr("") }, "event_type"},
 		{"missing sequence", func(e *EventInput) { e.Sequence = nil }, "sequence"},
 		{"negative sequence", func(e *EventInput) { e.Sequence = ptr(int64(-1)) }, "sequence"},
+		{"sequence 2^52", func(e *EventInput) { e.Sequence = ptr(int64(MaxClientSequence)) }, ""},
+		{"sequence 2^52+1", func(e *EventInput) { e.Sequence = ptr(int64(MaxClientSequence + 1)) }, "sequence"},
+		{"sequence 2^63-1", func(e *EventInput) { e.Sequence = ptr(int64(math.MaxInt64)) }, "sequence"},
 		{"prev_hash malformed", func(e *EventInput) { e.PrevHash = ptr("sha256:xyz") }, "prev_hash"},
 		{"prev_hash uppercase hex", func(e *EventInput) {
 			e.PrevHash = ptr("sha256:" + "AB" + string(make([]byte, 0)) + "00000000000000000000000000000000000000000000000000000000000000")
