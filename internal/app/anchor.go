@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/auditchain/auditchain/internal/anchor"
+	"github.com/auditchain/auditchain/internal/app/writer"
 	"github.com/auditchain/auditchain/internal/domain"
 	"github.com/auditchain/auditchain/internal/store"
 )
@@ -141,12 +142,12 @@ func (a *App) anchorAccount(ctx context.Context, prov anchor.Provider, userID st
 	}
 	now := a.Now()
 	p := Principal{UserID: userID, Kind: "service"}
-	err = a.write(ctx, func(t *txn) error {
-		if _, err := a.Store.LockHead(ctx, t.tx, userID); err != nil {
+	err = a.w.Write(ctx, func(t *writer.Tx) error {
+		if _, err := t.Lock(ctx, userID); err != nil {
 			return err
 		}
 		// Another replica's sweep may have anchored this block meanwhile.
-		switch l, err := a.Store.LastAnchor(ctx, t.tx, userID); {
+		switch l, err := a.Store.LastAnchor(ctx, t.SQL(), userID); {
 		case err == nil && l.BlockIndex >= block.Index:
 			return errAnchoredMeanwhile
 		case err != nil && !errors.Is(err, store.ErrNotFound):
@@ -162,7 +163,7 @@ func (a *App) anchorAccount(ctx context.Context, prov anchor.Provider, userID st
 		if err != nil {
 			return err
 		}
-		return a.Store.InsertAnchor(ctx, t.tx, store.Anchor{UserID: userID, BlockIndex: block.Index, TreeSize: int64(block.Size),
+		return a.Store.InsertAnchor(ctx, t.SQL(), store.Anchor{UserID: userID, BlockIndex: block.Index, TreeSize: int64(block.Size),
 			RootHash: block.Root[:], BlockHash: block.Hash[:], Provider: prov.Name(), TSAURL: receipt.URL, Token: receipt.Token,
 			GenTime: receipt.GenTime.UnixMicro(), SerialNumber: receipt.SerialNumber, EventID: ev.EventID,
 			ChainSize: ev.LeafIndex + 1, CreatedAt: now.UnixMicro()})

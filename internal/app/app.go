@@ -1,18 +1,19 @@
-// Package app holds auditchain's use cases. It owns transactions, turns store
-// failures into domain errors, and is the single place where server-written
-// chain events, notifications and stream frames originate.
+// Package app holds auditchain's use cases: each reads as the spec's rules.
+// They write only through the write seam (package writer), one transaction
+// with its effects at a time, and know nothing of the store's dialect; they
+// turn store outcomes into domain errors, and are the single place where
+// server-written chain events and notifications originate.
 package app
 
 import (
-	"cmp"
 	"context"
 	"crypto/ed25519"
 	"crypto/rand"
 	"io"
 	"log/slog"
-	"sync/atomic"
 	"time"
 
+	"github.com/auditchain/auditchain/internal/app/writer"
 	"github.com/auditchain/auditchain/internal/config"
 	"github.com/auditchain/auditchain/internal/domain"
 	"github.com/auditchain/auditchain/internal/store"
@@ -28,10 +29,8 @@ type App struct {
 	Rand  io.Reader
 	Log   *slog.Logger
 
-	// Hub delivers appended events to this process's stream listeners. PGBus,
-	// when set (PostgreSQL), carries them to every replica's Hub via NOTIFY.
-	Hub   *stream.Hub
-	PGBus *stream.PGBus
+	// Hub delivers appended events to this process's stream listeners.
+	Hub *stream.Hub
 	// Dedup is the dedup gate's policy (cacheable tools and window).
 	Dedup domain.DedupPolicy
 
@@ -42,25 +41,16 @@ type App struct {
 	// tests inject one they tick by hand.
 	NewTicker func(time.Duration) Ticker
 
-	// group is the SQLite group committer (nil on PostgreSQL).
-	group *groupCommitter
+	// w is the write seam: every write of every use case goes through it.
+	w *writer.Writer
 	// gateCache and keyCache hold the gate's inputs per account and the
-	// authenticated API keys (readcache.go). They exist only where this
-	// process is the store's one writer (SQLite); on PostgreSQL other replicas
-	// write too, so every read goes to the database (docs/decisions/gate.md).
-	gateCache *readCache[gateKey, gateRead]
-	keyCache  *readCache[string, knownKey]
+	// authenticated API keys. They exist only where this process is the
+	// store's sole writer (SQLite); elsewhere they are nil and every read
+	// goes to the database (docs/decisions/gate.md).
+	gateCache *writer.ReadCache[gateKey, gateRead]
+	keyCache  *writer.ReadCache[string, knownKey]
 	// heal is this process's heal status cache and periodic tasks (heal.go).
 	heal healState
-	// marks are the accounts this replica streams (PostgreSQL; listenmarks.go).
-	marks listenMarks
-	// pgBatch sends optimistic appends in shared statements (PostgreSQL;
-	// pgbatch.go).
-	pgBatch *pgBatcher
-	// heads is the optimistic append's head cache (PostgreSQL; headcache.go).
-	heads headCache
-	// pgAppends counts client appends on PostgreSQL by path (PGAppends).
-	pgAppends struct{ optimistic, locked atomic.Int64 }
 }
 
 // Bounds of the read caches: at most this many accounts with this many cached
@@ -76,35 +66,33 @@ const (
 func New(st *store.Store, cfg config.Config, log *slog.Logger) *App {
 	a := &App{Store: st, Cfg: cfg, Now: time.Now, Rand: rand.Reader, Log: log,
 		Hub: stream.NewHub(stream.Options{}), Dedup: domain.DefaultDedupPolicy()}
-	if st.Dialect == store.SQLite {
-		a.group = newGroupCommitter(a, groupQueueSize)
-		a.gateCache = newReadCache[gateKey, gateRead](gateCacheAccounts, gateCacheEntries)
-		a.keyCache = newReadCache[string, knownKey](1, keyCacheEntries)
-	} else {
-		a.pgBatch = newPGBatcher(st, cmp.Or(cfg.RequestTimeout, 15*time.Second), pgBatchWorkers, pgBatchQueue)
-	}
+	// The writer reads the clock through a, so a test that sets a.Now sets it too.
+	a.w = writer.New(st, writer.Options{Now: func() time.Time { return a.Now() }, Log: log, Hub: a.Hub,
+		StatementTimeout: cfg.RequestTimeout})
+	a.gateCache = writer.NewReadCache[gateKey, gateRead](a.w, gateCacheAccounts, gateCacheEntries)
+	a.keyCache = writer.NewReadCache[string, knownKey](a.w, 1, keyCacheEntries)
 	return a
 }
 
 // Ready reports whether the store answers (GET /v1/health).
 func (a *App) Ready(ctx context.Context) error { return a.Store.Ping(ctx) }
 
-// StartBus connects stream fan-out across replicas. On PostgreSQL every replica
-// LISTENs on one channel and appends NOTIFY inside their transactions; on SQLite
-// (one process) the in-process Hub is all there is. It returns once listening,
-// and the listener runs until ctx ends.
-func (a *App) StartBus(ctx context.Context, dsn string) error {
-	if a.Store.Dialect != store.Postgres {
-		return nil
-	}
-	a.PGBus = stream.NewPGBus(a.Store.WriteDB(), dsn, a.Hub, a.Log)
-	a.PGBus.Vouch = a.vouchAnnounced
-	go a.PGBus.Listen(ctx)
-	go a.keepListenMarks(ctx)
-	select {
-	case <-a.PGBus.Ready():
-		return nil
-	case <-ctx.Done():
-		return ctx.Err()
-	}
+// StartBus connects stream fan-out across replicas (writer.StartBus): it
+// returns once listening, and the listener runs until ctx ends.
+func (a *App) StartBus(ctx context.Context, dsn string) error { return a.w.StartBus(ctx, dsn) }
+
+// WatchStream marks userID as streamed by this replica before its stream
+// reads the tip (writer.WatchStream); self is the stream being opened.
+func (a *App) WatchStream(ctx context.Context, userID string, self *stream.Subscription) error {
+	return a.w.WatchStream(ctx, userID, self)
+}
+
+// WriteStats reports what the write engine did (metrics).
+func (a *App) WriteStats() writer.Stats { return a.w.Stats() }
+
+// Close stops background work (periodic heal tasks, then the writer).
+// Queued writes are answered.
+func (a *App) Close() {
+	a.StopHealTasks()
+	a.w.Close()
 }

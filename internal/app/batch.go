@@ -10,6 +10,7 @@ import (
 	"slices"
 	"time"
 
+	"github.com/auditchain/auditchain/internal/app/writer"
 	"github.com/auditchain/auditchain/internal/domain"
 	"github.com/auditchain/auditchain/internal/store"
 )
@@ -117,10 +118,10 @@ func (a *App) appendBatch(ctx context.Context, p Principal, res BatchResult, inp
 		}
 	}
 
-	err := a.write(ctx, func(t *txn) error {
+	err := a.w.Write(ctx, func(t *writer.Tx) error {
 		r := res
 		// The per-key rate counts every row the call carries.
-		tat, err := a.Store.RateState(ctx, t.tx, p.KeyID)
+		tat, err := a.Store.RateState(ctx, t.SQL(), p.KeyID)
 		if err != nil {
 			return err
 		}
@@ -130,12 +131,12 @@ func (a *App) appendBatch(ctx context.Context, p Principal, res BatchResult, inp
 				Detail: fmt.Sprintf("this key may send %d batch events per minute; retry in %d s", a.Cfg.BatchRateLimit, rate.RetryAfter)}).
 				With("rate", Rate{Count: rate.Count, Limit: a.Cfg.BatchRateLimit, Remaining: rate.Remaining})
 		}
-		if err := a.Store.SetRateState(ctx, t.tx, p.KeyID, rate.NewTAT.UnixMicro()); err != nil {
+		if err := a.Store.SetRateState(ctx, t.SQL(), p.KeyID, rate.NewTAT.UnixMicro()); err != nil {
 			return err
 		}
 		r.Rate = Rate{Count: rate.Count, Limit: a.Cfg.BatchRateLimit, Remaining: rate.Remaining}
 
-		head, err := a.Store.LockHead(ctx, t.tx, p.UserID)
+		head, err := t.Lock(ctx, p.UserID)
 		if err != nil {
 			return err
 		}
@@ -145,29 +146,22 @@ func (a *App) appendBatch(ctx context.Context, p Principal, res BatchResult, inp
 		// finds any id stored anyway, and then the rows are placed again after
 		// the lookup. The lookup was a tenth of the writer's time per batch.
 		if !retriesStoredRows(inputs, head) {
-			if _, err := t.tx.ExecContext(ctx, "SAVEPOINT batch_rows"); err != nil {
+			var out BatchResult
+			err := t.Savepoint(ctx, func() error {
+				var err error
+				out, err = a.storeBatchRows(ctx, t, p, r, inputs, prepared, prepareErrs, head, nil, now)
 				return err
-			}
-			out, err := a.storeBatchRows(ctx, t, p, r, inputs, prepared, prepareErrs, head, nil, now)
+			})
 			if !errors.Is(err, errBatchNeedsLookup) {
-				if err == nil {
-					_, err = t.tx.ExecContext(ctx, "RELEASE batch_rows")
-				}
 				if err == nil {
 					res = out
 				}
 				return err
 			}
-			if _, err := t.tx.ExecContext(ctx, "ROLLBACK TO batch_rows"); err != nil {
-				return err
-			}
-			if _, err := t.tx.ExecContext(ctx, "RELEASE batch_rows"); err != nil {
-				return err
-			}
 		}
 		// Every id the batch carries, looked up at once under the head lock:
 		// no other append to the account can store one meanwhile.
-		already, err := a.Store.EventsByIDs(ctx, t.tx, p.UserID, ids)
+		already, err := a.Store.EventsByIDs(ctx, t.SQL(), p.UserID, ids)
 		if err != nil {
 			return err
 		}
@@ -207,7 +201,7 @@ func retriesStoredRows(inputs []*domain.EventInput, head store.Head) bool {
 // rows' ids found stored; nil means they were not looked up, and a stored id
 // (or a quota refusal, which may count stored rows) then ends the attempt
 // with errBatchNeedsLookup.
-func (a *App) storeBatchRows(ctx context.Context, t *txn, p Principal, r BatchResult, inputs []*domain.EventInput,
+func (a *App) storeBatchRows(ctx context.Context, t *writer.Tx, p Principal, r BatchResult, inputs []*domain.EventInput,
 	prepared []store.Event, prepareErrs []error, head store.Head, already map[string]store.Event, now time.Time) (BatchResult, error) {
 	r.Errors = slices.Clone(r.Errors)
 	var stored []store.Event
@@ -250,54 +244,24 @@ func (a *App) storeBatchRows(ctx context.Context, t *txn, p Principal, r BatchRe
 				Message: "payload_hash does not match the canonical hash of the row: " + e.PayloadHash})
 			continue
 		}
-		e.LeafIndex = head.EventCount // rows extend the chain in order: leaf = chain position
-		head.LastSequence, head.LastHash, head.EventCount = e.Sequence, &e.PayloadHash, head.EventCount+1
+		head.LastSequence = e.Sequence // rows extend the chain in order
 		stored = append(stored, e)
 	}
-	used, ok, err := a.Store.ConsumeQuota(ctx, t.tx, p.UserID, domain.QuotaDay(now), int64(len(stored)), int64(a.Cfg.DailyEventQuota))
-	if err != nil {
+	out, err := t.AppendRun(ctx, p.UserID, stored, *a.quotaOf(now))
+	var over *writer.QuotaExceeded
+	switch {
+	case errors.As(err, &over) && already == nil:
+		// Rows counted as new may be stored already: let the lookup
+		// decide the count before refusing.
+		return r, errBatchNeedsLookup
+	case errors.As(err, &over):
+		return r, a.quotaExceeded(over.Used)
+	case errors.Is(err, store.ErrConflict) && already == nil:
+		return r, errBatchNeedsLookup
+	case err != nil:
 		return r, err
 	}
-	if !ok {
-		if already == nil {
-			// Rows counted as new may be stored already: let the lookup
-			// decide the count before refusing.
-			return r, errBatchNeedsLookup
-		}
-		return r, a.quotaExceeded(used)
-	}
-	// machine_sequence counts each machine's stored events: read the
-	// counters of the batch's machines once, number the rows, store once.
-	var machines []string
-	for i := range stored {
-		machines = append(machines, machineOf(&stored[i]))
-	}
-	slices.Sort(machines)
-	machines = slices.Compact(machines)
-	counts, err := a.Store.MachineSequences(ctx, t.tx, p.UserID, machines)
-	if err != nil {
-		return r, err
-	}
-	for i := range stored {
-		m := machineOf(&stored[i])
-		stored[i].MachineSequence = counts[m]
-		counts[m]++
-	}
-	if err := a.Store.InsertEvents(ctx, t.tx, stored); err != nil {
-		if already == nil && errors.Is(err, store.ErrConflict) {
-			return r, errBatchNeedsLookup
-		}
-		return r, err
-	}
-	if err := a.Store.SetMachineSequences(ctx, t.tx, p.UserID, counts); err != nil {
-		return r, err
-	}
-	for i := range stored {
-		if err := a.publish(ctx, t, &stored[i]); err != nil {
-			return r, err
-		}
-	}
-	r.Ingested, r.Quota = len(stored), a.quota(used)
+	r.Ingested, r.Quota = len(stored), a.quota(out.QuotaUsed)
 	return r, nil
 }
 
@@ -329,12 +293,4 @@ func checkBatchRowShape(i int, in *domain.EventInput) *BatchRowError {
 		return &BatchRowError{Index: i, EventID: in.EventID, Code: domain.CodeValidation, Field: errs[0].Field, Message: errs[0].Message}
 	}
 	return nil
-}
-
-// machineOf is the machine counter an event counts on ("" without machine_id).
-func machineOf(e *store.Event) string {
-	if e.MachineID == nil {
-		return ""
-	}
-	return *e.MachineID
 }

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"time"
 
+	"github.com/auditchain/auditchain/internal/app/writer"
 	"github.com/auditchain/auditchain/internal/domain"
 	"github.com/auditchain/auditchain/internal/store"
 )
@@ -59,13 +60,13 @@ func (a *App) CreateProposal(ctx context.Context, p Principal, in NewProposal) (
 		Subject:    domain.Subject{Subagent: in.Subagent, Tool: in.Tool},
 		ProposedAt: a.stamp(), Proposer: actorOf(p),
 	}}
-	err = a.write(ctx, func(t *txn) error {
+	err = a.w.Write(ctx, func(t *writer.Tx) error {
 		ev, err := a.appendServerEvent(ctx, t, p, ServerEvent{EventType: domain.EventGovernanceProposed, Raw: proposedRaw(&sp.Proposal)})
 		if err != nil {
 			return err
 		}
 		sp.Seq = ev.Sequence
-		return a.Store.InsertProposal(ctx, t.tx, &sp)
+		return a.Store.InsertProposal(ctx, t.SQL(), &sp)
 	})
 	if err != nil {
 		return domain.Proposal{}, err
@@ -114,8 +115,8 @@ func (a *App) TransitionProposal(ctx context.Context, p Principal, proposalID, a
 	var out domain.Proposal
 	// An enactment changes the rules the gate obeys; every transition tells
 	// the gate's cache, which costs a re-read at most.
-	err := a.writeGate(ctx, p.UserID, func(t *txn) error {
-		sp, err := a.Store.ProposalForUpdate(ctx, t.tx, p.UserID, proposalID)
+	err := a.writeGate(ctx, p.UserID, func(t *writer.Tx) error {
+		sp, err := a.Store.ProposalForUpdate(ctx, t.SQL(), p.UserID, proposalID)
 		if errors.Is(err, store.ErrNotFound) {
 			return errProposalNotFound
 		}
@@ -142,7 +143,7 @@ func (a *App) TransitionProposal(ctx context.Context, p Principal, proposalID, a
 		case domain.ActionReject:
 			sp.RejectReason = reason
 		}
-		if err := a.Store.UpdateProposal(ctx, t.tx, &sp); err != nil {
+		if err := a.Store.UpdateProposal(ctx, t.SQL(), &sp); err != nil {
 			return err
 		}
 		raw := transitionRaw(&sp.Proposal, action, from, reason)
@@ -162,11 +163,11 @@ func (a *App) TransitionProposal(ctx context.Context, p Principal, proposalID, a
 // in enacted_at. The account's chain head is locked first (after the proposal,
 // the order every governance transition takes), which serialises enactments
 // of one account.
-func (a *App) enactStamp(ctx context.Context, t *txn, userID string, now time.Time) (time.Time, error) {
-	if _, err := a.Store.LockHead(ctx, t.tx, userID); err != nil {
+func (a *App) enactStamp(ctx context.Context, t *writer.Tx, userID string, now time.Time) (time.Time, error) {
+	if _, err := t.Lock(ctx, userID); err != nil {
 		return now, err
 	}
-	last, err := a.Store.LastEnactedAt(ctx, t.tx, userID)
+	last, err := a.Store.LastEnactedAt(ctx, t.SQL(), userID)
 	if err != nil {
 		return now, err
 	}

@@ -18,6 +18,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/auditchain/auditchain/internal/app/writer"
 	"github.com/auditchain/auditchain/internal/chain"
 	"github.com/auditchain/auditchain/internal/domain"
 	"github.com/auditchain/auditchain/internal/store"
@@ -152,13 +153,13 @@ func (a *App) CreateGrant(ctx context.Context, p Principal, req GrantRequest) (G
 		return GrantCreated{}, err
 	}
 
-	err = a.writeGate(ctx, p.UserID, func(t *txn) error {
+	err = a.writeGate(ctx, p.UserID, func(t *writer.Tx) error {
 		// The account's chain head orders its grant writes: the live-id and
 		// overreach checks below see every grant committed before this one.
-		if _, err := a.Store.LockHead(ctx, t.tx, p.UserID); err != nil {
+		if _, err := t.Lock(ctx, p.UserID); err != nil {
 			return err
 		}
-		same, err := a.Store.GrantsByID(ctx, t.tx, p.UserID, id)
+		same, err := a.Store.GrantsByID(ctx, t.SQL(), p.UserID, id)
 		if err != nil {
 			return err
 		}
@@ -173,7 +174,7 @@ func (a *App) CreateGrant(ctx context.Context, p Principal, req GrantRequest) (G
 			}
 		}
 		if g.ParentAgent != "" {
-			rows, err := a.Store.GateCandidates(ctx, t.tx, p.UserID, g.ParentAgent, nil, now)
+			rows, err := a.Store.GateCandidates(ctx, t.SQL(), p.UserID, g.ParentAgent, nil, now)
 			if err != nil {
 				return err
 			}
@@ -190,14 +191,14 @@ func (a *App) CreateGrant(ctx context.Context, p Principal, req GrantRequest) (G
 				}
 			}
 		}
-		gen, err := a.Store.NextGrantGeneration(ctx, t.tx, p.UserID, id)
+		gen, err := a.Store.NextGrantGeneration(ctx, t.SQL(), p.UserID, id)
 		if err != nil {
 			return err
 		}
 		row := store.Grant{UserID: p.UserID, GrantID: id, Generation: gen, Subagent: g.Subagent, ParentAgent: record.ParentAgent,
 			AllowedTools: g.AllowedTools, MaxToolCalls: g.MaxToolCalls, ExpiresAt: g.ExpiresAt, CreatedAt: g.CreatedAt,
 			Epoch: epochJSON, Token: token}
-		if err := a.Store.InsertGrant(ctx, t.tx, &row); err != nil {
+		if err := a.Store.InsertGrant(ctx, t.SQL(), &row); err != nil {
 			return err
 		}
 		_, err = a.appendServerEvent(ctx, t, p, ServerEvent{EventType: EventGrantCreated, Raw: record})
@@ -272,12 +273,14 @@ func (a *App) gate(ctx context.Context, q store.Querier, userID, subagent string
 	return domain.DecideGate(in.grants, in.rules, now, subagent, tool, grantID), in.rows, nil
 }
 
-// writeGate is a.write for a write that changes what the gate reads for
-// userID (grants, uses, enacted rules): it tells a.gateCache before the
-// transaction starts and after it ended, whatever happened in between.
-func (a *App) writeGate(ctx context.Context, userID string, fn func(t *txn) error) error {
-	defer a.gateCache.begin(userID)()
-	return a.write(ctx, fn)
+// writeGate is a write that changes what the gate reads for userID (grants,
+// uses, enacted rules): readers of a.gateCache bypass it from before the
+// commit until the write ended, whatever happened.
+func (a *App) writeGate(ctx context.Context, userID string, fn func(t *writer.Tx) error) error {
+	return a.w.Write(ctx, func(t *writer.Tx) error {
+		writer.Invalidate(t, a.gateCache, userID)
+		return fn(t)
+	})
 }
 
 // gateKey names one cached gate read of an account: the candidates of a
@@ -316,23 +319,23 @@ func (a *App) gateInputs(ctx context.Context, q store.Querier, userID, subagent 
 	if grantID != nil {
 		key.grantID, key.oneID = *grantID, true
 	}
-	candidates, ticket, hit := a.gateCache.get(userID, key)
+	candidates, ticket, hit := a.gateCache.Get(userID, key)
 	if !hit || now.UnixMicro() < candidates.atMicros {
 		var err error
 		if candidates, err = a.readCandidates(ctx, nil, userID, subagent, grantID, now); err != nil {
 			return gateRead{}, err
 		}
 		if len(candidates.rows) <= maxCachedCandidates {
-			a.gateCache.put(userID, ticket, key, candidates)
+			a.gateCache.Put(userID, ticket, key, candidates)
 		}
 	}
-	rules, ticket, hit := a.gateCache.get(userID, gateKey{rules: true})
+	rules, ticket, hit := a.gateCache.Get(userID, gateKey{rules: true})
 	if !hit {
 		var err error
 		if rules.rules, err = a.EnactedRules(ctx, nil, userID); err != nil {
 			return gateRead{}, err
 		}
-		a.gateCache.put(userID, ticket, gateKey{rules: true}, rules)
+		a.gateCache.Put(userID, ticket, gateKey{rules: true}, rules)
 	}
 	candidates.rules = rules.rules
 	return candidates, nil
@@ -435,21 +438,21 @@ func (a *App) UseGrant(ctx context.Context, p Principal, grantID, subagent strin
 	}
 	var uses int64
 	var consumed bool
-	err = a.writeGate(ctx, p.UserID, func(t *txn) error {
+	err = a.writeGate(ctx, p.UserID, func(t *writer.Tx) error {
 		// Re-check the gate inside the write, holding the account's head: an
 		// enactment (which takes the same lock) or a newer grant committed since
 		// the check above must be obeyed by this use, not only by the next one.
-		if _, err := a.Store.LockHead(ctx, t.tx, p.UserID); err != nil {
+		if _, err := t.Lock(ctx, p.UserID); err != nil {
 			return err
 		}
-		again, _, err := a.gate(ctx, t.tx, p.UserID, subagent, nil, &grantID, now)
+		again, _, err := a.gate(ctx, t.SQL(), p.UserID, subagent, nil, &grantID, now)
 		if err != nil {
 			return err
 		}
 		if !again.Authorized && again.Status != domain.GateBudgetExhausted {
 			return notAuthorized(again)
 		}
-		uses, consumed, err = a.Store.ConsumeGrantUses(ctx, t.tx, p.UserID, row.GrantID, row.Generation, n, now)
+		uses, consumed, err = a.Store.ConsumeGrantUses(ctx, t.SQL(), p.UserID, row.GrantID, row.Generation, n, now)
 		return err
 	})
 	if err != nil {
@@ -518,11 +521,11 @@ func (a *App) RevokeGrant(ctx context.Context, p Principal, grantID, subagent st
 	}
 	now := a.Now().UTC().Truncate(time.Microsecond)
 	res := RevokeResult{GrantID: grantID, Subagent: subagent}
-	err := a.writeGate(ctx, p.UserID, func(t *txn) error {
-		if _, err := a.Store.LockHead(ctx, t.tx, p.UserID); err != nil {
+	err := a.writeGate(ctx, p.UserID, func(t *writer.Tx) error {
+		if _, err := t.Lock(ctx, p.UserID); err != nil {
 			return err
 		}
-		rows, err := a.Store.GrantsByID(ctx, t.tx, p.UserID, grantID)
+		rows, err := a.Store.GrantsByID(ctx, t.SQL(), p.UserID, grantID)
 		if err != nil {
 			return err
 		}
@@ -550,7 +553,7 @@ func (a *App) RevokeGrant(ctx context.Context, p Principal, grantID, subagent st
 		if !ok {
 			return fmt.Errorf("revoke: matched grant %s not among its rows", g.GrantID)
 		}
-		revoked, err := a.Store.RevokeGrant(ctx, t.tx, p.UserID, row.GrantID, row.Generation, now)
+		revoked, err := a.Store.RevokeGrant(ctx, t.SQL(), p.UserID, row.GrantID, row.Generation, now)
 		if err != nil {
 			return err
 		}
@@ -583,7 +586,7 @@ type grantRevokedEvent struct {
 // notifications work adds the grant.revoked notification rows (in_app, email,
 // webhook; severity warning) and queues the webhook push (SPEC.md "Events"):
 // rows written here commit or roll back with the revocation. No-op until then.
-func (a *App) onGrantRevoked(ctx context.Context, t *txn, p Principal, g domain.Grant) error {
+func (a *App) onGrantRevoked(ctx context.Context, t *writer.Tx, p Principal, g domain.Grant) error {
 	return nil
 }
 

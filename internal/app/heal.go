@@ -21,6 +21,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/auditchain/auditchain/internal/app/writer"
 	"github.com/auditchain/auditchain/internal/domain"
 	"github.com/auditchain/auditchain/internal/merkle"
 	"github.com/auditchain/auditchain/internal/store"
@@ -528,15 +529,15 @@ func (a *App) HealRun(ctx context.Context, p Principal, dryRun bool, machineID *
 			res.Actions = append(res.Actions, act)
 		}
 	} else {
-		err = a.write(ctx, func(t *txn) error {
+		err = a.w.Write(ctx, func(t *writer.Tx) error {
 			res.Actions, res.Skipped, res.Written = make([]RepairAction, 0, len(findings)), 0, 0
-			if _, err := a.Store.LockHead(ctx, t.tx, p.UserID); err != nil {
+			if _, err := t.Lock(ctx, p.UserID); err != nil {
 				return err
 			}
 			now := a.Now()
 			for _, f := range findings {
 				act := RepairAction{Kind: f.kind, FindingKey: f.key, Finding: f.detail}
-				switch r, err := a.Store.HealRepairByKey(ctx, t.tx, p.UserID, f.key); {
+				switch r, err := a.Store.HealRepairByKey(ctx, t.SQL(), p.UserID, f.key); {
 				case err == nil:
 					act.Status, act.RepairEventID, act.RepairSequence = "skipped", &r.RepairEventID, &r.RepairSequence
 					res.Skipped++
@@ -549,7 +550,7 @@ func (a *App) HealRun(ctx context.Context, p Principal, dryRun bool, machineID *
 				if err != nil {
 					return err
 				}
-				if err := a.Store.InsertHealRepair(ctx, t.tx, store.HealRepair{UserID: p.UserID, FindingKey: f.key, Kind: f.kind,
+				if err := a.Store.InsertHealRepair(ctx, t.SQL(), store.HealRepair{UserID: p.UserID, FindingKey: f.key, Kind: f.kind,
 					RepairEventID: ev.EventID, RepairSequence: ev.Sequence, CreatedAt: now.UnixMicro()}); err != nil {
 					return err
 				}

@@ -14,6 +14,7 @@ import (
 	"net/http"
 	"time"
 
+	"github.com/auditchain/auditchain/internal/app/writer"
 	"github.com/auditchain/auditchain/internal/checkpoint"
 	"github.com/auditchain/auditchain/internal/domain"
 	"github.com/auditchain/auditchain/internal/merkle"
@@ -61,20 +62,20 @@ func (a *App) Seal(ctx context.Context, userID string) (last store.BlockRow, ok 
 	if err != nil {
 		return store.BlockRow{}, false, err
 	}
-	err = a.write(ctx, func(t *txn) error {
-		h, err := a.Store.LockHead(ctx, t.tx, userID)
+	err = a.w.Write(ctx, func(t *writer.Tx) error {
+		h, err := t.Lock(ctx, userID)
 		if err != nil {
 			return err
 		}
 		var prev *checkpoint.Block
 		var from int64
-		switch row, err := a.Store.LastBlock(ctx, t.tx, userID); {
+		switch row, err := a.Store.LastBlock(ctx, t.SQL(), userID); {
 		case err == nil:
 			last, prev, from = row, &row.Block, int64(row.Size)
 		case !errors.Is(err, store.ErrNotFound):
 			return err
 		}
-		r := a.Store.HashReader(ctx, t.tx, userID)
+		r := a.Store.HashReader(ctx, t.SQL(), userID)
 		now := a.Now().UnixMicro()
 		for _, size := range sealSizes(from, h.EventCount) {
 			root, err := merkle.Root(size, r)
@@ -86,7 +87,7 @@ func (a *App) Seal(ctx context.Context, userID string) (last store.BlockRow, ok 
 				return err
 			}
 			row := store.BlockRow{Block: b, CreatedAt: now}
-			if err := a.Store.InsertBlock(ctx, t.tx, userID, row); err != nil {
+			if err := a.Store.InsertBlock(ctx, t.SQL(), userID, row); err != nil {
 				return fmt.Errorf("seal block %d: %w", b.Index, err)
 			}
 			last, prev = row, &row.Block

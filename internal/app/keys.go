@@ -15,6 +15,7 @@ import (
 
 	"github.com/google/uuid"
 
+	"github.com/auditchain/auditchain/internal/app/writer"
 	"github.com/auditchain/auditchain/internal/domain"
 	"github.com/auditchain/auditchain/internal/store"
 )
@@ -117,7 +118,8 @@ func (a *App) CreateAccount(ctx context.Context, req AccountRequest) (store.Acco
 	if err != nil {
 		return store.Account{}, NewKey{}, err
 	}
-	switch err := a.Store.CreateAccountWithKey(ctx, acct, key.Key); {
+	err = a.w.Write(ctx, func(t *writer.Tx) error { return a.Store.CreateAccountWithKey(ctx, t.SQL(), acct, key.Key) })
+	switch {
 	case errors.Is(err, store.ErrConflict):
 		return store.Account{}, NewKey{}, domain.Errorf(http.StatusConflict, "account_exists", "an account with that email already exists")
 	case err != nil:
@@ -132,7 +134,8 @@ func (a *App) CreateKey(ctx context.Context, userID string, req KeyRequest) (New
 	if err != nil {
 		return NewKey{}, err
 	}
-	switch err := a.Store.CreateKey(ctx, key.Key); {
+	err = a.w.Write(ctx, func(t *writer.Tx) error { return a.Store.CreateKey(ctx, t.SQL(), key.Key) })
+	switch {
 	case errors.Is(err, store.ErrNotFound):
 		return NewKey{}, domain.NotFound("account_not_found", "account")
 	case err != nil:
@@ -152,10 +155,13 @@ func (a *App) RevokeKey(ctx context.Context, p Principal, keyID string) (store.A
 	if _, err := uuid.Parse(keyID); err != nil {
 		return store.APIKey{}, domain.NotFound(domain.CodeKeyNotFound, "key")
 	}
-	k, err := func() (store.APIKey, error) {
-		defer a.keyCache.begin(keyCacheScope)()
-		return a.Store.RevokeKey(ctx, p.UserID, keyID, a.Now())
-	}()
+	var k store.APIKey
+	err := a.w.Write(ctx, func(t *writer.Tx) error {
+		writer.Invalidate(t, a.keyCache, keyCacheScope)
+		var err error
+		k, err = a.Store.RevokeKey(ctx, t.SQL(), p.UserID, keyID, a.Now())
+		return err
+	})
 	if errors.Is(err, store.ErrNotFound) {
 		return k, domain.NotFound(domain.CodeKeyNotFound, "key")
 	}
@@ -213,13 +219,13 @@ type knownKey struct {
 // keys are not cached: a key created later (by another command on the same
 // database, say) must work at once.
 func (a *App) keyByHash(ctx context.Context, h []byte) (store.APIKey, bool, error) {
-	cached, ticket, ok := a.keyCache.get(keyCacheScope, string(h))
+	cached, ticket, ok := a.keyCache.Get(keyCacheScope, string(h))
 	if ok {
 		return cached.key, cached.admin, nil
 	}
 	k, admin, err := a.Store.KeyByHash(ctx, h)
 	if err == nil {
-		a.keyCache.put(keyCacheScope, ticket, string(h), knownKey{key: k, admin: admin})
+		a.keyCache.Put(keyCacheScope, ticket, string(h), knownKey{key: k, admin: admin})
 	}
 	return k, admin, err
 }

@@ -8,6 +8,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/auditchain/auditchain/internal/app/writer"
 	"github.com/auditchain/auditchain/internal/chain"
 	"github.com/auditchain/auditchain/internal/domain"
 	"github.com/auditchain/auditchain/internal/store"
@@ -138,7 +139,17 @@ func (a *App) RegisterSigningKey(ctx context.Context, p Principal, machineID, pu
 	}
 	k := store.SigningKey{UserID: p.UserID, MachineID: machineID, PublicKey: publicKey, Fingerprint: chain.Fingerprint(pub),
 		RegisteredAt: a.Now().UnixMicro()}
-	return a.Store.RegisterSigningKey(ctx, k, p.KeyID)
+	// Under the head's lock, so that no append races the change: the key is
+	// in force from the next appended event.
+	err = a.w.Write(ctx, func(t *writer.Tx) error {
+		head, err := t.Lock(ctx, p.UserID)
+		if err != nil {
+			return err
+		}
+		k.FromLeaf = head.EventCount
+		return a.Store.InsertSigningKey(ctx, t.SQL(), k, p.KeyID)
+	})
+	return k, err
 }
 
 // Machine is one machine of the account with its keys (fingerprints only).

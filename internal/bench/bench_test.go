@@ -14,7 +14,7 @@ import (
 	"time"
 
 	"github.com/auditchain/auditchain/api"
-	"github.com/auditchain/auditchain/internal/app"
+	"github.com/auditchain/auditchain/internal/app/apptest"
 	"github.com/auditchain/auditchain/internal/bench"
 	"github.com/auditchain/auditchain/internal/config"
 	"github.com/auditchain/auditchain/internal/httpapi"
@@ -37,13 +37,7 @@ func startServer(t *testing.T) (url, dsn string) {
 	}
 	t.Cleanup(func() { st.Close() })
 	log := slog.New(slog.DiscardHandler)
-	a := app.New(st, cfg, log)
-	if err := a.LoadServiceKey(ctx); err != nil {
-		t.Fatal(err)
-	}
-	if err := a.StartBus(ctx, dsn); err != nil {
-		t.Fatal(err)
-	}
+	a := apptest.New(t, st, apptest.Options{Config: func(c *config.Config) { *c = cfg }, Log: log, Bus: dsn})
 	doc, err := api.OpenAPIJSON()
 	if err != nil {
 		t.Fatal(err)

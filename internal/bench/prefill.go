@@ -16,7 +16,7 @@ const directChunk = 5000
 // directPrefill writes n linked events on each account straight into the store,
 // before the server starts (--direct-prefill): the rows a batch append would
 // store — same canonical payload hash, machine sequence and semantic key — and
-// through the store's own InsertEvent, so each account's Merkle tree and chain
+// through the store's own AppendEvent, so each account's Merkle tree and chain
 // head are the ones the append path builds. What it skips is HTTP, JSON
 // decoding and the group committer, which is what makes 1M–5M events take
 // minutes instead of tens of minutes. heal-scan on a prefilled account
@@ -86,12 +86,11 @@ func directPrefill(ctx context.Context, db string, accts []account, n int, progr
 					if key, ok := dedup.StoredKey(e.EventType, e.Tool, e.Raw); ok {
 						e.SemanticKey = &key // as the service stores it (App.prepareEvent)
 					}
-					if e.MachineSequence, err = st.NextMachineSequence(ctx, tx, a.userID, ""); err != nil {
-						return err
+					out, err := st.AppendEvent(ctx, tx, store.Append{Event: &e, Expect: head})
+					if err != nil || !out.Stored() {
+						return fmt.Errorf("event %d: %v %w", seq, out, err)
 					}
-					if err := st.InsertEvent(ctx, tx, &e); err != nil {
-						return fmt.Errorf("event %d: %w", seq, err)
-					}
+					head = store.Head{LastSequence: e.Sequence, LastHash: &e.PayloadHash, LastEventID: &e.EventID, EventCount: head.EventCount + 1}
 					hash = append(hash[:0], hbuf...)
 				}
 				return nil

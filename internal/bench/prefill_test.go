@@ -2,11 +2,11 @@ package bench
 
 import (
 	"context"
-	"log/slog"
 	"path/filepath"
 	"testing"
 
 	"github.com/auditchain/auditchain/internal/app"
+	"github.com/auditchain/auditchain/internal/app/apptest"
 	"github.com/auditchain/auditchain/internal/config"
 	"github.com/auditchain/auditchain/internal/domain"
 	"github.com/auditchain/auditchain/internal/store"
@@ -34,11 +34,7 @@ func TestDirectPrefillIsAValidChain(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer st.Close()
-	a := app.New(st, config.Config{EpochAnchor: domain.DefaultEpochAnchor, DailyEventQuota: 1 << 40}, slog.New(slog.DiscardHandler))
-	defer a.Close()
-	if err := a.LoadServiceKey(ctx); err != nil {
-		t.Fatal(err)
-	}
+	a := apptest.New(t, st, apptest.Options{Config: func(c *config.Config) { c.DailyEventQuota = 1 << 40 }})
 	for i, want := range []int64{int64(n), 3, 3} {
 		p := app.Principal{UserID: accts[i].userID, KeyID: accts[i].keyID, Kind: "api_key"}
 		scan, err := a.HealScan(ctx, p, nil)

@@ -10,6 +10,7 @@ import (
 	"testing"
 
 	"github.com/auditchain/auditchain/internal/app"
+	"github.com/auditchain/auditchain/internal/app/apptest"
 	"github.com/auditchain/auditchain/internal/httpapi"
 	"github.com/auditchain/auditchain/internal/store/storetest"
 )
@@ -25,8 +26,7 @@ func FuzzRequestBodies(f *testing.F) {
 	dir := f.TempDir()
 	st := storetest.Open(f, "sqlite:"+filepath.Join(dir, "fuzz.db"))
 	log := slog.New(slog.NewTextHandler(io.Discard, nil))
-	a := app.New(st, testConfig(), log)
-	f.Cleanup(a.Close)
+	a := apptest.New(f, st, apptest.Options{Log: log})
 	_, key, err := a.CreateAccount(f.Context(), app.AccountRequest{Email: "fuzz@example.com"})
 	if err != nil {
 		f.Fatal(err)

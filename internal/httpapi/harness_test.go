@@ -20,6 +20,7 @@ import (
 
 	"github.com/auditchain/auditchain/api"
 	"github.com/auditchain/auditchain/internal/app"
+	"github.com/auditchain/auditchain/internal/app/apptest"
 	"github.com/auditchain/auditchain/internal/config"
 	"github.com/auditchain/auditchain/internal/httpapi"
 	"github.com/auditchain/auditchain/internal/store"
@@ -99,17 +100,7 @@ func newEnv(t *testing.T, dsn string, mutate func(*config.Config)) *env {
 	clk := &clock{t: time.Date(2026, 11, 21, 12, 0, 0, 0, time.UTC)}
 	logs := &syncBuffer{}
 	log := slog.New(slog.NewJSONHandler(logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
-	a := app.New(st, cfg, log)
-	t.Cleanup(a.Close)
-	a.Now = clk.Now
-	if err := a.LoadServiceKey(context.Background()); err != nil {
-		t.Fatalf("service key: %v", err)
-	}
-	busCtx, stopBus := context.WithCancel(context.Background())
-	t.Cleanup(stopBus)
-	if err := a.StartBus(busCtx, dsn); err != nil {
-		t.Fatalf("stream bus: %v", err)
-	}
+	a := apptest.New(t, st, apptest.Options{Config: func(c *config.Config) { *c = cfg }, Now: clk.Now, Log: log, Bus: dsn})
 	handler := httpapi.NewServer(a, log, docBytes)
 	srv := httptest.NewServer(handler)
 	t.Cleanup(srv.Close)

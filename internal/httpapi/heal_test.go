@@ -7,8 +7,6 @@ import (
 	"encoding/base64"
 	"encoding/json"
 	"fmt"
-	"io"
-	"log/slog"
 	"runtime"
 	"runtime/debug"
 	"slices"
@@ -22,6 +20,7 @@ import (
 	"github.com/gowebpki/jcs"
 
 	"github.com/auditchain/auditchain/internal/app"
+	"github.com/auditchain/auditchain/internal/app/apptest"
 	"github.com/auditchain/auditchain/internal/cputime"
 	"github.com/auditchain/auditchain/internal/store"
 	"github.com/auditchain/auditchain/internal/store/storetest"
@@ -412,7 +411,7 @@ func TestHealAutoStartStop(t *testing.T) {
 }
 
 // fillChain stores n events for user directly through the store (the append
-// path's InsertEvent, head locked, Merkle tree maintained), in transactions
+// path's AppendEvent, head locked, Merkle tree maintained), in transactions
 // of 1000. With key set, every event is from machine m1 and signed. Each raw
 // carries pad bytes so holding the chain in memory would show.
 func fillChain(tb testing.TB, st *store.Store, user string, n int, key ed25519.PrivateKey, pad int) {
@@ -420,8 +419,14 @@ func fillChain(tb testing.TB, st *store.Store, user string, n int, key ed25519.P
 	ctx := context.Background()
 	if key != nil {
 		pub := key.Public().(ed25519.PublicKey)
-		if _, err := st.RegisterSigningKey(ctx, store.SigningKey{UserID: user, MachineID: "m1",
-			PublicKey: base64.StdEncoding.EncodeToString(pub), Fingerprint: verify.Fingerprint(pub)}, ""); err != nil {
+		if err := st.InTx(ctx, func(tx *sql.Tx) error {
+			head, err := st.LockHead(ctx, tx, user)
+			if err != nil {
+				return err
+			}
+			return st.InsertSigningKey(ctx, tx, store.SigningKey{UserID: user, MachineID: "m1", FromLeaf: head.EventCount,
+				PublicKey: base64.StdEncoding.EncodeToString(pub), Fingerprint: verify.Fingerprint(pub)}, "")
+		}); err != nil {
 			tb.Fatal(err)
 		}
 	}
@@ -448,10 +453,10 @@ func fillChain(tb testing.TB, st *store.Store, user string, n int, key ed25519.P
 					return err
 				}
 				e.PayloadHash = h
-				if err := st.InsertEvent(ctx, tx, &e); err != nil {
-					return err
+				if out, err := st.AppendEvent(ctx, tx, store.Append{Event: &e, Expect: head}); err != nil || !out.Stored() {
+					return fmt.Errorf("append %d: %+v %w", i, out, err)
 				}
-				head.EventCount++
+				head = store.Head{LastSequence: e.Sequence, LastHash: &h, LastEventID: &e.EventID, EventCount: head.EventCount + 1}
 				prev = &h
 			}
 			return nil
@@ -464,13 +469,7 @@ func fillChain(tb testing.TB, st *store.Store, user string, n int, key ed25519.P
 
 func newBareApp(tb testing.TB, dsn string) *app.App {
 	tb.Helper()
-	st := storetest.Open(tb, dsn)
-	a := app.New(st, testConfig(), slog.New(slog.NewTextHandler(io.Discard, nil)))
-	tb.Cleanup(a.Close)
-	if err := a.LoadServiceKey(context.Background()); err != nil {
-		tb.Fatal(err)
-	}
-	return a
+	return apptest.New(tb, storetest.Open(tb, dsn), apptest.Options{})
 }
 
 // TestHealScanMemoryFlat scans 20,000 events of 2 KB each (40 MB of raw) and

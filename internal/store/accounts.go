@@ -36,22 +36,21 @@ var ErrNotFound = errors.New("not found")
 // ErrConflict is returned when a unique row already exists.
 var ErrConflict = errors.New("already exists")
 
-// CreateAccountWithKey stores a new account and its first key in one transaction.
-func (s *Store) CreateAccountWithKey(ctx context.Context, a Account, k APIKey) error {
-	return s.InTx(ctx, func(tx *sql.Tx) error {
-		_, err := tx.ExecContext(ctx, `INSERT INTO accounts (user_id, email, is_admin, created_at) VALUES ($1, $2, $3, $4)`,
-			a.UserID, a.Email, a.IsAdmin, a.CreatedAt.UnixMicro())
-		if IsUniqueViolation(err) {
-			return ErrConflict
-		}
-		if err != nil {
-			return err
-		}
-		if err := s.numberAccount(ctx, tx, a.UserID); err != nil {
-			return err
-		}
-		return insertKey(ctx, tx, k)
-	})
+// CreateAccountWithKey stores a new account and its first key inside tx;
+// ErrConflict when the account (its id or email) exists.
+func (s *Store) CreateAccountWithKey(ctx context.Context, tx *sql.Tx, a Account, k APIKey) error {
+	_, err := tx.ExecContext(ctx, `INSERT INTO accounts (user_id, email, is_admin, created_at) VALUES ($1, $2, $3, $4)`,
+		a.UserID, a.Email, a.IsAdmin, a.CreatedAt.UnixMicro())
+	if IsUniqueViolation(err) {
+		return ErrConflict
+	}
+	if err != nil {
+		return err
+	}
+	if err := s.numberAccount(ctx, tx, a.UserID); err != nil {
+		return err
+	}
+	return insertKey(ctx, tx, k)
 }
 
 // Account reads one account.
@@ -67,18 +66,17 @@ func (s *Store) Account(ctx context.Context, userID string) (Account, error) {
 	return a, err
 }
 
-// CreateKey stores a key for an existing account.
-func (s *Store) CreateKey(ctx context.Context, k APIKey) error {
-	return s.InTx(ctx, func(tx *sql.Tx) error {
-		var n int
-		if err := tx.QueryRowContext(ctx, `SELECT count(*) FROM accounts WHERE user_id = $1`, k.UserID).Scan(&n); err != nil {
-			return err
-		}
-		if n == 0 {
-			return ErrNotFound
-		}
-		return insertKey(ctx, tx, k)
-	})
+// CreateKey stores a key for an existing account inside tx; ErrNotFound
+// when there is no such account.
+func (s *Store) CreateKey(ctx context.Context, tx *sql.Tx, k APIKey) error {
+	var n int
+	if err := tx.QueryRowContext(ctx, `SELECT count(*) FROM accounts WHERE user_id = $1`, k.UserID).Scan(&n); err != nil {
+		return err
+	}
+	if n == 0 {
+		return ErrNotFound
+	}
+	return insertKey(ctx, tx, k)
 }
 
 func insertKey(ctx context.Context, tx *sql.Tx, k APIKey) error {
@@ -116,19 +114,14 @@ func (s *Store) Keys(ctx context.Context, userID string) ([]APIKey, error) {
 	return queryAll(ctx, s, nil, scanKey, `SELECT `+keyColumns+` FROM api_keys WHERE user_id = $1 ORDER BY created_at DESC, id DESC`, userID)
 }
 
-// RevokeKey sets revoked_at once; revoking a revoked key keeps the first time.
-func (s *Store) RevokeKey(ctx context.Context, userID, keyID string, now time.Time) (APIKey, error) {
-	var k APIKey
-	err := s.InTx(ctx, func(tx *sql.Tx) error {
-		if _, err := tx.ExecContext(ctx, `UPDATE api_keys SET revoked_at = $1 WHERE user_id = $2 AND id = $3 AND revoked_at IS NULL`,
-			now.UnixMicro(), userID, keyID); err != nil {
-			return err
-		}
-		var err error
-		k, err = scanKey(tx.QueryRowContext(ctx, `SELECT `+keyColumns+` FROM api_keys WHERE user_id = $1 AND id = $2`, userID, keyID))
-		return err
-	})
-	return k, err
+// RevokeKey sets revoked_at once inside tx; revoking a revoked key keeps the
+// first time. ErrNotFound when the account has no such key.
+func (s *Store) RevokeKey(ctx context.Context, tx *sql.Tx, userID, keyID string, now time.Time) (APIKey, error) {
+	if _, err := tx.ExecContext(ctx, `UPDATE api_keys SET revoked_at = $1 WHERE user_id = $2 AND id = $3 AND revoked_at IS NULL`,
+		now.UnixMicro(), userID, keyID); err != nil {
+		return APIKey{}, err
+	}
+	return scanKey(tx.QueryRowContext(ctx, `SELECT `+keyColumns+` FROM api_keys WHERE user_id = $1 AND id = $2`, userID, keyID))
 }
 
 type scanner interface{ Scan(...any) error }

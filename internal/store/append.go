@@ -1,41 +1,141 @@
 package store
 
-// The append of one client event, on either store: what it writes and how it
-// turned out (InsertEventCharged). PostgreSQL's one statement is in
-// append_pg.go, SQLite's three in append_sqlite.go.
+// Appending events: the store's entry points for every event written, by
+// clients or by the service (docs/decisions/record.md "One write seam").
+//
+//   - AppendEvent: one event at an account's head, inside a transaction that
+//     holds the head (both stores) or, on PostgreSQL, as one self-contained
+//     statement against a head the caller read (compare-and-set);
+//   - AppendRun: a run of one account's events (batch ingest);
+//   - AppendAcross (PostgreSQL): single events of several accounts in one
+//     statement, the PostgreSQL counterpart of SQLite's shared transaction.
+//
+// Each of them moves the head, charges the daily quota when asked, numbers
+// the events per machine, inserts the rows and grows the account's Merkle
+// tree in the same statement or transaction. The tree is grown here and only
+// here: LeafRows computes the rows one leaf adds, and appendLeaves those of a
+// run. PostgreSQL's statements are in append_pg.go and append_pg_batch.go,
+// SQLite's in append_sqlite.go.
 
 import (
 	"context"
 	"database/sql"
+	"errors"
 	"fmt"
 
 	"golang.org/x/mod/sumdb/tlog"
 
 	"github.com/auditchain/auditchain/internal/merkle"
+	"github.com/auditchain/auditchain/pkg/verify"
 )
 
-// ChargedAppend is one client event for InsertEventCharged (both stores) and
-// PostgreSQL's unlocked append statement: the row, its Merkle rows (computed
-// by the caller from the tree of Expect's event count), the daily quota to
-// charge and, on PostgreSQL, the stream notification.
-type ChargedAppend struct {
-	Event  *Event
-	Hashes []merkle.StoredHash
-	// Expect is the head the event extends: the statement moves the head only
-	// if its event_count, last_sequence and last_hash are still these
-	// (compare-and-set).
+// Append is one event for AppendEvent or AppendAcross.
+type Append struct {
+	// Event is the row to store. AppendEvent sets its LeafIndex (the
+	// expected head's event count) and its MachineSequence.
+	Event *Event
+	// Expect is the head the event extends: the head moves only if its
+	// event_count, last_sequence and last_hash are still these
+	// (compare-and-set). A single event always becomes the tip.
 	Expect Head
-	Day    string
-	Limit  int64
-	// NotifyChannel and NotifyPayload, when the channel is not empty, are sent
-	// with pg_notify by the same statement; PostgreSQL delivers the
-	// notification only if the transaction commits.
-	NotifyChannel, NotifyPayload string
+	// Quota, when set, charges the event against the account's daily quota
+	// (client events); nil for the events the service writes, which never
+	// spend it (docs/decisions/record.md "Quota").
+	Quota *Quota
+	// Hashes are the Merkle rows the event's leaf adds (LeafRows). Nil:
+	// AppendEvent computes them through its transaction.
+	Hashes []merkle.StoredHash
 	// TreeCheck, when set, is a Merkle row of the account without which the
 	// statement writes nothing, as if the head had moved: the caller computed
 	// Hashes from a frontier it remembered, and the row shows the tree those
-	// hashes extend is still there (TreeCheckIndex).
+	// hashes extend is still there (TreeCheckIndex). PostgreSQL only.
 	TreeCheck *int64
+	// NotifyChannel and NotifyPayload, when the channel is not empty, are
+	// sent with pg_notify by the same statement while a replica streams the
+	// account (MarkListened); PostgreSQL delivers the notification only if
+	// the transaction commits. PostgreSQL only.
+	NotifyChannel, NotifyPayload string
+}
+
+// Quota is the daily quota an append is charged against.
+type Quota struct {
+	Day   string // the UTC day (domain.QuotaDay)
+	Limit int64
+}
+
+// Appended is how an append turned out.
+type Appended struct {
+	// HeadMoved is true when the head was no longer Expect, or the Merkle
+	// row TreeCheck names is missing: nothing was written (only appends
+	// without a transaction can see it; a locked head cannot move).
+	HeadMoved bool
+	// QuotaOK is false when a charged event would exceed the daily quota;
+	// QuotaUsed is not filled then (read it with QuotaUsed). Always true for
+	// an uncharged event.
+	QuotaOK   bool
+	QuotaUsed int64
+	// Inserted is false when the event_id is already stored (ErrConflict's
+	// case).
+	Inserted bool
+}
+
+// Stored reports whether the event, its Merkle rows and the head's move
+// are all written.
+func (c Appended) Stored() bool { return !c.HeadMoved && c.QuotaOK && c.Inserted }
+
+// AppendEvent appends a.Event at the head a.Expect. With tx (both stores),
+// tx holds the account's head (LockHead), read as a.Expect; a refusal
+// (QuotaOK or Inserted false) may have moved the head and the quota, so the
+// caller must roll tx back. Without tx (PostgreSQL only) the append is one
+// statement that writes everything or nothing: Stored() or nothing written —
+// the head had moved, or the quota or the event_id refused the event — and
+// the caller must take the locked path, which orders the append against the
+// others and tells those outcomes apart.
+func (s *Store) AppendEvent(ctx context.Context, tx *sql.Tx, a Append) (Appended, error) {
+	a.Event.LeafIndex = a.Expect.EventCount
+	if tx == nil {
+		if s.Dialect != Postgres {
+			return Appended{}, errors.New("an append without a transaction is PostgreSQL only")
+		}
+		if a.Hashes == nil {
+			return Appended{}, errors.New("an append without a transaction needs its Merkle rows")
+		}
+		out, err := s.appendStatement(ctx, s.write, a, true)
+		if errors.Is(err, errAppendAborted) {
+			return Appended{}, nil
+		}
+		return out, err
+	}
+	if a.Hashes == nil {
+		var err error
+		if a.Hashes, err = s.LeafRows(ctx, tx, a.Event, nil); err != nil {
+			return Appended{}, err
+		}
+	}
+	if s.Dialect == SQLite {
+		return s.appendEventSQLite(ctx, tx, a)
+	}
+	out, err := s.appendStatement(ctx, tx, a, false)
+	if err == nil && out.HeadMoved {
+		return out, fmt.Errorf("append: the locked head of %s moved", a.Event.UserID)
+	}
+	return out, err
+}
+
+// LeafRows returns the Merkle rows that appending e's leaf (at e.LeafIndex)
+// adds. With tree, they are computed from the hashes it serves (a frontier
+// the caller holds; a missing one is ErrMissingHash); otherwise they are read
+// through tx, and an account whose tree is missing rows is built first
+// (LeafHashes).
+func (s *Store) LeafRows(ctx context.Context, tx *sql.Tx, e *Event, tree merkle.HashReader) ([]merkle.StoredHash, error) {
+	if tree == nil {
+		return s.LeafHashes(ctx, tx, e)
+	}
+	leaf, err := verify.HashBytes(e.PayloadHash)
+	if err != nil {
+		return nil, err
+	}
+	return merkle.AppendLeaf(e.LeafIndex, leaf, tree)
 }
 
 // TreeCheckIndex is the stored hash the append of leaf n > 0 checks when it
@@ -46,40 +146,107 @@ type ChargedAppend struct {
 // a run of more than four).
 func TreeCheckIndex(n int64) int64 { return tlog.StoredHashIndex(0, n) - 1 }
 
-// ChargedInsert is the outcome of the append statement.
-type ChargedInsert struct {
-	// HeadMoved is true when the head was no longer Expect, or the Merkle
-	// row TreeCheck names is missing: nothing was written (only the unlocked
-	// appends, single or batched, can see it; a locked head cannot move).
-	HeadMoved bool
-	// QuotaOK is false when the event would exceed the daily quota; QuotaUsed
-	// is not filled then (read it with QuotaUsed).
-	QuotaOK   bool
-	QuotaUsed int64
-	// Inserted is false when the event_id is already stored (ErrConflict's
-	// case).
-	Inserted bool
+// Run is a run of one account's events for AppendRun (batch ingest).
+type Run struct {
+	UserID string
+	// Head is the account's head, locked by the caller's transaction.
+	Head Head
+	// Events are stored in this order, each taking the next leaf; any
+	// sequence not stored yet, with gaps. AppendRun sets their LeafIndex and
+	// MachineSequence.
+	Events []Event
+	// Quota charges len(Events) against the daily quota; a run is refused
+	// whole, even an empty one, once the quota is used up (CONTRACT.md
+	// "Batch": an account over its quota gets 429 whatever it sent).
+	Quota Quota
+	// NotifyChannel and NotifyPayloads (one per event), as for Append.
+	// PostgreSQL only.
+	NotifyChannel  string
+	NotifyPayloads []string
 }
 
-// Appended reports whether the event, its Merkle rows and the head's move
-// are all written.
-func (c ChargedInsert) Appended() bool { return !c.HeadMoved && c.QuotaOK && c.Inserted }
+// RunOutcome is how AppendRun turned out.
+type RunOutcome struct {
+	// QuotaOK is false when the run does not fit the daily quota: nothing
+	// was written. QuotaUsed is the day's usage either way.
+	QuotaOK   bool
+	QuotaUsed int64
+	// Head is the account's head after the run.
+	Head Head
+}
 
-// InsertEventCharged is InsertEvent, NextMachineSequence and ConsumeQuota
-// (n = 1) inside tx, which holds the account's head (LockHead) read as
-// a.Expect; a.Event.LeafIndex is set. On PostgreSQL it is one statement; on
-// SQLite three (insertEventChargedSQLite). A refusal (QuotaOK or Inserted
-// false) may have moved the head and the quota: the caller must roll tx
-// back. e.MachineSequence is set from the counter. On SQLite a.Hashes must
-// come from LeafHashes in the same transaction, which read that the stored
-// tree ends where they begin.
-func (s *Store) InsertEventCharged(ctx context.Context, tx *sql.Tx, a ChargedAppend) (ChargedInsert, error) {
-	if s.Dialect == SQLite {
-		return s.insertEventChargedSQLite(ctx, tx, a)
+// AppendRun stores run.Events inside tx, which holds the account's head
+// (run.Head): the quota, then the rows (one multi-row INSERT per chunk),
+// their Merkle leaves (computed from the tree's frontier, written in one
+// statement per chunk), the machine counters and one head update. The
+// caller has checked that no event_id or sequence is stored; a conflict
+// anyway is ErrConflict, and the caller must roll tx back.
+func (s *Store) AppendRun(ctx context.Context, tx *sql.Tx, run Run) (RunOutcome, error) {
+	n := int64(len(run.Events))
+	used, ok, err := s.ConsumeQuota(ctx, tx, run.UserID, run.Quota.Day, n, run.Quota.Limit)
+	if err != nil || !ok {
+		return RunOutcome{QuotaUsed: used, Head: run.Head}, err
 	}
-	out, err := s.chargedAppend(ctx, tx, a, false)
-	if err == nil && out.HeadMoved {
-		return out, fmt.Errorf("insert event: the locked head of %s moved", a.Event.UserID)
+	out := RunOutcome{QuotaOK: true, QuotaUsed: used, Head: run.Head}
+	if n == 0 {
+		return out, nil
 	}
-	return out, err
+	evs := run.Events
+	// machine_sequence counts each machine's stored events: read the
+	// counters of the run's machines once, number the rows, store once.
+	counts, err := s.MachineSequences(ctx, tx, run.UserID, machinesOf(evs))
+	if err != nil {
+		return out, err
+	}
+	head := run.Head
+	for i := range evs {
+		e := &evs[i]
+		e.LeafIndex = head.EventCount
+		m := machineOf(e)
+		e.MachineSequence = counts[m]
+		counts[m]++
+		head.EventCount++
+		if head.LastHash == nil || e.Sequence > head.LastSequence {
+			head.LastSequence, head.LastHash, head.LastEventID = e.Sequence, &e.PayloadHash, &e.EventID
+		}
+	}
+	if err := s.insertEvents(ctx, tx, run.UserID, evs); err != nil {
+		return out, err
+	}
+	if err := s.appendLeaves(ctx, tx, evs); err != nil {
+		return out, err
+	}
+	if _, err := tx.ExecContext(ctx, `UPDATE chain_heads SET last_sequence = $2, last_hash = $3, last_event_id = $4, event_count = $5
+		WHERE user_id = $1`, run.UserID, head.LastSequence, head.LastHash, head.LastEventID, head.EventCount); err != nil {
+		return out, err
+	}
+	if err := s.SetMachineSequences(ctx, tx, run.UserID, counts); err != nil {
+		return out, err
+	}
+	if err := s.notifyRun(ctx, tx, run); err != nil {
+		return out, err
+	}
+	out.Head = head
+	return out, nil
+}
+
+// machineOf is the machine counter an event counts on ("" without machine_id).
+func machineOf(e *Event) string {
+	if e.MachineID == nil {
+		return ""
+	}
+	return *e.MachineID
+}
+
+// machinesOf lists the distinct machine counters of evs.
+func machinesOf(evs []Event) []string {
+	seen := make(map[string]bool, 1)
+	var out []string
+	for i := range evs {
+		if m := machineOf(&evs[i]); !seen[m] {
+			seen[m] = true
+			out = append(out, m)
+		}
+	}
+	return out
 }

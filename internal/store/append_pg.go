@@ -18,7 +18,7 @@ import (
 // one clock, so replicas' clocks do not have to agree.
 const dbNowMicros = `(extract(epoch FROM clock_timestamp()) * 1000000)::bigint`
 
-// appendStatement moves the head, charges the quota, advances the machine's
+// appendSQL moves the head, charges the quota, advances the machine's
 // counter, inserts the row and its Merkle rows, and notifies stream
 // listeners, in one PostgreSQL statement: each round trip of an append costs
 // PostgreSQL and the service more CPU than the writes themselves.
@@ -27,8 +27,10 @@ const dbNowMicros = `(extract(epoch FROM clock_timestamp()) * 1000000)::bigint`
 // to completion, so each write is gated on the one before it: the head's
 // compare-and-set (c) comes first, as in the locked path where the head's row
 // lock is always taken before the quota's; the quota (q) is charged only if
-// the head moved; the machine counter (m) only if the quota admitted the
-// event; the row (e) only then; its Merkle rows only if the row went in.
+// the head moved and the event is charged ($32), and ok passes the head's
+// move on when the quota admitted the event or the event is not charged; the
+// machine counter (m) only then; the row (e) only then; its Merkle rows only
+// if the row went in.
 //
 // The notification is sent only while a replica marks the account as
 // streamed (MarkListened): c returns the head row's listened_until as the
@@ -42,16 +44,17 @@ const dbNowMicros = `(extract(epoch FROM clock_timestamp()) * 1000000)::bigint`
 // itself (unlockedAppend): auditchain_abort (migration 010) raises SQLSTATE
 // AC001, which rolls back every write of the statement, and the caller
 // answers from the locked path, which tells the refusals apart.
-const appendStatement = `WITH
+const appendSQL = `WITH
 	c AS (UPDATE chain_heads SET last_sequence = $2::bigint, last_hash = $7::text, last_event_id = $4::text, event_count = event_count + 1
 		WHERE user_id = $1 AND event_count = $28::bigint AND last_sequence = $29::bigint
 			AND last_hash IS NOT DISTINCT FROM $30::text
 			AND ($31::bigint IS NULL OR EXISTS (SELECT 1 FROM merkle_hashes WHERE account = $1 AND idx = $31::bigint))
 		RETURNING listened_until),
-	q AS (INSERT INTO daily_usage (user_id, day, used) SELECT $1, $21::text, 1 FROM c WHERE 1 <= $22::bigint
+	q AS (INSERT INTO daily_usage (user_id, day, used) SELECT $1, $21::text, 1 FROM c WHERE $32::boolean AND 1 <= $22::bigint
 		ON CONFLICT (user_id, day) DO UPDATE SET used = daily_usage.used + 1 WHERE daily_usage.used + 1 <= $22::bigint
 		RETURNING used),
-	m AS (INSERT INTO machine_heads (user_id, machine_id, events) SELECT $1, $23::text, 1 FROM q
+	ok AS (SELECT used FROM q UNION ALL SELECT NULL::bigint FROM c WHERE NOT $32::boolean),
+	m AS (INSERT INTO machine_heads (user_id, machine_id, events) SELECT $1, $23::text, 1 FROM ok
 		ON CONFLICT (user_id, machine_id) DO UPDATE SET events = machine_heads.events + 1 RETURNING events),
 	e AS (INSERT INTO events (` + eventColumns + `)
 		SELECT $1, $2::bigint, $3::bigint, $4::text, $5::text, $6::text, $7::text, $8::text, $9::text, $10::text,
@@ -61,13 +64,13 @@ const appendStatement = `WITH
 	h AS (INSERT INTO merkle_hashes (account, idx, hash)
 		SELECT $1, t.idx, t.hash FROM unnest($24::bigint[], $25::bytea[]) AS t(idx, hash) WHERE EXISTS (SELECT 1 FROM e)
 		RETURNING 1)
-	SELECT EXISTS (SELECT 1 FROM c), (SELECT used FROM q), (SELECT events FROM m), EXISTS (SELECT 1 FROM e),
+	SELECT EXISTS (SELECT 1 FROM c), EXISTS (SELECT 1 FROM ok), (SELECT used FROM q), (SELECT events FROM m), EXISTS (SELECT 1 FROM e),
 		(SELECT count(*) FROM (SELECT pg_notify($26::text, $27::text) WHERE $26::text <> '' AND EXISTS (SELECT 1 FROM e)
 			AND (SELECT listened_until FROM c) > ` + dbNowMicros + `) AS n)`
 
 var (
-	lockedAppend   = appendStatement + `, false`
-	unlockedAppend = appendStatement + `,
+	lockedAppend   = appendSQL + `, false`
+	unlockedAppend = appendSQL + `,
 		CASE WHEN EXISTS (SELECT 1 FROM c) AND NOT EXISTS (SELECT 1 FROM e)
 			THEN auditchain_abort('append refused after its compare-and-set on the head') ELSE false END`
 )
@@ -75,26 +78,10 @@ var (
 // errAppendAborted is the statement's own abort (SQLSTATE AC001).
 var errAppendAborted = errors.New("append statement aborted itself")
 
-// AppendUnlocked is the optimistic append: the same statement, without a
-// transaction or a lock, against the head the caller read (Expect). It writes
-// everything or nothing: Appended() is true when the event is stored and
-// committed; otherwise nothing was written — the head had moved, or the
-// quota or the event_id refused the event — and the caller must take the
-// locked path, which orders the append against the others and tells those
-// outcomes apart (429, replay, 409).
-func (s *Store) AppendUnlocked(ctx context.Context, a ChargedAppend) (ChargedInsert, error) {
-	out, err := s.chargedAppend(ctx, s.write, a, true)
-	if errors.Is(err, errAppendAborted) {
-		return ChargedInsert{}, nil
-	}
-	return out, err
-}
-
-func (s *Store) chargedAppend(ctx context.Context, q Querier, a ChargedAppend, selfAbort bool) (ChargedInsert, error) {
-	var out ChargedInsert
-	if s.Dialect != Postgres {
-		return out, errors.New("the append statement is PostgreSQL only")
-	}
+// appendStatement sends appendSQL through q: a transaction holding the head
+// (lockedAppend) or the pool (unlockedAppend, selfAbort).
+func (s *Store) appendStatement(ctx context.Context, q Querier, a Append, selfAbort bool) (Appended, error) {
+	var out Appended
 	e := a.Event
 	var raw any
 	if e.Raw != nil {
@@ -109,8 +96,12 @@ func (s *Store) chargedAppend(ctx context.Context, q Querier, a ChargedAppend, s
 	for i, h := range a.Hashes {
 		idx[i], hs[i] = h.Index, h.Hash[:]
 	}
+	charge, day, limit := false, "", int64(0)
+	if a.Quota != nil {
+		charge, day, limit = true, a.Quota.Day, a.Quota.Limit
+	}
 	var used, machineEvents sql.NullInt64
-	var moved, inserted bool
+	var moved, admitted, inserted bool
 	var notified int64
 	var abortColumn bool // always false: an abort raises AC001 instead
 	stmt := lockedAppend
@@ -120,20 +111,20 @@ func (s *Store) chargedAppend(ctx context.Context, q Querier, a ChargedAppend, s
 	err := q.QueryRowContext(ctx, stmt,
 		e.UserID, e.Sequence, e.LeafIndex, e.EventID, e.EventType, e.PrevHash, e.PayloadHash, raw, e.Decision, e.Tool,
 		e.MachineID, e.ParentID, e.Signature, e.SignatureKey, e.TS, e.TSMicros, e.Surface, e.APIKeyID,
-		e.SemanticKey, e.CreatedAt, a.Day, a.Limit, machine, idx, hs, a.NotifyChannel, a.NotifyPayload,
-		a.Expect.EventCount, a.Expect.LastSequence, a.Expect.LastHash, a.TreeCheck).
-		Scan(&moved, &used, &machineEvents, &inserted, &notified, &abortColumn)
+		e.SemanticKey, e.CreatedAt, day, limit, machine, idx, hs, a.NotifyChannel, a.NotifyPayload,
+		a.Expect.EventCount, a.Expect.LastSequence, a.Expect.LastHash, a.TreeCheck, charge).
+		Scan(&moved, &admitted, &used, &machineEvents, &inserted, &notified, &abortColumn)
 	if pgErr := (*pgconn.PgError)(nil); errors.As(err, &pgErr) && pgErr.Code == "AC001" {
 		return out, errAppendAborted
 	}
 	if err != nil {
-		return out, fmt.Errorf("insert event: %w", err)
+		return out, fmt.Errorf("append: %w", err)
 	}
 	if !moved {
 		out.HeadMoved = true
 		return out, nil
 	}
-	if !used.Valid {
+	if !admitted {
 		return out, nil
 	}
 	out.QuotaOK, out.QuotaUsed, out.Inserted = true, used.Int64, inserted
@@ -182,7 +173,7 @@ func (s *Store) HeadForAppend(ctx context.Context, userID string, indexes []int6
 // NOTIFY. It creates the head row of an account without one, so the mark is
 // there for its first append, and never shortens another replica's mark.
 // Rows are upserted in user_id byte order, so replicas marking overlapping
-// sets, and batch appends (AppendUnlockedBatch), take their locks in the same
+// sets, and batch appends (AppendAcross), take their locks in the same
 // order. PostgreSQL only.
 func (s *Store) MarkListened(ctx context.Context, userIDs []string, ttl time.Duration) error {
 	if s.Dialect != Postgres {
@@ -192,5 +183,19 @@ func (s *Store) MarkListened(ctx context.Context, userIDs []string, ttl time.Dur
 		SELECT u, -1, NULL, NULL, 0, `+dbNowMicros+` + $2::bigint FROM unnest($1::text[]) AS u ORDER BY u COLLATE "C"
 		ON CONFLICT (user_id) DO UPDATE SET listened_until = GREATEST(chain_heads.listened_until, excluded.listened_until)`,
 		userIDs, ttl.Microseconds())
+	return err
+}
+
+// notifyRun announces a run's events (AppendRun) in one statement, while a
+// replica streams the account (as appendSQL does). Nothing on SQLite, whose
+// one process publishes to its own hub after the commit.
+func (s *Store) notifyRun(ctx context.Context, tx *sql.Tx, run Run) error {
+	if s.Dialect != Postgres || run.NotifyChannel == "" || len(run.NotifyPayloads) == 0 {
+		return nil
+	}
+	_, err := tx.ExecContext(ctx, `SELECT count(pg_notify($2::text, o.p)) FROM
+		(SELECT t.p FROM unnest($3::text[]) WITH ORDINALITY AS t(p, i) ORDER BY t.i) AS o
+		WHERE (SELECT listened_until FROM chain_heads WHERE user_id = $1) > `+dbNowMicros,
+		run.UserID, run.NotifyChannel, run.NotifyPayloads)
 	return err
 }

@@ -11,7 +11,7 @@ import (
 	"github.com/jackc/pgx/v5/pgconn"
 )
 
-// appendBatchStatement is appendStatement for several accounts at once: one
+// appendBatchStatement is appendSQL for several accounts at once: one
 // row per account in v, each with its own compare-and-set on its head, and
 // each account's writes gated on its own earlier ones exactly as in
 // appendStatement (c → q → m → e → h). An account whose head moved writes
@@ -55,7 +55,7 @@ const appendBatchStatement = `WITH
 			THEN auditchain_abort('append refused after its compare-and-set on the head') ELSE false END)
 	FROM v LEFT JOIN c USING (user_id) LEFT JOIN q USING (user_id) LEFT JOIN m USING (user_id) LEFT JOIN e USING (user_id)`
 
-// AppendBatchConns is the size of the pool AppendUnlockedBatch sends its
+// AppendBatchConns is the size of the pool AppendAcross sends its
 // statements on: the number of batch statements a replica has in flight.
 const AppendBatchConns = 4
 
@@ -79,23 +79,30 @@ const AppendBatchConns = 4
 // statement each, so only the account whose head is held waits for it.
 const batchSessionParams = "enable_hashjoin=off&enable_mergejoin=off&enable_seqscan=off&lock_timeout=100"
 
-// ErrBatchRolledBack is AppendUnlockedBatch's answer when its statement failed
+// ErrBatchRolledBack is AppendAcross's answer when its statement failed
 // on the server — an append refused after its compare-and-set (the
 // statement's own abort, AC001), a deadlock, a lock waited on longer than the
 // batch pool's lock_timeout, any other error: nothing of the batch was
-// written, and each append can be sent alone (AppendUnlocked) for its own
+// written, and each append can be sent alone (AppendEvent without a transaction) for its own
 // outcome. The server's error is wrapped.
 var ErrBatchRolledBack = errors.New("append batch rolled back")
 
-// AppendUnlockedBatch is AppendUnlocked for appends of distinct accounts, in
-// one statement and one commit: the PostgreSQL counterpart of SQLite's group
-// commit. Each outcome is AppendUnlocked's: Appended, or nothing written for
-// that append (its head moved). ErrBatchRolledBack means nothing was written;
-// any other error that the batch's outcome is unknown (the connection
-// failed, ctx ended) or that it was malformed.
-func (s *Store) AppendUnlockedBatch(ctx context.Context, as []ChargedAppend) ([]ChargedInsert, error) {
+// AppendAcross is AppendEvent without a transaction for charged appends of
+// distinct accounts, in one statement and one commit: the PostgreSQL
+// counterpart of SQLite's shared transaction. Each outcome is AppendEvent's:
+// Stored(), or nothing written for that append (its head moved).
+// ErrBatchRolledBack means nothing was written; any other error that the
+// batch's outcome is unknown (the connection failed, ctx ended) or that it
+// was malformed.
+func (s *Store) AppendAcross(ctx context.Context, as []Append) ([]Appended, error) {
 	if s.Dialect != Postgres {
 		return nil, errors.New("the append statement is PostgreSQL only")
+	}
+	for i := range as {
+		if as[i].Quota == nil || as[i].Hashes == nil {
+			return nil, errors.New("append batch: every append is a charged one with its Merkle rows")
+		}
+		as[i].Event.LeafIndex = as[i].Expect.EventCount
 	}
 	// Rows are locked in user_id order (byte order, as MarkListened's), in
 	// every batch statement (the plan walks v in its order): two batches
@@ -112,7 +119,7 @@ func (s *Store) AppendUnlockedBatch(ctx context.Context, as []ChargedAppend) ([]
 		if _, dup := index[a.Event.UserID]; dup {
 			return nil, fmt.Errorf("append batch: account %s appears twice", a.Event.UserID)
 		}
-		if a.Limit != as[0].Limit {
+		if a.Quota.Limit != as[0].Quota.Limit {
 			return nil, errors.New("append batch: one daily quota for all its appends")
 		}
 		index[a.Event.UserID] = i
@@ -127,17 +134,17 @@ func (s *Store) AppendUnlockedBatch(ctx context.Context, as []ChargedAppend) ([]
 	return out, err
 }
 
-func (s *Store) appendBatch(ctx context.Context, c *batchColumns, as []ChargedAppend, index map[string]int) ([]ChargedInsert, error) {
+func (s *Store) appendBatch(ctx context.Context, c *batchColumns, as []Append, index map[string]int) ([]Appended, error) {
 	rows, err := s.batch.QueryContext(ctx, appendBatchStatement,
 		c.users, c.seqs, c.leaves, c.eventIDs, c.eventTypes, c.prevHashes, c.payloadHashes, c.raws, c.decisions, c.tools,
 		c.machineIDs, c.parentIDs, c.sigs, c.sigKeys, c.tss, c.tsMicros, c.surfaces, c.apiKeys, c.semKeys, c.createdAt,
-		c.days, c.machines, c.channels, c.payloads, c.expectCount, c.expectSeq, c.expectHash, c.treeChecks, as[0].Limit,
+		c.days, c.machines, c.channels, c.payloads, c.expectCount, c.expectSeq, c.expectHash, c.treeChecks, as[0].Quota.Limit,
 		c.hashUsers, c.hashIdx, c.hashes)
 	if err != nil {
 		return nil, err
 	}
 	defer rows.Close()
-	out := make([]ChargedInsert, len(as))
+	out := make([]Appended, len(as))
 	seen := 0
 	for rows.Next() {
 		var user string
@@ -156,7 +163,7 @@ func (s *Store) appendBatch(ctx context.Context, c *batchColumns, as []ChargedAp
 		case !moved:
 			out[i].HeadMoved = true
 		case used.Valid && inserted:
-			out[i] = ChargedInsert{QuotaOK: true, QuotaUsed: used.Int64, Inserted: true}
+			out[i] = Appended{QuotaOK: true, QuotaUsed: used.Int64, Inserted: true}
 			as[i].Event.MachineSequence = events.Int64 - 1
 		default:
 			// The statement aborts itself in this case; reaching here would
@@ -211,7 +218,7 @@ type batchColumns struct {
 	hashes                                                                                        [][]byte
 }
 
-func (c *batchColumns) add(a ChargedAppend) {
+func (c *batchColumns) add(a Append) {
 	e := a.Event
 	var raw *string
 	if e.Raw != nil {
@@ -224,7 +231,7 @@ func (c *batchColumns) add(a ChargedAppend) {
 	}
 	c.users, c.eventIDs, c.eventTypes = append(c.users, e.UserID), append(c.eventIDs, e.EventID), append(c.eventTypes, e.EventType)
 	c.payloadHashes, c.tss, c.surfaces = append(c.payloadHashes, e.PayloadHash), append(c.tss, e.TS), append(c.surfaces, e.Surface)
-	c.days, c.machines = append(c.days, a.Day), append(c.machines, machine)
+	c.days, c.machines = append(c.days, a.Quota.Day), append(c.machines, machine)
 	c.channels, c.payloads = append(c.channels, a.NotifyChannel), append(c.payloads, a.NotifyPayload)
 	c.seqs, c.leaves, c.createdAt = append(c.seqs, e.Sequence), append(c.leaves, e.LeafIndex), append(c.createdAt, e.CreatedAt)
 	c.expectCount, c.expectSeq = append(c.expectCount, a.Expect.EventCount), append(c.expectSeq, a.Expect.LastSequence)

@@ -36,7 +36,7 @@ func threeEvents(t *testing.T, s *store.Store, user string) {
 			}
 			e := store.Event{UserID: user, Sequence: int64(i), LeafIndex: int64(i), EventID: fmt.Sprintf("evt-%d", i),
 				EventType: "t", PayloadHash: batchPayload(user, i), TS: "2026-11-22T00:00:00Z", Surface: "rest"}
-			if err := s.InsertEvent(ctx, tx, &e); err != nil {
+			if err := insertEvent(ctx, s, tx, &e); err != nil {
 				return err
 			}
 		}
@@ -48,7 +48,7 @@ func threeEvents(t *testing.T, s *store.Store, user string) {
 }
 
 // nextAppend builds the append of user's leaf 3 onto the head read now.
-func nextAppend(t *testing.T, s *store.Store, user, eventID string, limit int64) store.ChargedAppend {
+func nextAppend(t *testing.T, s *store.Store, user, eventID string, limit int64) store.Append {
 	t.Helper()
 	ctx := context.Background()
 	head, hashes, err := s.HeadForAppend(ctx, user, store.LeafReads(3))
@@ -65,7 +65,7 @@ func nextAppend(t *testing.T, s *store.Store, user, eventID string, limit int64)
 	if err != nil {
 		t.Fatal(err)
 	}
-	return store.ChargedAppend{Event: e, Hashes: hs, Expect: head, Day: batchDay, Limit: limit}
+	return store.Append{Event: e, Hashes: hs, Expect: head, Quota: &store.Quota{Day: batchDay, Limit: limit}}
 }
 
 // checkRoot checks that the account's stored tree of n leaves has the root
@@ -90,9 +90,9 @@ func checkRoot(t *testing.T, s *store.Store, user string, n int) {
 
 // checkAppended checks that user's leaf 3 is stored with its head, quota,
 // machine counter and the tree of four leaves.
-func checkAppended(t *testing.T, s *store.Store, user string, out store.ChargedInsert, a store.ChargedAppend, before appendState) {
+func checkAppended(t *testing.T, s *store.Store, user string, out store.Appended, a store.Append, before appendState) {
 	t.Helper()
-	if !out.Appended() || out.QuotaUsed != 1 || a.Event.MachineSequence != before.machineEvents {
+	if !out.Stored() || out.QuotaUsed != 1 || a.Event.MachineSequence != before.machineEvents {
 		t.Fatalf("%s: outcome %+v, machine sequence %d; want appended, quota 1, machine sequence %d", user, out,
 			a.Event.MachineSequence, before.machineEvents)
 	}
@@ -115,7 +115,7 @@ func TestAppendUnlockedBatchWritesEachAccountOrNothingOfIt(t *testing.T) {
 	for _, u := range users {
 		threeEvents(t, s, u)
 	}
-	var batch []store.ChargedAppend
+	var batch []store.Append
 	for _, u := range users {
 		batch = append(batch, nextAppend(t, s, u, "evt-3", 100))
 	}
@@ -126,13 +126,13 @@ func TestAppendUnlockedBatchWritesEachAccountOrNothingOfIt(t *testing.T) {
 	for _, u := range users {
 		before[u] = readAppendState(t, s, u, batchDay)
 	}
-	outs, err := s.AppendUnlockedBatch(ctx, batch)
+	outs, err := s.AppendAcross(ctx, batch)
 	if err != nil || len(outs) != len(batch) {
 		t.Fatalf("AppendUnlockedBatch = %+v, %v", outs, err)
 	}
 	for i, u := range users {
 		if u == "u-a" || u == "u-e" {
-			if !outs[i].HeadMoved || outs[i].Appended() {
+			if !outs[i].HeadMoved || outs[i].Stored() {
 				t.Fatalf("%s: outcome %+v, want the head moved and nothing appended", u, outs[i])
 			}
 			if got := readAppendState(t, s, u, batchDay); got != before[u] {
@@ -168,18 +168,18 @@ func TestAppendUnlockedBatchRefusalRollsTheStatementBack(t *testing.T) {
 			}
 		}
 	}
-	dup := []store.ChargedAppend{nextAppend(t, s, "u-d", "evt-3", 100), nextAppend(t, s, "u-d", "evt-4", 100)}
-	if _, err := s.AppendUnlockedBatch(ctx, dup); err == nil || errors.Is(err, store.ErrBatchRolledBack) {
+	dup := []store.Append{nextAppend(t, s, "u-d", "evt-3", 100), nextAppend(t, s, "u-d", "evt-4", 100)}
+	if _, err := s.AppendAcross(ctx, dup); err == nil || errors.Is(err, store.ErrBatchRolledBack) {
 		t.Fatalf("a batch with one account twice: %v, want refused before it is sent", err)
 	}
 	unchanged("one account twice")
 
-	taken := []store.ChargedAppend{
+	taken := []store.Append{
 		nextAppend(t, s, "u-a", "evt-3", 100),
 		nextAppend(t, s, "u-b", "evt-1", 100), // event_id taken
 		nextAppend(t, s, "u-c", "evt-3", 100),
 	}
-	if _, err := s.AppendUnlockedBatch(ctx, taken); !errors.Is(err, store.ErrBatchRolledBack) {
+	if _, err := s.AppendAcross(ctx, taken); !errors.Is(err, store.ErrBatchRolledBack) {
 		t.Fatalf("batch with a taken event_id: %v, want ErrBatchRolledBack", err)
 	}
 	unchanged("a taken event_id")
@@ -192,8 +192,8 @@ func TestAppendUnlockedBatchRefusalRollsTheStatementBack(t *testing.T) {
 		t.Fatal(err)
 	}
 	before["u-d"] = readAppendState(t, s, "u-d", batchDay)
-	quota := []store.ChargedAppend{nextAppend(t, s, "u-d", "evt-3", 5), nextAppend(t, s, "u-a", "evt-3", 5)}
-	if _, err := s.AppendUnlockedBatch(ctx, quota); !errors.Is(err, store.ErrBatchRolledBack) {
+	quota := []store.Append{nextAppend(t, s, "u-d", "evt-3", 5), nextAppend(t, s, "u-a", "evt-3", 5)}
+	if _, err := s.AppendAcross(ctx, quota); !errors.Is(err, store.ErrBatchRolledBack) {
 		t.Fatalf("batch with a spent quota: %v, want ErrBatchRolledBack", err)
 	}
 	unchanged("a spent quota")
@@ -223,12 +223,12 @@ func TestAppendUnlockedBatchAnnouncesStreamedAccounts(t *testing.T) {
 	if _, err := conn.Exec(ctx, "LISTEN batch_test"); err != nil {
 		t.Fatal(err)
 	}
-	batch := []store.ChargedAppend{nextAppend(t, s, "u-a", "evt-3", 100), nextAppend(t, s, "u-b", "evt-3", 100)}
+	batch := []store.Append{nextAppend(t, s, "u-a", "evt-3", 100), nextAppend(t, s, "u-b", "evt-3", 100)}
 	for i := range batch {
 		batch[i].NotifyChannel, batch[i].NotifyPayload = "batch_test", batch[i].Event.UserID
 	}
-	outs, err := s.AppendUnlockedBatch(ctx, batch)
-	if err != nil || !outs[0].Appended() || !outs[1].Appended() {
+	outs, err := s.AppendAcross(ctx, batch)
+	if err != nil || !outs[0].Stored() || !outs[1].Stored() {
 		t.Fatalf("AppendUnlockedBatch = %+v, %v", outs, err)
 	}
 	n, err := conn.WaitForNotification(ctx)
@@ -245,19 +245,19 @@ func TestAppendUnlockedBatchAnnouncesStreamedAccounts(t *testing.T) {
 }
 
 // appendOnHead builds the append of user's next leaf onto the head read now.
-func appendOnHead(t *testing.T, s *store.Store, user, eventID string) store.ChargedAppend {
+func appendOnHead(t *testing.T, s *store.Store, user, eventID string) store.Append {
 	t.Helper()
 	ctx := context.Background()
 	head, err := s.Head(ctx, user)
 	if err != nil {
 		t.Error(err)
-		return store.ChargedAppend{}
+		return store.Append{}
 	}
 	n := head.EventCount
 	head, hashes, err := s.HeadForAppend(ctx, user, store.LeafReads(n))
 	if err != nil {
 		t.Error(err)
-		return store.ChargedAppend{}
+		return store.Append{}
 	}
 	e := &store.Event{UserID: user, Sequence: head.LastSequence + 1, LeafIndex: head.EventCount, EventID: eventID, EventType: "t",
 		PrevHash: head.LastHash, PayloadHash: fmt.Sprintf("sha256:%064x", sha256.Sum256([]byte(user+eventID))),
@@ -266,9 +266,9 @@ func appendOnHead(t *testing.T, s *store.Store, user, eventID string) store.Char
 	hs, err := merkle.AppendLeaf(head.EventCount, leaf, hashes)
 	if err != nil {
 		t.Error(err)
-		return store.ChargedAppend{}
+		return store.Append{}
 	}
-	return store.ChargedAppend{Event: e, Hashes: hs, Expect: head, Day: batchDay, Limit: 1 << 40}
+	return store.Append{Event: e, Hashes: hs, Expect: head, Quota: &store.Quota{Day: batchDay, Limit: 1 << 40}}
 }
 
 // Any server error of the statement — here one account's Merkle row already
@@ -282,7 +282,7 @@ func TestAppendUnlockedBatchServerErrorRollsTheStatementBack(t *testing.T) {
 	for _, u := range users {
 		threeEvents(t, s, u)
 	}
-	var batch []store.ChargedAppend
+	var batch []store.Append
 	for _, u := range users {
 		batch = append(batch, nextAppend(t, s, u, "evt-3", 100))
 	}
@@ -295,7 +295,7 @@ func TestAppendUnlockedBatchServerErrorRollsTheStatementBack(t *testing.T) {
 	for _, u := range users {
 		before[u] = readAppendState(t, s, u, batchDay)
 	}
-	if _, err := s.AppendUnlockedBatch(ctx, batch); !errors.Is(err, store.ErrBatchRolledBack) {
+	if _, err := s.AppendAcross(ctx, batch); !errors.Is(err, store.ErrBatchRolledBack) {
 		t.Fatalf("batch with a taken Merkle row: %v, want ErrBatchRolledBack", err)
 	}
 	for _, u := range users {
@@ -317,7 +317,7 @@ func TestAppendUnlockedBatchGivesUpOnAHeldHead(t *testing.T) {
 	for _, u := range []string{"u-x", "u-y"} {
 		threeEvents(t, s, u)
 	}
-	batch := []store.ChargedAppend{nextAppend(t, s, "u-x", "evt-3", 100), nextAppend(t, s, "u-y", "evt-3", 100)}
+	batch := []store.Append{nextAppend(t, s, "u-x", "evt-3", 100), nextAppend(t, s, "u-y", "evt-3", 100)}
 	tx, err := s.DB().BeginTx(ctx, nil)
 	if err != nil {
 		t.Fatal(err)
@@ -326,7 +326,7 @@ func TestAppendUnlockedBatchGivesUpOnAHeldHead(t *testing.T) {
 	if _, err := tx.ExecContext(ctx, `SELECT 1 FROM chain_heads WHERE user_id = 'u-x' FOR UPDATE`); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := s.AppendUnlockedBatch(ctx, batch); !errors.Is(err, store.ErrBatchRolledBack) {
+	if _, err := s.AppendAcross(ctx, batch); !errors.Is(err, store.ErrBatchRolledBack) {
 		t.Fatalf("batch with a held head: %v, want ErrBatchRolledBack while the head is held", err)
 	}
 	if head, err := s.Head(ctx, "u-y"); err != nil || head.EventCount != 3 {
@@ -353,7 +353,7 @@ func TestAppendUnlockedBatchesLockInOneOrder(t *testing.T) {
 		wg.Go(func() {
 			rnd := rand.New(rand.NewPCG(uint64(g), 7))
 			for r := range rounds {
-				var batch []store.ChargedAppend
+				var batch []store.Append
 				for _, i := range rnd.Perm(len(users)) {
 					a := appendOnHead(t, s, users[i], fmt.Sprintf("evt-g%d-r%d", g, r))
 					if a.Event != nil {
@@ -363,7 +363,7 @@ func TestAppendUnlockedBatchesLockInOneOrder(t *testing.T) {
 				if len(batch) < 2 {
 					continue
 				}
-				if _, err := s.AppendUnlockedBatch(ctx, batch); err != nil && !errors.Is(err, store.ErrBatchRolledBack) {
+				if _, err := s.AppendAcross(ctx, batch); err != nil && !errors.Is(err, store.ErrBatchRolledBack) {
 					t.Error(err)
 					return
 				}

@@ -67,21 +67,21 @@ func TestAppendUnlockedWritesAllOrNothing(t *testing.T) {
 	}); err != nil {
 		t.Fatal(err)
 	}
-	next := func(eventID string, limit int64) store.ChargedAppend { return nextAppend(t, s, user, eventID, limit) }
+	next := func(eventID string, limit int64) store.Append { return nextAppend(t, s, user, eventID, limit) }
 	before := readAppendState(t, s, user, day)
 
 	stale := next("evt-3", 100)
 	stale.Expect.EventCount, stale.Expect.LastSequence = 2, 1
-	for name, a := range map[string]store.ChargedAppend{
+	for name, a := range map[string]store.Append{
 		"head moved":     stale,
 		"quota spent":    next("evt-3", 2),
 		"event_id taken": next("evt-1", 100),
 	} {
-		out, err := s.AppendUnlocked(ctx, a)
+		out, err := s.AppendEvent(ctx, nil, a)
 		if err != nil {
 			t.Fatalf("%s: %v", name, err)
 		}
-		if out.Appended() {
+		if out.Stored() {
 			t.Fatalf("%s: appended: %+v", name, out)
 		}
 		if got := readAppendState(t, s, user, day); got != before {
@@ -89,8 +89,8 @@ func TestAppendUnlockedWritesAllOrNothing(t *testing.T) {
 		}
 	}
 
-	out, err := s.AppendUnlocked(ctx, next("evt-3", 100))
-	if err != nil || !out.Appended() || out.QuotaUsed != 3 {
+	out, err := s.AppendEvent(ctx, nil, next("evt-3", 100))
+	if err != nil || !out.Stored() || out.QuotaUsed != 3 {
 		t.Fatalf("append onto the current head: %+v, %v", out, err)
 	}
 	after := readAppendState(t, s, user, day)

@@ -7,49 +7,59 @@ import (
 	"fmt"
 )
 
-// insertEventChargedSQLite is InsertEventCharged on SQLite: one UPDATE of the
-// head row moves the head and, where migration 011 keeps them, charges the
-// daily quota and counts an event without a machine; then the row and its
-// Merkle rows. Three statements (four for an event of a named machine, whose
-// counter stays in machine_heads) where the general path (ConsumeQuota,
-// NextMachineSequence, InsertEvent) makes five: each costs the single
+// appendEventSQLite is AppendEvent on SQLite: one UPDATE of the head row
+// moves the head and, where migration 011 keeps them, charges the daily
+// quota (a client event) and counts an event without a machine; then the
+// row and its Merkle rows. Three statements (four for an event of a named
+// machine, whose counter stays in machine_heads): each costs the single
 // writer more than the row it writes (docs/performance.md "Fourth round").
-// The outcomes come in the general path's order: the quota first, then the
+// The outcomes come in the order of CONTRACT.md: the quota first, then the
 // event_id's unique key.
-func (s *Store) insertEventChargedSQLite(ctx context.Context, tx *sql.Tx, a ChargedAppend) (ChargedInsert, error) {
-	var out ChargedInsert
+func (s *Store) appendEventSQLite(ctx context.Context, tx *sql.Tx, a Append) (Appended, error) {
+	var out Appended
 	e := a.Event
 	withoutMachine := 0
 	if e.MachineID == nil {
 		withoutMachine = 1
 	}
+	charge, day, limit := 0, "", int64(0)
+	if a.Quota != nil {
+		charge, day, limit = 1, a.Quota.Day, a.Quota.Limit
+	}
 	var used, counter int64
 	// The head is locked (the writer holds SQLite's only write lock), so the
 	// compare with Expect cannot fail; it is there so that a mistake shows.
+	// An uncharged event leaves the quota as it is.
 	err := tx.QueryRowContext(ctx, `UPDATE chain_heads SET last_sequence = $3, last_hash = $4, last_event_id = $5,
-			event_count = event_count + 1, quota_used = `+sqliteQuotaUsed+` + 1, quota_day = `+sqliteQuotaDay+`,
+			event_count = event_count + 1,
+			quota_used = CASE WHEN $11 THEN `+sqliteQuotaUsed+` + 1 ELSE quota_used END,
+			quota_day = CASE WHEN $11 THEN `+sqliteQuotaDay+` ELSE quota_day END,
 			events_without_machine = events_without_machine + $6
-		WHERE user_id = $1 AND event_count = $7 AND last_sequence = $8 AND last_hash IS $9 AND `+sqliteQuotaUsed+` + 1 <= $10
+		WHERE user_id = $1 AND event_count = $7 AND last_sequence = $8 AND last_hash IS $9
+			AND (NOT $11 OR `+sqliteQuotaUsed+` + 1 <= $10)
 		RETURNING quota_used, events_without_machine`,
-		e.UserID, a.Day, e.Sequence, e.PayloadHash, e.EventID, withoutMachine,
-		a.Expect.EventCount, a.Expect.LastSequence, a.Expect.LastHash, a.Limit).Scan(&used, &counter)
+		e.UserID, day, e.Sequence, e.PayloadHash, e.EventID, withoutMachine,
+		a.Expect.EventCount, a.Expect.LastSequence, a.Expect.LastHash, limit, charge).Scan(&used, &counter)
 	if errors.Is(err, sql.ErrNoRows) {
 		h, err := s.LockHead(ctx, tx, e.UserID)
 		if err != nil {
 			return out, err
 		}
 		if h.EventCount != a.Expect.EventCount || h.LastSequence != a.Expect.LastSequence || !sameHash(h.LastHash, a.Expect.LastHash) {
-			return out, fmt.Errorf("insert event: the locked head of %s moved", e.UserID)
+			return out, fmt.Errorf("append: the locked head of %s moved", e.UserID)
 		}
 		return out, nil // the quota refused the event
 	}
 	if err != nil {
-		return out, fmt.Errorf("insert event: %w", err)
+		return out, fmt.Errorf("append: %w", err)
 	}
-	out.QuotaOK, out.QuotaUsed = true, used
+	out.QuotaOK = true
+	if a.Quota != nil {
+		out.QuotaUsed = used
+	}
 	if e.MachineID == nil {
 		e.MachineSequence = counter - 1
-	} else if e.MachineSequence, err = s.NextMachineSequence(ctx, tx, e.UserID, *e.MachineID); err != nil {
+	} else if e.MachineSequence, err = s.nextMachineSequence(ctx, tx, e.UserID, *e.MachineID); err != nil {
 		return out, err
 	}
 	switch err := s.insertEventRow(ctx, tx, e); {
@@ -59,12 +69,21 @@ func (s *Store) insertEventChargedSQLite(ctx context.Context, tx *sql.Tx, a Char
 		return out, err
 	}
 	// a.Hashes come from LeafHashes in this transaction, which read that
-	// the stored tree ends where they begin (InsertEventCharged).
+	// the stored tree ends where they begin.
 	if err := s.insertRuns(ctx, tx, e.UserID, a.Hashes); err != nil {
 		return out, err
 	}
 	out.Inserted = true
 	return out, nil
+}
+
+// nextMachineSequence returns a named machine's next machine_sequence (0 for
+// its first event) and counts the event.
+func (s *Store) nextMachineSequence(ctx context.Context, tx *sql.Tx, userID, machineID string) (int64, error) {
+	var n int64
+	err := tx.QueryRowContext(ctx, `INSERT INTO machine_heads (user_id, machine_id, events) VALUES ($1, $2, 1)
+		ON CONFLICT (user_id, machine_id) DO UPDATE SET events = machine_heads.events + 1 RETURNING events`, userID, machineID).Scan(&n)
+	return n - 1, err
 }
 
 func sameHash(a, b *string) bool {

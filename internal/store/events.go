@@ -118,21 +118,6 @@ func (s *Store) Head(ctx context.Context, userID string) (Head, error) {
 	return h, err
 }
 
-// InsertEvent stores e, adds its leaf to the account's Merkle tree and moves
-// the head past it. The caller has locked the head.
-func (s *Store) InsertEvent(ctx context.Context, tx *sql.Tx, e *Event) error {
-	if err := s.insertEventRow(ctx, tx, e); err != nil {
-		return err
-	}
-	// The event's Merkle leaf, in the same transaction (store/integrity.go).
-	if err := s.appendLeaf(ctx, tx, e); err != nil {
-		return err
-	}
-	_, err := tx.ExecContext(ctx, `UPDATE chain_heads SET last_sequence = $2, last_hash = $3, last_event_id = $4, event_count = event_count + 1
-		WHERE user_id = $1`, e.UserID, e.Sequence, e.PayloadHash, e.EventID)
-	return err
-}
-
 // insertEventRow inserts e's row alone; ErrConflict when its event_id (or,
 // against the caller's checks, its sequence) is stored already.
 func (s *Store) insertEventRow(ctx context.Context, tx *sql.Tx, e *Event) error {
@@ -167,17 +152,10 @@ func (s *Store) insertEventRow(ctx context.Context, tx *sql.Tx, e *Event) error 
 	return nil
 }
 
-// InsertEvents stores a run of events that extend the account's chain in
-// order (batch ingest), with one multi-row INSERT per chunk, their Merkle
-// leaves computed in memory and written in one statement per chunk, and one
-// head update. evs must already carry their leaf indexes (consecutive from
-// the head's event count) and machine sequences. The caller has locked the
-// head and checked that no event_id is stored; a conflict anyway is an error.
-func (s *Store) InsertEvents(ctx context.Context, tx *sql.Tx, evs []Event) error {
-	if len(evs) == 0 {
-		return nil
-	}
-	userID := evs[0].UserID
+// insertEvents inserts the rows of evs, all of the account userID, with one
+// multi-row INSERT per chunk (AppendRun); ErrConflict when one is stored
+// already.
+func (s *Store) insertEvents(ctx context.Context, tx *sql.Tx, userID string, evs []Event) error {
 	account, err := s.accountKeyForWrite(ctx, tx, userID)
 	if err != nil {
 		return err
@@ -186,6 +164,9 @@ func (s *Store) InsertEvents(ctx context.Context, tx *sql.Tx, evs []Event) error
 		chunk := evs[start:min(start+maxRowsPerInsert, len(evs))]
 		query, args := s.insertEventsStatement(account, chunk)
 		res, err := tx.ExecContext(ctx, query, args...)
+		if IsUniqueViolation(err) {
+			return ErrConflict
+		}
 		if err != nil {
 			return fmt.Errorf("insert events: %w", err)
 		}
@@ -195,13 +176,7 @@ func (s *Store) InsertEvents(ctx context.Context, tx *sql.Tx, evs []Event) error
 			return fmt.Errorf("insert events: %d of %d rows stored: %w", n, len(chunk), ErrConflict)
 		}
 	}
-	if err := s.appendLeaves(ctx, tx, evs); err != nil {
-		return err
-	}
-	last := &evs[len(evs)-1]
-	_, err = tx.ExecContext(ctx, `UPDATE chain_heads SET last_sequence = $2, last_hash = $3, last_event_id = $4, event_count = event_count + $5
-		WHERE user_id = $1`, userID, last.Sequence, last.PayloadHash, last.EventID, len(evs))
-	return err
+	return nil
 }
 
 // eventColumnCount is the number of eventColumns.
@@ -464,23 +439,6 @@ func (s *Store) SetMachineSequences(ctx context.Context, tx *sql.Tx, userID stri
 	b.WriteString(` ON CONFLICT (user_id, machine_id) DO UPDATE SET events = excluded.events`)
 	_, err := tx.ExecContext(ctx, b.String(), args...)
 	return err
-}
-
-// NextMachineSequence returns the machine's next machine_sequence (0 for its
-// first event) and counts the event. Events without machine_id share "".
-func (s *Store) NextMachineSequence(ctx context.Context, tx *sql.Tx, userID, machineID string) (int64, error) {
-	var n int64
-	if machineID == "" && s.Dialect == SQLite {
-		err := tx.QueryRowContext(ctx, `UPDATE chain_heads SET events_without_machine = events_without_machine + 1 WHERE user_id = $1
-			RETURNING events_without_machine`, userID).Scan(&n)
-		if errors.Is(err, sql.ErrNoRows) {
-			err = fmt.Errorf("machine counter of %s: %w", userID, errNoHead)
-		}
-		return n - 1, err
-	}
-	err := tx.QueryRowContext(ctx, `INSERT INTO machine_heads (user_id, machine_id, events) VALUES ($1, $2, 1)
-		ON CONFLICT (user_id, machine_id) DO UPDATE SET events = machine_heads.events + 1 RETURNING events`, userID, machineID).Scan(&n)
-	return n - 1, err
 }
 
 // On SQLite the counter of an account's events without a machine lives in
@@ -834,23 +792,16 @@ func (s *Store) SigningKeys(ctx context.Context, userID string) ([]SigningKey, e
 	return out, rows.Err()
 }
 
-// RegisterSigningKey records a key for the machine effective from the next
-// appended event. It takes the chain head lock so no append races the change.
-func (s *Store) RegisterSigningKey(ctx context.Context, k SigningKey, apiKeyID string) (SigningKey, error) {
-	err := s.InTx(ctx, func(tx *sql.Tx) error {
-		h, err := s.LockHead(ctx, tx, k.UserID)
-		if err != nil {
-			return err
-		}
-		k.FromLeaf = h.EventCount
-		_, err = tx.ExecContext(ctx, `INSERT INTO signing_keys (user_id, machine_id, from_leaf, public_key, fingerprint, registered_at, api_key_id)
-			VALUES ($1, $2, $3, $4, $5, $6, $7)
-			ON CONFLICT (user_id, machine_id, from_leaf) DO UPDATE SET public_key = excluded.public_key,
-				fingerprint = excluded.fingerprint, registered_at = excluded.registered_at, api_key_id = excluded.api_key_id`,
-			k.UserID, k.MachineID, k.FromLeaf, k.PublicKey, k.Fingerprint, k.RegisteredAt, apiKeyID)
-		return err
-	})
-	return k, err
+// InsertSigningKey records k inside tx, which holds the account's head, in
+// force from leaf k.FromLeaf (the next appended event); a second key at the
+// same leaf replaces the first.
+func (s *Store) InsertSigningKey(ctx context.Context, tx *sql.Tx, k SigningKey, apiKeyID string) error {
+	_, err := tx.ExecContext(ctx, `INSERT INTO signing_keys (user_id, machine_id, from_leaf, public_key, fingerprint, registered_at, api_key_id)
+		VALUES ($1, $2, $3, $4, $5, $6, $7)
+		ON CONFLICT (user_id, machine_id, from_leaf) DO UPDATE SET public_key = excluded.public_key,
+			fingerprint = excluded.fingerprint, registered_at = excluded.registered_at, api_key_id = excluded.api_key_id`,
+		k.UserID, k.MachineID, k.FromLeaf, k.PublicKey, k.Fingerprint, k.RegisteredAt, apiKeyID)
+	return err
 }
 
 // MachineSummary is one machine seen on the account.

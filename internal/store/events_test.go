@@ -30,7 +30,7 @@ func TestLeafPositionsFollowChainOrder(t *testing.T) {
 				hashes = append(hashes, h)
 				e := store.Event{UserID: user, Sequence: seq, LeafIndex: int64(leaf), EventID: fmt.Sprintf("evt-%d", leaf),
 					EventType: "t", PayloadHash: h, TS: "2026-11-21T00:00:00Z", Surface: "rest"}
-				if err := s.InsertEvent(ctx, tx, &e); err != nil {
+				if err := insertEvent(ctx, s, tx, &e); err != nil {
 					return err
 				}
 			}
@@ -122,7 +122,7 @@ func TestInsertEventsStoresEveryColumnAsGiven(t *testing.T) {
 				if _, err := s.LockHead(ctx, tx, user); err != nil {
 					return err
 				}
-				return s.InsertEvents(ctx, tx, chunk)
+				return insertRun(ctx, s, tx, chunk)
 			})
 			if err != nil {
 				t.Fatal(err)

@@ -23,7 +23,7 @@ func insertSequences(t *testing.T, s *store.Store, user string, seqs []int64) {
 		}
 		for i, seq := range seqs {
 			h := fmt.Sprintf("sha256:%064x", seq+1)
-			if err := s.InsertEvent(ctx, tx, &store.Event{UserID: user, Sequence: seq, LeafIndex: head.EventCount + int64(i),
+			if err := insertEvent(ctx, s, tx, &store.Event{UserID: user, Sequence: seq, LeafIndex: head.EventCount + int64(i),
 				EventID: fmt.Sprintf("evt-%d", seq), EventType: "t", PayloadHash: h, TS: "2026-01-01T00:00:00Z", Surface: "rest"}); err != nil {
 				return err
 			}

@@ -2,7 +2,8 @@ package store
 
 // Integrity tables (CONTRACT.md "Integrity", docs/integrity.md): each
 // account's Merkle tree as tlog stored hashes (merkle_hashes), written in the
-// append transaction by InsertEvent, and its chain blocks (chain_blocks).
+// append's transaction or statement (append.go), and its chain blocks
+// (chain_blocks).
 
 import (
 	"context"
@@ -139,16 +140,6 @@ func (s *Store) StoredTreeEnd(ctx context.Context, userID string) (int64, error)
 	var end int64
 	err = s.read.QueryRowContext(ctx, q, account).Scan(&end)
 	return end, err
-}
-
-// appendLeaf adds e's leaf to the account's tree inside tx: it reads the at
-// most log2(n) hashes tlog needs and writes the new rows in one statement.
-func (s *Store) appendLeaf(ctx context.Context, tx *sql.Tx, e *Event) error {
-	hs, err := s.LeafHashes(ctx, tx, e)
-	if err != nil {
-		return err
-	}
-	return s.insertHashes(ctx, tx, e.UserID, hs)
 }
 
 // LeafHashes returns the Merkle rows that appending e's leaf (at e.LeafIndex)

@@ -37,7 +37,7 @@ func appendRaw(t *testing.T, s *store.Store, user string, from, to int64) []stri
 			}
 			e := rawEvent(user, i, head.EventCount)
 			hashes = append(hashes, e.PayloadHash)
-			return s.InsertEvent(ctx, tx, &e)
+			return insertEvent(ctx, s, tx, &e)
 		})
 		if err != nil {
 			t.Fatalf("append %d: %v", i, err)
@@ -174,7 +174,7 @@ func appendBatchRaw(t *testing.T, s *store.Store, user string, from, to int64) [
 			evs = append(evs, rawEvent(user, i, head.EventCount+i-from))
 			hashes = append(hashes, evs[len(evs)-1].PayloadHash)
 		}
-		return s.InsertEvents(ctx, tx, evs)
+		return insertRun(ctx, s, tx, evs)
 	})
 	if err != nil {
 		t.Fatalf("batch %d..%d: %v", from, to, err)
@@ -419,7 +419,7 @@ func BenchmarkInsertEvent(b *testing.B) {
 						sum := sha256.Sum256([]byte(fmt.Sprint(i)))
 						e := store.Event{UserID: "u", Sequence: i, LeafIndex: head.EventCount, EventID: fmt.Sprintf("evt-%d", i), EventType: "t",
 							PayloadHash: verify.HashPrefix + hex.EncodeToString(sum[:]), TS: "2026-01-01T00:00:00Z", Surface: "rest"}
-						if err := s.InsertEvent(ctx, tx, &e); err != nil {
+						if err := insertEvent(ctx, s, tx, &e); err != nil {
 							return err
 						}
 						head.EventCount++
@@ -458,9 +458,9 @@ func BenchmarkInsertEventCharged(b *testing.B) {
 						if err != nil {
 							return err
 						}
-						out, err := s.InsertEventCharged(ctx, tx, store.ChargedAppend{Event: &e, Hashes: hs, Expect: head,
-							Day: "2026-01-01", Limit: 1 << 40})
-						if err != nil || !out.Appended() {
+						out, err := s.AppendEvent(ctx, tx, store.Append{Event: &e, Hashes: hs, Expect: head,
+							Quota: &store.Quota{Day: "2026-01-01", Limit: 1 << 40}})
+						if err != nil || !out.Stored() {
 							return fmt.Errorf("append %d: %+v %v", seq, out, err)
 						}
 						seq++
@@ -508,7 +508,7 @@ func BenchmarkInsertEvents(b *testing.B) {
 							Decision: &decisions[n%3], Tool: &tool, TS: "2026-11-26T06:00:00.000000Z", TSMicros: &ts, Surface: "rest",
 							APIKeyID: &keyID, MachineSequence: n, CreatedAt: 1_790_000_000_000_000 + int64(i)}
 					}
-					return s.InsertEvents(ctx, tx, evs)
+					return insertRun(ctx, s, tx, evs)
 				})
 				if err != nil {
 					b.Fatal(err)

@@ -52,7 +52,7 @@ type Store struct {
 	numbers *accountNumbers
 	// inserts caches the texts of batch inserts (events.go).
 	inserts insertTexts
-	// batch serves AppendUnlockedBatch (PostgreSQL; append_pg_batch.go): a
+	// batch serves AppendAcross (PostgreSQL; append_pg_batch.go): a
 	// pool whose sessions plan with index lookups only.
 	batch          *sql.DB
 	batchFallbacks struct{ refusals, deadlocks, lockTimeouts, other atomic.Int64 }

@@ -2,6 +2,7 @@ package store_test
 
 import (
 	"context"
+	"database/sql"
 	"errors"
 	"sync"
 	"testing"
@@ -48,12 +49,14 @@ func TestAccountsAndKeys(t *testing.T) {
 		email := "a@example.com"
 		acct := store.Account{UserID: "11111111-1111-1111-1111-111111111111", Email: &email, CreatedAt: now}
 		k1 := store.APIKey{ID: "k1", UserID: acct.UserID, Hash: []byte("hash-1"), Prefix: "ac_1", Scopes: []string{"grants", "events:read"}, CreatedAt: now}
-		if err := s.CreateAccountWithKey(ctx, acct, k1); err != nil {
+		if err := s.InTx(ctx, func(tx *sql.Tx) error { return s.CreateAccountWithKey(ctx, tx, acct, k1) }); err != nil {
 			t.Fatal(err)
 		}
 		// Same email again is a conflict and writes nothing (the key is not stored).
 		dup := store.Account{UserID: "22222222-2222-2222-2222-222222222222", Email: &email, CreatedAt: now}
-		if err := s.CreateAccountWithKey(ctx, dup, store.APIKey{ID: "k9", UserID: dup.UserID, Hash: []byte("h9"), CreatedAt: now}); !errors.Is(err, store.ErrConflict) {
+		if err := s.InTx(ctx, func(tx *sql.Tx) error {
+			return s.CreateAccountWithKey(ctx, tx, dup, store.APIKey{ID: "k9", UserID: dup.UserID, Hash: []byte("h9"), CreatedAt: now})
+		}); !errors.Is(err, store.ErrConflict) {
 			t.Fatalf("duplicate email: got %v, want ErrConflict", err)
 		}
 		if _, _, err := s.KeyByHash(ctx, []byte("h9")); !errors.Is(err, store.ErrNotFound) {
@@ -61,16 +64,20 @@ func TestAccountsAndKeys(t *testing.T) {
 		}
 		// Accounts without email may coexist.
 		for _, id := range []string{"33333333-3333-3333-3333-333333333333", "44444444-4444-4444-4444-444444444444"} {
-			if err := s.CreateAccountWithKey(ctx, store.Account{UserID: id, CreatedAt: now}, store.APIKey{ID: "k-" + id, UserID: id, Hash: []byte(id), CreatedAt: now}); err != nil {
+			if err := s.InTx(ctx, func(tx *sql.Tx) error {
+				return s.CreateAccountWithKey(ctx, tx, store.Account{UserID: id, CreatedAt: now}, store.APIKey{ID: "k-" + id, UserID: id, Hash: []byte(id), CreatedAt: now})
+			}); err != nil {
 				t.Fatalf("no-email account: %v", err)
 			}
 		}
 		exp := now.Add(time.Hour)
 		k2 := store.APIKey{ID: "k2", UserID: acct.UserID, Hash: []byte("hash-2"), Prefix: "ac_2", Machine: "m", Label: "l", CreatedAt: now.Add(time.Second), ExpiresAt: &exp}
-		if err := s.CreateKey(ctx, k2); err != nil {
+		if err := s.InTx(ctx, func(tx *sql.Tx) error { return s.CreateKey(ctx, tx, k2) }); err != nil {
 			t.Fatal(err)
 		}
-		if err := s.CreateKey(ctx, store.APIKey{ID: "k3", UserID: "missing", Hash: []byte("h3"), CreatedAt: now}); !errors.Is(err, store.ErrNotFound) {
+		if err := s.InTx(ctx, func(tx *sql.Tx) error {
+			return s.CreateKey(ctx, tx, store.APIKey{ID: "k3", UserID: "missing", Hash: []byte("h3"), CreatedAt: now})
+		}); !errors.Is(err, store.ErrNotFound) {
 			t.Fatalf("key for missing account: %v", err)
 		}
 		got, admin, err := s.KeyByHash(ctx, []byte("hash-1"))
@@ -81,16 +88,16 @@ func TestAccountsAndKeys(t *testing.T) {
 		if err != nil || len(keys) != 2 || keys[0].ID != "k2" || keys[0].ExpiresAt == nil || !keys[0].ExpiresAt.Equal(exp) {
 			t.Fatalf("Keys = %+v err=%v", keys, err)
 		}
-		r1, err := s.RevokeKey(ctx, acct.UserID, "k1", now.Add(time.Minute))
+		r1, err := revokeKey(t, s, acct.UserID, "k1", now.Add(time.Minute))
 		if err != nil || r1.RevokedAt == nil {
 			t.Fatalf("revoke: %+v %v", r1, err)
 		}
-		r2, err := s.RevokeKey(ctx, acct.UserID, "k1", now.Add(time.Hour))
+		r2, err := revokeKey(t, s, acct.UserID, "k1", now.Add(time.Hour))
 		if err != nil || !r2.RevokedAt.Equal(*r1.RevokedAt) {
 			t.Fatalf("second revoke moved revoked_at: %v -> %v (%v)", r1.RevokedAt, r2.RevokedAt, err)
 		}
 		// Another account's key id answers exactly like a missing one.
-		if _, err := s.RevokeKey(ctx, "33333333-3333-3333-3333-333333333333", "k2", now); !errors.Is(err, store.ErrNotFound) {
+		if _, err := revokeKey(t, s, "33333333-3333-3333-3333-333333333333", "k2", now); !errors.Is(err, store.ErrNotFound) {
 			t.Fatalf("cross-account revoke: %v", err)
 		}
 	})
@@ -117,4 +124,16 @@ func TestOpenRejectsUnknownStores(t *testing.T) {
 			t.Errorf("Open(%q) succeeded", dsn)
 		}
 	}
+}
+
+// revokeKey is Store.RevokeKey in a transaction of its own.
+func revokeKey(t *testing.T, s *store.Store, userID, keyID string, now time.Time) (store.APIKey, error) {
+	t.Helper()
+	var k store.APIKey
+	err := s.InTx(context.Background(), func(tx *sql.Tx) error {
+		var err error
+		k, err = s.RevokeKey(context.Background(), tx, userID, keyID, now)
+		return err
+	})
+	return k, err
 }

@@ -6,8 +6,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
-	"log/slog"
 	"reflect"
 	"slices"
 	"strings"
@@ -15,8 +13,10 @@ import (
 	"time"
 
 	"github.com/auditchain/auditchain/internal/app"
+	"github.com/auditchain/auditchain/internal/app/apptest"
 	"github.com/auditchain/auditchain/internal/config"
 	"github.com/auditchain/auditchain/internal/domain"
+	"github.com/auditchain/auditchain/internal/merkle"
 	"github.com/auditchain/auditchain/internal/store"
 	"github.com/auditchain/auditchain/internal/store/storetest"
 )
@@ -246,11 +246,7 @@ func queryStrings(t *testing.T, q store.Querier, query string, args ...any) []st
 
 func newUpgradeApp(t *testing.T, st *store.Store) *app.App {
 	t.Helper()
-	a := app.New(st, config.Config{DailyEventQuota: 1_000_000, BatchRateLimit: 1_000_000}, slog.New(slog.NewTextHandler(io.Discard, nil)))
-	if err := a.LoadServiceKey(context.Background()); err != nil {
-		t.Fatal(err)
-	}
-	return a
+	return apptest.New(t, st, apptest.Options{Config: func(c *config.Config) { c.DailyEventQuota, c.BatchRateLimit = 1_000_000, 1_000_000 }})
 }
 
 func recordOf(t *testing.T, a *app.App, p app.Principal) (app.ScanResult, app.ChainVerification, []store.Event) {
@@ -348,13 +344,29 @@ func TestUpgradeTo11KeepsTheQuotaAndTheMachineCounters(t *testing.T) {
 			if want := map[string]int64{"": 5, "m1": 2}; !reflect.DeepEqual(counts, want) {
 				t.Errorf("MachineSequences = %v, want %v", counts, want)
 			}
-			for _, c := range []struct {
+			// Appends number their events from the counters (the rows carry no
+			// Merkle tree here: each append brings its rows, none).
+			for i, c := range []struct {
 				machine string
 				want    int64
 			}{{"", 5}, {"", 6}, {"m1", 2}, {"m2", 0}} {
-				if n, err := st.NextMachineSequence(ctx, tx, "u-head", c.machine); err != nil || n != c.want {
-					t.Errorf("NextMachineSequence(%q) = %d, %v; want %d", c.machine, n, err, c.want)
+				head, err := st.LockHead(ctx, tx, "u-head")
+				if err != nil {
+					return err
 				}
+				e := store.Event{UserID: "u-head", Sequence: head.LastSequence + 1, EventID: fmt.Sprintf("evt-up-%d", i), EventType: "t",
+					PrevHash: head.LastHash, PayloadHash: fmt.Sprintf("sha256:%064x", 900+i), TS: "2026-11-22T00:00:00Z", Surface: "rest"}
+				if c.machine != "" {
+					e.MachineID = &c.machine
+				}
+				out, err := st.AppendEvent(ctx, tx, store.Append{Event: &e, Expect: head, Hashes: []merkle.StoredHash{}})
+				if err != nil || !out.Stored() || e.MachineSequence != c.want {
+					t.Errorf("append of machine %q: %+v, %v, machine_sequence %d; want %d", c.machine, out, err, e.MachineSequence, c.want)
+				}
+			}
+			counts, err = st.MachineSequences(ctx, tx, "u-head", []string{"", "m1", "m2"})
+			if want := map[string]int64{"": 7, "m1": 3, "m2": 1}; err != nil || !reflect.DeepEqual(counts, want) {
+				t.Errorf("after the appends: %v, %v; want %v", counts, err, want)
 			}
 			if err := st.SetMachineSequences(ctx, tx, "u-head", map[string]int64{"": 9, "m1": 4}); err != nil {
 				return err

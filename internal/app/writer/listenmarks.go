@@ -1,4 +1,4 @@
-package app
+package writer
 
 import (
 	"cmp"
@@ -73,9 +73,9 @@ func stands(until, t time.Time) bool {
 // all but self, the stream whose WatchStream wrote this mark and which has
 // not read its tip yet. (end, not start plus the statement's timeout: the
 // timeout runs on the monotonic clock, which a suspended machine stops.)
-func (a *App) cover(accounts []string, start, end time.Time, self *stream.Subscription) {
+func (w *Writer) cover(accounts []string, start, end time.Time, self *stream.Subscription) {
 	until := start.Add(listenMarkTTL)
-	m := &a.marks
+	m := &w.marks
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	if m.covered == nil {
@@ -84,7 +84,7 @@ func (a *App) cover(accounts []string, start, end time.Time, self *stream.Subscr
 	for _, u := range accounts {
 		old, ok := m.covered[u]
 		if ok && !stands(old, end) {
-			a.Hub.ResyncExcept(u, self)
+			w.hub.ResyncExcept(u, self)
 		}
 		if !ok || until.After(old) {
 			m.covered[u] = until
@@ -97,11 +97,11 @@ func (a *App) cover(accounts []string, start, end time.Time, self *stream.Subscr
 // delivered may not have been announced. An account without an entry has no
 // stream that read its tip yet (WatchStream covers before the tip is read):
 // the frame is delivered, and such a stream drops it as at or below its tip.
-func (a *App) vouchAnnounced(userID string) bool {
-	now := a.Now()
-	a.marks.mu.Lock()
-	defer a.marks.mu.Unlock()
-	until, ok := a.marks.covered[userID]
+func (w *Writer) vouchAnnounced(userID string) bool {
+	now := w.now()
+	w.marks.mu.Lock()
+	defer w.marks.mu.Unlock()
+	until, ok := w.marks.covered[userID]
 	return !ok || stands(until, now)
 }
 
@@ -114,23 +114,23 @@ func (a *App) vouchAnnounced(userID string) bool {
 //
 // self is the stream being opened, already subscribed: it is not resynced
 // if the account's earlier coverage had run out (cover).
-func (a *App) WatchStream(ctx context.Context, userID string, self *stream.Subscription) error {
-	if a.PGBus == nil {
+func (w *Writer) WatchStream(ctx context.Context, userID string, self *stream.Subscription) error {
+	if w.bus == nil {
 		return nil
 	}
-	start := a.Now()
-	a.marks.mu.Lock()
-	covered := a.marks.covered[userID]
-	a.marks.mu.Unlock()
+	start := w.now()
+	w.marks.mu.Lock()
+	covered := w.marks.covered[userID]
+	w.marks.mu.Unlock()
 	if stands(covered, start.Add(listenMarkTTL-listenMarkRefresh)) {
 		return nil
 	}
 	ctx, cancel := context.WithTimeout(ctx, listenMarkTimeout)
 	defer cancel()
-	if err := a.Store.MarkListened(ctx, []string{userID}, listenMarkTTL); err != nil {
+	if err := w.store.MarkListened(ctx, []string{userID}, listenMarkTTL); err != nil {
 		return err
 	}
-	a.cover([]string{userID}, start, a.Now(), self)
+	w.cover([]string{userID}, start, w.now(), self)
 	return nil
 }
 
@@ -142,45 +142,45 @@ func (a *App) WatchStream(ctx context.Context, userID string, self *stream.Subsc
 // streamed are read again under the lock that deletes entries, so an entry
 // is never dropped while a stream that relied on it is open. It returns the
 // first refresh error, after the cut.
-func (a *App) tendListenMarks(ctx context.Context) error {
+func (w *Writer) tendListenMarks(ctx context.Context) error {
 	var firstErr error
-	for chunk := range slices.Chunk(a.Hub.Accounts(), listenMarkChunk) {
-		start := a.Now()
+	for chunk := range slices.Chunk(w.hub.Accounts(), listenMarkChunk) {
+		start := w.now()
 		rctx, cancel := context.WithTimeout(ctx, listenMarkTimeout)
-		err := a.Store.MarkListened(rctx, chunk, listenMarkTTL)
+		err := w.store.MarkListened(rctx, chunk, listenMarkTTL)
 		cancel()
 		if err != nil {
 			firstErr = cmp.Or(firstErr, err)
 			continue
 		}
-		a.cover(chunk, start, a.Now(), nil)
+		w.cover(chunk, start, w.now(), nil)
 	}
 	var cut []string
-	a.marks.mu.Lock()
-	now := a.Now()
+	w.marks.mu.Lock()
+	now := w.now()
 	soon := now.Add(listenMarkMargin)
 	streamed := map[string]bool{}
-	for _, u := range a.Hub.Accounts() {
+	for _, u := range w.hub.Accounts() {
 		streamed[u] = true
 	}
-	for u, until := range a.marks.covered {
+	for u, until := range w.marks.covered {
 		switch {
 		case streamed[u] && !stands(until, soon):
 			cut = append(cut, u)
 		case !streamed[u] && !stands(until, now):
-			delete(a.marks.covered, u)
+			delete(w.marks.covered, u)
 		}
 	}
-	a.marks.mu.Unlock()
+	w.marks.mu.Unlock()
 	for _, u := range cut {
-		a.Hub.Resync(u)
+		w.hub.Resync(u)
 	}
 	return firstErr
 }
 
 // keepListenMarks runs tendListenMarks every listenMarkRefresh until ctx
 // ends. (Tests call tendListenMarks directly.)
-func (a *App) keepListenMarks(ctx context.Context) {
+func (w *Writer) keepListenMarks(ctx context.Context) {
 	t := time.NewTicker(listenMarkRefresh)
 	defer t.Stop()
 	for {
@@ -188,8 +188,8 @@ func (a *App) keepListenMarks(ctx context.Context) {
 		case <-ctx.Done():
 			return
 		case <-t.C:
-			if err := a.tendListenMarks(ctx); err != nil && ctx.Err() == nil {
-				a.Log.Warn("stream: extending the marks of streamed accounts failed; retrying", "err", err)
+			if err := w.tendListenMarks(ctx); err != nil && ctx.Err() == nil {
+				w.log.Warn("stream: extending the marks of streamed accounts failed; retrying", "err", err)
 			}
 		}
 	}

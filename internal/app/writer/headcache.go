@@ -1,4 +1,4 @@
-package app
+package writer
 
 import (
 	"fmt"
@@ -117,11 +117,4 @@ func (h cachedHead) ReadHashes(indexes []int64) ([]tlog.Hash, error) {
 		out[k] = hash
 	}
 	return out, nil
-}
-
-// HeadCache reports the optimistic append's head cache on PostgreSQL
-// (headcache.go): appends stored without reading the head first, and cached
-// heads found stale (another replica or path had appended) and read again.
-func (a *App) HeadCache() (hits, stale int64) {
-	return a.heads.hits.Load(), a.heads.stale.Load()
 }

@@ -1,118 +1,25 @@
-package app
+package app_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
 
+	"github.com/auditchain/auditchain/internal/app"
+	"github.com/auditchain/auditchain/internal/app/apptest"
 	"github.com/auditchain/auditchain/internal/domain"
+	"github.com/auditchain/auditchain/internal/store/storetest"
 )
 
-func TestReadCacheKeepsOnlyReadsNoWriteRaced(t *testing.T) {
-	miss := func(c *readCache[string, int]) (int, bool) { v, _, ok := c.get("a", "k"); return v, ok }
-
-	tests := []struct {
-		name    string
-		run     func(c *readCache[string, int])
-		wantHit bool
-	}{
-		{"a read stored with a current ticket is served", func(c *readCache[string, int]) {
-			_, tk, _ := c.get("a", "k")
-			c.put("a", tk, "k", 1)
-		}, true},
-		{"a write ended after the ticket was taken: the read is not kept", func(c *readCache[string, int]) {
-			_, tk, _ := c.get("a", "k")
-			c.begin("a")()
-			c.put("a", tk, "k", 1)
-		}, false},
-		{"a write pending when the read is stored: not kept", func(c *readCache[string, int]) {
-			_, tk, _ := c.get("a", "k")
-			c.begin("a") // never ends within this step
-			c.put("a", tk, "k", 1)
-		}, false},
-		{"a write ended after the entry was stored drops it", func(c *readCache[string, int]) {
-			_, tk, _ := c.get("a", "k")
-			c.put("a", tk, "k", 1)
-			c.begin("a")()
-		}, false},
-		{"a write of another scope changes nothing", func(c *readCache[string, int]) {
-			_, tk, _ := c.get("a", "k")
-			c.put("a", tk, "k", 1)
-			c.begin("b")()
-		}, true},
-		{"a ticket taken while a write was pending is never honoured", func(c *readCache[string, int]) {
-			end := c.begin("a")
-			_, tk, _ := c.get("a", "k")
-			end()
-			c.put("a", tk, "k", 1)
-		}, false},
-		{"ending a write twice counts once", func(c *readCache[string, int]) {
-			end := c.begin("a")
-			end()
-			end()
-			_, tk, _ := c.get("a", "k")
-			c.put("a", tk, "k", 1)
-		}, true},
-	}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			c := newReadCache[string, int](10, 10)
-			tt.run(c)
-			if v, hit := miss(c); hit != tt.wantHit || (hit && v != 1) {
-				t.Fatalf("get after the steps = (%d, %v), want hit %v", v, hit, tt.wantHit)
-			}
-		})
-	}
-}
-
-func TestReadCacheBypassedWhileAWriteIsPending(t *testing.T) {
-	c := newReadCache[string, int](10, 10)
-	_, tk, _ := c.get("a", "k")
-	c.put("a", tk, "k", 1)
-	end := c.begin("a")
-	if _, _, hit := c.get("a", "k"); hit {
-		t.Fatal("a pending write must make readers go to the database")
-	}
-	end()
-	if _, _, hit := c.get("a", "k"); hit {
-		t.Fatal("the write's end must drop what was cached before it")
-	}
-}
-
-func TestReadCacheIsBounded(t *testing.T) {
-	c := newReadCache[string, int](4, 3)
-	pending := c.begin("busy") // a scope with a pending write must survive eviction
-	for i := range 100 {
-		scope := fmt.Sprint("s", i)
-		for k := range 10 {
-			_, tk, _ := c.get(scope, fmt.Sprint(k))
-			c.put(scope, tk, fmt.Sprint(k), k)
-		}
-	}
-	c.mu.Lock()
-	scopes := len(c.scopes)
-	_, busy := c.scopes["busy"]
-	for name, s := range c.scopes {
-		if len(s.entries) > 3 {
-			t.Errorf("scope %s holds %d entries, bound is 3", name, len(s.entries))
-		}
-	}
-	c.mu.Unlock()
-	if scopes > 4 {
-		t.Errorf("%d scopes cached, bound is 4", scopes)
-	}
-	if !busy {
-		t.Error("the scope with a pending write was evicted")
-	}
-	pending()
-	var nilCache *readCache[string, int]
-	if _, _, hit := nilCache.get("a", "k"); hit {
-		t.Error("a nil cache must always miss")
-	}
-	nilCache.begin("a")()
+// sqliteApp is an App over a fresh SQLite store: the store of which this
+// process is the sole writer, the only one where the read caches exist.
+func sqliteApp(t *testing.T, o apptest.Options) *app.App {
+	t.Helper()
+	return apptest.New(t, storetest.Open(t, storetest.DSN(t, storetest.SQLite)), o)
 }
 
 // The gate's cache is linearizable with its writes: once a use (or a revoke)
@@ -121,18 +28,15 @@ func TestReadCacheIsBounded(t *testing.T) {
 // and then revokes; each reader checks the uses it sees never go below what
 // the writer had acknowledged before the read began, and never go backwards.
 func TestGateCacheNeverServesAStateOlderThanAnAcknowledgedWrite(t *testing.T) {
-	a := sqliteApp(t)
+	a := sqliteApp(t, apptest.Options{})
 	ctx := context.Background()
-	if err := a.LoadServiceKey(ctx); err != nil {
-		t.Fatal(err)
-	}
-	acct, _, err := a.CreateAccount(ctx, AccountRequest{Email: "cache@example.com"})
+	acct, _, err := a.CreateAccount(ctx, app.AccountRequest{Email: "cache@example.com"})
 	if err != nil {
 		t.Fatal(err)
 	}
-	p := Principal{UserID: acct.UserID, KeyID: "k", Kind: "api_key"} // unscoped
+	p := app.Principal{UserID: acct.UserID, KeyID: "k", Kind: "api_key"} // unscoped
 	const budget = 60
-	created, err := a.CreateGrant(ctx, p, GrantRequest{Subagent: "worker", AllowedTools: []string{"search"},
+	created, err := a.CreateGrant(ctx, p, app.GrantRequest{Subagent: "worker", AllowedTools: []string{"search"},
 		MaxToolCalls: budget, ExpiresAt: a.Now().Add(time.Hour)})
 	if err != nil {
 		t.Fatal(err)
@@ -214,9 +118,9 @@ func TestGateCacheNeverServesAStateOlderThanAnAcknowledgedWrite(t *testing.T) {
 // A revoked API key is refused by the very next request, although it was
 // served from the key cache a moment before.
 func TestKeyCacheForgetsARevokedKeyAtOnce(t *testing.T) {
-	a := sqliteApp(t)
+	a := sqliteApp(t, apptest.Options{})
 	ctx := context.Background()
-	acct, first, err := a.CreateAccount(ctx, AccountRequest{Email: "keys@example.com"})
+	acct, first, err := a.CreateAccount(ctx, app.AccountRequest{Email: "keys@example.com"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -224,7 +128,7 @@ func TestKeyCacheForgetsARevokedKeyAtOnce(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	second, err := a.CreateKey(ctx, acct.UserID, KeyRequest{Label: "second"})
+	second, err := a.CreateKey(ctx, acct.UserID, app.KeyRequest{Label: "second"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -236,7 +140,8 @@ func TestKeyCacheForgetsARevokedKeyAtOnce(t *testing.T) {
 	if _, err := a.RevokeKey(ctx, owner, second.Key.ID); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := a.Authenticate(ctx, second.Token); err != errInvalidKey {
+	var de *domain.Error
+	if _, err := a.Authenticate(ctx, second.Token); !errors.As(err, &de) || de.Code != domain.CodeInvalidAPIKey {
 		t.Fatalf("revoked key authenticated: err = %v", err)
 	}
 	if _, err := a.Authenticate(ctx, first.Token); err != nil {
@@ -250,24 +155,20 @@ func TestKeyCacheForgetsARevokedKeyAtOnce(t *testing.T) {
 // gate answers revoked (the newest), and with the clock stepped back to 12:30
 // it must answer authorized (the older live grant) again.
 func TestGateCacheNotUsedForAnEarlierTime(t *testing.T) {
-	a := sqliteApp(t)
-	ctx := context.Background()
-	if err := a.LoadServiceKey(ctx); err != nil {
-		t.Fatal(err)
-	}
 	noon := time.Date(2026, 11, 21, 12, 0, 0, 0, time.UTC)
 	now := noon
-	a.Now = func() time.Time { return now }
-	acct, _, err := a.CreateAccount(ctx, AccountRequest{Email: "clock@example.com"})
+	a := sqliteApp(t, apptest.Options{Now: func() time.Time { return now }})
+	ctx := context.Background()
+	acct, _, err := a.CreateAccount(ctx, app.AccountRequest{Email: "clock@example.com"})
 	if err != nil {
 		t.Fatal(err)
 	}
-	p := Principal{UserID: acct.UserID, KeyID: "k", Kind: "api_key"}
-	if _, err := a.CreateGrant(ctx, p, GrantRequest{Subagent: "worker", MaxToolCalls: 5, ExpiresAt: noon.Add(time.Hour)}); err != nil {
+	p := app.Principal{UserID: acct.UserID, KeyID: "k", Kind: "api_key"}
+	if _, err := a.CreateGrant(ctx, p, app.GrantRequest{Subagent: "worker", MaxToolCalls: 5, ExpiresAt: noon.Add(time.Hour)}); err != nil {
 		t.Fatal(err)
 	}
 	now = noon.Add(time.Minute)
-	newer, err := a.CreateGrant(ctx, p, GrantRequest{Subagent: "worker", MaxToolCalls: 5, ExpiresAt: noon.Add(3 * time.Hour)})
+	newer, err := a.CreateGrant(ctx, p, app.GrantRequest{Subagent: "worker", MaxToolCalls: 5, ExpiresAt: noon.Add(3 * time.Hour)})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -276,7 +177,7 @@ func TestGateCacheNotUsedForAnEarlierTime(t *testing.T) {
 	}
 	// A write of the account empties its cache (the revoke's own status
 	// read-back was cached at 12:01), so the next read is cached at 14:00.
-	if _, err := a.CreateGrant(ctx, p, GrantRequest{Subagent: "other", MaxToolCalls: 1, ExpiresAt: noon.Add(time.Hour)}); err != nil {
+	if _, err := a.CreateGrant(ctx, p, app.GrantRequest{Subagent: "other", MaxToolCalls: 1, ExpiresAt: noon.Add(time.Hour)}); err != nil {
 		t.Fatal(err)
 	}
 	for _, step := range []struct {

@@ -1,16 +1,17 @@
-package app
+package writer
 
 import "sync"
 
-// readCache memoises reads of state that only this process writes: on SQLite
-// the embedded store has exactly one serving process (serve holds
+// ReadCache memoises reads of state that only this process writes: on
+// SQLite the embedded store has exactly one serving process (serve holds
 // Store.LockServing; docs/decisions/gate.md "Status reads from memory"), so
-// every write of that state passes through this App and can tell the cache.
+// every write of that state passes through this Writer and can tell the
+// cache (Invalidate).
 //
 // The cache is linearizable with respect to those writes, not merely
 // "eventually fresh":
-//   - a writer calls begin before its transaction starts and the returned end
-//     after it committed (or failed); while any write of a scope is pending,
+//   - a write calls begin (Invalidate) before its transaction commits and the
+//     returned end after it committed (or failed); while any write of a scope is pending,
 //     readers of that scope bypass the cache and store nothing, so no reader
 //     can see a state older than one another reader already saw from the
 //     database;
@@ -21,7 +22,7 @@ import "sync"
 // Scopes are accounts (the gate's state) or one global scope (API keys).
 // Memory is bounded: at most maxScopes scopes of maxEntries entries each; an
 // overflow evicts idle scopes, which only costs a database read later.
-type readCache[K comparable, V any] struct {
+type ReadCache[K comparable, V any] struct {
 	mu         sync.Mutex
 	scopes     map[string]*cacheScope[K, V]
 	maxScopes  int
@@ -34,24 +35,34 @@ type cacheScope[K comparable, V any] struct {
 	entries map[K]V
 }
 
-// cacheTicket is what a reader that missed must hand back to put: the scope and
+// Ticket is what a reader that missed must hand back to Put: the scope and
 // generation it saw before it read the database.
-type cacheTicket[K comparable, V any] struct {
+type Ticket[K comparable, V any] struct {
 	scope *cacheScope[K, V]
 	gen   uint64
 	valid bool
 }
 
-func newReadCache[K comparable, V any](maxScopes, maxEntries int) *readCache[K, V] {
-	return &readCache[K, V]{scopes: map[string]*cacheScope[K, V]{}, maxScopes: maxScopes, maxEntries: maxEntries}
+// NewReadCache returns a cache of at most maxScopes scopes of maxEntries
+// entries each, or nil (a cache that always misses) when w is not the
+// store's sole writer: another replica's writes would not invalidate it.
+func NewReadCache[K comparable, V any](w *Writer, maxScopes, maxEntries int) *ReadCache[K, V] {
+	if !w.SoleWriter() {
+		return nil
+	}
+	return newReadCache[K, V](maxScopes, maxEntries)
 }
 
-// get returns the cached value of k in scope, or a ticket for put after the
+func newReadCache[K comparable, V any](maxScopes, maxEntries int) *ReadCache[K, V] {
+	return &ReadCache[K, V]{scopes: map[string]*cacheScope[K, V]{}, maxScopes: maxScopes, maxEntries: maxEntries}
+}
+
+// Get returns the cached value of k in scope, or a ticket for Put after the
 // caller read the value itself. A nil cache always misses.
-func (c *readCache[K, V]) get(scope string, k K) (V, cacheTicket[K, V], bool) {
+func (c *ReadCache[K, V]) Get(scope string, k K) (V, Ticket[K, V], bool) {
 	var zero V
 	if c == nil {
-		return zero, cacheTicket[K, V]{}, false
+		return zero, Ticket[K, V]{}, false
 	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
@@ -62,17 +73,17 @@ func (c *readCache[K, V]) get(scope string, k K) (V, cacheTicket[K, V], bool) {
 		c.scopes[scope] = s
 	}
 	if s.pending > 0 {
-		return zero, cacheTicket[K, V]{}, false
+		return zero, Ticket[K, V]{}, false
 	}
 	if v, ok := s.entries[k]; ok {
-		return v, cacheTicket[K, V]{}, true
+		return v, Ticket[K, V]{}, true
 	}
-	return zero, cacheTicket[K, V]{scope: s, gen: s.gen, valid: true}, false
+	return zero, Ticket[K, V]{scope: s, gen: s.gen, valid: true}, false
 }
 
-// put keeps v for k if nothing was written to the scope since the ticket was
+// Put keeps v for k if nothing was written to the scope since the ticket was
 // taken and nothing is being written now.
-func (c *readCache[K, V]) put(scope string, t cacheTicket[K, V], k K, v V) {
+func (c *ReadCache[K, V]) Put(scope string, t Ticket[K, V], k K, v V) {
 	if c == nil || !t.valid {
 		return
 	}
@@ -90,7 +101,7 @@ func (c *readCache[K, V]) put(scope string, t cacheTicket[K, V], k K, v V) {
 
 // begin marks a write of scope as pending; call the returned function once the
 // write committed or failed. A nil cache returns a no-op.
-func (c *readCache[K, V]) begin(scope string) (end func()) {
+func (c *ReadCache[K, V]) begin(scope string) (end func()) {
 	if c == nil {
 		return func() {}
 	}
@@ -117,7 +128,7 @@ func (c *readCache[K, V]) begin(scope string) (end func()) {
 
 // evictIdleLocked makes room for one more scope by dropping scopes no write is
 // pending on (a pending scope must stay: its readers rely on it to bypass).
-func (c *readCache[K, V]) evictIdleLocked() {
+func (c *ReadCache[K, V]) evictIdleLocked() {
 	if len(c.scopes) < c.maxScopes {
 		return
 	}

@@ -1,4 +1,4 @@
-package app
+package writer
 
 import (
 	"context"
@@ -17,7 +17,7 @@ import (
 // small machine those are most of an append's cost. The optimistic appends
 // of a replica therefore queue here, and a few workers send them in
 // statements of up to pgBatchMax appends of distinct accounts
-// (store.AppendUnlockedBatch). Each append is acknowledged only after the
+// (store.AppendAcross). Each append is acknowledged only after the
 // statement holding it committed; an append whose head moved writes nothing
 // and does not stop the others. An append of an account that already has one
 // pending is not queued but sent alone at once (submit): batching serves many
@@ -38,8 +38,8 @@ type pgAppendJob struct {
 	// ctx is the caller's: an append whose caller gave up before its
 	// statement was sent is not sent.
 	ctx  context.Context
-	ca   store.ChargedAppend
-	out  store.ChargedInsert
+	ca   store.Append
+	out  store.Appended
 	err  error
 	done chan struct{}
 }
@@ -74,28 +74,19 @@ func newPGBatcher(st *store.Store, timeout time.Duration, workers, queue int) *p
 	return b
 }
 
-// PGBatches reports the batch statements this replica sent for optimistic
-// appends on PostgreSQL and the appends they carried.
-func (a *App) PGBatches() (statements, appends int64) {
-	if a.pgBatch == nil {
-		return 0, 0
-	}
-	return a.pgBatch.statements.Load(), a.pgBatch.appends.Load()
-}
-
 var errAppendsShutDown = errors.New("the append workers are shut down")
 
 // submit queues ca and waits until the statement holding it committed or
 // failed, or until ctx ends (the append's outcome is then unknown to the
 // caller, as when a statement is cut by its context: a retry of the same
 // event_id is answered as a replay if it was stored).
-func (b *pgBatcher) submit(ctx context.Context, ca store.ChargedAppend) (store.ChargedInsert, error) {
+func (b *pgBatcher) submit(ctx context.Context, ca store.Append) (store.Appended, error) {
 	user := ca.Event.UserID
 	j := &pgAppendJob{ctx: ctx, ca: ca, done: make(chan struct{})}
 	b.mu.Lock()
 	if b.closed {
 		b.mu.Unlock()
-		return store.ChargedInsert{}, errAppendsShutDown
+		return store.Appended{}, errAppendsShutDown
 	}
 	busy := b.pending[user] > 0
 	if !busy {
@@ -103,7 +94,7 @@ func (b *pgBatcher) submit(ctx context.Context, ca store.ChargedAppend) (store.C
 		case b.queue <- j:
 		default:
 			b.mu.Unlock()
-			return store.ChargedInsert{}, errQueueFull
+			return store.Appended{}, errQueueFull
 		}
 	}
 	b.pending[user]++
@@ -123,7 +114,7 @@ func (b *pgBatcher) submit(ctx context.Context, ca store.ChargedAppend) (store.C
 		// appends did before batches; the head's row lock orders it.
 		b.statements.Add(1)
 		b.appends.Add(1)
-		return b.store.AppendUnlocked(ctx, ca)
+		return b.store.AppendEvent(ctx, nil, ca)
 	}
 	if b.queued != nil {
 		b.queued()
@@ -132,7 +123,7 @@ func (b *pgBatcher) submit(ctx context.Context, ca store.ChargedAppend) (store.C
 	case <-j.done:
 		return j.out, j.err
 	case <-ctx.Done():
-		return store.ChargedInsert{}, fmt.Errorf("append: %w", ctx.Err())
+		return store.Appended{}, fmt.Errorf("append: %w", ctx.Err())
 	}
 }
 
@@ -235,11 +226,11 @@ func (b *pgBatcher) run(batch []*pgAppendJob) {
 	// it. It is bounded like a request.
 	ctx, cancel := context.WithTimeout(context.Background(), b.timeout)
 	defer cancel()
-	cas := make([]store.ChargedAppend, len(batch))
+	cas := make([]store.Append, len(batch))
 	for i, j := range batch {
 		cas[i] = j.ca
 	}
-	outs, err := b.store.AppendUnlockedBatch(ctx, cas)
+	outs, err := b.store.AppendAcross(ctx, cas)
 	if errors.Is(err, store.ErrBatchRolledBack) {
 		// Nothing was written. Each append goes alone, at once, and is
 		// answered when its own statement is: one append's refusal, error or
@@ -263,6 +254,6 @@ func (b *pgBatcher) run(batch []*pgAppendJob) {
 func (b *pgBatcher) alone(j *pgAppendJob) {
 	ctx, cancel := context.WithTimeout(context.Background(), b.timeout)
 	defer cancel()
-	j.out, j.err = b.store.AppendUnlocked(ctx, j.ca)
+	j.out, j.err = b.store.AppendEvent(ctx, nil, j.ca)
 	close(j.done)
 }

@@ -1,4 +1,4 @@
-package app
+package writer
 
 import (
 	"context"
@@ -10,9 +10,9 @@ import (
 
 // subscribe opens a stream of userID on a, as the SSE handler does: subscribed,
 // then marked.
-func subscribe(t *testing.T, a *App, userID, keyID string) *stream.Subscription {
+func subscribe(t *testing.T, a *Writer, userID, keyID string) *stream.Subscription {
 	t.Helper()
-	sub, err := a.Hub.Subscribe(userID, keyID)
+	sub, err := a.hub.Subscribe(userID, keyID)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -24,8 +24,8 @@ func subscribe(t *testing.T, a *App, userID, keyID string) *stream.Subscription 
 }
 
 // lapse ends the database's mark of u, as the stall would have.
-func lapse(t *testing.T, ctx context.Context, a *App, u string) {
-	if _, err := a.Store.WriteDB().ExecContext(ctx, `UPDATE chain_heads SET listened_until = 0 WHERE user_id = $1`, u); err != nil {
+func lapse(t *testing.T, ctx context.Context, a *Writer, u string) {
+	if _, err := a.store.WriteDB().ExecContext(ctx, `UPDATE chain_heads SET listened_until = 0 WHERE user_id = $1`, u); err != nil {
 		t.Fatal(err)
 	}
 }
@@ -57,7 +57,7 @@ func TestStreamCutWhenAStallPrecedesTheRefreshStatement(t *testing.T) {
 	ctx, clk, streamer := r.ctx, r.clk, r.streamer
 	c := r.newChain("a@example.com")
 	r.append(c, nil)
-	sub := subscribe(t, streamer, c.p.UserID, "k") // coverage to T+60
+	sub := subscribe(t, streamer, c.userID, "k") // coverage to T+60
 	failed, stop := context.WithCancel(ctx)
 	stop()
 	clk.Advance(15 * time.Second)
@@ -66,8 +66,8 @@ func TestStreamCutWhenAStallPrecedesTheRefreshStatement(t *testing.T) {
 	var e1 string
 	clk.Hook(func() { // right after tend's start := a.Now(): a 33 s stall
 		clk.Advance(33 * time.Second)
-		lapse(t, ctx, streamer, c.p.UserID) // the database's mark ran out at ~T+60
-		e1 = r.append(c, nil)               // E1 at T+61: not announced
+		lapse(t, ctx, streamer, c.userID) // the database's mark ran out at ~T+60
+		e1 = r.append(c, nil)             // E1 at T+61: not announced
 	})
 	if err := streamer.tendListenMarks(ctx); err != nil {
 		t.Fatal(err)
@@ -86,23 +86,23 @@ func TestStreamCutWhenItsAccountWasListedBeforeItOpened(t *testing.T) {
 	c, v := r.newChain("u@example.com"), r.newChain("v@example.com")
 	r.append(c, nil)
 	r.append(v, nil)
-	subscribe(t, streamer, v.p.UserID, "kv")         // keeps the refresh busy with v
-	subscribe(t, streamer, c.p.UserID, "k0").Close() // an earlier stream of u: u's coverage is fresh
+	subscribe(t, streamer, v.userID, "kv")         // keeps the refresh busy with v
+	subscribe(t, streamer, c.userID, "k0").Close() // an earlier stream of u: u's coverage is fresh
 	clk.Advance(5 * time.Second)
 	var sub *stream.Subscription
 	var e1 string
 	clk.Hook(func() { // tend has listed the accounts to refresh (v only)
 		var err error
-		sub, err = streamer.Hub.Subscribe(c.p.UserID, "k")
+		sub, err = streamer.hub.Subscribe(c.userID, "k")
 		if err != nil {
 			t.Error(err)
 			return
 		}
-		if err := streamer.WatchStream(ctx, c.p.UserID, sub); err != nil { // coverage fresh: no write
+		if err := streamer.WatchStream(ctx, c.userID, sub); err != nil { // coverage fresh: no write
 			t.Error(err)
 		}
 		clk.Advance(100 * time.Second) // the stall
-		lapse(t, ctx, streamer, c.p.UserID)
+		lapse(t, ctx, streamer, c.userID)
 		e1 = r.append(c, nil) // not announced
 	})
 	// u's coverage has run out, but u is streamed by now: it must be cut,

@@ -1,54 +1,52 @@
-package app
+package writer
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
-	"log/slog"
-	"path/filepath"
 	"sync"
 	"testing"
 
-	"github.com/auditchain/auditchain/internal/config"
 	"github.com/auditchain/auditchain/internal/domain"
 	"github.com/auditchain/auditchain/internal/store"
+	"github.com/auditchain/auditchain/internal/store/storetest"
 )
 
-func sqliteApp(t *testing.T) *App {
+// sqliteWriter is a Writer over a fresh SQLite store with a table t.
+func sqliteWriter(t *testing.T) *Writer {
 	t.Helper()
-	st, err := store.Open(context.Background(), "sqlite:"+filepath.Join(t.TempDir(), "g.db"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { st.Close() })
-	a := New(st, config.Config{DailyEventQuota: 1000}, slog.New(slog.NewTextHandler(io.Discard, nil)))
-	t.Cleanup(a.Close)
+	st := storetest.Open(t, storetest.DSN(t, storetest.SQLite))
+	w := New(st, Options{})
+	t.Cleanup(w.Close)
 	if _, err := st.WriteDB().Exec(`CREATE TABLE t (v INTEGER PRIMARY KEY)`); err != nil {
 		t.Fatal(err)
 	}
-	return a
+	return w
 }
 
-func count(t *testing.T, a *App) int {
+func count(t *testing.T, w *Writer) int {
 	var n int
-	if err := a.Store.DB().QueryRow(`SELECT count(*) FROM t`).Scan(&n); err != nil {
+	if err := w.store.DB().QueryRow(`SELECT count(*) FROM t`).Scan(&n); err != nil {
 		t.Fatal(err)
 	}
 	return n
 }
 
+// job is a group-commit job for fn, as Write queues it.
+func job(ctx context.Context, fn func(*Tx) error) *groupJob {
+	return &groupJob{ctx: ctx, fn: fn, t: &Tx{}, done: make(chan struct{})}
+}
+
 // A job that fails rolls back alone; the others in its transaction commit.
 func TestGroupCommitIsolatesFailures(t *testing.T) {
-	a := sqliteApp(t)
+	w := sqliteWriter(t)
 	var wg sync.WaitGroup
 	errs := make([]error, 200)
 	for i := range errs {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			errs[i] = a.write(context.Background(), func(tx *txn) error {
+			errs[i] = w.Write(context.Background(), func(tx *Tx) error {
 				if _, err := tx.tx.Exec(`INSERT INTO t (v) VALUES ($1)`, i); err != nil {
 					return err
 				}
@@ -69,29 +67,30 @@ func TestGroupCommitIsolatesFailures(t *testing.T) {
 			want++
 		}
 	}
-	if got := count(t, a); got != want {
+	if got := count(t, w); got != want {
 		t.Fatalf("%d rows committed, want %d (failed jobs must leave nothing)", got, want)
 	}
 }
 
 // A full queue answers 503 append_queue_full at once instead of waiting.
 func TestGroupCommitQueueFull(t *testing.T) {
-	a := sqliteApp(t)
-	a.group.close()
-	a.group = newGroupCommitter(a, 2)
+	w := sqliteWriter(t)
+	w.engine.close()
+	g := newGroupCommitter(w.store, 2)
+	w.engine = g
 	release := make(chan struct{})
 	running := make(chan struct{})
-	go a.write(context.Background(), func(*txn) error { close(running); <-release; return nil })
+	go w.Write(context.Background(), func(*Tx) error { close(running); <-release; return nil })
 	<-running // the writer is busy with the first job
 	var wg sync.WaitGroup
 	for range 2 { // these fill the queue
 		wg.Add(1)
-		go func() { defer wg.Done(); a.write(context.Background(), func(*txn) error { return nil }) }()
+		go func() { defer wg.Done(); w.Write(context.Background(), func(*Tx) error { return nil }) }()
 	}
-	for len(a.group.queue) < 2 {
+	for len(g.queue) < 2 {
 		// wait until both are queued (bounded: the goroutines only enqueue)
 	}
-	err := a.write(context.Background(), func(*txn) error { return nil })
+	err := w.Write(context.Background(), func(*Tx) error { return nil })
 	var de *domain.Error
 	if !errors.As(err, &de) || de.Status != 503 || de.Code != domain.CodeQueueFull || de.RetryAfter < 1 {
 		t.Fatalf("err = %v, want 503 append_queue_full with Retry-After", err)
@@ -103,15 +102,15 @@ func TestGroupCommitQueueFull(t *testing.T) {
 // A write is acknowledged only once committed: after write returns, a new
 // connection sees it.
 func TestGroupCommitAcknowledgesAfterCommit(t *testing.T) {
-	a := sqliteApp(t)
+	w := sqliteWriter(t)
 	for i := range 50 {
-		if err := a.write(context.Background(), func(tx *txn) error {
+		if err := w.Write(context.Background(), func(tx *Tx) error {
 			_, err := tx.tx.Exec(`INSERT INTO t (v) VALUES ($1)`, i)
 			return err
 		}); err != nil {
 			t.Fatal(err)
 		}
-		if got := count(t, a); got != i+1 {
+		if got := count(t, w); got != i+1 {
 			t.Fatalf("after %d acknowledged writes a reader sees %d", i+1, got)
 		}
 	}
@@ -121,16 +120,16 @@ func TestGroupCommitAcknowledgesAfterCommit(t *testing.T) {
 // commits through a handle that met an I/O error or a full disk, and no job
 // of the batch is acknowledged.
 func TestGroupCommitStorageFaultFailsTheWholeBatch(t *testing.T) {
-	a := sqliteApp(t)
+	w := sqliteWriter(t)
 	ctx := context.Background()
-	bigTable(t, a)
-	insert := func(v int) func(tx *txn) error {
-		return func(tx *txn) error {
+	bigTable(t, w)
+	insert := func(v int) func(tx *Tx) error {
+		return func(tx *Tx) error {
 			_, err := tx.tx.Exec(`INSERT INTO t (v) VALUES ($1)`, v)
 			return err
 		}
 	}
-	full := func(tx *txn) error {
+	full := func(tx *Tx) error {
 		var pages int
 		if err := tx.tx.QueryRow(`PRAGMA page_count`).Scan(&pages); err != nil {
 			return err
@@ -142,11 +141,11 @@ func TestGroupCommitStorageFaultFailsTheWholeBatch(t *testing.T) {
 		return fmt.Errorf("job's own wrapping: %w", err)
 	}
 	batch := []*groupJob{
-		{ctx: ctx, fn: insert(1), done: make(chan struct{})},
-		{ctx: ctx, fn: full, done: make(chan struct{})},
-		{ctx: ctx, fn: insert(3), done: make(chan struct{})},
+		job(ctx, insert(1)),
+		job(ctx, full),
+		job(ctx, insert(3)),
 	}
-	a.group.run(batch)
+	w.engine.(*groupCommitter).commit(batch)
 	for i, j := range batch {
 		<-j.done
 		if j.err == nil {
@@ -156,14 +155,14 @@ func TestGroupCommitStorageFaultFailsTheWholeBatch(t *testing.T) {
 	if !store.IsStorageFault(batch[1].err) {
 		t.Fatalf("the faulting job's error = %v, want the storage fault", batch[1].err)
 	}
-	if n := count(t, a); n != 0 {
+	if n := count(t, w); n != 0 {
 		t.Fatalf("%d rows committed from a batch that met a storage fault", n)
 	}
 	// The writer carries on, on a fresh connection.
-	if err := a.write(ctx, insert(4)); err != nil {
+	if err := w.Write(ctx, insert(4)); err != nil {
 		t.Fatalf("write after the fault: %v", err)
 	}
-	if n := count(t, a); n != 1 {
+	if n := count(t, w); n != 1 {
 		t.Fatalf("rows after recovery = %d, want 1", n)
 	}
 }
@@ -171,10 +170,10 @@ func TestGroupCommitStorageFaultFailsTheWholeBatch(t *testing.T) {
 // A fault a job swallows still stops the batch: the writer checks the store's
 // fault count before it commits.
 func TestGroupCommitStorageFaultSwallowedByAJobStillFailsTheBatch(t *testing.T) {
-	a := sqliteApp(t)
+	w := sqliteWriter(t)
 	ctx := context.Background()
-	bigTable(t, a)
-	swallow := func(tx *txn) error {
+	bigTable(t, w)
+	swallow := func(tx *Tx) error {
 		var pages int
 		if err := tx.tx.QueryRow(`PRAGMA page_count`).Scan(&pages); err != nil {
 			return err
@@ -185,14 +184,14 @@ func TestGroupCommitStorageFaultSwallowedByAJobStillFailsTheBatch(t *testing.T) 
 		return err
 	}
 	batch := []*groupJob{
-		{ctx: ctx, fn: swallow, done: make(chan struct{})},
+		job(ctx, swallow),
 	}
-	a.group.run(batch)
+	w.engine.(*groupCommitter).commit(batch)
 	<-batch[0].done
 	if batch[0].err == nil {
 		t.Fatal("a batch that met a storage fault was acknowledged")
 	}
-	if n := count(t, a); n != 0 {
+	if n := count(t, w); n != 0 {
 		t.Fatalf("%d rows committed from a batch that met a storage fault", n)
 	}
 }
@@ -201,17 +200,17 @@ func TestGroupCommitStorageFaultSwallowedByAJobStillFailsTheBatch(t *testing.T) 
 // the transaction is rolled back, so its writes are gone all the same, and a
 // storage fault fails it as in a shared batch; the writer goes on.
 func TestGroupCommitJobAloneFailsWithNothingWritten(t *testing.T) {
-	a := sqliteApp(t)
+	w := sqliteWriter(t)
 	ctx := context.Background()
-	bigTable(t, a)
-	runAlone := func(fn func(tx *txn) error) error {
-		j := &groupJob{ctx: ctx, fn: fn, done: make(chan struct{})}
-		a.group.run([]*groupJob{j})
+	bigTable(t, w)
+	runAlone := func(fn func(tx *Tx) error) error {
+		j := job(ctx, fn)
+		w.engine.(*groupCommitter).commit([]*groupJob{j})
 		<-j.done
 		return j.err
 	}
 	refused := errors.New("refused after writing")
-	if err := runAlone(func(tx *txn) error {
+	if err := runAlone(func(tx *Tx) error {
 		if _, err := tx.tx.Exec(`INSERT INTO t (v) VALUES (1)`); err != nil {
 			return err
 		}
@@ -219,10 +218,10 @@ func TestGroupCommitJobAloneFailsWithNothingWritten(t *testing.T) {
 	}); !errors.Is(err, refused) {
 		t.Fatalf("err = %v, want the job's own", err)
 	}
-	if n := count(t, a); n != 0 {
+	if n := count(t, w); n != 0 {
 		t.Fatalf("%d rows committed by a lone job that failed", n)
 	}
-	err := runAlone(func(tx *txn) error {
+	err := runAlone(func(tx *Tx) error {
 		var pages int
 		if err := tx.tx.QueryRow(`PRAGMA page_count`).Scan(&pages); err != nil {
 			return err
@@ -239,53 +238,25 @@ func TestGroupCommitJobAloneFailsWithNothingWritten(t *testing.T) {
 	if !store.IsStorageFault(err) {
 		t.Fatalf("a lone job's storage fault: %v, want it", err)
 	}
-	if n := count(t, a); n != 0 {
+	if n := count(t, w); n != 0 {
 		t.Fatalf("%d rows committed by a lone job that met a storage fault", n)
 	}
 	for v := 3; v <= 4; v++ {
-		if err := runAlone(func(tx *txn) error {
+		if err := runAlone(func(tx *Tx) error {
 			_, err := tx.tx.Exec(`INSERT INTO t (v) VALUES ($1)`, v)
 			return err
 		}); err != nil {
 			t.Fatalf("lone write %d: %v", v, err)
 		}
 	}
-	if n := count(t, a); n != 2 {
+	if n := count(t, w); n != 2 {
 		t.Fatalf("rows after two lone writes = %d, want 2", n)
 	}
 }
 
-func bigTable(t *testing.T, a *App) {
+func bigTable(t *testing.T, w *Writer) {
 	t.Helper()
-	if _, err := a.Store.WriteDB().Exec(`CREATE TABLE big (b BLOB)`); err != nil {
+	if _, err := w.store.WriteDB().Exec(`CREATE TABLE big (b BLOB)`); err != nil {
 		t.Fatal(err)
-	}
-}
-
-// Only calls of cacheable tools carry a dedup key: the gate looks no other
-// tool up by it, and a key would only cost an index entry.
-func TestOnlyCacheableToolCallsCarryADedupKey(t *testing.T) {
-	a := sqliteApp(t)
-	str := func(s string) *string { return &s }
-	seq := int64(0)
-	for _, c := range []struct {
-		eventType, tool string
-		wantKey         bool
-	}{
-		{"tool_call", "read_file", true},
-		{"tool_call", "grep", true},
-		{"tool_call", "bash", false},
-		{"tool_call", "write_file", false},
-		{"note", "read_file", false},
-	} {
-		in := domain.EventInput{EventID: str("e-" + c.tool), EventType: str(c.eventType), Sequence: &seq,
-			Tool: str(c.tool), Raw: json.RawMessage(`{"tool_input":{"path":"/etc/hosts"}}`)}
-		e, err := a.prepareEvent(Principal{UserID: "u"}, &in, "rest", a.Now())
-		if err != nil {
-			t.Fatal(err)
-		}
-		if got := e.SemanticKey != nil; got != c.wantKey {
-			t.Errorf("%s of %s: semantic key set %v, want %v", c.eventType, c.tool, got, c.wantKey)
-		}
 	}
 }

@@ -1,4 +1,4 @@
-package app
+package writer
 
 import (
 	"context"
@@ -12,12 +12,12 @@ import (
 	"github.com/auditchain/auditchain/internal/store"
 )
 
-// watchedBatcher replaces a's batcher with one of workers workers whose
+// watchedBatcher replaces w's batcher with one of workers workers whose
 // queued appends and sent statements (with their sizes) the test hears of.
-func watchedBatcher(a *App, workers int) (b *pgBatcher, queued chan struct{}, sending chan int) {
-	a.pgBatch.close()
-	b = newPGBatcher(a.Store, time.Minute, workers, 16)
-	a.pgBatch = b
+func watchedBatcher(w *Writer, workers int) (b *pgBatcher, queued chan struct{}, sending chan int) {
+	w.optimistic.batch.close()
+	b = newPGBatcher(w.store, time.Minute, workers, 16)
+	w.optimistic.batch = b
 	queued, sending = make(chan struct{}, 16), make(chan int, 16)
 	b.queued, b.sending = func() { queued <- struct{}{} }, func(n int) { sending <- n }
 	return b, queued, sending
@@ -45,7 +45,7 @@ func TestPGAppendsQueuedBehindAStatementShareTheNext(t *testing.T) {
 	}
 
 	// Hold the first account's head: its next statement waits on the lock.
-	tx := holdHead(t, r, chains[0].p.UserID)
+	tx := holdHead(t, r, chains[0].userID)
 	type result struct {
 		user string
 		err  error
@@ -54,8 +54,8 @@ func TestPGAppendsQueuedBehindAStatementShareTheNext(t *testing.T) {
 	appendIn := func(c *testChain) {
 		in := c.next("evt-third")
 		go func() {
-			_, err := a.Append(r.ctx, c.p, in, "rest")
-			done <- result{c.p.UserID, err}
+			_, err := a.Append(r.ctx, clientAppend(in))
+			done <- result{c.userID, err}
 		}()
 	}
 	appendIn(chains[0])
@@ -83,14 +83,11 @@ func TestPGAppendsQueuedBehindAStatementShareTheNext(t *testing.T) {
 			t.Fatalf("append of %s: %v", res.user, res.err)
 		}
 	}
-	if st, n := a.PGBatches(); st != 6 || n != 8 {
+	if st, n := batches(a); st != 6 || n != 8 {
 		t.Fatalf("PGBatches = %d statements, %d appends; want 6 and 8", st, n)
 	}
 	for _, c := range chains {
-		v, err := a.VerifyChain(r.ctx, c.p)
-		if err != nil || !v.Valid || v.TreeSize != 3 {
-			t.Fatalf("chain of %s: %+v, %v", c.p.UserID, v, err)
-		}
+		intact(t, a.store, c.userID, 3)
 	}
 }
 
@@ -99,7 +96,7 @@ func TestPGAppendsQueuedBehindAStatementShareTheNext(t *testing.T) {
 // still queued at shutdown are answered, not left waiting.
 func TestPGBatcherBoundsAndShutdown(t *testing.T) {
 	b := newPGBatcher(nil, time.Minute, 0, 1) // no worker: the queue only fills
-	ca := store.ChargedAppend{Event: &store.Event{UserID: "u"}}
+	ca := store.Append{Event: &store.Event{UserID: "u"}}
 	ctx, cancel := context.WithCancel(context.Background())
 	waiting := make(chan error, 1)
 	queued := make(chan struct{}, 1)
@@ -109,7 +106,7 @@ func TestPGBatcherBoundsAndShutdown(t *testing.T) {
 		waiting <- err
 	}()
 	<-queued
-	other := store.ChargedAppend{Event: &store.Event{UserID: "v"}}
+	other := store.Append{Event: &store.Event{UserID: "v"}}
 	if _, err := b.submit(context.Background(), other); !errors.Is(err, errQueueFull) {
 		t.Fatalf("submit beyond the queue: %v, want append_queue_full", err)
 	}
@@ -139,18 +136,18 @@ func TestPGAppendOfACallerGoneIsNotSent(t *testing.T) {
 	c := r.newChain("gone@example.com")
 	r.append(c, nil)
 	r.append(c, nil) // the head is cached: the next append reads nothing first
-	before, _ := a.PGBatches()
+	before, _ := batches(a)
 	ctx, cancel := context.WithCancel(r.ctx)
 	cancel()
-	_, err := a.Append(ctx, c.p, c.next("evt-gone"), "rest")
+	_, err := a.Append(ctx, clientAppend(c.next("evt-gone")))
 	if !errors.Is(err, context.Canceled) {
 		t.Fatalf("append of a caller gone: %v, want context.Canceled", err)
 	}
 	r.append(c, nil) // sent after the abandoned one, by the same workers
-	if after, _ := a.PGBatches(); after != before+1 {
+	if after, _ := batches(a); after != before+1 {
 		t.Fatalf("%d statements sent, want 1 (the abandoned append not among them)", after-before)
 	}
-	if _, err := a.Store.EventByID(r.ctx, nil, c.p.UserID, "evt-gone"); !errors.Is(err, store.ErrNotFound) {
+	if _, err := a.store.EventByID(r.ctx, nil, c.userID, "evt-gone"); !errors.Is(err, store.ErrNotFound) {
 		t.Fatalf("the abandoned event: %v, want not stored", err)
 	}
 }
@@ -172,7 +169,7 @@ func TestPGAppendOfABusyAccountGoesAlone(t *testing.T) {
 	first := make(chan error, 1)
 	in := c.next("evt-first")
 	go func() {
-		_, err := a.Append(ctx, c.p, in, "rest")
+		_, err := a.Append(ctx, clientAppend(in))
 		first <- err
 	}()
 	<-queued
@@ -181,13 +178,10 @@ func TestPGAppendOfABusyAccountGoesAlone(t *testing.T) {
 	if err := <-first; !errors.Is(err, context.Canceled) {
 		t.Fatalf("the queued append: %v, want context.Canceled", err)
 	}
-	if st, n := a.PGBatches(); st != 1 || n != 1 {
+	if st, n := batches(a); st != 1 || n != 1 {
 		t.Fatalf("PGBatches = %d, %d; want the one direct statement", st, n)
 	}
-	v, err := a.VerifyChain(r.ctx, c.p)
-	if err != nil || !v.Valid || v.TreeSize != 3 {
-		t.Fatalf("chain verify: %+v, %v", v, err)
-	}
+	intact(t, a.store, c.userID, 3)
 }
 
 // queueThenRun queues the appends of chains (through a batcher with no
@@ -203,7 +197,7 @@ func queueThenRun(t *testing.T, r *replicaPair, chains []*testChain) []chan erro
 		done := make(chan error, 1)
 		answers = append(answers, done)
 		go func() {
-			_, err := a.Append(r.ctx, c.p, in, "rest")
+			_, err := a.Append(r.ctx, clientAppend(in))
 			done <- err
 		}()
 		<-queued
@@ -226,8 +220,8 @@ func TestPGBatchFailureIsEachAppendsOwn(t *testing.T) {
 		r.append(c, nil) // cached
 	}
 	// A stray Merkle row where c's next leaf (2) writes its own.
-	if _, err := a.Store.WriteDB().ExecContext(r.ctx, `INSERT INTO merkle_hashes (account, idx, hash) VALUES ($1, $2, $3)`,
-		chains[2].p.UserID, tlog.StoredHashIndex(0, 2), make([]byte, 32)); err != nil {
+	if _, err := a.store.WriteDB().ExecContext(r.ctx, `INSERT INTO merkle_hashes (account, idx, hash) VALUES ($1, $2, $3)`,
+		chains[2].userID, tlog.StoredHashIndex(0, 2), make([]byte, 32)); err != nil {
 		t.Fatal(err)
 	}
 	answers := queueThenRun(t, r, chains)
@@ -240,17 +234,14 @@ func TestPGBatchFailureIsEachAppendsOwn(t *testing.T) {
 			continue
 		}
 		if err != nil {
-			t.Fatalf("append of %s failed with its neighbour's: %v", chains[i].p.UserID, err)
+			t.Fatalf("append of %s failed with its neighbour's: %v", chains[i].userID, err)
 		}
 	}
-	if _, _, _, other := a.Store.BatchFallbacks(); other != 1 {
+	if _, _, _, other := a.store.BatchFallbacks(); other != 1 {
 		t.Fatalf("batch fallbacks = %d, want the one", other)
 	}
 	for _, c := range chains[:2] {
-		v, err := a.VerifyChain(r.ctx, c.p)
-		if err != nil || !v.Valid || v.TreeSize != 3 {
-			t.Fatalf("chain of %s: %+v, %v", c.p.UserID, v, err)
-		}
+		intact(t, a.store, c.userID, 3)
 	}
 }
 
@@ -265,7 +256,7 @@ func TestPGBatchWithAHeldHeadAnswersTheOthers(t *testing.T) {
 		r.append(c, nil)
 		r.append(c, nil) // cached
 	}
-	tx := holdHead(t, r, chains[0].p.UserID)
+	tx := holdHead(t, r, chains[0].userID)
 	answers := queueThenRun(t, r, chains)
 	if err := <-answers[1]; err != nil {
 		t.Fatalf("y's append: %v", err)
@@ -281,7 +272,7 @@ func TestPGBatchWithAHeldHeadAnswersTheOthers(t *testing.T) {
 	if err := <-answers[0]; err != nil {
 		t.Fatalf("x's append once released: %v", err)
 	}
-	if _, _, lockTimeouts, _ := a.Store.BatchFallbacks(); lockTimeouts != 1 {
+	if _, _, lockTimeouts, _ := a.store.BatchFallbacks(); lockTimeouts != 1 {
 		t.Fatalf("lock timeouts = %d, want 1", lockTimeouts)
 	}
 }
@@ -290,7 +281,7 @@ func TestPGBatchWithAHeldHeadAnswersTheOthers(t *testing.T) {
 // the next statement that needs it waits; rolling tx back lets it go.
 func holdHead(t *testing.T, r *replicaPair, userID string) *sql.Tx {
 	t.Helper()
-	tx, err := r.writer.Store.WriteDB().BeginTx(r.ctx, nil)
+	tx, err := r.writer.store.WriteDB().BeginTx(r.ctx, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -299,4 +290,11 @@ func holdHead(t *testing.T, r *replicaPair, userID string) *sql.Tx {
 		t.Fatal(err)
 	}
 	return tx
+}
+
+// batches is the statements w sent for optimistic appends and the appends
+// they carried.
+func batches(w *Writer) (statements, appends int64) {
+	s := w.Stats()
+	return s.BatchStatements, s.BatchedAppends
 }

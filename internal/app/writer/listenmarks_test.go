@@ -1,4 +1,4 @@
-package app
+package writer
 
 import (
 	"context"
@@ -81,7 +81,7 @@ func TestAppendsAreAnnouncedOnlyWhileTheAccountIsStreamed(t *testing.T) {
 	quiet := newChain("quiet@example.com")
 	appendEvent(quiet, nil)
 	appendEvent(quiet, nil)
-	if err := writer.Store.MarkListened(ctx, []string{quiet.p.UserID}, -time.Second); err != nil {
+	if err := writer.store.MarkListened(ctx, []string{quiet.userID}, -time.Second); err != nil {
 		t.Fatal(err)
 	}
 	appendEvent(quiet, nil)
@@ -91,7 +91,7 @@ func TestAppendsAreAnnouncedOnlyWhileTheAccountIsStreamed(t *testing.T) {
 	// A stream opens on the other replica.
 	c := newChain("listen@example.com")
 	appendEvent(c, nil)
-	sub := subscribe(t, streamer, c.p.UserID, "k")
+	sub := subscribe(t, streamer, c.userID, "k")
 	receive := func(sub *stream.Subscription, want string) {
 		t.Helper()
 		select {
@@ -109,21 +109,21 @@ func TestAppendsAreAnnouncedOnlyWhileTheAccountIsStreamed(t *testing.T) {
 	receive(sub, locked)
 	// The first event of each chain (no head row yet) and the events of a
 	// machine took the locked path, every other one the optimistic path.
-	if o, l := writer.PGAppends(); o != 3 || l != 4 {
-		t.Fatalf("PGAppends = %d optimistic, %d locked; want 3 and 4", o, l)
+	if s := writer.Stats(); s.OptimisticAppends != 3 || s.LockedAppends != 4 {
+		t.Fatalf("appends = %d optimistic, %d locked; want 3 and 4", s.OptimisticAppends, s.LockedAppends)
 	}
 
 	// A second stream within the refresh interval writes no mark.
 	var mark, again int64
 	readMark := func(dst *int64) {
 		t.Helper()
-		if err := writer.Store.DB().QueryRowContext(ctx, `SELECT listened_until FROM chain_heads WHERE user_id = $1`, c.p.UserID).Scan(dst); err != nil {
+		if err := writer.store.DB().QueryRowContext(ctx, `SELECT listened_until FROM chain_heads WHERE user_id = $1`, c.userID).Scan(dst); err != nil {
 			t.Fatal(err)
 		}
 	}
 	readMark(&mark)
 	clk.Advance(5 * time.Second)
-	if err := streamer.WatchStream(ctx, c.p.UserID, nil); err != nil {
+	if err := streamer.WatchStream(ctx, c.userID, nil); err != nil {
 		t.Fatal(err)
 	}
 	readMark(&again)
@@ -144,7 +144,7 @@ func TestAppendsAreAnnouncedOnlyWhileTheAccountIsStreamed(t *testing.T) {
 	// database). Another replica's stream keeps the database's mark fresh,
 	// but 45 s after its own last mark the streaming replica cannot vouch
 	// for the next 25 s and cuts its stream off, before its mark could lapse.
-	subscribe(t, writer, c.p.UserID, "k2")
+	subscribe(t, writer, c.userID, "k2")
 	failed, stop := context.WithCancel(ctx)
 	stop()
 	clk.Advance(30 * time.Second)
@@ -176,7 +176,7 @@ func TestAppendsAreAnnouncedOnlyWhileTheAccountIsStreamed(t *testing.T) {
 	// A replica that stalled past its own mark cuts its streams at its next
 	// turn even though that turn's refresh succeeds: events appended while
 	// the mark had lapsed may not have been announced.
-	late := subscribe(t, streamer, c.p.UserID, "k3")
+	late := subscribe(t, streamer, c.userID, "k3")
 	clk.Advance(70 * time.Second)
 	if err := streamer.tendListenMarks(ctx); err != nil {
 		t.Fatal(err)
@@ -186,9 +186,9 @@ func TestAppendsAreAnnouncedOnlyWhileTheAccountIsStreamed(t *testing.T) {
 	// The same stall, but a new stream on the same replica renews the mark
 	// before any turn: the stream that relied on the lapsed mark is cut, the
 	// new one keeps going and gets the next event.
-	stalled := subscribe(t, streamer, c.p.UserID, "k4")
+	stalled := subscribe(t, streamer, c.userID, "k4")
 	clk.Advance(70 * time.Second)
-	fresh := subscribe(t, streamer, c.p.UserID, "k5")
+	fresh := subscribe(t, streamer, c.userID, "k5")
 	wantCut(stalled, "a new stream renewed a lapsed mark")
 	next := appendEvent(c, nil)
 	wantAnnounced(next)

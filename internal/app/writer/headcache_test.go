@@ -1,18 +1,15 @@
-package app
+package writer
 
 import (
 	"crypto/sha256"
 	"encoding/binary"
-	"encoding/json"
 	"errors"
 	"fmt"
-	"net/http"
 	"sync"
 	"testing"
 
 	"golang.org/x/mod/sumdb/tlog"
 
-	"github.com/auditchain/auditchain/internal/domain"
 	"github.com/auditchain/auditchain/internal/merkle"
 	"github.com/auditchain/auditchain/internal/store"
 )
@@ -137,7 +134,7 @@ func TestCachedHeadMovedByAnotherReplica(t *testing.T) {
 	for range 4 {
 		r.append(c, nil) // 0 locked, 1 read and cached, 2 and 3 from the cache
 	}
-	if hits, stale := r.writer.HeadCache(); hits != 2 || stale != 0 {
+	if hits, stale := cacheStats(r.writer); hits != 2 || stale != 0 {
 		t.Fatalf("HeadCache = %d hits, %d stale; want 2 and 0", hits, stale)
 	}
 	staleTip := c.prev
@@ -145,29 +142,26 @@ func TestCachedHeadMovedByAnotherReplica(t *testing.T) {
 	other := &replicaPair{t: t, ctx: r.ctx, writer: r.streamer}
 	other.append(c, nil)
 	r.append(c, nil) // event 5, through the replica whose cache says 4 events
-	if hits, stale := r.writer.HeadCache(); hits != 2 || stale != 1 {
+	if hits, stale := cacheStats(r.writer); hits != 2 || stale != 1 {
 		t.Fatalf("HeadCache = %d hits, %d stale; want 2 and 1", hits, stale)
 	}
 	r.append(c, nil) // event 6 from the refreshed cache
-	if hits, _ := r.writer.HeadCache(); hits != 3 {
+	if hits, _ := cacheStats(r.writer); hits != 3 {
 		t.Fatalf("HeadCache hits = %d after the refresh, want 3", hits)
 	}
 
 	other.append(c, nil) // event 7 elsewhere: the writer's cache is stale again
 	late := c.next("evt-late")
 	late.PrevHash = staleTip
-	_, err := r.writer.Append(r.ctx, c.p, late, "rest")
-	var de *domain.Error
-	if !errors.As(err, &de) || de.Status != http.StatusConflict || de.Code != domain.CodePrevHashMismatch {
-		t.Fatalf("append on a stale tip: %v, want 409 prev_hash_mismatch", err)
+	_, err := r.writer.Append(r.ctx, clientAppend(late))
+	refusal, ok := errorAs[*notAtTip](err)
+	if !ok {
+		t.Fatalf("append on a stale tip: %v, want it refused", err)
 	}
-	if got := de.Extra["expected_prev_hash"]; got != *c.prev {
-		t.Fatalf("expected_prev_hash = %v, want the database's tip %s", got, *c.prev)
+	if got := refusal.head.LastHash; got == nil || *got != *c.prev {
+		t.Fatalf("refused against the head %v, want the database's tip %s", got, *c.prev)
 	}
-	v, err := r.writer.VerifyChain(r.ctx, c.p)
-	if err != nil || !v.Valid || v.TreeSize != 8 {
-		t.Fatalf("chain verify: %+v, %v", v, err)
-	}
+	intact(t, r.writer.store, c.userID, 8)
 }
 
 // Clients on both replicas racing on one account, each retrying on 409 from
@@ -189,18 +183,16 @@ func TestCachedHeadsUnderRacingReplicas(t *testing.T) {
 		go func() {
 			defer wg.Done()
 			for i := range each {
-				id, typ := fmt.Sprintf("evt-w%d-%d", w, i), "tool_call"
+				id := fmt.Sprintf("evt-w%d-%d", w, i)
 				for {
-					tip, err := a.ChainTip(r.ctx, c.p)
+					tip, err := a.store.Head(r.ctx, c.userID)
 					if err != nil {
 						errs <- err
 						return
 					}
-					seq := tip.LastSequence + 1
-					_, err = a.Append(r.ctx, c.p, domain.EventInput{EventID: &id, EventType: &typ, Sequence: &seq,
-						PrevHash: tip.LastHash, Raw: json.RawMessage(`{}`)}, "rest")
-					var de *domain.Error
-					if errors.As(err, &de) && de.Status == http.StatusConflict {
+					at := &testChain{userID: c.userID, prev: tip.LastHash, seq: tip.LastSequence + 1}
+					_, err = a.Append(r.ctx, clientAppend(at.next(id)))
+					if _, refused := errorAs[*notAtTip](err); refused {
 						continue // another worker appended first
 					}
 					if err != nil {
@@ -217,11 +209,14 @@ func TestCachedHeadsUnderRacingReplicas(t *testing.T) {
 	for err := range errs {
 		t.Fatal(err)
 	}
-	v, err := r.writer.VerifyChain(r.ctx, c.p)
-	if err != nil || !v.Valid || v.TreeSize != 1+workers*each {
-		t.Fatalf("chain verify: %+v, %v; want %d leaves", v, err, 1+workers*each)
-	}
-	hits, _ := r.writer.HeadCache()
-	hits2, _ := r.streamer.HeadCache()
+	intact(t, r.writer.store, c.userID, 1+workers*each)
+	hits, _ := cacheStats(r.writer)
+	hits2, _ := cacheStats(r.streamer)
 	t.Logf("cache hits: %d and %d of %d appends", hits, hits2, workers*each)
+}
+
+// cacheStats is w's head cache hits and stale entries.
+func cacheStats(w *Writer) (hits, stale int64) {
+	s := w.Stats()
+	return s.HeadCacheHits, s.HeadCacheStale
 }

@@ -1,4 +1,4 @@
-package app
+package writer
 
 import (
 	"context"
@@ -30,21 +30,21 @@ const (
 
 type groupJob struct {
 	ctx  context.Context
-	fn   func(t *txn) error
-	t    txn
+	fn   func(t *Tx) error
+	t    *Tx
 	err  error
 	done chan struct{}
 }
 
 type groupCommitter struct {
-	a     *App
+	store *store.Store
 	queue chan *groupJob
 	stop  chan struct{}
 	ended chan struct{}
 }
 
-func newGroupCommitter(a *App, queueSize int) *groupCommitter {
-	g := &groupCommitter{a: a, queue: make(chan *groupJob, queueSize), stop: make(chan struct{}), ended: make(chan struct{})}
+func newGroupCommitter(st *store.Store, queueSize int) *groupCommitter {
+	g := &groupCommitter{store: st, queue: make(chan *groupJob, queueSize), stop: make(chan struct{}), ended: make(chan struct{})}
 	go g.loop()
 	return g
 }
@@ -52,20 +52,21 @@ func newGroupCommitter(a *App, queueSize int) *groupCommitter {
 var errQueueFull = &domain.Error{Status: http.StatusServiceUnavailable, Code: domain.CodeQueueFull,
 	Detail: "the write queue is full; retry shortly", RetryAfter: 1}
 
-// submit queues fn and waits until its transaction committed or failed.
-func (g *groupCommitter) submit(ctx context.Context, fn func(t *txn) error) (txn, error) {
-	j := &groupJob{ctx: ctx, fn: fn, done: make(chan struct{})}
+// run queues fn and waits until its transaction committed or failed (the
+// engine of SQLite).
+func (g *groupCommitter) run(ctx context.Context, t *Tx, fn func(t *Tx) error) error {
+	j := &groupJob{ctx: ctx, fn: fn, t: t, done: make(chan struct{})}
 	select {
 	case g.queue <- j:
 	case <-g.stop:
-		return txn{}, errors.New("the writer is shut down")
+		return errShutDown
 	default:
-		return txn{}, errQueueFull
+		return errQueueFull
 	}
 	// Once queued, the job's outcome must be awaited even if the client goes
 	// away: it may already be committed.
 	<-j.done
-	return j.t, j.err
+	return j.err
 }
 
 func (g *groupCommitter) close() {
@@ -83,7 +84,7 @@ func (g *groupCommitter) loop() {
 			for {
 				select {
 				case j := <-g.queue:
-					j.err = errors.New("the writer is shut down")
+					j.err = errShutDown
 					close(j.done)
 				default:
 					return
@@ -103,15 +104,15 @@ func (g *groupCommitter) loop() {
 		}
 		// Between two transactions: finish a background checkpoint's work
 		// (store/checkpoint.go) so that the WAL can start over.
-		g.a.Store.CatchUpCheckpoint(context.Background())
-		g.run(batch)
+		g.store.CatchUpCheckpoint(context.Background())
+		g.commit(batch)
 	}
 }
 
-// run executes one shared transaction. A failure of BEGIN or COMMIT fails every
+// commit executes one shared transaction. A failure of BEGIN or COMMIT fails every
 // job in it (their writes are not acknowledged); a job's own error rolls back
 // only its savepoint, or the transaction when the job is alone in it.
-func (g *groupCommitter) run(batch []*groupJob) {
+func (g *groupCommitter) commit(batch []*groupJob) {
 	ctx := context.Background()
 	finish := func(err error) {
 		for _, j := range batch {
@@ -121,8 +122,8 @@ func (g *groupCommitter) run(batch []*groupJob) {
 			close(j.done)
 		}
 	}
-	faultsBefore := g.a.Store.IOFaults()
-	tx, err := g.a.Store.WriteDB().BeginTx(ctx, nil)
+	faultsBefore := g.store.IOFaults()
+	tx, err := g.store.WriteDB().BeginTx(ctx, nil)
 	if err != nil {
 		finish(fmt.Errorf("begin: %w", err))
 		return
@@ -143,10 +144,10 @@ func (g *groupCommitter) run(batch []*groupJob) {
 				continue
 			}
 		}
-		j.t = txn{tx: tx}
-		if err := j.fn(&j.t); err != nil {
+		j.t.begin(tx)
+		if err := j.fn(j.t); err != nil {
 			j.err = err
-			j.t = txn{}
+			j.t.abandon()
 			if alone {
 				tx.Rollback()
 				finish(nil)
@@ -159,7 +160,7 @@ func (g *groupCommitter) run(batch []*groupJob) {
 				// and the store replaces the connection (stmtcache.go).
 				tx.Rollback()
 				for _, other := range batch {
-					other.t = txn{}
+					other.t.abandon()
 				}
 				finish(fmt.Errorf("storage fault in a shared transaction: %w", err))
 				return
@@ -180,12 +181,12 @@ func (g *groupCommitter) run(batch []*groupJob) {
 			return
 		}
 	}
-	if g.a.Store.IOFaults() != faultsBefore {
+	if g.store.IOFaults() != faultsBefore {
 		// A storage fault met while this batch ran, even one a job handled
 		// itself: the same rule as above, nothing commits through that handle.
 		tx.Rollback()
 		for _, j := range batch {
-			j.t = txn{}
+			j.t.abandon()
 		}
 		finish(errors.New("storage fault while the shared transaction ran"))
 		return
@@ -194,36 +195,17 @@ func (g *groupCommitter) run(batch []*groupJob) {
 		// The outcome is unknown to the client (5xx); a retry of the same
 		// event_id is answered idempotently if the commit did land.
 		for _, j := range batch {
-			j.t = txn{}
+			j.t.abandon()
 		}
 		finish(fmt.Errorf("commit: %w", err))
 		return
 	}
-	// Stream frames leave in commit order, before anyone is answered.
+	// After-commit effects (stream frames first of all) run in commit
+	// order, before anyone is answered.
 	for _, j := range batch {
 		if j.err == nil {
-			for _, f := range j.t.frames {
-				g.a.Hub.Publish(f.userID, f.frame)
-			}
+			j.t.committed()
 		}
 	}
 	finish(nil)
-}
-
-// writeGrouped is write on SQLite: the job joins the next shared transaction.
-func (a *App) writeGrouped(ctx context.Context, fn func(t *txn) error) error {
-	_, err := a.group.submit(ctx, fn)
-	return err
-}
-
-// Close stops background work (periodic heal tasks, then the SQLite
-// writer). Queued writes are answered.
-func (a *App) Close() {
-	a.StopHealTasks()
-	if a.group != nil {
-		a.group.close()
-	}
-	if a.pgBatch != nil {
-		a.pgBatch.close()
-	}
 }
