@@ -9,6 +9,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"reflect"
 	"sync"
 	"testing"
 
@@ -398,6 +399,9 @@ func TestIntegrityTamperDetected(t *testing.T) {
 		wantBlock int64
 		kind      verify.Kind
 		seq       int64
+		block     int64 // of the offline failure; -1 for an event failure
+		// findings are the offline report's Gaps and Breaks (nil: none).
+		findings func(t *testing.T, e *env, c *integChain) ([]verify.Gap, []verify.Break)
 	}
 	ctx := context.Background()
 	exec := func(t *testing.T, e *env, q string, args ...any) {
@@ -409,20 +413,28 @@ func TestIntegrityTamperDetected(t *testing.T) {
 	cases := []tamper{
 		{"one byte of raw", func(t *testing.T, e *env, c *integChain) {
 			exec(t, e, `UPDATE events SET raw = replace(raw, '"n":4', '"n":5') WHERE account = $1 AND sequence = 4`, accountOf(t, e.store, c.user))
-		}, 0, verify.KindPayloadHash, 4},
+		}, 0, verify.KindPayloadHash, 4, -1, nil},
 		{"deleted row", func(t *testing.T, e *env, c *integChain) {
 			exec(t, e, `DELETE FROM events WHERE account = $1 AND sequence = 8`, accountOf(t, e.store, c.user))
-		}, 1, verify.KindGap, 8},
+		}, 1, verify.KindGap, 8, -1, func(t *testing.T, e *env, c *integChain) ([]verify.Gap, []verify.Break) {
+			after := int64(7)
+			return []verify.Gap{{AfterSequence: &after, MissingFrom: 8, MissingTo: 8}}, nil
+		}},
+		// Events may now be stored in any sequence order (leaves in the
+		// order they were stored) and links are judged in sequence order,
+		// so sequences 3 and 2 at leaves 2 and 3 are no gap offline (it
+		// was KindGap at 2): the links hold, and the swap is caught by
+		// block 0's signed root, rebuilt in leaf order.
 		{"swapped leaf positions", func(t *testing.T, e *env, c *integChain) {
 			exec(t, e, `UPDATE events SET leaf_index = -1 WHERE account = $1 AND sequence = 2`, accountOf(t, e.store, c.user))
 			exec(t, e, `UPDATE events SET leaf_index = 2 WHERE account = $1 AND sequence = 3`, accountOf(t, e.store, c.user))
 			exec(t, e, `UPDATE events SET leaf_index = 3 WHERE account = $1 AND sequence = 2`, accountOf(t, e.store, c.user))
-		}, 0, verify.KindGap, 2},
+		}, 0, verify.KindMerkleRoot, -1, 0, nil},
 		{"swapped sequences", func(t *testing.T, e *env, c *integChain) {
 			exec(t, e, `UPDATE events SET sequence = -1 WHERE account = $1 AND sequence = 9`, accountOf(t, e.store, c.user))
 			exec(t, e, `UPDATE events SET sequence = 9 WHERE account = $1 AND sequence = 10`, accountOf(t, e.store, c.user))
 			exec(t, e, `UPDATE events SET sequence = 10 WHERE account = $1 AND sequence = -1`, accountOf(t, e.store, c.user))
-		}, 1, verify.KindPayloadHash, 10},
+		}, 1, verify.KindPayloadHash, 10, -1, nil},
 		{"forged signature, payload_hash rewritten", func(t *testing.T, e *env, c *integChain) {
 			ev, err := e.store.EventByID(ctx, nil, c.user, c.ids[5])
 			if err != nil {
@@ -439,7 +451,15 @@ func TestIntegrityTamperDetected(t *testing.T) {
 				t.Fatal(err)
 			}
 			exec(t, e, `UPDATE events SET signature = $3, payload_hash = $4 WHERE account = $1 AND sequence = $2`, accountOf(t, e.store, c.user), 5, sig, h)
-		}, 0, verify.KindSignature, 5},
+		}, 0, verify.KindSignature, 5, -1, func(t *testing.T, e *env, c *integChain) ([]verify.Gap, []verify.Break) {
+			// The rewritten payload_hash breaks the link into 6; the
+			// signature, an integrity failure, is still what is returned.
+			ev, err := e.store.EventByID(ctx, nil, c.user, c.ids[5])
+			if err != nil {
+				t.Fatal(err)
+			}
+			return nil, []verify.Break{{Sequence: 6, EventID: c.ids[6], ExpectedPrevHash: &ev.PayloadHash, FoundPrevHash: &c.hashes[5]}}
+		}},
 	}
 	eachEnv(t, func(t *testing.T, e *env) {
 		for i, tc := range cases {
@@ -458,10 +478,18 @@ func TestIntegrityTamperDetected(t *testing.T) {
 				if num(v["blocks"]) != tc.wantBlock {
 					t.Fatalf("blocks verified before the bad one: %v", v["blocks"])
 				}
-				_, err := verify.VerifyExport(bytes.NewReader(c.export(t, "")), e.app.ServicePublicKey())
+				rep, err := verify.VerifyExport(bytes.NewReader(c.export(t, "")), e.app.ServicePublicKey())
 				var ve *verify.Error
-				if !errors.As(err, &ve) || ve.Kind != tc.kind || ve.Sequence != tc.seq {
-					t.Fatalf("offline verifier: %v, want %s at sequence %d", err, tc.kind, tc.seq)
+				if !errors.As(err, &ve) || ve.Kind != tc.kind || ve.Sequence != tc.seq || ve.Block != tc.block {
+					t.Fatalf("offline verifier: %v, want %s at sequence %d block %d", err, tc.kind, tc.seq, tc.block)
+				}
+				wantGaps, wantBreaks := []verify.Gap{}, []verify.Break{}
+				if tc.findings != nil {
+					g, b := tc.findings(t, e, c)
+					wantGaps, wantBreaks = append(wantGaps, g...), append(wantBreaks, b...)
+				}
+				if !reflect.DeepEqual(rep.Gaps, wantGaps) || !reflect.DeepEqual(rep.Breaks, wantBreaks) {
+					t.Fatalf("offline report: gaps %+v breaks %+v, want %+v %+v", rep.Gaps, rep.Breaks, wantGaps, wantBreaks)
 				}
 			})
 		}

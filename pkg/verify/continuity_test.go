@@ -389,3 +389,50 @@ func js(v any) string {
 	b, _ := json.Marshal(v)
 	return string(b)
 }
+
+// FuzzContinuity feeds events described by the input (two bytes each: a
+// sequence below 64 and how its prev_hash links) and holds the findings to
+// sort-then-scan's, and a repeat to ErrDuplicateSequence.
+func FuzzContinuity(f *testing.F) {
+	f.Add(false, []byte{0, 0, 1, 0, 2, 0})
+	f.Add(true, []byte{5, 0, 3, 1, 9, 2, 4, 0, 3, 0})
+	f.Add(false, []byte{7, 3, 0, 0, 6, 1, 2, 2, 1, 0})
+	f.Fuzz(func(t *testing.T, fragment bool, in []byte) {
+		c := NewContinuity()
+		if fragment {
+			c = NewFragmentContinuity()
+		}
+		seen := map[int64]bool{}
+		var evs []tev
+		for i := 0; i+1 < len(in); i += 2 {
+			e := ev(int64(in[i] % 64))
+			switch in[i+1] % 5 {
+			case 1:
+				e.prev = nil
+			case 2:
+				e.prev = strp(ph(int64(in[i+1])))
+			case 3:
+				if fragment {
+					e = seedOf(e.seq)
+				}
+			}
+			err := feed(c, e)
+			if seen[e.seq] {
+				if !errors.Is(err, ErrDuplicateSequence) {
+					t.Fatalf("sequence %d again: %v", e.seq, err)
+				}
+				continue
+			}
+			if err != nil {
+				t.Fatalf("Add(%d): %v", e.seq, err)
+			}
+			seen[e.seq] = true
+			evs = append(evs, e)
+			checkHoleSet(t, &c.holes)
+		}
+		want := naive(evs, fragment)
+		if got := c.Findings(); !reflect.DeepEqual(got, want) && !(len(got) == 0 && len(want) == 0) {
+			t.Fatalf("got %s\nwant %s", js(got), js(want))
+		}
+	})
+}

@@ -11,6 +11,11 @@
 //	machine_key | event | consistency | checkpoint ...   interleaved in chain order
 //	end                         always last: counts, so truncation is noticed
 //
+// Events come in leaf order: the order they were stored, which is the order
+// of the Merkle tree's leaves. Batch ingest may store any unused sequence, so
+// leaf order need not be sequence order; the verifier judges links and gaps
+// in sequence order (Continuity) and the Merkle roots in line order.
+//
 // A machine_key line puts a machine's signing key in force for every later
 // event (key history included). A checkpoint line follows the event that
 // completes its tree size; a checkpoint of any other size must be immediately
@@ -62,8 +67,8 @@ type ExportHeader struct {
 	// ServicePublicKey (standard base64) is optional and never trusted: the
 	// verifier is given the key out of band and only checks it matches.
 	ServicePublicKey string `json:"service_public_key,omitempty"`
-	// Start is the leaf index (= sequence, on a continuous chain) of the first
-	// exported event; 0 for a full export.
+	// Start is the leaf index of the first exported event (the number of
+	// events stored before it); 0 for a full export.
 	Start      uint64 `json:"start"`
 	ExportedAt string `json:"exported_at,omitempty"`
 }
@@ -74,18 +79,35 @@ type ExportFrontier struct {
 	TreeSize uint64 `json:"tree_size"`
 	// Hashes is the compact range [0, TreeSize), largest subtree first.
 	Hashes []Hash `json:"hashes"`
-	// LastLeafProof proves leaf TreeSize-1 in the tree of size TreeSize; it
-	// ties the first event's prev_hash to the frontier.
+	// LastLeafProof proves leaf TreeSize-1 in the tree of size TreeSize.
 	LastLeafProof []Hash `json:"last_leaf_proof"`
+	// LastLeafSequence and LastLeafPayloadHash are the sequence and
+	// payload_hash of the event at leaf TreeSize-1 (the last one before the
+	// fragment). The verifier checks the payload_hash is that leaf, with
+	// LastLeafProof, and judges the fragment's links against that event.
+	// Both or neither; exports written before they existed have neither.
+	LastLeafSequence    *int64  `json:"last_leaf_sequence,omitempty"`
+	LastLeafPayloadHash *string `json:"last_leaf_payload_hash,omitempty"`
 }
 
 // ExportMachineKey is a registered signing key, in force for every event
-// with this machine_id from EffectiveFromSequence on (CONTRACT.md "The record").
+// with this machine_id stored after it was registered: from leaf
+// EffectiveFromLeaf on, so for every event line after this one (CONTRACT.md
+// "The record").
 type ExportMachineKey struct {
-	MachineID             string `json:"machine_id"`
-	PublicKey             string `json:"public_key"`
-	RegisteredAt          string `json:"registered_at"`
-	EffectiveFromSequence int64  `json:"effective_from_sequence"`
+	MachineID    string `json:"machine_id"`
+	PublicKey    string `json:"public_key"`
+	RegisteredAt string `json:"registered_at"`
+	// EffectiveFromSequence is the account's next sequence when the key was
+	// registered (the event at leaf EffectiveFromLeaf-1, plus one);
+	// informational: with events stored out of sequence order it does not
+	// say which events the key governs.
+	EffectiveFromSequence int64 `json:"effective_from_sequence"`
+	// EffectiveFromLeaf is the number of leaves stored before the key took
+	// effect (the key's from_leaf). The line must not come before that many
+	// leaves; an export without the field (written before it existed) reads
+	// as 0, which is never too early.
+	EffectiveFromLeaf int64 `json:"effective_from_leaf"`
 }
 
 // ExportEvent is a stored event: every hashed field plus payload_hash.
@@ -134,9 +156,9 @@ const (
 	KindFormat              Kind = "format"               // not a well-formed export
 	KindServiceKey          Kind = "service_key"          // header names another service key
 	KindPayloadHash         Kind = "payload_hash"         // stored payload_hash ≠ recomputed
-	KindGap                 Kind = "gap"                  // Sequence is missing
-	KindSequence            Kind = "sequence"             // a sequence repeats or goes back
-	KindPrevHash            Kind = "prev_hash"            // link to the previous event broken
+	KindGap                 Kind = "gap"                  // Sequence is missing (a Gap, or a checkpoint covers more events than precede it)
+	KindSequence            Kind = "sequence"             // a sequence repeats (or is negative)
+	KindPrevHash            Kind = "prev_hash"            // a Break: the link to the event with the previous sequence is broken
 	KindSignature           Kind = "signature"            // event signature missing or bad
 	KindMerkleRoot          Kind = "merkle_root"          // signed root ≠ rebuilt tree
 	KindCheckpointSignature Kind = "checkpoint_signature" // block not signed by the service key
@@ -146,7 +168,12 @@ const (
 
 // Error is a verification failure at one place of the record: Sequence for
 // event failures, Block for checkpoint failures (the other is -1), and Line,
-// the 1-based line of the export (0 when not verifying an export).
+// the 1-based line of the export (0 when not verifying an export). For a
+// continuity finding (a gap or prev_hash reported once the export has
+// passed every integrity check) Line is that of the event the finding is
+// attached to: for a gap the event just above the missing run, for a
+// prev_hash break the event whose prev_hash is wrong; the frontier line
+// when that event is the fragment's last leaf before start.
 type Error struct {
 	Kind     Kind
 	Sequence int64
@@ -184,9 +211,19 @@ type Report struct {
 	// Events and Checkpoints count verified lines.
 	Events      int64
 	Checkpoints int64
-	// FirstSequence and LastSequence are -1 when the export has no events.
+	// FirstSequence and LastSequence are the lowest and highest sequence of
+	// the exported events (whatever lines they are on); -1 when the export
+	// has no events.
 	FirstSequence int64
 	LastSequence  int64
+	// Gaps and Breaks are every continuity finding of the events verified,
+	// by sequence, as Continuity judges them (a fragment's links from its
+	// frontier's last leaf included; nothing below its lowest sequence).
+	// They are filled whether or not an error is returned; never nil. When
+	// an integrity failure stopped the stream they cover the lines before
+	// it, and a gap may be one a later line would have filled.
+	Gaps   []Gap
+	Breaks []Break
 	// TreeSize and RootHash describe the tree rebuilt from the export.
 	TreeSize uint64
 	RootHash Hash
@@ -245,8 +282,9 @@ func (x *ExportWriter) WriteFrontier(f ExportFrontier) error {
 	return x.write(exportLine{Kind: LineFrontier, Frontier: &f})
 }
 
-// WriteMachineKey puts a key in force from k.EffectiveFromSequence; write it
-// before the first event it applies to.
+// WriteMachineKey puts a key in force for the events written after it; write
+// it before the first event it applies to (leaf k.EffectiveFromLeaf), never
+// before that many leaves.
 func (x *ExportWriter) WriteMachineKey(k ExportMachineKey) error {
 	return x.write(exportLine{Kind: LineMachineKey, MachineKey: &k})
 }
@@ -282,20 +320,40 @@ func (x *ExportWriter) Close() error {
 // MaxExportLine bounds one line of an export (an event with its raw).
 const MaxExportLine = 16 << 20
 
-// VerifyExport reads an export and checks, in order, every payload_hash
-// (recomputed), sequence (contiguous from header.start), prev_hash link
-// (genesis null), event signature (against the machine key in force; an
-// event from a machine with a key must carry a valid one), checkpoint
-// signature and origin, block link, and each checkpoint's root against the
-// tree rebuilt from the events. It returns the first failure as an *Error.
+// VerifyExport reads an export and checks its integrity, in line order: every
+// payload_hash (recomputed), that no sequence repeats, every event signature
+// (against the machine key in force; an event from a machine with a key
+// must carry a valid one), checkpoint signature and origin, block link, and
+// each checkpoint's root against the tree rebuilt from the events in line
+// order. The first integrity failure in line order is returned as an
+// *Error (KindSequence for a repeated sequence, at once); it ends the
+// verification.
 //
-// Memory is constant in chain length: it keeps the Merkle frontier, the last
-// payload_hash, the machine keys and a bounded window of lines. Decoding,
-// hashing and signature checks run on GOMAXPROCS goroutines; failures are
-// still reported in stream order.
+// Continuity is judged in sequence order beside it (Continuity): a link is
+// judged between present sequences s-1 and s (genesis null), a missing run
+// is a Gap. Continuity findings do not stop the stream; they are all listed
+// in Report.Gaps and Report.Breaks, and when the export passes every
+// integrity check the first of them in sequence order is returned as the
+// error: KindGap at MissingFrom or KindPrevHash at the break's sequence.
+// (A checkpoint covering more leaves than precede it is an integrity
+// failure, KindGap at the lowest gap so far, or at the highest sequence + 1.)
+// A fragment judges nothing below its lowest sequence; seeded by its
+// frontier's last_leaf_sequence and last_leaf_payload_hash (checked against
+// last_leaf_proof), it judges its links from leaf start-1. Events stored
+// out of sequence order may sit at leaves outside the export: in an export
+// that does not hold every leaf (a fragment, or one followed by a checkpoint
+// beyond its end) a gap is a sequence absent from the export.
 //
-// A nil error says the export is internally consistent and its checkpoints
-// are the service's; how much of it signatures cover is Report.SignedSize.
+// Memory is constant in chain length for a chain stored in sequence order:
+// the Merkle frontier, the highest payload_hash, the machine keys and a
+// bounded window of lines; events out of sequence order add the open holes
+// of Continuity, and findings the lists. Decoding, hashing and signature
+// checks run on GOMAXPROCS goroutines; failures are still reported in
+// stream order.
+//
+// A nil error says the export is internally consistent, continuous and its
+// checkpoints are the service's; how much of it signatures cover is
+// Report.SignedSize.
 func VerifyExport(r io.Reader, servicePub ed25519.PublicKey) (Report, error) {
 	if len(servicePub) != ed25519.PublicKeySize {
 		return Report{}, fmt.Errorf("service public key must be %d bytes, got %d", ed25519.PublicKeySize, len(servicePub))
@@ -303,7 +361,7 @@ func VerifyExport(r io.Reader, servicePub ed25519.PublicKey) (Report, error) {
 	v := &exportVerifier{
 		pub:  servicePub,
 		keys: map[string]ed25519.PublicKey{},
-		rep:  Report{FirstSequence: -1, LastSequence: -1, FirstBlock: -1, LastBlock: -1},
+		rep:  Report{FirstSequence: -1, LastSequence: -1, FirstBlock: -1, LastBlock: -1, Gaps: []Gap{}, Breaks: []Break{}},
 	}
 	workers := runtime.GOMAXPROCS(0)
 	p := startPipeline(r, workers)
@@ -350,6 +408,12 @@ loop:
 			err = sigErr
 		}
 	}
+	if v.cont != nil {
+		v.rep.Gaps, v.rep.Breaks = v.cont.Gaps(), v.cont.Breaks()
+		if err == nil {
+			err = v.continuityError()
+		}
+	}
 	v.rep.SignaturesVerified = v.sigs.verified.Load()
 	if v.frontier != nil {
 		v.rep.TreeSize = v.frontier.Size()
@@ -366,15 +430,42 @@ type exportVerifier struct {
 	blocks *BlockVerifier
 	sigs   *sigChecks
 
-	frontier      *Frontier
-	startRoot     Hash   // root of the tree the export starts from
-	lastLeafProof []Hash // fragment: proof for leaf start-1, used by the first event
-	nextSeq       int64
-	lastPayload   string
-	keys          map[string]ed25519.PublicKey
-	pending       *ExportConsistency
-	beyond        bool // a checkpoint past the last event was tied; no more events
-	ended         bool
+	frontier  *Frontier
+	startRoot Hash        // root of the tree the export starts from
+	cont      *Continuity // links and gaps, in sequence order
+	keys      map[string]ed25519.PublicKey
+	pending   *ExportConsistency
+	beyond    bool // a checkpoint past the last event was tied; no more events
+	ended     bool
+}
+
+// continuityError is the first continuity finding in sequence order.
+func (v *exportVerifier) continuityError() error {
+	fs := v.cont.Findings()
+	if len(fs) == 0 {
+		return nil
+	}
+	f := fs[0]
+	if g := f.Gap; g != nil {
+		after := "the chain starts"
+		if g.AfterSequence != nil {
+			after = fmt.Sprintf("sequence %d", *g.AfterSequence)
+		}
+		return &Error{Kind: KindGap, Sequence: g.MissingFrom, Block: -1, Line: f.Pos,
+			Err: fmt.Errorf("sequences %d..%d are missing (after %s); %d gaps and %d breaks in all", g.MissingFrom, g.MissingTo, after,
+				len(v.rep.Gaps), len(v.rep.Breaks))}
+	}
+	b := f.Break
+	return &Error{Kind: KindPrevHash, Sequence: b.Sequence, Block: -1, Line: f.Pos,
+		Err: fmt.Errorf("event %s has prev_hash %s, want %s; %d gaps and %d breaks in all", b.EventID, strOrNull(b.FoundPrevHash),
+			strOrNull(b.ExpectedPrevHash), len(v.rep.Gaps), len(v.rep.Breaks))}
+}
+
+func strOrNull(s *string) string {
+	if s == nil {
+		return "null"
+	}
+	return *s
 }
 
 func (v *exportVerifier) step(it *item) error {
@@ -406,8 +497,10 @@ func (v *exportVerifier) step(it *item) error {
 		if err != nil {
 			return formatErr("machine_key %q: %v", k.MachineID, err)
 		}
-		if k.EffectiveFromSequence > v.nextSeq {
-			return formatErr("machine_key %q takes effect at %d but appears before sequence %d", k.MachineID, k.EffectiveFromSequence, v.nextSeq)
+		// effective_from_sequence is informational: with events stored out
+		// of sequence order it does not order the lines.
+		if k.EffectiveFromLeaf < 0 || uint64(k.EffectiveFromLeaf) > v.frontier.Size() {
+			return formatErr("machine_key %q takes effect at leaf %d but appears after %d leaves", k.MachineID, k.EffectiveFromLeaf, v.frontier.Size())
 		}
 		v.keys[k.MachineID] = pub
 		return nil
@@ -464,10 +557,12 @@ func (v *exportVerifier) headerLine(it *item, h *ExportHeader) error {
 	}
 	v.header, v.blocks = h, blocks
 	v.rep.UserID, v.rep.Origin = h.UserID, h.Origin
-	v.nextSeq = int64(h.Start)
 	if h.Start == 0 {
 		v.frontier, _ = NewFrontier(0, nil)
 		v.startRoot = EmptyRoot
+		v.cont = NewContinuity()
+	} else {
+		v.cont = NewFragmentContinuity()
 	}
 	return nil
 }
@@ -486,7 +581,27 @@ func (v *exportVerifier) frontierLine(it *item, f *ExportFrontier) error {
 	if err != nil {
 		return fail("%v", err)
 	}
-	v.frontier, v.startRoot, v.lastLeafProof = fr, fr.Root(), f.LastLeafProof
+	// The event at leaf start-1: proven that leaf of the frontier's tree, it
+	// seeds the links. Without it (an export written before these fields)
+	// the fragment's lowest sequence is not linked to anything.
+	switch seq, ph := f.LastLeafSequence, f.LastLeafPayloadHash; {
+	case seq == nil && ph == nil:
+	case seq == nil || ph == nil:
+		return fail("last_leaf_sequence and last_leaf_payload_hash come together")
+	default:
+		leaf, err := HashBytes(*ph)
+		if err != nil {
+			return fail("last_leaf_payload_hash: %v", err)
+		}
+		if err := VerifyInclusion(f.TreeSize-1, f.TreeSize, LeafHash(leaf), f.LastLeafProof, fr.Root()); err != nil {
+			return &Error{Kind: KindMerkleRoot, Sequence: -1, Block: -1, Line: it.no,
+				Err: fmt.Errorf("last_leaf_payload_hash %s is not leaf %d of the frontier's tree: %v", *ph, f.TreeSize-1, err)}
+		}
+		if err := v.cont.Seed(*seq, *ph, it.no); err != nil {
+			return fail("last_leaf_sequence: %v", err)
+		}
+	}
+	v.frontier, v.startRoot = fr, fr.Root()
 	return nil
 }
 
@@ -506,40 +621,13 @@ func (v *exportVerifier) eventLine(it *item, e *ExportEvent) error {
 	if !bytes.Equal(stated, it.hash[:]) {
 		return fail(KindPayloadHash, seq, "stored %s, recomputed %s%x", e.PayloadHash, HashPrefix, it.hash[:])
 	}
-	// 2. Sequences are contiguous.
-	if seq > v.nextSeq {
-		return fail(KindGap, v.nextSeq, "sequence %d is missing; the next event has sequence %d", v.nextSeq, seq)
+	// 2. A sequence is stored once (a repeat is tampering, reported at once).
+	// Links and gaps are judged in sequence order, whatever the line order;
+	// they do not stop the stream (continuityError reports them at the end).
+	if err := v.cont.Add(seq, e.EventID, e.PrevHash, e.PayloadHash, it.no); err != nil {
+		return fail(KindSequence, seq, "%v", err)
 	}
-	if seq < v.nextSeq {
-		return fail(KindSequence, seq, "sequence %d repeats or goes back; expected %d", seq, v.nextSeq)
-	}
-	// 3. prev_hash links to the previous event (null at genesis).
-	switch {
-	case v.rep.Events == 0 && v.header.Start == 0:
-		if e.PrevHash != nil {
-			return fail(KindPrevHash, seq, "the first event has prev_hash %s, want null", *e.PrevHash)
-		}
-	case v.rep.Events == 0:
-		if e.PrevHash == nil {
-			return fail(KindPrevHash, seq, "prev_hash is null after %d events", v.header.Start)
-		}
-		prev, err := HashBytes(*e.PrevHash)
-		if err != nil {
-			return fail(KindPrevHash, seq, "%v", err)
-		}
-		if err := VerifyInclusion(v.header.Start-1, v.header.Start, LeafHash(prev), v.lastLeafProof, v.startRoot); err != nil {
-			return fail(KindPrevHash, seq, "prev_hash %s is not leaf %d of the tree the fragment starts from: %v", *e.PrevHash, v.header.Start-1, err)
-		}
-	default:
-		if e.PrevHash == nil || *e.PrevHash != v.lastPayload {
-			got := "null"
-			if e.PrevHash != nil {
-				got = *e.PrevHash
-			}
-			return fail(KindPrevHash, seq, "prev_hash %s, previous event's payload_hash is %s", got, v.lastPayload)
-		}
-	}
-	// 4. A machine with a registered key signs its events (checked concurrently).
+	// 3. A machine with a registered key signs its events (checked concurrently).
 	if e.MachineID != nil {
 		if pub, ok := v.keys[*e.MachineID]; ok {
 			if e.Signature == nil {
@@ -551,12 +639,12 @@ func (v *exportVerifier) eventLine(it *item, e *ExportEvent) error {
 		}
 	}
 	v.frontier.Append(LeafHash(stated))
-	v.lastPayload = e.PayloadHash
-	v.nextSeq++
-	if v.rep.Events == 0 {
+	if v.rep.Events == 0 || seq < v.rep.FirstSequence {
 		v.rep.FirstSequence = seq
 	}
-	v.rep.LastSequence = seq
+	if v.rep.Events == 0 || seq > v.rep.LastSequence {
+		v.rep.LastSequence = seq
+	}
 	v.rep.Events++
 	return nil
 }
@@ -585,8 +673,16 @@ func (v *exportVerifier) checkpointLine(it *item, c *ExportCheckpoint) error {
 			return fail(KindMerkleRoot, "signed root %s at size %d, rebuilt tree has %s", cp.Root, cp.Size, root)
 		}
 	case pending == nil && cp.Size > leaves:
-		// The signed size says more events precede this block than the export holds.
-		return &Error{Kind: KindGap, Sequence: v.nextSeq, Block: -1, Line: it.no,
+		// The signed size says more events precede this block than the
+		// export holds: located at the lowest gap so far, else just above
+		// the highest sequence (the fragment's start when it knows none).
+		at := int64(v.header.Start)
+		if g, ok := v.cont.FirstGap(); ok {
+			at = g.MissingFrom
+		} else if m, ok := v.cont.Max(); ok {
+			at = m + 1
+		}
+		return &Error{Kind: KindGap, Sequence: at, Block: -1, Line: it.no,
 			Err: fmt.Errorf("block %d covers %d events, only %d precede it", c.Block, cp.Size, leaves)}
 	case pending == nil:
 		return fail(KindMerkleRoot, "checkpoint of size %d after %d leaves without a consistency proof", cp.Size, leaves)

@@ -12,6 +12,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"reflect"
 	"runtime"
 	"slices"
 	"strings"
@@ -63,8 +64,8 @@ func goldenChain(t testing.TB) *chain {
 	t.Helper()
 	c := &chain{tree: &merkle.HashStore{}}
 	c.keys = []verify.ExportMachineKey{
-		{MachineID: "m-ci", PublicKey: b64(ciKey1.Public().(ed25519.PublicKey)), RegisteredAt: "2025-06-01T12:00:05+00:00", EffectiveFromSequence: 6},
-		{MachineID: "m-ci", PublicKey: b64(ciKey2.Public().(ed25519.PublicKey)), RegisteredAt: "2025-06-01T12:00:19+00:00", EffectiveFromSequence: 20},
+		{MachineID: "m-ci", PublicKey: b64(ciKey1.Public().(ed25519.PublicKey)), RegisteredAt: "2025-06-01T12:00:05+00:00", EffectiveFromSequence: 6, EffectiveFromLeaf: 6},
+		{MachineID: "m-ci", PublicKey: b64(ciKey2.Public().(ed25519.PublicKey)), RegisteredAt: "2025-06-01T12:00:19+00:00", EffectiveFromSequence: 20, EffectiveFromLeaf: 20},
 	}
 	seal := map[int]bool{4: true, 10: true, 18: true, 25: true, 30: true}
 	signer, err := checkpoint.NewSigner(verify.Origin(goldenUser), serviceKey)
@@ -135,9 +136,10 @@ func goldenChain(t testing.TB) *chain {
 }
 
 // export writes leaves [start, end) the way the service does: the frontier
-// for a fragment, the anchor block (the last block at or below start) with a
-// consistency proof, then keys, events and blocks in chain order, and the
-// first block past end with a consistency proof so the tail is signed too.
+// for a fragment (with the sequence and payload_hash of leaf start-1), the
+// anchor block (the last block at or below start) with a consistency proof,
+// then keys, events and blocks in leaf order, and the first block past end
+// with a consistency proof so the tail is signed too.
 func (c *chain) export(t testing.TB, start, end int64) []byte {
 	t.Helper()
 	var buf bytes.Buffer
@@ -165,7 +167,9 @@ func (c *chain) export(t testing.TB, start, end int64) []byte {
 		must(err)
 		p, err := merkle.InclusionProof(start-1, start, c.tree)
 		must(err)
-		must(w.WriteFrontier(verify.ExportFrontier{TreeSize: uint64(start), Hashes: hs, LastLeafProof: p}))
+		last := c.events[start-1]
+		must(w.WriteFrontier(verify.ExportFrontier{TreeSize: uint64(start), Hashes: hs, LastLeafProof: p,
+			LastLeafSequence: &last.Sequence, LastLeafPayloadHash: &last.PayloadHash}))
 		for nextBlock < len(c.blocks) && int64(c.blocks[nextBlock].Size) <= start {
 			nextBlock++
 		}
@@ -179,13 +183,13 @@ func (c *chain) export(t testing.TB, start, end int64) []byte {
 		}
 	}
 	for _, k := range c.keys {
-		if k.EffectiveFromSequence <= start {
+		if k.EffectiveFromLeaf <= start {
 			must(w.WriteMachineKey(k))
 		}
 	}
 	for i := start; i < end; i++ {
 		for _, k := range c.keys {
-			if k.EffectiveFromSequence == i && i > start {
+			if k.EffectiveFromLeaf == i && i > start {
 				must(w.WriteMachineKey(k))
 			}
 		}
@@ -243,8 +247,9 @@ func TestGoldenExport(t *testing.T) {
 		Events: 34, Checkpoints: 5, FirstSequence: 0, LastSequence: 33,
 		TreeSize: 34, RootHash: c.tree.Root(), SignedSize: 30,
 		SignaturesVerified: 13, UnverifiedSignatures: 1, FirstBlock: 0, LastBlock: 4,
+		Gaps: []verify.Gap{}, Breaks: []verify.Break{},
 	}
-	if rep != want {
+	if !reflect.DeepEqual(rep, want) {
 		t.Fatalf("full export report\n got %+v\nwant %+v", rep, want)
 	}
 
@@ -258,8 +263,9 @@ func TestGoldenExport(t *testing.T) {
 		Events: 16, Checkpoints: 4, FirstSequence: 12, LastSequence: 27,
 		TreeSize: 28, RootHash: root16, SignedSize: 28,
 		SignaturesVerified: 7, FirstBlock: 1, LastBlock: 4,
+		Gaps: []verify.Gap{}, Breaks: []verify.Break{},
 	}
-	if rep != want {
+	if !reflect.DeepEqual(rep, want) {
 		t.Fatalf("fragment report\n got %+v\nwant %+v", rep, want)
 	}
 }
@@ -281,6 +287,302 @@ func TestFragmentsEverywhere(t *testing.T) {
 				t.Fatalf("fragment [%d,%d) not fully signed: %+v", start, end, rep)
 			}
 		}
+	}
+}
+
+// Exports written before effective_from_leaf and the frontier's last leaf
+// existed (the golden files of the previous writer) still verify, with the
+// same reports: keys are not checked against a leaf, and the fragment's
+// lowest sequence is not linked to leaf start-1.
+func TestLegacyGoldenExports(t *testing.T) {
+	for _, name := range []string{"export.ndjson", "fragment.ndjson"} {
+		legacy, err := os.ReadFile(filepath.Join("testdata", "legacy-"+name))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if bytes.Contains(legacy, []byte("effective_from_leaf")) || bytes.Contains(legacy, []byte("last_leaf_sequence")) {
+			t.Fatalf("legacy-%s carries the new fields", name)
+		}
+		current, err := os.ReadFile(filepath.Join("testdata", name))
+		if err != nil {
+			t.Fatal(err)
+		}
+		got, err := verify.VerifyExport(bytes.NewReader(legacy), servicePub)
+		if err != nil {
+			t.Fatalf("legacy-%s: %v", name, err)
+		}
+		want, err := verify.VerifyExport(bytes.NewReader(current), servicePub)
+		if err != nil {
+			t.Fatalf("%s: %v", name, err)
+		}
+		if !reflect.DeepEqual(got, want) {
+			t.Fatalf("legacy-%s report\n got %+v\nwant %+v", name, got, want)
+		}
+	}
+}
+
+// storedChain is an account whose events were stored in the given sequence
+// order (leaf i holds sequence order[i]), as batch ingest may store them:
+// each event's prev_hash is the payload_hash of the previous sequence when
+// that is present (null otherwise), unless link says otherwise, and a
+// block is sealed at each size in seal.
+func storedChain(t testing.TB, order []int64, link map[int64]*string, seal ...int) *chain {
+	t.Helper()
+	c := &chain{tree: &merkle.HashStore{}}
+	events := map[int64]verify.ExportEvent{}
+	for _, seq := range slices.Sorted(slices.Values(order)) {
+		e := verify.HashedEvent{EventID: fmt.Sprintf("evt-%016x", 0xb000+seq), EventType: "tool_call", Sequence: seq,
+			Raw: json.RawMessage(fmt.Sprintf(`{"n":%d}`, seq))}
+		if p, ok := events[seq-1]; ok {
+			e.PrevHash = &p.PayloadHash
+		}
+		if l, ok := link[seq]; ok {
+			e.PrevHash = l
+		}
+		ph, err := verify.PayloadHash(&e)
+		if err != nil {
+			t.Fatal(err)
+		}
+		events[seq] = verify.ExportEvent{HashedEvent: e, PayloadHash: ph}
+	}
+	signer, err := checkpoint.NewSigner(verify.Origin(goldenUser), serviceKey)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i, seq := range order {
+		e := events[seq]
+		c.events = append(c.events, e)
+		leaf, _ := verify.HashBytes(e.PayloadHash)
+		if err := c.tree.Append(leaf); err != nil {
+			t.Fatal(err)
+		}
+		if slices.Contains(seal, i+1) {
+			var last *checkpoint.Block
+			if len(c.blocks) > 0 {
+				last = &c.blocks[len(c.blocks)-1]
+			}
+			b, err := signer.Seal(last, uint64(i+1), c.tree.Root())
+			if err != nil {
+				t.Fatal(err)
+			}
+			c.blocks = append(c.blocks, b)
+		}
+	}
+	return c
+}
+
+// lineOf is the 1-based line of the event with sequence seq.
+func lineOf(t *testing.T, export []byte, seq int64) int64 {
+	t.Helper()
+	return int64(find(t, lines(export), "event", seq)) + 1
+}
+
+// A chain stored out of sequence order, continuous in sequence order: its
+// full export verifies, the tree rebuilt in line order against the signed
+// roots and the links judged in sequence order. Every fragment passes its
+// integrity checks; its continuity findings are those of its own events
+// and leaf start-1, sorted (nothing below the lowest): a sequence stored
+// at a leaf outside the fragment reads as a gap in it.
+func TestOutOfOrderChain(t *testing.T) {
+	order := []int64{0, 1, 2, 5, 3, 4, 6, 7, 9, 8, 12, 10, 11, 13, 15, 14}
+	c := storedChain(t, order, nil, 4, 8, 13, 16)
+	full := c.export(t, 0, int64(len(order)))
+	rep, err := verify.VerifyExport(bytes.NewReader(full), servicePub)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if rep.Events != 16 || rep.FirstSequence != 0 || rep.LastSequence != 15 || rep.SignedSize != 16 || rep.Checkpoints != 4 ||
+		len(rep.Gaps) != 0 || len(rep.Breaks) != 0 || rep.RootHash != c.tree.Root() {
+		t.Fatalf("report %+v", rep)
+	}
+	n := int64(len(order))
+	for start := int64(0); start <= n; start++ {
+		for end := start; end <= n; end++ {
+			export := c.export(t, start, end)
+			rep, err := verify.VerifyExport(bytes.NewReader(export), servicePub)
+			// What sort-then-scan finds: the fragment's sequences and leaf
+			// start-1's, holes above the lowest (all links are right).
+			known := slices.Clone(order[start:end])
+			if start > 0 {
+				known = append(known, order[start-1])
+			}
+			slices.Sort(known)
+			wantGaps := []verify.Gap{}
+			for i := 1; i < len(known); i++ {
+				if known[i] > known[i-1]+1 {
+					wantGaps = append(wantGaps, verify.Gap{AfterSequence: i64(known[i-1]), MissingFrom: known[i-1] + 1, MissingTo: known[i] - 1})
+				}
+			}
+			if rep.TreeSize != uint64(end) || rep.Events != end-start || !reflect.DeepEqual(rep.Gaps, wantGaps) || len(rep.Breaks) != 0 {
+				t.Fatalf("fragment [%d,%d): %v %+v, want gaps %s", start, end, err, rep, jsn(wantGaps))
+			}
+			if start < end {
+				lo, hi := slices.Min(order[start:end]), slices.Max(order[start:end])
+				if rep.FirstSequence != lo || rep.LastSequence != hi {
+					t.Fatalf("fragment [%d,%d): sequences %d..%d, want %d..%d", start, end, rep.FirstSequence, rep.LastSequence, lo, hi)
+				}
+			}
+			if len(wantGaps) == 0 {
+				if err != nil {
+					t.Fatalf("fragment [%d,%d): %v", start, end, err)
+				}
+				continue
+			}
+			// The first gap is the error, on the line of the event above it
+			// (the frontier line when that is leaf start-1).
+			g := wantGaps[0]
+			wantLine := int64(2)
+			if above := g.MissingTo + 1; start == 0 || above != order[start-1] {
+				wantLine = lineOf(t, export, above)
+			}
+			var e *verify.Error
+			if !errors.As(err, &e) || e.Kind != verify.KindGap || e.Sequence != g.MissingFrom || e.Block != -1 || e.Line != wantLine {
+				t.Fatalf("fragment [%d,%d): %v, want gap at %d on line %d", start, end, err, g.MissingFrom, wantLine)
+			}
+		}
+	}
+}
+
+// Findings of a chain stored out of order, with holes and broken links: all
+// listed, the first in sequence order returned once integrity passes.
+func TestOutOfOrderFindings(t *testing.T) {
+	bad := ptr("sha256:" + strings.Repeat("ab", 32))
+	for _, tc := range []struct {
+		name   string
+		link   map[int64]*string
+		kind   verify.Kind
+		seq    int64
+		breaks []int64
+	}{
+		{"gaps only", nil, verify.KindGap, 2, nil},
+		{"a break before the first gap", map[int64]*string{1: nil, 4: bad}, verify.KindPrevHash, 1, []int64{1, 4}},
+		{"a break after the first gap", map[int64]*string{7: bad}, verify.KindGap, 2, []int64{7}},
+		{"genesis not null", map[int64]*string{0: bad}, verify.KindPrevHash, 0, []int64{0}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			order := []int64{0, 3, 1, 7, 4, 9, 6} // 2, 5 and 8 missing
+			c := storedChain(t, order, tc.link, 3, 7)
+			export := c.export(t, 0, int64(len(order)))
+			rep, err := verify.VerifyExport(bytes.NewReader(export), servicePub)
+			wantGaps := []verify.Gap{
+				{AfterSequence: i64(1), MissingFrom: 2, MissingTo: 2},
+				{AfterSequence: i64(4), MissingFrom: 5, MissingTo: 5},
+				{AfterSequence: i64(7), MissingFrom: 8, MissingTo: 8},
+			}
+			bySeq := map[int64]verify.ExportEvent{}
+			for _, e := range c.events {
+				bySeq[e.Sequence] = e
+			}
+			wantBreaks := []verify.Break{}
+			for _, s := range tc.breaks {
+				b := verify.Break{Sequence: s, EventID: bySeq[s].EventID, FoundPrevHash: bySeq[s].PrevHash}
+				if s > 0 {
+					b.ExpectedPrevHash = ptr(bySeq[s-1].PayloadHash)
+				}
+				wantBreaks = append(wantBreaks, b)
+			}
+			if !reflect.DeepEqual(rep.Gaps, wantGaps) || !reflect.DeepEqual(rep.Breaks, wantBreaks) {
+				t.Fatalf("gaps %s breaks %s, want %s %s", jsn(rep.Gaps), jsn(rep.Breaks), jsn(wantGaps), jsn(wantBreaks))
+			}
+			if rep.SignedSize != 7 || rep.FirstSequence != 0 || rep.LastSequence != 9 {
+				t.Fatalf("report %+v", rep)
+			}
+			// A break is on the line of its event; a gap on the line of the
+			// event just above it (3 for the gap at 2).
+			var wantLine int64
+			if tc.kind == verify.KindGap {
+				wantLine = lineOf(t, export, tc.seq+1)
+			} else {
+				wantLine = lineOf(t, export, tc.seq)
+			}
+			var e *verify.Error
+			if !errors.As(err, &e) || e.Kind != tc.kind || e.Sequence != tc.seq || e.Line != wantLine {
+				t.Fatalf("VerifyExport = %v, want %s at %d on line %d", err, tc.kind, tc.seq, wantLine)
+			}
+		})
+	}
+}
+
+// Tampering with an export of a chain stored out of order.
+func TestOutOfOrderTampered(t *testing.T) {
+	order := []int64{0, 1, 2, 5, 3, 4, 6, 7, 9, 8}
+	c := storedChain(t, order, nil, 4, 8, 10)
+	full := lines(c.export(t, 0, int64(len(order))))
+	for _, tc := range []struct {
+		name   string
+		mutate func(ls []string) []string
+		kind   verify.Kind
+		seq    int64
+		block  int64
+		gaps   []verify.Gap
+	}{
+		// Block 1 (size 8) then follows 7 leaves: a gap at the lowest hole.
+		{"event inside the disorder deleted", func(ls []string) []string {
+			i := find(t, ls, "event", 3)
+			return slices.Delete(ls, i, i+1)
+		}, verify.KindGap, 3, -1, []verify.Gap{{AfterSequence: i64(2), MissingFrom: 3, MissingTo: 3}}},
+		// No hole below the highest: just above it.
+		{"highest event before a block deleted", func(ls []string) []string {
+			i := find(t, ls, "event", 7)
+			return slices.Delete(ls, i, i+1)
+		}, verify.KindGap, 7, -1, nil},
+		// A sequence on two lines is tampering, reported at once.
+		{"event repeated on a later line", func(ls []string) []string {
+			return slices.Insert(ls, find(t, ls, "event", 4)+1, ls[find(t, ls, "event", 5)])
+		}, verify.KindSequence, 5, -1, nil},
+		// Two lines swapped: continuity holds, the signed root does not.
+		{"leaf order changed", func(ls []string) []string {
+			i, j := find(t, ls, "event", 5), find(t, ls, "event", 3)
+			ls[i], ls[j] = ls[j], ls[i]
+			return ls
+		}, verify.KindMerkleRoot, -1, 0, nil},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			rep, err := verify.VerifyExport(bytes.NewReader(join(tc.mutate(slices.Clone(full)))), servicePub)
+			var e *verify.Error
+			if !errors.As(err, &e) || e.Kind != tc.kind || e.Sequence != tc.seq || e.Block != tc.block || e.Line <= 0 {
+				t.Fatalf("VerifyExport = %v, want %s at sequence %d block %d", err, tc.kind, tc.seq, tc.block)
+			}
+			if tc.gaps == nil {
+				tc.gaps = []verify.Gap{}
+			}
+			if !reflect.DeepEqual(rep.Gaps, tc.gaps) || len(rep.Breaks) != 0 {
+				t.Fatalf("gaps %s breaks %s, want %s", jsn(rep.Gaps), jsn(rep.Breaks), jsn(tc.gaps))
+			}
+		})
+	}
+}
+
+// effective_from_leaf orders the key lines; effective_from_sequence is
+// informational, and an export without effective_from_leaf is not checked.
+func TestMachineKeyEffectiveFromLeaf(t *testing.T) {
+	c := goldenChain(t)
+	full := string(c.export(t, 0, int64(len(c.events))))
+	for _, tc := range []struct {
+		name, old, new string
+		ok             bool
+	}{
+		{"as written", "", "", true},
+		{"effective_from_sequence off", `"effective_from_sequence":20,`, `"effective_from_sequence":33,`, true},
+		{"effective_from_leaf absent", `,"effective_from_leaf":20`, ``, true},
+		{"effective_from_leaf earlier", `"effective_from_leaf":20`, `"effective_from_leaf":3`, true},
+		{"effective_from_leaf later than the line", `"effective_from_leaf":20`, `"effective_from_leaf":21`, false},
+		{"effective_from_leaf negative", `"effective_from_leaf":20`, `"effective_from_leaf":-1`, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			in := full
+			if tc.old != "" {
+				if !strings.Contains(in, tc.old) {
+					t.Fatalf("export lacks %s", tc.old)
+				}
+				in = strings.Replace(in, tc.old, tc.new, 1)
+			}
+			_, err := verify.VerifyExport(strings.NewReader(in), servicePub)
+			var e *verify.Error
+			if tc.ok != (err == nil) || (err != nil && (!errors.As(err, &e) || e.Kind != verify.KindFormat)) {
+				t.Fatalf("VerifyExport = %v, want ok %v or a format error", err, tc.ok)
+			}
+		})
 	}
 }
 
@@ -369,6 +671,9 @@ func TestTamperedExports(t *testing.T) {
 		seq      int64
 		block    int64
 		wantLine bool
+		// findings are the Report's Gaps and Breaks, from the mutated
+		// lines; nil: none.
+		findings func(t *testing.T, ls []string) ([]verify.Gap, []verify.Break)
 	}{
 		{
 			name: "one byte of an event changed", base: full, kind: verify.KindPayloadHash, seq: 7, block: -1,
@@ -379,14 +684,24 @@ func TestTamperedExports(t *testing.T) {
 			},
 		},
 		{
+			// Block 1 (size 10) follows 9 events: a gap, located at the
+			// missing sequence, which the report lists too.
 			name: "event line deleted", base: full, kind: verify.KindGap, seq: 7, block: -1,
 			mutate: func(t *testing.T, ls []string) []string {
 				i := find(t, ls, "event", 7)
 				return append(ls[:i], ls[i+1:]...)
 			},
+			findings: func(t *testing.T, ls []string) ([]verify.Gap, []verify.Break) {
+				return []verify.Gap{{AfterSequence: i64(6), MissingFrom: 7, MissingTo: 7}}, nil
+			},
 		},
 		{
-			name: "two events swapped", base: full, kind: verify.KindGap, seq: 14, block: -1,
+			// Events may be stored in any sequence order now, and links are
+			// judged in sequence order, so two swapped lines are no gap (it
+			// was KindGap at 14): continuity is intact, and the swap is
+			// caught by the signed root of the first block covering it,
+			// rebuilt in line order.
+			name: "two events swapped", base: full, kind: verify.KindMerkleRoot, seq: -1, block: 2,
 			mutate: func(t *testing.T, ls []string) []string {
 				i, j := find(t, ls, "event", 14), find(t, ls, "event", 15)
 				ls[i], ls[j] = ls[j], ls[i]
@@ -401,7 +716,11 @@ func TestTamperedExports(t *testing.T) {
 			},
 		},
 		{
-			name: "prev_hash rewritten, payload_hash recomputed", base: full, kind: verify.KindPrevHash, seq: 5, block: -1,
+			// A broken link no longer stops the stream (it was KindPrevHash
+			// at 5): integrity comes first, and the rewritten event's new
+			// payload_hash fails block 1's signed root. Both links it
+			// broke, into 5 and out of it into 6, are in the report.
+			name: "prev_hash rewritten, payload_hash recomputed", base: full, kind: verify.KindMerkleRoot, seq: -1, block: 1,
 			mutate: func(t *testing.T, ls []string) []string {
 				i := find(t, ls, "event", 5)
 				e := decodeEvent(t, ls[i])
@@ -410,9 +729,17 @@ func TestTamperedExports(t *testing.T) {
 				rehash(t, ls, i, false)
 				return ls
 			},
+			findings: func(t *testing.T, ls []string) ([]verify.Gap, []verify.Break) {
+				return nil, []verify.Break{
+					{Sequence: 5, EventID: c.events[5].EventID, ExpectedPrevHash: &c.events[4].PayloadHash, FoundPrevHash: &c.events[2].PayloadHash},
+					{Sequence: 6, EventID: c.events[6].EventID, ExpectedPrevHash: ptr(payloadAt(t, ls, 5)), FoundPrevHash: &c.events[5].PayloadHash},
+				}
+			},
 		},
 		{
-			name: "genesis with a prev_hash", base: full, kind: verify.KindPrevHash, seq: 0, block: -1,
+			// As above: was KindPrevHash at 0; now block 0's root, with the
+			// genesis break (expected null) and the one into 1 listed.
+			name: "genesis with a prev_hash", base: full, kind: verify.KindMerkleRoot, seq: -1, block: 0,
 			mutate: func(t *testing.T, ls []string) []string {
 				i := find(t, ls, "event", 0)
 				e := decodeEvent(t, ls[i])
@@ -420,6 +747,12 @@ func TestTamperedExports(t *testing.T) {
 				ls[i] = encodeEvent(t, e)
 				rehash(t, ls, i, false)
 				return ls
+			},
+			findings: func(t *testing.T, ls []string) ([]verify.Gap, []verify.Break) {
+				return nil, []verify.Break{
+					{Sequence: 0, EventID: c.events[0].EventID, FoundPrevHash: &c.events[5].PayloadHash},
+					{Sequence: 1, EventID: c.events[1].EventID, ExpectedPrevHash: ptr(payloadAt(t, ls, 0)), FoundPrevHash: &c.events[0].PayloadHash},
+				}
 			},
 		},
 		{
@@ -432,6 +765,13 @@ func TestTamperedExports(t *testing.T) {
 				ls[i] = encodeEvent(t, e)
 				rehash(t, ls, i, false)
 				return ls
+			},
+			// The signature is an integrity failure and wins; the link into
+			// 9 it broke is listed.
+			findings: func(t *testing.T, ls []string) ([]verify.Gap, []verify.Break) {
+				return nil, []verify.Break{
+					{Sequence: 9, EventID: c.events[9].EventID, ExpectedPrevHash: ptr(payloadAt(t, ls, 8)), FoundPrevHash: &c.events[8].PayloadHash},
+				}
 			},
 		},
 		{
@@ -530,7 +870,11 @@ func TestTamperedExports(t *testing.T) {
 			},
 		},
 		{
-			name: "fragment frontier tampered", base: frag, kind: verify.KindMerkleRoot, seq: -1, block: 1,
+			// The frontier line now carries leaf 11's payload_hash, proven
+			// against the frontier's own root there and then: a changed
+			// frontier hash fails on its line (it was block 1, the anchor,
+			// which still catches it when the line lacks those fields: next case).
+			name: "fragment frontier tampered", base: frag, kind: verify.KindMerkleRoot, seq: -1, block: -1,
 			mutate: func(t *testing.T, ls []string) []string {
 				other, _ := merkle.Root(3, c.tree)
 				hs, _ := merkle.Frontier(12, c.tree)
@@ -539,7 +883,47 @@ func TestTamperedExports(t *testing.T) {
 			},
 		},
 		{
-			name: "fragment first prev_hash rewritten", base: frag, kind: verify.KindPrevHash, seq: 12, block: -1,
+			name: "fragment frontier tampered, without the last leaf", base: frag, kind: verify.KindMerkleRoot, seq: -1, block: 1,
+			mutate: func(t *testing.T, ls []string) []string {
+				other, _ := merkle.Root(3, c.tree)
+				hs, _ := merkle.Frontier(12, c.tree)
+				ls[1] = stripLastLeaf(t, strings.Replace(ls[1], hs[1].String(), other.String(), 1))
+				return ls
+			},
+		},
+		{
+			name: "fragment frontier's last leaf payload_hash replaced", base: frag, kind: verify.KindMerkleRoot, seq: -1, block: -1,
+			mutate: func(t *testing.T, ls []string) []string {
+				ls[1] = strings.Replace(ls[1], c.events[11].PayloadHash, c.events[10].PayloadHash, 1)
+				return ls
+			},
+		},
+		{
+			// The sequence beside it is not covered by the proof: a wrong
+			// one reads as a hole (or a repeat, below) once integrity passes.
+			name: "fragment frontier's last leaf sequence lowered", base: frag, kind: verify.KindGap, seq: 6, block: -1,
+			mutate: func(t *testing.T, ls []string) []string {
+				ls[1] = strings.Replace(ls[1], `"last_leaf_sequence":11`, `"last_leaf_sequence":5`, 1)
+				return ls
+			},
+			findings: func(t *testing.T, ls []string) ([]verify.Gap, []verify.Break) {
+				return []verify.Gap{{AfterSequence: i64(5), MissingFrom: 6, MissingTo: 11}}, nil
+			},
+		},
+		{
+			name: "fragment frontier's last leaf sequence inside the fragment", base: frag, kind: verify.KindSequence, seq: 13, block: -1,
+			mutate: func(t *testing.T, ls []string) []string {
+				ls[1] = strings.Replace(ls[1], `"last_leaf_sequence":11`, `"last_leaf_sequence":13`, 1)
+				return ls
+			},
+		},
+		{
+			// Was KindPrevHash at 12 (the first event's prev_hash checked
+			// against last_leaf_proof, stopping the stream). Now the link
+			// is judged against the frontier's last leaf, sequence 11, and
+			// reported as a break, while the rewritten event fails block
+			// 2's signed root, an integrity failure that comes first.
+			name: "fragment first prev_hash rewritten", base: frag, kind: verify.KindMerkleRoot, seq: -1, block: 2,
 			mutate: func(t *testing.T, ls []string) []string {
 				i := find(t, ls, "event", 12)
 				e := decodeEvent(t, ls[i])
@@ -547,6 +931,11 @@ func TestTamperedExports(t *testing.T) {
 				ls[i] = encodeEvent(t, e)
 				rehash(t, ls, i, true)
 				return ls
+			},
+			findings: func(t *testing.T, ls []string) ([]verify.Gap, []verify.Break) {
+				return nil, []verify.Break{
+					{Sequence: 12, EventID: c.events[12].EventID, ExpectedPrevHash: &c.events[11].PayloadHash, FoundPrevHash: &c.events[9].PayloadHash},
+				}
 			},
 		},
 		{
@@ -582,8 +971,9 @@ func TestTamperedExports(t *testing.T) {
 			if pub == nil {
 				pub = servicePub
 			}
-			mutated := join(tc.mutate(t, lines(tc.base)))
-			_, err := verify.VerifyExport(bytes.NewReader(mutated), pub)
+			ls := tc.mutate(t, lines(tc.base))
+			mutated := join(ls)
+			rep, err := verify.VerifyExport(bytes.NewReader(mutated), pub)
 			var e *verify.Error
 			if !errors.As(err, &e) {
 				t.Fatalf("VerifyExport = %v, want a *verify.Error", err)
@@ -592,13 +982,52 @@ func TestTamperedExports(t *testing.T) {
 				t.Fatalf("got %v (kind %s seq %d block %d line %d), want kind %s seq %d block %d",
 					err, e.Kind, e.Sequence, e.Block, e.Line, tc.kind, tc.seq, tc.block)
 			}
+			wantGaps, wantBreaks := []verify.Gap{}, []verify.Break{}
+			if tc.findings != nil {
+				g, b := tc.findings(t, ls)
+				wantGaps, wantBreaks = append(wantGaps, g...), append(wantBreaks, b...)
+			}
+			if !reflect.DeepEqual(rep.Gaps, wantGaps) || !reflect.DeepEqual(rep.Breaks, wantBreaks) {
+				t.Fatalf("report lists gaps %s breaks %s, want %s %s", jsn(rep.Gaps), jsn(rep.Breaks), jsn(wantGaps), jsn(wantBreaks))
+			}
 		})
 	}
+}
+
+func i64(n int64) *int64 { return &n }
+
+// payloadAt is the payload_hash on the event line of sequence seq.
+func payloadAt(t *testing.T, ls []string, seq int64) string {
+	t.Helper()
+	return decodeEvent(t, ls[find(t, ls, "event", seq)]).PayloadHash
+}
+
+// stripLastLeaf removes last_leaf_sequence and last_leaf_payload_hash from
+// a frontier line, as an export written before they existed.
+func stripLastLeaf(t *testing.T, line string) string {
+	t.Helper()
+	var l struct {
+		Kind     string                `json:"kind"`
+		Frontier verify.ExportFrontier `json:"frontier"`
+	}
+	if err := json.Unmarshal([]byte(line), &l); err != nil || l.Kind != "frontier" || l.Frontier.LastLeafSequence == nil {
+		t.Fatalf("not a frontier line with its last leaf: %v %s", err, line)
+	}
+	l.Frontier.LastLeafSequence, l.Frontier.LastLeafPayloadHash = nil, nil
+	b, _ := json.Marshal(l)
+	return string(b)
 }
 
 func TestMalformedExports(t *testing.T) {
 	c := goldenChain(t)
 	full := lines(c.export(t, 0, 8))
+	frag := lines(c.export(t, 3, 8))
+	keyed := lines(c.export(t, 0, 10))
+	for _, l := range [][]string{frag, keyed} {
+		if _, err := verify.VerifyExport(bytes.NewReader(join(l)), servicePub); err != nil {
+			t.Fatalf("base export: %v", err)
+		}
+	}
 	for _, tc := range []struct {
 		name string
 		in   string
@@ -614,6 +1043,15 @@ func TestMalformedExports(t *testing.T) {
 		{"frontier in a full export", full[0] + "\n" + `{"kind":"frontier","frontier":{"tree_size":0,"hashes":[],"last_leaf_proof":[]}}` + "\n"},
 		{"wrong format version", strings.Replace(full[0], verify.ExportFormat, "auditchain-export/v0", 1)},
 		{"origin not the user's", strings.Replace(full[0], `"origin":"auditchain/`, `"origin":"other/`, 1)},
+		{"frontier with a last leaf sequence alone", strings.Join(frag[:1], "\n") + "\n" +
+			strings.Replace(frag[1], `,"last_leaf_payload_hash":"`+c.events[2].PayloadHash+`"`, "", 1) + "\n" + strings.Join(frag[2:], "\n")},
+		{"frontier with a last leaf payload_hash alone", strings.Join(frag[:1], "\n") + "\n" +
+			strings.Replace(frag[1], `"last_leaf_sequence":2,`, "", 1) + "\n" + strings.Join(frag[2:], "\n")},
+		{"frontier with a malformed last leaf payload_hash", strings.Join(frag[:1], "\n") + "\n" +
+			strings.Replace(frag[1], c.events[2].PayloadHash, "sha256:00", 1) + "\n" + strings.Join(frag[2:], "\n")},
+		{"frontier with a negative last leaf sequence", strings.Join(frag[:1], "\n") + "\n" +
+			strings.Replace(frag[1], `"last_leaf_sequence":2,`, `"last_leaf_sequence":-1,`, 1) + "\n" + strings.Join(frag[2:], "\n")},
+		{"machine key in force before its leaf", strings.Replace(strings.Join(keyed, "\n"), `"effective_from_leaf":6`, `"effective_from_leaf":7`, 1)},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			_, err := verify.VerifyExport(strings.NewReader(tc.in), servicePub)
@@ -696,7 +1134,10 @@ func TestSignatureFailureOnEarliestLine(t *testing.T) {
 			return ls
 		}, verify.KindSignature, 700, false},
 		{"forgery before a broken link", func(ls []string) []string {
-			rehash(t, ls, forge(ls, 1200), false) // sequence 1201's prev_hash now fails in order
+			// Sequence 1201's prev_hash no longer links: a break, which does
+			// not stop the stream; block 1 (size 2000) then fails its root
+			// in order, and the forgery's earlier line still wins.
+			rehash(t, ls, forge(ls, 1200), false)
 			return ls
 		}, verify.KindSignature, 1200, true},
 		{"broken link before a forgery", func(ls []string) []string {
@@ -792,4 +1233,9 @@ func TestVerifyExportMemoryFlat(t *testing.T) {
 	if peak > 64<<20 {
 		t.Fatalf("heap grew to %d MiB", peak>>20)
 	}
+}
+
+func jsn(v any) string {
+	b, _ := json.Marshal(v)
+	return string(b)
 }
