@@ -453,7 +453,18 @@ func (x *Export) WriteTo(ctx context.Context, w io.Writer) error {
 		if err != nil {
 			return err
 		}
-		if err := out.WriteFrontier(verify.ExportFrontier{TreeSize: uint64(x.start), Hashes: fr, LastLeafProof: llp}); err != nil {
+		f := verify.ExportFrontier{TreeSize: uint64(x.start), Hashes: fr, LastLeafProof: llp}
+		// The event at leaf start-1, whose payload_hash last_leaf_proof
+		// proves: the verifier judges the fragment's links from it. A row
+		// that is gone leaves the fields out (the fragment's lowest
+		// sequence is then not linked; a full export shows the gap).
+		switch last, err := a.Store.EventAtLeaf(ctx, userID, x.start-1); {
+		case err == nil:
+			f.LastLeafSequence, f.LastLeafPayloadHash = &last.Sequence, &last.PayloadHash
+		case !errors.Is(err, store.ErrNotFound):
+			return err
+		}
+		if err := out.WriteFrontier(f); err != nil {
 			return err
 		}
 		// The anchor block: the last one at or below start, tied to the frontier.
@@ -483,7 +494,8 @@ func (x *Export) WriteTo(ctx context.Context, w io.Writer) error {
 	}
 	keyLine := func(k store.SigningKey, effective int64) error {
 		return out.WriteMachineKey(verify.ExportMachineKey{MachineID: k.MachineID, PublicKey: k.PublicKey,
-			RegisteredAt: time.UnixMicro(k.RegisteredAt).UTC().Format(time.RFC3339Nano), EffectiveFromSequence: effective})
+			RegisteredAt: time.UnixMicro(k.RegisteredAt).UTC().Format(time.RFC3339Nano), EffectiveFromSequence: effective,
+			EffectiveFromLeaf: k.FromLeaf})
 	}
 	// Keys registered before the range: in force from the sequence after the
 	// event at leaf from_leaf-1 (the account's next sequence at registration).

@@ -344,9 +344,15 @@ func TestIntegrityExportVerifiesOffline(t *testing.T) {
 			t.Fatalf("export root %s differs from the recomputation", rep.RootHash)
 		}
 		// A signed event still fails offline if its machine's key is withheld:
-		// the machine_key lines are what the verifier checks against.
-		if !bytes.Contains(full, []byte(`"kind":"machine_key"`)) {
-			t.Fatal("export carries no machine keys")
+		// the machine_key lines are what the verifier checks against. Each
+		// names the leaf it takes effect at: m1's first key after 3 events,
+		// its rotation after 7.
+		var keyLeaves []int64
+		for _, l := range exportLines[verify.ExportMachineKey](t, full, "machine_key") {
+			keyLeaves = append(keyLeaves, l.EffectiveFromLeaf)
+		}
+		if !reflect.DeepEqual(keyLeaves, []int64{3, 7}) {
+			t.Fatalf("machine_key lines take effect at leaves %v, want [3 7]", keyLeaves)
 		}
 
 		// A wrong service key is refused.
@@ -374,14 +380,46 @@ func TestIntegrityExportVerifiesOffline(t *testing.T) {
 			if err != nil {
 				t.Fatalf("fragment %s rejected: %v\n%s", tc.query, err, body)
 			}
-			if rep.Events != tc.events || rep.FirstSequence != tc.first || rep.LastSequence != tc.last || rep.Checkpoints != tc.wantCheckpoints {
+			if rep.Events != tc.events || rep.FirstSequence != tc.first || rep.LastSequence != tc.last || rep.Checkpoints != tc.wantCheckpoints ||
+				len(rep.Gaps) != 0 || len(rep.Breaks) != 0 {
 				t.Fatalf("fragment %s: %+v", tc.query, rep)
+			}
+			// The frontier names the event at leaf from-1, which the
+			// verifier proved and linked the fragment to.
+			if fs := exportLines[verify.ExportFrontier](t, body, "frontier"); len(fs) == 1 {
+				f, last := fs[0], int64(fs[0].TreeSize)-1
+				if f.LastLeafSequence == nil || *f.LastLeafSequence != last || f.LastLeafPayloadHash == nil || *f.LastLeafPayloadHash != c.hashes[last] {
+					t.Fatalf("fragment %s: frontier's last leaf %v %v, want sequence %d %s", tc.query, f.LastLeafSequence, f.LastLeafPayloadHash, last, c.hashes[last])
+				}
+			} else if tc.query != "?from=0&to=4" {
+				t.Fatalf("fragment %s: %d frontier lines", tc.query, len(fs))
 			}
 			if rep.SignedSize != rep.TreeSize {
 				t.Fatalf("fragment %s: only %d of %d leaves signed", tc.query, rep.SignedSize, rep.TreeSize)
 			}
 		}
 	})
+}
+
+// exportLines decodes the export's lines of one kind.
+func exportLines[T any](t *testing.T, export []byte, kind string) []T {
+	t.Helper()
+	var out []T
+	for _, l := range bytes.Split(bytes.TrimSpace(export), []byte("\n")) {
+		var line map[string]json.RawMessage
+		if err := json.Unmarshal(l, &line); err != nil {
+			t.Fatal(err)
+		}
+		if string(line["kind"]) != `"`+kind+`"` {
+			continue
+		}
+		var v T
+		if err := json.Unmarshal(line[kind], &v); err != nil {
+			t.Fatal(err)
+		}
+		out = append(out, v)
+	}
+	return out
 }
 
 func isKind(err error, k verify.Kind) bool {
@@ -494,6 +532,57 @@ func TestIntegrityTamperDetected(t *testing.T) {
 			})
 		}
 
+		t.Run("row before a fragment deleted", func(t *testing.T) {
+			// Leaf 8's row is gone: the fragment from leaf 9 is still
+			// whole and verifies, its frontier without the last leaf (the
+			// full export shows the gap).
+			c := buildSignedChain(t, e, "fragment-seed-gone@example.com")
+			exec(t, e, `DELETE FROM events WHERE account = $1 AND sequence = 8`, accountOf(t, e.store, c.user))
+			body := c.export(t, "?from=9&to=12")
+			f := exportLines[verify.ExportFrontier](t, body, "frontier")
+			if len(f) != 1 || f[0].LastLeafSequence != nil || f[0].LastLeafPayloadHash != nil {
+				t.Fatalf("frontier %+v", f)
+			}
+			if rep, err := verify.VerifyExport(bytes.NewReader(body), e.app.ServicePublicKey()); err != nil || rep.Events != 3 || len(rep.Gaps) != 0 {
+				t.Fatalf("fragment: %v %+v", err, rep)
+			}
+			_, err := verify.VerifyExport(bytes.NewReader(c.export(t, "")), e.app.ServicePublicKey())
+			var ve *verify.Error
+			if !errors.As(err, &ve) || ve.Kind != verify.KindGap || ve.Sequence != 8 {
+				t.Fatalf("full export: %v", err)
+			}
+		})
+		t.Run("fragment's first link rewritten", func(t *testing.T) {
+			// Sequence 9's prev_hash (and payload_hash, to match) rewritten:
+			// a fragment from leaf 9 judges the link against leaf 8, named
+			// by its frontier, and lists the break; the changed leaf fails
+			// block 1's root first.
+			c := buildSignedChain(t, e, "fragment-link@example.com")
+			ev, err := e.store.EventByID(ctx, nil, c.user, c.ids[9])
+			if err != nil {
+				t.Fatal(err)
+			}
+			ts := ev.TS
+			h, err := verify.PayloadHash(&verify.HashedEvent{EventID: ev.EventID, EventType: ev.EventType, Sequence: ev.Sequence,
+				PrevHash: &c.hashes[3], Raw: ev.Raw, Decision: ev.Decision, Tool: ev.Tool, MachineID: ev.MachineID,
+				ParentID: ev.ParentID, TS: &ts, Signature: ev.Signature, SignatureKey: ev.SignatureKey})
+			if err != nil {
+				t.Fatal(err)
+			}
+			exec(t, e, `UPDATE events SET prev_hash = $3, payload_hash = $4 WHERE account = $1 AND sequence = $2`, accountOf(t, e.store, c.user), 9, c.hashes[3], h)
+			rep, err := verify.VerifyExport(bytes.NewReader(c.export(t, "?from=9&to=12")), e.app.ServicePublicKey())
+			var ve *verify.Error
+			if !errors.As(err, &ve) || ve.Kind != verify.KindMerkleRoot || ve.Block != 1 {
+				t.Fatalf("offline verifier: %v", err)
+			}
+			want := []verify.Break{
+				{Sequence: 9, EventID: c.ids[9], ExpectedPrevHash: &c.hashes[8], FoundPrevHash: &c.hashes[3]},
+				{Sequence: 10, EventID: c.ids[10], ExpectedPrevHash: &h, FoundPrevHash: &c.hashes[9]},
+			}
+			if !reflect.DeepEqual(rep.Breaks, want) || len(rep.Gaps) != 0 {
+				t.Fatalf("offline report: gaps %+v breaks %+v", rep.Gaps, rep.Breaks)
+			}
+		})
 		t.Run("block note forged", func(t *testing.T) {
 			c := buildSignedChain(t, e, "forged-note@example.com")
 			exec(t, e, `UPDATE chain_blocks SET note = $2 WHERE user_id = $1 AND block_index = 1`, c.user,
