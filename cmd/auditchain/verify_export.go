@@ -16,23 +16,27 @@ import (
 )
 
 // exportReport is what `auditchain verify export` prints: the verifier's
-// Report, and on failure the first failure by kind and place.
+// Report, with every continuity finding (gaps and breaks, judged in sequence
+// order; empty arrays when none), and on failure the first failure by kind
+// and place.
 type exportReport struct {
-	Valid                bool         `json:"valid"`
-	UserID               string       `json:"user_id"`
-	Origin               string       `json:"origin"`
-	Events               int64        `json:"events"`
-	Checkpoints          int64        `json:"checkpoints"`
-	FirstSequence        int64        `json:"first_sequence"`
-	LastSequence         int64        `json:"last_sequence"`
-	FirstBlock           int64        `json:"first_block"`
-	LastBlock            int64        `json:"last_block"`
-	TreeSize             uint64       `json:"tree_size"`
-	RootHash             verify.Hash  `json:"root_hash"`
-	SignedSize           uint64       `json:"signed_size"`
-	SignaturesVerified   int64        `json:"signatures_verified"`
-	UnverifiedSignatures int64        `json:"unverified_signatures"`
-	Failure              *exportFault `json:"failure"`
+	Valid                bool           `json:"valid"`
+	UserID               string         `json:"user_id"`
+	Origin               string         `json:"origin"`
+	Events               int64          `json:"events"`
+	Checkpoints          int64          `json:"checkpoints"`
+	FirstSequence        int64          `json:"first_sequence"`
+	LastSequence         int64          `json:"last_sequence"`
+	FirstBlock           int64          `json:"first_block"`
+	LastBlock            int64          `json:"last_block"`
+	TreeSize             uint64         `json:"tree_size"`
+	RootHash             verify.Hash    `json:"root_hash"`
+	SignedSize           uint64         `json:"signed_size"`
+	SignaturesVerified   int64          `json:"signatures_verified"`
+	UnverifiedSignatures int64          `json:"unverified_signatures"`
+	Gaps                 []verify.Gap   `json:"gaps"`
+	Breaks               []verify.Break `json:"breaks"`
+	Failure              *exportFault   `json:"failure"`
 }
 
 // exportFault locates the first failure: sequence for event failures, block
@@ -87,7 +91,14 @@ func verifyExportCmd(ctx context.Context, args []string, stdout, stderr io.Write
 	out := exportReport{Valid: verr == nil, UserID: rep.UserID, Origin: rep.Origin, Events: rep.Events, Checkpoints: rep.Checkpoints,
 		FirstSequence: rep.FirstSequence, LastSequence: rep.LastSequence, FirstBlock: rep.FirstBlock, LastBlock: rep.LastBlock,
 		TreeSize: rep.TreeSize, RootHash: rep.RootHash, SignedSize: rep.SignedSize,
-		SignaturesVerified: rep.SignaturesVerified, UnverifiedSignatures: rep.UnverifiedSignatures}
+		SignaturesVerified: rep.SignaturesVerified, UnverifiedSignatures: rep.UnverifiedSignatures,
+		Gaps: rep.Gaps, Breaks: rep.Breaks}
+	if out.Gaps == nil {
+		out.Gaps = []verify.Gap{}
+	}
+	if out.Breaks == nil {
+		out.Breaks = []verify.Break{}
+	}
 	var ve *verify.Error
 	switch {
 	case verr == nil:

@@ -11,6 +11,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"reflect"
 	"strings"
 	"testing"
 
@@ -77,6 +78,12 @@ func (c *vxClient) key(machine string) ed25519.PrivateKey {
 	return priv
 }
 
+// emptyArray reports whether v decoded from an empty JSON array (not null).
+func emptyArray(v any) bool {
+	a, ok := v.([]any)
+	return ok && len(a) == 0
+}
+
 // runVerifyExport runs `auditchain verify export` and decodes its report.
 func runVerifyExport(t *testing.T, args ...string) (map[string]any, error) {
 	t.Helper()
@@ -131,7 +138,7 @@ func TestVerifyExportCommand(t *testing.T) {
 	for _, keyArg := range []string{pubB64, pubFile} {
 		rep, err := runVerifyExport(t, full, "--service-key", keyArg)
 		if err != nil || rep["valid"] != true || rep["events"] != float64(9) || rep["signatures_verified"] != float64(6) ||
-			rep["signed_size"] != float64(9) || rep["failure"] != nil {
+			rep["signed_size"] != float64(9) || rep["failure"] != nil || !emptyArray(rep["gaps"]) || !emptyArray(rep["breaks"]) {
 			t.Fatalf("verify export with %s: %v %v", keyArg, rep, err)
 		}
 	}
@@ -168,9 +175,56 @@ func TestVerifyExportCommand(t *testing.T) {
 		if f["kind"] != tc.kind || f["sequence"] != tc.seq || f["block"] != tc.block {
 			t.Fatalf("%s: failure %v", tc.name, f)
 		}
+		if !emptyArray(rep["gaps"]) || !emptyArray(rep["breaks"]) {
+			t.Fatalf("%s: gaps %v breaks %v", tc.name, rep["gaps"], rep["breaks"])
+		}
 		if !strings.Contains(err.Error(), tc.kind) {
 			t.Fatalf("%s: error %v does not name the kind", tc.name, err)
 		}
+	}
+
+	// Batch ingest checks no continuity: a hole at 10 and a broken link
+	// into 12 are stored, signed into the tree, and exported. The export
+	// passes every integrity check; the report lists both findings and the
+	// first in sequence order, the gap, is the failure, on the line of 11.
+	bogus := "sha256:" + strings.Repeat("ab", 32)
+	c.call("POST", "/v1/events/batch", map[string]any{"events": []any{
+		map[string]any{"event_id": "evt-cli-9", "event_type": "tool_call", "sequence": 9, "prev_hash": c.tip},
+		map[string]any{"event_id": "evt-cli-11", "event_type": "tool_call", "sequence": 11, "prev_hash": bogus},
+		map[string]any{"event_id": "evt-cli-12", "event_type": "tool_call", "sequence": 12, "prev_hash": bogus},
+	}})
+	broken := c.call("GET", "/v1/chain/export", nil)
+	brokenFile := filepath.Join(dir, "broken.ndjson")
+	os.WriteFile(brokenFile, broken, 0o600)
+	var payload11 string
+	var line11 int
+	for i, l := range strings.Split(string(broken), "\n") {
+		var v struct {
+			Event *struct {
+				Sequence    int64  `json:"sequence"`
+				PayloadHash string `json:"payload_hash"`
+			} `json:"event"`
+		}
+		json.Unmarshal([]byte(l), &v)
+		if v.Event != nil && v.Event.Sequence == 11 {
+			payload11, line11 = v.Event.PayloadHash, i+1
+		}
+	}
+	rep, err := runVerifyExport(t, brokenFile, "--service-key", pubB64)
+	if err == nil || rep["valid"] != false || rep["events"] != float64(12) || rep["signed_size"] != float64(12) {
+		t.Fatalf("batch with a gap and a break: %v %v", rep, err)
+	}
+	wantFindings := map[string]any{
+		"gaps":   []any{map[string]any{"after_sequence": float64(9), "missing_from": float64(10), "missing_to": float64(10)}},
+		"breaks": []any{map[string]any{"sequence": float64(12), "event_id": "evt-cli-12", "expected_prev_hash": payload11, "found_prev_hash": bogus}},
+	}
+	for k, want := range wantFindings {
+		if !reflect.DeepEqual(rep[k], want) {
+			t.Fatalf("%s: %v, want %v", k, rep[k], want)
+		}
+	}
+	if f := rep["failure"].(map[string]any); f["kind"] != "gap" || f["sequence"] != float64(10) || f["block"] != nil || f["line"] != float64(line11) {
+		t.Fatalf("batch with a gap and a break: failure %v, want gap at 10 on line %d", f, line11)
 	}
 
 	// Another service's key is refused.
