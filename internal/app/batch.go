@@ -2,6 +2,7 @@ package app
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -41,15 +42,19 @@ type BatchResult struct {
 	Rate          Rate            `json:"rate"`
 }
 
-// AppendBatch ingests up to 500 rows (SPEC.md "POST /v1/events/batch"). Rows are
-// checked for shape only; continuity and signatures are not checked, but each
-// row's payload_hash is computed and rows are stored in chain order: a row whose
-// sequence is not above the account's tip is refused (code
-// non_monotonic_sequence), so the Merkle tree stays append-only. Inserts are
-// idempotent on event_id: a row already stored with identical content is
-// skipped, with other content refused (event_id_conflict). The whole batch is
-// one transaction: the rate limit and the daily quota admit all of its new rows
-// or none.
+// AppendBatch ingests up to 500 rows (SPEC.md "POST /v1/events/batch",
+// CONTRACT.md "Batch"). Each row is checked for shape only: continuity and
+// signatures are not checked, and prev_hash is stored as sent. A row may
+// carry any sequence not stored yet, below or above the tip, with gaps; two
+// things are refused per row: a sequence stored under another event_id
+// (sequence_taken) and an event_id stored with other content
+// (event_id_conflict), while a resend of identical content is skipped. Each
+// row's payload_hash is computed, and the new rows are stored in sequence
+// order, each taking the next Merkle leaf, so the tree stays append-only
+// (CONTRACT.md "Integrity"); the tip is the highest sequence stored. The
+// whole batch is one write: the rate limit and then the daily quota admit all
+// of its new rows or none, and an account over its quota gets 429 whatever
+// it sent.
 func (a *App) AppendBatch(ctx context.Context, p Principal, clientMachine *string, rows []json.RawMessage) (BatchResult, error) {
 	if err := checkBatchSize(len(rows)); err != nil {
 		return BatchResult{}, err
@@ -140,16 +145,18 @@ func (a *App) appendBatch(ctx context.Context, p Principal, res BatchResult, inp
 		if err != nil {
 			return err
 		}
-		// A stored event's sequence is at or below the head's, so a batch whose
-		// rows are all above it (the common case; a retried batch is not) is
-		// stored without looking its ids up first: the insert's own unique key
-		// finds any id stored anyway, and then the rows are placed again after
-		// the lookup. The lookup was a tenth of the writer's time per batch.
-		if !retriesStoredRows(inputs, head) {
+		// Every stored sequence is at or below the tip's, so a batch whose
+		// rows are all above it (the common case; a retried or imported one
+		// is not) is stored without looking anything up first: the insert's
+		// own unique key finds any id stored anyway, and then the rows are
+		// placed again after the lookup. The lookup was a tenth of the
+		// writer's time per batch.
+		below := belowTip(inputs, head)
+		if len(below) == 0 {
 			var out BatchResult
 			err := t.Savepoint(ctx, func() error {
 				var err error
-				out, err = a.storeBatchRows(ctx, t, p, r, inputs, prepared, prepareErrs, head, nil, now)
+				out, err = a.storeBatchRows(ctx, t, p, r, inputs, prepared, prepareErrs, nil, now)
 				return err
 			})
 			if !errors.Is(err, errBatchNeedsLookup) {
@@ -159,13 +166,17 @@ func (a *App) appendBatch(ctx context.Context, p Principal, res BatchResult, inp
 				return err
 			}
 		}
-		// Every id the batch carries, looked up at once under the head lock:
-		// no other append to the account can store one meanwhile.
-		already, err := a.Store.EventsByIDs(ctx, t.SQL(), p.UserID, ids)
-		if err != nil {
+		// Every id the batch carries, and every sequence at or below the
+		// tip, looked up at once under the head lock: no other write to the
+		// account can store one meanwhile.
+		var found stored
+		if found.ids, err = a.Store.EventsByIDs(ctx, t.SQL(), p.UserID, ids); err != nil {
 			return err
 		}
-		out, err := a.storeBatchRows(ctx, t, p, r, inputs, prepared, prepareErrs, head, already, now)
+		if found.sequences, err = a.Store.EventIDsAt(ctx, t.SQL(), p.UserID, below); err != nil {
+			return err
+		}
+		out, err := a.storeBatchRows(ctx, t, p, r, inputs, prepared, prepareErrs, &found, now)
 		if err != nil {
 			return err
 		}
@@ -184,85 +195,115 @@ func (a *App) appendBatch(ctx context.Context, p Principal, res BatchResult, inp
 // that fit the quota was refused for rows that were not new).
 var errBatchNeedsLookup = errors.New("the batch needs its ids looked up")
 
-// retriesStoredRows reports whether some row's sequence is at or below the
-// head's: such a row may be stored already (a retried batch) and must be
-// looked up to tell a skipped repeat from a non-monotonic row.
-func retriesStoredRows(inputs []*domain.EventInput, head store.Head) bool {
+// belowTip lists the rows' sequences at or below the tip: only those can be
+// stored already (a resent batch, or history imported below the tip).
+func belowTip(inputs []*domain.EventInput, head store.Head) []int64 {
+	var out []int64
 	for _, in := range inputs {
-		if in != nil && *in.Sequence <= head.LastSequence {
-			return true
+		if in != nil && !head.Empty() && *in.Sequence <= head.LastSequence {
+			out = append(out, *in.Sequence)
 		}
 	}
-	return false
+	return out
 }
 
-// storeBatchRows places the batch's rows after head and stores those that
-// pass, under the head lock, adding the outcome to r. already holds the
-// rows' ids found stored; nil means they were not looked up, and a stored id
-// (or a quota refusal, which may count stored rows) then ends the attempt
-// with errBatchNeedsLookup.
+// stored is what a batch's lookup found: its rows' ids stored already, and
+// which event_id holds each of its sequences at or below the tip.
+type stored struct {
+	ids       map[string]store.Event
+	sequences map[int64]string
+}
+
+// storeBatchRows decides each row of the batch against what is stored and
+// stores those that pass, in sequence order, under the head lock, adding the
+// outcome to r. found is what the lookup found; nil means nothing was looked
+// up (every row is above the tip), and a stored id (or a quota refusal, which
+// may count stored rows) then ends the attempt with errBatchNeedsLookup.
 func (a *App) storeBatchRows(ctx context.Context, t *writer.Tx, p Principal, r BatchResult, inputs []*domain.EventInput,
-	prepared []store.Event, prepareErrs []error, head store.Head, already map[string]store.Event, now time.Time) (BatchResult, error) {
+	prepared []store.Event, prepareErrs []error, found *stored, now time.Time) (BatchResult, error) {
 	r.Errors = slices.Clone(r.Errors)
-	var stored []store.Event
-	seen := map[string]int{}
+	var rows []store.Event
+	ids := map[string]int{}
+	sequences := map[int64]int{}
 	for i, in := range inputs {
 		if in == nil {
 			continue
 		}
-		if first, dup := seen[*in.EventID]; dup {
-			r.Errors = append(r.Errors, BatchRowError{Index: i, EventID: in.EventID, Code: "duplicate_in_batch",
-				Message: fmt.Sprintf("event_id also at index %d of this batch", first)})
+		refuse := func(code, field, message string) {
+			r.Errors = append(r.Errors, BatchRowError{Index: i, EventID: in.EventID, Code: code, Field: field, Message: message})
+		}
+		if first, dup := ids[*in.EventID]; dup {
+			refuse("duplicate_in_batch", "", fmt.Sprintf("event_id also at index %d of this batch", first))
 			continue
 		}
-		seen[*in.EventID] = i
-		if prev, ok := already[*in.EventID]; ok {
-			if sameEvent(&prev, in) {
-				r.Skipped++
-			} else {
-				r.Errors = append(r.Errors, BatchRowError{Index: i, EventID: in.EventID, Code: domain.CodeEventIDConflict,
-					Message: "event_id is already stored with different content"})
+		ids[*in.EventID] = i
+		if found != nil {
+			if prev, ok := found.ids[*in.EventID]; ok {
+				if sameEvent(&prev, in) {
+					r.Skipped++
+				} else {
+					refuse(domain.CodeEventIDConflict, "", "event_id is already stored with different content")
+				}
+				continue
 			}
-			continue
-		}
-		if *in.Sequence <= head.LastSequence {
-			r.Errors = append(r.Errors, BatchRowError{Index: i, EventID: in.EventID, Code: domain.CodeNonMonotonic, Field: "sequence",
-				Message: fmt.Sprintf("sequence must be above the account's last stored sequence %d", head.LastSequence)})
-			continue
 		}
 		if err := prepareErrs[i]; err != nil {
 			var de *domain.Error
 			if errors.As(err, &de) {
-				r.Errors = append(r.Errors, BatchRowError{Index: i, EventID: in.EventID, Code: de.Code, Message: de.Detail})
+				refuse(de.Code, "", de.Detail)
 				continue
 			}
 			return r, err
 		}
 		e := prepared[i]
 		if in.PayloadHash != nil && *in.PayloadHash != e.PayloadHash {
-			r.Errors = append(r.Errors, BatchRowError{Index: i, EventID: in.EventID, Code: "payload_hash_mismatch", Field: "payload_hash",
-				Message: "payload_hash does not match the canonical hash of the row: " + e.PayloadHash})
+			refuse("payload_hash_mismatch", "payload_hash", "payload_hash does not match the canonical hash of the row: "+e.PayloadHash)
 			continue
 		}
-		head.LastSequence = e.Sequence // rows extend the chain in order
-		stored = append(stored, e)
+		if owner, ok := found.owner(e.Sequence); ok {
+			refuse(CodeSequenceTaken, "sequence", fmt.Sprintf("sequence %d is already stored as event %s", e.Sequence, owner))
+			continue
+		}
+		if first, dup := sequences[e.Sequence]; dup {
+			refuse(CodeSequenceTaken, "sequence", fmt.Sprintf("sequence %d is also at index %d of this batch", e.Sequence, first))
+			continue
+		}
+		sequences[e.Sequence] = i
+		rows = append(rows, e)
 	}
-	out, err := t.AppendRun(ctx, p.UserID, stored, *a.quotaOf(now))
+	// Stored in sequence order: rows above the tip then extend it in order,
+	// and only rows below it are out of sequence order in the tree.
+	slices.SortStableFunc(rows, func(x, y store.Event) int { return cmp.Compare(x.Sequence, y.Sequence) })
+	out, err := t.AppendRun(ctx, p.UserID, rows, *a.quotaOf(now))
 	var over *writer.QuotaExceeded
 	switch {
-	case errors.As(err, &over) && already == nil:
+	case errors.As(err, &over) && found == nil:
 		// Rows counted as new may be stored already: let the lookup
 		// decide the count before refusing.
 		return r, errBatchNeedsLookup
 	case errors.As(err, &over):
 		return r, a.quotaExceeded(over.Used)
-	case errors.Is(err, store.ErrConflict) && already == nil:
+	case errors.Is(err, store.ErrConflict) && found == nil:
 		return r, errBatchNeedsLookup
 	case err != nil:
 		return r, err
 	}
-	r.Ingested, r.Quota = len(stored), a.quota(out.QuotaUsed)
+	r.Ingested, r.Quota = len(rows), a.quota(out.QuotaUsed)
 	return r, nil
+}
+
+// CodeSequenceTaken refuses a batch row whose sequence the account already
+// stores under another event_id, or an earlier row of the batch carries
+// (CONTRACT.md "Batch").
+const CodeSequenceTaken = "sequence_taken"
+
+// owner is the event_id stored at seq, if found holds it.
+func (f *stored) owner(seq int64) (string, bool) {
+	if f == nil {
+		return "", false
+	}
+	id, ok := f.sequences[seq]
+	return id, ok
 }
 
 // parseBatchRow decodes one row and checks its shape.
@@ -289,7 +330,7 @@ func parseBatchRow(i int, row json.RawMessage) (*domain.EventInput, *BatchRowErr
 
 // checkBatchRowShape is the row's first shape problem, if any.
 func checkBatchRowShape(i int, in *domain.EventInput) *BatchRowError {
-	if errs := domain.ValidateEventShape(in); len(errs) > 0 {
+	if errs := domain.ValidateBatchRowShape(in); len(errs) > 0 {
 		return &BatchRowError{Index: i, EventID: in.EventID, Code: domain.CodeValidation, Field: errs[0].Field, Message: errs[0].Message}
 	}
 	return nil

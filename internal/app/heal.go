@@ -45,22 +45,13 @@ const (
 )
 
 // Break is a prev_hash that is not the payload_hash of the event with the
-// previous sequence number (SPEC.md "Heal records"). ExpectedPrevHash is null
-// when the event is sequence 0, which must have prev_hash null.
-type Break struct {
-	Sequence         int64   `json:"sequence"`
-	EventID          string  `json:"event_id"`
-	ExpectedPrevHash *string `json:"expected_prev_hash"`
-	FoundPrevHash    *string `json:"found_prev_hash"`
-}
-
-// Gap is a run of missing sequence numbers. AfterSequence is the stored
-// sequence before the hole, null when the hole starts at 0.
-type Gap struct {
-	AfterSequence *int64 `json:"after_sequence"`
-	MissingFrom   int64  `json:"missing_from"`
-	MissingTo     int64  `json:"missing_to"`
-}
+// previous sequence number (SPEC.md "Heal records"); Gap is a run of missing
+// sequence numbers. They are the offline verifier's findings, with the same
+// definitions (pkg/verify, continuity.go), which an export reports alike.
+type (
+	Break = verify.Break
+	Gap   = verify.Gap
+)
 
 // SignatureFailure is an event from a machine with a signing key in force at
 // its leaf whose signature is absent ("missing") or does not verify
@@ -298,7 +289,11 @@ func (a *App) scan(ctx context.Context, userID string, machineID *string) (ScanR
 		defer stopSigs()
 	}
 
+	// The Merkle root is recomputed while streaming, in sequence order,
+	// which is leaf order unless a batch stored rows below the tip; then a
+	// second pass reads the events in leaf order for the root (leafOrderRoot).
 	frontier, _ := verify.NewFrontier(0, nil)
+	inLeafOrder := true
 	var (
 		pos      int64
 		prevSeq  int64
@@ -366,11 +361,11 @@ func (a *App) scan(ctx context.Context, userID string, machineID *string) (ScanR
 		case string(want[:]) != e.PayloadHash:
 			mismatch("the event at sequence %d does not hash to its stored payload_hash", e.Sequence)
 		case e.LeafIndex != pos:
-			mismatch("the event at sequence %d is stored at leaf %d; in sequence order it is leaf %d", e.Sequence, e.LeafIndex, pos)
+			inLeafOrder = false
 		}
 		frontier.Append(verify.LeafHash(h[:]))
 		pos++
-		if blockSize > 0 && frontier.Size() == blockSize && frontier.Root() != blockRoot {
+		if inLeafOrder && blockSize > 0 && frontier.Size() == blockSize && frontier.Root() != blockRoot {
 			mismatch("the newest block signs root %s at size %d; the events give %s", blockRoot, blockSize, frontier.Root())
 		}
 		prevSeq, prevHash = e.Sequence, e.PayloadHash
@@ -379,6 +374,11 @@ func (a *App) scan(ctx context.Context, userID string, machineID *string) (ScanR
 	stopSigs()
 	if err != nil {
 		return res, nil, err
+	}
+	if !inLeafOrder {
+		if frontier, err = a.leafOrderRoot(ctx, userID, head.EventCount, blockSize, blockRoot, mismatch); err != nil {
+			return res, nil, err
+		}
 	}
 
 	// The whole tree: as many events as the head counts, and the stored
@@ -443,6 +443,38 @@ func (a *App) scan(ctx context.Context, userID string, machineID *string) (ScanR
 	res.Clean = len(findings) == 0 && res.MerkleRootStatus == RootOK
 	res.ScannedAt = domain.FormatTimestamp(a.Now())
 	return res, findings, nil
+}
+
+// leafOrderRoot is the events' tree in leaf order, for a chain whose leaf
+// order is not its sequence order (rows a batch stored below the tip): it
+// reads the first n leaves' events in leaf order, checking that each sits at
+// its stored leaf position, and the newest block's root at its size.
+func (a *App) leafOrderRoot(ctx context.Context, userID string, n int64, blockSize uint64, blockRoot verify.Hash,
+	mismatch func(string, ...any)) (*verify.Frontier, error) {
+	frontier, _ := verify.NewFrontier(0, nil)
+	errStop := errors.New("stop")
+	err := a.Store.EventsFrom(ctx, userID, 0, func(e *store.Event) error {
+		if int64(frontier.Size()) == n {
+			return errStop
+		}
+		if e.LeafIndex != int64(frontier.Size()) {
+			mismatch("the event at sequence %d is stored at leaf %d; in leaf order it is leaf %d", e.Sequence, e.LeafIndex, frontier.Size())
+		}
+		h, err := verify.HashBytes(e.PayloadHash)
+		if err != nil {
+			mismatch("the event at sequence %d has a malformed payload_hash", e.Sequence)
+			return errStop
+		}
+		frontier.Append(verify.LeafHash(h))
+		if blockSize > 0 && frontier.Size() == blockSize && frontier.Root() != blockRoot {
+			mismatch("the newest block signs root %s at size %d; the events give %s", blockRoot, blockSize, frontier.Root())
+		}
+		return nil
+	})
+	if err != nil && !errors.Is(err, errStop) {
+		return nil, err
+	}
+	return frontier, nil
 }
 
 func cmpInt(x, y int64) int {

@@ -110,6 +110,19 @@ func (a *App) Append(ctx context.Context, p Principal, in domain.EventInput, sur
 		Epoch: domain.NewEpochStamp(a.Cfg.EpochAnchor, now)}, nil
 }
 
+// RefuseBody answers a body of POST /v1/events or /v1/events/batch that
+// could not be read as one (cause): an account over its daily quota gets 429
+// whatever it sent (CONTRACT.md "Batch"); only a body over the size limits
+// (413) is answered before the quota.
+func (a *App) RefuseBody(ctx context.Context, p Principal, cause error) error {
+	var de *domain.Error
+	if !errors.As(cause, &de) || de.Status == http.StatusRequestEntityTooLarge {
+		return cause
+	}
+	_, err := a.refuseAppend(ctx, nil, p.UserID, &domain.EventInput{}, a.Now(), cause)
+	return err
+}
+
 // quotaOf is the daily quota a client event sent at now is charged against.
 func (a *App) quotaOf(now time.Time) *store.Quota {
 	return &store.Quota{Day: domain.QuotaDay(now), Limit: int64(a.Cfg.DailyEventQuota)}

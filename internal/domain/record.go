@@ -83,8 +83,17 @@ type EventInput struct {
 }
 
 // ValidateEventShape checks the fields every stored event needs and the form of
-// the optional ones. It returns every problem, named by field.
-func ValidateEventShape(in *EventInput) []FieldError {
+// the optional ones, for a single append, whose prev_hash must be a hash (it
+// must equal the last stored payload_hash). It returns every problem, named
+// by field.
+func ValidateEventShape(in *EventInput) []FieldError { return validateShape(in, true) }
+
+// ValidateBatchRowShape is ValidateEventShape for a batch row, which is
+// checked for shape only (CONTRACT.md "Batch"): its prev_hash is stored as
+// sent, any string of at most 256 bytes (or null).
+func ValidateBatchRowShape(in *EventInput) []FieldError { return validateShape(in, false) }
+
+func validateShape(in *EventInput, hashedPrev bool) []FieldError {
 	var errs []FieldError
 	bad := func(field, msg string) { errs = append(errs, FieldError{Field: field, Message: msg}) }
 	switch {
@@ -107,8 +116,14 @@ func ValidateEventShape(in *EventInput) []FieldError {
 	case *in.Sequence > MaxClientSequence:
 		bad("sequence", fmt.Sprintf("must be at most %d (2^52)", int64(MaxClientSequence)))
 	}
-	if in.PrevHash != nil && !ValidHash(*in.PrevHash) {
+	switch {
+	case in.PrevHash == nil:
+	case hashedPrev && !ValidHash(*in.PrevHash):
 		bad("prev_hash", "must be sha256:<64 lowercase hex> or null")
+	case len(*in.PrevHash) > maxTextFieldLen:
+		bad("prev_hash", fmt.Sprintf("must be at most %d bytes", maxTextFieldLen))
+	case strings.ContainsRune(*in.PrevHash, 0): // see the loop below
+		bad("prev_hash", "must not contain U+0000")
 	}
 	if len(in.Raw) > 0 {
 		if t := strings.TrimSpace(string(in.Raw)); t != "null" && !strings.HasPrefix(t, "{") {

@@ -66,12 +66,12 @@ func (s *Server) appendEvent(w http.ResponseWriter, r *http.Request) error {
 	}
 	body, err := readJSONBody(r, s.app.Cfg.MaxBodyBytes, false)
 	if err != nil {
-		return err
+		return s.app.RefuseBody(r.Context(), principal(r), err)
 	}
 	in, ok := decodeEventFast(body)
 	if !ok {
 		if in, err = decodeBody[domain.EventInput](body); err != nil {
-			return err
+			return s.app.RefuseBody(r.Context(), principal(r), err)
 		}
 	}
 	res, err := s.app.Append(r.Context(), principal(r), in, surface)
@@ -144,7 +144,7 @@ func decodeBatchInOnePass(body []byte) (clientMachine *string, rows []domain.Eve
 func (s *Server) appendBatch(w http.ResponseWriter, r *http.Request) error {
 	body, err := readJSONBody(r, 8*s.app.Cfg.MaxBodyBytes, false)
 	if err != nil {
-		return err
+		return s.app.RefuseBody(r.Context(), principal(r), err)
 	}
 	// One pass over the body when every row decodes (without encoding/json
 	// when the body has the usual shape: eventjson.go); otherwise the rows are
@@ -162,7 +162,7 @@ func (s *Server) appendBatch(w http.ResponseWriter, r *http.Request) error {
 	} else {
 		req, err := decodeBody[batchRequest](body)
 		if err != nil {
-			return err
+			return s.app.RefuseBody(r.Context(), principal(r), err)
 		}
 		if res, err = s.app.AppendBatch(r.Context(), principal(r), req.ClientMachine, req.Events); err != nil {
 			return err

@@ -282,10 +282,12 @@ func TestBatch(t *testing.T) {
 		if res["ingested"] != float64(0) || res["skipped"] != float64(2) {
 			t.Fatalf("repeat: %v", res)
 		}
-		// Rows must extend the chain: a sequence at or below the tip is refused per row.
+		// A sequence stored under another event_id is refused per row
+		// (CONTRACT.md "Batch": sequence_taken); nothing is stored for it.
 		res = e.do("POST", "/v1/events/batch", key, map[string]any{"events": []any{ev("evt-9", 1, nil)}}).JSON(t)
-		if errs := res["errors"].([]any); len(errs) != 1 || errs[0].(map[string]any)["code"] != "non_monotonic_sequence" {
-			t.Fatalf("old sequence: %v", res)
+		if errs := res["errors"].([]any); len(errs) != 1 || errs[0].(map[string]any)["code"] != "sequence_taken" ||
+			errs[0].(map[string]any)["index"] != float64(0) || res["ingested"] != float64(0) {
+			t.Fatalf("taken sequence: %v", res)
 		}
 		if e.tip(key)["event_count"] != float64(2) {
 			t.Fatalf("tip %v", e.tip(key))

@@ -28,26 +28,25 @@ const codeTooManyStreams = "too_many_streams"
 func eventStreamHandler(a *app.App, done <-chan struct{}) handlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) error {
 		p := principal(r)
-		// The chain's tip, read once the listener is registered, is the floor
-		// below which frames are dropped: on PostgreSQL the notification of an
-		// event committed just before the connection can arrive after the
-		// subscription, and nothing from before the connection may be replayed
-		// (SPEC.md "Live stream"). No event is lost: one committed after the
-		// read has a higher sequence.
+		// The number of events stored, read once the listener is registered,
+		// is the floor below which frames are dropped: on PostgreSQL the
+		// notification of an event committed just before the connection can
+		// arrive after the subscription, and nothing from before the
+		// connection may be replayed (SPEC.md "Live stream"). No event is
+		// lost: one committed after the read takes a later leaf. (Leaves, not
+		// sequences: a batch row stored below the tip after the read has a
+		// lower sequence, and is still new.)
 		//
 		// On PostgreSQL the account is marked as streamed first: only events
 		// committed after the mark are announced to this replica, and those
-		// have a higher sequence than the tip read after it. (If the tip read
-		// then fails, the mark stays: a minute of announcements nobody needs.)
+		// take later leaves than the count read after it. (If the read then
+		// fails, the mark stays: a minute of announcements nobody needs.)
 		tip := func(ctx context.Context, sub *stream.Subscription) (int64, error) {
 			if err := a.WatchStream(ctx, p.UserID, sub); err != nil {
 				return 0, err
 			}
 			h, err := a.ChainTip(ctx, p)
-			if err != nil || h.Empty() {
-				return -1, err
-			}
-			return h.LastSequence, nil
+			return h.EventCount, err
 		}
 		return serveEventStream(w, r, a.Hub, p.UserID, p.KeyID, a.Cfg.StreamPing, a.Now, done, tip)
 	}
@@ -62,8 +61,9 @@ func eventStreamHandler(a *app.App, done <-chan struct{}) handlerFunc {
 // search (docs/decisions/stream.md). It returns when the client goes away or
 // done closes; its listener is dropped either way.
 //
-// tip, when not nil, reads the account's last sequence; it runs after the
-// subscription is registered, and frames at or below it are not sent.
+// tip, when not nil, reads how many events the account stores; it runs
+// after the subscription is registered, and frames of leaves below it are
+// not sent.
 func serveEventStream(w http.ResponseWriter, r *http.Request, hub *stream.Hub, userID, keyID string,
 	ping time.Duration, now func() time.Time, done <-chan struct{}, tip func(context.Context, *stream.Subscription) (int64, error)) error {
 	sub, err := hub.Subscribe(userID, keyID)
@@ -133,7 +133,7 @@ func serveEventStream(w http.ResponseWriter, r *http.Request, hub *stream.Hub, u
 			}
 		drain:
 			for ok {
-				if m.Frame.Sequence > floor {
+				if m.Frame.Leaf >= floor {
 					if writeFrame(w, "event: event", m.Data) != nil {
 						return nil
 					}

@@ -98,17 +98,19 @@ func startStreamWithTip(t *testing.T, hub *stream.Hub, tip func(context.Context,
 }
 
 // On PostgreSQL the notification of an event committed just before the
-// connection can arrive after the subscription. The tip read once the listener
-// is registered is the floor: such a late frame is not replayed, and every
-// event after the tip is delivered.
-func TestStreamDropsFramesAtOrBelowTheTipReadAtSubscription(t *testing.T) {
+// connection can arrive after the subscription. The number of events stored,
+// read once the listener is registered, is the floor: such a late frame is
+// not replayed, and every event stored after it is delivered — a batch row
+// stored below the tip too, whose sequence is lower but whose leaf is later.
+func TestStreamDropsFramesOfEventsStoredBeforeTheSubscription(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		hub := stream.NewHub(stream.Options{})
-		s := startStreamWithTip(t, hub, func(context.Context, *stream.Subscription) (int64, error) { return 4, nil })
+		s := startStreamWithTip(t, hub, func(context.Context, *stream.Subscription) (int64, error) { return 5, nil })
 		publish(hub, "u1", 3) // committed before the connection, announced late
 		publish(hub, "u1", 4)
 		publish(hub, "u1", 5)
-		s.wantFrames(t, readyFrame, eventFrame(5))
+		hub.Publish("u1", stream.Frame{EventID: "evt-2", EventType: "tool_call", Sequence: 2, Leaf: 6}) // stored below the tip
+		s.wantFrames(t, readyFrame, eventFrame(5), eventFrame(2))
 		s.cancel()
 		s.ended(t)
 	})
@@ -148,8 +150,10 @@ func eventFrame(seq int64) string {
 		`","event_type":"tool_call","sequence":` + strconv.FormatInt(seq, 10) + `,"tool":null,"decision":null,"machine_id":null}`
 }
 
+// publish announces the event seq of a chain stored in sequence order (its
+// leaf is its sequence).
 func publish(hub *stream.Hub, user string, seq int64) {
-	hub.Publish(user, stream.Frame{EventID: "evt-" + strconv.FormatInt(seq, 10), EventType: "tool_call", Sequence: seq})
+	hub.Publish(user, stream.Frame{EventID: "evt-" + strconv.FormatInt(seq, 10), EventType: "tool_call", Sequence: seq, Leaf: seq})
 }
 
 func TestStreamHeadersAndReadyFrame(t *testing.T) {

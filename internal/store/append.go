@@ -152,8 +152,8 @@ type Run struct {
 	// Head is the account's head, locked by the caller's transaction.
 	Head Head
 	// Events are stored in this order, each taking the next leaf; any
-	// sequence not stored yet, with gaps. AppendRun sets their LeafIndex and
-	// MachineSequence.
+	// sequence not stored yet, below or above the tip, with gaps. AppendRun
+	// sets their LeafIndex, MachineSequence and BelowTip.
 	Events []Event
 	// Quota charges len(Events) against the daily quota; a run is refused
 	// whole, even an empty one, once the quota is used up (CONTRACT.md
@@ -205,10 +205,14 @@ func (s *Store) AppendRun(ctx context.Context, tx *sql.Tx, run Run) (RunOutcome,
 		m := machineOf(e)
 		e.MachineSequence = counts[m]
 		counts[m]++
-		head.EventCount++
-		if head.LastHash == nil || e.Sequence > head.LastSequence {
+		// The tip is the stored event with the highest sequence (CONTRACT.md
+		// "Batch"); a row below it is marked, for the leaf-order reads.
+		if head.EventCount == 0 || e.Sequence > head.LastSequence {
 			head.LastSequence, head.LastHash, head.LastEventID = e.Sequence, &e.PayloadHash, &e.EventID
+		} else {
+			e.BelowTip = true
 		}
+		head.EventCount++
 	}
 	if err := s.insertEvents(ctx, tx, run.UserID, evs); err != nil {
 		return out, err

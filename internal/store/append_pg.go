@@ -59,7 +59,7 @@ const appendSQL = `WITH
 	e AS (INSERT INTO events (` + eventColumns + `)
 		SELECT $1, $2::bigint, $3::bigint, $4::text, $5::text, $6::text, $7::text, $8::text, $9::text, $10::text,
 			$11::text, $12::text, $13::text, $14::text, $15::text, $16::bigint, $17::text, $18::text, m.events - 1,
-			$19::text, $20::bigint FROM m
+			$19::text, $20::bigint, NULL FROM m
 		ON CONFLICT (account, event_id) DO NOTHING RETURNING 1),
 	h AS (INSERT INTO merkle_hashes (account, idx, hash)
 		SELECT $1, t.idx, t.hash FROM unnest($24::bigint[], $25::bytea[]) AS t(idx, hash) WHERE EXISTS (SELECT 1 FROM e)

@@ -42,7 +42,7 @@ const appendBatchStatement = `WITH
 	e AS (INSERT INTO events (` + eventColumns + `)
 		SELECT v.user_id, v.seq, v.leaf, v.event_id, v.event_type, v.prev_hash, v.payload_hash, v.raw, v.decision, v.tool,
 			v.machine_id, v.parent_id, v.signature, v.signature_key, v.ts, v.ts_micros, v.surface, v.api_key_id, m.events - 1,
-			v.semantic_key, v.created_at FROM v JOIN m USING (user_id)
+			v.semantic_key, v.created_at, NULL FROM v JOIN m USING (user_id)
 		ON CONFLICT (account, event_id) DO NOTHING RETURNING account AS user_id),
 	h AS (INSERT INTO merkle_hashes (account, idx, hash)
 		SELECT t.user_id, t.idx, t.hash FROM unnest($30::text[], $31::bigint[], $32::bytea[]) AS t(user_id, idx, hash)

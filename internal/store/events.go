@@ -47,6 +47,10 @@ type Event struct {
 	MachineSequence int64
 	SemanticKey     *string
 	CreatedAt       int64
+	// BelowTip marks an event stored below the account's tip (a batch row
+	// whose sequence was below the highest stored one): it took the next
+	// leaf, so it is out of sequence order in leaf order (migration 014).
+	BelowTip bool
 }
 
 // Head is an account's chain tip. Empty() when nothing was appended yet.
@@ -67,21 +71,24 @@ const eventColumns = `account, ` + eventFields
 // eventFields are the columns a read of whole events takes: the row without
 // its account, which the query names (scanEvent sets Event.UserID from it).
 const eventFields = `sequence, leaf_index, event_id, event_type, prev_hash, payload_hash, raw, decision, tool,
-	machine_id, parent_id, signature, signature_key, ts, ts_micros, surface, api_key_id, machine_sequence, semantic_key, created_at`
+	machine_id, parent_id, signature, signature_key, ts, ts_micros, surface, api_key_id, machine_sequence, semantic_key, created_at,
+	below_tip`
 
 // scanEvent reads a row of eventFields of the account userID.
 func scanEvent(r scanner, userID string) (Event, error) {
 	e := Event{UserID: userID}
 	var raw sql.NullString
+	var belowTip sql.NullInt64
 	err := r.Scan(&e.Sequence, &e.LeafIndex, &e.EventID, &e.EventType, &e.PrevHash, &e.PayloadHash, &raw,
 		&e.Decision, &e.Tool, &e.MachineID, &e.ParentID, &e.Signature, &e.SignatureKey, &e.TS, &e.TSMicros, &e.Surface,
-		&e.APIKeyID, &e.MachineSequence, &e.SemanticKey, &e.CreatedAt)
+		&e.APIKeyID, &e.MachineSequence, &e.SemanticKey, &e.CreatedAt, &belowTip)
 	if errors.Is(err, sql.ErrNoRows) {
 		return e, ErrNotFound
 	}
 	if raw.Valid {
 		e.Raw = json.RawMessage(raw.String)
 	}
+	e.BelowTip = belowTip.Valid
 	return e, err
 }
 
@@ -132,8 +139,9 @@ func (s *Store) insertEventRow(ctx context.Context, tx *sql.Tx, e *Event) error 
 	// ON CONFLICT DO NOTHING rather than a failing insert: on PostgreSQL a
 	// failed statement would abort the whole transaction, and the caller wants
 	// to look the stored event up (an idempotent retry) after ErrConflict.
+	// A single event becomes the tip: below_tip is NULL.
 	res, err := tx.ExecContext(ctx, `INSERT INTO events (`+eventColumns+`)
-		VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18, $19, $20, $21)
+		VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18, $19, $20, $21, NULL)
 		ON CONFLICT (account, event_id) DO NOTHING`,
 		account, e.Sequence, e.LeafIndex, e.EventID, e.EventType, e.PrevHash, e.PayloadHash, raw, e.Decision, e.Tool,
 		e.MachineID, e.ParentID, e.Signature, e.SignatureKey, e.TS, e.TSMicros, e.Surface, e.APIKeyID, e.MachineSequence,
@@ -180,7 +188,7 @@ func (s *Store) insertEvents(ctx context.Context, tx *sql.Tx, userID string, evs
 }
 
 // eventColumnCount is the number of eventColumns.
-const eventColumnCount = 21
+const eventColumnCount = 22
 
 // eventRow is e's values in eventColumns order, pointers read (nil for
 // absent values), so that two rows' values compare with ==.
@@ -191,29 +199,33 @@ func eventRow(account any, e *Event) [eventColumnCount]any {
 		}
 		return *p
 	}
-	var raw, tsMicros any
+	var raw, tsMicros, belowTip any
 	if e.Raw != nil {
 		raw = string(e.Raw)
 	}
 	if e.TSMicros != nil {
 		tsMicros = *e.TSMicros
 	}
+	if e.BelowTip {
+		belowTip = int64(1)
+	}
 	return [eventColumnCount]any{account, e.Sequence, e.LeafIndex, e.EventID, e.EventType, str(e.PrevHash), e.PayloadHash, raw,
 		str(e.Decision), str(e.Tool), str(e.MachineID), str(e.ParentID), str(e.Signature), str(e.SignatureKey), e.TS, tsMicros,
-		e.Surface, str(e.APIKeyID), e.MachineSequence, str(e.SemanticKey), e.CreatedAt}
+		e.Surface, str(e.APIKeyID), e.MachineSequence, str(e.SemanticKey), e.CreatedAt, belowTip}
 }
 
 // sharedEventColumns are the columns a multi-row insert binds once when every
 // row of it has the same value there (or writes NULL when that value is
 // absent): the account; what the service sets per request (surface,
 // api_key_id, created_at); and what a batch's rows mostly lack, or share
-// (machine_id, parent_id, signature, signature_key, semantic_key). Binding is
+// (machine_id, parent_id, signature, signature_key, semantic_key, below_tip). Binding is
 // a sixth of the single writer's work per batched row on SQLite
 // (docs/performance.md "Sixth round"), and a 500-row chunk binds 10,500
 // values otherwise. Content columns are left out: each combination of shared
 // columns is a statement of its own to prepare and cache, and these few
 // combinations cover the batches a client sends.
-var sharedEventColumns = [eventColumnCount]bool{0: true, 10: true, 11: true, 12: true, 13: true, 16: true, 17: true, 19: true, 20: true}
+var sharedEventColumns = [eventColumnCount]bool{0: true, 10: true, 11: true, 12: true, 13: true, 16: true, 17: true, 19: true, 20: true,
+	21: true}
 
 // insertShape is what the text of a multi-row INSERT of events depends on:
 // its number of rows, the columns it binds once (shared: the first row's
@@ -335,7 +347,7 @@ func (s *Store) placeholder(n int) string {
 }
 
 // maxRowsPerInsert keeps a multi-row INSERT of events within both databases'
-// limits on bound parameters (21 per row; SQLite allows 32,766, PostgreSQL 65,535).
+// limits on bound parameters (22 per row; SQLite allows 32,766, PostgreSQL 65,535).
 const maxRowsPerInsert = 500
 
 // EventsByIDs reads the account's events with any of the given ids, by id.
@@ -360,6 +372,54 @@ func (s *Store) EventsByIDs(ctx context.Context, q Querier, userID string, ids [
 }
 
 const maxIDsPerLookup = 1000
+
+// EventIDsAt returns, for each of sequences the account stores, the event_id
+// stored there (through q: the batch's transaction).
+func (s *Store) EventIDsAt(ctx context.Context, q Querier, userID string, sequences []int64) (map[int64]string, error) {
+	out := make(map[int64]string, len(sequences))
+	if len(sequences) == 0 {
+		return out, nil
+	}
+	account, err := s.accountKey(ctx, q, userID)
+	if err != nil {
+		return nil, err
+	}
+	for start := 0; start < len(sequences); start += maxIDsPerLookup {
+		chunk := sequences[start:min(start+maxIDsPerLookup, len(sequences))]
+		var b strings.Builder
+		args := make([]any, 0, len(chunk)+1)
+		args = append(args, account)
+		b.WriteString(`SELECT sequence, event_id FROM events WHERE account = ` + s.placeholder(1) + ` AND sequence IN (`)
+		for i, seq := range chunk {
+			if i > 0 {
+				b.WriteByte(',')
+			}
+			args = append(args, seq)
+			b.WriteString(s.placeholder(len(args)))
+		}
+		b.WriteByte(')')
+		rows, err := q.QueryContext(ctx, b.String(), args...)
+		if err != nil {
+			return nil, err
+		}
+		for rows.Next() {
+			var seq int64
+			var id string
+			if err := rows.Scan(&seq, &id); err != nil {
+				rows.Close()
+				return nil, err
+			}
+			out[seq] = id
+		}
+		if err := rows.Close(); err != nil {
+			return nil, err
+		}
+		if err := rows.Err(); err != nil {
+			return nil, err
+		}
+	}
+	return out, nil
+}
 
 // inQuery completes head, which ends with "IN (" and uses placeholder 1 for
 // first, with one placeholder per value and the closing parenthesis.
@@ -525,57 +585,109 @@ const leafReorderWindow = 2000
 // EventsFrom streams the account's events in leaf order from leaf index from,
 // calling fn for each; it reads in pages so memory stays flat in chain length.
 //
-// Every append extends the tip, so leaf order is chain order and rows are read
-// by the primary key (account, sequence); there is no leaf_index index
-// (migration 007). The stored leaf_index column is still what orders the
-// stream: a row whose leaf_index disagrees with its chain position (a tampered
-// or damaged row) is held back, up to leafReorderWindow rows, until its leaf
-// position comes, exactly as an ORDER BY leaf_index would deliver it, so the
-// verifiers that consume this stream see the disagreement.
+// An event stored at the tip took the next leaf, so those events are in leaf
+// order when read by the primary key (account, sequence); there is no
+// leaf_index index (migration 007). The events a batch stored below the tip
+// (below_tip, migration 014) are read in leaf order through their partial
+// index, and the two are merged by leaf_index. The stored leaf_index is what
+// orders the stream: a row whose leaf_index disagrees with its chain position
+// (a tampered or damaged row) is held back, up to leafReorderWindow rows,
+// until its leaf position comes, exactly as an ORDER BY leaf_index would
+// deliver it, so the verifiers that consume this stream see the disagreement.
 func (s *Store) EventsFrom(ctx context.Context, userID string, from int64, fn func(*Event) error) error {
+	return s.eventsFrom(ctx, s.read, userID, from, fn)
+}
+
+// eventsFrom is EventsFrom through q (a transaction, for the tree's rebuild).
+func (s *Store) eventsFrom(ctx context.Context, q Querier, userID string, from int64, fn func(*Event) error) error {
 	const page = 2000
-	account, err := s.accountKey(ctx, nil, userID)
+	account, err := s.accountKey(ctx, q, userID)
 	if err != nil {
 		return err
 	}
-	after := int64(math.MinInt64) // rows with sequence above this are still to read
+	after := int64(math.MinInt64) // tip rows with sequence above this are still to read
+	tipDone := false
 	if from > 0 {
-		seq, found, err := s.firstSequenceFromLeaf(ctx, userID, from)
-		if err != nil || !found {
-			return err
-		}
-		after = seq - 1
-	}
-	held := &leafHeap{}
-	next := from // the leaf position to deliver next
-	deliver := func(force bool) error {
-		for held.Len() > 0 && (force || (*held)[0].LeafIndex <= next || held.Len() > leafReorderWindow) {
-			e := heap.Pop(held).(*Event)
-			next = max(next, e.LeafIndex+1)
-			if err := fn(e); err != nil {
-				return err
-			}
-		}
-		return nil
-	}
-	for {
-		evs, err := s.queryEvents(ctx, s.read, userID, `SELECT `+eventFields+` FROM events WHERE account = $1 AND sequence > $2 ORDER BY sequence LIMIT $3`, account, after, page)
+		seq, found, err := s.firstSequenceFromLeaf(ctx, q, userID, from)
 		if err != nil {
 			return err
 		}
-		for i := range evs {
-			if evs[i].LeafIndex < from {
-				continue
+		after, tipDone = seq-1, !found
+	}
+	var tip []Event // rows of the sequence stream read and not yet held
+	readTip := func() (*Event, error) {
+		for len(tip) == 0 {
+			if tipDone {
+				return nil, nil
 			}
-			heap.Push(held, &evs[i])
-			if err := deliver(false); err != nil {
+			evs, err := s.queryEvents(ctx, q, userID, `SELECT `+eventFields+` FROM events
+				WHERE account = $1 AND sequence > $2 AND below_tip IS NULL ORDER BY sequence LIMIT $3`, account, after, page)
+			if err != nil {
+				return nil, err
+			}
+			tipDone = len(evs) < page
+			if len(evs) > 0 {
+				after = evs[len(evs)-1].Sequence
+			}
+			tip = evs
+		}
+		e := &tip[0]
+		tip = tip[1:]
+		return e, nil
+	}
+	belowFrom, belowDone := from, false
+	var below []Event // rows stored below the tip, in leaf order
+	peekBelow := func() (*Event, error) {
+		if len(below) == 0 && !belowDone {
+			evs, err := s.queryEvents(ctx, q, userID, `SELECT `+eventFields+` FROM events
+				WHERE account = $1 AND below_tip IS NOT NULL AND leaf_index >= $2 ORDER BY leaf_index LIMIT $3`, account, belowFrom, page)
+			if err != nil {
+				return nil, err
+			}
+			belowDone = len(evs) < page
+			if len(evs) > 0 {
+				belowFrom = evs[len(evs)-1].LeafIndex + 1
+			}
+			below = evs
+		}
+		if len(below) == 0 {
+			return nil, nil
+		}
+		return &below[0], nil
+	}
+	held := &leafHeap{}
+	next := from // the leaf position to deliver next
+	for {
+		b, err := peekBelow()
+		if err != nil {
+			return err
+		}
+		var e *Event
+		switch {
+		case held.Len() > 0 && (*held)[0].LeafIndex <= next:
+			e = heap.Pop(held).(*Event)
+		case b != nil && b.LeafIndex <= next:
+			e, below = b, below[1:]
+		case held.Len() <= leafReorderWindow && !(tipDone && len(tip) == 0):
+			t, err := readTip()
+			if err != nil {
 				return err
 			}
+			if t != nil && t.LeafIndex >= from {
+				heap.Push(held, t)
+			}
+			continue
+		case held.Len() > 0 && (b == nil || (*held)[0].LeafIndex < b.LeafIndex):
+			e = heap.Pop(held).(*Event) // a leaf position is missing: go on past it
+		case b != nil:
+			e, below = b, below[1:]
+		default:
+			return nil
 		}
-		if len(evs) < page {
-			return deliver(true)
+		next = max(next, e.LeafIndex+1)
+		if err := fn(e); err != nil {
+			return err
 		}
-		after = evs[len(evs)-1].Sequence
 	}
 }
 
@@ -593,19 +705,24 @@ func (h *leafHeap) Pop() any {
 	return e
 }
 
-// firstSequenceFromLeaf returns the sequence of the account's first event (in
-// chain order) whose leaf_index is at least leaf; found is false when there is
-// none. leaf_index grows with sequence, so this is a binary search over
-// sequence values, each probe one primary-key lookup (at most 64 probes).
-func (s *Store) firstSequenceFromLeaf(ctx context.Context, userID string, leaf int64) (seq int64, found bool, err error) {
-	account, err := s.accountKey(ctx, nil, userID)
+// firstSequenceFromLeaf returns the sequence of the account's first event
+// stored at the tip (in chain order; rows stored below it are left out)
+// whose leaf_index is at least leaf; found is false when there is none. Among
+// those events leaf_index grows with sequence, so this is a binary search
+// over sequence values, each probe one primary-key lookup (at most 64
+// probes), through q (nil: the read pool).
+func (s *Store) firstSequenceFromLeaf(ctx context.Context, q Querier, userID string, leaf int64) (seq int64, found bool, err error) {
+	if q == nil {
+		q = s.read
+	}
+	account, err := s.accountKey(ctx, q, userID)
 	if err != nil {
 		return 0, false, err
 	}
 	probe := func(atLeast int64) (int64, int64, bool, error) {
 		var seq, leaf int64
-		err := s.read.QueryRowContext(ctx, `SELECT sequence, leaf_index FROM events WHERE account = $1 AND sequence >= $2
-			ORDER BY sequence LIMIT 1`, account, atLeast).Scan(&seq, &leaf)
+		err := q.QueryRowContext(ctx, `SELECT sequence, leaf_index FROM events WHERE account = $1 AND sequence >= $2
+			AND below_tip IS NULL ORDER BY sequence LIMIT 1`, account, atLeast).Scan(&seq, &leaf)
 		if errors.Is(err, sql.ErrNoRows) {
 			return 0, 0, false, nil
 		}
@@ -831,10 +948,13 @@ func (s *Store) Machines(ctx context.Context, userID string) ([]MachineSummary, 
 // ConsumeQuota adds n to the account's usage of day if the total stays within
 // limit, and reports the usage after the call. Because it is one conditional
 // upsert in the caller's transaction, the quota holds across replicas.
+//
+// n = 0 charges nothing and is refused (ok false) once the quota is used up:
+// an account over its quota is refused whatever it sent (CONTRACT.md "Batch").
 func (s *Store) ConsumeQuota(ctx context.Context, tx *sql.Tx, userID, day string, n, limit int64) (used int64, ok bool, err error) {
-	if n > limit {
+	if n == 0 || n > limit {
 		used, err = s.QuotaUsed(ctx, tx, userID, day)
-		return used, false, err
+		return used, err == nil && n == 0 && used < limit, err
 	}
 	if s.Dialect == SQLite {
 		err = tx.QueryRowContext(ctx, `UPDATE chain_heads SET quota_used = `+sqliteQuotaUsed+` + $3, quota_day = `+sqliteQuotaDay+`

@@ -9,8 +9,10 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 
+	"github.com/auditchain/auditchain/internal/merkle"
 	"github.com/auditchain/auditchain/internal/store"
 	"github.com/auditchain/auditchain/internal/store/storetest"
+	"github.com/auditchain/auditchain/pkg/verify"
 )
 
 // Leaf positions without a leaf_index index (migration 007): chain order is
@@ -134,6 +136,159 @@ func TestInsertEventsStoresEveryColumnAsGiven(t *testing.T) {
 		}
 		if diff := cmp.Diff(want, got); diff != "" {
 			t.Fatalf("stored rows differ from the batch (-want +got):\n%s", diff)
+		}
+	})
+}
+
+// Rows a batch stores below the tip take the next leaves all the same: the
+// leaf-order reads (EventsFrom from any leaf, EventAtLeaf, the tree's
+// rebuild) merge them back in leaf order, the tip stays the highest
+// sequence, and the tree built from the events is the tree appended.
+func TestRowsStoredBelowTheTipKeepLeafOrder(t *testing.T) {
+	storetest.EachStore(t, func(t *testing.T, s *store.Store) {
+		ctx := context.Background()
+		const user = "u-below"
+		event := func(seq int64) store.Event {
+			return store.Event{UserID: user, Sequence: seq, EventID: fmt.Sprintf("evt-%d", seq), EventType: "t",
+				PayloadHash: fmt.Sprintf("sha256:%064x", seq+1), TS: "2026-11-21T00:00:00Z", Surface: "rest"}
+		}
+		// Runs in the order a client imports a history: the tip first, then
+		// what lies below it, some above again, with gaps; then a single event.
+		runs := [][]int64{{10, 12}, {3, 7, 13}, {0, 1, 2, 11}, {20}}
+		var leaves []int64 // sequence at each leaf
+		for _, run := range runs {
+			var evs []store.Event
+			for _, seq := range run {
+				evs = append(evs, event(seq))
+				leaves = append(leaves, seq)
+			}
+			if err := s.InTx(ctx, func(tx *sql.Tx) error { return insertRun(ctx, s, tx, evs) }); err != nil {
+				t.Fatal(err)
+			}
+		}
+		single := event(21)
+		leaves = append(leaves, 21)
+		if err := s.InTx(ctx, func(tx *sql.Tx) error { return insertEvent(ctx, s, tx, &single) }); err != nil {
+			t.Fatal(err)
+		}
+		head, err := s.Head(ctx, user)
+		if err != nil || head.EventCount != int64(len(leaves)) || head.LastSequence != 21 || *head.LastEventID != "evt-21" {
+			t.Fatalf("head %+v, %v; want %d events, tip 21", head, err, len(leaves))
+		}
+		wantBelow := map[int64]bool{3: true, 7: true, 0: true, 1: true, 2: true, 11: true}
+		for from := range int64(len(leaves) + 1) {
+			var got []int64
+			err := s.EventsFrom(ctx, user, from, func(e *store.Event) error {
+				if e.BelowTip != wantBelow[e.Sequence] {
+					return fmt.Errorf("event %d below the tip: %v", e.Sequence, e.BelowTip)
+				}
+				if e.LeafIndex != from+int64(len(got)) {
+					return fmt.Errorf("event %d at leaf %d, delivered as leaf %d", e.Sequence, e.LeafIndex, from+int64(len(got)))
+				}
+				got = append(got, e.Sequence)
+				return nil
+			})
+			if err != nil || fmt.Sprint(got) != fmt.Sprint(leaves[from:]) && len(got)+len(leaves[from:]) > 0 {
+				t.Fatalf("EventsFrom(%d) = %v, %v; want %v", from, got, err, leaves[from:])
+			}
+		}
+		for leaf, seq := range leaves {
+			if e, err := s.EventAtLeaf(ctx, user, int64(leaf)); err != nil || e.Sequence != seq {
+				t.Fatalf("EventAtLeaf(%d) = %d, %v; want %d", leaf, e.Sequence, err, seq)
+			}
+		}
+		root := func() string {
+			t.Helper()
+			r, err := merkle.Root(int64(len(leaves)), s.HashReader(ctx, nil, user))
+			if err != nil {
+				t.Fatal(err)
+			}
+			return r.String()
+		}
+		before := root()
+		ref := &merkle.HashStore{}
+		for _, seq := range leaves {
+			leaf, _ := verify.HashBytes(event(seq).PayloadHash)
+			ref.Append(leaf)
+		}
+		if before != ref.Root().String() {
+			t.Fatalf("stored root %s, the leaves in stored order give %s", before, ref.Root())
+		}
+		// Lose the tree: the next append rebuilds it from the events, in leaf order.
+		account, err := s.AccountKey(ctx, user)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := s.WriteDB().ExecContext(ctx, `DELETE FROM merkle_hashes WHERE account = $1`, account); err != nil {
+			t.Fatal(err)
+		}
+		next := event(22)
+		if err := s.InTx(ctx, func(tx *sql.Tx) error { return insertEvent(ctx, s, tx, &next) }); err != nil {
+			t.Fatal(err)
+		}
+		if err := ref.Append(mustHashBytes(t, next.PayloadHash)); err != nil {
+			t.Fatal(err)
+		}
+		leaves = append(leaves, 22)
+		if got := root(); got != ref.Root().String() {
+			t.Fatalf("rebuilt root %s, want %s", got, ref.Root())
+		}
+	})
+}
+
+func mustHashBytes(t *testing.T, h string) []byte {
+	t.Helper()
+	b, err := verify.HashBytes(h)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b
+}
+
+// Rows stored below the tip farther than any reordering of the sequence
+// order could cover (EventsFrom's window for damaged rows): a history of
+// 3,000 events imported tip first, then the 2,500 below it in batches, reads
+// back in leaf order, from any leaf, and its tree is the one appended.
+func TestRowsStoredFarBelowTheTipKeepLeafOrder(t *testing.T) {
+	storetest.EachStore(t, func(t *testing.T, s *store.Store) {
+		ctx := context.Background()
+		const user = "u-far"
+		var leaves []int64
+		run := func(from, to int64) {
+			var evs []store.Event
+			for seq := from; seq < to; seq++ {
+				evs = append(evs, store.Event{UserID: user, Sequence: seq, EventID: fmt.Sprintf("evt-%d", seq), EventType: "t",
+					PayloadHash: fmt.Sprintf("sha256:%064x", seq+1), TS: "2026-11-21T00:00:00Z", Surface: "rest"})
+				leaves = append(leaves, seq)
+			}
+			if err := s.InTx(ctx, func(tx *sql.Tx) error { return insertRun(ctx, s, tx, evs) }); err != nil {
+				t.Fatal(err)
+			}
+		}
+		run(2500, 3000)
+		for from := int64(0); from < 2500; from += 500 {
+			run(from, from+500)
+		}
+		for _, from := range []int64{0, 1, 499, 500, 1999, 2999} {
+			next := from
+			err := s.EventsFrom(ctx, user, from, func(e *store.Event) error {
+				if e.LeafIndex != next || e.Sequence != leaves[next] {
+					return fmt.Errorf("leaf %d: delivered sequence %d at leaf %d", next, e.Sequence, e.LeafIndex)
+				}
+				next++
+				return nil
+			})
+			if err != nil || next != int64(len(leaves)) {
+				t.Fatalf("EventsFrom(%d): %v, ended at %d", from, err, next)
+			}
+		}
+		ref := &merkle.HashStore{}
+		for _, seq := range leaves {
+			ref.Append(mustHashBytes(t, fmt.Sprintf("sha256:%064x", seq+1)))
+		}
+		root, err := merkle.Root(int64(len(leaves)), s.HashReader(ctx, nil, user))
+		if err != nil || root != ref.Root() {
+			t.Fatalf("stored root %s (%v), want %s", root, err, ref.Root())
 		}
 	})
 }

@@ -10,7 +10,6 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
-	"math"
 	"strings"
 
 	"golang.org/x/mod/sumdb/tlog"
@@ -339,57 +338,66 @@ func (s *Store) buildTree(ctx context.Context, tx *sql.Tx, userID string, n int6
 	if _, err := tx.ExecContext(ctx, `DELETE FROM merkle_hashes WHERE account = $1`, account); err != nil {
 		return err
 	}
-	r := s.HashReader(ctx, tx, userID)
-	const page = 1000
-	// Leaf order is chain order (every append extends the tip): read by the
-	// primary key and require each row to sit at its stored leaf position.
-	after := int64(math.MinInt64)
-	for next := int64(0); next < n; {
-		evs, err := s.queryEvents(ctx, tx, userID, `SELECT `+eventFields+` FROM events WHERE account = $1 AND sequence > $2
-			ORDER BY sequence LIMIT $3`, account, after, min(page, n-next))
+	a, err := merkle.NewAppender(0, nil)
+	if err != nil {
+		return err
+	}
+	var hs []merkle.StoredHash
+	flush := func() error {
+		err := s.insertHashes(ctx, tx, userID, hs)
+		hs = hs[:0]
+		return err
+	}
+	errStop := errors.New("stop")
+	err = s.eventsFrom(ctx, tx, userID, 0, func(e *Event) error {
+		if a.Size() == n {
+			return errStop
+		}
+		if e.LeafIndex != a.Size() {
+			return fmt.Errorf("merkle: account %s has no event at leaf %d to build its tree from", userID, a.Size())
+		}
+		leaf, err := verify.HashBytes(e.PayloadHash)
 		if err != nil {
 			return err
 		}
-		if len(evs) == 0 {
-			return fmt.Errorf("merkle: account %s has no event at leaf %d to build its tree from", userID, next)
+		if hs, err = a.Append(hs, leaf); err != nil {
+			return err
 		}
-		for i := range evs {
-			if evs[i].LeafIndex != next {
-				return fmt.Errorf("merkle: account %s has no event at leaf %d to build its tree from", userID, next)
-			}
-			leaf, err := verify.HashBytes(evs[i].PayloadHash)
-			if err != nil {
-				return err
-			}
-			hs, err := merkle.AppendLeaf(next, leaf, r)
-			if err != nil {
-				return err
-			}
-			if err := s.insertHashes(ctx, tx, userID, hs); err != nil {
-				return err
-			}
-			next++
+		if len(hs) >= maxHashesPerInsert {
+			return flush()
 		}
-		after = evs[len(evs)-1].Sequence
+		return nil
+	})
+	if err != nil && !errors.Is(err, errStop) {
+		return err
 	}
-	return nil
+	if a.Size() != n {
+		return fmt.Errorf("merkle: account %s has no event at leaf %d to build its tree from", userID, a.Size())
+	}
+	return flush()
 }
 
-// EventAtLeaf reads the account's event at a leaf position (a binary search
-// over chain order: there is no leaf_index index, see EventsFrom).
+// EventAtLeaf reads the account's event at a leaf position: a row stored
+// below the tip through its partial index, or else by a binary search over
+// chain order (there is no leaf_index index, see EventsFrom).
 func (s *Store) EventAtLeaf(ctx context.Context, userID string, leaf int64) (Event, error) {
-	seq, found, err := s.firstSequenceFromLeaf(ctx, userID, leaf)
+	account, err := s.accountKey(ctx, nil, userID)
+	if err != nil {
+		return Event{}, err
+	}
+	e, err := scanEvent(s.read.QueryRowContext(ctx, `SELECT `+eventFields+` FROM events
+		WHERE account = $1 AND below_tip IS NOT NULL AND leaf_index = $2`, account, leaf), userID)
+	if !errors.Is(err, ErrNotFound) {
+		return e, err
+	}
+	seq, found, err := s.firstSequenceFromLeaf(ctx, nil, userID, leaf)
 	if err != nil {
 		return Event{}, err
 	}
 	if !found {
 		return Event{}, ErrNotFound
 	}
-	account, err := s.accountKey(ctx, nil, userID)
-	if err != nil {
-		return Event{}, err
-	}
-	e, err := scanEvent(s.read.QueryRowContext(ctx, `SELECT `+eventFields+` FROM events WHERE account = $1 AND sequence = $2`, account, seq), userID)
+	e, err = scanEvent(s.read.QueryRowContext(ctx, `SELECT `+eventFields+` FROM events WHERE account = $1 AND sequence = $2`, account, seq), userID)
 	if err == nil && e.LeafIndex != leaf {
 		return Event{}, ErrNotFound
 	}

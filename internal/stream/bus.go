@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"log/slog"
+	"math"
 	"sync"
 	"time"
 
@@ -41,6 +42,9 @@ const maxPayload = 7999
 type notification struct {
 	UserID string `json:"user_id"`
 	Frame  *Frame `json:"frame,omitempty"`
+	// Leaf is Frame.Leaf, which the frame's own JSON (what clients see)
+	// leaves out.
+	Leaf   *int64 `json:"leaf,omitempty"`
 	Resync bool   `json:"resync,omitempty"`
 }
 
@@ -120,7 +124,7 @@ func (b *PGBus) Notification(userID string, f Frame) (channel, payload string, e
 }
 
 func encodeNotification(userID string, f Frame) (string, error) {
-	b, _ := json.Marshal(notification{UserID: userID, Frame: &f}) // strings and integers only
+	b, _ := json.Marshal(notification{UserID: userID, Frame: &f, Leaf: &f.Leaf}) // strings and integers only
 	if len(b) > maxPayload {
 		b, _ = json.Marshal(notification{UserID: userID, Resync: true})
 		if len(b) > maxPayload {
@@ -194,6 +198,12 @@ func (b *PGBus) deliver(payload string) {
 	case n.Frame != nil && b.Vouch != nil && !b.Vouch(n.UserID):
 		b.hub.Resync(n.UserID)
 	case n.Frame != nil:
+		// A notification without a leaf (a replica older than the field)
+		// is past any stream's floor.
+		n.Frame.Leaf = math.MaxInt64
+		if n.Leaf != nil {
+			n.Frame.Leaf = *n.Leaf
+		}
 		b.hub.Publish(n.UserID, *n.Frame)
 	case n.Resync:
 		b.hub.Resync(n.UserID)

@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/rand"
 	"database/sql"
+	"math"
 	"net/url"
 	"os"
 	"slices"
@@ -28,13 +29,27 @@ func TestLocalBusPublishesToTheHub(t *testing.T) {
 }
 
 func TestEncodeNotification(t *testing.T) {
-	got, err := encodeNotification("u1", frame(1))
+	f := frame(1)
+	f.Leaf = 5 // the frame's leaf rides beside the frame, whose JSON clients see
+	got, err := encodeNotification("u1", f)
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := `{"user_id":"u1","frame":{"event_id":"evt-0001","event_type":"tool_call","sequence":1,"tool":null,"decision":null,"machine_id":null}}`
+	want := `{"user_id":"u1","frame":{"event_id":"evt-0001","event_type":"tool_call","sequence":1,"tool":null,"decision":null,"machine_id":null},"leaf":5}`
 	if got != want {
 		t.Errorf("payload = %s\nwant      %s", got, want)
+	}
+	// Delivered, the frame has its leaf back; a notification without one
+	// (an older replica's) is past any stream's floor.
+	h := NewHub(Options{})
+	sub := mustSubscribe(t, h, "u1", "k")
+	b := &PGBus{hub: h}
+	b.deliver(got)
+	b.deliver(`{"user_id":"u1","frame":{"event_id":"evt-0002","event_type":"tool_call","sequence":2,"tool":null,"decision":null,"machine_id":null}}`)
+	for _, wantLeaf := range []int64{5, math.MaxInt64} {
+		if m := <-sub.C(); m.Frame.Leaf != wantLeaf {
+			t.Errorf("delivered frame %s with leaf %d, want %d", m.Frame.EventID, m.Frame.Leaf, wantLeaf)
+		}
 	}
 	big := frame(2)
 	big.EventID = strings.Repeat("x", maxPayload)

@@ -19,6 +19,11 @@ type Frame struct {
 	Tool      *string `json:"tool"`
 	Decision  *string `json:"decision"`
 	MachineID *string `json:"machine_id"`
+	// Leaf is the event's Merkle leaf, its position in the order events
+	// were stored: not sent to clients, it tells a stream which events
+	// were stored after it began (a batch row below the tip has a lower
+	// sequence but a later leaf).
+	Leaf int64 `json:"-"`
 }
 
 // Message is a published Frame with its JSON, encoded once per Publish and

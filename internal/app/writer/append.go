@@ -67,6 +67,7 @@ func (t *Tx) Append(ctx context.Context, a Append) (Appended, error) {
 			return Appended{}, err
 		}
 	}
+	e.LeafIndex = head.EventCount // the frame names the event's leaf
 	sa := store.Append{Event: e, Expect: head, Quota: a.Quota}
 	if err := t.w.notification(e, &sa.NotifyChannel, &sa.NotifyPayload); err != nil {
 		return Appended{}, err
@@ -136,6 +137,7 @@ func (t *Tx) AppendRun(ctx context.Context, userID string, evs []store.Event, qu
 	if t.w.bus != nil {
 		run.NotifyPayloads = make([]string, len(evs))
 		for i := range evs {
+			evs[i].LeafIndex = head.EventCount + int64(i) // as AppendRun places them: the frame names the leaf
 			if err := t.w.notification(&evs[i], &run.NotifyChannel, &run.NotifyPayloads[i]); err != nil {
 				return store.RunOutcome{}, err
 			}

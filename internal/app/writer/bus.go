@@ -16,7 +16,8 @@ import (
 
 // FrameOf is the stream frame announcing e.
 func FrameOf(e *store.Event) stream.Frame {
-	return stream.Frame{EventID: e.EventID, EventType: e.EventType, Sequence: e.Sequence, Tool: e.Tool, Decision: e.Decision, MachineID: e.MachineID}
+	return stream.Frame{EventID: e.EventID, EventType: e.EventType, Sequence: e.Sequence, Tool: e.Tool, Decision: e.Decision,
+		MachineID: e.MachineID, Leaf: e.LeafIndex}
 }
 
 // notification fills the channel and payload of e's NOTIFY when the bus
