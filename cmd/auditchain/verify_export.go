@@ -34,6 +34,7 @@ type exportReport struct {
 	SignedSize           uint64         `json:"signed_size"`
 	SignaturesVerified   int64          `json:"signatures_verified"`
 	UnverifiedSignatures int64          `json:"unverified_signatures"`
+	Whole                bool           `json:"whole"`
 	Gaps                 []verify.Gap   `json:"gaps"`
 	Breaks               []verify.Break `json:"breaks"`
 	Failure              *exportFault   `json:"failure"`
@@ -92,7 +93,7 @@ func verifyExportCmd(ctx context.Context, args []string, stdout, stderr io.Write
 		FirstSequence: rep.FirstSequence, LastSequence: rep.LastSequence, FirstBlock: rep.FirstBlock, LastBlock: rep.LastBlock,
 		TreeSize: rep.TreeSize, RootHash: rep.RootHash, SignedSize: rep.SignedSize,
 		SignaturesVerified: rep.SignaturesVerified, UnverifiedSignatures: rep.UnverifiedSignatures,
-		Gaps: rep.Gaps, Breaks: rep.Breaks}
+		Whole: rep.Whole, Gaps: rep.Gaps, Breaks: rep.Breaks}
 	if out.Gaps == nil {
 		out.Gaps = []verify.Gap{}
 	}

@@ -400,6 +400,9 @@ type Export struct {
 	a          *App
 	userID     string
 	start, end int64
+	// treeSize is the newest block's size when the export was prepared:
+	// the tree the range is cut from.
+	treeSize uint64
 }
 
 // PrepareExport seals the tip and checks the leaf range [from, to) (nil: the
@@ -413,7 +416,7 @@ func (a *App) PrepareExport(ctx context.Context, p Principal, from, to *int64) (
 	if err != nil {
 		return nil, err
 	}
-	x := &Export{a: a, userID: p.UserID, end: int64(last.Size)}
+	x := &Export{a: a, userID: p.UserID, end: int64(last.Size), treeSize: last.Size}
 	if to != nil {
 		if *to < 0 || *to > head.EventCount {
 			return nil, badParam(CodeInvalidRange, "to", "to must be between 0 and the tree size %d", head.EventCount)
@@ -439,7 +442,7 @@ func (x *Export) WriteTo(ctx context.Context, w io.Writer) error {
 	r := a.Store.HashReader(ctx, nil, userID)
 	out, err := verify.NewExportWriter(w, verify.ExportHeader{UserID: userID, ServiceKeyID: a.ServiceKeyID(),
 		ServicePublicKey: base64.StdEncoding.EncodeToString(a.ServicePublicKey()), Start: uint64(x.start),
-		ExportedAt: a.Now().UTC().Format(time.RFC3339Nano)})
+		ExportedAt: a.Now().UTC().Format(time.RFC3339Nano), TreeSize: &x.treeSize})
 	if err != nil {
 		return err
 	}

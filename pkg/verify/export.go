@@ -34,6 +34,7 @@ import (
 	"fmt"
 	"io"
 	"runtime"
+	"slices"
 	"strconv"
 	"sync"
 	"sync/atomic"
@@ -71,6 +72,12 @@ type ExportHeader struct {
 	// events stored before it); 0 for a full export.
 	Start      uint64 `json:"start"`
 	ExportedAt string `json:"exported_at,omitempty"`
+	// TreeSize, when set, is the account's tree size the export was cut
+	// from (its newest block). An export whose start is 0 and whose events
+	// end at TreeSize holds every leaf (Report.Whole): only then is a
+	// sequence missing from it missing from the chain. Unsigned, like
+	// every header field: it decides only whether gaps fail verification.
+	TreeSize *uint64 `json:"tree_size,omitempty"`
 }
 
 // ExportFrontier is the tree before a fragment's first event.
@@ -224,6 +231,14 @@ type Report struct {
 	// it, and a gap may be one a later line would have filled.
 	Gaps   []Gap
 	Breaks []Break
+	// Whole is true when the export holds every leaf of the tree it was
+	// cut from (header.start 0, and its events end at header.tree_size; an
+	// export without tree_size counts as whole when it starts at 0). A
+	// batch may store events below the tip, at leaves after higher
+	// sequences, so in a part of the tree a missing sequence may sit at a
+	// leaf outside it: only a whole export's gaps fail verification; a
+	// part's are listed.
+	Whole bool
 	// TreeSize and RootHash describe the tree rebuilt from the export.
 	TreeSize uint64
 	RootHash Hash
@@ -408,6 +423,10 @@ loop:
 			err = sigErr
 		}
 	}
+	if v.header != nil && v.frontier != nil {
+		ts := v.header.TreeSize
+		v.rep.Whole = v.header.Start == 0 && (ts == nil || *ts == v.frontier.Size())
+	}
 	if v.cont != nil {
 		v.rep.Gaps, v.rep.Breaks = v.cont.Gaps(), v.cont.Breaks()
 		if err == nil {
@@ -439,9 +458,13 @@ type exportVerifier struct {
 	ended     bool
 }
 
-// continuityError is the first continuity finding in sequence order.
+// continuityError is the first continuity finding in sequence order; in an
+// export that does not hold every leaf (Report.Whole), the first break.
 func (v *exportVerifier) continuityError() error {
 	fs := v.cont.Findings()
+	if !v.rep.Whole {
+		fs = slices.DeleteFunc(fs, func(f Finding) bool { return f.Gap != nil })
+	}
 	if len(fs) == 0 {
 		return nil
 	}
