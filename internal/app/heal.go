@@ -294,6 +294,7 @@ func (a *App) scan(ctx context.Context, userID string, machineID *string) (ScanR
 	// second pass reads the events in leaf order for the root (leafOrderRoot).
 	frontier, _ := verify.NewFrontier(0, nil)
 	inLeafOrder := true
+	tipLeaf := int64(-1) // the leaf of the last event stored at the tip
 	var (
 		pos      int64
 		prevSeq  int64
@@ -360,8 +361,17 @@ func (a *App) scan(ctx context.Context, userID string, machineID *string) (ScanR
 			mismatch("the event at sequence %d cannot be canonicalised: %v", e.Sequence, herr)
 		case string(want[:]) != e.PayloadHash:
 			mismatch("the event at sequence %d does not hash to its stored payload_hash", e.Sequence)
+		case !e.BelowTip && e.LeafIndex <= tipLeaf:
+			// Events stored at the tip take leaves in sequence order (the
+			// leaf-order reads rely on it); only a row a batch stored below
+			// the tip may sit at a later leaf than a higher sequence.
+			mismatch("the event at sequence %d is stored at leaf %d, before the leaf %d of a lower sequence stored at the tip",
+				e.Sequence, e.LeafIndex, tipLeaf)
 		case e.LeafIndex != pos:
 			inLeafOrder = false
+		}
+		if !e.BelowTip {
+			tipLeaf = max(tipLeaf, e.LeafIndex)
 		}
 		frontier.Append(verify.LeafHash(h[:]))
 		pos++

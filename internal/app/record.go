@@ -79,6 +79,7 @@ func (a *App) Append(ctx context.Context, p Principal, in domain.EventInput, sur
 			}
 			if in.MachineID != nil {
 				if err := a.recheckSignature(ctx, q, p.UserID, &in, verifiedWith); err != nil {
+					_, err = a.refuseAppend(ctx, q, p.UserID, &in, now, err)
 					return err
 				}
 			}

@@ -410,10 +410,10 @@ func TestHealAutoStartStop(t *testing.T) {
 	})
 }
 
-// fillChain stores n events for user directly through the store (the append
-// path's AppendEvent, head locked, Merkle tree maintained), in transactions
-// of 1000. With key set, every event is from machine m1 and signed. Each raw
-// carries pad bytes so holding the chain in memory would show.
+// fillChain stores n events for user directly through the store (the batch
+// path's AppendRun: head locked, Merkle tree maintained), in runs of 500.
+// With key set, every event is from machine m1 and signed. Each raw carries
+// pad bytes so holding the chain in memory would show.
 func fillChain(tb testing.TB, st *store.Store, user string, n int, key ed25519.PrivateKey, pad int) {
 	tb.Helper()
 	ctx := context.Background()
@@ -432,34 +432,36 @@ func fillChain(tb testing.TB, st *store.Store, user string, n int, key ed25519.P
 	}
 	filler := strings.Repeat("x", pad)
 	var prev *string
-	for start := 0; start < n; start += 1000 {
+	for start := 0; start < n; start += 500 {
+		var run []store.Event
+		for i := start; i < min(n, start+500); i++ {
+			ts := "2026-11-21T12:00:00.000000+00:00"
+			e := store.Event{UserID: user, Sequence: int64(i), EventID: fmt.Sprintf("evt-%08d", i),
+				EventType: "tool_call", PrevHash: prev, Raw: json.RawMessage(fmt.Sprintf(`{"n":%d,"pad":"%s"}`, i, filler)),
+				Tool: ptr("Bash"), TS: ts, Surface: "rest"}
+			if key != nil {
+				sig := base64.StdEncoding.EncodeToString(ed25519.Sign(key, e.Raw))
+				e.MachineID, e.Signature = ptr("m1"), &sig
+			}
+			h, err := verify.PayloadHash(&verify.HashedEvent{EventID: e.EventID, EventType: e.EventType, Sequence: e.Sequence,
+				PrevHash: e.PrevHash, Raw: e.Raw, Tool: e.Tool, MachineID: e.MachineID, TS: &ts, Signature: e.Signature})
+			if err != nil {
+				tb.Fatal(err)
+			}
+			e.PayloadHash = h
+			run = append(run, e)
+			prev = &h
+		}
 		err := st.InTx(ctx, func(tx *sql.Tx) error {
 			head, err := st.LockHead(ctx, tx, user)
 			if err != nil {
 				return err
 			}
-			for i := start; i < min(n, start+1000); i++ {
-				ts := "2026-11-21T12:00:00.000000+00:00"
-				e := store.Event{UserID: user, Sequence: int64(i), LeafIndex: head.EventCount, EventID: fmt.Sprintf("evt-%08d", i),
-					EventType: "tool_call", PrevHash: prev, Raw: json.RawMessage(fmt.Sprintf(`{"n":%d,"pad":"%s"}`, i, filler)),
-					Tool: ptr("Bash"), TS: ts, Surface: "rest", MachineSequence: int64(i)}
-				if key != nil {
-					sig := base64.StdEncoding.EncodeToString(ed25519.Sign(key, e.Raw))
-					e.MachineID, e.Signature = ptr("m1"), &sig
-				}
-				h, err := verify.PayloadHash(&verify.HashedEvent{EventID: e.EventID, EventType: e.EventType, Sequence: e.Sequence,
-					PrevHash: e.PrevHash, Raw: e.Raw, Tool: e.Tool, MachineID: e.MachineID, TS: &ts, Signature: e.Signature})
-				if err != nil {
-					return err
-				}
-				e.PayloadHash = h
-				if out, err := st.AppendEvent(ctx, tx, store.Append{Event: &e, Expect: head}); err != nil || !out.Stored() {
-					return fmt.Errorf("append %d: %+v %w", i, out, err)
-				}
-				head = store.Head{LastSequence: e.Sequence, LastHash: &h, LastEventID: &e.EventID, EventCount: head.EventCount + 1}
-				prev = &h
+			out, err := st.AppendRun(ctx, tx, store.Run{UserID: user, Head: head, Events: run, Quota: store.Quota{Day: "2026-11-21", Limit: 1 << 40}})
+			if err == nil && !out.QuotaOK {
+				err = fmt.Errorf("run refused by the quota: %+v", out)
 			}
-			return nil
+			return err
 		})
 		if err != nil {
 			tb.Fatal(err)

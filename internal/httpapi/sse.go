@@ -41,31 +41,45 @@ func eventStreamHandler(a *app.App, done <-chan struct{}) handlerFunc {
 		// committed after the mark are announced to this replica, and those
 		// take later leaves than the count read after it. (If the read then
 		// fails, the mark stays: a minute of announcements nobody needs.)
-		tip := func(ctx context.Context, sub *stream.Subscription) (int64, error) {
+		tip := func(ctx context.Context, sub *stream.Subscription) (streamFloor, error) {
 			if err := a.WatchStream(ctx, p.UserID, sub); err != nil {
-				return 0, err
+				return streamFloor{}, err
 			}
 			h, err := a.ChainTip(ctx, p)
-			return h.EventCount, err
+			return streamFloor{leaves: h.EventCount, sequence: h.LastSequence}, err
 		}
 		return serveEventStream(w, r, a.Hub, p.UserID, p.KeyID, a.Cfg.StreamPing, a.Now, done, tip)
 	}
+}
+
+// streamFloor is what the account stored when a stream began: frames of
+// earlier events are not sent. leaves counts the events (a frame of a leaf
+// below it is earlier); sequence is the tip's, for a frame whose sender gave
+// no leaf (stream.UnknownLeaf).
+type streamFloor struct{ leaves, sequence int64 }
+
+// before reports whether f's event was stored before the floor.
+func (fl streamFloor) before(f *stream.Frame) bool {
+	if f.Leaf == stream.UnknownLeaf {
+		return f.Sequence <= fl.sequence
+	}
+	return f.Leaf < fl.leaves
 }
 
 // serveEventStream is the live stream of SPEC.md "Live stream": `retry: 3000`
 // and a `ready` frame, then an `event` frame per published Frame and a `ping`
 // (Unix seconds) after every ping interval with nothing else sent. Nothing from
 // before the subscription is replayed. When the subscription lags it sends
-// `lagged` with the last sequence this connection delivered and ends the
-// response, so the client reconnects and re-reads what it missed through
-// search (docs/decisions/stream.md). It returns when the client goes away or
-// done closes; its listener is dropped either way.
+// `lagged` with the last sequence this connection delivered and the leaf to
+// re-read from, and ends the response, so the client reconnects and re-reads
+// what it missed (docs/decisions/stream.md). It returns when the client goes
+// away or done closes; its listener is dropped either way.
 //
-// tip, when not nil, reads how many events the account stores; it runs
-// after the subscription is registered, and frames of leaves below it are
-// not sent.
+// tip, when not nil, reads what the account stores; it runs after the
+// subscription is registered, and frames of events stored before are not
+// sent.
 func serveEventStream(w http.ResponseWriter, r *http.Request, hub *stream.Hub, userID, keyID string,
-	ping time.Duration, now func() time.Time, done <-chan struct{}, tip func(context.Context, *stream.Subscription) (int64, error)) error {
+	ping time.Duration, now func() time.Time, done <-chan struct{}, tip func(context.Context, *stream.Subscription) (streamFloor, error)) error {
 	sub, err := hub.Subscribe(userID, keyID)
 	if errors.Is(err, stream.ErrTooManyStreams) {
 		return (&domain.Error{Status: http.StatusTooManyRequests, Code: codeTooManyStreams,
@@ -76,7 +90,7 @@ func serveEventStream(w http.ResponseWriter, r *http.Request, hub *stream.Hub, u
 		return err
 	}
 	defer sub.Close()
-	floor := int64(math.MinInt64)
+	floor := streamFloor{leaves: math.MinInt64, sequence: math.MinInt64}
 	if tip != nil {
 		if floor, err = tip(r.Context(), sub); err != nil {
 			return err
@@ -114,7 +128,11 @@ func serveEventStream(w http.ResponseWriter, r *http.Request, hub *stream.Hub, u
 	}
 	timer := time.NewTimer(ping)
 	defer timer.Stop()
-	var last *int64 // sequence of the last event frame sent
+	var last *int64     // sequence of the last event frame sent
+	var nextLeaf *int64 // the leaf after the last event frame sent (or the floor's), when known
+	if floor.leaves >= 0 {
+		nextLeaf = &floor.leaves
+	}
 	for {
 		select {
 		case <-r.Context().Done():
@@ -133,11 +151,16 @@ func serveEventStream(w http.ResponseWriter, r *http.Request, hub *stream.Hub, u
 			}
 		drain:
 			for ok {
-				if m.Frame.Leaf >= floor {
+				if !floor.before(&m.Frame) {
 					if writeFrame(w, "event: event", m.Data) != nil {
 						return nil
 					}
 					last = &m.Frame.Sequence
+					nextLeaf = nil
+					if m.Frame.Leaf != stream.UnknownLeaf {
+						n := m.Frame.Leaf + 1
+						nextLeaf = &n
+					}
 				}
 				select {
 				case m, ok = <-sub.C():
@@ -146,9 +169,12 @@ func serveEventStream(w http.ResponseWriter, r *http.Request, hub *stream.Hub, u
 				}
 			}
 			if !ok {
+				// next_leaf: what this connection missed starts there, in
+				// the order events were stored (GET /v1/chain/export?from=).
 				lagged, _ := json.Marshal(struct {
 					LastSequence *int64 `json:"last_sequence"`
-				}{last})
+					NextLeaf     *int64 `json:"next_leaf"`
+				}{last, nextLeaf})
 				_ = writeFrame(w, "event: lagged", lagged)
 				_ = rc.Flush()
 				return nil

@@ -87,7 +87,7 @@ func startStream(t *testing.T, hub *stream.Hub) *streamRun {
 	return startStreamWithTip(t, hub, nil)
 }
 
-func startStreamWithTip(t *testing.T, hub *stream.Hub, tip func(context.Context, *stream.Subscription) (int64, error)) *streamRun {
+func startStreamWithTip(t *testing.T, hub *stream.Hub, tip func(context.Context, *stream.Subscription) (streamFloor, error)) *streamRun {
 	t.Helper()
 	ctx, cancel := context.WithCancel(t.Context())
 	s := &streamRun{hub: hub, rec: newSSERecorder(), cancel: cancel, done: make(chan struct{}), err: make(chan error, 1)}
@@ -105,12 +105,17 @@ func startStreamWithTip(t *testing.T, hub *stream.Hub, tip func(context.Context,
 func TestStreamDropsFramesOfEventsStoredBeforeTheSubscription(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		hub := stream.NewHub(stream.Options{})
-		s := startStreamWithTip(t, hub, func(context.Context, *stream.Subscription) (int64, error) { return 5, nil })
+		s := startStreamWithTip(t, hub, func(context.Context, *stream.Subscription) (streamFloor, error) {
+			return streamFloor{leaves: 5, sequence: 4}, nil
+		})
 		publish(hub, "u1", 3) // committed before the connection, announced late
 		publish(hub, "u1", 4)
 		publish(hub, "u1", 5)
 		hub.Publish("u1", stream.Frame{EventID: "evt-2", EventType: "tool_call", Sequence: 2, Leaf: 6}) // stored below the tip
-		s.wantFrames(t, readyFrame, eventFrame(5), eventFrame(2))
+		// A replica that sends no leaf is judged by the sequence: 4 is old, 7 new.
+		hub.Publish("u1", stream.Frame{EventID: "evt-4", EventType: "tool_call", Sequence: 4, Leaf: stream.UnknownLeaf})
+		hub.Publish("u1", stream.Frame{EventID: "evt-7", EventType: "tool_call", Sequence: 7, Leaf: stream.UnknownLeaf})
+		s.wantFrames(t, readyFrame, eventFrame(5), eventFrame(2), eventFrame(7))
 		s.cancel()
 		s.ended(t)
 	})
@@ -243,7 +248,7 @@ func TestStreamLaggedEndsWithLastSequence(t *testing.T) {
 		}
 		close(hold)
 		// Everything buffered before the overflow is still delivered, then lagged.
-		s.wantFrames(t, readyFrame, eventFrame(1), eventFrame(2), eventFrame(3), "event: lagged\ndata: {\"last_sequence\":3}")
+		s.wantFrames(t, readyFrame, eventFrame(1), eventFrame(2), eventFrame(3), "event: lagged\ndata: {\"last_sequence\":3,\"next_leaf\":4}")
 		s.ended(t)
 	})
 }
@@ -253,7 +258,7 @@ func TestStreamLaggedBeforeAnyEvent(t *testing.T) {
 		hub := stream.NewHub(stream.Options{})
 		s := startStream(t, hub)
 		hub.Resync("u1")
-		s.wantFrames(t, readyFrame, "event: lagged\ndata: {\"last_sequence\":null}")
+		s.wantFrames(t, readyFrame, "event: lagged\ndata: {\"last_sequence\":null,\"next_leaf\":null}")
 		s.ended(t)
 	})
 }

@@ -8,6 +8,7 @@ import (
 	"math/rand/v2"
 	"reflect"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -316,6 +317,33 @@ func TestClientSequencesStopAt2To52(t *testing.T) {
 		}
 		if tip := e.tip(key); tip["sequence"] != float64(domain.MaxClientSequence+2) {
 			t.Fatalf("the service's events after 2^52: tip %v", tip)
+		}
+	})
+}
+
+// Events stored at the tip take leaves in sequence order (the leaf-order
+// reads rely on it): heal reads two such rows whose leaf positions were
+// swapped as a damaged tree, while rows a batch stored below the tip (the
+// import test above) are not.
+func TestHealFindsTipLeavesOutOfOrder(t *testing.T) {
+	eachEnv(t, func(t *testing.T, e *env) {
+		user, key := e.account("leaves@example.com")
+		prev := any(nil)
+		for i := range 6 {
+			prev = hashOf(e.appendOK(key, ev(fmt.Sprintf("evt-%d", i), int64(i), prev)))
+		}
+		account := accountOf(t, e.store, user)
+		for _, q := range []string{`UPDATE events SET leaf_index = -1 WHERE account = $1 AND sequence = 2`,
+			`UPDATE events SET leaf_index = 2 WHERE account = $1 AND sequence = 3`,
+			`UPDATE events SET leaf_index = 3 WHERE account = $1 AND sequence = 2`} {
+			if _, err := e.store.WriteDB().Exec(q, account); err != nil {
+				t.Fatal(err)
+			}
+		}
+		var sr app.ScanResult
+		remarshal(t, e.do("POST", "/v1/heal/scan", key, map[string]any{}).JSON(t), &sr)
+		if sr.MerkleRootStatus != "mismatch" || sr.MerkleRootDetail == nil || !strings.Contains(*sr.MerkleRootDetail, "before the leaf") {
+			t.Fatalf("heal scan of swapped tip leaves: %+v (detail %v)", sr, ptrText(sr.MerkleRootDetail))
 		}
 	})
 }

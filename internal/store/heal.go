@@ -16,9 +16,10 @@ import (
 )
 
 // scanColumns are the columns a heal scan needs: the hashed fields, the
-// stored payload_hash and leaf_index.
+// stored payload_hash and leaf_index, and whether the row was stored below
+// the tip.
 const scanColumns = `sequence, leaf_index, event_id, event_type, prev_hash, payload_hash, raw, decision, tool,
-	machine_id, parent_id, signature, signature_key, ts`
+	machine_id, parent_id, signature, signature_key, ts, below_tip IS NOT NULL`
 
 // ScanPage is how many events EventsBySequence reads per query.
 const ScanPage = 2000
@@ -138,7 +139,7 @@ func (s *Store) scanRange(ctx context.Context, userID string, lo, hi int64) ([]E
 		e := Event{UserID: userID}
 		var raw []byte // NULL stays nil; scanned once, not through a string
 		if err := rows.Scan(&e.Sequence, &e.LeafIndex, &e.EventID, &e.EventType, &e.PrevHash, &e.PayloadHash, &raw,
-			&e.Decision, &e.Tool, &e.MachineID, &e.ParentID, &e.Signature, &e.SignatureKey, &e.TS); err != nil {
+			&e.Decision, &e.Tool, &e.MachineID, &e.ParentID, &e.Signature, &e.SignatureKey, &e.TS, &e.BelowTip); err != nil {
 			return nil, err
 		}
 		e.Raw = raw

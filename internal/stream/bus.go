@@ -6,7 +6,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"log/slog"
-	"math"
 	"sync"
 	"time"
 
@@ -199,8 +198,8 @@ func (b *PGBus) deliver(payload string) {
 		b.hub.Resync(n.UserID)
 	case n.Frame != nil:
 		// A notification without a leaf (a replica older than the field)
-		// is past any stream's floor.
-		n.Frame.Leaf = math.MaxInt64
+		// is judged by its sequence instead (UnknownLeaf).
+		n.Frame.Leaf = UnknownLeaf
 		if n.Leaf != nil {
 			n.Frame.Leaf = *n.Leaf
 		}

@@ -4,7 +4,6 @@ import (
 	"context"
 	"crypto/rand"
 	"database/sql"
-	"math"
 	"net/url"
 	"os"
 	"slices"
@@ -46,7 +45,7 @@ func TestEncodeNotification(t *testing.T) {
 	b := &PGBus{hub: h}
 	b.deliver(got)
 	b.deliver(`{"user_id":"u1","frame":{"event_id":"evt-0002","event_type":"tool_call","sequence":2,"tool":null,"decision":null,"machine_id":null}}`)
-	for _, wantLeaf := range []int64{5, math.MaxInt64} {
+	for _, wantLeaf := range []int64{5, UnknownLeaf} {
 		if m := <-sub.C(); m.Frame.Leaf != wantLeaf {
 			t.Errorf("delivered frame %s with leaf %d, want %d", m.Frame.EventID, m.Frame.Leaf, wantLeaf)
 		}

@@ -22,9 +22,13 @@ type Frame struct {
 	// Leaf is the event's Merkle leaf, its position in the order events
 	// were stored: not sent to clients, it tells a stream which events
 	// were stored after it began (a batch row below the tip has a lower
-	// sequence but a later leaf).
+	// sequence but a later leaf). UnknownLeaf when the sender did not say.
 	Leaf int64 `json:"-"`
 }
+
+// UnknownLeaf is the Leaf of a frame whose sender did not give one (a
+// replica older than the field): a stream judges it by its sequence.
+const UnknownLeaf = -1
 
 // Message is a published Frame with its JSON, encoded once per Publish and
 // shared by every subscriber: Data is read-only.

@@ -73,10 +73,9 @@ type ExportHeader struct {
 	Start      uint64 `json:"start"`
 	ExportedAt string `json:"exported_at,omitempty"`
 	// TreeSize, when set, is the account's tree size the export was cut
-	// from (its newest block). An export whose start is 0 and whose events
-	// end at TreeSize holds every leaf (Report.Whole): only then is a
-	// sequence missing from it missing from the chain. Unsigned, like
-	// every header field: it decides only whether gaps fail verification.
+	// from (its newest block); informational, like every header field, and
+	// at least the number of leaves the export holds. Whether the export
+	// holds every leaf (Report.Whole) is decided by its signed checkpoints.
 	TreeSize *uint64 `json:"tree_size,omitempty"`
 }
 
@@ -231,13 +230,14 @@ type Report struct {
 	// it, and a gap may be one a later line would have filled.
 	Gaps   []Gap
 	Breaks []Break
-	// Whole is true when the export holds every leaf of the tree it was
-	// cut from (header.start 0, and its events end at header.tree_size; an
-	// export without tree_size counts as whole when it starts at 0). A
-	// batch may store events below the tip, at leaves after higher
-	// sequences, so in a part of the tree a missing sequence may sit at a
-	// leaf outside it: only a whole export's gaps fail verification; a
-	// part's are listed.
+	// Whole is true unless the export is shown to be a part of the tree: it
+	// starts after leaf 0, or a verified checkpoint past its last event
+	// proves more leaves exist (the service ties one to every export that
+	// ends before its newest block). A batch may store events below the
+	// tip, at leaves after higher sequences, so in a part a missing
+	// sequence may sit at a leaf outside it: only a whole export's gaps fail
+	// verification; a part's are listed. Nothing unsigned can make a whole
+	// export pass as a part.
 	Whole bool
 	// TreeSize and RootHash describe the tree rebuilt from the export.
 	TreeSize uint64
@@ -424,8 +424,11 @@ loop:
 		}
 	}
 	if v.header != nil && v.frontier != nil {
-		ts := v.header.TreeSize
-		v.rep.Whole = v.header.Start == 0 && (ts == nil || *ts == v.frontier.Size())
+		v.rep.Whole = v.header.Start == 0 && !v.beyond
+		if ts := v.header.TreeSize; err == nil && ts != nil && *ts < v.frontier.Size() {
+			err = &Error{Kind: KindFormat, Sequence: -1, Block: -1, Line: 1,
+				Err: fmt.Errorf("header tree_size %d is below the %d leaves exported", *ts, v.frontier.Size())}
+		}
 	}
 	if v.cont != nil {
 		v.rep.Gaps, v.rep.Breaks = v.cont.Gaps(), v.cont.Breaks()

@@ -1247,3 +1247,32 @@ func TestFragmentLastLeafSequenceIsAHint(t *testing.T) {
 		t.Fatalf("fragment with a lowered last leaf sequence: %v, whole %v, gaps %v", err, rep.Whole, rep.Gaps)
 	}
 }
+
+// Whether an export is whole is decided by what is signed: the header's
+// tree_size is informational, so a whole export with a gap still fails
+// however large a tree_size claims the tree is, and a tree_size below the
+// leaves exported is malformed.
+func TestHeaderTreeSizeCannotHideAGap(t *testing.T) {
+	order := []int64{0, 3, 1, 7, 4, 9, 6} // 2, 5 and 8 missing
+	c := storedChain(t, order, nil, 3, 7)
+	ls := lines(c.export(t, 0, int64(len(order))))
+	for _, tc := range []struct {
+		treeSize string
+		kind     verify.Kind
+	}{{"99", verify.KindGap}, {"0", verify.KindFormat}} {
+		mutated := slices.Clone(ls)
+		mutated[0] = strings.Replace(mutated[0], `"tree_size":7`, `"tree_size":`+tc.treeSize, 1)
+		if mutated[0] == ls[0] {
+			t.Fatalf("the header has no tree_size to change: %s", ls[0])
+		}
+		rep, err := verify.VerifyExport(bytes.NewReader(join(mutated)), servicePub)
+		if !isKind(err, tc.kind) || (tc.kind == verify.KindGap && !rep.Whole) {
+			t.Fatalf("tree_size %s: %v (whole %v), want %s", tc.treeSize, err, rep.Whole, tc.kind)
+		}
+	}
+}
+
+func isKind(err error, k verify.Kind) bool {
+	var e *verify.Error
+	return errors.As(err, &e) && e.Kind == k
+}

@@ -117,17 +117,23 @@ func (w *Writer) SoleWriter() bool { return w.store.Dialect == store.SQLite }
 // before Write returns that error.
 func (w *Writer) Write(ctx context.Context, fn func(*Tx) error) error {
 	t := &Tx{w: w}
-	err := w.engine.run(ctx, t, fn)
+	err := w.engine.run(ctx, t, func(t *Tx) error {
+		err := fn(t)
+		t.refused = err != nil
+		return err
+	})
 	t.finish()
-	if err != nil && len(t.refusals) > 0 {
+	if err != nil && t.refused && len(t.refusals) > 0 {
 		w.traceRefusal(ctx, t.refusals, err)
 	}
 	return err
 }
 
-// traceRefusal writes what a refused write registered with OnRefusal.
+// traceRefusal writes what a refused write registered with OnRefusal, even
+// if the refused request's client has gone away.
 func (w *Writer) traceRefusal(ctx context.Context, refusals []func(context.Context, *Tx, error) error, cause error) {
-	err := w.Write(context.WithoutCancel(ctx), func(t *Tx) error {
+	ctx = context.WithoutCancel(ctx)
+	err := w.Write(ctx, func(t *Tx) error {
 		for _, r := range refusals {
 			if err := r(ctx, t, cause); err != nil {
 				return err
@@ -163,6 +169,9 @@ type Tx struct {
 	after    []func()
 	finally  []func()
 	refusals []func(context.Context, *Tx, error) error
+	// refused is true when the write's function returned an error (not when
+	// only the commit failed: that is no refusal).
+	refused bool
 }
 
 // begin makes t the handle of tx.
@@ -239,10 +248,12 @@ func (t *Tx) Savepoint(ctx context.Context, fn func() error) error {
 // writer's goroutine: fn must be quick and must not block.
 func (t *Tx) AfterCommit(fn func()) { t.after = append(t.after, fn) }
 
-// OnRefusal registers a trace of a refusal: if the write fails, fn runs in
-// a write of its own after the refused one rolled back, with the error the
-// write failed with, and the write's caller gets that error once the trace
-// is committed.
+// OnRefusal registers a trace of a refusal: if the write's function
+// returns an error, fn runs in a write of its own after the refused one
+// rolled back, with that error (and a context its client's leaving does not
+// cancel), and the write's caller gets the error once the trace is
+// committed. A write whose function succeeded leaves no trace, even if its
+// commit then failed.
 func (t *Tx) OnRefusal(fn func(ctx context.Context, t *Tx, cause error) error) {
 	t.refusals = append(t.refusals, fn)
 }

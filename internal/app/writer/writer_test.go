@@ -207,3 +207,25 @@ func TestSavepointUndoesOnlyItsOwn(t *testing.T) {
 		}
 	})
 }
+
+// A refusal's trace is written even when the refused request's client has
+// gone away: the trace runs on a context its caller's cancellation does not
+// reach.
+func TestRefusalTraceOutlivesItsClient(t *testing.T) {
+	storetest.Each(t, func(t *testing.T, dsn string) {
+		w := effectsWriter(t, dsn)
+		ctx, cancel := context.WithCancel(context.Background())
+		refused := errors.New("refused")
+		err := w.Write(ctx, func(tx *Tx) error {
+			tx.OnRefusal(func(ctx context.Context, tx *Tx, _ error) error {
+				_, err := tx.SQL().ExecContext(ctx, `INSERT INTO t (v) VALUES (3001)`)
+				return err
+			})
+			cancel() // the client leaves while its write is being refused
+			return refused
+		})
+		if !errors.Is(err, refused) || !stored(t, w.store, 3001) {
+			t.Fatalf("refused write of a client gone: %v; trace stored %v", err, stored(t, w.store, 3001))
+		}
+	})
+}
