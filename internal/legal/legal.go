@@ -12,6 +12,7 @@ import (
 	"encoding/hex"
 	"fmt"
 	"io/fs"
+	"os"
 	"path/filepath"
 	"slices"
 	"sync"
@@ -148,6 +149,34 @@ func Default() *Set {
 		}
 	}
 	return newSet(docs)
+}
+
+// Load returns Default() with the documents of dir replacing (same id) or
+// adding to the embedded ones. dir holds manifest.json and one <document_id>.md
+// per listed document, and nothing else ending in .md; see
+// docs/decisions/legal.md for the format and the checks. Errors name the file
+// and the field at fault.
+func Load(dir string) (*Set, error) {
+	info, err := os.Stat(dir)
+	if err != nil {
+		return nil, fmt.Errorf("legal: --legal-dir: %w", err)
+	}
+	if !info.IsDir() {
+		return nil, fmt.Errorf("legal: --legal-dir %s: not a directory", dir)
+	}
+	docs, err := loadFS(os.DirFS(dir), dir)
+	if err != nil {
+		return nil, err
+	}
+	merged := Default().docs
+	for _, d := range docs {
+		if i := slices.IndexFunc(merged, func(m Document) bool { return m.ID == d.ID }); i >= 0 {
+			merged[i] = d
+		} else {
+			merged = append(merged, d)
+		}
+	}
+	return newSet(merged), nil
 }
 
 // newSet copies docs into a Set in the stable order.

@@ -4,6 +4,9 @@ import (
 	"bytes"
 	"crypto/sha256"
 	"encoding/hex"
+	"encoding/json"
+	"os"
+	"path/filepath"
 	"regexp"
 	"slices"
 	"strings"
@@ -135,6 +138,272 @@ func TestNormalize(t *testing.T) {
 	Normalize(in)
 	if string(in) != "a\r\nb" {
 		t.Errorf("Normalize changed its argument to %q", in)
+	}
+}
+
+// man is a manifest entry for tests.
+type man struct {
+	ID       string `json:"document_id"`
+	Title    string `json:"title"`
+	Summary  string `json:"summary"`
+	Version  string `json:"version"`
+	Required bool   `json:"required"`
+}
+
+// writeDir writes a --legal-dir holding the given manifest entries and files.
+func writeDir(t *testing.T, entries []man, files map[string]string) string {
+	t.Helper()
+	b, err := json.Marshal(map[string]any{"documents": entries})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return writeRaw(t, string(b), files)
+}
+
+func writeRaw(t *testing.T, manifest string, files map[string]string) string {
+	t.Helper()
+	dir := t.TempDir()
+	if err := os.WriteFile(filepath.Join(dir, ManifestName), []byte(manifest), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	for name, body := range files {
+		if err := os.WriteFile(filepath.Join(dir, name), []byte(body), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return dir
+}
+
+func TestLoadReplacesAndAdds(t *testing.T) {
+	def := Default()
+	oldTerms, _ := def.Get(BetaTerms)
+	dir := writeDir(t, []man{
+		{ID: BetaTerms, Title: "Beta Terms", Summary: "Our own terms.", Version: "2026-12-01.2", Required: true},
+		{ID: "zz_cookies", Title: "Cookies", Summary: "Which cookies.", Version: "2026-12-01.1", Required: true},
+		{ID: "aa_dpa", Title: "Data Processing Addendum", Summary: "For businesses.", Version: "2026-12-01.1", Required: false},
+	}, map[string]string{
+		"beta_terms.md":     "# Beta Terms\r\n\r\nNew terms.\r\n\r\n\r\n",
+		"zz_cookies.md":     "# Cookies\n\nNone.",
+		"aa_dpa.md":         "# DPA\n",
+		"notes.txt":         "not a document; ignored",
+		"manifest.json~":    "an editor's backup; ignored",
+		"beta_terms.md.bak": "ignored too",
+	})
+	s, err := Load(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var ids []string
+	for _, d := range s.Documents() {
+		ids = append(ids, d.ID)
+		checkServed(t, d)
+	}
+	if want := []string{BetaTerms, AcceptableUse, PrivacyNotice, "aa_dpa", "zz_cookies"}; !slices.Equal(ids, want) {
+		t.Fatalf("order %v, want %v", ids, want)
+	}
+	if want := []string{BetaTerms, AcceptableUse, PrivacyNotice, "zz_cookies"}; !slices.Equal(s.RequiredIDs(), want) {
+		t.Errorf("RequiredIDs = %v, want %v", s.RequiredIDs(), want)
+	}
+	terms, _ := s.Get(BetaTerms)
+	if terms.Version != "2026-12-01.2" || terms.Title != "Beta Terms" || terms.Summary != "Our own terms." {
+		t.Errorf("beta_terms not replaced: %+v", terms)
+	}
+	if string(terms.Text) != "# Beta Terms\n\nNew terms.\n" {
+		t.Errorf("beta_terms text %q", terms.Text)
+	}
+	if terms.ContentHash == oldTerms.ContentHash {
+		t.Error("a new text kept the old content_hash")
+	}
+	for _, id := range []string{AcceptableUse, PrivacyNotice} {
+		a, _ := def.Get(id)
+		b, _ := s.Get(id)
+		if a.ContentHash != b.ContentHash || a.Version != b.Version || a.Title != b.Title {
+			t.Errorf("%s changed though the directory does not hold it", id)
+		}
+	}
+	if c, _ := s.Get("zz_cookies"); string(c.Text) != "# Cookies\n\nNone.\n" {
+		t.Errorf("zz_cookies text %q", c.Text)
+	}
+	// Default is untouched by Load.
+	if d, _ := Default().Get(BetaTerms); d.ContentHash != oldTerms.ContentHash {
+		t.Error("Load changed Default()")
+	}
+}
+
+// An operator may mark a built-in document not required; it keeps its place.
+func TestLoadNotRequired(t *testing.T) {
+	dir := writeDir(t, []man{
+		{ID: AcceptableUse, Title: "Acceptable Use", Summary: "Optional here.", Version: "2026-12-01.1", Required: false},
+	}, map[string]string{"acceptable_use.md": "# Acceptable Use\n"})
+	s, err := Load(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := []string{BetaTerms, PrivacyNotice}; !slices.Equal(s.RequiredIDs(), want) {
+		t.Errorf("RequiredIDs = %v, want %v", s.RequiredIDs(), want)
+	}
+	if d := s.Documents(); d[1].ID != AcceptableUse || d[1].Required {
+		t.Errorf("second document %s required %v", d[1].ID, d[1].Required)
+	}
+}
+
+// The same text under the same version gives the same hash whatever its line
+// endings.
+func TestLoadSameTextSameHash(t *testing.T) {
+	def, _ := Default().Get(PrivacyNotice)
+	crlf := strings.ReplaceAll(string(def.Text), "\n", "\r\n") + "\r\n"
+	dir := writeDir(t, []man{{ID: PrivacyNotice, Title: def.Title, Summary: def.Summary, Version: def.Version, Required: true}},
+		map[string]string{"privacy_notice.md": crlf})
+	s, err := Load(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got, _ := s.Get(PrivacyNotice); got.ContentHash != def.ContentHash {
+		t.Errorf("content_hash %s, want %s", got.ContentHash, def.ContentHash)
+	}
+}
+
+func TestLoadRefuses(t *testing.T) {
+	ok := man{ID: "extra", Title: "Extra", Summary: "An extra document.", Version: "2026-12-01.1", Required: true}
+	with := func(f func(*man)) []man { m := ok; f(&m); return []man{m} }
+	text := map[string]string{"extra.md": "# Extra\n"}
+	for _, tc := range []struct {
+		name string
+		dir  func(t *testing.T) string
+		want []string // substrings of the error
+	}{
+		{"no manifest", func(t *testing.T) string {
+			d := t.TempDir()
+			os.WriteFile(filepath.Join(d, "extra.md"), []byte("x"), 0o644)
+			return d
+		}, []string{"manifest.json", "missing"}},
+		{"no directory", func(t *testing.T) string { return filepath.Join(t.TempDir(), "absent") }, []string{"--legal-dir"}},
+		{"a file, not a directory", func(t *testing.T) string {
+			p := filepath.Join(t.TempDir(), "f")
+			os.WriteFile(p, nil, 0o644)
+			return p
+		}, []string{"not a directory"}},
+		{"invalid JSON", func(t *testing.T) string { return writeRaw(t, `{"documents": [`, text) }, []string{"manifest.json", "invalid JSON"}},
+		{"trailing data", func(t *testing.T) string {
+			return writeRaw(t, `{"documents": [{"document_id":"extra","title":"E","summary":"S","version":"2026-12-01.1","required":true}]} {}`, text)
+		}, []string{"manifest.json", "after the manifest"}},
+		{"unknown field", func(t *testing.T) string {
+			return writeRaw(t, `{"documents": [{"document_id":"extra","title":"E","summary":"S","version":"2026-12-01.1","required":true,"status":"x"}]}`, text)
+		}, []string{"manifest.json", `"status"`}},
+		{"required missing", func(t *testing.T) string {
+			return writeRaw(t, `{"documents": [{"document_id":"extra","title":"E","summary":"S","version":"2026-12-01.1"}]}`, text)
+		}, []string{"manifest.json", "documents[0]", "required: missing"}},
+		{"required not a boolean", func(t *testing.T) string {
+			return writeRaw(t, `{"documents": [{"document_id":"extra","title":"E","summary":"S","version":"2026-12-01.1","required":"yes"}]}`, text)
+		}, []string{"manifest.json", "required"}},
+		{"documents missing", func(t *testing.T) string { return writeRaw(t, `{}`, nil) }, []string{"manifest.json", `"documents": missing`}},
+		{"documents empty", func(t *testing.T) string { return writeRaw(t, `{"documents": []}`, nil) }, []string{"manifest.json", `"documents": empty`}},
+		{"manifest not UTF-8", func(t *testing.T) string {
+			return writeRaw(t, "{\"documents\": [{\"document_id\":\"extra\",\"title\":\"E\xff\",\"summary\":\"S\",\"version\":\"2026-12-01.1\",\"required\":true}]}", text)
+		}, []string{"manifest.json", "UTF-8"}},
+		{"missing md", func(t *testing.T) string { return writeDir(t, []man{ok}, nil) }, []string{"extra.md", "missing", `"extra"`}},
+		{"unlisted md", func(t *testing.T) string {
+			return writeDir(t, []man{ok}, map[string]string{"extra.md": "# Extra\n", "other.md": "# Other\n"})
+		}, []string{"other.md", "not listed"}},
+		{"unlisted md, other case", func(t *testing.T) string {
+			return writeDir(t, []man{ok}, map[string]string{"extra.md": "# Extra\n", "Other.MD": "# Other\n"})
+		}, []string{"Other.MD", "not listed"}},
+		{"md is a directory", func(t *testing.T) string {
+			d := writeDir(t, []man{ok}, nil)
+			os.Mkdir(filepath.Join(d, "extra.md"), 0o755)
+			return d
+		}, []string{"extra.md", "not a regular file"}},
+		{"bad id: upper case", func(t *testing.T) string {
+			return writeDir(t, with(func(m *man) { m.ID = "Extra" }), map[string]string{"Extra.md": "x"})
+		}, []string{"manifest.json", "documents[0]", `document_id "Extra"`}},
+		{"bad id: dash", func(t *testing.T) string { return writeDir(t, with(func(m *man) { m.ID = "ex-tra" }), nil) }, []string{"document_id \"ex-tra\""}},
+		{"bad id: path", func(t *testing.T) string { return writeDir(t, with(func(m *man) { m.ID = "../extra" }), nil) }, []string{"document_id \"../extra\""}},
+		{"bad id: empty", func(t *testing.T) string { return writeDir(t, with(func(m *man) { m.ID = "" }), nil) }, []string{`document_id ""`}},
+		{"bad id: too long", func(t *testing.T) string {
+			return writeDir(t, with(func(m *man) { m.ID = strings.Repeat("a", 65) }), nil)
+		}, []string{"document_id", "1 to 64"}},
+		{"bad version: no n", func(t *testing.T) string { return writeDir(t, with(func(m *man) { m.Version = "2026-12-01" }), text) }, []string{"documents[0]", `version "2026-12-01"`}},
+		{"bad version: short date", func(t *testing.T) string { return writeDir(t, with(func(m *man) { m.Version = "2026-1-1.1" }), text) }, []string{`version "2026-1-1.1"`, "YYYY-MM-DD.N"}},
+		{"bad version: not a date", func(t *testing.T) string { return writeDir(t, with(func(m *man) { m.Version = "2026-02-30.1" }), text) }, []string{`version "2026-02-30.1"`, "calendar date"}},
+		{"bad version: letters", func(t *testing.T) string { return writeDir(t, with(func(m *man) { m.Version = "v1" }), text) }, []string{`version "v1"`}},
+		{"no title", func(t *testing.T) string { return writeDir(t, with(func(m *man) { m.Title = "  " }), text) }, []string{"documents[0]", "title", "blank"}},
+		{"no summary", func(t *testing.T) string { return writeDir(t, with(func(m *man) { m.Summary = "" }), text) }, []string{"documents[0]", "summary", "blank"}},
+		{"title on two lines", func(t *testing.T) string { return writeDir(t, with(func(m *man) { m.Title = "A\nB" }), text) }, []string{"title", "control character"}},
+		{"duplicate id", func(t *testing.T) string { return writeDir(t, []man{ok, ok}, text) }, []string{"manifest.json", "documents[1]", `"extra"`, "duplicate", "documents[0]"}},
+		{"bad UTF-8", func(t *testing.T) string {
+			return writeDir(t, []man{ok}, map[string]string{"extra.md": "# Extra\n\xc3\x28\n"})
+		}, []string{"extra.md", "UTF-8", "offset 8"}},
+		{"NUL", func(t *testing.T) string {
+			return writeDir(t, []man{ok}, map[string]string{"extra.md": "# Extra\x00\n"})
+		}, []string{"extra.md", "NUL", "offset 7"}},
+		{"empty text", func(t *testing.T) string { return writeDir(t, []man{ok}, map[string]string{"extra.md": " \r\n\n"}) }, []string{"extra.md", "empty"}},
+		{"too large", func(t *testing.T) string {
+			return writeDir(t, []man{ok}, map[string]string{"extra.md": strings.Repeat("a", MaxTextBytes+1)})
+		}, []string{"extra.md", "too large", "262144"}},
+		{"too large once normalised", func(t *testing.T) string {
+			return writeDir(t, []man{ok}, map[string]string{"extra.md": strings.Repeat("a", MaxTextBytes)})
+		}, []string{"extra.md", "normalised", "262144"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			s, err := Load(tc.dir(t))
+			if err == nil {
+				t.Fatalf("Load succeeded with %v", s.Documents())
+			}
+			t.Log(err)
+			for _, w := range tc.want {
+				if !strings.Contains(err.Error(), w) {
+					t.Errorf("error %q does not contain %q", err, w)
+				}
+			}
+		})
+	}
+}
+
+// Exactly the largest text is accepted.
+func TestLoadLargest(t *testing.T) {
+	body := strings.Repeat("a", MaxTextBytes-1) + "\n"
+	dir := writeDir(t, []man{{ID: "big", Title: "Big", Summary: "Big.", Version: "2026-12-01.1", Required: false}},
+		map[string]string{"big.md": body})
+	s, err := Load(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if d, _ := s.Get("big"); len(d.Text) != MaxTextBytes {
+		t.Errorf("%d bytes", len(d.Text))
+	}
+}
+
+// Order is stable: the built-in three first in their order, the rest by id,
+// whatever the manifest's order.
+func TestStableOrder(t *testing.T) {
+	entries := []man{
+		{ID: "m", Title: "M", Summary: "M.", Version: "2026-12-01.1", Required: true},
+		{ID: PrivacyNotice, Title: "P", Summary: "P.", Version: "2026-12-01.1", Required: true},
+		{ID: "a", Title: "A", Summary: "A.", Version: "2026-12-01.1", Required: false},
+		{ID: "z9", Title: "Z", Summary: "Z.", Version: "2026-12-01.1", Required: true},
+		{ID: BetaTerms, Title: "B", Summary: "B.", Version: "2026-12-01.1", Required: true},
+	}
+	files := map[string]string{}
+	for _, e := range entries {
+		files[e.ID+".md"] = "# " + e.Title + "\n"
+	}
+	want := []string{BetaTerms, AcceptableUse, PrivacyNotice, "a", "m", "z9"}
+	for range 5 {
+		slices.Reverse(entries)
+		s, err := Load(writeDir(t, entries, files))
+		if err != nil {
+			t.Fatal(err)
+		}
+		var ids []string
+		for _, d := range s.Documents() {
+			ids = append(ids, d.ID)
+		}
+		if !slices.Equal(ids, want) {
+			t.Fatalf("order %v, want %v", ids, want)
+		}
+		if got := s.RequiredIDs(); !slices.Equal(got, []string{BetaTerms, AcceptableUse, PrivacyNotice, "m", "z9"}) {
+			t.Fatalf("RequiredIDs %v", got)
+		}
 	}
 }
 
