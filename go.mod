@@ -4,6 +4,8 @@ go 1.26.8
 
 require (
 	github.com/digitorus/timestamp v0.0.0-20231217203849-220c5c2851b7
+	github.com/emersion/go-sasl v0.0.0-20241020182733-b788ff22d5a6
+	github.com/emersion/go-smtp v0.25.1
 	github.com/getkin/kin-openapi v0.152.0
 	github.com/google/go-cmp v0.7.0
 	github.com/google/uuid v1.6.0

@@ -3,7 +3,8 @@
 // --mail (docs/decisions/mail.md):
 //
 //   - log: one log line per message, the body withheld in production;
-//   - outbox:DIR: one RFC 5322 .eml file per message, written atomically.
+//   - outbox:DIR: one RFC 5322 .eml file per message, written atomically;
+//   - smtp://[user[:pass]@]host[:port]: real delivery, STARTTLS when offered.
 //
 // Every transport gets the same checked message: a recipient and subject that
 // cannot smuggle headers, a Date and a Message-ID, text/plain UTF-8. Send
@@ -14,6 +15,7 @@ package mail
 import (
 	"context"
 	"crypto/rand"
+	"crypto/x509"
 	"encoding/hex"
 	"errors"
 	"fmt"
@@ -32,6 +34,7 @@ import (
 const (
 	ProviderLog    = "log"
 	ProviderOutbox = "outbox"
+	ProviderSMTP   = "smtp"
 )
 
 // Defaults for the zero values of Options.
@@ -70,6 +73,9 @@ type Options struct {
 	Backoff func(attempt int) time.Duration
 	// Now stamps the Date header and outbox file names. Default time.Now.
 	Now func() time.Time
+	// RootCAs verifies the SMTP server's certificate after STARTTLS; nil
+	// means the system pool. Tests set it to trust a certificate they made.
+	RootCAs *x509.CertPool
 }
 
 // Stats counts messages since New, for metrics.
@@ -109,7 +115,9 @@ type letter struct {
 	rfc5322   *gomail.Msg
 }
 
-// New returns the mailer spec names: "log" or "outbox:DIR".
+// New returns the mailer spec names: "log", "outbox:DIR" or
+// "smtp://[user[:pass]@]host[:port]" (user and password percent-encoded;
+// port 587 by default). Errors never repeat an smtp password.
 func New(spec string, o Options) (*Mailer, error) {
 	m := &Mailer{
 		log:      o.Log,
@@ -159,11 +167,17 @@ func New(spec string, o Options) (*Mailer, error) {
 			return nil, err
 		}
 		m.provider, m.transport = ProviderOutbox, t
+	case strings.HasPrefix(spec, ProviderSMTP+":"):
+		t, err := newSMTP(spec, m.timeout, o.RootCAs, m.log)
+		if err != nil {
+			return nil, err
+		}
+		m.provider, m.transport = ProviderSMTP, t
 	default:
 		// Name only what precedes the first colon: an unknown scheme may
 		// still carry a password after it (smtps://user:pass@…).
 		name, _, _ := strings.Cut(spec, ":")
-		return nil, fmt.Errorf("mail: unknown transport %q: use log or outbox:DIR", name)
+		return nil, fmt.Errorf("mail: unknown transport %q: use log, outbox:DIR or smtp://[user[:pass]@]host[:port]", name)
 	}
 	return m, nil
 }
@@ -177,8 +191,8 @@ func (m *Mailer) Stats() Stats {
 }
 
 // Send delivers msg, trying up to Attempts times with Backoff between tries,
-// each try bounded by Timeout. It stops early on a failure the transport
-// marks permanent and when ctx ends. A message whose To
+// each try bounded by Timeout. It stops early on a permanent refusal (an SMTP
+// 5xx reply, an untrusted certificate) and when ctx ends. A message whose To
 // or Subject could inject headers is refused before anything is sent.
 func (m *Mailer) Send(ctx context.Context, msg Message) error {
 	l, err := m.compose(msg)
