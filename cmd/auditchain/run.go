@@ -19,6 +19,8 @@ import (
 	"github.com/auditchain/auditchain/internal/config"
 	"github.com/auditchain/auditchain/internal/domain"
 	"github.com/auditchain/auditchain/internal/httpapi"
+	"github.com/auditchain/auditchain/internal/legal"
+	"github.com/auditchain/auditchain/internal/mail"
 	"github.com/auditchain/auditchain/internal/store"
 )
 
@@ -77,6 +79,16 @@ func serve(ctx context.Context, args []string, getenv func(string) string, stdou
 		return err
 	}
 	log := newLogger(cfg, stderr)
+	mailer, err := mail.New(cfg.Mail, mail.Options{From: cfg.MailFrom, Log: log, Production: cfg.Production()})
+	if err != nil {
+		return fmt.Errorf("--mail: %w", err)
+	}
+	docs := legal.Default()
+	if cfg.LegalDir != "" {
+		if docs, err = legal.Load(cfg.LegalDir); err != nil {
+			return fmt.Errorf("--legal-dir: %w", err)
+		}
+	}
 
 	st, err := store.OpenWith(ctx, cfg.DB, store.Options{MaxConns: cfg.DBMaxConns})
 	if err != nil {
@@ -95,6 +107,7 @@ func serve(ctx context.Context, args []string, getenv func(string) string, stdou
 	}
 	a := app.New(st, cfg, log)
 	defer a.Close()
+	a.Mail, a.Legal = mailer, docs
 	if err := a.LoadServiceKey(ctx); err != nil {
 		return err
 	}

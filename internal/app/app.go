@@ -16,6 +16,8 @@ import (
 	"github.com/auditchain/auditchain/internal/app/writer"
 	"github.com/auditchain/auditchain/internal/config"
 	"github.com/auditchain/auditchain/internal/domain"
+	"github.com/auditchain/auditchain/internal/legal"
+	"github.com/auditchain/auditchain/internal/mail"
 	"github.com/auditchain/auditchain/internal/store"
 	"github.com/auditchain/auditchain/internal/stream"
 )
@@ -36,6 +38,10 @@ type App struct {
 
 	// ServiceKey is the service identity (LoadServiceKey).
 	ServiceKey ed25519.PrivateKey
+	// Mail sends the service's mail (--mail); Legal is the legal documents
+	// served (built in, or --legal-dir).
+	Mail  Mailer
+	Legal *legal.Set
 
 	// NewTicker makes the periodic heal task's ticker (nil: NewRealTicker);
 	// tests inject one they tick by hand.
@@ -49,6 +55,10 @@ type App struct {
 	// goes to the database (docs/decisions/gate.md).
 	gateCache *writer.ReadCache[gateKey, gateRead]
 	keyCache  *writer.ReadCache[string, knownKey]
+	// sessionCache holds authenticated sessions as keyCache keys, and
+	// legalCache each account's unmet documents (--legal-enforce).
+	sessionCache *writer.ReadCache[string, knownSession]
+	legalCache   *writer.ReadCache[string, []string]
 	// heal is this process's heal status cache and periodic tasks (heal.go).
 	heal healState
 }
@@ -65,12 +75,16 @@ const (
 // New returns an App with the real clock and crypto/rand unless overridden.
 func New(st *store.Store, cfg config.Config, log *slog.Logger) *App {
 	a := &App{Store: st, Cfg: cfg, Now: time.Now, Rand: rand.Reader, Log: log,
-		Hub: stream.NewHub(stream.Options{}), Dedup: domain.DefaultDedupPolicy()}
+		Hub: stream.NewHub(stream.Options{}), Dedup: domain.DefaultDedupPolicy(), Legal: legal.Default()}
+	// Mail goes to the log until the caller gives a mailer (--mail).
+	a.Mail, _ = mail.New("log", mail.Options{Log: log, Production: cfg.Production()})
 	// The writer reads the clock through a, so a test that sets a.Now sets it too.
 	a.w = writer.New(st, writer.Options{Now: func() time.Time { return a.Now() }, Log: log, Hub: a.Hub,
 		StatementTimeout: cfg.RequestTimeout})
 	a.gateCache = writer.NewReadCache[gateKey, gateRead](a.w, gateCacheAccounts, gateCacheEntries)
 	a.keyCache = writer.NewReadCache[string, knownKey](a.w, 1, keyCacheEntries)
+	a.sessionCache = writer.NewReadCache[string, knownSession](a.w, 1, keyCacheEntries)
+	a.legalCache = writer.NewReadCache[string, []string](a.w, gateCacheAccounts, 1)
 	return a
 }
 

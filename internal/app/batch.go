@@ -125,8 +125,9 @@ func (a *App) appendBatch(ctx context.Context, p Principal, res BatchResult, inp
 
 	err := a.w.Write(ctx, func(t *writer.Tx) error {
 		r := res
-		// The per-key rate counts every row the call carries.
-		tat, err := a.Store.RateState(ctx, t.SQL(), p.KeyID)
+		// The per-key rate (per session for a signed-in caller) counts
+		// every row the call carries.
+		tat, err := a.Store.RateState(ctx, t.SQL(), p.Identity())
 		if err != nil {
 			return err
 		}
@@ -136,7 +137,7 @@ func (a *App) appendBatch(ctx context.Context, p Principal, res BatchResult, inp
 				Detail: fmt.Sprintf("this key may send %d batch events per minute; retry in %d s", a.Cfg.BatchRateLimit, rate.RetryAfter)}).
 				With("rate", Rate{Count: rate.Count, Limit: a.Cfg.BatchRateLimit, Remaining: rate.Remaining})
 		}
-		if err := a.Store.SetRateState(ctx, t.SQL(), p.KeyID, rate.NewTAT.UnixMicro()); err != nil {
+		if err := a.Store.SetRateState(ctx, t.SQL(), p.Identity(), rate.NewTAT.UnixMicro()); err != nil {
 			return err
 		}
 		r.Rate = Rate{Count: rate.Count, Limit: a.Cfg.BatchRateLimit, Remaining: rate.Remaining}

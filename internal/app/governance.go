@@ -35,7 +35,7 @@ type NewProposal struct {
 // API key id, kind api_key, machine the key's machine label). Only the
 // credential decides it: no header or route can change who the caller is.
 func actorOf(p Principal) domain.Actor {
-	return domain.Actor{Identity: p.KeyID, Kind: p.Kind, Machine: p.Machine}
+	return domain.Actor{Identity: p.Identity(), Kind: p.Kind, Machine: p.Machine}
 }
 
 // stamp is the time a governance change is recorded at: now in UTC, at the

@@ -20,14 +20,31 @@ import (
 	"github.com/auditchain/auditchain/internal/store"
 )
 
-// Principal is the authenticated caller of a request.
+// Principal is the authenticated caller of a request: an API key, or a
+// signed-in session (CONTRACT.md "Credentials").
 type Principal struct {
-	UserID  string
-	KeyID   string
-	Kind    string // "api_key" (CONTRACT.md "Credentials", Actor.kind)
-	Machine string
-	Scopes  []domain.Scope
-	IsAdmin bool
+	UserID    string
+	KeyID     string // the API key; empty for a session
+	SessionID string // the session; empty for a key
+	Kind      string // "api_key" or "session" (Actor.kind)
+	Machine   string // the key's machine label; empty for a session
+	Scopes    []domain.Scope
+	IsAdmin   bool
+}
+
+// Principal kinds (CONTRACT.md "Credentials": Actor.kind).
+const (
+	KindAPIKey  = "api_key"
+	KindSession = "session"
+)
+
+// Identity is the credential behind the caller: the API key id, or the
+// session id (CONTRACT.md "Credentials": Actor.identity).
+func (p Principal) Identity() string {
+	if p.Kind == KindSession {
+		return p.SessionID
+	}
+	return p.KeyID
 }
 
 // Unscoped reports whether the credential holds every capability.
@@ -201,7 +218,7 @@ func (a *App) Authenticate(ctx context.Context, token string) (Principal, error)
 	for i, s := range k.Scopes {
 		scopes[i] = domain.Scope(s)
 	}
-	return Principal{UserID: k.UserID, KeyID: k.ID, Kind: "api_key", Machine: k.Machine, Scopes: scopes, IsAdmin: admin}, nil
+	return Principal{UserID: k.UserID, KeyID: k.ID, Kind: KindAPIKey, Machine: k.Machine, Scopes: scopes, IsAdmin: admin}, nil
 }
 
 // keyCacheScope is the one scope of a.keyCache: key writes are rare, so a

@@ -25,7 +25,11 @@ type Config struct {
 	BatchRateLimit      int
 	StreamPing          time.Duration
 	Mail                string
+	MailFrom            string
 	OperatorEmail       string
+	SessionTTL          time.Duration
+	LegalDir            string
+	LegalEnforce        bool
 	AnchorProvider      string
 	AnchorTSAURL        string
 	WebhookAllowPrivate bool
@@ -93,6 +97,10 @@ func Parse(args []string, getenv func(string) string, stderr io.Writer) (Config,
 	integer(&c.BatchRateLimit, "batch-rate-limit", 100, "batch events per minute per key")
 	duration(&c.StreamPing, "stream-ping", 15*time.Second, "SSE ping interval")
 	str(&c.Mail, "mail", "log", "mail transport: log, outbox:DIR or smtp://user:pass@host:port")
+	str(&c.MailFrom, "mail-from", "auditchain <auditchain@localhost>", "sender address of the service's mail")
+	duration(&c.SessionTTL, "session-ttl", 168*time.Hour, "how long a signed-in session lasts")
+	str(&c.LegalDir, "legal-dir", "", "directory of legal documents replacing or adding to the built-in ones (manifest.json and <document_id>.md)")
+	boolean(&c.LegalEnforce, "legal-enforce", false, "refuse credentialed routes (but auth, keys and legal) while a required document is unmet")
 	str(&c.OperatorEmail, "operator-email", "", "recipient of the operator digest")
 	// The provider name is not refused here: the anchor sweep reports an
 	// invalid one as provider_misconfigured (SPEC.md "Operator cron").
@@ -136,6 +144,9 @@ func Parse(args []string, getenv func(string) string, stderr io.Writer) (Config,
 	}
 	if c.RequestTimeout <= 0 {
 		errs = append(errs, errors.New("--request-timeout must be positive"))
+	}
+	if c.SessionTTL < time.Minute {
+		errs = append(errs, errors.New("--session-ttl must be at least 1m"))
 	}
 	if c.StreamPing <= 0 {
 		errs = append(errs, errors.New("--stream-ping must be positive"))

@@ -28,6 +28,8 @@ type Options struct {
 	// stream fan-out across replicas (App.StartBus; PostgreSQL), as serve
 	// does, until the test ends.
 	Bus string
+	// Mail sends the App's mail (nil: the log transport, into Log).
+	Mail app.Mailer
 }
 
 // Config is the configuration of `auditchain serve` with no flags and no
@@ -57,6 +59,9 @@ func New(tb testing.TB, st *store.Store, o Options) *app.App {
 	tb.Cleanup(a.Close)
 	if o.Now != nil {
 		a.Now = o.Now
+	}
+	if o.Mail != nil {
+		a.Mail = o.Mail
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	tb.Cleanup(cancel)

@@ -1,0 +1,365 @@
+package app
+
+// Sign-in (CONTRACT.md "Credentials"; docs/decisions/auth.md): one-time codes
+// mailed to an email, verified into a session whose cookie is a credential
+// on every credentialed route. Codes and session tokens are stored only as
+// hashes, compared in constant time; a new account is created only when its
+// code is verified, with the legal acceptances its request carried.
+
+import (
+	"context"
+	"crypto/rand"
+	"crypto/sha256"
+	"crypto/subtle"
+	"encoding/base64"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"math/big"
+	"net/http"
+	"strings"
+	"time"
+
+	"github.com/google/uuid"
+
+	"github.com/auditchain/auditchain/internal/app/writer"
+	"github.com/auditchain/auditchain/internal/domain"
+	"github.com/auditchain/auditchain/internal/mail"
+	"github.com/auditchain/auditchain/internal/store"
+)
+
+// Mailer sends the service's mail (internal/mail.Mailer).
+type Mailer interface {
+	Send(ctx context.Context, msg mail.Message) error
+}
+
+// AcceptanceInput is one legal document a new account's sign-in accepts.
+type AcceptanceInput struct {
+	DocumentID  string `json:"document_id"`
+	Version     string `json:"version"`
+	ContentHash string `json:"content_hash"`
+}
+
+// OTPSent is the answer of POST /v1/auth/otp/request.
+type OTPSent struct {
+	ExpiresAt time.Time
+}
+
+var errBadEmail = domain.Validation(domain.FieldError{Field: "email", Message: "must be one plain address like name@example.com"})
+
+// RequestOTP mails a one-time code to email. An email without an account
+// must carry acceptances of every required legal document at its current
+// version (checked before anything is written); at most
+// domain.OTPRequestsPerHour codes are sent to one email in any hour. The
+// code is stored only as a hash, and a new code supersedes the earlier ones.
+func (a *App) RequestOTP(ctx context.Context, rawEmail string, acceptances []AcceptanceInput) (OTPSent, error) {
+	email, ok := domain.NormalizeEmail(rawEmail)
+	if !ok {
+		return OTPSent{}, errBadEmail
+	}
+	var stored []byte
+	switch _, err := a.Store.AccountByEmail(ctx, nil, email); {
+	case errors.Is(err, store.ErrNotFound):
+		if err := a.checkNewAccountAcceptances(acceptances); err != nil {
+			return OTPSent{}, err
+		}
+		if stored, err = json.Marshal(acceptances); err != nil {
+			return OTPSent{}, err
+		}
+	case err != nil:
+		return OTPSent{}, err
+	}
+	code, err := a.newOTP()
+	if err != nil {
+		return OTPSent{}, err
+	}
+	id, err := a.newID("otp-", 16)
+	if err != nil {
+		return OTPSent{}, err
+	}
+	now := a.Now().UTC()
+	c := store.OTPCode{ID: id, Email: email, CodeHash: otpHash(id, email, code), Acceptances: stored,
+		CreatedAt: now, ExpiresAt: now.Add(domain.OTPLifetime)}
+	err = a.w.Write(ctx, func(t *writer.Tx) error {
+		if err := a.Store.LockEmail(ctx, t.SQL(), email); err != nil {
+			return err
+		}
+		recent, err := a.Store.OTPRequestsSince(ctx, t.SQL(), email, now.Add(-time.Hour))
+		if err != nil {
+			return err
+		}
+		if len(recent) >= domain.OTPRequestsPerHour {
+			wait := recent[len(recent)-domain.OTPRequestsPerHour].Add(time.Hour).Sub(now)
+			return &domain.Error{Status: http.StatusTooManyRequests, Code: domain.CodeOTPRateLimited,
+				RetryAfter: max(1, int((wait+time.Second-1)/time.Second)),
+				Detail:     fmt.Sprintf("at most %d codes an hour are sent to one email", domain.OTPRequestsPerHour)}
+		}
+		return a.Store.InsertOTPCode(ctx, t.SQL(), c)
+	})
+	if err != nil {
+		return OTPSent{}, err
+	}
+	msg := mail.Message{To: email, Subject: "Your auditchain sign-in code: " + code,
+		Body: fmt.Sprintf("Your auditchain sign-in code is\n\n    %s\n\nIt works once, until %s (%d minutes). "+
+			"If you did not ask to sign in, ignore this message: nobody can sign in without the code.\n",
+			code, c.ExpiresAt.Format("15:04 UTC"), int(domain.OTPLifetime/time.Minute))}
+	if err := a.Mail.Send(ctx, msg); err != nil {
+		a.Log.Error("sign-in code not mailed", "err", err)
+		return OTPSent{}, &domain.Error{Status: http.StatusServiceUnavailable, Code: domain.CodeMailUnavailable, RetryAfter: 30,
+			Detail: "the sign-in code could not be mailed; try again shortly"}
+	}
+	return OTPSent{ExpiresAt: c.ExpiresAt}, nil
+}
+
+// checkNewAccountAcceptances requires, for an email without an account, an
+// acceptance of every required document at its current version (CONTRACT.md
+// "Credentials").
+func (a *App) checkNewAccountAcceptances(acceptances []AcceptanceInput) error {
+	given := map[string]AcceptanceInput{}
+	for _, in := range acceptances {
+		d, ok := a.Legal.Get(in.DocumentID)
+		if !ok || in.Version != d.Version || in.ContentHash != d.ContentHash {
+			return attestationInvalid(in.DocumentID)
+		}
+		given[in.DocumentID] = in
+	}
+	var unmet []string
+	for _, id := range a.Legal.RequiredIDs() {
+		if _, ok := given[id]; !ok {
+			unmet = append(unmet, id)
+		}
+	}
+	if len(unmet) > 0 {
+		return (&domain.Error{Status: http.StatusUnprocessableEntity, Code: domain.CodeAcceptancesRequired,
+			Detail: "an email without an account must accept every required document: " + strings.Join(unmet, ", ")}).
+			With("unmet_document_ids", unmet)
+	}
+	return nil
+}
+
+func attestationInvalid(documentID string) error {
+	return (&domain.Error{Status: http.StatusUnprocessableEntity, Code: domain.CodeLegalAttestationInvalid,
+		Detail: "an acceptance must name a served document at its current version and content_hash; nothing was recorded"}).
+		With("document_id", documentID)
+}
+
+// newOTP draws a code of domain.OTPDigits decimal digits, uniformly.
+func (a *App) newOTP() (string, error) {
+	n, err := rand.Int(a.Rand, big.NewInt(100_000_000))
+	if err != nil {
+		return "", err
+	}
+	return fmt.Sprintf("%0*d", domain.OTPDigits, n), nil
+}
+
+// otpHash is what is stored of a code: SHA-256 over the code's id, its email
+// and the code (an id of its own per code: equal codes never hash alike).
+func otpHash(id, email, code string) []byte {
+	sum := sha256.Sum256([]byte(id + "\x00" + email + "\x00" + code))
+	return sum[:]
+}
+
+// SignedIn is the answer of POST /v1/auth/otp/verify: the session, and its
+// token, which only the cookie carries.
+type SignedIn struct {
+	UserID    string
+	Email     string
+	Token     string
+	ExpiresAt time.Time
+}
+
+var errInvalidCode = &domain.Error{Status: http.StatusUnauthorized, Code: domain.CodeInvalidOrExpiredCode,
+	Detail: "the code is wrong, used or expired; request a new one"}
+
+// VerifyOTP checks code against email's live code and, when it matches,
+// spends it and starts a session; for an email without an account, the
+// account is created then, with the acceptances its request carried. A
+// wrong code counts against its code (domain.OTPMaxAttempts burn it); any
+// failure is the same 401 and writes no session.
+func (a *App) VerifyOTP(ctx context.Context, rawEmail, code string) (SignedIn, error) {
+	email, ok := domain.NormalizeEmail(rawEmail)
+	if !ok {
+		return SignedIn{}, errInvalidCode
+	}
+	now := a.Now().UTC()
+	c, err := a.Store.LiveOTPCode(ctx, nil, email, now, domain.OTPMaxAttempts)
+	if errors.Is(err, store.ErrNotFound) {
+		return SignedIn{}, errInvalidCode
+	}
+	if err != nil {
+		return SignedIn{}, err
+	}
+	if subtle.ConstantTimeCompare(otpHash(c.ID, email, code), c.CodeHash) != 1 {
+		if err := a.w.Write(ctx, func(t *writer.Tx) error {
+			return a.Store.FailOTPAttempt(ctx, t.SQL(), c.ID, domain.OTPMaxAttempts)
+		}); err != nil {
+			return SignedIn{}, err
+		}
+		return SignedIn{}, errInvalidCode
+	}
+	token, tokenHash, err := a.newSessionToken()
+	if err != nil {
+		return SignedIn{}, err
+	}
+	sessionID, err := uuid.NewV7FromReader(a.Rand)
+	if err != nil {
+		return SignedIn{}, err
+	}
+	newUserID, err := uuid.NewV7FromReader(a.Rand)
+	if err != nil {
+		return SignedIn{}, err
+	}
+	out := SignedIn{Email: email, Token: token, ExpiresAt: now.Add(a.Cfg.SessionTTL)}
+	err = a.w.Write(ctx, func(t *writer.Tx) error {
+		spent, err := a.Store.SpendOTPCode(ctx, t.SQL(), c.ID, now, domain.OTPMaxAttempts)
+		if err != nil {
+			return err
+		}
+		if !spent { // another verification spent it, or burnt it, first
+			return errInvalidCode
+		}
+		acct, err := a.Store.AccountByEmail(ctx, t.SQL(), email)
+		switch {
+		case errors.Is(err, store.ErrNotFound):
+			acct = store.Account{UserID: newUserID.String(), Email: &email, CreatedAt: now}
+			if err := a.Store.CreateAccount(ctx, t.SQL(), acct); err != nil {
+				return err
+			}
+			if err := a.recordSignInAcceptances(ctx, t, acct, c.Acceptances, now); err != nil {
+				return err
+			}
+		case err != nil:
+			return err
+		}
+		out.UserID = acct.UserID
+		return a.Store.InsertSession(ctx, t.SQL(), store.Session{ID: sessionID.String(), TokenHash: tokenHash,
+			UserID: acct.UserID, CreatedAt: now, ExpiresAt: out.ExpiresAt})
+	})
+	if err != nil {
+		return SignedIn{}, err
+	}
+	return out, nil
+}
+
+// recordSignInAcceptances records, for an account a verified code created,
+// the acceptances its request carried (source signin).
+func (a *App) recordSignInAcceptances(ctx context.Context, t *writer.Tx, acct store.Account, stored []byte, now time.Time) error {
+	var accepted []AcceptanceInput
+	if len(stored) > 0 {
+		if err := json.Unmarshal(stored, &accepted); err != nil {
+			return fmt.Errorf("stored acceptances of a sign-in code: %w", err)
+		}
+	}
+	for _, in := range accepted {
+		if _, err := a.Store.InsertAcceptance(ctx, t.SQL(), store.Acceptance{UserID: acct.UserID, DocumentID: in.DocumentID,
+			Version: in.Version, ContentHash: in.ContentHash, Source: SourceSignIn, Email: *acct.Email, RecordedAt: now}); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// newSessionToken draws a session token (256 bits) and its stored hash.
+func (a *App) newSessionToken() (token string, hash []byte, err error) {
+	secret := make([]byte, 32)
+	if _, err := io.ReadFull(a.Rand, secret); err != nil {
+		return "", nil, err
+	}
+	token = SessionTokenPrefix + base64.RawURLEncoding.EncodeToString(secret)
+	return token, hashToken(token), nil
+}
+
+// SessionTokenPrefix starts every session token, as TokenPrefix starts keys.
+const SessionTokenPrefix = "acs_"
+
+var errInvalidSession = &domain.Error{Status: http.StatusUnauthorized, Code: domain.CodeInvalidAPIKey,
+	Detail: "the session is unknown, ended or expired; sign in again"}
+
+// AuthenticateSession resolves a session cookie's token. Unknown, ended and
+// expired sessions give the same answer. On PostgreSQL every call reads the
+// session (one indexed read), so a logout on one replica is refused on every
+// other at once; on SQLite, this process being the only writer, the read is
+// cached as keys are and dropped by every logout.
+func (a *App) AuthenticateSession(ctx context.Context, token string) (Principal, error) {
+	if !strings.HasPrefix(token, SessionTokenPrefix) || len(token) > 128 {
+		return Principal{}, errInvalidSession
+	}
+	h := hashToken(token)
+	known, ticket, ok := a.sessionCache.Get(sessionCacheScope, string(h))
+	if !ok {
+		s, acct, err := a.Store.SessionByHash(ctx, h)
+		if errors.Is(err, store.ErrNotFound) {
+			return Principal{}, errInvalidSession
+		}
+		if err != nil {
+			return Principal{}, err
+		}
+		known = knownSession{session: s, admin: acct.IsAdmin, email: acct.Email}
+		a.sessionCache.Put(sessionCacheScope, ticket, string(h), known)
+	}
+	s := known.session
+	if subtle.ConstantTimeCompare(s.TokenHash, h) != 1 || s.EndedAt != nil || !a.Now().Before(s.ExpiresAt) {
+		return Principal{}, errInvalidSession
+	}
+	return Principal{UserID: s.UserID, SessionID: s.ID, Kind: KindSession, IsAdmin: known.admin}, nil
+}
+
+// knownSession is a cached session row; its end and expiry are checked on
+// every request against the row.
+type knownSession struct {
+	session store.Session
+	admin   bool
+	email   *string
+}
+
+// sessionCacheScope is the one scope of a.sessionCache: a logout drops every
+// cached session (they are rare).
+const sessionCacheScope = ""
+
+// SessionInfo is the answer of GET /v1/auth/session.
+type SessionInfo struct {
+	UserID    string
+	Email     string
+	Admin     bool
+	ExpiresAt time.Time
+}
+
+var errSessionRequired = &domain.Error{Status: http.StatusUnauthorized, Code: domain.CodeSessionRequired,
+	Detail: "this route describes or ends a signed-in session: send the session cookie"}
+
+// Session describes the caller's session.
+func (a *App) Session(ctx context.Context, p Principal) (SessionInfo, error) {
+	if p.Kind != KindSession {
+		return SessionInfo{}, errSessionRequired
+	}
+	s, acct, err := a.sessionByID(ctx, p)
+	if err != nil {
+		return SessionInfo{}, err
+	}
+	info := SessionInfo{UserID: s.UserID, Admin: acct.IsAdmin, ExpiresAt: s.ExpiresAt}
+	if acct.Email != nil {
+		info.Email = *acct.Email
+	}
+	return info, nil
+}
+
+func (a *App) sessionByID(ctx context.Context, p Principal) (store.Session, store.Account, error) {
+	acct, err := a.Store.Account(ctx, p.UserID)
+	if err != nil {
+		return store.Session{}, store.Account{}, err
+	}
+	s, err := a.Store.SessionByID(ctx, p.SessionID)
+	return s, acct, err
+}
+
+// Logout ends the caller's session at once, on every replica.
+func (a *App) Logout(ctx context.Context, p Principal) error {
+	if p.Kind != KindSession {
+		return errSessionRequired
+	}
+	return a.w.Write(ctx, func(t *writer.Tx) error {
+		writer.Invalidate(t, a.sessionCache, sessionCacheScope)
+		return a.Store.EndSession(ctx, t.SQL(), p.SessionID, a.Now().UTC())
+	})
+}
