@@ -127,6 +127,10 @@ func TestScopeMissingOnEveryRoute(t *testing.T) {
 			switch {
 			case rt.Access == "public" || rt.Access == "cron":
 				return
+			case rt.Access == "session":
+				k := e.key(user, app.KeyRequest{})
+				wantProblem(t, e.do(method, path, k, nil), 401, "session_required")
+				return
 			case rt.Access == "any":
 				k := e.key(user, app.KeyRequest{Scopes: []string{"orgs"}})
 				if r := e.do(method, path, k, nil); r.Status == 401 || r.Status == 403 {
@@ -276,6 +280,7 @@ func TestMetricsCountRoutesByPattern(t *testing.T) {
 		`auditchain_pg_head_cache_total{result="stale"} 0`,
 		"\nauditchain_pg_append_batches_total 0",
 		`auditchain_pg_append_batch_rollbacks_total{reason="lock_timeout"} 0`,
+		`auditchain_mail_messages_total{outcome="failed"} 0`,
 	} {
 		if !strings.Contains(body, want) {
 			t.Errorf("metrics lack %s", want)

@@ -23,6 +23,7 @@ import (
 	"github.com/auditchain/auditchain/internal/app/apptest"
 	"github.com/auditchain/auditchain/internal/config"
 	"github.com/auditchain/auditchain/internal/httpapi"
+	"github.com/auditchain/auditchain/internal/mail"
 	"github.com/auditchain/auditchain/internal/store"
 	"github.com/auditchain/auditchain/internal/store/storetest"
 )
@@ -50,6 +51,8 @@ type env struct {
 	doc   *openapi3.T
 	rtr   routers.Router
 	logs  *syncBuffer
+	// outbox is the directory the App mails into (the outbox transport).
+	outbox string
 
 	handler *httpapi.Server
 }
@@ -100,11 +103,16 @@ func newEnv(t *testing.T, dsn string, mutate func(*config.Config)) *env {
 	clk := &clock{t: time.Date(2026, 11, 21, 12, 0, 0, 0, time.UTC)}
 	logs := &syncBuffer{}
 	log := slog.New(slog.NewJSONHandler(logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
-	a := apptest.New(t, st, apptest.Options{Config: func(c *config.Config) { *c = cfg }, Now: clk.Now, Log: log, Bus: dsn})
+	outbox := t.TempDir()
+	mailer, err := mail.New("outbox:"+outbox, mail.Options{Now: clk.Now})
+	if err != nil {
+		t.Fatal(err)
+	}
+	a := apptest.New(t, st, apptest.Options{Config: func(c *config.Config) { *c = cfg }, Now: clk.Now, Log: log, Bus: dsn, Mail: mailer})
 	handler := httpapi.NewServer(a, log, docBytes)
 	srv := httptest.NewServer(handler)
 	t.Cleanup(srv.Close)
-	return &env{t: t, app: a, store: st, srv: srv, clock: clk, doc: doc, rtr: rtr, logs: logs, handler: handler}
+	return &env{t: t, app: a, store: st, srv: srv, clock: clk, doc: doc, rtr: rtr, logs: logs, handler: handler, outbox: outbox}
 }
 
 // syncBuffer collects log output from concurrent handlers.
@@ -158,9 +166,10 @@ func (e *env) key(userID string, req app.KeyRequest) string {
 
 // response is a received answer, already checked against the OpenAPI document.
 type response struct {
-	Status int
-	Header http.Header
-	Body   []byte
+	Status  int
+	Header  http.Header
+	Body    []byte
+	Cookies []*http.Cookie
 }
 
 // JSON decodes the body into a generic map.
@@ -218,7 +227,7 @@ func (e *env) do(method, path, apiKey string, body any, headers ...string) respo
 	if err != nil {
 		e.t.Fatal(err)
 	}
-	r := response{Status: resp.StatusCode, Header: resp.Header, Body: got}
+	r := response{Status: resp.StatusCode, Header: resp.Header, Body: got, Cookies: resp.Cookies()}
 	e.checkOpenAPI(req, reqBody, r)
 	return r
 }

@@ -28,6 +28,7 @@ import (
 func init() {
 	// The export is NDJSON; the OpenAPI check reads it as an opaque string.
 	openapi3filter.RegisterBodyDecoder("application/x-ndjson", openapi3filter.FileBodyDecoder)
+	openapi3filter.RegisterBodyDecoder("text/markdown", openapi3filter.FileBodyDecoder) // legal texts
 }
 
 // integChain appends events to one account through the API, keeping the tip.

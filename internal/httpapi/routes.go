@@ -12,6 +12,7 @@ const (
 	accessUnscoped                   // an unscoped key only (key management)
 	accessAdmin                      // scope plus the administrator flag
 	accessCron                       // X-Cron-Secret, no key
+	accessSession                    // a signed-in session's cookie, no key
 )
 
 type access struct {
@@ -24,6 +25,7 @@ var (
 	anyKey   = access{kind: accessAny}
 	unscoped = access{kind: accessUnscoped}
 	cron     = access{kind: accessCron}
+	session  = access{kind: accessSession}
 )
 
 func scope(s domain.Scope) access { return access{kind: accessScope, scope: s} }
@@ -51,8 +53,10 @@ func (s *Server) routes() []route {
 		{"GET /v1/openapi.json", public, s.openAPI},
 
 		// Credentials (CONTRACT.md "Credentials").
-		{"POST /v1/auth/otp/request", public, nil},
-		{"POST /v1/auth/otp/verify", public, nil},
+		{"POST /v1/auth/otp/request", public, s.requestOTP},
+		{"POST /v1/auth/otp/verify", public, s.verifyOTP},
+		{"POST /v1/auth/logout", session, s.logout},
+		{"GET /v1/auth/session", session, s.session},
 		{"POST /v1/keys", unscoped, s.createKey},
 		{"GET /v1/keys", unscoped, s.listKeys},
 		{"POST /v1/keys/{key_id}/revoke", unscoped, s.revokeKey},
@@ -99,10 +103,10 @@ func (s *Server) routes() []route {
 		{"GET /v1/heal/status", gov, s.healStatus},
 
 		// Legal agreements.
-		{"POST /v1/legal/accept", anyKey, nil},
-		{"GET /v1/legal/acceptances", anyKey, nil},
-		{"GET /v1/legal/documents", public, nil},
-		{"GET /v1/legal/documents/{document_id}/text", public, nil},
+		{"POST /v1/legal/accept", anyKey, s.acceptLegal},
+		{"GET /v1/legal/acceptances", anyKey, s.legalAcceptances},
+		{"GET /v1/legal/documents", public, s.legalDocuments},
+		{"GET /v1/legal/documents/{document_id}/text", public, s.legalText},
 
 		// Notifications and webhooks.
 		{"GET /v1/notifications", notif, nil},
@@ -139,8 +143,8 @@ func (s *Server) routes() []route {
 // RouteInfo describes one route for tests and documentation generators.
 type RouteInfo struct {
 	Pattern string
-	// Access is "public", "cron", "any", "unscoped", or the scope name; admin
-	// routes read "admin:<scope>".
+	// Access is "public", "cron", "any", "unscoped", "session", or the scope
+	// name; admin routes read "admin:<scope>".
 	Access string
 	Built  bool
 }
@@ -159,6 +163,8 @@ func (s *Server) RouteTable() []RouteInfo {
 			a = "any"
 		case accessUnscoped:
 			a = "unscoped"
+		case accessSession:
+			a = "session"
 		case accessScope:
 			a = string(rt.auth.scope)
 		case accessAdmin:

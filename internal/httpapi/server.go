@@ -19,6 +19,7 @@ import (
 
 	"github.com/auditchain/auditchain/internal/app"
 	"github.com/auditchain/auditchain/internal/domain"
+	"github.com/auditchain/auditchain/internal/mail"
 )
 
 // handlerFunc is a route handler; a non-nil error is answered by writeError.
@@ -34,6 +35,9 @@ type Server struct {
 	// handlers but does not cancel them).
 	done      chan struct{}
 	closeOnce sync.Once
+	// crossOrigin refuses unsafe requests a browser marks cross-site; it
+	// guards the session cookie, never an API key (CONTRACT.md "Credentials").
+	crossOrigin *http.CrossOriginProtection
 
 	requests *prometheus.CounterVec
 	latency  *prometheus.HistogramVec
@@ -42,7 +46,8 @@ type Server struct {
 
 // NewServer builds the handler. openapiJSON is the document served at /v1/openapi.json.
 func NewServer(a *app.App, log *slog.Logger, openapiJSON []byte) *Server {
-	s := &Server{app: a, log: log, mux: http.NewServeMux(), openapi: openapiJSON, done: make(chan struct{})}
+	s := &Server{app: a, log: log, mux: http.NewServeMux(), openapi: openapiJSON, done: make(chan struct{}),
+		crossOrigin: http.NewCrossOriginProtection()}
 	// A registry of our own: nothing global, so several servers (tests, replicas
 	// in one process) never collide.
 	s.registry = prometheus.NewRegistry()
@@ -65,6 +70,7 @@ func NewServer(a *app.App, log *slog.Logger, openapiJSON []byte) *Server {
 	const (
 		pgAppendsHelp = "Client appends on PostgreSQL by path: optimistic (one statement) or locked (events of a machine, and fallbacks)."
 		headCacheHelp = "Optimistic appends on PostgreSQL against this replica's cached head: hit (stored without reading the head), stale (another replica or path had appended; read again)."
+		mailHelp      = "Messages the mailer (--mail) sent, or failed to send after every attempt."
 		rollbackHelp  = "Batch statements of optimistic appends on PostgreSQL that rolled back, their appends then sent one by one, by reason: refusal (quota or event_id after the compare-and-set), deadlock, lock_timeout (a head held over 100 ms), other."
 	)
 	rollbacks := func(pick func(refusals, deadlocks, lockTimeouts, other int64) int64) func() int64 {
@@ -89,6 +95,10 @@ func NewServer(a *app.App, log *slog.Logger, openapiJSON []byte) *Server {
 		counter("auditchain_pg_append_batch_rollbacks_total", rollbackHelp, "reason=deadlock", rollbacks(func(_, d, _, _ int64) int64 { return d })),
 		counter("auditchain_pg_append_batch_rollbacks_total", rollbackHelp, "reason=lock_timeout", rollbacks(func(_, _, l, _ int64) int64 { return l })),
 		counter("auditchain_pg_append_batch_rollbacks_total", rollbackHelp, "reason=other", rollbacks(func(_, _, _, o int64) int64 { return o })),
+		counter("auditchain_mail_messages_total", mailHelp, "outcome=sent", mailStat(a, func(s mail.Stats) uint64 { return s.Sent })),
+		counter("auditchain_mail_messages_total", mailHelp, "outcome=failed", mailStat(a, func(s mail.Stats) uint64 { return s.Failed })),
+		counter("auditchain_mail_retries_total", "Mail delivery attempts repeated after a temporary failure.", "",
+			mailStat(a, func(s mail.Stats) uint64 { return s.Retries })),
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 
 	for _, rt := range s.routes() {
@@ -96,6 +106,16 @@ func NewServer(a *app.App, log *slog.Logger, openapiJSON []byte) *Server {
 	}
 	s.mux.Handle("GET /metrics", promhttp.HandlerFor(s.registry, promhttp.HandlerOpts{}))
 	return s
+}
+
+// mailStat reads one of the mailer's counters (0 for a mailer without them).
+func mailStat(a *app.App, pick func(mail.Stats) uint64) func() int64 {
+	return func() int64 {
+		if m, ok := a.Mail.(interface{ Stats() mail.Stats }); ok {
+			return int64(pick(m.Stats()))
+		}
+		return 0
+	}
 }
 
 // Close ends open streams; register it with http.Server.RegisterOnShutdown.
@@ -169,7 +189,7 @@ func (s *Server) guard(rt route) http.Handler {
 			defer cancel()
 			r = r.WithContext(ctx)
 		}
-		r, err := s.authorize(rt.auth, r)
+		r, err := s.authorize(rt, r)
 		if err != nil {
 			writeError(w, r, s.log, err)
 			return
@@ -194,22 +214,60 @@ func principal(r *http.Request) app.Principal {
 }
 
 // authorize checks a route's access rule and returns the request carrying the
-// authenticated principal.
-func (s *Server) authorize(a access, r *http.Request) (*http.Request, error) {
+// authenticated principal. The credential is the X-API-Key header, or else
+// the session cookie; an unsafe request carrying only the cookie is refused
+// when a browser marks it cross-site. With --legal-enforce every credentialed
+// route but auth, keys and legal waits for the required documents.
+func (s *Server) authorize(rt route, r *http.Request) (*http.Request, error) {
+	a := rt.auth
 	switch a.kind {
 	case accessPublic:
 		return r, nil
 	case accessCron:
 		return r, s.checkCronSecret(r)
 	}
-	p, err := s.app.Authenticate(r.Context(), r.Header.Get("X-API-Key"))
+	p, err := s.authenticate(r)
 	if err != nil {
 		return r, err
 	}
 	if err := checkAccess(a, p); err != nil {
 		return r, err
 	}
+	if !legalExempt(rt.pattern) {
+		if err := s.app.RequireAcceptances(r.Context(), p); err != nil {
+			return r, err
+		}
+	}
 	return r.WithContext(context.WithValue(r.Context(), ctxKey{}, p)), nil
+}
+
+// authenticate resolves the request's credential: an API key, or a session
+// cookie.
+func (s *Server) authenticate(r *http.Request) (app.Principal, error) {
+	if key := r.Header.Get("X-API-Key"); key != "" {
+		return s.app.Authenticate(r.Context(), key)
+	}
+	c, err := r.Cookie(domain.SessionCookie)
+	if err != nil || c.Value == "" {
+		return s.app.Authenticate(r.Context(), "") // missing_token
+	}
+	if err := s.crossOrigin.Check(r); err != nil {
+		return app.Principal{}, &domain.Error{Status: http.StatusForbidden, Code: domain.CodeCrossOrigin,
+			Detail: "a cross-site request may not use the session cookie for " + r.Method + "; send an API key instead"}
+	}
+	return s.app.AuthenticateSession(r.Context(), c.Value)
+}
+
+// legalExempt reports whether a route works while required legal documents
+// are unmet (CONTRACT.md "Legal agreements": auth, keys and legal).
+func legalExempt(pattern string) bool {
+	_, path, _ := strings.Cut(pattern, " ")
+	for _, prefix := range []string{"/v1/auth/", "/v1/keys", "/v1/legal/"} {
+		if strings.HasPrefix(path, prefix) {
+			return true
+		}
+	}
+	return false
 }
 
 // checkAccess applies a route's capability rule to an authenticated caller.
@@ -224,6 +282,11 @@ func checkAccess(a access, p app.Principal) error {
 		if !p.Unscoped() {
 			return (&domain.Error{Status: http.StatusForbidden, Code: domain.CodeScopeMissing,
 				Detail: "key management needs an unscoped key"}).With("scope", "unscoped")
+		}
+	case accessSession:
+		if p.Kind != app.KindSession {
+			return &domain.Error{Status: http.StatusUnauthorized, Code: domain.CodeSessionRequired,
+				Detail: "this route describes or ends a signed-in session: send the session cookie"}
 		}
 	case accessAdmin:
 		if !domain.Allows(p.Scopes, a.scope) {

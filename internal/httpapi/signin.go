@@ -1,0 +1,206 @@
+package httpapi
+
+// Sign-in and legal routes (CONTRACT.md "Credentials", "Legal agreements").
+
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"net/http"
+	"time"
+
+	"github.com/auditchain/auditchain/internal/app"
+	"github.com/auditchain/auditchain/internal/domain"
+	"github.com/auditchain/auditchain/internal/legal"
+	"github.com/auditchain/auditchain/internal/store"
+)
+
+type otpRequest struct {
+	Email       *string               `json:"email"`
+	Acceptances []app.AcceptanceInput `json:"acceptances"`
+}
+
+func (b *otpRequest) validate() []domain.FieldError {
+	if b.Email == nil {
+		return []domain.FieldError{{Field: "email", Message: "required"}}
+	}
+	return nil
+}
+
+func (s *Server) requestOTP(w http.ResponseWriter, r *http.Request) error {
+	req, err := decode[otpRequest](r, s.app.Cfg.MaxBodyBytes, false)
+	if err != nil {
+		return err
+	}
+	sent, err := s.app.RequestOTP(r.Context(), *req.Email, req.Acceptances)
+	if err != nil {
+		return err
+	}
+	return writeJSON(w, http.StatusAccepted, map[string]any{"status": "sent", "expires_at": domain.FormatTimestamp(sent.ExpiresAt)})
+}
+
+type otpVerify struct {
+	Email *string `json:"email"`
+	Code  *string `json:"code"`
+}
+
+func (b *otpVerify) validate() []domain.FieldError {
+	var errs []domain.FieldError
+	if b.Email == nil {
+		errs = append(errs, domain.FieldError{Field: "email", Message: "required"})
+	}
+	if b.Code == nil {
+		errs = append(errs, domain.FieldError{Field: "code", Message: "required"})
+	}
+	return errs
+}
+
+func (s *Server) verifyOTP(w http.ResponseWriter, r *http.Request) error {
+	req, err := decode[otpVerify](r, s.app.Cfg.MaxBodyBytes, false)
+	if err != nil {
+		return err
+	}
+	in, err := s.app.VerifyOTP(r.Context(), *req.Email, *req.Code)
+	if err != nil {
+		return err
+	}
+	http.SetCookie(w, s.sessionCookie(in.Token, in.ExpiresAt))
+	return writeJSON(w, http.StatusOK, map[string]any{"user_id": in.UserID, "email": in.Email,
+		"session_expires_at": domain.FormatTimestamp(in.ExpiresAt)})
+}
+
+// sessionCookie is the session's cookie (CONTRACT.md "Credentials"):
+// HttpOnly, SameSite=Lax, Path=/, Secure in production. An empty token with
+// a past expiry clears it.
+func (s *Server) sessionCookie(token string, expires time.Time) *http.Cookie {
+	c := &http.Cookie{Name: domain.SessionCookie, Value: token, Path: "/", HttpOnly: true, SameSite: http.SameSiteLaxMode,
+		Secure: s.app.Cfg.Production(), Expires: expires.UTC()}
+	if token == "" {
+		c.MaxAge = -1
+	}
+	return c
+}
+
+func (s *Server) logout(w http.ResponseWriter, r *http.Request) error {
+	if err := s.app.Logout(r.Context(), principal(r)); err != nil {
+		return err
+	}
+	http.SetCookie(w, s.sessionCookie("", time.Unix(0, 0)))
+	return writeJSON(w, http.StatusOK, map[string]any{"status": "signed_out"})
+}
+
+func (s *Server) session(w http.ResponseWriter, r *http.Request) error {
+	info, err := s.app.Session(r.Context(), principal(r))
+	if err != nil {
+		return err
+	}
+	return writeJSON(w, http.StatusOK, map[string]any{"user_id": info.UserID, "email": info.Email, "admin": info.Admin,
+		"expires_at": domain.FormatTimestamp(info.ExpiresAt)})
+}
+
+// legalDocumentJSON is a Legal document (SPEC.md).
+type legalDocumentJSON struct {
+	DocumentID  string `json:"document_id"`
+	Title       string `json:"title"`
+	Summary     string `json:"summary"`
+	Version     string `json:"version"`
+	ContentHash string `json:"content_hash"`
+	MediaType   string `json:"media_type"`
+	Required    bool   `json:"required"`
+	Status      string `json:"status"`
+	TextURL     string `json:"text_url"`
+}
+
+func (s *Server) legalDocuments(w http.ResponseWriter, r *http.Request) error {
+	docs := s.app.LegalDocuments()
+	out := make([]legalDocumentJSON, len(docs))
+	for i, d := range docs {
+		out[i] = legalDocumentJSON{DocumentID: d.ID, Title: d.Title, Summary: d.Summary, Version: d.Version,
+			ContentHash: d.ContentHash, MediaType: "text/markdown", Required: d.Required, Status: d.Status, TextURL: d.TextURL()}
+	}
+	return writeJSON(w, http.StatusOK, map[string]any{"documents": out, "accept_route": "/v1/legal/accept",
+		"acceptance_mode": "clickwrap", "gate_enforced": s.app.Cfg.LegalEnforce, "notice": legal.Notice,
+		"required_document_ids": s.app.RequiredDocumentIDs()})
+}
+
+// legalText serves a document's text, byte for byte the text its listed
+// content_hash is the SHA-256 of.
+func (s *Server) legalText(w http.ResponseWriter, r *http.Request) error {
+	d, err := s.app.LegalDocument(r.PathValue("document_id"))
+	if err != nil {
+		return err
+	}
+	sum := sha256.Sum256(d.Text)
+	h := w.Header()
+	h.Set("Content-Type", "text/markdown; charset=utf-8")
+	h.Set("X-Document-Version", d.Version)
+	h.Set("X-Document-Content-Hash", hex.EncodeToString(sum[:]))
+	w.WriteHeader(http.StatusOK)
+	_, err = w.Write(d.Text)
+	return err
+}
+
+type legalAccept struct {
+	Accepted    *bool   `json:"accepted"`
+	ContentHash *string `json:"content_hash"`
+	DocumentID  *string `json:"document_id"`
+	Version     *string `json:"version"`
+}
+
+func (b *legalAccept) validate() []domain.FieldError {
+	var errs []domain.FieldError
+	for _, f := range []struct {
+		name string
+		set  bool
+	}{{"accepted", b.Accepted != nil}, {"content_hash", b.ContentHash != nil}, {"document_id", b.DocumentID != nil}, {"version", b.Version != nil}} {
+		if !f.set {
+			errs = append(errs, domain.FieldError{Field: f.name, Message: "required"})
+		}
+	}
+	return errs
+}
+
+// acceptanceJSON is an Acceptance (SPEC.md); current only in the list.
+type acceptanceJSON struct {
+	DocumentID  string `json:"document_id"`
+	Version     string `json:"version"`
+	ContentHash string `json:"content_hash"`
+	Status      string `json:"status"`
+	RecordedAt  string `json:"recorded_at"`
+	Source      string `json:"source"`
+	UserID      string `json:"user_id"`
+	Email       string `json:"email"`
+	Current     *bool  `json:"current,omitempty"`
+}
+
+func toAcceptanceJSON(a store.Acceptance) acceptanceJSON {
+	return acceptanceJSON{DocumentID: a.DocumentID, Version: a.Version, ContentHash: a.ContentHash, Status: "accepted",
+		RecordedAt: domain.FormatTimestamp(a.RecordedAt), Source: a.Source, UserID: a.UserID, Email: a.Email}
+}
+
+func (s *Server) acceptLegal(w http.ResponseWriter, r *http.Request) error {
+	req, err := decode[legalAccept](r, s.app.Cfg.MaxBodyBytes, false)
+	if err != nil {
+		return err
+	}
+	out, err := s.app.AcceptLegal(r.Context(), principal(r), *req.DocumentID, *req.Version, *req.ContentHash, *req.Accepted)
+	if err != nil {
+		return err
+	}
+	return writeJSON(w, http.StatusOK, map[string]any{"acceptance": toAcceptanceJSON(out.Acceptance), "status": "recorded",
+		"unmet_document_ids": out.Unmet})
+}
+
+func (s *Server) legalAcceptances(w http.ResponseWriter, r *http.Request) error {
+	st, err := s.app.LegalAcceptances(r.Context(), principal(r))
+	if err != nil {
+		return err
+	}
+	out := make([]acceptanceJSON, len(st.Acceptances))
+	for i, a := range st.Acceptances {
+		out[i] = toAcceptanceJSON(a.Acceptance)
+		current := a.Current
+		out[i].Current = &current
+	}
+	return writeJSON(w, http.StatusOK, map[string]any{"acceptances": out, "email": st.Email,
+		"required_document_ids": st.Required, "unmet_document_ids": st.Unmet})
+}
