@@ -16,6 +16,7 @@ import (
 	"github.com/emersion/go-smtp"
 
 	"github.com/auditchain/auditchain/internal/mail"
+	"github.com/auditchain/auditchain/internal/mail/mailtest"
 )
 
 func smtpURL(user, password, addr string) string {
@@ -27,13 +28,13 @@ func smtpURL(user, password, addr string) string {
 }
 
 func TestSMTPDelivers(t *testing.T) {
-	srv := &testServer{}
-	srv.start(t, nil)
-	m := newMailer(t, smtpURL("", "", srv.addr), testOptions())
+	srv := &mailtest.Server{}
+	srv.Start(t, nil)
+	m := newMailer(t, smtpURL("", "", srv.Addr()), testOptions())
 	if err := m.Send(context.Background(), sampleMessage); err != nil {
 		t.Fatal(err)
 	}
-	got := srv.received()
+	got := srv.Received()
 	if len(got) != 1 {
 		t.Fatalf("%d messages arrived, want 1", len(got))
 	}
@@ -53,15 +54,15 @@ func TestSMTPDelivers(t *testing.T) {
 }
 
 func TestSMTPFromOption(t *testing.T) {
-	srv := &testServer{}
-	srv.start(t, nil)
+	srv := &mailtest.Server{}
+	srv.Start(t, nil)
 	o := testOptions()
 	o.From = "Audit Chain <noreply@audit.example>"
-	m := newMailer(t, smtpURL("", "", srv.addr), o)
+	m := newMailer(t, smtpURL("", "", srv.Addr()), o)
 	if err := m.Send(context.Background(), sampleMessage); err != nil {
 		t.Fatal(err)
 	}
-	got := srv.received()
+	got := srv.Received()
 	if len(got) != 1 || got[0].From != "noreply@audit.example" {
 		t.Fatalf("arrived %+v", got)
 	}
@@ -88,14 +89,14 @@ func TestSMTPAuth(t *testing.T) {
 		{name: "no mechanism we speak", mechanisms: []string{"XOAUTH2"}, user: user, pass: password, wantErr: "neither PLAIN nor LOGIN"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			srv := &testServer{mechanisms: tc.mechanisms, users: map[string]string{user: password}}
-			srv.start(t, nil)
+			srv := &mailtest.Server{Mechanisms: tc.mechanisms, Users: map[string]string{user: password}}
+			srv.Start(t, nil)
 			var logs logBuffer
 			o := testOptions()
 			o.Log = slog.New(slog.NewTextHandler(&logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
-			m := newMailer(t, smtpURL(tc.user, tc.pass, srv.addr), o)
+			m := newMailer(t, smtpURL(tc.user, tc.pass, srv.Addr()), o)
 			err := m.Send(context.Background(), sampleMessage)
-			sessions, _ := srv.counts()
+			sessions, _ := srv.Counts()
 			if tc.wantErr != "" {
 				if err == nil || !strings.Contains(err.Error(), tc.wantErr) {
 					t.Fatalf("Send error %v, want one containing %q", err, tc.wantErr)
@@ -105,7 +106,7 @@ func TestSMTPAuth(t *testing.T) {
 				if s := m.Stats(); s != (mail.Stats{Failed: 1}) || sessions != 1 {
 					t.Errorf("Stats = %+v after %d sessions, want Failed 1 after 1", s, sessions)
 				}
-				if len(srv.received()) != 0 {
+				if len(srv.Received()) != 0 {
 					t.Error("a message arrived")
 				}
 				if tc.pass != "" && (strings.Contains(err.Error(), tc.pass) || strings.Contains(logs.String(), tc.pass)) {
@@ -116,7 +117,7 @@ func TestSMTPAuth(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			got := srv.received()
+			got := srv.Received()
 			if len(got) != 1 || got[0].User != tc.wantUser {
 				t.Fatalf("arrived %+v, want one message from user %q", got, tc.wantUser)
 			}
@@ -129,21 +130,21 @@ func TestSMTPAuth(t *testing.T) {
 }
 
 func TestSMTPRetriesTemporaryFailure(t *testing.T) {
-	srv := &testServer{refuse: []error{&smtp.SMTPError{
+	srv := &mailtest.Server{Refuse: []error{&smtp.SMTPError{
 		Code: 451, EnhancedCode: smtp.EnhancedCode{4, 3, 0}, Message: "try again later",
 	}}}
-	srv.start(t, nil)
+	srv.Start(t, nil)
 	var waits []int
 	o := testOptions()
 	o.Backoff = func(n int) time.Duration { waits = append(waits, n); return 0 }
-	m := newMailer(t, smtpURL("", "", srv.addr), o)
+	m := newMailer(t, smtpURL("", "", srv.Addr()), o)
 	if err := m.Send(context.Background(), sampleMessage); err != nil {
 		t.Fatal(err)
 	}
-	if got := srv.received(); len(got) != 1 {
+	if got := srv.Received(); len(got) != 1 {
 		t.Fatalf("%d messages arrived, want exactly 1", len(got))
 	}
-	if sessions, _ := srv.counts(); sessions != 2 {
+	if sessions, _ := srv.Counts(); sessions != 2 {
 		t.Errorf("%d sessions, want 2", sessions)
 	}
 	if s := m.Stats(); s != (mail.Stats{Sent: 1, Retries: 1}) {
@@ -156,14 +157,14 @@ func TestSMTPRetriesTemporaryFailure(t *testing.T) {
 
 func TestSMTPGivesUpAfterAttempts(t *testing.T) {
 	busy := &smtp.SMTPError{Code: 421, EnhancedCode: smtp.EnhancedCode{4, 4, 5}, Message: "busy"}
-	srv := &testServer{refuse: []error{busy, busy, busy, busy}}
-	srv.start(t, nil)
-	m := newMailer(t, smtpURL("", "", srv.addr), testOptions())
+	srv := &mailtest.Server{Refuse: []error{busy, busy, busy, busy}}
+	srv.Start(t, nil)
+	m := newMailer(t, smtpURL("", "", srv.Addr()), testOptions())
 	err := m.Send(context.Background(), sampleMessage)
 	if err == nil || !strings.Contains(err.Error(), "after 3 attempts") {
 		t.Fatalf("Send error %v", err)
 	}
-	if sessions, _ := srv.counts(); sessions != 3 {
+	if sessions, _ := srv.Counts(); sessions != 3 {
 		t.Errorf("%d sessions, want 3", sessions)
 	}
 	if s := m.Stats(); s != (mail.Stats{Failed: 1, Retries: 2}) {
@@ -172,16 +173,16 @@ func TestSMTPGivesUpAfterAttempts(t *testing.T) {
 }
 
 func TestSMTPPermanentRefusalIsNotRetried(t *testing.T) {
-	srv := &testServer{rcptError: &smtp.SMTPError{
+	srv := &mailtest.Server{RcptError: &smtp.SMTPError{
 		Code: 550, EnhancedCode: smtp.EnhancedCode{5, 1, 1}, Message: "no such user",
 	}}
-	srv.start(t, nil)
-	m := newMailer(t, smtpURL("", "", srv.addr), testOptions())
+	srv.Start(t, nil)
+	m := newMailer(t, smtpURL("", "", srv.Addr()), testOptions())
 	err := m.Send(context.Background(), sampleMessage)
 	if err == nil || !strings.Contains(err.Error(), "550") || !strings.Contains(err.Error(), "not retried") {
 		t.Fatalf("Send error %v", err)
 	}
-	if sessions, _ := srv.counts(); sessions != 1 {
+	if sessions, _ := srv.Counts(); sessions != 1 {
 		t.Errorf("%d sessions, want 1", sessions)
 	}
 	if s := m.Stats(); s != (mail.Stats{Failed: 1}) {
@@ -248,15 +249,15 @@ func TestSMTPContextCancelsAttempt(t *testing.T) {
 }
 
 func TestSMTPContextCancelsBackoff(t *testing.T) {
-	srv := &testServer{refuse: []error{&smtp.SMTPError{
+	srv := &mailtest.Server{Refuse: []error{&smtp.SMTPError{
 		Code: 451, EnhancedCode: smtp.EnhancedCode{4, 3, 0}, Message: "try again later",
 	}}}
-	srv.start(t, nil)
+	srv.Start(t, nil)
 	ctx, cancel := context.WithCancel(context.Background())
 	o := testOptions()
 	// The operator shuts down while Send waits to retry.
 	o.Backoff = func(int) time.Duration { cancel(); return time.Hour }
-	m := newMailer(t, smtpURL("", "", srv.addr), o)
+	m := newMailer(t, smtpURL("", "", srv.Addr()), o)
 	if err := m.Send(ctx, sampleMessage); !errors.Is(err, context.Canceled) {
 		t.Fatalf("Send error %v, want context.Canceled", err)
 	}
@@ -264,14 +265,14 @@ func TestSMTPContextCancelsBackoff(t *testing.T) {
 	if s := m.Stats(); s != (mail.Stats{Failed: 1}) {
 		t.Errorf("Stats = %+v", s)
 	}
-	if len(srv.received()) != 0 {
+	if len(srv.Received()) != 0 {
 		t.Error("a message arrived")
 	}
 }
 
 func TestSMTPStartTLS(t *testing.T) {
 	const user, password = "ops", "secret"
-	serverTLS, roots := selfSigned(t)
+	serverTLS, roots := mailtest.SelfSigned(t)
 	for _, tc := range []struct {
 		name     string
 		user     string
@@ -287,30 +288,30 @@ func TestSMTPStartTLS(t *testing.T) {
 		{name: "untrusted certificate", roots: false, wantErr: "certificate"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			srv := &testServer{mechanisms: []string{"PLAIN"}}
+			srv := &mailtest.Server{Mechanisms: []string{"PLAIN"}}
 			if tc.user != "" {
-				srv.users = map[string]string{user: password}
+				srv.Users = map[string]string{user: password}
 			}
-			srv.start(t, serverTLS)
+			srv.Start(t, serverTLS)
 			o := testOptions()
 			if tc.roots {
 				o.RootCAs = roots
 			}
-			m := newMailer(t, smtpURL(tc.user, password, srv.addr), o)
+			m := newMailer(t, smtpURL(tc.user, password, srv.Addr()), o)
 			err := m.Send(context.Background(), sampleMessage)
 			if tc.wantErr != "" {
 				if err == nil || !strings.Contains(err.Error(), tc.wantErr) {
 					t.Fatalf("Send error %v, want one containing %q", err, tc.wantErr)
 				}
-				if s := m.Stats(); s != (mail.Stats{Failed: 1}) || len(srv.received()) != 0 {
-					t.Errorf("Stats = %+v, %d arrived; want Failed 1, nothing arrived", s, len(srv.received()))
+				if s := m.Stats(); s != (mail.Stats{Failed: 1}) || len(srv.Received()) != 0 {
+					t.Errorf("Stats = %+v, %d arrived; want Failed 1, nothing arrived", s, len(srv.Received()))
 				}
 				return
 			}
 			if err != nil {
 				t.Fatal(err)
 			}
-			got := srv.received()
+			got := srv.Received()
 			if len(got) != 1 || !got[0].TLS || got[0].User != tc.wantUser {
 				t.Fatalf("arrived %+v, want one message over TLS from user %q", got, tc.wantUser)
 			}
