@@ -219,22 +219,27 @@ func (a *App) VerifyOTP(ctx context.Context, rawEmail, code string) (SignedIn, e
 		if !spent { // another verification spent it, or burnt it, first
 			return errInvalidCode
 		}
-		acct, err := a.Store.AccountByEmail(ctx, t.SQL(), email)
-		switch {
-		case errors.Is(err, store.ErrNotFound):
-			acct = store.Account{UserID: newUserID.String(), Email: &email, CreatedAt: now}
-			if err := a.Store.CreateAccount(ctx, t.SQL(), acct); err != nil {
+		// An account keeps its email, so the one the code was read with
+		// stands; without one, look again under the lock of the spend.
+		out.UserID = c.UserID
+		if out.UserID == "" {
+			acct, err := a.Store.AccountByEmail(ctx, t.SQL(), email)
+			switch {
+			case errors.Is(err, store.ErrNotFound):
+				acct = store.Account{UserID: newUserID.String(), Email: &email, CreatedAt: now}
+				if err := a.Store.CreateAccount(ctx, t.SQL(), acct); err != nil {
+					return err
+				}
+				if err := a.recordSignInAcceptances(ctx, t, acct, c.Acceptances, now); err != nil {
+					return err
+				}
+			case err != nil:
 				return err
 			}
-			if err := a.recordSignInAcceptances(ctx, t, acct, c.Acceptances, now); err != nil {
-				return err
-			}
-		case err != nil:
-			return err
+			out.UserID = acct.UserID
 		}
-		out.UserID = acct.UserID
 		return a.Store.InsertSession(ctx, t.SQL(), store.Session{ID: sessionID.String(), TokenHash: tokenHash,
-			UserID: acct.UserID, CreatedAt: now, ExpiresAt: out.ExpiresAt})
+			UserID: out.UserID, CreatedAt: now, ExpiresAt: out.ExpiresAt})
 	})
 	if err != nil {
 		return SignedIn{}, err

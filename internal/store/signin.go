@@ -21,6 +21,9 @@ type OTPCode struct {
 	ExpiresAt   time.Time
 	Attempts    int
 	UsedAt      *time.Time
+	// UserID is, as LiveOTPCode read it, the account of Email; empty when
+	// the email had none.
+	UserID string
 }
 
 // LockEmail holds the email's sign-in row until tx ends, so that code
@@ -64,23 +67,26 @@ func (s *Store) InsertOTPCode(ctx context.Context, tx *sql.Tx, c OTPCode) error 
 }
 
 // LiveOTPCode returns the email's newest code that is unused, unexpired at
-// now and has tries left (fewer than maxAttempts), or ErrNotFound.
+// now and has tries left (fewer than maxAttempts), or ErrNotFound; with it,
+// the email's account if there is one (one read for both).
 func (s *Store) LiveOTPCode(ctx context.Context, q Querier, email string, now time.Time, maxAttempts int) (OTPCode, error) {
 	if q == nil {
 		q = s.read
 	}
 	var c OTPCode
-	var acceptances sql.NullString
+	var acceptances, userID sql.NullString
 	var created, expires int64
-	err := q.QueryRowContext(ctx, `SELECT id, email, code_hash, acceptances, created_at, expires_at, attempts FROM otp_codes
-		WHERE email = $1 AND used_at IS NULL AND expires_at > $2 AND attempts < $3 ORDER BY created_at DESC LIMIT 1`,
-		email, now.UnixMicro(), maxAttempts).Scan(&c.ID, &c.Email, &c.CodeHash, &acceptances, &created, &expires, &c.Attempts)
+	err := q.QueryRowContext(ctx, `SELECT c.id, c.email, c.code_hash, c.acceptances, c.created_at, c.expires_at, c.attempts, a.user_id
+		FROM otp_codes c LEFT JOIN accounts a ON a.email = c.email
+		WHERE c.email = $1 AND c.used_at IS NULL AND c.expires_at > $2 AND c.attempts < $3 ORDER BY c.created_at DESC LIMIT 1`,
+		email, now.UnixMicro(), maxAttempts).Scan(&c.ID, &c.Email, &c.CodeHash, &acceptances, &created, &expires, &c.Attempts, &userID)
 	if errors.Is(err, sql.ErrNoRows) {
 		return c, ErrNotFound
 	}
 	if acceptances.Valid {
 		c.Acceptances = []byte(acceptances.String)
 	}
+	c.UserID = userID.String
 	c.CreatedAt, c.ExpiresAt = time.UnixMicro(created).UTC(), time.UnixMicro(expires).UTC()
 	return c, err
 }
