@@ -6,6 +6,7 @@ package bench
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -65,6 +66,9 @@ type Options struct {
 	Signed     bool // prefill signed events (heal-scan, search)
 	Runs       int  // repeat each workload; the report holds medians
 	Restarts   int  // server restarts measured per run (restart)
+	// Session authenticates every bench account's requests with a session
+	// cookie (signed in by one-time code) instead of its API key.
+	Session bool
 	// SpreadRequests, with several URLs, sends each append of a client to
 	// a target picked at random instead of all to one (a load balancer
 	// without account affinity).
@@ -161,6 +165,7 @@ type env struct {
 	c         *client   // the first target: setup requests
 	cs        []*client // every target (--url a,b): workers spread over them
 	clients   int
+	rate      float64 // > 0: open loop at this many operations per second
 	accounts  []account
 	prefix    string // makes this run's event ids unique
 	serverPID int
@@ -185,8 +190,8 @@ func runOnce(ctx context.Context, o *Options, w *workload, run int) (res Result)
 		nAccounts = o.Accounts
 	}
 	res = Result{Workload: w.name, Mode: "closed", Clients: e.clients, Accounts: nAccounts, Runs: 1}
-	if o.Rate > 0 && w.openLoop {
-		res.Mode, res.Rate = "open", o.Rate
+	if rate := cmp.Or(o.Rate, w.defRate); rate > 0 && w.openLoop {
+		res.Mode, res.Rate, e.rate = "open", rate, rate
 	}
 	if w.prefill {
 		e.prefill = o.Prefill
@@ -213,7 +218,7 @@ func runOnce(ctx context.Context, o *Options, w *workload, run int) (res Result)
 		keys = w.keys(o)
 	}
 	fmt.Fprintf(o.Progress, "bench: creating %d accounts\n", nAccounts)
-	accts, err := provision(ctx, db, nAccounts, keys)
+	accts, err := provision(ctx, db, nAccounts, keys, e.sessionPrefix())
 	if err != nil {
 		return fail(fmt.Errorf("create bench accounts in %s: %w", db, err))
 	}
@@ -301,22 +306,43 @@ func runOnce(ctx context.Context, o *Options, w *workload, run int) (res Result)
 	return res
 }
 
+// sessionPrefix is, with --session, what makes this run's account emails
+// unique; empty without.
+func (e *env) sessionPrefix() string {
+	if !e.o.Session {
+		return ""
+	}
+	return e.prefix + "s"
+}
+
 // provision creates n accounts (unscoped keys) through the store, and extra
-// keys on the first one, exactly as `auditchain admin` does.
-func provision(ctx context.Context, db string, n, extraKeys int) ([]account, error) {
+// keys on the first one, exactly as `auditchain admin` does. With a
+// sessionPrefix the accounts have emails and sign in by one-time code: their
+// credential is the session token instead of the key.
+func provision(ctx context.Context, db string, n, extraKeys int, sessionPrefix string) ([]account, error) {
 	st, err := store.Open(ctx, db)
 	if err != nil {
 		return nil, err
 	}
 	defer st.Close()
 	a := app.New(st, config.Config{EpochAnchor: domain.DefaultEpochAnchor}, slog.New(slog.DiscardHandler))
+	sa, catcher := signInApp(st)
 	out := make([]account, n)
 	for i := range out {
-		acct, key, err := a.CreateAccount(ctx, app.AccountRequest{NoEmail: true})
+		req := app.AccountRequest{NoEmail: true}
+		if sessionPrefix != "" {
+			req = app.AccountRequest{Email: benchEmail(sessionPrefix, i)}
+		}
+		acct, key, err := a.CreateAccount(ctx, req)
 		if err != nil {
 			return nil, err
 		}
 		out[i] = account{userID: acct.UserID, keyID: key.Key.ID, key: key.Token}
+		if sessionPrefix != "" {
+			if out[i].key, err = signIn(ctx, sa, catcher, *acct.Email); err != nil {
+				return nil, fmt.Errorf("sign in %s: %w", *acct.Email, err)
+			}
+		}
 	}
 	for range extraKeys {
 		k, err := a.CreateKey(ctx, out[0].userID, app.KeyRequest{Label: "bench"})
@@ -413,11 +439,12 @@ type loadResult struct {
 }
 
 // drive runs op on e.clients workers: in a closed loop (each worker sends its
-// next request when the last one answered), or, with a rate, in an open loop
+// next request when the last one answered), or, with a rate > 0 (operations per second), in an open loop
 // where operation i is due at start + i/rate whatever happened before, and its
 // latency counts from that due time — queueing in the server or in the
 // generator shows up instead of slowing the schedule (no coordinated omission).
-func drive(ctx context.Context, e *env, mk func(w *worker) opFunc, open bool) loadResult {
+func drive(ctx context.Context, e *env, mk func(w *worker) opFunc, rate float64) loadResult {
+	open := rate > 0
 	o := e.o
 	n := max(e.clients, 1)
 	workers := make([]*worker, n)
@@ -433,7 +460,7 @@ func drive(ctx context.Context, e *env, mk func(w *worker) opFunc, open bool) lo
 	end := from.Add(o.Duration)
 	var sched *schedule
 	if open {
-		sched = newSchedule(start, o.Rate)
+		sched = newSchedule(start, rate)
 	}
 	var abort atomic.Pointer[error]
 	var cpuFrom procSample

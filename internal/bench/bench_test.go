@@ -129,3 +129,58 @@ func TestPrefillZeroReusesTheLongestChain(t *testing.T) {
 		t.Fatalf("second run: %v %+v", err, res[0])
 	}
 }
+
+// otp-verify spends one prepared code per operation in an open loop at 200
+// verifications a second unless told otherwise, every one signing in.
+func TestOTPVerifyWorkload(t *testing.T) {
+	url, dsn := startServer(t)
+	res, err := bench.Run(context.Background(), bench.Options{URL: url, DB: dsn, Workloads: []string{"otp-verify"},
+		Duration: 300 * time.Millisecond, Clients: 4})
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := res[0]
+	if r.Error != "" || len(r.Errors) > 0 || r.Mode != "open" || r.Rate != 200 || r.Ops < 30 {
+		t.Fatalf("otp-verify: %+v", r)
+	}
+	st, err := store.Open(context.Background(), dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	var sessions int64
+	if err := st.DB().QueryRow(`SELECT count(*) FROM sessions`).Scan(&sessions); err != nil {
+		t.Fatal(err)
+	}
+	if sessions < r.Ops {
+		t.Fatalf("%d sessions stored for %d verifications", sessions, r.Ops)
+	}
+}
+
+// --session authenticates the workload's requests with session cookies: the
+// events it appends carry no API key.
+func TestSessionCredentialWorkload(t *testing.T) {
+	url, dsn := startServer(t)
+	res, err := bench.Run(context.Background(), bench.Options{URL: url, DB: dsn, Workloads: []string{"append", "gate-status"},
+		Duration: 300 * time.Millisecond, Clients: 2, Accounts: 3, Session: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, r := range res {
+		if r.Error != "" || len(r.Errors) > 0 || r.Ops == 0 {
+			t.Fatalf("%s with sessions: %+v", r.Workload, r)
+		}
+	}
+	st, err := store.Open(context.Background(), dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	var byKey, bySession int64
+	if err := st.DB().QueryRow(`SELECT count(api_key_id), count(*) - count(api_key_id) FROM events`).Scan(&byKey, &bySession); err != nil {
+		t.Fatal(err)
+	}
+	if byKey != 0 || bySession < res[0].Ops {
+		t.Fatalf("events by key %d, by session %d; %d appends measured", byKey, bySession, res[0].Ops)
+	}
+}

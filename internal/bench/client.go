@@ -8,7 +8,11 @@ import (
 	"net"
 	"net/http"
 	"strconv"
+	"strings"
 	"time"
+
+	"github.com/auditchain/auditchain/internal/app"
+	"github.com/auditchain/auditchain/internal/domain"
 )
 
 // client is the generator's one HTTP client: a single Transport keeps enough
@@ -54,7 +58,8 @@ func (e *statusError) key() string {
 	return strconv.Itoa(e.status) + " " + e.code
 }
 
-// do sends one request and leaves the response body in resp. A non-2xx answer
+// do sends one request, authenticated by key (an API key, or a session
+// token sent as the session cookie), and leaves the response body in resp. A non-2xx answer
 // is a *statusError; anything else non-nil is a transport error.
 func (c *client) do(ctx context.Context, method, path, key string, body []byte, resp *bytes.Buffer) (int, error) {
 	var rd *bytes.Reader
@@ -68,7 +73,10 @@ func (c *client) do(ctx context.Context, method, path, key string, body []byte, 
 		req.ContentLength = int64(len(body))
 		req.Header["Content-Type"] = jsonType
 	}
-	if key != "" {
+	switch {
+	case strings.HasPrefix(key, app.SessionTokenPrefix):
+		req.Header["Cookie"] = []string{domain.SessionCookie + "=" + key}
+	case key != "":
 		req.Header["X-Api-Key"] = []string{key}
 	}
 	res, err := c.hc.Do(req)

@@ -37,14 +37,14 @@ func TestOpenLoopShowsQueueing(t *testing.T) {
 		}
 	}
 	e := &env{o: &Options{Duration: 100 * time.Millisecond, Rate: 200}, clients: 1}
-	open := drive(context.Background(), e, slow, true)
+	open := drive(context.Background(), e, slow, 200)
 	if open.ops != 20 {
 		t.Fatalf("open loop ran %d operations, want the 20 due in 100 ms at 200/s", open.ops)
 	}
 	if open.hist.Max() < 80*time.Millisecond {
 		t.Fatalf("open loop max latency %v: the backlog of a 10 ms server at 5 ms intervals is hidden", open.hist.Max())
 	}
-	closed := drive(context.Background(), e, slow, false)
+	closed := drive(context.Background(), e, slow, 0)
 	if closed.hist.Quantile(0.99) > 50*time.Millisecond || closed.ops < 5 {
 		t.Fatalf("closed loop: p99 %v over %d ops", closed.hist.Quantile(0.99), closed.ops)
 	}

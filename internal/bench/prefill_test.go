@@ -18,7 +18,7 @@ import (
 func TestDirectPrefillIsAValidChain(t *testing.T) {
 	ctx := context.Background()
 	dsn := "sqlite:" + filepath.Join(t.TempDir(), "bench.db")
-	accts, err := provision(ctx, dsn, 3, 0)
+	accts, err := provision(ctx, dsn, 3, 0, "")
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -18,13 +18,14 @@ import (
 // workload is one named load.
 type workload struct {
 	name          string
-	clients       int  // default number of clients
-	fixedClients  bool // --clients does not apply
-	accounts      int  // default number of accounts
-	fixedAccounts bool // --accounts does not apply
-	prefill       bool // uses --prefill
-	defPrefill    int  // --prefill when not given
-	openLoop      bool // --rate applies
+	clients       int     // default number of clients
+	fixedClients  bool    // --clients does not apply
+	accounts      int     // default number of accounts
+	fixedAccounts bool    // --accounts does not apply
+	prefill       bool    // uses --prefill
+	defPrefill    int     // --prefill when not given
+	openLoop      bool    // --rate applies
+	defRate       float64 // --rate when not given (0: closed loop)
 	keys          func(o *Options) int
 	run           func(ctx context.Context, e *env, res Result) (Result, error)
 	help          string
@@ -45,6 +46,8 @@ var workloads = []*workload{
 		help: "GET /v1/grants/status for a live grant"},
 	{name: "grant-use", clients: 64, accounts: 100, openLoop: true, run: loadRun(grantSetup(true)),
 		help: "POST /v1/grants/{id}/use n=1 on a large budget"},
+	{name: "otp-verify", clients: 64, accounts: 1, fixedAccounts: true, openLoop: true, defRate: 200, run: loadRun(otpVerifySetup),
+		help: "POST /v1/auth/otp/verify, each with a code prepared for its own account (open loop, --rate default 200)"},
 	{name: "search", clients: 16, accounts: 1, prefill: true, defPrefill: 100000, openLoop: true,
 		run: loadRun(searchSetup), help: "POST /v1/events/search limit 200 on an account of --prefill events (other --accounts: --fill-others each)"},
 	{name: "heal-scan", clients: 1, accounts: 1, fixedAccounts: true, prefill: true, defPrefill: 100000, openLoop: true,
@@ -92,7 +95,7 @@ func loadRun(setup setupFunc) func(ctx context.Context, e *env, res Result) (Res
 			return res, err
 		}
 		fmt.Fprintf(e.progress, "bench: %s: %d clients, %s mode, %v\n", e.w.name, e.clients, res.Mode, e.o.Duration)
-		lr := drive(ctx, e, mk, res.Mode == "open")
+		lr := drive(ctx, e, mk, e.rate)
 		lr.fill(&res)
 		return res, nil
 	}
