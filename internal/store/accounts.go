@@ -55,9 +55,17 @@ func (s *Store) CreateAccountWithKey(ctx context.Context, tx *sql.Tx, a Account,
 
 // Account reads one account.
 func (s *Store) Account(ctx context.Context, userID string) (Account, error) {
+	return s.AccountIn(ctx, nil, userID)
+}
+
+// AccountIn reads one account through q (nil: the read pool).
+func (s *Store) AccountIn(ctx context.Context, q Querier, userID string) (Account, error) {
+	if q == nil {
+		q = s.read
+	}
 	var a Account
 	var created int64
-	err := s.read.QueryRowContext(ctx, `SELECT user_id, email, is_admin, created_at FROM accounts WHERE user_id = $1`, userID).
+	err := q.QueryRowContext(ctx, `SELECT user_id, email, is_admin, created_at FROM accounts WHERE user_id = $1`, userID).
 		Scan(&a.UserID, &a.Email, &a.IsAdmin, &created)
 	if errors.Is(err, sql.ErrNoRows) {
 		return a, ErrNotFound

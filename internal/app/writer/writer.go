@@ -66,6 +66,8 @@ type Writer struct {
 	bus *stream.PGBus
 	// marks are the accounts this replica streams (PostgreSQL; listenmarks.go).
 	marks listenMarks
+	// claims serialise claims of queued work per key (SQLite; claim.go).
+	claims claimLocks
 
 	closeOnce sync.Once
 }
