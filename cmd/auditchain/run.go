@@ -11,6 +11,7 @@ import (
 	"net"
 	"net/http"
 	"net/http/pprof"
+	"os"
 	"strings"
 	"time"
 
@@ -30,6 +31,7 @@ commands:
   serve                 run the HTTP API (see --help for flags; each reads AUDITCHAIN_*)
   admin create-account  create an account and its first unscoped key
   admin create-key      create another key for an account
+  admin announce        mail a mandatory notice (breaking_change.announce) to every account with an email
   verify token FILE --service-key KEY    check a delegation token offline
   verify export FILE --service-key KEY   check an exported chain offline
   bench [flags] WORKLOAD…                load generator (docs/bench.md)
@@ -116,6 +118,11 @@ func serve(ctx context.Context, args []string, getenv func(string) string, stdou
 	if err := a.StartBus(busCtx, cfg.DB); err != nil {
 		return fmt.Errorf("stream bus: %w", err)
 	}
+	// Notification email goes out after each commit that queues some, and
+	// every minute for rows a crash or another replica left queued.
+	mailCtx, stopMail := context.WithCancel(context.WithoutCancel(ctx))
+	defer stopMail()
+	go a.RunMailer(mailCtx, app.NewRealTicker(time.Minute))
 	handler := httpapi.NewServer(a, log, doc)
 
 	ln, err := net.Listen("tcp", cfg.Addr)
@@ -253,6 +260,39 @@ func adminCmd(ctx context.Context, args []string, getenv func(string) string, st
 		}
 		return printJSON(stdout, map[string]any{"key_id": key.Key.ID, "api_key": key.Token, "prefix": key.Key.Prefix,
 			"scopes": scopeList, "machine": key.Key.Machine, "label": key.Key.Label, "expires_at": key.Key.ExpiresAt})
+	case "announce":
+		typ := fs.String("type", domain.NoticeBreakingChange, "notice type (a mandatory one)")
+		subject := fs.String("subject", "", "email subject (one line)")
+		bodyFile := fs.String("body-file", "", "file holding the plain-text body")
+		mailSpec := fs.String("mail", envOr(getenv, "AUDITCHAIN_MAIL", "log"), "mail transport: log, outbox:DIR or smtp://user:pass@host:port")
+		mailFrom := fs.String("mail-from", getenv("AUDITCHAIN_MAIL_FROM"), "sender address")
+		if err := fs.Parse(args[1:]); err != nil {
+			return err
+		}
+		if *subject == "" || *bodyFile == "" {
+			return errors.New("announce needs --subject S and --body-file F")
+		}
+		body, err := os.ReadFile(*bodyFile)
+		if err != nil {
+			return fmt.Errorf("--body-file: %w", err)
+		}
+		log := slog.New(slog.NewTextHandler(stderr, nil))
+		mailer, err := mail.New(*mailSpec, mail.Options{From: *mailFrom, Log: log})
+		if err != nil {
+			return fmt.Errorf("--mail: %w", err)
+		}
+		a, closeStore, err := open()
+		if err != nil {
+			return err
+		}
+		defer closeStore()
+		a.Mail = mailer
+		n, err := a.Announce(ctx, *typ, *subject, string(body))
+		if err != nil {
+			return explain(err)
+		}
+		st := mailer.Stats()
+		return printJSON(stdout, map[string]any{"type": *typ, "accounts_notified": n, "emails_sent": st.Sent, "emails_failed": st.Failed})
 	default:
 		fmt.Fprint(stderr, usage)
 		return fmt.Errorf("unknown admin command %q", args[0])
@@ -276,4 +316,12 @@ func printJSON(w io.Writer, v any) error {
 	enc := json.NewEncoder(w)
 	enc.SetIndent("", "  ")
 	return enc.Encode(v)
+}
+
+// envOr reads an environment variable, or def when it is unset or empty.
+func envOr(getenv func(string) string, name, def string) string {
+	if v := getenv(name); v != "" {
+		return v
+	}
+	return def
 }

@@ -11,6 +11,7 @@ import (
 	"regexp"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/auditchain/auditchain/internal/mail/mailtest"
 	"github.com/auditchain/auditchain/internal/store/storetest"
@@ -214,8 +215,23 @@ func TestServeSignInOverSMTP(t *testing.T) {
 			t.Fatalf("the session after logout: code %v, want invalid_or_expired_api_key", code)
 		}
 
-		if n := len(smtpd.Received()); n != 1 {
-			t.Errorf("%d messages arrived in all, want 1", n)
+		// The key the session made is a key.created notice: its email goes
+		// out through the same mailer right after the commit.
+		deadline := time.Now().Add(10 * time.Second)
+		for len(smtpd.Received()) < 2 && time.Now().Before(deadline) {
+			time.Sleep(20 * time.Millisecond)
+		}
+		arrived := smtpd.Received()
+		if len(arrived) != 2 {
+			t.Fatalf("%d messages arrived in all, want 2 (the code, then the key.created notice)", len(got))
+		}
+		notice, err := netmail.ReadMessage(bytes.NewReader(arrived[1].Data))
+		if err != nil {
+			t.Fatal(err)
+		}
+		noticeBody, _ := io.ReadAll(notice.Body)
+		if subj := notice.Header.Get("Subject"); !strings.Contains(subj, "API key created") || !strings.Contains(string(noticeBody), "Notice: key.created") {
+			t.Errorf("second message: subject %q body %q, want the key.created notice", subj, noticeBody)
 		}
 		if err := stop(); err != nil {
 			t.Fatalf("graceful shutdown returned %v", err)

@@ -18,6 +18,7 @@ import (
 	"github.com/auditchain/auditchain/internal/domain"
 	"github.com/auditchain/auditchain/internal/legal"
 	"github.com/auditchain/auditchain/internal/mail"
+	"github.com/auditchain/auditchain/internal/notify/webhook"
 	"github.com/auditchain/auditchain/internal/store"
 	"github.com/auditchain/auditchain/internal/stream"
 )
@@ -43,6 +44,12 @@ type App struct {
 	Mail  Mailer
 	Legal *legal.Set
 
+	// Egress delivers webhooks (SSRF-safe; --webhook-allow-private).
+	Egress *webhook.Egress
+	// WebhookBackoff is the wait before webhook attempt n+2 within a drain
+	// (nil: 250 ms·2ⁿ); tests make it zero.
+	WebhookBackoff func(n int) time.Duration
+
 	// NewTicker makes the periodic heal task's ticker (nil: NewRealTicker);
 	// tests inject one they tick by hand.
 	NewTicker func(time.Duration) Ticker
@@ -61,6 +68,8 @@ type App struct {
 	legalCache   *writer.ReadCache[string, []string]
 	// heal is this process's heal status cache and periodic tasks (heal.go).
 	heal healState
+	// notices is this process's notification state (notify.go).
+	notices notices
 }
 
 // Bounds of the read caches: at most this many accounts with this many cached
@@ -75,7 +84,8 @@ const (
 // New returns an App with the real clock and crypto/rand unless overridden.
 func New(st *store.Store, cfg config.Config, log *slog.Logger) *App {
 	a := &App{Store: st, Cfg: cfg, Now: time.Now, Rand: rand.Reader, Log: log,
-		Hub: stream.NewHub(stream.Options{}), Dedup: domain.DefaultDedupPolicy(), Legal: legal.Default()}
+		Hub: stream.NewHub(stream.Options{}), Dedup: domain.DefaultDedupPolicy(), Legal: legal.Default(), notices: newNotices()}
+	a.Egress = webhook.NewEgress(webhook.Options{AllowPrivate: cfg.WebhookAllowPrivate})
 	// Mail goes to the log until the caller gives a mailer (--mail).
 	a.Mail, _ = mail.New("log", mail.Options{Log: log, Production: cfg.Production()})
 	// The writer reads the clock through a, so a test that sets a.Now sets it too.

@@ -105,6 +105,12 @@ func checkBatchSize(n int) error {
 
 // appendBatch stores the rows of inputs that parsed (nil: refused in res.Errors).
 func (a *App) appendBatch(ctx context.Context, p Principal, res BatchResult, inputs []*domain.EventInput) (BatchResult, error) {
+	out, err := a.storeBatch(ctx, p, res, inputs)
+	a.noteRefusal(ctx, p.UserID, err)
+	return out, err
+}
+
+func (a *App) storeBatch(ctx context.Context, p Principal, res BatchResult, inputs []*domain.EventInput) (BatchResult, error) {
 	rowCount := len(inputs)
 	now := a.Now()
 	// Canonical hashing (JCS) of every row happens here, before the writer

@@ -66,7 +66,11 @@ func (a *App) CreateProposal(ctx context.Context, p Principal, in NewProposal) (
 			return err
 		}
 		sp.Seq = ev.Sequence
-		return a.Store.InsertProposal(ctx, t.SQL(), &sp)
+		if err := a.Store.InsertProposal(ctx, t.SQL(), &sp); err != nil {
+			return err
+		}
+		_, err = a.notify(ctx, t, p.UserID, Notice{Type: domain.NoticeGovernanceProposed, Subject: proposalSubject(&sp.Proposal)})
+		return err
 	})
 	if err != nil {
 		return domain.Proposal{}, err
@@ -150,10 +154,28 @@ func (a *App) TransitionProposal(ctx context.Context, p Principal, proposalID, a
 		if _, err := a.appendServerEvent(ctx, t, p, ServerEvent{EventType: domain.EventType(action), Raw: raw}); err != nil {
 			return err
 		}
+		if action == domain.ActionEnact {
+			if _, err := a.notify(ctx, t, p.UserID, Notice{Type: domain.NoticeGovernanceEnacted, Subject: proposalSubject(&sp.Proposal)}); err != nil {
+				return err
+			}
+		}
 		out = sp.Proposal
 		return nil
 	})
 	return out, err
+}
+
+// proposalSubject names a proposal in its notices: ids and the rule's
+// subject, never the note.
+func proposalSubject(pr *domain.Proposal) map[string]any {
+	s := map[string]any{"proposal_id": pr.ProposalID, "kind": pr.Kind}
+	if pr.Subject.Subagent != "" {
+		s["subagent"] = pr.Subject.Subagent
+	}
+	if pr.Subject.Tool != nil {
+		s["tool"] = *pr.Subject.Tool
+	}
+	return s
 }
 
 // enactStamp makes enacted_at strictly increase within an account in chain

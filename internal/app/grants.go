@@ -582,12 +582,14 @@ type grantRevokedEvent struct {
 }
 
 // onGrantRevoked runs inside the revoke's transaction, after its chain event,
-// once per grant actually revoked (never for already_revoked). It is where the
-// notifications work adds the grant.revoked notification rows (in_app, email,
-// webhook; severity warning) and queues the webhook push (SPEC.md "Events"):
-// rows written here commit or roll back with the revocation. No-op until then.
+// once per grant actually revoked (never for already_revoked): it writes the
+// grant.revoked notice's rows (in_app, email, webhook; severity warning;
+// SPEC.md "Grant (status)"), which commit or roll back with the revocation,
+// so a revoke that answers 200 always has them.
 func (a *App) onGrantRevoked(ctx context.Context, t *writer.Tx, p Principal, g domain.Grant) error {
-	return nil
+	_, err := a.notify(ctx, t, p.UserID, Notice{Type: domain.NoticeGrantRevoked,
+		Subject: map[string]any{"grant_id": g.GrantID, "subagent": g.Subagent}})
+	return err
 }
 
 // DelegationPublicKey is GET /v1/delegation/public-key.

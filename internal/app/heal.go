@@ -601,7 +601,12 @@ func (a *App) HealRun(ctx context.Context, p Principal, dryRun bool, machineID *
 				res.Written++
 				res.Actions = append(res.Actions, act)
 			}
-			return nil
+			if res.Written == 0 {
+				return nil
+			}
+			_, err := a.notify(ctx, t, p.UserID, Notice{Type: domain.NoticeChainRepairRun,
+				Subject: map[string]any{"repairs_written": res.Written, "breaks": res.Breaks, "gaps": res.Gaps}})
+			return err
 		})
 		if errors.Is(err, store.ErrConflict) {
 			// A run on another replica got past the lock check at the same

@@ -135,7 +135,12 @@ func (a *App) CreateAccount(ctx context.Context, req AccountRequest) (store.Acco
 	if err != nil {
 		return store.Account{}, NewKey{}, err
 	}
-	err = a.w.Write(ctx, func(t *writer.Tx) error { return a.Store.CreateAccountWithKey(ctx, t.SQL(), acct, key.Key) })
+	err = a.w.Write(ctx, func(t *writer.Tx) error {
+		if err := a.Store.CreateAccountWithKey(ctx, t.SQL(), acct, key.Key); err != nil {
+			return err
+		}
+		return a.keyCreated(ctx, t, key.Key)
+	})
 	switch {
 	case errors.Is(err, store.ErrConflict):
 		return store.Account{}, NewKey{}, domain.Errorf(http.StatusConflict, "account_exists", "an account with that email already exists")
@@ -151,7 +156,12 @@ func (a *App) CreateKey(ctx context.Context, userID string, req KeyRequest) (New
 	if err != nil {
 		return NewKey{}, err
 	}
-	err = a.w.Write(ctx, func(t *writer.Tx) error { return a.Store.CreateKey(ctx, t.SQL(), key.Key) })
+	err = a.w.Write(ctx, func(t *writer.Tx) error {
+		if err := a.Store.CreateKey(ctx, t.SQL(), key.Key); err != nil {
+			return err
+		}
+		return a.keyCreated(ctx, t, key.Key)
+	})
 	switch {
 	case errors.Is(err, store.ErrNotFound):
 		return NewKey{}, domain.NotFound("account_not_found", "account")
@@ -159,6 +169,20 @@ func (a *App) CreateKey(ctx context.Context, userID string, req KeyRequest) (New
 		return NewKey{}, err
 	}
 	return key, nil
+}
+
+// keyCreated writes the key.created notice of k (CONTRACT.md: a key is
+// created, on any route) in the creating transaction.
+func (a *App) keyCreated(ctx context.Context, t *writer.Tx, k store.APIKey) error {
+	subject := map[string]any{"key_id": k.ID, "prefix": k.Prefix}
+	if k.Label != "" {
+		subject["label"] = k.Label
+	}
+	if k.Machine != "" {
+		subject["machine"] = k.Machine
+	}
+	_, err := a.notify(ctx, t, k.UserID, Notice{Type: domain.NoticeKeyCreated, Subject: subject})
+	return err
 }
 
 // Keys lists the caller's keys (metadata only).

@@ -50,6 +50,12 @@ type AppendResult struct {
 // event is answered with it (an idempotent replay). The write seam decides
 // how the event is stored (writer.Append); the rules are all here.
 func (a *App) Append(ctx context.Context, p Principal, in domain.EventInput, surface string) (AppendResult, error) {
+	res, err := a.appendEvent(ctx, p, in, surface)
+	a.noteRefusal(ctx, p.UserID, err)
+	return res, err
+}
+
+func (a *App) appendEvent(ctx context.Context, p Principal, in domain.EventInput, surface string) (AppendResult, error) {
 	now := a.Now()
 	if in.PayloadHash != nil {
 		return a.refuseAppend(ctx, nil, p.UserID, &in, now, domain.Validation(domain.FieldError{Field: "payload_hash",
@@ -121,7 +127,18 @@ func (a *App) RefuseBody(ctx context.Context, p Principal, cause error) error {
 		return cause
 	}
 	_, err := a.refuseAppend(ctx, nil, p.UserID, &domain.EventInput{}, a.Now(), cause)
+	a.noteRefusal(ctx, p.UserID, err)
 	return err
+}
+
+// noteRefusal writes the rate.limit_hit notice when err is a 429 for rate or
+// quota (CONTRACT.md "Notifications"), after the refused write rolled back.
+func (a *App) noteRefusal(ctx context.Context, userID string, err error) {
+	var de *domain.Error
+	if err == nil || !errors.As(err, &de) || (de.Code != domain.CodeRateLimited && de.Code != domain.CodeDailyQuota) {
+		return
+	}
+	a.noteLimitHit(ctx, userID, de.Code)
 }
 
 // quotaOf is the daily quota a client event sent at now is charged against.

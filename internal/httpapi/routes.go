@@ -109,14 +109,16 @@ func (s *Server) routes() []route {
 		{"GET /v1/legal/documents/{document_id}/text", public, s.legalText},
 
 		// Notifications and webhooks.
-		{"GET /v1/notifications", notif, nil},
-		{"POST /v1/notifications/digest/run", admin(domain.ScopeNotifications), nil},
-		{"GET /v1/notifications/preferences", notif, nil},
-		{"PUT /v1/notifications/preferences", notif, nil},
-		{"POST /v1/notifications/test", notif, nil},
-		{"POST /v1/webhooks", notif, nil},
-		{"GET /v1/webhooks", notif, nil},
-		{"DELETE /v1/webhooks/{webhook_id}", notif, nil},
+		{"GET /v1/notifications", notif, s.listNotifications},
+		{"POST /v1/notifications/digest/run", admin(domain.ScopeNotifications), s.runDigest},
+		{"GET /v1/notifications/preferences", notif, s.getPreferences},
+		{"PUT /v1/notifications/preferences", notif, s.putPreferences},
+		{"POST /v1/notifications/test", notif, s.testNotification},
+		{"POST /v1/notifications/{notification_id}/redeliver", notif, s.redeliverNotification},
+		{"POST /v1/webhooks", notif, s.createWebhook},
+		{"GET /v1/webhooks", notif, s.listWebhooks},
+		{"DELETE /v1/webhooks/{webhook_id}", notif, s.deleteWebhook},
+		{"GET /v1/webhooks/{webhook_id}/deliveries", notif, s.webhookDeliveries},
 
 		// Teams.
 		{"GET /v1/orgs", orgs, nil},
@@ -136,7 +138,7 @@ func (s *Server) routes() []route {
 		{"POST /v1/internal/cron/digest", cron, nil},
 		{"POST /v1/internal/cron/grant-expiry", cron, nil},
 		{"POST /v1/internal/cron/key-expiry", cron, nil},
-		{"POST /v1/internal/cron/webhooks", cron, nil},
+		{"POST /v1/internal/cron/webhooks", cron, s.cronWebhooks},
 	}
 }
 

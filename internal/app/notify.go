@@ -1,0 +1,436 @@
+package app
+
+// Notifications (CONTRACT.md "Notifications"): notices written in the same
+// transaction as the change that causes them, the account's list and
+// preferences, and the test dispatcher. Sending — email after commit, the
+// webhook drain, the digest — is in notify_send.go.
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/http"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/google/uuid"
+
+	"github.com/auditchain/auditchain/internal/app/writer"
+	"github.com/auditchain/auditchain/internal/domain"
+	"github.com/auditchain/auditchain/internal/store"
+)
+
+// Notice is one notice to write for an account.
+type Notice struct {
+	Type string
+	// Subject names the object the notice is about (for grant.revoked:
+	// grant_id and subagent); the push and the email carry it, the row never.
+	Subject map[string]any
+	// DedupKey makes the notice once-only per account and type: a second
+	// notice with the same key writes nothing.
+	DedupKey string
+	// Title and Body replace the email's text (test dispatcher, announce);
+	// Severity replaces the type's in the email and the push (never in the row).
+	Title, Body, Severity string
+}
+
+// noticePayload is what a row's email and push carry (store column payload).
+type noticePayload struct {
+	Subject  map[string]any `json:"subject,omitempty"`
+	Severity string         `json:"severity"`
+	Title    string         `json:"title,omitempty"`
+	Body     string         `json:"body,omitempty"`
+}
+
+// Notification is one row as GET /v1/notifications shows it.
+type Notification struct {
+	ID             string  `json:"id"`
+	Type           string  `json:"type"`
+	Channel        string  `json:"channel"`
+	Severity       string  `json:"severity"`
+	DeliveryStatus string  `json:"delivery_status"`
+	Digest         bool    `json:"digest"`
+	CreatedAt      string  `json:"created_at"`
+	SentAt         *string `json:"sent_at"`
+}
+
+func notificationOf(n store.Notification) Notification {
+	out := Notification{ID: n.ID, Type: n.Type, Channel: n.Channel, Severity: n.Severity, DeliveryStatus: n.DeliveryStatus,
+		Digest: n.Digest, CreatedAt: domain.FormatTimestamp(time.UnixMicro(n.CreatedAt))}
+	if n.SentAt != nil {
+		s := domain.FormatTimestamp(time.UnixMicro(*n.SentAt))
+		out.SentAt = &s
+	}
+	return out
+}
+
+// notify writes n's rows for userID inside t (CONTRACT.md "Notifications":
+// one row per declared channel the preferences enable, in the same
+// transaction as the change), and once t committed wakes the mail sender
+// for a queued email. It returns the rows written: none when the account's
+// preferences silence every channel, or a once-only notice was written
+// before.
+//
+// Rows are stamped under the account's lock, each a microsecond above the
+// account's newest, so created_at is unique per account and the list's
+// created_at cursor never loses or repeats a row.
+func (a *App) notify(ctx context.Context, t *writer.Tx, userID string, n Notice) ([]store.Notification, error) {
+	nt, ok := domain.LookupNoticeType(n.Type)
+	if !ok {
+		return nil, fmt.Errorf("notify: unknown notice type %q", n.Type)
+	}
+	if _, err := t.Lock(ctx, userID); err != nil {
+		return nil, err
+	}
+	nc, err := a.Store.NoticeContext(ctx, t.SQL(), userID, nt.Name, n.DedupKey)
+	if err != nil {
+		return nil, err
+	}
+	if n.DedupKey != "" && nc.Done {
+		return nil, nil
+	}
+	prefs := make(map[string]domain.Preference, len(nc.Prefs))
+	for ch, p := range nc.Prefs {
+		prefs[ch] = domain.Preference{Type: p.Type, Channel: p.Channel, Enabled: p.Enabled, Digest: p.Digest}
+	}
+	decided := domain.NoticeRows(nt, domain.Recipient{Prefs: prefs, HasEmail: nc.Email != nil, WebhookSubscribe: nc.Subscribed})
+	if len(decided) == 0 {
+		return nil, nil
+	}
+	payload, err := json.Marshal(noticePayload{Subject: n.Subject, Severity: cmpOr(n.Severity, nt.Severity), Title: n.Title, Body: n.Body})
+	if err != nil {
+		return nil, err
+	}
+	stamp := max(a.Now().UnixMicro(), nc.LastCreatedAt+1)
+	rows := make([]store.Notification, len(decided))
+	var dedup *string
+	if n.DedupKey != "" {
+		dedup = &n.DedupKey
+	}
+	queuedEmail := false
+	for i, d := range decided {
+		id, err := uuid.NewV7FromReader(a.Rand)
+		if err != nil {
+			return nil, err
+		}
+		r := store.Notification{ID: id.String(), UserID: userID, Type: nt.Name, Channel: d.Channel, Severity: nt.Severity,
+			DeliveryStatus: d.Status, Digest: d.Status == domain.DeliverySuppressedDigest, CreatedAt: stamp + int64(i),
+			DedupKey: dedup, Payload: string(payload)}
+		if d.Status == domain.DeliverySent {
+			sent := r.CreatedAt
+			r.SentAt = &sent
+		}
+		queuedEmail = queuedEmail || (d.Channel == domain.ChannelEmail && d.Status == domain.DeliveryQueued)
+		rows[i] = r
+	}
+	if err := a.Store.InsertNotifications(ctx, t.SQL(), rows); err != nil {
+		return nil, err
+	}
+	if queuedEmail {
+		t.AfterCommit(a.notices.wakeMailer)
+	}
+	return rows, nil
+}
+
+func cmpOr(a, b string) string {
+	if a != "" {
+		return a
+	}
+	return b
+}
+
+// NotificationPage is GET /v1/notifications.
+type NotificationPage struct {
+	Notifications []Notification `json:"notifications"`
+	NextCursor    *string        `json:"next_cursor"`
+}
+
+// DefaultNotificationPage is SPEC.md's default page size; MaxNotificationPage
+// bounds what a caller may ask.
+const (
+	DefaultNotificationPage = 50
+	MaxNotificationPage     = 500
+)
+
+// Notifications lists the caller's rows newest first, after cursor (the
+// created_at of the previous page's last row), of one severity when given.
+// next_cursor is set only when a full page came back (SPEC.md).
+func (a *App) Notifications(ctx context.Context, p Principal, cursor, severity *string, limit int) (NotificationPage, error) {
+	var errs []domain.FieldError
+	var before *int64
+	if cursor != nil {
+		t, err := domain.ParseTimestamp(*cursor)
+		if err != nil {
+			errs = append(errs, domain.FieldError{Field: "cursor", Message: "must be the created_at of a notification (RFC 3339)"})
+		} else {
+			us := t.UnixMicro()
+			before = &us
+		}
+	}
+	if severity != nil && !domain.ValidSeverity(*severity) {
+		errs = append(errs, domain.FieldError{Field: "severity", Message: "must be info, warning or critical"})
+	}
+	if limit < 1 || limit > MaxNotificationPage {
+		errs = append(errs, domain.FieldError{Field: "limit", Message: "must be between 1 and " + strconv.Itoa(MaxNotificationPage)})
+	}
+	if len(errs) > 0 {
+		return NotificationPage{}, domain.Validation(errs...)
+	}
+	rows, err := a.Store.Notifications(ctx, p.UserID, before, severity, limit)
+	if err != nil {
+		return NotificationPage{}, err
+	}
+	page := NotificationPage{Notifications: make([]Notification, len(rows))}
+	for i, r := range rows {
+		page.Notifications[i] = notificationOf(r)
+	}
+	if len(rows) == limit {
+		page.NextCursor = &page.Notifications[len(rows)-1].CreatedAt
+	}
+	return page, nil
+}
+
+// PreferenceRow is one row of GET /v1/notifications/preferences.
+type PreferenceRow struct {
+	domain.Preference
+	Mandatory bool   `json:"mandatory"`
+	Severity  string `json:"severity"`
+}
+
+// Preferences lists every (type, declared channel) of the caller's
+// account, the defaults unless changed.
+func (a *App) Preferences(ctx context.Context, p Principal) ([]PreferenceRow, error) {
+	stored, err := a.Store.Preferences(ctx, nil, p.UserID)
+	if err != nil {
+		return nil, err
+	}
+	set := make(map[[2]string]store.Preference, len(stored))
+	for _, s := range stored {
+		set[[2]string{s.Type, s.Channel}] = s
+	}
+	var out []PreferenceRow
+	for _, t := range domain.NoticeTypes {
+		for _, ch := range t.Channels {
+			row := PreferenceRow{Preference: domain.DefaultPreference(t.Name, ch), Mandatory: t.Mandatory, Severity: t.Severity}
+			if s, ok := set[[2]string{t.Name, ch}]; ok {
+				row.Enabled, row.Digest = s.Enabled, s.Digest
+			}
+			if t.Mandatory {
+				row.Enabled = true
+			}
+			out = append(out, row)
+		}
+	}
+	return out, nil
+}
+
+// PreferenceInput is one row of PUT /v1/notifications/preferences; Enabled
+// defaults to true and Digest to false.
+type PreferenceInput struct {
+	Type    *string `json:"type"`
+	Channel *string `json:"channel"`
+	Enabled *bool   `json:"enabled"`
+	Digest  *bool   `json:"digest"`
+}
+
+// RejectedPreference is a row PUT refused, with why.
+type RejectedPreference struct {
+	Type    string `json:"type"`
+	Channel string `json:"channel"`
+	Enabled bool   `json:"enabled"`
+	Digest  bool   `json:"digest"`
+	Reason  string `json:"reason"`
+}
+
+// PreferencesResult is PUT /v1/notifications/preferences.
+type PreferencesResult struct {
+	Accepted int                  `json:"accepted"`
+	Rejected []RejectedPreference `json:"rejected"`
+}
+
+// MaxPreferenceRows bounds one PUT: every (type, channel) twice over.
+const MaxPreferenceRows = 64
+
+// PutPreferences stores the rows it can and reports the rest with reasons:
+// accepted rows are stored regardless of rejected ones (SPEC.md).
+func (a *App) PutPreferences(ctx context.Context, p Principal, in []PreferenceInput) (PreferencesResult, error) {
+	if len(in) > MaxPreferenceRows {
+		return PreferencesResult{}, domain.Validation(domain.FieldError{Field: "preferences",
+			Message: "at most " + strconv.Itoa(MaxPreferenceRows) + " rows"})
+	}
+	res := PreferencesResult{Rejected: []RejectedPreference{}}
+	var ok []domain.Preference
+	for i, r := range in {
+		if r.Type == nil || r.Channel == nil {
+			return PreferencesResult{}, domain.Validation(domain.FieldError{Field: fmt.Sprintf("preferences[%d]", i),
+				Message: "type and channel are required"})
+		}
+		pref := domain.Preference{Type: *r.Type, Channel: *r.Channel, Enabled: r.Enabled == nil || *r.Enabled, Digest: r.Digest != nil && *r.Digest}
+		if reason := domain.CheckPreference(pref); reason != "" {
+			res.Rejected = append(res.Rejected, RejectedPreference{Type: pref.Type, Channel: pref.Channel, Enabled: pref.Enabled,
+				Digest: pref.Digest, Reason: reason})
+			continue
+		}
+		ok = append(ok, pref)
+	}
+	if len(ok) > 0 {
+		err := a.w.Write(ctx, func(t *writer.Tx) error {
+			for _, pref := range ok {
+				if err := a.Store.PutPreference(ctx, t.SQL(), p.UserID, store.Preference{Type: pref.Type, Channel: pref.Channel,
+					Enabled: pref.Enabled, Digest: pref.Digest}); err != nil {
+					return err
+				}
+			}
+			return nil
+		})
+		if err != nil {
+			return PreferencesResult{}, err
+		}
+	}
+	res.Accepted = len(ok)
+	return res, nil
+}
+
+// Codes of the test dispatcher (SPEC.md "Errors").
+const (
+	CodeTestRequiresAdmin   = "test_endpoint_requires_admin_in_production"
+	CodeUnknownNoticeType   = "unknown_notification_type"
+	CodeNotificationMissing = "notification_not_found"
+	CodeNotFailed           = "notification_not_failed"
+)
+
+// TestResult is POST /v1/notifications/test.
+type TestResult struct {
+	Dispatched     []string          `json:"dispatched"`
+	DeliveryStatus map[string]string `json:"delivery_status"`
+}
+
+// TestNotification dispatches a notice of typ to the caller's own account
+// as its real emitter would; body and severity go into the email and the
+// push, never into the row. In production only an administrator may.
+func (a *App) TestNotification(ctx context.Context, p Principal, typ string, body, severity *string) (TestResult, error) {
+	if a.Cfg.Production() && !p.IsAdmin {
+		return TestResult{}, domain.Errorf(http.StatusForbidden, CodeTestRequiresAdmin, "in production only an administrator may send test notifications")
+	}
+	if _, ok := domain.LookupNoticeType(typ); !ok {
+		return TestResult{}, domain.Errorf(http.StatusBadRequest, CodeUnknownNoticeType, "notification type %q is not declared", typ)
+	}
+	n := Notice{Type: typ, Subject: map[string]any{"test": true}, Title: "test notification", Body: "test notification"}
+	if body != nil {
+		n.Body = *body
+	}
+	if severity != nil {
+		if !domain.ValidSeverity(*severity) {
+			return TestResult{}, domain.Validation(domain.FieldError{Field: "severity", Message: "must be info, warning or critical"})
+		}
+		n.Severity = *severity
+	}
+	if len(n.Body) > 4096 {
+		return TestResult{}, domain.Validation(domain.FieldError{Field: "body", Message: "at most 4096 bytes"})
+	}
+	var rows []store.Notification
+	err := a.w.Write(ctx, func(t *writer.Tx) (err error) {
+		rows, err = a.notify(ctx, t, p.UserID, n)
+		return err
+	})
+	if err != nil {
+		return TestResult{}, err
+	}
+	res := TestResult{Dispatched: make([]string, 0, len(rows)), DeliveryStatus: make(map[string]string, len(rows))}
+	for _, r := range rows {
+		res.Dispatched = append(res.Dispatched, r.Channel)
+		res.DeliveryStatus[r.Channel] = r.DeliveryStatus
+	}
+	return res, nil
+}
+
+// Redeliver puts the caller's failed row back in its outbox (CONTRACT.md
+// "Webhooks": it goes back to queued). A row that has not failed answers
+// 409 notification_not_failed; another account's row is 404, as a missing one.
+func (a *App) Redeliver(ctx context.Context, p Principal, id string) (Notification, error) {
+	var out store.Notification
+	err := a.w.Write(ctx, func(t *writer.Tx) error {
+		n, err := a.Store.Requeue(ctx, t.SQL(), p.UserID, id)
+		if err != nil {
+			return err
+		}
+		if n.DeliveryStatus != domain.DeliveryFailed {
+			return (&domain.Error{Status: http.StatusConflict, Code: CodeNotFailed,
+				Detail: "only a failed notification can be redelivered; this one is " + n.DeliveryStatus}).With("delivery_status", n.DeliveryStatus)
+		}
+		n.DeliveryStatus, n.SentAt = domain.DeliveryQueued, nil
+		out = n
+		if n.Channel == domain.ChannelEmail {
+			t.AfterCommit(a.notices.wakeMailer)
+		}
+		return nil
+	})
+	if errors.Is(err, store.ErrNotFound) {
+		return Notification{}, domain.NotFound(CodeNotificationMissing, "notification")
+	}
+	if err != nil {
+		return Notification{}, err
+	}
+	return notificationOf(out), nil
+}
+
+// noteLimitHit writes the account's rate.limit_hit notice for a 429 it was
+// just answered, at most once per account and hour (CONTRACT.md), even
+// though the request was refused. This process remembers the hours it
+// wrote, so a client hammering past its limit costs one write an hour here;
+// the notice's dedup key holds the rule across replicas.
+func (a *App) noteLimitHit(ctx context.Context, userID, code string) {
+	hour := a.Now().UTC().Truncate(time.Hour)
+	if !a.notices.firstHitThisHour(userID, hour) {
+		return
+	}
+	ctx = context.WithoutCancel(ctx)
+	err := a.w.Write(ctx, func(t *writer.Tx) error {
+		_, err := a.notify(ctx, t, userID, Notice{Type: domain.NoticeRateLimitHit, Subject: map[string]any{"code": code},
+			DedupKey: hour.Format("2006-01-02T15Z")})
+		return err
+	})
+	if err != nil {
+		a.Log.Error("writing the rate.limit_hit notice failed", "user_id", userID, "err", err)
+	}
+}
+
+// notices is the App's notification state of this process.
+type notices struct {
+	// mailerWake wakes the mail sender (RunMailer) after a commit queued an email.
+	mailerWake chan struct{}
+
+	mu       sync.Mutex
+	hitHour  time.Time
+	hitNoted map[string]bool
+}
+
+func newNotices() notices { return notices{mailerWake: make(chan struct{}, 1)} }
+
+func (n *notices) wakeMailer() {
+	select {
+	case n.mailerWake <- struct{}{}:
+	default:
+	}
+}
+
+// maxHitMemo bounds the accounts remembered per hour; past it the dedup key
+// alone holds the rule.
+const maxHitMemo = 100_000
+
+func (n *notices) firstHitThisHour(userID string, hour time.Time) bool {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	if !hour.Equal(n.hitHour) {
+		n.hitHour, n.hitNoted = hour, make(map[string]bool)
+	}
+	if n.hitNoted[userID] {
+		return false
+	}
+	if len(n.hitNoted) < maxHitMemo {
+		n.hitNoted[userID] = true
+	}
+	return true
+}

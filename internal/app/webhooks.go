@@ -1,0 +1,168 @@
+package app
+
+// Webhook endpoints (CONTRACT.md "Webhooks"): registered per account, the
+// secret shown once, targets checked against SSRF at registration (and again
+// at every connection, by the egress).
+
+import (
+	"context"
+	"errors"
+	"net/http"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/google/uuid"
+
+	"github.com/auditchain/auditchain/internal/app/writer"
+	"github.com/auditchain/auditchain/internal/domain"
+	"github.com/auditchain/auditchain/internal/notify/webhook"
+	"github.com/auditchain/auditchain/internal/store"
+)
+
+// Bounds of endpoints.
+const (
+	MaxWebhooksPerAccount = 10
+	MaxWebhookURLBytes    = 2048
+	// MaxDeliveriesListed bounds GET /v1/webhooks/{id}/deliveries.
+	MaxDeliveriesListed = 100
+)
+
+// Codes of the webhook routes (CONTRACT.md leaves them to us; docs/decisions/notifications.md).
+const (
+	CodeWebhookNotFound   = "webhook_not_found"
+	CodeWebhookURLRefused = "webhook_url_refused"
+	CodeTooManyWebhooks   = "too_many_webhooks"
+)
+
+// Webhook is an endpoint as listed: never its secret.
+type Webhook struct {
+	ID        string   `json:"id"`
+	URL       string   `json:"url"`
+	Types     []string `json:"types"`
+	CreatedAt string   `json:"created_at"`
+}
+
+// NewWebhook is POST /v1/webhooks's answer: the only time the secret is shown.
+type NewWebhook struct {
+	Webhook
+	Secret string `json:"secret"`
+}
+
+func webhookOf(w store.Webhook) Webhook {
+	return Webhook{ID: w.ID, URL: w.URL, Types: w.Types, CreatedAt: domain.FormatTimestamp(w.CreatedAt)}
+}
+
+// CreateWebhook registers url for types (every type with a webhook channel
+// when types is nil). A target that is not http(s) or resolves to a
+// loopback, private, link-local or metadata address is refused, unless the
+// operator allowed private targets.
+func (a *App) CreateWebhook(ctx context.Context, p Principal, url string, types []string) (NewWebhook, error) {
+	if len(url) > MaxWebhookURLBytes {
+		return NewWebhook{}, domain.Validation(domain.FieldError{Field: "url", Message: "at most 2048 bytes"})
+	}
+	if types == nil {
+		types = domain.WebhookTypes()
+	}
+	if len(types) == 0 {
+		return NewWebhook{}, domain.Validation(domain.FieldError{Field: "types", Message: "must name at least one type (omit it for every type)"})
+	}
+	if bad := domain.InvalidWebhookTypes(types); len(bad) > 0 {
+		return NewWebhook{}, domain.Validation(domain.FieldError{Field: "types",
+			Message: "not a notification type with a webhook channel: " + strings.Join(bad, ", ")})
+	}
+	types = slices.Compact(slices.Sorted(slices.Values(types)))
+	if err := a.Egress.CheckURL(ctx, url); err != nil {
+		if ctx.Err() != nil {
+			return NewWebhook{}, ctx.Err()
+		}
+		// Every other reason (scheme, address, a name that does not
+		// resolve) is the caller's to fix.
+		return NewWebhook{}, (&domain.Error{Status: http.StatusUnprocessableEntity, Code: CodeWebhookURLRefused, Detail: err.Error()}).With("url", url)
+	}
+	secret, err := webhook.NewSecret(a.Rand)
+	if err != nil {
+		return NewWebhook{}, err
+	}
+	id, err := uuid.NewV7FromReader(a.Rand)
+	if err != nil {
+		return NewWebhook{}, err
+	}
+	w := store.Webhook{ID: id.String(), UserID: p.UserID, URL: url, Types: types, Secret: secret,
+		CreatedAt: a.Now().UTC().Truncate(time.Microsecond)}
+	err = a.w.Write(ctx, func(t *writer.Tx) error {
+		// Under the account's lock, so two registrations count each other.
+		if _, err := t.Lock(ctx, p.UserID); err != nil {
+			return err
+		}
+		n, err := a.Store.CountWebhooks(ctx, t.SQL(), p.UserID)
+		if err != nil {
+			return err
+		}
+		if n >= MaxWebhooksPerAccount {
+			return domain.Errorf(http.StatusConflict, CodeTooManyWebhooks, "an account has at most %d webhook endpoints; delete one first", MaxWebhooksPerAccount)
+		}
+		return a.Store.CreateWebhook(ctx, t.SQL(), w)
+	})
+	if err != nil {
+		return NewWebhook{}, err
+	}
+	return NewWebhook{Webhook: webhookOf(w), Secret: secret}, nil
+}
+
+// Webhooks lists the caller's endpoints without secrets.
+func (a *App) Webhooks(ctx context.Context, p Principal) ([]Webhook, error) {
+	ws, err := a.Store.Webhooks(ctx, nil, p.UserID, "")
+	if err != nil {
+		return nil, err
+	}
+	out := make([]Webhook, len(ws))
+	for i, w := range ws {
+		out[i] = webhookOf(w)
+	}
+	return out, nil
+}
+
+var errWebhookNotFound = domain.NotFound(CodeWebhookNotFound, "webhook")
+
+// DeleteWebhook removes the caller's endpoint with its attempts. Rows queued
+// for it alone fail at the next drain.
+func (a *App) DeleteWebhook(ctx context.Context, p Principal, id string) error {
+	err := a.w.Write(ctx, func(t *writer.Tx) error { return a.Store.DeleteWebhook(ctx, t.SQL(), p.UserID, id) })
+	if errors.Is(err, store.ErrNotFound) {
+		return errWebhookNotFound
+	}
+	return err
+}
+
+// Delivery is one attempt as GET /v1/webhooks/{id}/deliveries lists it.
+type Delivery struct {
+	NotificationID string  `json:"notification_id"`
+	Attempt        int     `json:"attempt"`
+	StatusCode     *int    `json:"status_code"`
+	Error          *string `json:"error"`
+	DurationMS     float64 `json:"duration_ms"`
+	CreatedAt      string  `json:"created_at"`
+}
+
+// WebhookDeliveries lists the attempts to deliver to the caller's endpoint
+// id, newest first.
+func (a *App) WebhookDeliveries(ctx context.Context, p Principal, id string) ([]Delivery, error) {
+	ok, err := a.Store.WebhookExists(ctx, p.UserID, id)
+	if err != nil {
+		return nil, err
+	}
+	if !ok {
+		return nil, errWebhookNotFound
+	}
+	ds, err := a.Store.Deliveries(ctx, id, MaxDeliveriesListed)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]Delivery, len(ds))
+	for i, d := range ds {
+		out[i] = Delivery{NotificationID: d.NotificationID, Attempt: d.Attempt, StatusCode: d.StatusCode, Error: d.Error,
+			DurationMS: float64(d.Duration.Microseconds()) / 1000, CreatedAt: domain.FormatTimestamp(d.CreatedAt)}
+	}
+	return out, nil
+}
