@@ -127,6 +127,10 @@ func openSQLite(path string, readers int) (*Store, error) {
 		// A WAL that grew past this (a run that outpaced the checkpoints) is
 		// cut back to it when it starts over, instead of keeping its size.
 		"&_pragma=journal_size_limit(134217728)"
+	// The path goes into a file: URI, where '?' and '#' would end it (a
+	// test's temp dir "…sqlite#01" opened the shared file "…sqlite"):
+	// SQLite decodes %HH escapes in URI filenames.
+	path = strings.NewReplacer("%", "%25", "?", "%3F", "#", "%23").Replace(path)
 	drv := sqlite.Driver{}
 	st := &Store{Dialect: SQLite, ckpt: newCheckpointer()}
 	write := sql.OpenDB(cachingConnector{dsn: "file:" + path + "?" + pragmas + "&_txlock=immediate", driver: &drv, faults: &st.ioFaults, opened: &st.writeConns,

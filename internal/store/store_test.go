@@ -4,6 +4,8 @@ import (
 	"context"
 	"database/sql"
 	"errors"
+	"os"
+	"path/filepath"
 	"sync"
 	"testing"
 	"time"
@@ -136,4 +138,24 @@ func revokeKey(t *testing.T, s *store.Store, userID, keyID string, now time.Time
 		return err
 	})
 	return k, err
+}
+
+// A path holding URI delimiters opens the file it names, not a prefix of it.
+func TestSQLitePathWithURIDelimiters(t *testing.T) {
+	dir := t.TempDir()
+	path := filepath.Join(dir, "a#b?c%41.db")
+	st, err := store.Open(context.Background(), "sqlite:"+path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	st.Close()
+	if _, err := os.Stat(path); err != nil {
+		t.Fatalf("the database is not at %s: %v", path, err)
+	}
+	entries, _ := os.ReadDir(dir)
+	for _, e := range entries {
+		if e.Name() == "a" {
+			t.Fatalf("opened %s instead", filepath.Join(dir, e.Name()))
+		}
+	}
 }
