@@ -22,6 +22,7 @@ import (
 	"github.com/auditchain/auditchain/internal/app"
 	"github.com/auditchain/auditchain/internal/app/apptest"
 	"github.com/auditchain/auditchain/internal/cputime"
+	"github.com/auditchain/auditchain/internal/domain"
 	"github.com/auditchain/auditchain/internal/store"
 	"github.com/auditchain/auditchain/internal/store/storetest"
 	"github.com/auditchain/auditchain/pkg/verify"
@@ -237,6 +238,11 @@ func TestHealFindsAndRepairsInjectedDamage(t *testing.T) {
 		}
 		if d := cmp.Diff(tip, e.tip(c.token)); d != "" {
 			t.Fatalf("second run moved the tip:\n%s", d)
+		}
+		// The run that wrote repairs wrote one chain.repair_run notice; the
+		// dry run and the run that wrote none wrote none.
+		if got := rowsOf(e.notices(c.token, "", 50), domain.NoticeChainRepairRun); len(got["in_app"]) != 1 {
+			t.Fatalf("chain.repair_run rows: %v, want one in_app row", got)
 		}
 		s2 := decodeAs[app.ScanResult](t, e.do("POST", "/v1/heal/scan", c.token, nil))
 		if len(s2.Breaks) != 1 || len(s2.Gaps) != 1 || len(s2.SignatureFailures) != 1 || s2.TotalEvents != 22 {
