@@ -13,6 +13,7 @@ import (
 	"net/http"
 	"strconv"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/google/uuid"
@@ -405,6 +406,22 @@ type notices struct {
 	mu       sync.Mutex
 	hitHour  time.Time
 	hitNoted map[string]bool
+
+	// Counters for metrics (NotifyStats).
+	attemptsOK, attemptsFailed, webhookSent, webhookFailed atomic.Int64
+}
+
+// NotifyStats counts webhook work since the process started, for metrics.
+type NotifyStats struct {
+	AttemptsOK, AttemptsFailed int64 // delivery attempts answered 2xx, or not
+	RowsSent, RowsFailed       int64 // webhook rows settled sent or failed
+}
+
+// NotifyStats reports this process's webhook counters.
+func (a *App) NotifyStats() NotifyStats {
+	n := &a.notices
+	return NotifyStats{AttemptsOK: n.attemptsOK.Load(), AttemptsFailed: n.attemptsFailed.Load(),
+		RowsSent: n.webhookSent.Load(), RowsFailed: n.webhookFailed.Load()}
 }
 
 func newNotices() notices { return notices{mailerWake: make(chan struct{}, 1)} }

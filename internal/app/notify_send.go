@@ -270,11 +270,19 @@ func (a *App) sendWebhookRows(ctx context.Context, t *writer.Tx, rows []store.No
 		if err := a.Store.InsertDeliveries(ctx, t.SQL(), deliveries); err != nil {
 			return err
 		}
+		sent := 0
 		for i, r := range rows {
 			if err := a.Store.SettleNotification(ctx, t.SQL(), r.ID, outcome[i], sentAt[i], 0); err != nil {
 				return err
 			}
+			if outcome[i] == domain.DeliverySent {
+				sent++
+			}
 		}
+		t.AfterCommit(func() {
+			a.notices.webhookSent.Add(int64(sent))
+			a.notices.webhookFailed.Add(int64(len(rows) - sent))
+		})
 		return nil
 	}, nil
 }
@@ -356,8 +364,10 @@ func (a *App) deliverRow(ctx context.Context, h store.Webhook, r store.Notificat
 		}
 		ds = append(ds, d)
 		if at.OK {
+			a.notices.attemptsOK.Add(1)
 			return true, ds
 		}
+		a.notices.attemptsFailed.Add(1)
 	}
 	return false, ds
 }

@@ -654,6 +654,18 @@ func TestWebhookDeliveryRetriesAndRedelivery(t *testing.T) {
 		if res := e.drain(t); res["drained"] != float64(0) {
 			t.Fatalf("an empty drain: %v", res)
 		}
+		resp, err := e.srv.Client().Get(e.srv.URL + "/metrics")
+		if err != nil {
+			t.Fatal(err)
+		}
+		metrics, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		for _, want := range []string{`auditchain_webhook_attempts_total{outcome="failed"} 3`, `auditchain_webhook_attempts_total{outcome="ok"} 1`,
+			`auditchain_webhook_rows_total{outcome="failed"} 1`, `auditchain_webhook_rows_total{outcome="sent"} 1`} {
+			if !strings.Contains(string(metrics), want) {
+				t.Errorf("metrics lack %s", want)
+			}
+		}
 	})
 }
 

@@ -68,10 +68,12 @@ func NewServer(a *app.App, log *slog.Logger, openapiJSON []byte) *Server {
 		return prometheus.NewCounterFunc(opts, func() float64 { return float64(count()) })
 	}
 	const (
-		pgAppendsHelp = "Client appends on PostgreSQL by path: optimistic (one statement) or locked (events of a machine, and fallbacks)."
-		headCacheHelp = "Optimistic appends on PostgreSQL against this replica's cached head: hit (stored without reading the head), stale (another replica or path had appended; read again)."
-		mailHelp      = "Messages the mailer (--mail) sent, or failed to send after every attempt."
-		rollbackHelp  = "Batch statements of optimistic appends on PostgreSQL that rolled back, their appends then sent one by one, by reason: refusal (quota or event_id after the compare-and-set), deadlock, lock_timeout (a head held over 100 ms), other."
+		pgAppendsHelp      = "Client appends on PostgreSQL by path: optimistic (one statement) or locked (events of a machine, and fallbacks)."
+		headCacheHelp      = "Optimistic appends on PostgreSQL against this replica's cached head: hit (stored without reading the head), stale (another replica or path had appended; read again)."
+		mailHelp           = "Messages the mailer (--mail) sent, or failed to send after every attempt."
+		webhookAttemptHelp = "Webhook delivery attempts by this replica: ok (2xx) or failed (anything else, refused targets and timeouts included)."
+		webhookRowHelp     = "Webhook notification rows this replica's drains settled: sent (every endpoint took it) or failed (after three attempts)."
+		rollbackHelp       = "Batch statements of optimistic appends on PostgreSQL that rolled back, their appends then sent one by one, by reason: refusal (quota or event_id after the compare-and-set), deadlock, lock_timeout (a head held over 100 ms), other."
 	)
 	rollbacks := func(pick func(refusals, deadlocks, lockTimeouts, other int64) int64) func() int64 {
 		return func() int64 { return pick(a.Store.BatchFallbacks()) }
@@ -99,6 +101,10 @@ func NewServer(a *app.App, log *slog.Logger, openapiJSON []byte) *Server {
 		counter("auditchain_mail_messages_total", mailHelp, "outcome=failed", mailStat(a, func(s mail.Stats) uint64 { return s.Failed })),
 		counter("auditchain_mail_retries_total", "Mail delivery attempts repeated after a temporary failure.", "",
 			mailStat(a, func(s mail.Stats) uint64 { return s.Retries })),
+		counter("auditchain_webhook_attempts_total", webhookAttemptHelp, "outcome=ok", func() int64 { return a.NotifyStats().AttemptsOK }),
+		counter("auditchain_webhook_attempts_total", webhookAttemptHelp, "outcome=failed", func() int64 { return a.NotifyStats().AttemptsFailed }),
+		counter("auditchain_webhook_rows_total", webhookRowHelp, "outcome=sent", func() int64 { return a.NotifyStats().RowsSent }),
+		counter("auditchain_webhook_rows_total", webhookRowHelp, "outcome=failed", func() int64 { return a.NotifyStats().RowsFailed }),
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 
 	for _, rt := range s.routes() {
