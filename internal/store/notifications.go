@@ -185,12 +185,14 @@ func (s *Store) PutPreference(ctx context.Context, tx *sql.Tx, userID string, p 
 	return err
 }
 
-// QueuedAccounts lists up to limit accounts that have queued rows on channel.
+// QueuedAccounts lists up to limit accounts that have queued rows on
+// channel, the one with the oldest queued row first.
 func (s *Store) QueuedAccounts(ctx context.Context, channel string, limit int) ([]string, error) {
 	return queryAll(ctx, s, nil, func(r scanner) (string, error) {
 		var id string
 		return id, r.Scan(&id)
-	}, `SELECT DISTINCT user_id FROM notifications WHERE delivery_status = 'queued' AND channel = $1 LIMIT $2`, channel, limit)
+	}, `SELECT user_id FROM notifications WHERE delivery_status = 'queued' AND channel = $1
+		GROUP BY user_id ORDER BY MIN(created_at), user_id LIMIT $2`, channel, limit)
 }
 
 // ClaimQueued returns up to limit of userID's queued rows on channel, oldest

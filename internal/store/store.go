@@ -170,6 +170,13 @@ func openPostgres(url string, conns int) (*Store, error) {
 	// generic one and planned them again on every execution — for the head
 	// read, ten times its execution time. Search, whose best plan depends on
 	// its values, is sent with the values inlined (Search) and planned each time.
+	// A replica that vanishes without closing its sockets (a host crash, a
+	// partition) holds its transaction's row locks — an outbox claim's among
+	// them — until the server notices the dead peer: ask the server to probe
+	// after a minute idle, so that takes about 90 s, not the system's two hours.
+	if !strings.Contains(url, "tcp_keepalives_idle=") {
+		url = withParam(url, "tcp_keepalives_idle=60&tcp_keepalives_interval=10&tcp_keepalives_count=3")
+	}
 	if !strings.Contains(url, "plan_cache_mode=") {
 		url = withParam(url, "plan_cache_mode=force_generic_plan")
 	}

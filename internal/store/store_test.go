@@ -159,3 +159,16 @@ func TestSQLitePathWithURIDelimiters(t *testing.T) {
 		}
 	}
 }
+
+// PostgreSQL sessions ask the server to notice a vanished replica in about
+// 90 s (its claims' row locks are released then), unless the URL says otherwise.
+func TestPostgresSessionsProbeForDeadPeers(t *testing.T) {
+	st := storetest.Open(t, storetest.DSN(t, storetest.Postgres))
+	var idle string
+	if err := st.DB().QueryRow(`SHOW tcp_keepalives_idle`).Scan(&idle); err != nil {
+		t.Fatal(err)
+	}
+	if idle != "60" && idle != "1min" {
+		t.Fatalf("tcp_keepalives_idle = %q, want 60 seconds", idle)
+	}
+}
