@@ -123,6 +123,15 @@ func serve(ctx context.Context, args []string, getenv func(string) string, stdou
 	mailCtx, stopMail := context.WithCancel(context.WithoutCancel(ctx))
 	defer stopMail()
 	go a.RunMailer(mailCtx, app.NewRealTicker(time.Minute))
+	// The usage meter's counts go to the store every few seconds, and once
+	// more on the way out (after the server stopped taking requests).
+	usageCtx, stopUsage := context.WithCancel(context.WithoutCancel(ctx))
+	usageDone := make(chan struct{})
+	go func() {
+		defer close(usageDone)
+		a.RunUsageFlusher(usageCtx, app.NewRealTicker(app.UsageFlushInterval))
+	}()
+	defer func() { stopUsage(); <-usageDone }()
 	handler := httpapi.NewServer(a, log, doc)
 
 	ln, err := net.Listen("tcp", cfg.Addr)

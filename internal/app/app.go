@@ -70,6 +70,8 @@ type App struct {
 	heal healState
 	// notices is this process's notification state (notify.go).
 	notices notices
+	// meter counts usage between flushes (usage.go).
+	meter *meter
 }
 
 // Bounds of the read caches: at most this many accounts with this many cached
@@ -84,7 +86,7 @@ const (
 // New returns an App with the real clock and crypto/rand unless overridden.
 func New(st *store.Store, cfg config.Config, log *slog.Logger) *App {
 	a := &App{Store: st, Cfg: cfg, Now: time.Now, Rand: rand.Reader, Log: log,
-		Hub: stream.NewHub(stream.Options{}), Dedup: domain.DefaultDedupPolicy(), Legal: legal.Default(), notices: newNotices()}
+		Hub: stream.NewHub(stream.Options{}), Dedup: domain.DefaultDedupPolicy(), Legal: legal.Default(), notices: newNotices(), meter: newMeter()}
 	a.Egress = webhook.NewEgress(webhook.Options{AllowPrivate: cfg.WebhookAllowPrivate})
 	// Mail goes to the log until the caller gives a mailer (--mail).
 	a.Mail, _ = mail.New("log", mail.Options{Log: log, Production: cfg.Production()})

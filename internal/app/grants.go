@@ -208,7 +208,7 @@ func (a *App) CreateGrant(ctx context.Context, p Principal, req GrantRequest) (G
 		return GrantCreated{}, err
 	}
 	// Read back through the gate's own reader, restricted to this grant.
-	status, err := a.GrantStatus(ctx, p, g.Subagent, nil, &id, now)
+	status, _, err := a.gate(ctx, nil, p.UserID, g.Subagent, nil, &id, now)
 	if err != nil {
 		return GrantCreated{}, err
 	}
@@ -257,6 +257,9 @@ func checkName(field, v string, bad func(field, reason string) *domain.Error) er
 // status_after, use's refusal) comes from here.
 func (a *App) GrantStatus(ctx context.Context, p Principal, subagent string, tool, grantID *string, now time.Time) (domain.GateAnswer, error) {
 	ans, _, err := a.gate(ctx, nil, p.UserID, subagent, tool, grantID, now)
+	if err == nil {
+		a.countGate(p.UserID, ans.Status)
+	}
 	return ans, err
 }
 
@@ -459,6 +462,7 @@ func (a *App) UseGrant(ctx context.Context, p Principal, grantID, subagent strin
 		return UseResult{}, err
 	}
 	if consumed {
+		a.countUses(p.UserID, n)
 		g.Uses = uses
 		return UseResult{Grant: g}, nil
 	}
@@ -571,7 +575,8 @@ func (a *App) RevokeGrant(ctx context.Context, p Principal, grantID, subagent st
 	if err != nil {
 		return RevokeResult{}, err
 	}
-	res.StatusAfter, err = a.GrantStatus(ctx, p, subagent, nil, nil, now)
+	// Not a gate check of the caller's: uncounted.
+	res.StatusAfter, _, err = a.gate(ctx, nil, p.UserID, subagent, nil, nil, now)
 	return res, err
 }
 

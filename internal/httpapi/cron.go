@@ -6,7 +6,10 @@ package httpapi
 // is checkCronSecret in server.go, applied by the cron access rule of
 // routes.go before any handler here runs.
 
-import "net/http"
+import (
+	"context"
+	"net/http"
+)
 
 // cronAnchor answers POST /v1/internal/cron/anchor. A misconfigured provider
 // is reported in the body with 200, like every other outcome of the sweep
@@ -26,4 +29,22 @@ func (s *Server) cronAnchor(w http.ResponseWriter, r *http.Request) error {
 func noBody(r *http.Request, max int64) error {
 	_, err := decode[struct{}](r, max, true)
 	return err
+}
+
+// cronJob answers a cron route that runs one job and names its answer
+// member (SPEC.md "Operator cron").
+func cronJob[T any](s *Server, member string, run func(context.Context) (T, error)) handlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) error {
+		if err := noBody(r, s.app.Cfg.MaxBodyBytes); err != nil {
+			return err
+		}
+		res, err := run(r.Context())
+		if err != nil {
+			return err
+		}
+		if member == "" {
+			return writeJSON(w, http.StatusOK, res)
+		}
+		return writeJSON(w, http.StatusOK, map[string]any{member: res})
+	}
 }

@@ -181,3 +181,11 @@ func (s *Server) cronWebhooks(w http.ResponseWriter, r *http.Request) error {
 	}
 	return writeJSON(w, http.StatusOK, map[string]any{"webhooks": res})
 }
+
+func (s *Server) dashboardUsage(w http.ResponseWriter, r *http.Request) error {
+	u, err := s.app.DashboardUsage(r.Context(), principal(r))
+	if err != nil {
+		return err
+	}
+	return writeJSON(w, http.StatusOK, u)
+}

@@ -200,6 +200,9 @@ func (s *Server) guard(rt route) http.Handler {
 			writeError(w, r, s.log, err)
 			return
 		}
+		if p := principal(r); p.UserID != "" {
+			s.app.CountCall(p.UserID, capabilityOf(rt.auth), surfaceOf(r))
+		}
 		if rt.handler == nil {
 			writeError(w, r, s.log, &domain.Error{Status: http.StatusNotImplemented, Code: domain.CodeNotImplemented,
 				Detail: rt.pattern + " is part of the interface but is not built yet"})
@@ -209,6 +212,23 @@ func (s *Server) guard(rt route) http.Handler {
 			writeError(w, r, s.log, err)
 		}
 	})
+}
+
+// capabilityOf names a route's capability for the usage meter.
+func capabilityOf(a access) string {
+	if a.kind == accessScope || a.kind == accessAdmin {
+		return string(a.scope)
+	}
+	return app.CapabilityNone
+}
+
+// surfaceOf is the X-SVC-Surface a call declares ("rest" when absent or not
+// one of the surfaces: the meter counts the call either way).
+func surfaceOf(r *http.Request) string {
+	if s, err := app.Surface(r.Header.Get("X-SVC-Surface")); err == nil {
+		return s
+	}
+	return "rest"
 }
 
 type ctxKey struct{}

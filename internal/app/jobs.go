@@ -1,0 +1,268 @@
+package app
+
+// The operator jobs (SPEC.md "Operator cron", CONTRACT.md "Operator jobs"):
+// each is one method, called by its cron route and by the built-in scheduler
+// alike. Each is safe to run again: what it writes is once-only (dedup keys,
+// digested rows), and a run cut short leaves nothing half-written.
+
+import (
+	"context"
+	"fmt"
+	"maps"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/auditchain/auditchain/internal/app/writer"
+	"github.com/auditchain/auditchain/internal/domain"
+	"github.com/auditchain/auditchain/internal/mail"
+	"github.com/auditchain/auditchain/internal/store"
+)
+
+// Windows of the jobs (SPEC.md "Limits").
+const (
+	GrantExpiryWindow   = 24 * time.Hour
+	KeyExpiryWindow7d   = 7 * 24 * time.Hour
+	KeyExpiryWindow24h  = 24 * time.Hour
+	OperatorDigestHours = 48
+)
+
+// GrantExpiry is the grant-expiry job's answer (swept).
+type GrantExpiry struct {
+	Expiring int `json:"expiring"`
+	Notified int `json:"notified"`
+	Users    int `json:"users"`
+}
+
+// GrantExpirySweep dispatches grant.expiring_24h for each live grant that
+// expires within a day, once per grant and expires_at (the dedup key): a
+// second run notifies nobody. Notices are written account by account, each
+// account's in one transaction.
+func (a *App) GrantExpirySweep(ctx context.Context) (GrantExpiry, error) {
+	now := a.Now().UTC()
+	grants, err := a.Store.GrantsExpiring(ctx, now, now.Add(GrantExpiryWindow))
+	if err != nil {
+		return GrantExpiry{}, err
+	}
+	res := GrantExpiry{Expiring: len(grants)}
+	byAccount := map[string][]store.ExpiringGrant{}
+	for _, g := range grants {
+		byAccount[g.UserID] = append(byAccount[g.UserID], g)
+	}
+	for _, userID := range slices.Sorted(maps.Keys(byAccount)) {
+		notified := 0
+		err := a.w.Write(ctx, func(t *writer.Tx) error {
+			notified = 0
+			for _, g := range byAccount[userID] {
+				rows, err := a.notify(ctx, t, userID, Notice{Type: domain.NoticeGrantExpiring24h,
+					Subject:  map[string]any{"grant_id": g.GrantID, "subagent": g.Subagent, "expires_at": domain.FormatTimestamp(g.ExpiresAt)},
+					DedupKey: g.GrantID + "@" + domain.FormatTimestamp(g.ExpiresAt)})
+				if err != nil {
+					return err
+				}
+				if len(rows) > 0 {
+					notified++
+				}
+			}
+			return nil
+		})
+		if err != nil {
+			return res, err
+		}
+		res.Notified += notified
+		if notified > 0 {
+			res.Users++
+		}
+	}
+	return res, nil
+}
+
+// KeyExpiry is the key-expiry job's answer (swept).
+type KeyExpiry struct {
+	Scanned   int `json:"scanned"`
+	Warned24h int `json:"warned_24h"`
+	Warned7d  int `json:"warned_7d"`
+}
+
+// KeyExpirySweep warns each account whose key expires within 7 days
+// (key.expiring_7d) or 24 hours (key.expiring_24h), once per key and
+// window. A key first seen inside the last day gets the 24-hour warning
+// only.
+func (a *App) KeyExpirySweep(ctx context.Context) (KeyExpiry, error) {
+	now := a.Now().UTC()
+	keys, err := a.Store.KeysExpiring(ctx, now, now.Add(KeyExpiryWindow7d))
+	if err != nil {
+		return KeyExpiry{}, err
+	}
+	res := KeyExpiry{Scanned: len(keys)}
+	for _, k := range keys {
+		typ, window := domain.NoticeKeyExpiring7d, "7d"
+		if !k.ExpiresAt.After(now.Add(KeyExpiryWindow24h)) {
+			typ, window = domain.NoticeKeyExpiring24h, "24h"
+		}
+		subject := map[string]any{"key_id": k.KeyID, "prefix": k.Prefix, "expires_at": domain.FormatTimestamp(k.ExpiresAt)}
+		if k.Label != "" {
+			subject["label"] = k.Label
+		}
+		var rows []store.Notification
+		err := a.w.Write(ctx, func(t *writer.Tx) (err error) {
+			rows, err = a.notify(ctx, t, k.UserID, Notice{Type: typ, Subject: subject,
+				DedupKey: k.KeyID + "@" + window + "@" + domain.FormatTimestamp(k.ExpiresAt)})
+			return err
+		})
+		if err != nil {
+			return res, err
+		}
+		if len(rows) == 0 {
+			continue
+		}
+		if window == "24h" {
+			res.Warned24h++
+		} else {
+			res.Warned7d++
+		}
+	}
+	return res, nil
+}
+
+// DigestSweep is the digest job's answer (swept).
+type DigestSweep struct {
+	DigestsSent int            `json:"digests_sent"`
+	Grouped     map[string]int `json:"grouped"`
+	Users       int            `json:"users"`
+}
+
+// DigestAll runs each account's digest (as digest/run does) for the accounts
+// holding email for it; grouped sums the digests sent by type.
+func (a *App) DigestAll(ctx context.Context) (DigestSweep, error) {
+	res := DigestSweep{Grouped: map[string]int{}}
+	accounts, err := a.Store.AccountsHoldingDigest(ctx, a.Now().Add(-DigestWindow))
+	if err != nil {
+		return res, err
+	}
+	res.Users = len(accounts)
+	for _, userID := range accounts {
+		d, err := a.RunDigest(ctx, userID)
+		if err != nil {
+			return res, err
+		}
+		if !d.DigestSent {
+			continue
+		}
+		res.DigestsSent++
+		for t, n := range d.Grouped {
+			res.Grouped[t] += n
+		}
+	}
+	return res, nil
+}
+
+// OperatorDigest is the admin-digest job's answer.
+type OperatorDigest struct {
+	Counts         OperatorCounts `json:"counts"`
+	DeliveryStatus string         `json:"delivery_status"`
+	Provider       string         `json:"provider"`
+	Recipient      *string        `json:"recipient"`
+}
+
+// NotRecorded is the status of a figure the service does not record
+// (SPEC.md: reported as null with a status of 'not recorded', not zero).
+const NotRecorded = "not recorded"
+
+// OperatorCounts are the members of admin-digest's counts.
+type OperatorCounts struct {
+	AccountsNew            int64            `json:"accounts_new"`
+	AccountsTotal          int64            `json:"accounts_total"`
+	CallsByCapability      map[string]int64 `json:"calls_by_capability"`
+	CallsTotal             int64            `json:"calls_total"`
+	DeliveriesFailed       *int64           `json:"deliveries_failed"`
+	Errors                 *int64           `json:"errors"`
+	ErrorsStatus           string           `json:"errors_status"`
+	GrantsCreated          int64            `json:"grants_created"`
+	GrantsRevoked          int64            `json:"grants_revoked"`
+	KeysCreated            int64            `json:"keys_created"`
+	MCPCalls               *int64           `json:"mcp_calls"`
+	MCPCallsStatus         string           `json:"mcp_calls_status"`
+	NotificationsTotal     int64            `json:"notifications_total"`
+	Since                  string           `json:"since"`
+	Until                  string           `json:"until"`
+	WebhookQueuePendingNow int64            `json:"webhook_queue_pending_now"`
+	WindowHours            int              `json:"window_hours"`
+}
+
+// Delivery statuses of the operator digest.
+const (
+	OperatorDigestSent          = "sent"
+	OperatorDigestFailed        = "failed"
+	OperatorDigestNotConfigured = "not_configured"
+)
+
+// AdminDigest sends the operator (--operator-email) a plain-text summary of
+// the last 48 hours through the mailer. Call counts are kept per UTC day, so
+// the window starts at the midnight on or before 48 hours ago and since and
+// until name it; every count is over that window. errors, mcp_calls and
+// webhook failures are not recorded: null with status 'not recorded'.
+// Without an operator email nothing is sent (not_configured).
+func (a *App) AdminDigest(ctx context.Context) (OperatorDigest, error) {
+	until := a.Now().UTC().Truncate(time.Microsecond)
+	since := until.Add(-OperatorDigestHours * time.Hour).Truncate(24 * time.Hour)
+	if err := a.FlushUsage(ctx); err != nil {
+		return OperatorDigest{}, err
+	}
+	f, err := a.Store.OperatorFigures(ctx, since, until)
+	if err != nil {
+		return OperatorDigest{}, err
+	}
+	calls, err := a.Store.Usage(ctx, "", UsageCapability, domain.QuotaDay(since), domain.QuotaDay(until))
+	if err != nil {
+		return OperatorDigest{}, err
+	}
+	c := OperatorCounts{AccountsNew: f.AccountsNew, AccountsTotal: f.AccountsTotal, CallsByCapability: calls,
+		ErrorsStatus: NotRecorded, MCPCallsStatus: NotRecorded, GrantsCreated: f.GrantsCreated, GrantsRevoked: f.GrantsRevoked,
+		KeysCreated: f.KeysCreated, NotificationsTotal: f.NotificationsTotal, Since: domain.FormatTimestamp(since),
+		Until: domain.FormatTimestamp(until), WebhookQueuePendingNow: f.WebhookQueuePendingNow, WindowHours: OperatorDigestHours}
+	for _, n := range calls {
+		c.CallsTotal += n
+	}
+	res := OperatorDigest{Counts: c, DeliveryStatus: OperatorDigestNotConfigured, Provider: mailProvider(a.Mail)}
+	if a.Cfg.OperatorEmail == "" {
+		return res, nil
+	}
+	to := a.Cfg.OperatorEmail
+	res.Recipient = &to
+	if err := a.Mail.Send(ctx, operatorDigestEmail(to, c)); err != nil {
+		a.Log.Warn("the operator digest was not sent", "err", err)
+		res.DeliveryStatus = OperatorDigestFailed
+		return res, nil
+	}
+	res.DeliveryStatus = OperatorDigestSent
+	return res, nil
+}
+
+func mailProvider(m Mailer) string {
+	if p, ok := m.(interface{ Provider() string }); ok {
+		return p.Provider()
+	}
+	return "custom"
+}
+
+func operatorDigestEmail(to string, c OperatorCounts) mail.Message {
+	var b strings.Builder
+	fmt.Fprintf(&b, "auditchain operator summary, %s to %s (%d-hour window, from midnight UTC)\n\n", c.Since, c.Until, c.WindowHours)
+	line := func(name string, v any) { fmt.Fprintf(&b, "%-28s %v\n", name, v) }
+	line("accounts new", c.AccountsNew)
+	line("accounts total", c.AccountsTotal)
+	line("keys created", c.KeysCreated)
+	line("grants created", c.GrantsCreated)
+	line("grants revoked", c.GrantsRevoked)
+	line("notifications", c.NotificationsTotal)
+	line("webhook rows queued now", c.WebhookQueuePendingNow)
+	line("calls total", c.CallsTotal)
+	for _, k := range slices.Sorted(maps.Keys(c.CallsByCapability)) {
+		line("  calls "+k, c.CallsByCapability[k])
+	}
+	line("errors", NotRecorded)
+	line("MCP calls", NotRecorded)
+	line("webhook deliveries failed", NotRecorded)
+	return mail.Message{To: to, Subject: "[auditchain] operator summary " + c.Until[:10], Body: b.String()}
+}

@@ -1,0 +1,249 @@
+package app
+
+// Usage metering (CONTRACT.md "Usage"): one meter counts credentialed calls
+// by account, UTC day, capability and surface, gate checks by status and
+// grant uses, in memory, and adds them to the database in batches. A batch
+// is written once or not at all — a failed flush drops it (logged), so
+// nothing is ever counted twice; what a crash loses is at most one flush
+// interval of this replica's counts (docs/decisions/jobs.md).
+
+import (
+	"context"
+	"slices"
+	"sync"
+	"time"
+
+	"github.com/auditchain/auditchain/internal/app/writer"
+	"github.com/auditchain/auditchain/internal/domain"
+	"github.com/auditchain/auditchain/internal/store"
+)
+
+// Kinds of usage counts.
+const (
+	UsageCapability = "capability"
+	UsageSurface    = "surface"
+	UsageGate       = "gate"
+	UsageUses       = "uses"
+)
+
+// CapabilityNone names the calls of credentialed routes that need no
+// capability (keys, legal, sign-in session, usage itself).
+const CapabilityNone = "none"
+
+// UsageFlushInterval is how often serve adds the meter's counts to the
+// database: the most a crash can lose.
+const UsageFlushInterval = 10 * time.Second
+
+// maxMeterKeys bounds the counters held between flushes; past it the flusher
+// is woken early.
+const maxMeterKeys = 50_000
+
+type usageKey struct{ user, day, kind, name string }
+
+type meter struct {
+	mu     sync.Mutex
+	counts map[usageKey]int64
+	full   chan struct{}
+	// flushMu makes flushes one at a time, so a flush and a read of the
+	// pending counts never see a batch twice or not at all.
+	flushMu sync.Mutex
+	dropped int64
+}
+
+func newMeter() *meter { return &meter{counts: make(map[usageKey]int64), full: make(chan struct{}, 1)} }
+
+func (m *meter) add(k usageKey, n int64) {
+	m.mu.Lock()
+	m.counts[k] += n
+	full := len(m.counts) >= maxMeterKeys
+	m.mu.Unlock()
+	if full {
+		select {
+		case m.full <- struct{}{}:
+		default:
+		}
+	}
+}
+
+// CountCall counts one credentialed call of userID to a route of capability
+// (CapabilityNone for none) through surface.
+func (a *App) CountCall(userID, capability, surface string) {
+	day := domain.QuotaDay(a.Now())
+	m := a.meter
+	m.mu.Lock()
+	m.counts[usageKey{userID, day, UsageCapability, capability}]++
+	m.counts[usageKey{userID, day, UsageSurface, surface}]++
+	full := len(m.counts) >= maxMeterKeys
+	m.mu.Unlock()
+	if full {
+		select {
+		case m.full <- struct{}{}:
+		default:
+		}
+	}
+}
+
+func (a *App) countGate(userID, status string) {
+	a.meter.add(usageKey{userID, domain.QuotaDay(a.Now()), UsageGate, status}, 1)
+}
+
+func (a *App) countUses(userID string, n int64) {
+	a.meter.add(usageKey{userID, domain.QuotaDay(a.Now()), UsageUses, "uses"}, n)
+}
+
+// FlushUsage adds the counts gathered since the last flush to the database,
+// in one transaction. On failure the batch is dropped, never retried: a
+// retry after a commit whose answer was lost would count it twice.
+func (a *App) FlushUsage(ctx context.Context) error {
+	m := a.meter
+	m.flushMu.Lock()
+	defer m.flushMu.Unlock()
+	m.mu.Lock()
+	batch := m.counts
+	m.counts = make(map[usageKey]int64, len(batch))
+	m.mu.Unlock()
+	if len(batch) == 0 {
+		return nil
+	}
+	counts := make([]store.UsageCount, 0, len(batch))
+	for k, n := range batch {
+		counts = append(counts, store.UsageCount{UserID: k.user, Day: k.day, Kind: k.kind, Name: k.name, Count: n})
+	}
+	// One order for every replica's batches, so that two flushes touching
+	// the same rows never deadlock.
+	slices.SortFunc(counts, func(x, y store.UsageCount) int {
+		return cmpKeys(x.UserID+"\x00"+x.Day+"\x00"+x.Kind+"\x00"+x.Name, y.UserID+"\x00"+y.Day+"\x00"+y.Kind+"\x00"+y.Name)
+	})
+	err := a.w.Write(ctx, func(t *writer.Tx) error { return a.Store.AddUsage(ctx, t.SQL(), counts) })
+	if err != nil {
+		m.mu.Lock()
+		m.dropped += int64(len(counts))
+		m.mu.Unlock()
+		a.Log.Error("usage counts dropped: the flush failed", "counters", len(counts), "err", err)
+	}
+	return err
+}
+
+func cmpKeys(a, b string) int {
+	switch {
+	case a < b:
+		return -1
+	case a > b:
+		return 1
+	}
+	return 0
+}
+
+// pendingUsage is this replica's counts of userID not flushed yet, of kind.
+func (a *App) pendingUsage(userID, day, kind string) map[string]int64 {
+	m := a.meter
+	out := map[string]int64{}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	for k, n := range m.counts {
+		if k.user == userID && k.day == day && k.kind == kind {
+			out[k.name] += n
+		}
+	}
+	return out
+}
+
+// RunUsageFlusher flushes the meter every tick, and early when it is full,
+// until ctx ends; then it flushes once more (shutdown).
+func (a *App) RunUsageFlusher(ctx context.Context, tick Ticker) {
+	defer tick.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			if err := a.FlushUsage(context.WithoutCancel(ctx)); err != nil {
+				a.Log.Error("the last usage flush failed", "err", err)
+			}
+			return
+		case <-tick.C():
+		case <-a.meter.full:
+		}
+		_ = a.FlushUsage(ctx) // logged inside
+	}
+}
+
+// Usage is GET /v1/dashboard/usage (CONTRACT.md "Usage").
+type Usage struct {
+	Day           string           `json:"day"`
+	Events        UsageEvents      `json:"events"`
+	TreeSize      int64            `json:"tree_size"`
+	Grants        UsageGrants      `json:"grants"`
+	Gate          map[string]int64 `json:"gate"`
+	Proposals     map[string]int64 `json:"proposals"`
+	Notifications map[string]int64 `json:"notifications"`
+	CallsToday    UsageCalls       `json:"calls_today"`
+}
+
+// UsageEvents are the account's events today and in all, and its quota.
+type UsageEvents struct {
+	Today          int64 `json:"today"`
+	Total          int64 `json:"total"`
+	QuotaLimit     int64 `json:"quota_limit"`
+	QuotaRemaining int64 `json:"quota_remaining"`
+}
+
+// UsageGrants counts the account's grants by state, and today's uses.
+type UsageGrants struct {
+	Live      int64 `json:"live"`
+	Expired   int64 `json:"expired"`
+	Revoked   int64 `json:"revoked"`
+	UsesToday int64 `json:"uses_today"`
+}
+
+// UsageCalls are today's credentialed calls by capability and by surface.
+type UsageCalls struct {
+	ByCapability map[string]int64 `json:"by_capability"`
+	BySurface    map[string]int64 `json:"by_surface"`
+}
+
+// DashboardUsage answers the caller's account: the stored counts plus this
+// replica's not yet flushed (another replica's unflushed counts, at most one
+// flush interval, show once flushed).
+func (a *App) DashboardUsage(ctx context.Context, p Principal) (Usage, error) {
+	now := a.Now().UTC()
+	day := domain.QuotaDay(now)
+	// Under the flush lock, no batch is between the meter and the database.
+	a.meter.flushMu.Lock()
+	defer a.meter.flushMu.Unlock()
+	f, err := a.Store.AccountFigures(ctx, p.UserID, now)
+	if err != nil {
+		return Usage{}, err
+	}
+	today, err := a.Store.QuotaUsed(ctx, nil, p.UserID, day)
+	if err != nil {
+		return Usage{}, err
+	}
+	u := Usage{Day: day, TreeSize: f.TreeSize, Proposals: f.Proposals, Notifications: f.Notifications,
+		Events: UsageEvents{Today: today, Total: f.EventsTotal, QuotaLimit: int64(a.Cfg.DailyEventQuota),
+			QuotaRemaining: max(0, int64(a.Cfg.DailyEventQuota)-today)},
+		Grants: UsageGrants{Live: f.GrantsLive, Expired: f.GrantsExpired, Revoked: f.GrantsRevoked}}
+	read := func(kind string) (map[string]int64, error) {
+		m, err := a.Store.Usage(ctx, p.UserID, kind, day, day)
+		if err != nil {
+			return nil, err
+		}
+		for k, n := range a.pendingUsage(p.UserID, day, kind) {
+			m[k] += n
+		}
+		return m, nil
+	}
+	if u.Gate, err = read(UsageGate); err != nil {
+		return Usage{}, err
+	}
+	uses, err := read(UsageUses)
+	if err != nil {
+		return Usage{}, err
+	}
+	u.Grants.UsesToday = uses["uses"]
+	if u.CallsToday.ByCapability, err = read(UsageCapability); err != nil {
+		return Usage{}, err
+	}
+	if u.CallsToday.BySurface, err = read(UsageSurface); err != nil {
+		return Usage{}, err
+	}
+	return u, nil
+}
