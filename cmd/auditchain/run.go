@@ -132,6 +132,13 @@ func serve(ctx context.Context, args []string, getenv func(string) string, stdou
 		a.RunUsageFlusher(usageCtx, app.NewRealTicker(app.UsageFlushInterval))
 	}()
 	defer func() { stopUsage(); <-usageDone }()
+	// The operator jobs on their cadence (CONTRACT.md "Operator jobs"),
+	// unless an external cron calls the routes (--scheduler=false).
+	if cfg.Scheduler {
+		jobsCtx, stopJobs := context.WithCancel(context.WithoutCancel(ctx))
+		a.StartJobs(jobsCtx)
+		defer func() { stopJobs(); a.WaitJobs() }()
+	}
 	handler := httpapi.NewServer(a, log, doc)
 
 	ln, err := net.Listen("tcp", cfg.Addr)

@@ -100,7 +100,8 @@ func TestKillDuringWebhookDrainLosesNothing(t *testing.T) {
 		// waits for the held handler.
 		t.Cleanup(func() { releaseOnce.Do(func() { close(release) }) })
 
-		args := []string{"--db", dsn, "--webhook-allow-private", "--cron-secret", secret}
+		// The test drives the drain itself: no scheduled or kicked drains.
+		args := []string{"--db", dsn, "--webhook-allow-private", "--cron-secret", secret, "--scheduler=false"}
 		server := startChild(t, args...)
 		client := &crashClient{http: &http.Client{Timeout: 30 * time.Second}}
 		client.base.Store(&server.base)

@@ -72,6 +72,8 @@ type App struct {
 	notices notices
 	// meter counts usage between flushes (usage.go).
 	meter *meter
+	// jobs is the built-in scheduler of the operator jobs (schedule.go).
+	jobs jobState
 }
 
 // Bounds of the read caches: at most this many accounts with this many cached

@@ -110,7 +110,7 @@ func (a *App) notify(ctx context.Context, t *writer.Tx, userID string, n Notice)
 	if n.DedupKey != "" {
 		dedup = &n.DedupKey
 	}
-	queuedEmail := false
+	queuedEmail, queuedWebhook := false, false
 	for i, d := range decided {
 		id, err := uuid.NewV7FromReader(a.Rand)
 		if err != nil {
@@ -124,6 +124,7 @@ func (a *App) notify(ctx context.Context, t *writer.Tx, userID string, n Notice)
 			r.SentAt = &sent
 		}
 		queuedEmail = queuedEmail || (d.Channel == domain.ChannelEmail && d.Status == domain.DeliveryQueued)
+		queuedWebhook = queuedWebhook || (d.Channel == domain.ChannelWebhook && d.Status == domain.DeliveryQueued)
 		rows[i] = r
 	}
 	if err := a.Store.InsertNotifications(ctx, t.SQL(), rows); err != nil {
@@ -131,6 +132,10 @@ func (a *App) notify(ctx context.Context, t *writer.Tx, userID string, n Notice)
 	}
 	if queuedEmail {
 		t.AfterCommit(a.notices.wakeMailer)
+	}
+	if queuedWebhook {
+		// CONTRACT.md: the drain runs soon after a row is queued.
+		t.AfterCommit(a.kickWebhooks)
 	}
 	return rows, nil
 }
@@ -365,6 +370,8 @@ func (a *App) Redeliver(ctx context.Context, p Principal, id string) (Notificati
 		out = n
 		if n.Channel == domain.ChannelEmail {
 			t.AfterCommit(a.notices.wakeMailer)
+		} else {
+			t.AfterCommit(a.kickWebhooks)
 		}
 		return nil
 	})

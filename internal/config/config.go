@@ -33,6 +33,7 @@ type Config struct {
 	AnchorProvider      string
 	AnchorTSAURL        string
 	WebhookAllowPrivate bool
+	Scheduler           bool
 	EpochAnchor         time.Time
 	LogFormat           string
 	LogLevel            string
@@ -107,6 +108,7 @@ func Parse(args []string, getenv func(string) string, stderr io.Writer) (Config,
 	str(&c.AnchorProvider, "anchor-provider", "none", "anchoring provider: none or rfc3161")
 	str(&c.AnchorTSAURL, "anchor-tsa-url", "", "RFC 3161 Time-Stamp Authority URL (with --anchor-provider rfc3161)")
 	boolean(&c.WebhookAllowPrivate, "webhook-allow-private", false, "allow webhook targets on private addresses")
+	boolean(&c.Scheduler, "scheduler", true, "run the operator jobs on their schedule inside serve (false: call the cron routes yourself)")
 	str(&anchor, "epoch-anchor", "2025-01-01", "epoch stamp origin date (YYYY-MM-DD)")
 	str(&c.LogFormat, "log-format", "", "json or text (default: json in production, text otherwise)")
 	str(&c.LogLevel, "log-level", "info", "debug, info, warn or error")

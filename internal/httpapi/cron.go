@@ -48,3 +48,13 @@ func cronJob[T any](s *Server, member string, run func(context.Context) (T, erro
 		return writeJSON(w, http.StatusOK, map[string]any{member: res})
 	}
 }
+
+// jobs answers GET /v1/internal/jobs: each job's cadence, its newest period
+// on any replica, and this replica's next and last run.
+func (s *Server) jobs(w http.ResponseWriter, r *http.Request) error {
+	scheduler, replica, jobs, err := s.app.JobsStatus(r.Context())
+	if err != nil {
+		return err
+	}
+	return writeJSON(w, http.StatusOK, map[string]any{"scheduler": scheduler, "replica": replica, "jobs": jobs})
+}

@@ -2,6 +2,7 @@ package httpapi_test
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"strings"
 	"testing"
@@ -213,5 +214,74 @@ func TestDashboardUsage(t *testing.T) {
 		}
 		e2 := newEnv(t, dsn, nil)
 		check(e2, "after a restart", 3)
+	})
+}
+
+// With the scheduler running, a queued webhook row is drained soon (the
+// kick), and GET /v1/internal/jobs shows every job, its cadence, next run
+// and this replica's last run.
+func TestSchedulerDrainsSoonAndShowsItsJobs(t *testing.T) {
+	eachNotifyEnv(t, func(t *testing.T, e *env) {
+		r := e.do("GET", "/v1/internal/jobs", "", nil, "X-Cron-Secret", e.app.Cfg.CronSecret)
+		if m := r.JSON(t); r.Status != 200 || m["scheduler"] != false {
+			t.Fatalf("jobs before the scheduler: %d %s", r.Status, r.Body)
+		}
+		ctx, cancel := context.WithCancel(context.Background())
+		e.app.StartJobs(ctx)
+		t.Cleanup(func() { cancel(); e.app.WaitJobs() })
+
+		_, key := e.account("ops@example.com")
+		rc := newReceiver(t, always(204))
+		e.register(key, rc, []string{"grant.revoked"})
+		e.revoke(t, key, "s")
+		deadline := time.Now().Add(10 * time.Second)
+		for len(rc.deliveries()) == 0 && time.Now().Before(deadline) {
+			time.Sleep(20 * time.Millisecond) // waiting on a condition the scheduler meets on its own clock
+		}
+		if len(rc.deliveries()) != 1 {
+			t.Fatalf("%d deliveries within 10 s of the row being queued, want 1", len(rc.deliveries()))
+		}
+
+		var body struct {
+			Scheduler bool
+			Jobs      []struct {
+				Job, Cadence string
+				NextRun      *string `json:"next_run"`
+				ThisReplica  *struct {
+					Trigger, Outcome string
+				} `json:"this_replica"`
+			}
+		}
+		// The delivery arrived; the run ends once its rows are settled.
+		for {
+			r = e.do("GET", "/v1/internal/jobs", "", nil, "X-Cron-Secret", e.app.Cfg.CronSecret)
+			if err := json.Unmarshal(r.Body, &body); err != nil || !body.Scheduler {
+				t.Fatalf("jobs: %s", r.Body)
+			}
+			done := false
+			for _, j := range body.Jobs {
+				done = done || (j.Job == "webhooks" && j.ThisReplica != nil)
+			}
+			if done || time.Now().After(deadline) {
+				break
+			}
+			time.Sleep(20 * time.Millisecond)
+		}
+		cadence := map[string]string{}
+		for _, j := range body.Jobs {
+			cadence[j.Job] = j.Cadence
+			if j.NextRun == nil {
+				t.Errorf("%s: no next_run", j.Job)
+			}
+			if j.Job == "webhooks" && (j.ThisReplica == nil || j.ThisReplica.Trigger != "kick" || j.ThisReplica.Outcome != "ok") {
+				t.Errorf("webhooks' last run here: %+v", j.ThisReplica)
+			}
+		}
+		want := map[string]string{"webhooks": "every 2m0s", "digest": "daily at 14:00 UTC", "grant-expiry": "every 6h0m0s",
+			"key-expiry": "every 1h0m0s", "admin-digest": "daily at 07:00 UTC", "anchor": "every 1h0m0s"}
+		if fmt.Sprint(cadence) != fmt.Sprint(want) {
+			t.Errorf("cadences %v, want %v", cadence, want)
+		}
+		wantProblem(t, e.do("GET", "/v1/internal/jobs", "", nil), 401, "unauthorized")
 	})
 }

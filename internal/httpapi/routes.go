@@ -139,6 +139,7 @@ func (s *Server) routes() []route {
 		{"POST /v1/internal/cron/grant-expiry", cron, cronJob(s, "swept", s.app.GrantExpirySweep)},
 		{"POST /v1/internal/cron/key-expiry", cron, cronJob(s, "swept", s.app.KeyExpirySweep)},
 		{"POST /v1/internal/cron/webhooks", cron, s.cronWebhooks},
+		{"GET /v1/internal/jobs", cron, s.jobs},
 	}
 }
 

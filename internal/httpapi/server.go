@@ -105,6 +105,7 @@ func NewServer(a *app.App, log *slog.Logger, openapiJSON []byte) *Server {
 		counter("auditchain_webhook_attempts_total", webhookAttemptHelp, "outcome=failed", func() int64 { return a.NotifyStats().AttemptsFailed }),
 		counter("auditchain_webhook_rows_total", webhookRowHelp, "outcome=sent", func() int64 { return a.NotifyStats().RowsSent }),
 		counter("auditchain_webhook_rows_total", webhookRowHelp, "outcome=failed", func() int64 { return a.NotifyStats().RowsFailed }),
+		jobRunsCollector{a},
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 
 	for _, rt := range s.routes() {
@@ -370,3 +371,18 @@ type headerProbe struct {
 func (p *headerProbe) Header() http.Header         { return p.header }
 func (p *headerProbe) Write(b []byte) (int, error) { return len(b), nil }
 func (p *headerProbe) WriteHeader(code int)        { p.status = code }
+
+// jobRunsCollector reports the scheduler's runs by job and outcome.
+type jobRunsCollector struct{ a *app.App }
+
+var jobRunsDesc = prometheus.NewDesc("auditchain_job_runs_total",
+	"Operator job runs in this process by job and outcome: ok, failed (an error or a panic), skipped (another replica had the period, or the previous run was still going).",
+	[]string{"job", "outcome"}, nil)
+
+func (c jobRunsCollector) Describe(ch chan<- *prometheus.Desc) { ch <- jobRunsDesc }
+
+func (c jobRunsCollector) Collect(ch chan<- prometheus.Metric) {
+	for k, n := range c.a.JobRunCounts() {
+		ch <- prometheus.MustNewConstMetric(jobRunsDesc, prometheus.CounterValue, float64(n), k[0], k[1])
+	}
+}
