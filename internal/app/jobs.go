@@ -50,21 +50,16 @@ func (a *App) GrantExpirySweep(ctx context.Context) (GrantExpiry, error) {
 		byAccount[g.UserID] = append(byAccount[g.UserID], g)
 	}
 	for _, userID := range slices.Sorted(maps.Keys(byAccount)) {
+		ns := make([]Notice, len(byAccount[userID]))
+		for i, g := range byAccount[userID] {
+			exp := domain.FormatTimestamp(g.ExpiresAt)
+			ns[i] = Notice{Type: domain.NoticeGrantExpiring24h, DedupKey: g.GrantID + "@" + exp,
+				Subject: map[string]any{"grant_id": g.GrantID, "subagent": g.Subagent, "expires_at": exp}}
+		}
 		notified := 0
-		err := a.w.Write(ctx, func(t *writer.Tx) error {
-			notified = 0
-			for _, g := range byAccount[userID] {
-				rows, err := a.notify(ctx, t, userID, Notice{Type: domain.NoticeGrantExpiring24h,
-					Subject:  map[string]any{"grant_id": g.GrantID, "subagent": g.Subagent, "expires_at": domain.FormatTimestamp(g.ExpiresAt)},
-					DedupKey: g.GrantID + "@" + domain.FormatTimestamp(g.ExpiresAt)})
-				if err != nil {
-					return err
-				}
-				if len(rows) > 0 {
-					notified++
-				}
-			}
-			return nil
+		err := a.w.Write(ctx, func(t *writer.Tx) (err error) {
+			notified, err = a.notifyEach(ctx, t, userID, domain.NoticeGrantExpiring24h, ns)
+			return err
 		})
 		if err != nil {
 			return res, err

@@ -92,50 +92,99 @@ func (a *App) notify(ctx context.Context, t *writer.Tx, userID string, n Notice)
 	if n.DedupKey != "" && nc.Done {
 		return nil, nil
 	}
+	rows, err := a.noticeRows(t, userID, nt, nc, []Notice{n})
+	if err != nil {
+		return nil, err
+	}
+	return rows, a.Store.InsertNotifications(ctx, t.SQL(), rows)
+}
+
+// notifyEach writes notices of one type for userID inside t, as notify
+// does for each, with a handful of statements whatever their number (the
+// expiry jobs write one per grant or key): it reports how many were written
+// (once-only notices written before are not).
+func (a *App) notifyEach(ctx context.Context, t *writer.Tx, userID, typ string, ns []Notice) (int, error) {
+	nt, ok := domain.LookupNoticeType(typ)
+	if !ok {
+		return 0, fmt.Errorf("notify: unknown notice type %q", typ)
+	}
+	if _, err := t.Lock(ctx, userID); err != nil {
+		return 0, err
+	}
+	nc, err := a.Store.NoticeContext(ctx, t.SQL(), userID, nt.Name, "")
+	if err != nil {
+		return 0, err
+	}
+	var keys []string
+	for _, n := range ns {
+		if n.DedupKey != "" {
+			keys = append(keys, n.DedupKey)
+		}
+	}
+	done, err := a.Store.DedupKeysWritten(ctx, t.SQL(), userID, nt.Name, keys)
+	if err != nil {
+		return 0, err
+	}
+	todo := make([]Notice, 0, len(ns))
+	for _, n := range ns {
+		if n.DedupKey == "" || !done[n.DedupKey] {
+			done[n.DedupKey] = n.DedupKey != "" // a key twice in ns is one notice
+			todo = append(todo, n)
+		}
+	}
+	rows, err := a.noticeRows(t, userID, nt, nc, todo)
+	if err != nil || len(rows) == 0 { // preferences may silence every channel
+		return 0, err
+	}
+	return len(todo), a.Store.InsertNotifications(ctx, t.SQL(), rows)
+}
+
+// noticeRows decides and stamps the rows of notices of type nt for userID,
+// consecutive microseconds above the account's newest row, and registers the
+// senders' wake-ups for after t commits.
+func (a *App) noticeRows(t *writer.Tx, userID string, nt domain.NoticeType, nc store.NoticeContext, ns []Notice) ([]store.Notification, error) {
 	prefs := make(map[string]domain.Preference, len(nc.Prefs))
 	for ch, p := range nc.Prefs {
 		prefs[ch] = domain.Preference{Type: p.Type, Channel: p.Channel, Enabled: p.Enabled, Digest: p.Digest}
 	}
 	decided := domain.NoticeRows(nt, domain.Recipient{Prefs: prefs, HasEmail: nc.Email != nil, WebhookSubscribe: nc.Subscribed})
-	if len(decided) == 0 {
+	if len(decided) == 0 || len(ns) == 0 {
 		return nil, nil
 	}
-	payload, err := json.Marshal(noticePayload{Subject: n.Subject, Severity: cmpOr(n.Severity, nt.Severity), Title: n.Title, Body: n.Body})
-	if err != nil {
-		return nil, err
-	}
 	stamp := max(a.Now().UnixMicro(), nc.LastCreatedAt+1)
-	rows := make([]store.Notification, len(decided))
-	var dedup *string
-	if n.DedupKey != "" {
-		dedup = &n.DedupKey
-	}
-	queuedEmail, queuedWebhook := false, false
-	for i, d := range decided {
-		id, err := uuid.NewV7FromReader(a.Rand)
+	rows := make([]store.Notification, 0, len(decided)*len(ns))
+	for _, n := range ns {
+		payload, err := json.Marshal(noticePayload{Subject: n.Subject, Severity: cmpOr(n.Severity, nt.Severity), Title: n.Title, Body: n.Body})
 		if err != nil {
 			return nil, err
 		}
-		r := store.Notification{ID: id.String(), UserID: userID, Type: nt.Name, Channel: d.Channel, Severity: nt.Severity,
-			DeliveryStatus: d.Status, Digest: d.Status == domain.DeliverySuppressedDigest, CreatedAt: stamp + int64(i),
-			DedupKey: dedup, Payload: string(payload)}
-		if d.Status == domain.DeliverySent {
-			sent := r.CreatedAt
-			r.SentAt = &sent
+		var dedup *string
+		if n.DedupKey != "" {
+			dedup = &n.DedupKey
 		}
-		queuedEmail = queuedEmail || (d.Channel == domain.ChannelEmail && d.Status == domain.DeliveryQueued)
-		queuedWebhook = queuedWebhook || (d.Channel == domain.ChannelWebhook && d.Status == domain.DeliveryQueued)
-		rows[i] = r
+		for _, d := range decided {
+			id, err := uuid.NewV7FromReader(a.Rand)
+			if err != nil {
+				return nil, err
+			}
+			r := store.Notification{ID: id.String(), UserID: userID, Type: nt.Name, Channel: d.Channel, Severity: nt.Severity,
+				DeliveryStatus: d.Status, Digest: d.Status == domain.DeliverySuppressedDigest, CreatedAt: stamp + int64(len(rows)),
+				DedupKey: dedup, Payload: string(payload)}
+			if d.Status == domain.DeliverySent {
+				sent := r.CreatedAt
+				r.SentAt = &sent
+			}
+			rows = append(rows, r)
+		}
 	}
-	if err := a.Store.InsertNotifications(ctx, t.SQL(), rows); err != nil {
-		return nil, err
-	}
-	if queuedEmail {
-		t.AfterCommit(a.notices.wakeMailer)
-	}
-	if queuedWebhook {
-		// CONTRACT.md: the drain runs soon after a row is queued.
-		t.AfterCommit(a.kickWebhooks)
+	for _, d := range decided {
+		switch {
+		case d.Channel == domain.ChannelEmail && d.Status == domain.DeliveryQueued:
+			t.AfterCommit(a.notices.wakeMailer)
+		case d.Channel == domain.ChannelWebhook && d.Status == domain.DeliveryQueued:
+			// CONTRACT.md: the drain runs soon after a row is queued.
+			t.AfterCommit(a.kickWebhooks)
+		}
 	}
 	return rows, nil
 }

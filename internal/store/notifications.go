@@ -112,10 +112,49 @@ func scanNotification(r scanner) (Notification, error) {
 	return n, err
 }
 
-// InsertNotifications stores one notice's rows in tx, in one statement.
+// DedupKeysWritten reports which of keys userID's notices of typ carry.
+func (s *Store) DedupKeysWritten(ctx context.Context, tx *sql.Tx, userID, typ string, keys []string) (map[string]bool, error) {
+	done := make(map[string]bool, len(keys))
+	const chunk = 500
+	for len(keys) > 0 {
+		n := min(chunk, len(keys))
+		var b strings.Builder
+		b.WriteString(`SELECT DISTINCT dedup_key FROM notifications WHERE user_id = $1 AND type = $2 AND dedup_key IN (`)
+		args := []any{userID, typ}
+		for i, k := range keys[:n] {
+			if i > 0 {
+				b.WriteString(", ")
+			}
+			args = append(args, k)
+			b.WriteString("$" + strconv.Itoa(len(args)))
+		}
+		b.WriteString(")")
+		found, err := queryAll(ctx, s, tx, func(r scanner) (string, error) {
+			var k string
+			return k, r.Scan(&k)
+		}, b.String(), args...)
+		if err != nil {
+			return nil, err
+		}
+		for _, k := range found {
+			done[k] = true
+		}
+		keys = keys[n:]
+	}
+	return done, nil
+}
+
+// InsertNotifications stores notices' rows in tx, a few hundred per statement.
 // The caller holds the account's lock and stamped the rows above the
 // account's newest (NoticeContext), which the unique indexes check.
 func (s *Store) InsertNotifications(ctx context.Context, tx *sql.Tx, rows []Notification) error {
+	const chunk = 300 // 12 values a row: well under both stores' limits on parameters
+	for len(rows) > chunk {
+		if err := s.InsertNotifications(ctx, tx, rows[:chunk]); err != nil {
+			return err
+		}
+		rows = rows[chunk:]
+	}
 	if len(rows) == 0 {
 		return nil
 	}
