@@ -190,6 +190,16 @@ func TestCronSecret(t *testing.T) {
 		if r := e.do("POST", "/v1/internal/cron/webhooks", "", nil, "X-Cron-Secret", "s3cret"); r.Status == 401 || r.Status == 503 {
 			t.Fatalf("right secret refused: %d", r.Status)
 		}
+		// Every cron route, the jobs' list included, keeps the rules.
+		for _, rt := range e.handler.RouteTable() {
+			if rt.Access != "cron" {
+				continue
+			}
+			method, path, _ := strings.Cut(rt.Pattern, " ")
+			wantProblem(t, open.do(method, path, "", nil, "X-Cron-Secret", "s3cret"), 503, "cron_secret_unconfigured")
+			wantProblem(t, e.do(method, path, "", nil), 401, "unauthorized")
+			wantProblem(t, e.do(method, path, "", nil, "X-Cron-Secret", "wrong"), 401, "unauthorized")
+		}
 		if strings.Contains(e.logs.String(), "s3cret") {
 			t.Fatal("the cron secret was logged")
 		}
