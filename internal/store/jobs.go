@@ -8,7 +8,6 @@ import (
 	"context"
 	"database/sql"
 	"errors"
-	"strconv"
 	"strings"
 	"time"
 )
@@ -169,7 +168,7 @@ func (s *Store) AddUsage(ctx context.Context, tx *sql.Tx, counts []UsageCount) e
 				b.WriteString(", ")
 			}
 			p := len(args)
-			b.WriteString("($" + strconv.Itoa(p+1) + ", $" + strconv.Itoa(p+2) + ", $" + strconv.Itoa(p+3) + ", $" + strconv.Itoa(p+4) + ", $" + strconv.Itoa(p+5) + ")")
+			b.WriteString("(" + s.placeholder(p+1) + ", " + s.placeholder(p+2) + ", " + s.placeholder(p+3) + ", " + s.placeholder(p+4) + ", " + s.placeholder(p+5) + ")")
 			args = append(args, c.UserID, c.Day, c.Kind, c.Name, c.Count)
 		}
 		b.WriteString(` ON CONFLICT (user_id, day, kind, name) DO UPDATE SET count = usage_counts.count + excluded.count`)

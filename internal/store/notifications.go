@@ -119,14 +119,15 @@ func (s *Store) DedupKeysWritten(ctx context.Context, tx *sql.Tx, userID, typ st
 	for len(keys) > 0 {
 		n := min(chunk, len(keys))
 		var b strings.Builder
-		b.WriteString(`SELECT DISTINCT dedup_key FROM notifications WHERE user_id = $1 AND type = $2 AND dedup_key IN (`)
+		b.WriteString(`SELECT DISTINCT dedup_key FROM notifications WHERE user_id = ` + s.placeholder(1) + ` AND type = ` + s.placeholder(2) +
+			` AND dedup_key IN (`)
 		args := []any{userID, typ}
 		for i, k := range keys[:n] {
 			if i > 0 {
 				b.WriteString(", ")
 			}
 			args = append(args, k)
-			b.WriteString("$" + strconv.Itoa(len(args)))
+			b.WriteString(s.placeholder(len(args)))
 		}
 		b.WriteString(")")
 		found, err := queryAll(ctx, s, tx, func(r scanner) (string, error) {
@@ -170,7 +171,7 @@ func (s *Store) InsertNotifications(ctx context.Context, tx *sql.Tx, rows []Noti
 			if j > 0 {
 				b.WriteString(", ")
 			}
-			b.WriteString("$" + strconv.Itoa(len(args)+j+1))
+			b.WriteString(s.placeholder(len(args) + j + 1))
 		}
 		b.WriteString(")")
 		args = append(args, n.ID, n.UserID, n.Type, n.Channel, n.Severity, n.DeliveryStatus, n.Digest, n.CreatedAt,
