@@ -50,14 +50,26 @@ func (a *App) GrantExpirySweep(ctx context.Context) (GrantExpiry, error) {
 		byAccount[g.UserID] = append(byAccount[g.UserID], g)
 	}
 	for _, userID := range slices.Sorted(maps.Keys(byAccount)) {
-		ns := make([]Notice, len(byAccount[userID]))
-		for i, g := range byAccount[userID] {
+		ns := make([]Notice, 0, len(byAccount[userID]))
+		keys := make([]string, 0, len(byAccount[userID]))
+		for _, g := range byAccount[userID] {
 			exp := domain.FormatTimestamp(g.ExpiresAt)
-			ns[i] = Notice{Type: domain.NoticeGrantExpiring24h, DedupKey: g.GrantID + "@" + exp,
-				Subject: map[string]any{"grant_id": g.GrantID, "subagent": g.Subagent, "expires_at": exp}}
+			ns = append(ns, Notice{Type: domain.NoticeGrantExpiring24h, DedupKey: g.GrantID + "@" + exp,
+				Subject: map[string]any{"grant_id": g.GrantID, "subagent": g.Subagent, "expires_at": exp}})
+			keys = append(keys, g.GrantID+"@"+exp)
+		}
+		// Most grants of a run after the first were notified before: skip
+		// them without a write (the write checks again under the lock).
+		done, err := a.Store.DedupKeysWritten(ctx, nil, userID, domain.NoticeGrantExpiring24h, keys)
+		if err != nil {
+			return res, err
+		}
+		ns = slices.DeleteFunc(ns, func(n Notice) bool { return done[n.DedupKey] })
+		if len(ns) == 0 {
+			continue
 		}
 		notified := 0
-		err := a.w.Write(ctx, func(t *writer.Tx) (err error) {
+		err = a.w.Write(ctx, func(t *writer.Tx) (err error) {
 			notified, err = a.notifyEach(ctx, t, userID, domain.NoticeGrantExpiring24h, ns)
 			return err
 		})

@@ -112,8 +112,9 @@ func scanNotification(r scanner) (Notification, error) {
 	return n, err
 }
 
-// DedupKeysWritten reports which of keys userID's notices of typ carry.
-func (s *Store) DedupKeysWritten(ctx context.Context, tx *sql.Tx, userID, typ string, keys []string) (map[string]bool, error) {
+// DedupKeysWritten reports which of keys userID's notices of typ carry,
+// read through q (nil: the read pool).
+func (s *Store) DedupKeysWritten(ctx context.Context, q Querier, userID, typ string, keys []string) (map[string]bool, error) {
 	done := make(map[string]bool, len(keys))
 	const chunk = 500
 	for len(keys) > 0 {
@@ -130,7 +131,7 @@ func (s *Store) DedupKeysWritten(ctx context.Context, tx *sql.Tx, userID, typ st
 			b.WriteString(s.placeholder(len(args)))
 		}
 		b.WriteString(")")
-		found, err := queryAll(ctx, s, tx, func(r scanner) (string, error) {
+		found, err := queryAll(ctx, s, q, func(r scanner) (string, error) {
 			var k string
 			return k, r.Scan(&k)
 		}, b.String(), args...)

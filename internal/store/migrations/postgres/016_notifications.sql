@@ -25,7 +25,7 @@ CREATE TABLE notifications (
   digested_at     BIGINT
 );
 CREATE UNIQUE INDEX notifications_user_created ON notifications(user_id, created_at);
-CREATE UNIQUE INDEX notifications_once ON notifications(user_id, type, channel, dedup_key) WHERE dedup_key IS NOT NULL;
+CREATE UNIQUE INDEX notifications_once ON notifications(user_id, type, dedup_key, channel) WHERE dedup_key IS NOT NULL;
 -- The outboxes: queued email and webhook rows, oldest first.
 CREATE INDEX notifications_queued ON notifications(channel, user_id, created_at) WHERE delivery_status = 'queued';
 CREATE INDEX notifications_held ON notifications(user_id, created_at) WHERE delivery_status = 'suppressed_digest' AND digested_at IS NULL;
