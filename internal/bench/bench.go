@@ -36,7 +36,8 @@ type Options struct {
 	// bench accounts and keys); without, the local server's (empty: a fresh
 	// SQLite file in a temporary directory for every run).
 	DB string
-	// Exe is the auditchain binary run as the local server.
+	// Exe is the auditchain binary run as the local server (empty: the
+	// ServerExeEnv environment variable, else this executable).
 	Exe string
 	// ServerWrap prefixes the server command (e.g. strace … to slow fsync).
 	ServerWrap []string
@@ -120,6 +121,9 @@ func Run(ctx context.Context, o Options) ([]Result, error) {
 	}
 	if o.URL != "" && o.DB == "" {
 		return nil, errors.New("--url needs --db, the running server's store, to create the bench accounts and keys")
+	}
+	if o.URL == "" && o.Exe == "" {
+		o.Exe = os.Getenv(ServerExeEnv)
 	}
 	if o.URL == "" && o.Exe == "" {
 		exe, err := os.Executable()
@@ -218,12 +222,12 @@ func runOnce(ctx context.Context, o *Options, w *workload, run int) (res Result)
 		keys = w.keys(o)
 	}
 	fmt.Fprintf(o.Progress, "bench: creating %d accounts\n", nAccounts)
-	accts, err := provision(ctx, db, nAccounts, keys, e.sessionPrefix())
+	accts, err := provisionFor(ctx, o, db, nAccounts, keys, e.sessionPrefix())
 	if err != nil {
 		return fail(fmt.Errorf("create bench accounts in %s: %w", db, err))
 	}
 	e.accounts = accts
-	if w.prefill && e.prefill == 0 && o.DB != "" && len(accts) == 1 {
+	if w.prefill && !w.prefillRows && e.prefill == 0 && o.DB != "" && len(accts) == 1 {
 		// --prefill 0 on an existing --db: measure its longest chain again
 		// instead of prefilling a new one (a 1M-event chain once, several runs).
 		a, n, err := longestChain(ctx, db)
@@ -241,7 +245,7 @@ func runOnce(ctx context.Context, o *Options, w *workload, run int) (res Result)
 		sizeBefore = sqliteBytes(sqlitePath)
 	}
 
-	if o.DirectPrefill && w.prefill && !e.prefilled {
+	if o.DirectPrefill && w.prefill && !w.prefillRows && !e.prefilled {
 		if o.URL != "" {
 			return fail(errors.New("--direct-prefill writes the store before the server starts: it cannot be used with --url"))
 		}
@@ -272,7 +276,9 @@ func runOnce(ctx context.Context, o *Options, w *workload, run int) (res Result)
 			logDir = os.TempDir()
 		}
 		e.logDir = logDir
-		srv, err = startServer(ctx, o.Exe, o.ServerWrap, db, o.ServerArgs, filepath.Join(logDir, "bench-server.log"))
+		// The workload's serve flags first: --server-arg may override them.
+		args := append(append([]string{}, w.serverArgs...), o.ServerArgs...)
+		srv, err = startServer(ctx, o.Exe, o.ServerWrap, db, args, filepath.Join(logDir, "bench-server.log"))
 		if err != nil {
 			return fail(err)
 		}
@@ -413,6 +419,11 @@ func isTransport(err error) bool {
 // (events in a batch, events a scan read; 1 otherwise).
 type opFunc func(ctx context.Context, w *worker) (int, error)
 
+// errDone, returned by an operation, stops its worker without counting an
+// error: the workload has spent what it prepared (revoke's grants in a closed
+// loop). The measured window then ends when the last worker stopped.
+var errDone = errors.New("bench: the workload's prepared operations are spent")
+
 // errAbort wraps an error that makes further operations pointless (501).
 type errAbort struct{ error }
 
@@ -507,6 +518,9 @@ func drive(ctx context.Context, e *env, mk func(w *worker) opFunc, rate float64)
 				items, err := op(ctx, w)
 				done := time.Now()
 				if err != nil {
+					if errors.Is(err, errDone) {
+						return // the workload's prepared operations are spent
+					}
 					var ab errAbort
 					if errors.As(err, &ab) {
 						abort.CompareAndSwap(nil, &ab.error)

@@ -15,6 +15,12 @@ import (
 	"time"
 )
 
+// ServerExeEnv names the environment variable that, when Options.Exe is
+// empty, gives the binary run as the started server: the generator of one
+// build then drives the server of another (an A/B against a commit whose
+// bench lacks the workload).
+const ServerExeEnv = "AUDITCHAIN_BENCH_SERVER"
+
 // LiftedQuotas are the serve flags that keep quotas out of the way of a load run.
 var LiftedQuotas = []string{"--daily-event-quota", "1000000000", "--batch-rate-limit", "1000000000"}
 

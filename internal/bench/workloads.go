@@ -18,17 +18,22 @@ import (
 // workload is one named load.
 type workload struct {
 	name          string
-	clients       int     // default number of clients
-	fixedClients  bool    // --clients does not apply
-	accounts      int     // default number of accounts
-	fixedAccounts bool    // --accounts does not apply
-	prefill       bool    // uses --prefill
-	defPrefill    int     // --prefill when not given
-	openLoop      bool    // --rate applies
-	defRate       float64 // --rate when not given (0: closed loop)
-	keys          func(o *Options) int
-	run           func(ctx context.Context, e *env, res Result) (Result, error)
-	help          string
+	clients       int  // default number of clients
+	fixedClients  bool // --clients does not apply
+	accounts      int  // default number of accounts
+	fixedAccounts bool // --accounts does not apply
+	prefill       bool // uses --prefill
+	defPrefill    int  // --prefill when not given
+	// prefillRows: --prefill counts what the workload prepares itself over
+	// HTTP (queued notices, grants), not chain events: no --direct-prefill,
+	// no reuse of a store's longest chain.
+	prefillRows bool
+	serverArgs  []string // serve flags the workload needs (before --server-arg)
+	openLoop    bool     // --rate applies
+	defRate     float64  // --rate when not given (0: closed loop)
+	keys        func(o *Options) int
+	run         func(ctx context.Context, e *env, res Result) (Result, error)
+	help        string
 }
 
 var workloads = []*workload{
@@ -48,6 +53,14 @@ var workloads = []*workload{
 		help: "POST /v1/grants/{id}/use n=1 on a large budget"},
 	{name: "otp-verify", clients: 64, accounts: 1, fixedAccounts: true, openLoop: true, defRate: 200, run: loadRun(otpVerifySetup),
 		help: "POST /v1/auth/otp/verify, each with a code prepared for its own account (open loop, --rate default 200)"},
+	{name: "revoke", clients: 64, accounts: 100, openLoop: true, prefill: true, defPrefill: 20000, prefillRows: true,
+		run: runRevoke, help: "POST /v1/grants/{id}/revoke, each of a distinct live grant prepared before the run (open loop: rate × time; closed: --prefill, default 20000)"},
+	{name: "webhook-deliver", clients: 1, fixedClients: true, accounts: 20, prefill: true, defPrefill: 20000, prefillRows: true,
+		serverArgs: webhookServerArgs, run: runWebhookDeliver,
+		help: "--prefill webhook rows (default 20000) queued over --accounts (20), then drained by the cron route to a receiver in the generator: deliveries/s"},
+	{name: "grant-expiry", clients: 1, fixedClients: true, accounts: 100, prefill: true, defPrefill: 100000, prefillRows: true,
+		serverArgs: jobServerArgs, run: runGrantExpiry,
+		help: "--prefill grants (default 100,000) all expiring within a day, then POST /v1/internal/cron/grant-expiry twice: the first run notifies every grant, the second none"},
 	{name: "search", clients: 16, accounts: 1, prefill: true, defPrefill: 100000, openLoop: true,
 		run: loadRun(searchSetup), help: "POST /v1/events/search limit 200 on an account of --prefill events (other --accounts: --fill-others each)"},
 	{name: "heal-scan", clients: 1, accounts: 1, fixedAccounts: true, prefill: true, defPrefill: 100000, openLoop: true,
@@ -81,7 +94,7 @@ func WorkloadNames() []string {
 func WorkloadHelp() string {
 	var b bytes.Buffer
 	for _, w := range workloads {
-		fmt.Fprintf(&b, "  %-14s %s\n", w.name, w.help)
+		fmt.Fprintf(&b, "  %-16s %s\n", w.name, w.help)
 	}
 	return b.String()
 }
