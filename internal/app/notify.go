@@ -6,6 +6,7 @@ package app
 // webhook drain, the digest — is in notify_send.go.
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -154,7 +155,7 @@ func (a *App) noticeRows(t *writer.Tx, userID string, nt domain.NoticeType, nc s
 	stamp := max(a.Now().UnixMicro(), nc.LastCreatedAt+1)
 	rows := make([]store.Notification, 0, len(decided)*len(ns))
 	for _, n := range ns {
-		payload, err := json.Marshal(noticePayload{Subject: n.Subject, Severity: cmpOr(n.Severity, nt.Severity), Title: n.Title, Body: n.Body})
+		payload, err := json.Marshal(noticePayload{Subject: n.Subject, Severity: cmp.Or(n.Severity, nt.Severity), Title: n.Title, Body: n.Body})
 		if err != nil {
 			return nil, err
 		}
@@ -187,13 +188,6 @@ func (a *App) noticeRows(t *writer.Tx, userID string, nt domain.NoticeType, nc s
 		}
 	}
 	return rows, nil
-}
-
-func cmpOr(a, b string) string {
-	if a != "" {
-		return a
-	}
-	return b
 }
 
 // NotificationPage is GET /v1/notifications.

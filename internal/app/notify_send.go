@@ -8,6 +8,7 @@ package app
 // one row in one pass, and a sender that dies leaves its rows queued.
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -203,7 +204,7 @@ func noticeEmail(to string, r store.Notification) mail.Message {
 		subject = "[auditchain] " + p.Title
 	}
 	var b strings.Builder
-	fmt.Fprintf(&b, "Notice: %s (severity %s)\n", r.Type, cmpOr(p.Severity, r.Severity))
+	fmt.Fprintf(&b, "Notice: %s (severity %s)\n", r.Type, cmp.Or(p.Severity, r.Severity))
 	fmt.Fprintf(&b, "At: %s\n", domain.FormatTimestamp(time.UnixMicro(r.CreatedAt)))
 	if p.Body != "" {
 		fmt.Fprintf(&b, "\n%s\n", p.Body)
@@ -243,7 +244,7 @@ func webhookPush(r store.Notification) ([]byte, error) {
 		p.Subject = map[string]any{}
 	}
 	return json.Marshal(webhookBody{Type: r.Type, Timestamp: domain.FormatTimestamp(time.UnixMicro(r.CreatedAt)),
-		Data: webhookData{NotificationID: r.ID, UserID: r.UserID, Severity: cmpOr(p.Severity, r.Severity), Subject: p.Subject}})
+		Data: webhookData{NotificationID: r.ID, UserID: r.UserID, Severity: cmp.Or(p.Severity, r.Severity), Subject: p.Subject}})
 }
 
 // sendWebhookRows delivers claimed rows to the account's endpoints: each

@@ -8,6 +8,7 @@ package app
 // interval of this replica's counts (docs/decisions/jobs.md).
 
 import (
+	"cmp"
 	"context"
 	"slices"
 	"sync"
@@ -47,7 +48,6 @@ type meter struct {
 	// flushMu makes flushes one at a time, so a flush and a read of the
 	// pending counts never see a batch twice or not at all.
 	flushMu sync.Mutex
-	dropped int64
 }
 
 func newMeter() *meter { return &meter{counts: make(map[usageKey]int64), full: make(chan struct{}, 1)} }
@@ -55,6 +55,12 @@ func newMeter() *meter { return &meter{counts: make(map[usageKey]int64), full: m
 func (m *meter) add(k usageKey, n int64) {
 	m.mu.Lock()
 	m.counts[k] += n
+	m.unlockWakingWhenFull()
+}
+
+// unlockWakingWhenFull releases m.mu, waking the flusher early when the
+// counters reached their bound.
+func (m *meter) unlockWakingWhenFull() {
 	full := len(m.counts) >= maxMeterKeys
 	m.mu.Unlock()
 	if full {
@@ -73,14 +79,7 @@ func (a *App) CountCall(userID, capability, surface string) {
 	m.mu.Lock()
 	m.counts[usageKey{userID, day, UsageCapability, capability}]++
 	m.counts[usageKey{userID, day, UsageSurface, surface}]++
-	full := len(m.counts) >= maxMeterKeys
-	m.mu.Unlock()
-	if full {
-		select {
-		case m.full <- struct{}{}:
-		default:
-		}
-	}
+	m.unlockWakingWhenFull()
 }
 
 func (a *App) countGate(userID, status string) {
@@ -112,26 +111,13 @@ func (a *App) FlushUsage(ctx context.Context) error {
 	// One order for every replica's batches, so that two flushes touching
 	// the same rows never deadlock.
 	slices.SortFunc(counts, func(x, y store.UsageCount) int {
-		return cmpKeys(x.UserID+"\x00"+x.Day+"\x00"+x.Kind+"\x00"+x.Name, y.UserID+"\x00"+y.Day+"\x00"+y.Kind+"\x00"+y.Name)
+		return cmp.Or(cmp.Compare(x.UserID, y.UserID), cmp.Compare(x.Day, y.Day), cmp.Compare(x.Kind, y.Kind), cmp.Compare(x.Name, y.Name))
 	})
 	err := a.w.Write(ctx, func(t *writer.Tx) error { return a.Store.AddUsage(ctx, t.SQL(), counts) })
 	if err != nil {
-		m.mu.Lock()
-		m.dropped += int64(len(counts))
-		m.mu.Unlock()
 		a.Log.Error("usage counts dropped: the flush failed", "counters", len(counts), "err", err)
 	}
 	return err
-}
-
-func cmpKeys(a, b string) int {
-	switch {
-	case a < b:
-		return -1
-	case a > b:
-		return 1
-	}
-	return 0
 }
 
 // pendingUsage is this replica's counts of userID not flushed yet, of kind.

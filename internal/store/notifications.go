@@ -284,10 +284,24 @@ func (s *Store) HeldEmail(ctx context.Context, tx *sql.Tx, userID string, since 
 
 // MarkDigested records that the rows ids went out in a digest at at.
 func (s *Store) MarkDigested(ctx context.Context, tx *sql.Tx, ids []string, at time.Time) error {
-	for _, id := range ids {
-		if _, err := tx.ExecContext(ctx, `UPDATE notifications SET digested_at = $2 WHERE id = $1`, id, at.UnixMicro()); err != nil {
+	const chunk = 500
+	for len(ids) > 0 {
+		n := min(chunk, len(ids))
+		var b strings.Builder
+		b.WriteString(`UPDATE notifications SET digested_at = ` + s.placeholder(1) + ` WHERE id IN (`)
+		args := []any{at.UnixMicro()}
+		for i, id := range ids[:n] {
+			if i > 0 {
+				b.WriteString(", ")
+			}
+			args = append(args, id)
+			b.WriteString(s.placeholder(len(args)))
+		}
+		b.WriteString(")")
+		if _, err := tx.ExecContext(ctx, b.String(), args...); err != nil {
 			return err
 		}
+		ids = ids[n:]
 	}
 	return nil
 }
