@@ -7,7 +7,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"net/http"
 	"slices"
 	"time"
 
@@ -96,7 +95,7 @@ func (a *App) AppendDecodedBatch(ctx context.Context, p Principal, clientMachine
 // checkBatchSize refuses a batch over the spec's limit (SPEC.md "Limits").
 func checkBatchSize(n int) error {
 	if n > domain.MaxBatchEvents {
-		return (&domain.Error{Status: http.StatusRequestEntityTooLarge, Code: domain.CodeBatchTooLarge,
+		return (&domain.Error{Code: domain.CodeBatchTooLarge,
 			Detail: fmt.Sprintf("a batch holds at most %d events; this one holds %d and nothing was stored", domain.MaxBatchEvents, n)}).
 			With("received", n).With("limit", domain.MaxBatchEvents)
 	}
@@ -139,7 +138,7 @@ func (a *App) storeBatch(ctx context.Context, p Principal, res BatchResult, inpu
 		}
 		rate := domain.DecideBatchRate(time.UnixMicro(tat), now, rowCount, a.Cfg.BatchRateLimit)
 		if !rate.Allowed {
-			return (&domain.Error{Status: http.StatusTooManyRequests, Code: domain.CodeRateLimited, RetryAfter: rate.RetryAfter,
+			return (&domain.Error{Code: domain.CodeRateLimited, RetryAfter: rate.RetryAfter,
 				Detail: fmt.Sprintf("this key may send %d batch events per minute; retry in %d s", a.Cfg.BatchRateLimit, rate.RetryAfter)}).
 				With("rate", Rate{Count: rate.Count, Limit: a.Cfg.BatchRateLimit, Remaining: rate.Remaining})
 		}

@@ -11,7 +11,6 @@ import (
 	"encoding/base64"
 	"encoding/json"
 	"fmt"
-	"net/http"
 	"reflect"
 	"regexp"
 	"strings"
@@ -97,7 +96,7 @@ func malformed(code, field, reason string) *domain.Error {
 	if field != "" {
 		detail = field + ": " + reason
 	}
-	return (&domain.Error{Status: http.StatusUnprocessableEntity, Code: code, Detail: detail,
+	return (&domain.Error{Code: code, Detail: detail,
 		Fields: []domain.FieldError{{Field: field, Message: reason}}}).With("field", field).With("reason", reason)
 }
 
@@ -169,7 +168,7 @@ func (a *App) CreateGrant(ctx context.Context, p Principal, req GrantRequest) (G
 				return err
 			}
 			if st, reason := domain.GrantState(d, now, nil); st == domain.GateAuthorized {
-				return (&domain.Error{Status: http.StatusConflict, Code: domain.CodeGrantIDExists,
+				return (&domain.Error{Code: domain.CodeGrantIDExists,
 					Detail: fmt.Sprintf("grant_id %s already names a live grant (%s)", id, reason)}).With("grant_id", id)
 			}
 		}
@@ -184,7 +183,7 @@ func (a *App) CreateGrant(ctx context.Context, p Principal, req GrantRequest) (G
 			}
 			if live, ok := domain.LiveGrant(parents, now, g.ParentAgent); ok {
 				if v := domain.Overreach(live, g); len(v) > 0 {
-					return (&domain.Error{Status: http.StatusForbidden, Code: domain.CodeGrantOverreach,
+					return (&domain.Error{Code: domain.CodeGrantOverreach,
 						Detail: fmt.Sprintf("the grant is broader than parent %q's live grant %s in: %s",
 							g.ParentAgent, live.GrantID, strings.Join(v, ", "))}).
 						With("violations", v).With("parent_grant_id", live.GrantID)
@@ -484,14 +483,14 @@ func (a *App) UseGrant(ctx context.Context, p Principal, grantID, subagent strin
 }
 
 func budgetExhausted(g domain.Grant, n int64) error {
-	return (&domain.Error{Status: http.StatusConflict, Code: domain.CodeBudgetExhausted,
+	return (&domain.Error{Code: domain.CodeBudgetExhausted,
 		Detail: fmt.Sprintf("grant %s has %d of %d tool calls remaining; a use of %d does not fit, so none was recorded",
 			g.GrantID, g.Remaining(), g.MaxToolCalls, n)}).
 		With("uses", g.Uses).With("remaining", g.Remaining()).With("max_tool_calls", g.MaxToolCalls).With("n", n)
 }
 
 func notAuthorized(ans domain.GateAnswer) error {
-	e := (&domain.Error{Status: http.StatusConflict, Code: domain.CodeNotAuthorized,
+	e := (&domain.Error{Code: domain.CodeNotAuthorized,
 		Detail: "the gate does not authorize this grant (" + ans.Status + "): " + ans.Reason}).
 		With("gate_status", ans.Status).With("gate_reason", ans.Reason)
 	if ans.ProposalID != "" {
@@ -545,7 +544,7 @@ func (a *App) RevokeGrant(ctx context.Context, p Principal, grantID, subagent st
 		}
 		ans := domain.DecideGate(grants, nil, now, subagent, nil, &grantID)
 		if ans.Grant == nil {
-			return (&domain.Error{Status: http.StatusNotFound, Code: domain.CodeNoGrant,
+			return (&domain.Error{Code: domain.CodeNoGrant,
 				Detail: fmt.Sprintf("no grant %s for sub-agent %q", grantID, subagent)}).With("grant_id", grantID)
 		}
 		g := *ans.Grant

@@ -15,7 +15,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"net/http"
 	"runtime"
 	"slices"
 	"sync"
@@ -611,7 +610,7 @@ func (a *App) HealRun(ctx context.Context, p Principal, dryRun bool, machineID *
 		if errors.Is(err, store.ErrConflict) {
 			// A run on another replica got past the lock check at the same
 			// time (cannot happen under the head lock; the key is the backstop).
-			return RunResult{}, &domain.Error{Status: http.StatusConflict, Code: CodeHealConflict,
+			return RunResult{}, &domain.Error{Code: CodeHealConflict,
 				Detail: "another heal run recorded the same repair concurrently; run again to see it skipped"}
 		}
 		if err != nil {

@@ -11,7 +11,6 @@ import (
 	"fmt"
 	"io"
 	"iter"
-	"net/http"
 	"time"
 
 	"github.com/auditchain/auditchain/internal/app/writer"
@@ -38,7 +37,7 @@ const (
 )
 
 func badParam(code, param, format string, a ...any) error {
-	return (&domain.Error{Status: http.StatusBadRequest, Code: code, Detail: fmt.Sprintf(format, a...)}).With("param", param)
+	return (&domain.Error{Code: code, Detail: fmt.Sprintf(format, a...)}).With("param", param)
 }
 
 // Seal makes sure the account's tree is covered by a block: if it grew since

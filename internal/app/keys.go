@@ -8,7 +8,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"net/http"
 	"net/mail"
 	"strings"
 	"time"
@@ -143,7 +142,7 @@ func (a *App) CreateAccount(ctx context.Context, req AccountRequest) (store.Acco
 	})
 	switch {
 	case errors.Is(err, store.ErrConflict):
-		return store.Account{}, NewKey{}, domain.Errorf(http.StatusConflict, "account_exists", "an account with that email already exists")
+		return store.Account{}, NewKey{}, domain.Errorf(domain.CodeAccountExists, "an account with that email already exists")
 	case err != nil:
 		return store.Account{}, NewKey{}, err
 	}
@@ -164,7 +163,7 @@ func (a *App) CreateKey(ctx context.Context, userID string, req KeyRequest) (New
 	})
 	switch {
 	case errors.Is(err, store.ErrNotFound):
-		return NewKey{}, domain.NotFound("account_not_found", "account")
+		return NewKey{}, domain.NotFound(domain.CodeAccountNotFound, "account")
 	case err != nil:
 		return NewKey{}, err
 	}
@@ -210,8 +209,8 @@ func (a *App) RevokeKey(ctx context.Context, p Principal, keyID string) (store.A
 }
 
 var (
-	errMissingToken = &domain.Error{Status: http.StatusUnauthorized, Code: domain.CodeMissingToken, Detail: "send an API key in the X-API-Key header"}
-	errInvalidKey   = &domain.Error{Status: http.StatusUnauthorized, Code: domain.CodeInvalidAPIKey, Detail: "the API key is unknown, revoked or expired"}
+	errMissingToken = &domain.Error{Code: domain.CodeMissingToken, Detail: "send an API key in the X-API-Key header"}
+	errInvalidKey   = &domain.Error{Code: domain.CodeInvalidAPIKey, Detail: "the API key is unknown, revoked or expired"}
 )
 
 // Authenticate resolves an X-API-Key token. Unknown, revoked and expired keys

@@ -7,7 +7,6 @@ package app
 
 import (
 	"context"
-	"net/http"
 	"slices"
 	"time"
 
@@ -62,7 +61,7 @@ func (a *App) AcceptLegal(ctx context.Context, p Principal, documentID, version,
 		return AcceptedLegal{}, err
 	}
 	if acct.Email == nil {
-		return AcceptedLegal{}, &domain.Error{Status: http.StatusBadRequest, Code: domain.CodeAccountHasNoEmail,
+		return AcceptedLegal{}, &domain.Error{Code: domain.CodeAccountHasNoEmail,
 			Detail: "this account has no email, so an acceptance cannot be tied to a receipt"}
 	}
 	rec := store.Acceptance{UserID: p.UserID, DocumentID: d.ID, Version: d.Version, ContentHash: d.ContentHash,
@@ -157,6 +156,6 @@ func (a *App) RequireAcceptances(ctx context.Context, p Principal) error {
 	if len(unmet) == 0 {
 		return nil
 	}
-	return (&domain.Error{Status: http.StatusForbidden, Code: domain.CodeLegalAcceptanceRequired,
+	return (&domain.Error{Code: domain.CodeLegalAcceptanceRequired,
 		Detail: "accept the required legal documents first (POST /v1/legal/accept)"}).With("unmet_document_ids", unmet)
 }

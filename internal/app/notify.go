@@ -11,7 +11,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"net/http"
 	"strconv"
 	"sync"
 	"sync/atomic"
@@ -361,10 +360,10 @@ type TestResult struct {
 // push, never into the row. In production only an administrator may.
 func (a *App) TestNotification(ctx context.Context, p Principal, typ string, body, severity *string) (TestResult, error) {
 	if a.Cfg.Production() && !p.IsAdmin {
-		return TestResult{}, domain.Errorf(http.StatusForbidden, CodeTestRequiresAdmin, "in production only an administrator may send test notifications")
+		return TestResult{}, domain.Errorf(CodeTestRequiresAdmin, "in production only an administrator may send test notifications")
 	}
 	if _, ok := domain.LookupNoticeType(typ); !ok {
-		return TestResult{}, domain.Errorf(http.StatusBadRequest, CodeUnknownNoticeType, "notification type %q is not declared", typ)
+		return TestResult{}, domain.Errorf(CodeUnknownNoticeType, "notification type %q is not declared", typ)
 	}
 	n := Notice{Type: typ, Subject: map[string]any{"test": true}, Title: "test notification", Body: "test notification"}
 	if body != nil {
@@ -406,7 +405,7 @@ func (a *App) Redeliver(ctx context.Context, p Principal, id string) (Notificati
 			return err
 		}
 		if n.DeliveryStatus != domain.DeliveryFailed {
-			return (&domain.Error{Status: http.StatusConflict, Code: CodeNotFailed,
+			return (&domain.Error{Code: CodeNotFailed,
 				Detail: "only a failed notification can be redelivered; this one is " + n.DeliveryStatus}).With("delivery_status", n.DeliveryStatus)
 		}
 		n.DeliveryStatus, n.SentAt = domain.DeliveryQueued, nil

@@ -410,7 +410,7 @@ func (a *App) RunDigest(ctx context.Context, userID string) (DigestResult, error
 	acct, err := a.Store.Account(ctx, userID)
 	if err != nil {
 		if errors.Is(err, store.ErrNotFound) {
-			return res, domain.NotFound("account_not_found", "account")
+			return res, domain.NotFound(domain.CodeAccountNotFound, "account")
 		}
 		return res, err
 	}

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"net/http"
 	"strings"
 	"time"
 
@@ -39,7 +38,7 @@ func (a *App) Search(ctx context.Context, p Principal, req SearchRequest) ([]sto
 		}
 		t, err := domain.ParseTimestamp(*s)
 		if err != nil {
-			return nil, &domain.Error{Status: http.StatusBadRequest, Code: code, Detail: "not an ISO-8601 timestamp with an offset: " + *s}
+			return nil, &domain.Error{Code: code, Detail: "not an ISO-8601 timestamp with an offset: " + *s}
 		}
 		m := t.UnixMicro()
 		return &m, nil

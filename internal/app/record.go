@@ -10,7 +10,6 @@ import (
 	"fmt"
 	"io"
 	"math"
-	"net/http"
 	"slices"
 	"time"
 
@@ -123,7 +122,7 @@ func (a *App) appendEvent(ctx context.Context, p Principal, in domain.EventInput
 // (413) is answered before the quota.
 func (a *App) RefuseBody(ctx context.Context, p Principal, cause error) error {
 	var de *domain.Error
-	if !errors.As(cause, &de) || de.Status == http.StatusRequestEntityTooLarge {
+	if !errors.As(cause, &de) || de.Code == domain.CodeBodyTooLarge {
 		return cause
 	}
 	_, err := a.refuseAppend(ctx, nil, p.UserID, &domain.EventInput{}, a.Now(), cause)
@@ -200,7 +199,7 @@ func (a *App) eventIDConflict(ctx context.Context, userID, eventID string) error
 }
 
 func conflictOf(stored *store.Event) error {
-	e := &domain.Error{Status: http.StatusConflict, Code: domain.CodeEventIDConflict,
+	e := &domain.Error{Code: domain.CodeEventIDConflict,
 		Detail: "event_id " + stored.EventID + " is already stored with different content"}
 	if stored.Sequence >= 0 {
 		e = e.With("sequence", stored.Sequence)
@@ -243,7 +242,7 @@ func (a *App) recheckSignature(ctx context.Context, q store.Querier, userID stri
 	return nil
 }
 
-var errSignature = &domain.Error{Status: http.StatusUnauthorized, Code: domain.CodeSignatureInvalid,
+var errSignature = &domain.Error{Code: domain.CodeSignatureInvalid,
 	Detail: "this machine registered a signing key and the event's signature does not verify over raw"}
 
 func verifySignature(k store.SigningKey, in *domain.EventInput) error {
@@ -265,22 +264,22 @@ func verifySignature(k store.SigningKey, in *domain.EventInput) error {
 func checkContinuity(head store.Head, in *domain.EventInput) error {
 	if head.Empty() {
 		if in.PrevHash != nil {
-			return &domain.Error{Status: http.StatusConflict, Code: domain.CodePrevHashGenesis,
+			return &domain.Error{Code: domain.CodePrevHashGenesis,
 				Detail: "the first event of a chain must have prev_hash null"}
 		}
 		if *in.Sequence != 0 {
-			return (&domain.Error{Status: http.StatusConflict, Code: domain.CodeNonMonotonic,
+			return (&domain.Error{Code: domain.CodeNonMonotonic,
 				Detail: "the first event of a chain must have sequence 0"}).With("expected_sequence", 0)
 		}
 		return nil
 	}
 	if in.PrevHash == nil || *in.PrevHash != *head.LastHash {
-		return (&domain.Error{Status: http.StatusConflict, Code: domain.CodePrevHashMismatch,
+		return (&domain.Error{Code: domain.CodePrevHashMismatch,
 			Detail: "prev_hash must be the payload_hash of the last stored event"}).
 			With("expected_prev_hash", *head.LastHash).With("last_sequence", head.LastSequence)
 	}
 	if *in.Sequence <= head.LastSequence {
-		return (&domain.Error{Status: http.StatusConflict, Code: domain.CodeNonMonotonic,
+		return (&domain.Error{Code: domain.CodeNonMonotonic,
 			Detail: fmt.Sprintf("sequence must be above the last stored sequence %d", head.LastSequence)}).
 			With("last_sequence", head.LastSequence)
 	}
@@ -289,7 +288,7 @@ func checkContinuity(head store.Head, in *domain.EventInput) error {
 
 func (a *App) quotaExceeded(used int64) error {
 	n := a.Now()
-	return (&domain.Error{Status: http.StatusTooManyRequests, Code: domain.CodeDailyQuota,
+	return (&domain.Error{Code: domain.CodeDailyQuota,
 		Detail:     fmt.Sprintf("the account stored its %d events for today; the quota resets at 00:00 UTC", a.Cfg.DailyEventQuota),
 		RetryAfter: domain.SecondsUntilQuotaReset(n)}).With("quota", a.quota(used))
 }

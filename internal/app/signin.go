@@ -17,7 +17,6 @@ import (
 	"fmt"
 	"io"
 	"math/big"
-	"net/http"
 	"strings"
 	"time"
 
@@ -91,7 +90,7 @@ func (a *App) RequestOTP(ctx context.Context, rawEmail string, acceptances []Acc
 		}
 		if len(recent) >= domain.OTPRequestsPerHour {
 			wait := recent[len(recent)-domain.OTPRequestsPerHour].Add(time.Hour).Sub(now)
-			return &domain.Error{Status: http.StatusTooManyRequests, Code: domain.CodeOTPRateLimited,
+			return &domain.Error{Code: domain.CodeOTPRateLimited,
 				RetryAfter: max(1, int((wait+time.Second-1)/time.Second)),
 				Detail:     fmt.Sprintf("at most %d codes an hour are sent to one email", domain.OTPRequestsPerHour)}
 		}
@@ -106,7 +105,7 @@ func (a *App) RequestOTP(ctx context.Context, rawEmail string, acceptances []Acc
 			code, c.ExpiresAt.Format("15:04 UTC"), int(domain.OTPLifetime/time.Minute))}
 	if err := a.Mail.Send(ctx, msg); err != nil {
 		a.Log.Error("sign-in code not mailed", "err", err)
-		return OTPSent{}, &domain.Error{Status: http.StatusServiceUnavailable, Code: domain.CodeMailUnavailable, RetryAfter: 30,
+		return OTPSent{}, &domain.Error{Code: domain.CodeMailUnavailable, RetryAfter: 30,
 			Detail: "the sign-in code could not be mailed; try again shortly"}
 	}
 	return OTPSent{ExpiresAt: c.ExpiresAt}, nil
@@ -131,7 +130,7 @@ func (a *App) checkNewAccountAcceptances(acceptances []AcceptanceInput) error {
 		}
 	}
 	if len(unmet) > 0 {
-		return (&domain.Error{Status: http.StatusUnprocessableEntity, Code: domain.CodeAcceptancesRequired,
+		return (&domain.Error{Code: domain.CodeAcceptancesRequired,
 			Detail: "an email without an account must accept every required document: " + strings.Join(unmet, ", ")}).
 			With("unmet_document_ids", unmet)
 	}
@@ -139,7 +138,7 @@ func (a *App) checkNewAccountAcceptances(acceptances []AcceptanceInput) error {
 }
 
 func attestationInvalid(documentID string) error {
-	return (&domain.Error{Status: http.StatusUnprocessableEntity, Code: domain.CodeLegalAttestationInvalid,
+	return (&domain.Error{Code: domain.CodeLegalAttestationInvalid,
 		Detail: "an acceptance must name a served document at its current version and content_hash; nothing was recorded"}).
 		With("document_id", documentID)
 }
@@ -169,7 +168,7 @@ type SignedIn struct {
 	ExpiresAt time.Time
 }
 
-var errInvalidCode = &domain.Error{Status: http.StatusUnauthorized, Code: domain.CodeInvalidOrExpiredCode,
+var errInvalidCode = &domain.Error{Code: domain.CodeInvalidOrExpiredCode,
 	Detail: "the code is wrong, used or expired; request a new one"}
 
 // VerifyOTP checks code against email's live code and, when it matches,
@@ -278,7 +277,7 @@ func (a *App) newSessionToken() (token string, hash []byte, err error) {
 // SessionTokenPrefix starts every session token, as TokenPrefix starts keys.
 const SessionTokenPrefix = "acs_"
 
-var errInvalidSession = &domain.Error{Status: http.StatusUnauthorized, Code: domain.CodeInvalidAPIKey,
+var errInvalidSession = &domain.Error{Code: domain.CodeInvalidAPIKey,
 	Detail: "the session is unknown, ended or expired; sign in again"}
 
 // AuthenticateSession resolves a session cookie's token. Unknown, ended and
@@ -330,7 +329,7 @@ type SessionInfo struct {
 	ExpiresAt time.Time
 }
 
-var errSessionRequired = &domain.Error{Status: http.StatusUnauthorized, Code: domain.CodeSessionRequired,
+var errSessionRequired = &domain.Error{Code: domain.CodeSessionRequired,
 	Detail: "this route describes or ends a signed-in session: send the session cookie"}
 
 // Session describes the caller's session.

@@ -7,7 +7,6 @@ package app
 import (
 	"context"
 	"errors"
-	"net/http"
 	"slices"
 	"strings"
 	"time"
@@ -78,7 +77,7 @@ func (a *App) CreateWebhook(ctx context.Context, p Principal, url string, types 
 		}
 		// Every other reason (scheme, address, a name that does not
 		// resolve) is the caller's to fix.
-		return NewWebhook{}, (&domain.Error{Status: http.StatusUnprocessableEntity, Code: CodeWebhookURLRefused, Detail: err.Error()}).With("url", url)
+		return NewWebhook{}, (&domain.Error{Code: CodeWebhookURLRefused, Detail: err.Error()}).With("url", url)
 	}
 	secret, err := webhook.NewSecret(a.Rand)
 	if err != nil {
@@ -100,7 +99,7 @@ func (a *App) CreateWebhook(ctx context.Context, p Principal, url string, types 
 			return err
 		}
 		if n >= MaxWebhooksPerAccount {
-			return domain.Errorf(http.StatusConflict, CodeTooManyWebhooks, "an account has at most %d webhook endpoints; delete one first", MaxWebhooksPerAccount)
+			return domain.Errorf(CodeTooManyWebhooks, "an account has at most %d webhook endpoints; delete one first", MaxWebhooksPerAccount)
 		}
 		return a.Store.CreateWebhook(ctx, t.SQL(), w)
 	})

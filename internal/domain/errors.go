@@ -3,17 +3,14 @@
 // Nothing here does I/O, so every rule is table-tested directly.
 package domain
 
-import (
-	"fmt"
-	"net/http"
-)
+import "fmt"
 
 // Error is the one error type that crosses from the use cases to the HTTP layer.
 // It becomes an RFC 9457 problem document (CONTRACT.md "Errors"): Code is the
-// extension member `code` from SPEC.md's tables; Extra carries the context members
-// SPEC.md names (scope, expected_prev_hash, received, ...).
+// extension member `code` from SPEC.md's tables, and the HTTP status is the
+// code's, mapped once in the HTTP layer (httpapi's statusOf); Extra carries the
+// context members SPEC.md names (scope, expected_prev_hash, received, ...).
 type Error struct {
-	Status int
 	Code   string
 	Detail string
 	Extra  map[string]any
@@ -43,8 +40,8 @@ func (e *Error) With(key string, value any) *Error {
 }
 
 // Errorf builds an Error with a formatted detail.
-func Errorf(status int, code, format string, args ...any) *Error {
-	return &Error{Status: status, Code: code, Detail: fmt.Sprintf(format, args...)}
+func Errorf(code, format string, args ...any) *Error {
+	return &Error{Code: code, Detail: fmt.Sprintf(format, args...)}
 }
 
 // Codes shared by every credentialed route (SPEC.md "Errors", common table) and by
@@ -79,6 +76,8 @@ const (
 	CodeEventIDConflict   = "event_id_conflict"
 	CodeQueueFull         = "append_queue_full"
 	CodeInvalidSigningKey = "invalid_signing_key"
+	CodeAccountExists     = "account_exists"
+	CodeAccountNotFound   = "account_not_found"
 )
 
 // Validation builds a 422 validation_error naming each bad field.
@@ -87,11 +86,11 @@ func Validation(fields ...FieldError) *Error {
 	if len(fields) == 1 {
 		detail = fields[0].Field + ": " + fields[0].Message
 	}
-	return &Error{Status: http.StatusUnprocessableEntity, Code: CodeValidation, Detail: detail, Fields: fields}
+	return &Error{Code: CodeValidation, Detail: detail, Fields: fields}
 }
 
 // NotFound is the 404 used for objects that are missing or belong to another
 // account: the two must be indistinguishable (SPEC.md "Authentication" 6).
 func NotFound(code, what string) *Error {
-	return &Error{Status: http.StatusNotFound, Code: code, Detail: what + " not found"}
+	return &Error{Code: code, Detail: what + " not found"}
 }

@@ -7,7 +7,6 @@ package domain
 // Decisions beyond SPEC.md are in docs/decisions/governance.md.
 
 import (
-	"net/http"
 	"time"
 )
 
@@ -125,7 +124,7 @@ func Transition(p Proposal, action string, caller Actor, now time.Time) (Proposa
 		// (SPEC.md "Authentication" 7). Only identity counts: another key on the
 		// proposer's machine is a different identity.
 		if caller.Identity == p.Proposer.Identity {
-			return p, Errorf(http.StatusConflict, CodeSeparationOfPowers,
+			return p, Errorf(CodeSeparationOfPowers,
 				"proposal %s cannot be ratified by the identity that proposed it", p.ProposalID)
 		}
 		p.Status, p.RatifiedAt, p.Ratifier = ProposalRatified, &at, &who
@@ -136,7 +135,7 @@ func Transition(p Proposal, action string, caller Actor, now time.Time) (Proposa
 			p.Status, p.EnactedAt, p.Enactor = ProposalEnacted, &at, &who
 			return p, nil
 		case ProposalProposed:
-			return p, Errorf(http.StatusConflict, CodeNotRatified,
+			return p, Errorf(CodeNotRatified,
 				"proposal %s must be ratified before it is enacted", p.ProposalID)
 		}
 		// Enact of enacted or rejected: SPEC.md "not shown"; we answer
@@ -152,11 +151,11 @@ func Transition(p Proposal, action string, caller Actor, now time.Time) (Proposa
 		p.Status, p.RejectedAt, p.Rejector = ProposalRejected, &at, &who
 		return p, nil
 	}
-	return p, Errorf(http.StatusInternalServerError, CodeInternal, "unknown governance action %q", action)
+	return p, Errorf(CodeInternal, "unknown governance action %q", action)
 }
 
 func invalidTransition(p Proposal, action string) *Error {
-	return Errorf(http.StatusConflict, CodeInvalidTransition,
+	return Errorf(CodeInvalidTransition,
 		"proposal %s is %s; %s is not allowed from %s", p.ProposalID, p.Status, action, p.Status)
 }
 
@@ -174,7 +173,7 @@ func ValidateNewProposal(kind string, blockedAttempts, threshold int) *Error {
 		return Validation(FieldError{Field: "kind", Message: "must be one of deny_scope, allow_scope, policy_note"})
 	}
 	if blockedAttempts < threshold {
-		e := Errorf(http.StatusUnprocessableEntity, CodeThresholdNotMet,
+		e := Errorf(CodeThresholdNotMet,
 			"blocked_attempts %d is below the governance threshold %d", blockedAttempts, threshold)
 		return e.With("blocked_attempts", blockedAttempts).With("threshold", threshold)
 	}

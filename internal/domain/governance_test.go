@@ -4,7 +4,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"math/rand/v2"
-	"net/http"
 	"testing"
 	"time"
 
@@ -152,10 +151,10 @@ func TestTransitionModel(t *testing.T) {
 					}
 					if wantCode != "" {
 						if err == nil {
-							t.Fatalf("Transition succeeded with status %s, want 409 %s", got.Status, wantCode)
+							t.Fatalf("Transition succeeded with status %s, want %s", got.Status, wantCode)
 						}
-						if err.Status != http.StatusConflict || err.Code != wantCode {
-							t.Errorf("error = %d %s, want 409 %s", err.Status, err.Code, wantCode)
+						if err.Code != wantCode {
+							t.Errorf("error = %s, want %s", err.Code, wantCode)
 						}
 						if diff := cmp.Diff(snapshot, got); diff != "" {
 							t.Errorf("refused transition changed the proposal (-want +got):\n%s", diff)
@@ -225,8 +224,8 @@ func TestRatifyPrecedence(t *testing.T) {
 func TestTransitionUnknownAction(t *testing.T) {
 	p := fixtureProposal()
 	got, err := Transition(p, "approve", actorOther, govT0)
-	if err == nil || err.Status != http.StatusInternalServerError {
-		t.Fatalf("Transition(approve) error = %v, want a 500", err)
+	if err == nil || err.Code != CodeInternal {
+		t.Fatalf("Transition(approve) error = %v, want %s", err, CodeInternal)
 	}
 	if diff := cmp.Diff(p, got); diff != "" {
 		t.Errorf("unknown action changed the proposal (-want +got):\n%s", diff)
@@ -349,42 +348,41 @@ func TestValidateNewProposal(t *testing.T) {
 		kind            string
 		blockedAttempts int
 		threshold       int
-		wantStatus      int // 0: valid
-		wantCode        string
+		wantCode        string // "": valid
 		wantField       string
 	}{
 		{name: "deny_scope at threshold", kind: KindDenyScope, blockedAttempts: 3, threshold: 3},
 		{name: "allow_scope above threshold", kind: KindAllowScope, blockedAttempts: 7, threshold: 3},
 		{name: "policy_note at a configured threshold of 1", kind: KindPolicyNote, blockedAttempts: 1, threshold: 1},
 		{name: "one below threshold", kind: KindDenyScope, blockedAttempts: 2, threshold: 3,
-			wantStatus: 422, wantCode: CodeThresholdNotMet},
+			wantCode: CodeThresholdNotMet},
 		{name: "zero attempts", kind: KindPolicyNote, blockedAttempts: 0, threshold: 3,
-			wantStatus: 422, wantCode: CodeThresholdNotMet},
+			wantCode: CodeThresholdNotMet},
 		{name: "configured threshold, not default", kind: KindDenyScope, blockedAttempts: 4, threshold: 5,
-			wantStatus: 422, wantCode: CodeThresholdNotMet},
+			wantCode: CodeThresholdNotMet},
 		{name: "unknown kind", kind: "deny", blockedAttempts: 5, threshold: 3,
-			wantStatus: 422, wantCode: CodeValidation, wantField: "kind"},
+			wantCode: CodeValidation, wantField: "kind"},
 		{name: "empty kind", kind: "", blockedAttempts: 5, threshold: 3,
-			wantStatus: 422, wantCode: CodeValidation, wantField: "kind"},
+			wantCode: CodeValidation, wantField: "kind"},
 		{name: "kind is case-sensitive", kind: "Deny_Scope", blockedAttempts: 5, threshold: 3,
-			wantStatus: 422, wantCode: CodeValidation, wantField: "kind"},
+			wantCode: CodeValidation, wantField: "kind"},
 		{name: "bad kind is reported before the threshold", kind: "ban", blockedAttempts: 0, threshold: 3,
-			wantStatus: 422, wantCode: CodeValidation, wantField: "kind"},
+			wantCode: CodeValidation, wantField: "kind"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			err := ValidateNewProposal(tt.kind, tt.blockedAttempts, tt.threshold)
-			if tt.wantStatus == 0 {
+			if tt.wantCode == "" {
 				if err != nil {
 					t.Fatalf("ValidateNewProposal = %v, want nil", err)
 				}
 				return
 			}
 			if err == nil {
-				t.Fatalf("ValidateNewProposal = nil, want %d %s", tt.wantStatus, tt.wantCode)
+				t.Fatalf("ValidateNewProposal = nil, want %s", tt.wantCode)
 			}
-			if err.Status != tt.wantStatus || err.Code != tt.wantCode {
-				t.Errorf("error = %d %s, want %d %s", err.Status, err.Code, tt.wantStatus, tt.wantCode)
+			if err.Code != tt.wantCode {
+				t.Errorf("error = %s, want %s", err.Code, tt.wantCode)
 			}
 			if tt.wantField != "" && (len(err.Fields) != 1 || err.Fields[0].Field != tt.wantField) {
 				t.Errorf("fields = %+v, want one naming %q", err.Fields, tt.wantField)

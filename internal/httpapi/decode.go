@@ -41,7 +41,7 @@ func readJSONBody(r *http.Request, maxBytes int64, optional bool) ([]byte, error
 		if optional {
 			return nil, nil
 		}
-		return nil, &domain.Error{Status: http.StatusBadRequest, Code: domain.CodeMalformedJSON, Detail: "a JSON object body is required"}
+		return nil, &domain.Error{Code: domain.CodeMalformedJSON, Detail: "a JSON object body is required"}
 	}
 	if err := checkJSONContentType(r); err != nil {
 		return nil, err
@@ -70,7 +70,7 @@ func readBody(r *http.Request, maxBytes int64) ([]byte, error) {
 		if errors.As(err, &mbe) {
 			return nil, tooLarge(maxBytes)
 		}
-		return nil, &domain.Error{Status: http.StatusBadRequest, Code: domain.CodeMalformedJSON, Detail: "the request body could not be read"}
+		return nil, &domain.Error{Code: domain.CodeMalformedJSON, Detail: "the request body could not be read"}
 	}
 	if int64(len(body)) > maxBytes {
 		return nil, tooLarge(maxBytes)
@@ -79,7 +79,7 @@ func readBody(r *http.Request, maxBytes int64) ([]byte, error) {
 }
 
 func tooLarge(max int64) *domain.Error {
-	return (&domain.Error{Status: http.StatusRequestEntityTooLarge, Code: domain.CodeBodyTooLarge,
+	return (&domain.Error{Code: domain.CodeBodyTooLarge,
 		Detail: fmt.Sprintf("the request body is larger than %d bytes", max)}).With("limit_bytes", max)
 }
 
@@ -89,7 +89,7 @@ func checkJSONContentType(r *http.Request) error {
 	if err == nil && (mt == "application/json" || strings.HasSuffix(mt, "+json")) {
 		return nil
 	}
-	return &domain.Error{Status: http.StatusUnsupportedMediaType, Code: domain.CodeUnsupportedMedia,
+	return &domain.Error{Code: domain.CodeUnsupportedMedia,
 		Detail: "send the body as Content-Type: application/json"}
 }
 
@@ -102,10 +102,10 @@ func unmarshalStrict(body []byte, v any) error {
 		return jsonError(err)
 	}
 	if dec.More() {
-		return &domain.Error{Status: http.StatusBadRequest, Code: domain.CodeMalformedJSON, Detail: "the body holds more than one JSON value"}
+		return &domain.Error{Code: domain.CodeMalformedJSON, Detail: "the body holds more than one JSON value"}
 	}
 	if _, err := dec.Token(); err != io.EOF {
-		return &domain.Error{Status: http.StatusBadRequest, Code: domain.CodeMalformedJSON, Detail: "unexpected data after the JSON value"}
+		return &domain.Error{Code: domain.CodeMalformedJSON, Detail: "unexpected data after the JSON value"}
 	}
 	return nil
 }
@@ -118,7 +118,7 @@ func jsonError(err error) error {
 	case errors.As(err, &typeErr):
 		field := typeErr.Field
 		if field == "" {
-			return &domain.Error{Status: http.StatusUnprocessableEntity, Code: domain.CodeValidation,
+			return &domain.Error{Code: domain.CodeValidation,
 				Detail: "the body must be a JSON object", Fields: []domain.FieldError{{Field: "", Message: "must be a JSON object"}}}
 		}
 		return domain.Validation(domain.FieldError{Field: field, Message: "must be " + jsonTypeName(typeErr.Type.String())})
@@ -126,7 +126,7 @@ func jsonError(err error) error {
 		name := strings.Trim(strings.TrimPrefix(err.Error(), "json: unknown field "), `"`)
 		return domain.Validation(domain.FieldError{Field: name, Message: "unknown field"})
 	case errors.As(err, &syntaxErr), errors.Is(err, io.ErrUnexpectedEOF):
-		return &domain.Error{Status: http.StatusBadRequest, Code: domain.CodeMalformedJSON, Detail: "the body is not valid JSON"}
+		return &domain.Error{Code: domain.CodeMalformedJSON, Detail: "the body is not valid JSON"}
 	default:
 		return domain.Validation(domain.FieldError{Field: "", Message: err.Error()})
 	}

@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"strconv"
 
+	"github.com/auditchain/auditchain/internal/app"
 	"github.com/auditchain/auditchain/internal/domain"
 	"github.com/auditchain/auditchain/internal/store"
 )
@@ -50,25 +51,130 @@ func writeError(w http.ResponseWriter, r *http.Request, log *slog.Logger, err er
 			return
 		}
 		log.ErrorContext(r.Context(), "request failed", "method", r.Method, "route", r.Pattern, "err", err.Error())
-		de = &domain.Error{Status: http.StatusInternalServerError, Code: domain.CodeInternal, Detail: "the server could not complete the request; it has been logged"}
+		de = &domain.Error{Code: domain.CodeInternal, Detail: "the server could not complete the request; it has been logged"}
 		switch {
 		case errors.Is(err, context.DeadlineExceeded):
-			de = &domain.Error{Status: http.StatusServiceUnavailable, Code: domain.CodeUnavailable, Detail: "the store did not answer in time; retry", RetryAfter: 1}
+			de = &domain.Error{Code: domain.CodeUnavailable, Detail: "the store did not answer in time; retry", RetryAfter: 1}
 		case store.Unavailable(err):
-			de = &domain.Error{Status: http.StatusServiceUnavailable, Code: domain.CodeUnavailable,
+			de = &domain.Error{Code: domain.CodeUnavailable,
 				Detail: "the store is unavailable; the request was not acknowledged and a write's outcome is unknown — read before retrying (an append retried with the same event_id is answered idempotently)", RetryAfter: 1}
 		}
+	}
+	status, known := statusOf[de.Code]
+	if !known {
+		// A code without a status is a bug in this package, not the client's.
+		log.ErrorContext(r.Context(), "error code has no HTTP status", "code", de.Code, "route", r.Pattern)
+		status = http.StatusInternalServerError
 	}
 	if de.RetryAfter > 0 {
 		w.Header().Set("Retry-After", strconv.Itoa(de.RetryAfter))
 	}
 	w.Header().Set("Content-Type", "application/problem+json")
 	w.Header().Set("X-Content-Type-Options", "nosniff")
-	w.WriteHeader(de.Status)
+	w.WriteHeader(status)
 	_ = json.NewEncoder(w).Encode(problem{
-		Type: problemTypePrefix + de.Code, Title: http.StatusText(de.Status), Status: de.Status,
+		Type: problemTypePrefix + de.Code, Title: http.StatusText(status), Status: status,
 		Detail: de.Detail, Code: de.Code, Errors: de.Fields, Extra: de.Extra,
 	})
+}
+
+// StatusOf is the HTTP status of an error code, and whether the code has one.
+func StatusOf(code string) (int, bool) {
+	s, ok := statusOf[code]
+	return s, ok
+}
+
+// statusOf maps every error code to its HTTP status: SPEC.md's tables where
+// they give one, CONTRACT.md and docs/decisions otherwise. The codes live
+// beside their rules (domain, app); the status is the HTTP layer's alone.
+// TestEveryCodeHasAStatus holds every code constant of the service in it.
+var statusOf = map[string]int{
+	// 400: the request cannot be read as sent.
+	domain.CodeMalformedJSON:     http.StatusBadRequest,
+	domain.CodeInvalidAfter:      http.StatusBadRequest,
+	domain.CodeInvalidBefore:     http.StatusBadRequest,
+	domain.CodeAccountHasNoEmail: http.StatusBadRequest,
+	app.CodeUnknownNoticeType:    http.StatusBadRequest,
+	app.CodeInvalidTreeSize:      http.StatusBadRequest,
+	app.CodeInvalidRange:         http.StatusBadRequest,
+	app.CodeInvalidEventID:       http.StatusBadRequest,
+	app.CodeInvalidCursor:        http.StatusBadRequest,
+	app.CodeInvalidLimit:         http.StatusBadRequest,
+
+	// 401: no valid credential.
+	domain.CodeMissingToken:         http.StatusUnauthorized,
+	domain.CodeInvalidAPIKey:        http.StatusUnauthorized,
+	domain.CodeUnauthorized:         http.StatusUnauthorized,
+	domain.CodeSessionRequired:      http.StatusUnauthorized,
+	domain.CodeInvalidOrExpiredCode: http.StatusUnauthorized,
+	domain.CodeSignatureInvalid:     http.StatusUnauthorized,
+
+	// 403: the caller may not.
+	domain.CodeScopeMissing:            http.StatusForbidden,
+	domain.CodeAdminOnly:               http.StatusForbidden,
+	domain.CodeCrossOrigin:             http.StatusForbidden,
+	domain.CodeLegalAcceptanceRequired: http.StatusForbidden,
+	domain.CodeGrantOverreach:          http.StatusForbidden,
+	app.CodeTestRequiresAdmin:          http.StatusForbidden,
+
+	// 404: nothing by that name on this account (another account's objects
+	// answer the same).
+	domain.CodeNotFound:             http.StatusNotFound,
+	domain.CodeEventNotFound:        http.StatusNotFound,
+	domain.CodeKeyNotFound:          http.StatusNotFound,
+	domain.CodeAccountNotFound:      http.StatusNotFound,
+	domain.CodeNoGrant:              http.StatusNotFound,
+	domain.CodeUnknownLegalDocument: http.StatusNotFound,
+	app.CodeProposalNotFound:        http.StatusNotFound,
+	app.CodeNotificationMissing:     http.StatusNotFound,
+	app.CodeWebhookNotFound:         http.StatusNotFound,
+	domain.CodeMethodNotAllowed:     http.StatusMethodNotAllowed,
+	domain.CodeUnsupportedMedia:     http.StatusUnsupportedMediaType,
+	domain.CodeBodyTooLarge:         http.StatusRequestEntityTooLarge,
+	domain.CodeBatchTooLarge:        http.StatusRequestEntityTooLarge,
+
+	// 409: the state of the account refuses it.
+	domain.CodeAccountExists:      http.StatusConflict,
+	domain.CodeGrantIDExists:      http.StatusConflict,
+	domain.CodeBudgetExhausted:    http.StatusConflict,
+	domain.CodeNotAuthorized:      http.StatusConflict,
+	domain.CodePrevHashMismatch:   http.StatusConflict,
+	domain.CodeNonMonotonic:       http.StatusConflict,
+	domain.CodePrevHashGenesis:    http.StatusConflict,
+	domain.CodeEventIDConflict:    http.StatusConflict,
+	domain.CodeSeparationOfPowers: http.StatusConflict,
+	domain.CodeNotRatified:        http.StatusConflict,
+	domain.CodeInvalidTransition:  http.StatusConflict,
+	app.CodeSequenceTaken:         http.StatusConflict,
+	app.CodeHealConflict:          http.StatusConflict,
+	app.CodeNotFailed:             http.StatusConflict,
+	app.CodeTooManyWebhooks:       http.StatusConflict,
+
+	// 422: read, but not acceptable.
+	domain.CodeValidation:              http.StatusUnprocessableEntity,
+	domain.CodeMalformedGrant:          http.StatusUnprocessableEntity,
+	domain.CodeMalformedQuery:          http.StatusUnprocessableEntity,
+	domain.CodeMalformedRevoke:         http.StatusUnprocessableEntity,
+	domain.CodeMalformedUse:            http.StatusUnprocessableEntity,
+	domain.CodeThresholdNotMet:         http.StatusUnprocessableEntity,
+	domain.CodeAcceptancesRequired:     http.StatusUnprocessableEntity,
+	domain.CodeLegalAttestationInvalid: http.StatusUnprocessableEntity,
+	domain.CodeInvalidSigningKey:       http.StatusUnprocessableEntity,
+	app.CodeWebhookURLRefused:          http.StatusUnprocessableEntity,
+
+	// 429: too many, for now.
+	domain.CodeRateLimited:    http.StatusTooManyRequests,
+	domain.CodeDailyQuota:     http.StatusTooManyRequests,
+	domain.CodeOTPRateLimited: http.StatusTooManyRequests,
+	codeTooManyStreams:        http.StatusTooManyRequests,
+
+	// 5xx: the service's side.
+	domain.CodeInternal:         http.StatusInternalServerError,
+	domain.CodeNotImplemented:   http.StatusNotImplemented,
+	domain.CodeUnavailable:      http.StatusServiceUnavailable,
+	domain.CodeQueueFull:        http.StatusServiceUnavailable,
+	domain.CodeCronUnconfigured: http.StatusServiceUnavailable,
+	domain.CodeMailUnavailable:  http.StatusServiceUnavailable,
 }
 
 // writeJSON answers a success.

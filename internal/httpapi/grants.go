@@ -392,7 +392,7 @@ func (s *Server) createGrant(w http.ResponseWriter, r *http.Request) error {
 
 // malformedQuery is GET grants/status's 422.
 func malformedQuery(field, reason string) error {
-	return (&domain.Error{Status: http.StatusUnprocessableEntity, Code: domain.CodeMalformedQuery, Detail: field + ": " + reason,
+	return (&domain.Error{Code: domain.CodeMalformedQuery, Detail: field + ": " + reason,
 		Fields: []domain.FieldError{{Field: field, Message: reason}}}).With("field", field).With("reason", reason)
 }
 

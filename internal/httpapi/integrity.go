@@ -42,7 +42,7 @@ func queryInt(r *http.Request, name, code string) (*int64, error) {
 	}
 	v, err := strconv.ParseInt(r.URL.Query().Get(name), 10, 64)
 	if err != nil || v < 0 {
-		return nil, (&domain.Error{Status: http.StatusBadRequest, Code: code,
+		return nil, (&domain.Error{Code: code,
 			Detail: name + " must be a non-negative integer"}).With("param", name)
 	}
 	return &v, nil
@@ -58,7 +58,7 @@ func (s *Server) chainBlocks(w http.ResponseWriter, r *http.Request) error {
 		return err
 	} else if l != nil {
 		if *l < 1 || *l > app.MaxBlockPage {
-			return (&domain.Error{Status: http.StatusBadRequest, Code: app.CodeInvalidLimit,
+			return (&domain.Error{Code: app.CodeInvalidLimit,
 				Detail: "limit must be between 1 and 1000"}).With("param", "limit")
 		}
 		limit = *l
@@ -96,7 +96,7 @@ func (s *Server) chainVerify(w http.ResponseWriter, r *http.Request) error {
 func (s *Server) inclusionProof(w http.ResponseWriter, r *http.Request) error {
 	id := r.URL.Query().Get("event_id")
 	if id == "" {
-		return (&domain.Error{Status: http.StatusBadRequest, Code: app.CodeInvalidEventID,
+		return (&domain.Error{Code: app.CodeInvalidEventID,
 			Detail: "event_id is required: the event to prove"}).With("param", "event_id")
 	}
 	size, err := queryInt(r, "tree_size", app.CodeInvalidTreeSize)
@@ -120,7 +120,7 @@ func (s *Server) consistencyProof(w http.ResponseWriter, r *http.Request) error 
 		return err
 	}
 	if first == nil {
-		return (&domain.Error{Status: http.StatusBadRequest, Code: app.CodeInvalidTreeSize,
+		return (&domain.Error{Code: app.CodeInvalidTreeSize,
 			Detail: "first is required: the smaller tree size"}).With("param", "first")
 	}
 	second, err := queryInt(r, "second", app.CodeInvalidTreeSize)

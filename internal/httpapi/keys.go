@@ -80,7 +80,7 @@ func (s *Server) revokeKey(w http.ResponseWriter, r *http.Request) error {
 func (s *Server) health(w http.ResponseWriter, r *http.Request) error {
 	if err := s.app.Ready(r.Context()); err != nil {
 		s.log.Warn("health: store not ready", "err", err.Error())
-		return &domain.Error{Status: http.StatusServiceUnavailable, Code: domain.CodeUnavailable, Detail: "the store is not ready", RetryAfter: 1}
+		return &domain.Error{Code: domain.CodeUnavailable, Detail: "the store is not ready", RetryAfter: 1}
 	}
 	return writeJSON(w, http.StatusOK, map[string]any{"status": "ok", "store": string(s.app.Store.Dialect)})
 }

@@ -76,7 +76,7 @@ func (s *Server) testNotification(w http.ResponseWriter, r *http.Request) error 
 	// The production rule answers before the body is looked at: a caller who
 	// may not use the route learns nothing from it (SPEC.md "Authentication" 3).
 	if s.app.Cfg.Production() && !p.IsAdmin {
-		return domain.Errorf(http.StatusForbidden, app.CodeTestRequiresAdmin, "in production only an administrator may send test notifications")
+		return domain.Errorf(app.CodeTestRequiresAdmin, "in production only an administrator may send test notifications")
 	}
 	req, err := decode[testNotificationRequest](r, s.app.Cfg.MaxBodyBytes, false)
 	if err != nil {

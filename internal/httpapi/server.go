@@ -141,7 +141,7 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			}
 			s.log.Error("handler panicked", "route", pattern, "panic", rec)
 			if !sw.wrote {
-				writeError(sw, r, s.log, &domain.Error{Status: 500, Code: domain.CodeInternal, Detail: "the server could not complete the request; it has been logged"})
+				writeError(sw, r, s.log, &domain.Error{Code: domain.CodeInternal, Detail: "the server could not complete the request; it has been logged"})
 			}
 		}
 		label := pattern
@@ -167,11 +167,11 @@ func (s *Server) unmatched(w http.ResponseWriter, r *http.Request) {
 	h.ServeHTTP(probe, r)
 	if probe.status == http.StatusMethodNotAllowed {
 		w.Header().Set("Allow", probe.header.Get("Allow"))
-		writeError(w, r, s.log, &domain.Error{Status: http.StatusMethodNotAllowed, Code: domain.CodeMethodNotAllowed,
+		writeError(w, r, s.log, &domain.Error{Code: domain.CodeMethodNotAllowed,
 			Detail: "this route does not accept " + r.Method})
 		return
 	}
-	writeError(w, r, s.log, &domain.Error{Status: http.StatusNotFound, Code: domain.CodeNotFound, Detail: "no route matches " + r.URL.Path})
+	writeError(w, r, s.log, &domain.Error{Code: domain.CodeNotFound, Detail: "no route matches " + r.URL.Path})
 }
 
 // unboundedRoutes are not cut by --request-timeout: they stream, or their work
@@ -205,7 +205,7 @@ func (s *Server) guard(rt route) http.Handler {
 			s.app.CountCall(p.UserID, capabilityOf(rt.auth), surfaceOf(r))
 		}
 		if rt.handler == nil {
-			writeError(w, r, s.log, &domain.Error{Status: http.StatusNotImplemented, Code: domain.CodeNotImplemented,
+			writeError(w, r, s.log, &domain.Error{Code: domain.CodeNotImplemented,
 				Detail: rt.pattern + " is part of the interface but is not built yet"})
 			return
 		}
@@ -279,7 +279,7 @@ func (s *Server) authenticate(r *http.Request) (app.Principal, error) {
 		return s.app.Authenticate(r.Context(), "") // missing_token
 	}
 	if err := s.crossOrigin.Check(r); err != nil {
-		return app.Principal{}, &domain.Error{Status: http.StatusForbidden, Code: domain.CodeCrossOrigin,
+		return app.Principal{}, &domain.Error{Code: domain.CodeCrossOrigin,
 			Detail: "a cross-site request may not use the session cookie for " + r.Method + "; send an API key instead"}
 	}
 	return s.app.AuthenticateSession(r.Context(), c.Value)
@@ -302,26 +302,26 @@ func checkAccess(a access, p app.Principal) error {
 	switch a.kind {
 	case accessScope:
 		if !domain.Allows(p.Scopes, a.scope) {
-			return (&domain.Error{Status: http.StatusForbidden, Code: domain.CodeScopeMissing,
+			return (&domain.Error{Code: domain.CodeScopeMissing,
 				Detail: "this key lacks the " + string(a.scope) + " scope"}).With("scope", string(a.scope))
 		}
 	case accessUnscoped:
 		if !p.Unscoped() {
-			return (&domain.Error{Status: http.StatusForbidden, Code: domain.CodeScopeMissing,
+			return (&domain.Error{Code: domain.CodeScopeMissing,
 				Detail: "key management needs an unscoped key"}).With("scope", "unscoped")
 		}
 	case accessSession:
 		if p.Kind != app.KindSession {
-			return &domain.Error{Status: http.StatusUnauthorized, Code: domain.CodeSessionRequired,
+			return &domain.Error{Code: domain.CodeSessionRequired,
 				Detail: "this route describes or ends a signed-in session: send the session cookie"}
 		}
 	case accessAdmin:
 		if !domain.Allows(p.Scopes, a.scope) {
-			return (&domain.Error{Status: http.StatusForbidden, Code: domain.CodeScopeMissing,
+			return (&domain.Error{Code: domain.CodeScopeMissing,
 				Detail: "this key lacks the " + string(a.scope) + " scope"}).With("scope", string(a.scope))
 		}
 		if !p.IsAdmin {
-			return &domain.Error{Status: http.StatusForbidden, Code: domain.CodeAdminOnly, Detail: "only an administrator may call this route"}
+			return &domain.Error{Code: domain.CodeAdminOnly, Detail: "only an administrator may call this route"}
 		}
 	}
 	return nil
@@ -332,11 +332,11 @@ func checkAccess(a access, p app.Principal) error {
 func (s *Server) checkCronSecret(r *http.Request) error {
 	want := s.app.Cfg.CronSecret
 	if want == "" {
-		return &domain.Error{Status: http.StatusServiceUnavailable, Code: domain.CodeCronUnconfigured, Detail: "no cron secret is configured on this deployment"}
+		return &domain.Error{Code: domain.CodeCronUnconfigured, Detail: "no cron secret is configured on this deployment"}
 	}
 	got := r.Header.Get("X-Cron-Secret")
 	if subtle.ConstantTimeCompare([]byte(got), []byte(want)) != 1 {
-		return &domain.Error{Status: http.StatusUnauthorized, Code: domain.CodeUnauthorized, Detail: "the X-Cron-Secret header is absent or wrong"}
+		return &domain.Error{Code: domain.CodeUnauthorized, Detail: "the X-Cron-Secret header is absent or wrong"}
 	}
 	return nil
 }

@@ -82,7 +82,7 @@ func serveEventStream(w http.ResponseWriter, r *http.Request, hub *stream.Hub, u
 	ping time.Duration, now func() time.Time, done <-chan struct{}, tip func(context.Context, *stream.Subscription) (streamFloor, error)) error {
 	sub, err := hub.Subscribe(userID, keyID)
 	if errors.Is(err, stream.ErrTooManyStreams) {
-		return (&domain.Error{Status: http.StatusTooManyRequests, Code: codeTooManyStreams,
+		return (&domain.Error{Code: codeTooManyStreams,
 			Detail: fmt.Sprintf("this key already holds %d open streams; close one first", hub.MaxPerKey())}).
 			With("limit", hub.MaxPerKey())
 	}

@@ -283,7 +283,7 @@ func TestStreamPerKeyCap(t *testing.T) {
 	req := httptest.NewRequest(http.MethodGet, "/v1/events/stream", nil)
 	err = serveEventStream(rec, req, hub, "u1", "key-1", testPing, time.Now, nil, nil)
 	var de *domain.Error
-	if !errors.As(err, &de) || de.Status != http.StatusTooManyRequests || de.Code != "too_many_streams" || de.Extra["limit"] != 1 {
+	if !errors.As(err, &de) || de.Code != "too_many_streams" || statusOf[de.Code] != http.StatusTooManyRequests || de.Extra["limit"] != 1 {
 		t.Fatalf("err = %#v; want 429 too_many_streams with limit 1", err)
 	}
 	if rec.status != 0 || rec.body.Len() != 0 {

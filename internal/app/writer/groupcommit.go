@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"net/http"
 
 	"github.com/auditchain/auditchain/internal/domain"
 	"github.com/auditchain/auditchain/internal/store"
@@ -49,7 +48,7 @@ func newGroupCommitter(st *store.Store, queueSize int) *groupCommitter {
 	return g
 }
 
-var errQueueFull = &domain.Error{Status: http.StatusServiceUnavailable, Code: domain.CodeQueueFull,
+var errQueueFull = &domain.Error{Code: domain.CodeQueueFull,
 	Detail: "the write queue is full; retry shortly", RetryAfter: 1}
 
 // run queues fn and waits until its transaction committed or failed (the
