@@ -255,7 +255,7 @@ func adminCmd(ctx context.Context, args []string, getenv func(string) string, st
 			req.Scopes = strings.Split(*scopes, ",")
 		}
 		if *expires != "" {
-			t, err := time.Parse(time.RFC3339, *expires)
+			t, err := domain.ParseTimestamp(*expires)
 			if err != nil {
 				return fmt.Errorf("--expires-at: %q is not an RFC 3339 timestamp", *expires)
 			}

@@ -2,6 +2,7 @@ package domain
 
 import (
 	"encoding/json"
+	"strings"
 	"testing"
 	"time"
 )
@@ -9,13 +10,23 @@ import (
 // FuzzParseTimestamp: any input either fails cleanly or round-trips to an
 // instant that formats in the spec's +00:00 form.
 func FuzzParseTimestamp(f *testing.F) {
-	for _, s := range []string{"2026-11-21T12:00:00+00:00", "2026-11-21T12:00:00Z", "2026-11-21T12:00:00.123456789-07:00", "", "noon", "9999-12-31T23:59:59+14:00"} {
+	for _, s := range []string{"2026-11-21T12:00:00+00:00", "2026-11-21T12:00:00Z", "2026-11-21T12:00:00.123456789-07:00", "", "noon", "9999-12-31T23:59:59+14:00",
+		"2026-11-26T11:00:00+24:00", "2026-11-26T11:00:00-24:00", "2026-11-26T11:00:00+23:59", "2026-11-26T11:00:00+05:60"} {
 		f.Add(s)
 	}
 	f.Fuzz(func(t *testing.T, s string) {
 		ts, err := ParseTimestamp(s)
 		if err != nil {
 			return
+		}
+		if !strings.HasSuffix(s, "Z") {
+			// RFC 3339: time-numoffset is ("+" / "-") time-hour ":" time-minute,
+			// hours 00-23, minutes 00-59.
+			off := s[len(s)-6:]
+			h, m := (off[1]-'0')*10+off[2]-'0', (off[4]-'0')*10+off[5]-'0'
+			if h > 23 || m > 59 {
+				t.Fatalf("%q accepted with the offset %s", s, off)
+			}
 		}
 		back, err := ParseTimestamp(FormatTimestamp(ts))
 		if err != nil || !back.Equal(ts.Truncate(time.Microsecond)) {

@@ -166,16 +166,41 @@ func validateShape(in *EventInput, hashedPrev bool) []FieldError {
 // ParseTimestamp reads an RFC 3339 timestamp (ISO-8601 with an offset). The
 // instant must fall in UTC years 1–9999, so it can be compared and written
 // back in RFC 3339 (found by FuzzParseTimestamp: 9999-12-31T10:00:00-17:00 is
-// year 10000 in UTC).
+// year 10000 in UTC). The offset's hours are 00–23 and its minutes 00–59, as
+// RFC 3339 says: time.Parse takes +24:00, a different day.
 func ParseTimestamp(s string) (time.Time, error) {
 	t, err := time.Parse(time.RFC3339Nano, s)
 	if err != nil {
 		return t, err
 	}
+	if !validOffset(s) {
+		return time.Time{}, fmt.Errorf("timestamp %q: a UTC offset's hours are 00 to 23 and its minutes 00 to 59", s)
+	}
 	if y := t.UTC().Year(); y < 1 || y > 9999 {
 		return time.Time{}, fmt.Errorf("timestamp %q is outside UTC years 1 to 9999", s)
 	}
 	return t, nil
+}
+
+// validOffset reports whether s (which time.Parse read as RFC 3339) ends in
+// Z or in an offset ±hh:mm with hh at most 23 and mm at most 59.
+func validOffset(s string) bool {
+	if strings.HasSuffix(s, "Z") {
+		return true
+	}
+	if len(s) < 6 {
+		return false
+	}
+	off := s[len(s)-6:]
+	return (off[0] == '+' || off[0] == '-') && off[3] == ':' &&
+		twoDigits(off[1:3]) <= 23 && twoDigits(off[4:6]) <= 59
+}
+
+func twoDigits(s string) int {
+	if s[0] < '0' || s[0] > '9' || s[1] < '0' || s[1] > '9' {
+		return 99
+	}
+	return int(s[0]-'0')*10 + int(s[1]-'0')
 }
 
 // FormatTimestamp renders t in the spec's form: UTC with a +00:00 offset.

@@ -211,3 +211,26 @@ func FuzzValidForms(f *testing.F) {
 		}
 	})
 }
+
+// RFC 3339 offsets: hours 00-23, minutes 00-59; +24:00 is refused (it read
+// as a different day).
+func TestParseTimestampOffsets(t *testing.T) {
+	for _, tc := range []struct {
+		in string
+		ok bool
+	}{
+		{"2026-11-26T11:00:00Z", true},
+		{"2026-11-26T11:00:00+00:00", true},
+		{"2026-11-26T11:00:00+23:59", true},
+		{"2026-11-26T11:00:00-23:59", true},
+		{"2026-11-26T11:00:00.123456+05:30", true},
+		{"2026-11-26T11:00:00+24:00", false},
+		{"2026-11-26T11:00:00-24:00", false},
+		{"2026-11-26T11:00:00+05:60", false},
+		{"2026-11-26T11:00:00", false},
+	} {
+		if _, err := ParseTimestamp(tc.in); (err == nil) != tc.ok {
+			t.Errorf("ParseTimestamp(%q) err = %v, want ok %v", tc.in, err, tc.ok)
+		}
+	}
+}
