@@ -74,7 +74,7 @@ func TestNoClientInputFreezesAnAccount(t *testing.T) {
 				for k := range rows {
 					rows[k] = input(100*i + k)
 				}
-				res, err := a.AppendDecodedBatch(ctx, p, nil, rows)
+				res, err := a.AppendBatch(ctx, p, nil, rows, nil)
 				history = append(history, fmt.Sprintf("batch of %d: %d ingested, %v", len(rows), res.Ingested, err))
 			}
 			fail := func(what string, err error) {

@@ -489,6 +489,13 @@ func budgetExhausted(g domain.Grant, n int64) error {
 		With("uses", g.Uses).With("remaining", g.Remaining()).With("max_tool_calls", g.MaxToolCalls).With("n", n)
 }
 
+// NoGrantToUse is the answer of a use naming a grant id that names nothing
+// (one the text rule refuses before the store is asked): what the gate
+// answers for any unknown id.
+func NoGrantToUse() error {
+	return notAuthorized(domain.GateAnswer{Status: domain.GateNoGrant, Reason: "no grant with that grant_id"})
+}
+
 func notAuthorized(ans domain.GateAnswer) error {
 	e := (&domain.Error{Code: domain.CodeNotAuthorized,
 		Detail: "the gate does not authorize this grant (" + ans.Status + "): " + ans.Reason}).

@@ -58,6 +58,9 @@ type NewKey struct {
 	Token string
 }
 
+// MaxKeyTextBytes caps a key's machine and label.
+const MaxKeyTextBytes = 200
+
 // KeyRequest describes a key to create.
 type KeyRequest struct {
 	Scopes    []string
@@ -75,8 +78,10 @@ func (a *App) newKey(userID string, req KeyRequest) (NewKey, error) {
 	if req.ExpiresAt != nil && !req.ExpiresAt.After(now) {
 		return NewKey{}, domain.Validation(domain.FieldError{Field: "expires_at", Message: "must be in the future"})
 	}
-	if len(req.Machine) > 200 || len(req.Label) > 200 {
-		return NewKey{}, domain.Validation(domain.FieldError{Field: "label", Message: "machine and label are at most 200 bytes"})
+	for _, f := range []struct{ name, v string }{{"machine", req.Machine}, {"label", req.Label}} {
+		if len(f.v) > MaxKeyTextBytes {
+			return NewKey{}, domain.Validation(domain.FieldError{Field: f.name, Message: fmt.Sprintf("must be at most %d bytes", MaxKeyTextBytes)})
+		}
 	}
 	secret := make([]byte, 32)
 	if _, err := io.ReadFull(a.Rand, secret); err != nil {

@@ -277,8 +277,8 @@ func (a *App) Preferences(ctx context.Context, p Principal) ([]PreferenceRow, er
 // PreferenceInput is one row of PUT /v1/notifications/preferences; Enabled
 // defaults to true and Digest to false.
 type PreferenceInput struct {
-	Type    *string `json:"type"`
-	Channel *string `json:"channel"`
+	Type    *string `json:"type" max:"name"`
+	Channel *string `json:"channel" max:"name"`
 	Enabled *bool   `json:"enabled"`
 	Digest  *bool   `json:"digest"`
 }

@@ -3,8 +3,6 @@ package app
 import (
 	"context"
 	"errors"
-	"fmt"
-	"strings"
 	"time"
 
 	"github.com/auditchain/auditchain/internal/app/writer"
@@ -32,44 +30,27 @@ func (a *App) Search(ctx context.Context, p Principal, req SearchRequest) ([]sto
 		}
 		f.Limit = *req.Limit
 	}
-	parse := func(s *string, code string) (*int64, error) {
+	parse := func(s *string, code, field string) (*int64, error) {
 		if s == nil {
 			return nil, nil
 		}
 		t, err := domain.ParseTimestamp(*s)
 		if err != nil {
-			return nil, &domain.Error{Code: code, Detail: "not an ISO-8601 timestamp with an offset: " + *s}
+			const msg = "must be an ISO-8601 timestamp with a UTC offset, like 2026-01-02T15:04:05+00:00"
+			return nil, &domain.Error{Code: code, Detail: field + ": " + msg, Fields: []domain.FieldError{{Field: field, Message: msg}}}
 		}
 		m := t.UnixMicro()
 		return &m, nil
 	}
 	var err error
-	if f.AfterTS, err = parse(req.After, domain.CodeInvalidAfter); err != nil {
+	if f.AfterTS, err = parse(req.After, domain.CodeInvalidAfter, "after"); err != nil {
 		return nil, 0, err
 	}
-	if f.BeforeTS, err = parse(req.Before, domain.CodeInvalidBefore); err != nil {
+	if f.BeforeTS, err = parse(req.Before, domain.CodeInvalidBefore, "before"); err != nil {
 		return nil, 0, err
 	}
 	if len(f.EventTypes) > 100 {
 		return nil, 0, domain.Validation(domain.FieldError{Field: "event_types", Message: "at most 100 types"})
-	}
-	// Appends refuse U+0000 in these fields (domain.ValidateEventShape), and
-	// PostgreSQL's protocol cannot carry it in a query: a clear 422 on both
-	// stores, not a failed query on one.
-	var nul []domain.FieldError
-	if f.Tool != nil && strings.ContainsRune(*f.Tool, 0) {
-		nul = append(nul, domain.FieldError{Field: "tool", Message: "must not contain U+0000"})
-	}
-	if f.Decision != nil && strings.ContainsRune(*f.Decision, 0) {
-		nul = append(nul, domain.FieldError{Field: "decision", Message: "must not contain U+0000"})
-	}
-	for i, t := range f.EventTypes {
-		if strings.ContainsRune(t, 0) {
-			nul = append(nul, domain.FieldError{Field: fmt.Sprintf("event_types[%d]", i), Message: "must not contain U+0000"})
-		}
-	}
-	if len(nul) > 0 {
-		return nil, 0, domain.Validation(nul...)
 	}
 	evs, err := a.Store.Search(ctx, f)
 	return evs, f.Limit, err

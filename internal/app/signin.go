@@ -35,9 +35,9 @@ type Mailer interface {
 
 // AcceptanceInput is one legal document a new account's sign-in accepts.
 type AcceptanceInput struct {
-	DocumentID  string `json:"document_id"`
-	Version     string `json:"version"`
-	ContentHash string `json:"content_hash"`
+	DocumentID  string `json:"document_id" max:"name"`
+	Version     string `json:"version" max:"name"`
+	ContentHash string `json:"content_hash" max:"name"`
 }
 
 // OTPSent is the answer of POST /v1/auth/otp/request.

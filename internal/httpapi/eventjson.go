@@ -3,6 +3,7 @@ package httpapi
 import (
 	"encoding/json"
 	"strconv"
+	"unicode/utf16"
 	"unicode/utf8"
 
 	"github.com/auditchain/auditchain/internal/domain"
@@ -12,15 +13,17 @@ import (
 //
 // encoding/json decodes an event in about 4 µs of CPU on a quiet box (it scans
 // the whole body once to validate it, then again to decode by reflection,
-// allocating each field; BenchmarkDecodeBatch): a fifth of the server's CPU
-// in a profile of batch ingest, on the cores the SQLite writer shares
-// (docs/performance.md "Sixth round"). These functions
-// decode the shape clients send — exact lowercase keys, each once, strings
-// without escapes, an integer sequence — directly, and say no (ok false) to
-// anything else, which then takes encoding/json's path unchanged: an escape,
-// a key in another case or given twice, a number with a fraction, invalid
-// JSON, a raw nested deeper than maxRawDepth. Where they say yes, the result
-// is what encoding/json gives for the same bytes (FuzzEventJSON and
+// allocating each field; BenchmarkDecodeBatch), and the strict body reader
+// (decode.go) adds a pass of its own: a fifth of the server's CPU in a
+// profile of batch ingest, on the cores the SQLite writer shares
+// (docs/performance.md "Sixth round"). These functions decode the shape
+// clients send — exact lowercase keys, each once, strings without escapes,
+// an integer sequence, a raw of valid UTF-8 without \u0000 or a lone
+// surrogate — directly, and say no (ok false) to anything else, which then
+// takes the body reader's path unchanged: an escape in a field, a key in
+// another case or given twice, a number with a fraction, invalid JSON or
+// text, a raw nested deeper than maxRawDepth. Where they say yes, the result
+// is what the body reader gives for the same bytes (FuzzEventJSON and
 // FuzzBatchJSON compare the two).
 
 // jsonScan reads JSON from b at i.
@@ -137,16 +140,24 @@ const maxRawDepth = 64
 // value reads any JSON value and returns a copy of its bytes, as
 // json.RawMessage keeps them (null included). The value's end is found by
 // skipping strings and counting brackets; json.Valid then checks it exactly.
+// The text rule holds inside it (domain.ValidText): it says no to invalid
+// UTF-8, and to a \u escape of U+0000 or of a surrogate (a pair is rare
+// enough to leave to the body reader).
 func (s *jsonScan) value() (json.RawMessage, bool) {
 	s.space()
-	start, depth := s.i, 0
+	start, depth, ascii := s.i, 0, true
 scan:
 	for ; s.i < len(s.b); s.i++ {
 		switch s.b[s.i] {
 		case '"':
 			for s.i++; s.i < len(s.b) && s.b[s.i] != '"'; s.i++ {
-				if s.b[s.i] == '\\' {
-					s.i++
+				switch c := s.b[s.i]; {
+				case c == '\\':
+					if s.i++; s.i < len(s.b) && s.b[s.i] == 'u' && !plainEscape(s.b[s.i+1:]) {
+						return nil, false
+					}
+				case c >= utf8.RuneSelf:
+					ascii = false
 				}
 			}
 			if depth == 0 {
@@ -171,10 +182,32 @@ scan:
 			}
 		}
 	}
-	if s.i > len(s.b) || s.i == start || !json.Valid(s.b[start:s.i]) {
+	if s.i > len(s.b) || s.i == start || !json.Valid(s.b[start:s.i]) || (!ascii && !utf8.Valid(s.b[start:s.i])) {
 		return nil, false
 	}
 	return append(json.RawMessage(nil), s.b[start:s.i]...), true
+}
+
+// plainEscape reports whether b starts with the four hex digits of a \u
+// escape that is neither U+0000 nor a surrogate.
+func plainEscape(b []byte) bool {
+	if len(b) < 4 {
+		return false
+	}
+	var r rune
+	for _, c := range b[:4] {
+		switch {
+		case '0' <= c && c <= '9':
+			r = r<<4 | rune(c-'0')
+		case 'a' <= c && c <= 'f':
+			r = r<<4 | rune(c-'a'+10)
+		case 'A' <= c && c <= 'F':
+			r = r<<4 | rune(c-'A'+10)
+		default:
+			return false
+		}
+	}
+	return r != 0 && !utf16.IsSurrogate(r)
 }
 
 // eventSlots holds the values an EventInput's pointers point at, so that an
@@ -279,7 +312,7 @@ func decodeBatchFast(body []byte) (clientMachine *string, rows []domain.EventInp
 		}
 		switch string(key) {
 		case "client_machine":
-			if sawMachine || !s.optString(&clientMachine, &machine) {
+			if sawMachine || !s.optString(&clientMachine, &machine) || len(machine) > domain.MaxNameBytes {
 				return nil, nil, false
 			}
 			sawMachine = true

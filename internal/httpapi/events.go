@@ -1,11 +1,12 @@
 package httpapi
 
 import (
-	"bytes"
 	"encoding/json"
-	"io"
+	"fmt"
 	"net/http"
+	"reflect"
 	"strconv"
+	"strings"
 	"sync"
 	"time"
 
@@ -70,7 +71,7 @@ func (s *Server) appendEvent(w http.ResponseWriter, r *http.Request) error {
 	}
 	in, ok := decodeEventFast(body)
 	if !ok {
-		if in, err = decodeBody[domain.EventInput](body); err != nil {
+		if in, err = decodeBody[domain.EventInput](body, nil); err != nil {
 			return s.app.RefuseBody(r.Context(), principal(r), err)
 		}
 	}
@@ -86,59 +87,66 @@ func (s *Server) appendEvent(w http.ResponseWriter, r *http.Request) error {
 		Quota: res.Quota, DedupAdvisory: res.Advisory})
 }
 
+// batchRequest is a batch body with its rows as sent: the form it is read
+// in when a row does not read as an event.
 type batchRequest struct {
-	ClientMachine *string           `json:"client_machine"`
+	ClientMachine *string           `json:"client_machine" max:"name"`
 	Events        []json.RawMessage `json:"events"`
 }
 
-func (b *batchRequest) validate() []domain.FieldError {
-	if b.Events == nil {
+func (b *batchRequest) validate() []domain.FieldError { return requireEvents(b.Events == nil) }
+
+// batchBody is a batch body whose rows all read as events.
+type batchBody struct {
+	ClientMachine *string             `json:"client_machine" max:"name"`
+	Events        []domain.EventInput `json:"events"`
+}
+
+func (b *batchBody) validate() []domain.FieldError { return requireEvents(b.Events == nil) }
+
+func requireEvents(missing bool) []domain.FieldError {
+	if missing {
 		return []domain.FieldError{{Field: "events", Message: "required: an array of at most 500 events"}}
 	}
 	return nil
 }
 
-// decodeBatchInOnePass decodes a batch body whose rows all decode as events
-// (strictly: unknown fields refused), straight into events. ok is false for
-// any other body, which the general path then decodes and answers: one
-// whose rows do not all decode, whose top-level keys are not exactly
-// "client_machine" and "events" each at most once (encoding/json would match
-// "Events" too, and decode a second "events" array into the first one's
-// rows — found by a reviewer), without events, or with anything after it.
-func decodeBatchInOnePass(body []byte) (clientMachine *string, rows []domain.EventInput, ok bool) {
-	dec := json.NewDecoder(bytes.NewReader(body))
-	dec.DisallowUnknownFields()
-	if t, err := dec.Token(); err != nil || t != json.Delim('{') {
-		return nil, nil, false
+// decodeBatch reads a batch body (SPEC.md "POST /v1/events/batch": rows are
+// checked for shape, and each bad row is named in errors while the good ones
+// are stored). The usual shape takes the fast path (eventjson.go); anything
+// else the body reader. A body that is not one JSON text with each name once
+// and the text rule kept throughout, or whose top level is wrong, is refused
+// whole; a row that does not read as an event (a key or a value outside the
+// event's form) is named in unreadable by its index, and the rest still go in.
+func decodeBatch(body []byte) (clientMachine *string, rows []domain.EventInput, unreadable map[int]domain.FieldError, err error) {
+	if m, rows, ok := decodeBatchFast(body); ok {
+		return m, rows, nil, nil
 	}
-	var sawMachine, sawEvents bool
-	for dec.More() {
-		t, err := dec.Token()
-		if err != nil {
-			return nil, nil, false
+	p := readInput(body, reflect.TypeFor[batchBody]())
+	if p == nil {
+		b, err := decodeBody[batchBody](body, nil)
+		return b.ClientMachine, b.Events, nil, err
+	}
+	if p.kind.fatal() || !strings.HasPrefix(p.field, "events[") {
+		return nil, nil, nil, p.err()
+	}
+	// Some row does not read as an event: each row on its own.
+	b, err := decodeBody[batchRequest](body, nil)
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	rows = make([]domain.EventInput, len(b.Events))
+	unreadable = map[int]domain.FieldError{}
+	for i, raw := range b.Events {
+		if p := readInput(raw, reflect.TypeFor[domain.EventInput]()); p != nil {
+			unreadable[i] = domain.FieldError{Field: p.field, Message: p.message}
+			continue
 		}
-		switch key, _ := t.(string); {
-		case key == "events" && !sawEvents:
-			sawEvents = true
-			if err := dec.Decode(&rows); err != nil {
-				return nil, nil, false
-			}
-		case key == "client_machine" && !sawMachine:
-			sawMachine = true
-			if err := dec.Decode(&clientMachine); err != nil {
-				return nil, nil, false
-			}
-		default:
-			return nil, nil, false
+		if err := json.Unmarshal(raw, &rows[i]); err != nil {
+			return nil, nil, nil, fmt.Errorf("batch row %d after the strict read: %w", i, err)
 		}
 	}
-	if t, err := dec.Token(); err != nil || t != json.Delim('}') {
-		return nil, nil, false
-	}
-	if _, err := dec.Token(); err != io.EOF {
-		return nil, nil, false
-	}
-	return clientMachine, rows, rows != nil
+	return b.ClientMachine, rows, unreadable, nil
 }
 
 func (s *Server) appendBatch(w http.ResponseWriter, r *http.Request) error {
@@ -146,39 +154,25 @@ func (s *Server) appendBatch(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return s.app.RefuseBody(r.Context(), principal(r), err)
 	}
-	// One pass over the body when every row decodes (without encoding/json
-	// when the body has the usual shape: eventjson.go); otherwise the rows are
-	// decoded one by one, so that each bad row is named by its index (SPEC.md
-	// "POST /v1/events/batch": errors per row) and the good ones still stored.
-	var res app.BatchResult
-	clientMachine, rows, ok := decodeBatchFast(body)
-	if !ok {
-		clientMachine, rows, ok = decodeBatchInOnePass(body)
+	clientMachine, rows, unreadable, err := decodeBatch(body)
+	if err != nil {
+		return s.app.RefuseBody(r.Context(), principal(r), err)
 	}
-	if ok {
-		if res, err = s.app.AppendDecodedBatch(r.Context(), principal(r), clientMachine, rows); err != nil {
-			return err
-		}
-	} else {
-		req, err := decodeBody[batchRequest](body)
-		if err != nil {
-			return s.app.RefuseBody(r.Context(), principal(r), err)
-		}
-		if res, err = s.app.AppendBatch(r.Context(), principal(r), req.ClientMachine, req.Events); err != nil {
-			return err
-		}
+	res, err := s.app.AppendBatch(r.Context(), principal(r), clientMachine, rows, unreadable)
+	if err != nil {
+		return err
 	}
 	return writeJSON(w, http.StatusOK, res)
 }
 
 type searchRequest struct {
-	After      *string  `json:"after"`
-	Before     *string  `json:"before"`
+	After      *string  `json:"after" max:"name"`
+	Before     *string  `json:"before" max:"name"`
 	Cursor     *int64   `json:"cursor"`
-	Decision   *string  `json:"decision"`
-	EventTypes []string `json:"event_types"`
+	Decision   *string  `json:"decision" max:"name"`
+	EventTypes []string `json:"event_types" each:"name"`
 	Limit      *int     `json:"limit"`
-	Tool       *string  `json:"tool"`
+	Tool       *string  `json:"tool" max:"name"`
 }
 
 func (s *Server) searchEvents(w http.ResponseWriter, r *http.Request) error {
@@ -317,7 +311,7 @@ func (s *Server) chainTip(w http.ResponseWriter, r *http.Request) error {
 }
 
 type signingKeyRequest struct {
-	PublicKey *string `json:"public_key"`
+	PublicKey *string `json:"public_key" max:"name"`
 }
 
 func (b *signingKeyRequest) validate() []domain.FieldError {
@@ -349,10 +343,10 @@ func (s *Server) listMachines(w http.ResponseWriter, r *http.Request) error {
 }
 
 type policyTestRequest struct {
-	Tool          *string         `json:"tool"`
+	Tool          *string         `json:"tool" max:"name"`
 	ToolInput     json.RawMessage `json:"tool_input"`
-	Intent        *string         `json:"intent"`
-	ParentEventID *string         `json:"parent_event_id"`
+	Intent        *string         `json:"intent" max:"name"`
+	ParentEventID *string         `json:"parent_event_id" max:"name"`
 }
 
 func (b *policyTestRequest) validate() []domain.FieldError {

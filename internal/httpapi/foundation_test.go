@@ -216,7 +216,7 @@ func TestMalformedRequestsWriteNothing(t *testing.T) {
 		}{
 			{"unknown field", `{"label":"x","machien":"m"}`, "application/json", 422, "validation_error", "machien"},
 			{"wrong type", `{"label":7}`, "application/json", 422, "validation_error", "label"},
-			{"wrong element type", `{"scopes":[1]}`, "application/json", 422, "validation_error", "scopes"},
+			{"wrong element type", `{"scopes":[1]}`, "application/json", 422, "validation_error", "scopes[0]"},
 			{"unknown scope", `{"scopes":["root"]}`, "application/json", 422, "validation_error", "scopes"},
 			{"past expiry", `{"expires_at":"2000-01-01T00:00:00Z"}`, "application/json", 422, "validation_error", "expires_at"},
 			{"not an object", `[1,2]`, "application/json", 422, "validation_error", ""},

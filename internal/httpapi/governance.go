@@ -66,13 +66,13 @@ type createProposalRequest struct {
 		// and is what the proposal records.
 		Threshold *int `json:"threshold"`
 	} `json:"evidence"`
-	Kind    *string `json:"kind"`
-	Note    *string `json:"note"`
+	Kind    *string `json:"kind" max:"name"`
+	Note    *string `json:"note" max:"note"`
 	Subject *struct {
-		Subagent *string `json:"subagent"`
-		Tool     *string `json:"tool"`
+		Subagent *string `json:"subagent" max:"name"`
+		Tool     *string `json:"tool" max:"name"`
 		// Scope is a synonym of tool (SPEC.md), stored as tool.
-		Scope *string `json:"scope"`
+		Scope *string `json:"scope" max:"name"`
 	} `json:"subject"`
 }
 
@@ -136,7 +136,7 @@ func (s *Server) getProposal(w http.ResponseWriter, r *http.Request) error {
 
 // transitionBody is SPEC.md's TransitionBody; the whole body may be absent or null.
 type transitionBody struct {
-	Reason *string `json:"reason"`
+	Reason *string `json:"reason" max:"reason"`
 }
 
 // transitionProposal makes the handler of one transition route.

@@ -1,19 +1,15 @@
 package httpapi
 
 // The gate's routes (SPEC.md "Grants", CONTRACT.md "Delegation tokens"). The
-// grant bodies are read member by member rather than with decode[T], so that a
-// near-miss key (subagent_name, expiry_seconds, ...) is refused naming the key
-// the client meant, with the route's own code, before anything is written.
+// grant bodies are read by the one body reader (decode.go) and its problems
+// answered with the route's own code (bodySpec.refuse), so that a near-miss
+// key (subagent_name, expiry_seconds, ...) is refused naming the key the
+// client meant, before anything is written.
 
 import (
-	"bytes"
-	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"net/http"
-	"sort"
-	"strconv"
 	"strings"
 	"unicode"
 
@@ -30,6 +26,7 @@ type bodySpec struct {
 	keys    []string          // the exact keys, in the order missing ones are reported
 	aliases map[string]string // a known near miss → the exact key
 	server  map[string]string // a key the server assigns → why it cannot be sent
+	types   map[string]string // what a key's value must be, when it is not
 }
 
 var grantBody = bodySpec{
@@ -48,6 +45,14 @@ var grantBody = bodySpec{
 		"grant_id":     {"grant", "id", "grantid", "grant_uuid", "uuid"},
 		"parent_agent": {"parent", "parent_id", "parent_name", "parent_agent_id", "parent_agent_name", "orchestrator", "delegator", "owner"},
 	}),
+	types: map[string]string{
+		"subagent":       "must be a string",
+		"expires_at":     "must be an absolute ISO-8601 timestamp string with a UTC offset, like 2026-01-02T15:04:05+00:00 (durations are not accepted)",
+		"max_tool_calls": "must be an integer (no fraction or exponent, within 64 bits)",
+		"allowed_tools":  "must be an array of strings",
+		"grant_id":       "must be a string",
+		"parent_agent":   "must be a string",
+	},
 	server: map[string]string{
 		"epoch":      "the epoch stamp is assigned by the server when the grant is written",
 		"created_at": "created_at is assigned by the server",
@@ -62,8 +67,9 @@ var grantBody = bodySpec{
 }
 
 var useBody = bodySpec{
-	bad:  app.MalformedUse,
-	keys: []string{"subagent", "n"},
+	bad:   app.MalformedUse,
+	keys:  []string{"subagent", "n"},
+	types: map[string]string{"subagent": "must be a string", "n": "must be a positive integer"},
 	aliases: aliasTable(map[string][]string{
 		"subagent": grantAliases("subagent"),
 		"n":        {"count", "calls", "tool_calls", "amount", "uses", "units", "quantity", "num", "number", "n_calls", "delta", "increment"},
@@ -73,6 +79,7 @@ var useBody = bodySpec{
 var revokeBody = bodySpec{
 	bad:     app.MalformedRevoke,
 	keys:    []string{"subagent"},
+	types:   map[string]string{"subagent": "must be a string"},
 	aliases: aliasTable(map[string][]string{"subagent": grantAliases("subagent")}),
 }
 
@@ -95,70 +102,6 @@ func grantAliases(key string) []string {
 		}
 	}
 	return out
-}
-
-// members reads r's body as one JSON object and refuses, with spec.bad, what
-// is not exactly one of spec.keys: a near miss names the key meant; duplicates,
-// server-assigned and unknown keys are named as sent. Null values count as absent.
-func (s *Server) members(r *http.Request, spec bodySpec) (map[string]json.RawMessage, error) {
-	body, err := readBody(r, s.app.Cfg.MaxBodyBytes)
-	if err != nil {
-		return nil, err
-	}
-	if len(bytes.TrimSpace(body)) == 0 {
-		return map[string]json.RawMessage{}, nil // every required key is then reported missing
-	}
-	if err := checkJSONContentType(r); err != nil {
-		return nil, err
-	}
-	dec := json.NewDecoder(bytes.NewReader(body))
-	dec.UseNumber()
-	if tok, err := dec.Token(); err != nil || tok != json.Delim('{') {
-		return nil, spec.bad("", "the body must be one JSON object with the keys "+strings.Join(spec.keys, ", "))
-	}
-	got := map[string]json.RawMessage{}
-	var problems []*domain.Error
-	for dec.More() {
-		tok, err := dec.Token()
-		if err != nil {
-			return nil, spec.bad("", "the body is not valid JSON")
-		}
-		key := tok.(string)
-		var v json.RawMessage
-		if err := dec.Decode(&v); err != nil {
-			return nil, spec.bad("", "the body is not valid JSON")
-		}
-		if _, dup := got[key]; dup {
-			problems = append(problems, spec.bad(key, "appears more than once").With("key", key))
-			continue
-		}
-		got[key] = v
-		if p := spec.checkKey(key); p != nil {
-			problems = append(problems, p)
-		}
-	}
-	if _, err := dec.Token(); err != nil {
-		return nil, spec.bad("", "the body is not valid JSON")
-	}
-	if _, err := dec.Token(); err != io.EOF {
-		return nil, spec.bad("", "unexpected data after the JSON object")
-	}
-	if len(problems) > 0 {
-		// Report the first by key order; list them all in errors.
-		sort.SliceStable(problems, func(i, j int) bool { return problems[i].Extra["key"].(string) < problems[j].Extra["key"].(string) })
-		first := *problems[0]
-		first.Fields = nil
-		for _, p := range problems {
-			first.Fields = append(first.Fields, p.Fields...)
-		}
-		return nil, &first
-	}
-	for k, v := range got {
-		if bytes.Equal(bytes.TrimSpace(v), []byte("null")) {
-			delete(got, k)
-		}
-	}
-	return got, nil
 }
 
 // checkKey refuses a key that is not exactly one of spec.keys.
@@ -248,54 +191,55 @@ func editDistance(a, b string) int {
 	return prev[len(b)]
 }
 
-// Typed reads of present members; each names the key and what it must be.
-
-func readString(spec bodySpec, m map[string]json.RawMessage, key string) (*string, error) {
-	raw, ok := m[key]
-	if !ok {
-		return nil, nil
-	}
-	var s string
-	if err := json.Unmarshal(raw, &s); err != nil {
-		return nil, spec.bad(key, "must be a string, got "+jsonKind(raw))
-	}
-	return &s, nil
+// grantInput is the body of POST /v1/grants; names and tools are capped by
+// the gate's rules (app.CreateGrant).
+type grantInput struct {
+	Subagent     *string  `json:"subagent"`
+	ExpiresAt    *string  `json:"expires_at" max:"name"`
+	MaxToolCalls *int64   `json:"max_tool_calls"`
+	AllowedTools []string `json:"allowed_tools"`
+	GrantID      *string  `json:"grant_id" max:"name"`
+	ParentAgent  *string  `json:"parent_agent"`
 }
 
-func readInteger(spec bodySpec, m map[string]json.RawMessage, key string) (*int64, error) {
-	raw, ok := m[key]
-	if !ok {
-		return nil, nil
-	}
-	if jsonKind(raw) != "a number" {
-		return nil, spec.bad(key, "must be an integer, got "+jsonKind(raw))
-	}
-	num := json.Number(bytes.TrimSpace(raw))
-	n, err := strconv.ParseInt(num.String(), 10, 64)
-	if err != nil {
-		return nil, spec.bad(key, "must be an integer (no fraction or exponent, within 64 bits), got "+num.String())
-	}
-	return &n, nil
+// useInput is the body of POST /v1/grants/{grant_id}/use.
+type useInput struct {
+	Subagent *string `json:"subagent" max:"name"`
+	N        *int64  `json:"n"`
 }
 
-func jsonKind(raw json.RawMessage) string {
-	t := bytes.TrimSpace(raw)
-	if len(t) == 0 {
-		return "nothing"
+// revokeInput is the body of POST /v1/grants/{grant_id}/revoke.
+type revokeInput struct {
+	Subagent *string `json:"subagent" max:"name"`
+}
+
+// refuse answers what the body reader found with spec's code. field is
+// always one of the body's keys (the one meant, for a near miss); reason says
+// what was wrong, naming the path inside the key when there is one.
+func (spec bodySpec) refuse(p *inputProblem) error {
+	key, _, _ := strings.Cut(p.field, ".")
+	key, _, _ = strings.Cut(key, "[")
+	inside := func(reason string) string {
+		if p.field != key {
+			return p.field + ": " + reason
+		}
+		return reason
 	}
-	switch t[0] {
-	case '"':
-		return "a string"
-	case '{':
-		return "an object"
-	case '[':
-		return "an array"
-	case 't', 'f':
-		return "a boolean"
-	case 'n':
-		return "null"
+	switch {
+	case p.kind == inputSyntax:
+		return spec.bad("", "the body is not valid JSON")
+	case p.field == "" && p.kind == inputType:
+		return spec.bad("", "the body must be one JSON object with the keys "+strings.Join(spec.keys, ", "))
+	case (p.kind == inputUnknown || p.kind == inputCase) && p.field == p.key:
+		return spec.checkKey(p.key)
+	case p.kind == inputDuplicate && p.field == p.key:
+		return spec.bad(p.key, "appears more than once").With("key", p.key)
+	case p.kind == inputType:
+		if hint, ok := spec.types[key]; ok {
+			return spec.bad(key, inside(hint+", got "+p.got))
+		}
 	}
-	return "a number"
+	return spec.bad(key, inside(p.message))
 }
 
 func required(spec bodySpec, key, what string) error {
@@ -307,49 +251,25 @@ func required(spec bodySpec, key, what string) error {
 // grantRequest reads and checks a POST /v1/grants body (422 malformed_grant).
 func (s *Server) grantRequest(r *http.Request) (app.GrantRequest, error) {
 	spec := grantBody
-	m, err := s.members(r, spec)
+	in, err := decodeAs[grantInput](r, s.app.Cfg.MaxBodyBytes, true, spec.refuse)
 	if err != nil {
 		return app.GrantRequest{}, err
 	}
-	var req app.GrantRequest
-	sub, err := readString(spec, m, "subagent")
-	if err != nil {
-		return req, err
-	}
-	if sub == nil {
+	req := app.GrantRequest{AllowedTools: in.AllowedTools, GrantID: in.GrantID, ParentAgent: in.ParentAgent}
+	if in.Subagent == nil {
 		return req, required(spec, "subagent", "the sub-agent's exact name")
 	}
-	req.Subagent = *sub
-	expRaw, hasExp := m["expires_at"]
-	if !hasExp {
+	req.Subagent = *in.Subagent
+	if in.ExpiresAt == nil {
 		return req, required(spec, "expires_at", "an absolute ISO-8601 timestamp with a UTC offset, like 2026-01-02T15:04:05+00:00")
 	}
-	var exp string
-	if err := json.Unmarshal(expRaw, &exp); err != nil {
-		return req, spec.bad("expires_at", "must be an absolute ISO-8601 timestamp string with a UTC offset, like 2026-01-02T15:04:05+00:00, got "+jsonKind(expRaw)+" (durations are not accepted)")
+	if req.ExpiresAt, err = domain.ParseTimestamp(*in.ExpiresAt); err != nil {
+		return req, spec.bad("expires_at", fmt.Sprintf("%q is not an ISO-8601 timestamp with a UTC offset, like 2026-01-02T15:04:05+00:00", *in.ExpiresAt))
 	}
-	if req.ExpiresAt, err = domain.ParseTimestamp(exp); err != nil {
-		return req, spec.bad("expires_at", fmt.Sprintf("%q is not an ISO-8601 timestamp with a UTC offset, like 2026-01-02T15:04:05+00:00", exp))
-	}
-	max, err := readInteger(spec, m, "max_tool_calls")
-	if err != nil {
-		return req, err
-	}
-	if max == nil {
+	if in.MaxToolCalls == nil {
 		return req, required(spec, "max_tool_calls", "the budget of tool calls, an integer")
 	}
-	req.MaxToolCalls = *max
-	if raw, ok := m["allowed_tools"]; ok {
-		if err := json.Unmarshal(raw, &req.AllowedTools); err != nil {
-			return req, spec.bad("allowed_tools", "must be an array of strings, got "+jsonKind(raw))
-		}
-	}
-	if req.GrantID, err = readString(spec, m, "grant_id"); err != nil {
-		return req, err
-	}
-	if req.ParentAgent, err = readString(spec, m, "parent_agent"); err != nil {
-		return req, err
-	}
+	req.MaxToolCalls = *in.MaxToolCalls
 	return req, nil
 }
 
@@ -455,25 +375,17 @@ func (s *Server) listGrants(w http.ResponseWriter, r *http.Request) error {
 
 func (s *Server) useGrant(w http.ResponseWriter, r *http.Request) error {
 	spec := useBody
-	m, err := s.members(r, spec)
+	in, err := decodeAs[useInput](r, s.app.Cfg.MaxBodyBytes, true, spec.refuse)
 	if err != nil {
 		return err
 	}
-	sub, err := readString(spec, m, "subagent")
-	if err != nil {
-		return err
-	}
-	if sub == nil {
+	if in.Subagent == nil {
 		return required(spec, "subagent", "the sub-agent's exact name")
 	}
-	n, err := readInteger(spec, m, "n")
-	if err != nil {
-		return spec.bad("n", "must be a positive integer")
-	}
-	if n == nil {
+	if in.N == nil {
 		return required(spec, "n", "the number of tool calls to record, a positive integer")
 	}
-	res, err := s.app.UseGrant(r.Context(), principal(r), r.PathValue("grant_id"), *sub, *n)
+	res, err := s.app.UseGrant(r.Context(), principal(r), r.PathValue("grant_id"), *in.Subagent, *in.N)
 	if err != nil {
 		return err
 	}
@@ -488,18 +400,14 @@ func (s *Server) useGrant(w http.ResponseWriter, r *http.Request) error {
 
 func (s *Server) revokeGrant(w http.ResponseWriter, r *http.Request) error {
 	spec := revokeBody
-	m, err := s.members(r, spec)
+	in, err := decodeAs[revokeInput](r, s.app.Cfg.MaxBodyBytes, true, spec.refuse)
 	if err != nil {
 		return err
 	}
-	sub, err := readString(spec, m, "subagent")
-	if err != nil {
-		return err
-	}
-	if sub == nil {
+	if in.Subagent == nil {
 		return required(spec, "subagent", "the sub-agent's exact name")
 	}
-	res, err := s.app.RevokeGrant(r.Context(), principal(r), r.PathValue("grant_id"), *sub)
+	res, err := s.app.RevokeGrant(r.Context(), principal(r), r.PathValue("grant_id"), *in.Subagent)
 	if err != nil {
 		return err
 	}

@@ -10,13 +10,13 @@ import (
 
 // healScanRequest is the body of POST /v1/heal/scan; the body may be absent.
 type healScanRequest struct {
-	MachineID *string `json:"machine_id"`
+	MachineID *string `json:"machine_id" max:"name"`
 }
 
 // healRunRequest is the body of POST /v1/heal/run; dry_run defaults to true.
 type healRunRequest struct {
 	DryRun    *bool   `json:"dry_run"`
-	MachineID *string `json:"machine_id"`
+	MachineID *string `json:"machine_id" max:"name"`
 }
 
 // healAutoStartRequest is the body of POST /v1/heal/auto/start.

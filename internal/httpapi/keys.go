@@ -30,11 +30,13 @@ func toKeyJSON(k store.APIKey) keyJSON {
 		CreatedAt: k.CreatedAt, ExpiresAt: k.ExpiresAt, RevokedAt: k.RevokedAt}
 }
 
+// createKeyRequest is the body of POST /v1/keys; machine and label are
+// capped by the key rules (app.KeyRequest).
 type createKeyRequest struct {
-	Scopes    []string   `json:"scopes"`
-	Machine   *string    `json:"machine"`
-	Label     *string    `json:"label"`
-	ExpiresAt *time.Time `json:"expires_at"`
+	Scopes    []string `json:"scopes" max:"list" each:"name"`
+	Machine   *string  `json:"machine"`
+	Label     *string  `json:"label"`
+	ExpiresAt *string  `json:"expires_at" max:"name"`
 }
 
 // createKeyResponse shows the token once (CONTRACT.md "Credentials").
@@ -48,8 +50,16 @@ func (s *Server) createKey(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
+	var expires *time.Time
+	if req.ExpiresAt != nil {
+		t, err := domain.ParseTimestamp(*req.ExpiresAt)
+		if err != nil {
+			return domain.Validation(domain.FieldError{Field: "expires_at", Message: "must be an ISO-8601 timestamp with a UTC offset, like 2026-01-02T15:04:05+00:00"})
+		}
+		expires = &t
+	}
 	k, err := s.app.CreateKey(r.Context(), principal(r).UserID, app.KeyRequest{
-		Scopes: req.Scopes, Machine: deref(req.Machine), Label: deref(req.Label), ExpiresAt: req.ExpiresAt,
+		Scopes: req.Scopes, Machine: deref(req.Machine), Label: deref(req.Label), ExpiresAt: expires,
 	})
 	if err != nil {
 		return err

@@ -36,7 +36,7 @@ func (s *Server) getPreferences(w http.ResponseWriter, r *http.Request) error {
 }
 
 type putPreferencesRequest struct {
-	Preferences []app.PreferenceInput `json:"preferences"`
+	Preferences []app.PreferenceInput `json:"preferences"` // at most app.MaxPreferenceRows
 }
 
 func (b *putPreferencesRequest) validate() []domain.FieldError {
@@ -59,9 +59,9 @@ func (s *Server) putPreferences(w http.ResponseWriter, r *http.Request) error {
 }
 
 type testNotificationRequest struct {
-	Type     *string `json:"type"`
-	Body     *string `json:"body"`
-	Severity *string `json:"severity"`
+	Type     *string `json:"type" max:"name"`
+	Body     *string `json:"body" max:"note"`
+	Severity *string `json:"severity" max:"name"`
 }
 
 func (b *testNotificationRequest) validate() []domain.FieldError {
@@ -90,7 +90,7 @@ func (s *Server) testNotification(w http.ResponseWriter, r *http.Request) error 
 }
 
 type digestRunRequest struct {
-	UserID *string `json:"user_id"`
+	UserID *string `json:"user_id" max:"name"`
 }
 
 func (b *digestRunRequest) validate() []domain.FieldError {
@@ -124,8 +124,8 @@ func (s *Server) redeliverNotification(w http.ResponseWriter, r *http.Request) e
 }
 
 type createWebhookRequest struct {
-	URL   *string  `json:"url"`
-	Types []string `json:"types"`
+	URL   *string  `json:"url" max:"url"`
+	Types []string `json:"types" max:"list" each:"name"`
 }
 
 func (b *createWebhookRequest) validate() []domain.FieldError {

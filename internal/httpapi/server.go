@@ -39,6 +39,10 @@ type Server struct {
 	// guards the session cookie, never an API key (CONTRACT.md "Credentials").
 	crossOrigin *http.CrossOriginProtection
 
+	// literal lists, for each path of a route without wildcards, its
+	// methods: another method's wildcard route must not answer for it.
+	literal map[string][]string
+
 	requests *prometheus.CounterVec
 	latency  *prometheus.HistogramVec
 	registry *prometheus.Registry
@@ -108,8 +112,12 @@ func NewServer(a *app.App, log *slog.Logger, openapiJSON []byte) *Server {
 		jobRunsCollector{a},
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 
+	s.literal = map[string][]string{}
 	for _, rt := range s.routes() {
 		s.mux.Handle(rt.pattern, s.guard(rt))
+		if method, path, _ := strings.Cut(rt.pattern, " "); !strings.Contains(path, "{") {
+			s.literal[path] = append(s.literal[path], method)
+		}
 	}
 	s.mux.Handle("GET /metrics", promhttp.HandlerFor(s.registry, promhttp.HandlerOpts{}))
 	return s
@@ -155,6 +163,13 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	sw.Header().Set("Cache-Control", "no-store")
 	if pattern == "" {
 		s.unmatched(sw, r)
+		return
+	}
+	if methods, ok := s.literal[r.URL.Path]; ok && strings.Contains(pattern, "{") {
+		// GET /v1/events/search is no event: POST /v1/events/search owns
+		// the path, and only the wildcard of another route matched it.
+		sw.Header().Set("Allow", strings.Join(methods, ", "))
+		writeError(sw, r, s.log, &domain.Error{Code: domain.CodeMethodNotAllowed, Detail: "this route does not accept " + r.Method})
 		return
 	}
 	s.mux.ServeHTTP(sw, r)
@@ -207,6 +222,10 @@ func (s *Server) guard(rt route) http.Handler {
 		if rt.handler == nil {
 			writeError(w, r, s.log, &domain.Error{Code: domain.CodeNotImplemented,
 				Detail: rt.pattern + " is part of the interface but is not built yet"})
+			return
+		}
+		if err := checkText(rt.pattern, r); err != nil {
+			writeError(w, r, s.log, err)
 			return
 		}
 		if err := rt.handler(w, r); err != nil {

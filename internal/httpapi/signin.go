@@ -15,8 +15,8 @@ import (
 )
 
 type otpRequest struct {
-	Email       *string               `json:"email"`
-	Acceptances []app.AcceptanceInput `json:"acceptances"`
+	Email       *string               `json:"email" max:"name"`
+	Acceptances []app.AcceptanceInput `json:"acceptances" max:"list"`
 }
 
 func (b *otpRequest) validate() []domain.FieldError {
@@ -39,8 +39,8 @@ func (s *Server) requestOTP(w http.ResponseWriter, r *http.Request) error {
 }
 
 type otpVerify struct {
-	Email *string `json:"email"`
-	Code  *string `json:"code"`
+	Email *string `json:"email" max:"name"`
+	Code  *string `json:"code" max:"name"`
 }
 
 func (b *otpVerify) validate() []domain.FieldError {
@@ -141,9 +141,9 @@ func (s *Server) legalText(w http.ResponseWriter, r *http.Request) error {
 
 type legalAccept struct {
 	Accepted    *bool   `json:"accepted"`
-	ContentHash *string `json:"content_hash"`
-	DocumentID  *string `json:"document_id"`
-	Version     *string `json:"version"`
+	ContentHash *string `json:"content_hash" max:"name"`
+	DocumentID  *string `json:"document_id" max:"name"`
+	Version     *string `json:"version" max:"name"`
 }
 
 func (b *legalAccept) validate() []domain.FieldError {

@@ -45,11 +45,12 @@ func TestAppendOnAnAccountWithoutMerkleRowsBuildsTheTree(t *testing.T) {
 				}
 				want := int64(5)
 				if batch {
-					var rows []json.RawMessage
+					var rows []domain.EventInput
 					for i := 4; i < 8; i++ {
-						rows = append(rows, json.RawMessage(fmt.Sprintf(`{"event_id":"evt-%d","event_type":"tool_call","sequence":%d,"raw":{}}`, i, i)))
+						id, typ, seq := fmt.Sprintf("evt-%d", i), "tool_call", int64(i)
+						rows = append(rows, domain.EventInput{EventID: &id, EventType: &typ, Sequence: &seq, Raw: json.RawMessage(`{}`)})
 					}
-					res, err := a.AppendBatch(ctx, p, nil, rows)
+					res, err := a.AppendBatch(ctx, p, nil, rows, nil)
 					if err != nil || res.Ingested != 4 {
 						t.Fatalf("batch on an account without Merkle rows: %+v %v", res, err)
 					}

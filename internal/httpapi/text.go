@@ -1,0 +1,92 @@
+package httpapi
+
+// The text rule at the edge (domain.ValidText, docs/decisions/strict-input.md):
+// every path segment and query parameter is valid UTF-8 without U+0000, or the
+// request is answered before any store is asked. JSON strings are held to the
+// same rule by the body reader (decode.go).
+
+import (
+	"net/http"
+	"net/url"
+	"strings"
+
+	"github.com/auditchain/auditchain/internal/app"
+	"github.com/auditchain/auditchain/internal/domain"
+)
+
+// checkText applies the text rule to the path values and query parameters
+// of a request to the route pattern.
+func checkText(pattern string, r *http.Request) error {
+	for _, name := range pathParams(pattern) {
+		if !domain.ValidText(r.PathValue(name)) {
+			return badPathValue(pattern, name)
+		}
+	}
+	if r.URL.RawQuery == "" {
+		return nil
+	}
+	q, err := url.ParseQuery(r.URL.RawQuery)
+	if err != nil {
+		return domain.Validation(domain.FieldError{Field: "query", Message: "the query string is not valid: " + err.Error()})
+	}
+	for name, values := range q {
+		bad := !domain.ValidText(name)
+		for _, v := range values {
+			bad = bad || !domain.ValidText(v)
+		}
+		if bad {
+			return badQueryValue(pattern, name)
+		}
+	}
+	return nil
+}
+
+// pathParams lists the {name} wildcards of a route pattern.
+func pathParams(pattern string) []string {
+	var names []string
+	for rest := pattern; ; {
+		i := strings.IndexByte(rest, '{')
+		if i < 0 {
+			return names
+		}
+		j := strings.IndexByte(rest[i:], '}')
+		names = append(names, strings.TrimSuffix(rest[i+1:i+j], "..."))
+		rest = rest[i+j:]
+	}
+}
+
+// badPathValue answers a path value that breaks the text rule. An id that
+// names an object cannot name one: the route answers as for any id that names
+// nothing (another account's included). A name the request creates is a
+// value like any other, refused naming it.
+func badPathValue(pattern, name string) error {
+	switch name {
+	case "event_id":
+		return domain.NotFound(domain.CodeEventNotFound, "event")
+	case "key_id":
+		return domain.NotFound(domain.CodeKeyNotFound, "key")
+	case "proposal_id":
+		return domain.NotFound(app.CodeProposalNotFound, "proposal")
+	case "notification_id":
+		return domain.NotFound(app.CodeNotificationMissing, "notification")
+	case "webhook_id":
+		return domain.NotFound(app.CodeWebhookNotFound, "webhook")
+	case "document_id":
+		return domain.NotFound(domain.CodeUnknownLegalDocument, "legal document")
+	case "grant_id":
+		if strings.HasSuffix(pattern, "/use") {
+			return app.NoGrantToUse()
+		}
+		return domain.NotFound(domain.CodeNoGrant, "grant")
+	}
+	return domain.Validation(domain.FieldError{Field: name, Message: domain.TextRuleMessage})
+}
+
+// badQueryValue answers a query parameter that breaks the text rule, with
+// the route's own code for its parameters where it has one.
+func badQueryValue(pattern, name string) error {
+	if pattern == "GET /v1/grants/status" {
+		return malformedQuery(name, domain.TextRuleMessage)
+	}
+	return domain.Validation(domain.FieldError{Field: name, Message: domain.TextRuleMessage})
+}
