@@ -242,12 +242,17 @@ func (a *App) recheckSignature(ctx context.Context, q store.Querier, userID stri
 	return nil
 }
 
-var errSignature = &domain.Error{Code: domain.CodeSignatureInvalid,
-	Detail: "this machine registered a signing key and the event's signature does not verify over raw"}
+var (
+	errSignature = &domain.Error{Code: domain.CodeSignatureInvalid,
+		Detail: "this machine registered a signing key and the event's signature does not verify over raw"}
+	errSignatureMissing = &domain.Error{Code: domain.CodeSignatureInvalid,
+		Detail: "the event carries no signature: this machine registered a signing key, so each of its events must carry one " +
+			"(standard base64 Ed25519 over the RFC 8785 bytes of raw)"}
+)
 
 func verifySignature(k store.SigningKey, in *domain.EventInput) error {
 	if in.Signature == nil {
-		return errSignature.With("machine_id", k.MachineID)
+		return errSignatureMissing.With("machine_id", k.MachineID)
 	}
 	pub, err := chain.ParsePublicKey(k.PublicKey)
 	if err != nil {

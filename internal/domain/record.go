@@ -100,7 +100,7 @@ func validateShape(in *EventInput, hashedPrev bool) []FieldError {
 	case in.EventID == nil:
 		bad("event_id", "required")
 	case !ValidEventID(*in.EventID):
-		bad("event_id", "must look like evt-<hex> (evt- followed by 1 to 160 letters, digits, '_', '.', ':' or '-')")
+		bad("event_id", "must be evt- followed by 1 to 160 letters, digits, '_', '.', ':' or '-' (for example evt-<hex>)")
 	}
 	switch {
 	case in.EventType == nil:

@@ -234,3 +234,26 @@ func TestParseTimestampOffsets(t *testing.T) {
 		}
 	}
 }
+
+// The event_id refusal says the rule the check applies: evt- and 1 to 160 of
+// letters, digits, '_', '.', ':' and '-' (not only hex).
+func TestEventIDMessageSaysTheRule(t *testing.T) {
+	for _, id := range []string{"evt-0", "evt-Zz_.:-", "evt-" + strings.Repeat("a", 160)} {
+		if !ValidEventID(id) {
+			t.Errorf("%q refused", id)
+		}
+	}
+	for _, id := range []string{"evt-", "evt-a b", "evt-é", "evt-" + strings.Repeat("a", 161), "EVT-1"} {
+		if ValidEventID(id) {
+			t.Errorf("%q accepted", id)
+		}
+	}
+	in := EventInput{EventID: ptr("evt-"), EventType: ptr("t"), Sequence: new(int64)}
+	errs := ValidateEventShape(&in)
+	if len(errs) != 1 || errs[0].Field != "event_id" {
+		t.Fatalf("errs = %v", errs)
+	}
+	if msg := errs[0].Message; !strings.HasPrefix(msg, "must be evt- followed by 1 to 160 letters, digits, '_', '.', ':' or '-'") {
+		t.Fatalf("message %q does not say the rule", msg)
+	}
+}

@@ -25,7 +25,8 @@ func (s *Server) cronAnchor(w http.ResponseWriter, r *http.Request) error {
 	return writeJSON(w, http.StatusOK, map[string]any{"swept": res})
 }
 
-// noBody accepts an absent, empty or null body (cron routes take none).
+// noBody accepts an absent, empty or null body, or {}, for a route that
+// takes none; anything else is refused by the body reader (an unknown key).
 func noBody(r *http.Request, max int64) error {
 	_, err := decode[struct{}](r, max, true)
 	return err

@@ -1,9 +1,11 @@
 package httpapi
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
+	"io"
 	"log/slog"
 	"net/http"
 	"strconv"
@@ -36,7 +38,25 @@ func (p problem) MarshalJSON() ([]byte, error) {
 	if len(p.Errors) > 0 {
 		m["errors"] = p.Errors
 	}
-	return json.Marshal(m)
+	return marshalJSON(m)
+}
+
+// marshalJSON is json.Marshal without HTML escaping: the API answers JSON,
+// never HTML, so "<", ">" and "&" are written as they are (a detail reads
+// sha256:<64 lowercase hex>, not sha256:\u003c64...).
+func marshalJSON(v any) ([]byte, error) {
+	var b bytes.Buffer
+	if err := encodeJSON(&b, v); err != nil {
+		return nil, err
+	}
+	return bytes.TrimSuffix(b.Bytes(), []byte("\n")), nil
+}
+
+// encodeJSON writes v and a newline to w without HTML escaping.
+func encodeJSON(w io.Writer, v any) error {
+	enc := json.NewEncoder(w)
+	enc.SetEscapeHTML(false)
+	return enc.Encode(v)
 }
 
 // writeError is the one place errors become responses. Domain errors are shown
@@ -72,7 +92,7 @@ func writeError(w http.ResponseWriter, r *http.Request, log *slog.Logger, err er
 	w.Header().Set("Content-Type", "application/problem+json")
 	w.Header().Set("X-Content-Type-Options", "nosniff")
 	w.WriteHeader(status)
-	_ = json.NewEncoder(w).Encode(problem{
+	_ = encodeJSON(w, problem{
 		Type: problemTypePrefix + de.Code, Title: http.StatusText(status), Status: status,
 		Detail: de.Detail, Code: de.Code, Errors: de.Fields, Extra: de.Extra,
 	})
@@ -181,5 +201,5 @@ var statusOf = map[string]int{
 func writeJSON(w http.ResponseWriter, status int, v any) error {
 	w.Header().Set("Content-Type", "application/json")
 	w.WriteHeader(status)
-	return json.NewEncoder(w).Encode(v)
+	return encodeJSON(w, v)
 }

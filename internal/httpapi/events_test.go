@@ -1,7 +1,7 @@
 package httpapi
 
 import (
-	"encoding/json"
+	"bytes"
 	"testing"
 
 	"github.com/auditchain/auditchain/internal/store"
@@ -38,11 +38,11 @@ func TestAppendSearchResponse(t *testing.T) {
 			for i := range tt.evs {
 				results[i] = viewOf(&tt.evs[i])
 			}
-			want, err := json.Marshal(map[string]any{"count": len(results), "results": results, "user_id": tt.userID, "next_cursor": tt.next})
-			if err != nil {
+			var buf bytes.Buffer
+			if err := encodeJSON(&buf, map[string]any{"count": len(results), "results": results, "user_id": tt.userID, "next_cursor": tt.next}); err != nil {
 				t.Fatal(err)
 			}
-			want = append(want, '\n') // json.Encoder ends each value with a newline
+			want := buf.Bytes()
 			if got := appendSearchResponse(nil, tt.evs, tt.next, tt.userID); string(got) != string(want) {
 				t.Errorf("appendSearchResponse:\n got %s\nwant %s", got, want)
 			}

@@ -70,5 +70,8 @@ func (s *Server) healAutoStart(w http.ResponseWriter, r *http.Request) error {
 }
 
 func (s *Server) healAutoStop(w http.ResponseWriter, r *http.Request) error {
+	if err := noBody(r, s.app.Cfg.MaxBodyBytes); err != nil {
+		return err
+	}
 	return writeJSON(w, http.StatusOK, s.app.HealAutoStop(principal(r)))
 }

@@ -80,6 +80,9 @@ func (s *Server) listKeys(w http.ResponseWriter, r *http.Request) error {
 }
 
 func (s *Server) revokeKey(w http.ResponseWriter, r *http.Request) error {
+	if err := noBody(r, s.app.Cfg.MaxBodyBytes); err != nil {
+		return err
+	}
 	k, err := s.app.RevokeKey(r.Context(), principal(r), r.PathValue("key_id"))
 	if err != nil {
 		return err

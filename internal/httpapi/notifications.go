@@ -156,6 +156,9 @@ func (s *Server) listWebhooks(w http.ResponseWriter, r *http.Request) error {
 }
 
 func (s *Server) deleteWebhook(w http.ResponseWriter, r *http.Request) error {
+	if err := noBody(r, s.app.Cfg.MaxBodyBytes); err != nil {
+		return err
+	}
 	if err := s.app.DeleteWebhook(r.Context(), principal(r), r.PathValue("webhook_id")); err != nil {
 		return err
 	}

@@ -221,9 +221,16 @@ func TestSignedEvents(t *testing.T) {
 			t.Fatalf("register: %d %s", r.Status, r.Body)
 		}
 		raw := map[string]any{"cmd_hash": "sha256:abc", "n": 1}
-		wantProblem(t, e.do("POST", "/v1/events", key, ev("evt-1", 1, h0, "machine_id", "m1", "raw", raw)), 401, "event_signature_invalid")
+		// Unsigned: the answer says the signature is missing (same code).
+		m := wantProblem(t, e.do("POST", "/v1/events", key, ev("evt-1", 1, h0, "machine_id", "m1", "raw", raw)), 401, "event_signature_invalid")
+		if d := m["detail"].(string); !strings.Contains(d, "no signature") || strings.Contains(d, "does not verify") {
+			t.Fatalf("unsigned event: detail %q", d)
+		}
 		_, other, _ := ed25519.GenerateKey(rand.Reader)
-		wantProblem(t, e.do("POST", "/v1/events", key, ev("evt-1", 1, h0, "machine_id", "m1", "raw", raw, "signature", signRaw(t, other, raw))), 401, "event_signature_invalid")
+		m = wantProblem(t, e.do("POST", "/v1/events", key, ev("evt-1", 1, h0, "machine_id", "m1", "raw", raw, "signature", signRaw(t, other, raw))), 401, "event_signature_invalid")
+		if d := m["detail"].(string); !strings.Contains(d, "does not verify") {
+			t.Fatalf("badly signed event: detail %q", d)
+		}
 		wantProblem(t, e.do("POST", "/v1/events", key, ev("evt-1", 1, h0, "machine_id", "m1", "raw", raw, "signature", "@@@")), 401, "event_signature_invalid")
 		if e.tip(key)["event_count"] != float64(1) {
 			t.Fatal("an unverified event was stored")

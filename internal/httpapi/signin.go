@@ -81,6 +81,9 @@ func (s *Server) sessionCookie(token string, expires time.Time) *http.Cookie {
 }
 
 func (s *Server) logout(w http.ResponseWriter, r *http.Request) error {
+	if err := noBody(r, s.app.Cfg.MaxBodyBytes); err != nil {
+		return err
+	}
 	if err := s.app.Logout(r.Context(), principal(r)); err != nil {
 		return err
 	}

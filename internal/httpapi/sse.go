@@ -2,7 +2,6 @@ package httpapi
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -120,7 +119,7 @@ func serveEventStream(w http.ResponseWriter, r *http.Request, hub *stream.Hub, u
 
 	// After the header is sent a failed write means the client is gone: the
 	// handler just returns, there is nobody to answer.
-	ready, _ := json.Marshal(struct {
+	ready, _ := marshalJSON(struct {
 		UserID string `json:"user_id"`
 	}{userID})
 	if writeFrame(w, "retry: 3000\nevent: ready", ready) != nil || rc.Flush() != nil {
@@ -171,7 +170,7 @@ func serveEventStream(w http.ResponseWriter, r *http.Request, hub *stream.Hub, u
 			if !ok {
 				// next_leaf: what this connection missed starts there, in
 				// the order events were stored (GET /v1/chain/export?from=).
-				lagged, _ := json.Marshal(struct {
+				lagged, _ := marshalJSON(struct {
 					LastSequence *int64 `json:"last_sequence"`
 					NextLeaf     *int64 `json:"next_leaf"`
 				}{last, nextLeaf})

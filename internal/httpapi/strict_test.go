@@ -189,3 +189,24 @@ func TestMethodNotAllowedBesideAWildcard(t *testing.T) {
 		wantProblem(t, e.do("GET", "/v1/events/evt-search", key, nil), 404, "event_not_found")
 	})
 }
+
+// Answers are JSON written without HTML escaping: a detail reads
+// sha256:<64 lowercase hex>, not sha256:\u003c64...
+func TestAnswersAreNotHTMLEscaped(t *testing.T) {
+	eachEnv(t, func(t *testing.T, e *env) {
+		_, key := e.account("a@example.com")
+		r := e.do("POST", "/v1/events", key, `{"event_id":"evt-1","event_type":"t","sequence":0,"prev_hash":"x"}`)
+		wantProblem(t, r, 422, "validation_error")
+		if !strings.Contains(string(r.Body), "sha256:<64 lowercase hex>") || strings.Contains(string(r.Body), `\u003c`) {
+			t.Fatalf("body: %s", r.Body)
+		}
+		ok := e.do("POST", "/v1/events", key, `{"event_id":"evt-1","event_type":"a<b>&c","sequence":0}`)
+		if ok.Status != 200 || !strings.Contains(string(ok.Body), `"event_type":"a<b>&c"`) {
+			t.Fatalf("append: %d %s", ok.Status, ok.Body)
+		}
+		found := e.do("POST", "/v1/events/search", key, `{}`)
+		if !strings.Contains(string(found.Body), `"event_type":"a<b>&c"`) {
+			t.Fatalf("search: %s", found.Body)
+		}
+	})
+}

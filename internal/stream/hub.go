@@ -5,6 +5,7 @@
 package stream
 
 import (
+	"bytes"
 	"encoding/json"
 	"errors"
 	"sync"
@@ -197,7 +198,7 @@ func (h *Hub) Publish(userID string, f Frame) {
 	if a == nil {
 		return
 	}
-	data, _ := json.Marshal(f) // strings and integers only: cannot fail
+	data := frameJSON(f)
 	m := &Message{Frame: f, Data: data}
 	a.mu.Lock()
 	defer a.mu.Unlock()
@@ -245,4 +246,14 @@ func (a *account) lagAllExcept(keep *Subscription) {
 			s.lag()
 		}
 	}
+}
+
+// frameJSON is f's JSON, without HTML escaping (the stream is JSON, never
+// HTML). f holds strings and integers only: encoding cannot fail.
+func frameJSON(f Frame) []byte {
+	var b bytes.Buffer
+	enc := json.NewEncoder(&b)
+	enc.SetEscapeHTML(false)
+	_ = enc.Encode(f)
+	return bytes.TrimSuffix(b.Bytes(), []byte("\n"))
 }
