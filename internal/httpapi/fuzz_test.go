@@ -2,12 +2,14 @@ package httpapi_test
 
 import (
 	"bytes"
+	"encoding/json"
 	"io"
 	"log/slog"
-	"net/http"
 	"net/http/httptest"
 	"path/filepath"
+	"strings"
 	"testing"
+	"unicode/utf8"
 
 	"github.com/auditchain/auditchain/internal/app"
 	"github.com/auditchain/auditchain/internal/app/apptest"
@@ -15,30 +17,48 @@ import (
 	"github.com/auditchain/auditchain/internal/store/storetest"
 )
 
-// FuzzRequestBodies sends arbitrary bodies to every JSON route: input alone
-// must never produce a 5xx or a panic.
+// FuzzRequestBodies sends arbitrary bodies to every route that reads one
+// (every built POST, PUT and DELETE route of the route table but the cron and
+// session ones, which answer before reading): input alone must never produce
+// a 5xx or a panic, an error is a problem document, and a body breaking the
+// text rule (invalid UTF-8, or U+0000 in any string) is never taken.
 func FuzzRequestBodies(f *testing.F) {
 	for _, s := range []string{`{}`, `{"event_id":"evt-1","event_type":"t","sequence":0,"raw":{"a":[1,{"b":null}]}}`,
 		`{"events":[{"event_id":"evt-2","sequence":1,"event_type":"x"},7]}`, `{"limit":1e3}`, `{"tool":"read_file","tool_input":{"p":"\u0000"}}`,
-		`{"public_key":"AAAA"}`, `[`, `{"a":1}{"b":2}`, "\xff\xfe"} {
+		`{"public_key":"AAAA"}`, `[`, `{"a":1}{"b":2}`, "\xff\xfe", `{"subagent":"s","expires_at":"2026-11-22T12:00:00+00:00","max_tool_calls":5}`,
+		`{"kind":"deny_scope","evidence":{"blocked_attempts":3},"subject":{"subagent":"s"}}`, `{"subagent":"s","n":1}`,
+		`{"preferences":[{"type":"grant.revoked","channel":"email"}]}`, `{"url":"x","types":[]}`,
+		`{"scopes":["events:read"],"scopes":[]}`, `{"Kind":"x"}`, "{\"label\":\"\xc3\"}"} {
 		f.Add([]byte(s))
 	}
 	dir := f.TempDir()
 	st := storetest.Open(f, "sqlite:"+filepath.Join(dir, "fuzz.db"))
 	log := slog.New(slog.NewTextHandler(io.Discard, nil))
 	a := apptest.New(f, st, apptest.Options{Log: log})
-	_, key, err := a.CreateAccount(f.Context(), app.AccountRequest{Email: "fuzz@example.com"})
+	_, key, err := a.CreateAccount(f.Context(), app.AccountRequest{Email: "fuzz@example.com", Admin: true})
 	if err != nil {
 		f.Fatal(err)
 	}
 	_, docJSON := loadDoc(f)
 	h := httpapi.NewServer(a, log, docJSON)
-	routes := []string{"POST /v1/events", "POST /v1/events/batch", "POST /v1/events/search", "POST /v1/policy/test",
-		"PUT /v1/machines/m1/signing-key", "POST /v1/keys"}
+	var routes []string
+	for _, rt := range h.RouteTable() {
+		method, _, _ := strings.Cut(rt.Pattern, " ")
+		if rt.Built && method != "GET" && rt.Access != "cron" && rt.Access != "session" {
+			routes = append(routes, rt.Pattern)
+		}
+	}
+	if len(routes) < 25 {
+		f.Fatalf("only %d routes read a body: %v", len(routes), routes)
+	}
 	f.Fuzz(func(t *testing.T, body []byte) {
+		breaks := breaksTextRule(body)
 		for _, rt := range routes {
-			method, path, _ := cut(rt)
-			req := httptest.NewRequest(method, path, bytes.NewReader(body))
+			method, pattern, _ := strings.Cut(rt, " ")
+			for _, name := range pathParamsOf(pattern) {
+				pattern = strings.Replace(pattern, "{"+name+"}", "x", 1)
+			}
+			req := httptest.NewRequest(method, pattern, bytes.NewReader(body))
 			req.Header.Set("Content-Type", "application/json")
 			req.Header.Set("X-API-Key", key.Token)
 			rec := httptest.NewRecorder()
@@ -49,13 +69,27 @@ func FuzzRequestBodies(f *testing.F) {
 			if rec.Code >= 400 && rec.Header().Get("Content-Type") != "application/problem+json" {
 				t.Fatalf("%s answered %d without a problem document", rt, rec.Code)
 			}
+			if breaks && rec.Code < 300 {
+				t.Fatalf("%s took %q, which breaks the text rule: %d %s", rt, body, rec.Code, rec.Body)
+			}
 		}
 	})
 }
 
-func cut(rt string) (string, string, bool) {
-	i := bytes.IndexByte([]byte(rt), ' ')
-	return rt[:i], rt[i+1:], true
+// breaksTextRule reports whether body holds invalid UTF-8, or U+0000 in a
+// string (a key or a value), as encoding/json reads it.
+func breaksTextRule(body []byte) bool {
+	if !utf8.Valid(body) {
+		return true
+	}
+	dec := json.NewDecoder(bytes.NewReader(body))
+	for {
+		tok, err := dec.Token()
+		if err != nil {
+			return false
+		}
+		if s, ok := tok.(string); ok && strings.ContainsRune(s, 0) {
+			return true
+		}
+	}
 }
-
-var _ = http.MethodPost
