@@ -3,6 +3,7 @@ package app
 import (
 	"context"
 	"errors"
+	"fmt"
 	"time"
 
 	"github.com/auditchain/auditchain/internal/app/writer"
@@ -78,25 +79,63 @@ func (a *App) CreateProposal(ctx context.Context, p Principal, in NewProposal) (
 	return sp.Proposal, nil
 }
 
+// Proposal pages (docs/decisions/strict-input.md "Caps"): GET
+// /v1/governance/proposals answers at most MaxProposalPage proposals.
+const (
+	DefaultProposalPage = 50
+	MaxProposalPage     = 200
+)
+
+// ProposalQuery is GET /v1/governance/proposals' query: filters by status and
+// exact sub-agent when given; Cursor, the next_cursor of the previous page;
+// Limit, the page size (0: the default).
+type ProposalQuery struct {
+	Status, Subagent *string
+	Cursor           *int64
+	Limit            int
+}
+
+// ProposalPage is a page of proposals, newest first; NextCursor is set only
+// when a full page came back.
+type ProposalPage struct {
+	Proposals  []domain.Proposal
+	NextCursor *int64
+}
+
 // Proposals answers GET /v1/governance/proposals: the account's proposals,
-// newest first, filtered by status and exact sub-agent when given.
-func (a *App) Proposals(ctx context.Context, p Principal, status, subagent *string) ([]domain.Proposal, error) {
-	if status != nil {
-		switch *status {
+// newest first, a page at a time.
+func (a *App) Proposals(ctx context.Context, p Principal, q ProposalQuery) (ProposalPage, error) {
+	if q.Status != nil {
+		switch *q.Status {
 		case domain.ProposalProposed, domain.ProposalRatified, domain.ProposalEnacted, domain.ProposalRejected:
 		default:
-			return nil, domain.Validation(domain.FieldError{Field: "status", Message: "must be one of proposed, ratified, enacted, rejected"})
+			return ProposalPage{}, domain.Validation(domain.FieldError{Field: "status", Message: "must be one of proposed, ratified, enacted, rejected"})
 		}
 	}
-	sps, err := a.Store.Proposals(ctx, store.ProposalFilter{UserID: p.UserID, Status: status, Subagent: subagent})
+	limit := q.Limit
+	switch {
+	case limit == 0:
+		limit = DefaultProposalPage
+	case limit < 1 || limit > MaxProposalPage:
+		return ProposalPage{}, domain.Validation(domain.FieldError{Field: "limit", Message: fmt.Sprintf("must be between 1 and %d", MaxProposalPage)})
+	}
+	if q.Cursor != nil && *q.Cursor < 0 {
+		return ProposalPage{}, domain.Validation(domain.FieldError{Field: "cursor", Message: "must be the next_cursor of the previous page"})
+	}
+	sps, err := a.Store.Proposals(ctx, store.ProposalFilter{UserID: p.UserID, Status: q.Status, Subagent: q.Subagent,
+		Before: q.Cursor, Limit: limit})
 	if err != nil {
-		return nil, err
+		return ProposalPage{}, err
 	}
-	out := make([]domain.Proposal, len(sps))
+	page := ProposalPage{Proposals: make([]domain.Proposal, len(sps))}
 	for i := range sps {
-		out[i] = sps[i].Proposal
+		page.Proposals[i] = sps[i].Proposal
 	}
-	return out, nil
+	if len(sps) == limit {
+		next := sps[len(sps)-1].Seq
+		page.NextCursor = &next
+	}
+	return page, nil
 }
 
 // Proposal answers GET /v1/governance/proposals/{proposal_id}.

@@ -1,7 +1,9 @@
 package httpapi
 
 import (
+	"fmt"
 	"net/http"
+	"strconv"
 	"strings"
 	"time"
 
@@ -47,15 +49,35 @@ type proposalResponse struct {
 
 func (s *Server) listProposals(w http.ResponseWriter, r *http.Request) error {
 	q := r.URL.Query()
-	ps, err := s.app.Proposals(r.Context(), principal(r), nonEmpty(q.Get("status")), nonEmpty(q.Get("subagent")))
+	query := app.ProposalQuery{Status: nonEmpty(q.Get("status")), Subagent: nonEmpty(q.Get("subagent"))}
+	for _, p := range []struct {
+		name string
+		set  func(int64)
+	}{
+		{"limit", func(n int64) { query.Limit = int(min(n, app.MaxProposalPage+1)) }},
+		{"cursor", func(n int64) { query.Cursor = &n }},
+	} {
+		if !q.Has(p.name) {
+			continue
+		}
+		n, err := strconv.ParseInt(q.Get(p.name), 10, 64)
+		if err != nil || n < 0 {
+			return domain.Validation(domain.FieldError{Field: p.name, Message: "must be a non-negative integer"})
+		}
+		if p.name == "limit" && n == 0 {
+			return domain.Validation(domain.FieldError{Field: "limit", Message: fmt.Sprintf("must be between 1 and %d", app.MaxProposalPage)})
+		}
+		p.set(n)
+	}
+	page, err := s.app.Proposals(r.Context(), principal(r), query)
 	if err != nil {
 		return err
 	}
-	out := make([]proposalJSON, len(ps))
-	for i, p := range ps {
+	out := make([]proposalJSON, len(page.Proposals))
+	for i, p := range page.Proposals {
 		out[i] = toProposalJSON(p)
 	}
-	return writeJSON(w, http.StatusOK, map[string]any{"count": len(out), "proposals": out})
+	return writeJSON(w, http.StatusOK, map[string]any{"count": len(out), "proposals": out, "next_cursor": page.NextCursor})
 }
 
 // createProposalRequest is the body of POST /v1/governance/proposals.

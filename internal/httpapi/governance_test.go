@@ -780,3 +780,77 @@ func TestGovernanceEnactedRules(t *testing.T) {
 		}
 	})
 }
+
+// The proposals list comes in pages (limit, cursor; newest first), and the
+// free text of a proposal is capped: a note of 900,000 bytes was once stored
+// and copied into its chain event (issue 18).
+func TestGovernanceListPagesAndCaps(t *testing.T) {
+	eachEnv(t, func(t *testing.T, e *env) {
+		_, tok := e.account("a@example.com")
+		var ids []string
+		for i := range 5 {
+			p := e.govPropose(tok, govDenyBody(fmt.Sprintf("sub-%d", i), nil))
+			ids = append([]string{p["proposal_id"].(string)}, ids...) // newest first
+		}
+		var got []string
+		path := govProposalsPath + "?limit=2"
+		for pages := 0; ; pages++ {
+			r := e.do("GET", path, tok, nil)
+			m := r.JSON(t)
+			if r.Status != 200 || pages > 3 {
+				t.Fatalf("%s: %d %s", path, r.Status, r.Body)
+			}
+			ps := m["proposals"].([]any)
+			if m["count"] != float64(len(ps)) || len(ps) > 2 {
+				t.Fatalf("page %d: %s", pages, r.Body)
+			}
+			for _, p := range ps {
+				got = append(got, p.(map[string]any)["proposal_id"].(string))
+			}
+			next, full := m["next_cursor"].(float64)
+			if full != (len(ps) == 2) {
+				t.Fatalf("page %d of %d: next_cursor %v", pages, len(ps), m["next_cursor"])
+			}
+			if !full {
+				break
+			}
+			path = fmt.Sprintf("%s?limit=2&cursor=%d", govProposalsPath, int64(next))
+		}
+		if diff := cmp.Diff(ids, got); diff != "" {
+			t.Fatalf("pages (-want +got):\n%s", diff)
+		}
+		if m := e.do("GET", govProposalsPath, tok, nil).JSON(t); len(m["proposals"].([]any)) != 5 || m["next_cursor"] != nil {
+			t.Fatalf("default page: %v", m)
+		}
+		for _, q := range []string{"limit=0", "limit=201", "limit=x", "limit=-1", "cursor=x", "cursor=-1"} {
+			field, _, _ := strings.Cut(q, "=")
+			m := wantProblem(t, e.do("GET", govProposalsPath+"?"+q, tok, nil), 422, "validation_error")
+			if !namesField(m, field) {
+				t.Fatalf("%s: %v", q, m)
+			}
+		}
+
+		body := func(note, subagent string) map[string]any {
+			b := govDenyBody(subagent, nil)
+			b["note"] = note
+			return b
+		}
+		before := e.fingerprint()
+		for _, c := range []struct {
+			body  map[string]any
+			field string
+		}{
+			{body(strings.Repeat("n", domain.MaxNoteBytes+1), "s"), "note"},
+			{body("n", strings.Repeat("s", domain.MaxNameBytes+1)), "subject.subagent"},
+		} {
+			m := wantProblem(t, e.do("POST", govProposalsPath, tok, c.body), 422, "validation_error")
+			if !namesField(m, c.field) {
+				t.Fatalf("%v", m)
+			}
+		}
+		if e.fingerprint() != before {
+			t.Fatal("an over-long proposal wrote")
+		}
+		e.govPropose(tok, body(strings.Repeat("n", domain.MaxNoteBytes), strings.Repeat("s", domain.MaxNameBytes)))
+	})
+}

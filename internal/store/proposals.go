@@ -112,6 +112,10 @@ type ProposalFilter struct {
 	UserID   string
 	Status   *string
 	Subagent *string
+	// Before, when set, keeps the proposals created before the one with this
+	// seq (the page after it); Limit, when positive, caps the page.
+	Before *int64
+	Limit  int
 }
 
 // Proposals lists the account's matching proposals, newest first.
@@ -126,7 +130,16 @@ func (s *Store) Proposals(ctx context.Context, f ProposalFilter) ([]Proposal, er
 		args = append(args, *f.Subagent)
 		where = append(where, fmt.Sprintf("subagent = $%d", len(args)))
 	}
-	return s.queryProposals(ctx, s.read, `SELECT `+proposalColumns+` FROM proposals WHERE `+strings.Join(where, " AND ")+` ORDER BY seq DESC`, args...)
+	if f.Before != nil {
+		args = append(args, *f.Before)
+		where = append(where, fmt.Sprintf("seq < $%d", len(args)))
+	}
+	limit := ""
+	if f.Limit > 0 {
+		args = append(args, f.Limit)
+		limit = fmt.Sprintf(" LIMIT $%d", len(args))
+	}
+	return s.queryProposals(ctx, s.read, `SELECT `+proposalColumns+` FROM proposals WHERE `+strings.Join(where, " AND ")+` ORDER BY seq DESC`+limit, args...)
 }
 
 // EnactedProposals lists the account's enacted proposals, oldest enactment
