@@ -74,6 +74,8 @@ type App struct {
 	meter *meter
 	// jobs is the built-in scheduler of the operator jobs (schedule.go).
 	jobs jobState
+	// leases are this replica's open streams (streams.go).
+	leases streamLeases
 }
 
 // Bounds of the read caches: at most this many accounts with this many cached
@@ -122,5 +124,6 @@ func (a *App) WriteStats() writer.Stats { return a.w.Stats() }
 // Queued writes are answered.
 func (a *App) Close() {
 	a.StopHealTasks()
+	a.stopStreamLeases()
 	a.w.Close()
 }

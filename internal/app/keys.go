@@ -1,6 +1,7 @@
 package app
 
 import (
+	"cmp"
 	"context"
 	"crypto/sha256"
 	"crypto/subtle"
@@ -15,6 +16,7 @@ import (
 	"github.com/google/uuid"
 
 	"github.com/auditchain/auditchain/internal/app/writer"
+	"github.com/auditchain/auditchain/internal/config"
 	"github.com/auditchain/auditchain/internal/domain"
 	"github.com/auditchain/auditchain/internal/store"
 )
@@ -154,13 +156,30 @@ func (a *App) CreateAccount(ctx context.Context, req AccountRequest) (store.Acco
 	return acct, key, nil
 }
 
-// CreateKey stores a new key for userID.
+// CodeTooManyKeys answers a key over --max-keys-per-account (429).
+const CodeTooManyKeys = "too_many_keys"
+
+// CreateKey stores a new key for userID, unless the account already holds
+// --max-keys-per-account live keys (429 too_many_keys: revoke one first).
 func (a *App) CreateKey(ctx context.Context, userID string, req KeyRequest) (NewKey, error) {
 	key, err := a.newKey(userID, req)
 	if err != nil {
 		return NewKey{}, err
 	}
 	err = a.w.Write(ctx, func(t *writer.Tx) error {
+		// Under the account's lock, so that concurrent creations on any
+		// replica count each other.
+		if _, err := t.Lock(ctx, userID); err != nil {
+			return err
+		}
+		n, err := a.Store.LiveKeys(ctx, t.SQL(), userID, a.Now())
+		if err != nil {
+			return err
+		}
+		if limit := cmp.Or(a.Cfg.MaxKeys, config.DefaultMaxKeys); n >= limit {
+			return domain.Errorf(CodeTooManyKeys, "the account holds %d live keys, its limit; revoke one first", n).
+				With("limit", limit)
+		}
 		if err := a.Store.CreateKey(ctx, t.SQL(), key.Key); err != nil {
 			return err
 		}

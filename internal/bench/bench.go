@@ -321,6 +321,13 @@ func (e *env) sessionPrefix() string {
 	return e.prefix + "s"
 }
 
+// provisionConfig is the configuration the generator writes accounts and
+// keys with: the listeners workload gives one account a key per 16 streams,
+// beyond --max-keys-per-account's default.
+func provisionConfig() config.Config {
+	return config.Config{EpochAnchor: domain.DefaultEpochAnchor, MaxKeys: math.MaxInt32}
+}
+
 // provision creates n accounts (unscoped keys) through the store, and extra
 // keys on the first one, exactly as `auditchain admin` does. With a
 // sessionPrefix the accounts have emails and sign in by one-time code: their
@@ -331,7 +338,7 @@ func provision(ctx context.Context, db string, n, extraKeys int, sessionPrefix s
 		return nil, err
 	}
 	defer st.Close()
-	a := app.New(st, config.Config{EpochAnchor: domain.DefaultEpochAnchor}, slog.New(slog.DiscardHandler))
+	a := app.New(st, provisionConfig(), slog.New(slog.DiscardHandler))
 	sa, catcher := signInApp(st)
 	out := make([]account, n)
 	for i := range out {

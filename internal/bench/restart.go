@@ -11,8 +11,6 @@ import (
 	"time"
 
 	"github.com/auditchain/auditchain/internal/app"
-	"github.com/auditchain/auditchain/internal/config"
-	"github.com/auditchain/auditchain/internal/domain"
 	"github.com/auditchain/auditchain/internal/store"
 )
 
@@ -115,7 +113,7 @@ func longestChain(ctx context.Context, db string) (account, int64, error) {
 	if err != nil {
 		return a, 0, err
 	}
-	ap := app.New(st, config.Config{EpochAnchor: domain.DefaultEpochAnchor}, slog.New(slog.DiscardHandler))
+	ap := app.New(st, provisionConfig(), slog.New(slog.DiscardHandler))
 	defer ap.Close()
 	k, err := ap.CreateKey(ctx, a.userID, app.KeyRequest{Label: "bench-restart"})
 	if err != nil {

@@ -24,6 +24,12 @@ const ServerExeEnv = "AUDITCHAIN_BENCH_SERVER"
 // LiftedQuotas are the serve flags that keep quotas out of the way of a load run.
 var LiftedQuotas = []string{"--daily-event-quota", "1000000000", "--batch-rate-limit", "1000000000"}
 
+// liftedCaps lift the per-account caps on streams and keys (the listeners
+// workload opens thousands of streams on one account) through the
+// environment, which a build without those flags ignores: an A/B against
+// such a build still starts.
+var liftedCaps = []string{"AUDITCHAIN_MAX_STREAMS_PER_ACCOUNT=1000000000", "AUDITCHAIN_MAX_KEYS_PER_ACCOUNT=1000000000"}
+
 // localServer is an `auditchain serve` child started by the generator.
 type localServer struct {
 	cmd     *exec.Cmd
@@ -45,6 +51,7 @@ func startServer(ctx context.Context, exe string, wrap []string, db string, extr
 		return nil, err
 	}
 	cmd := exec.Command(args[0], args[1:]...)
+	cmd.Env = append(os.Environ(), liftedCaps...)
 	cmd.Stderr = logf
 	out, err := cmd.StdoutPipe()
 	if err != nil {

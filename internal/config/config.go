@@ -24,6 +24,8 @@ type Config struct {
 	DailyEventQuota     int
 	BatchRateLimit      int
 	StreamPing          time.Duration
+	MaxStreams          int // open event streams per account, across replicas
+	MaxKeys             int // live API keys per account
 	Mail                string
 	MailFrom            string
 	OperatorEmail       string
@@ -47,6 +49,13 @@ type Config struct {
 
 // Production reports whether --env production is set.
 func (c Config) Production() bool { return c.Env == "production" }
+
+// Defaults of the per-account caps; a Config built without Parse (zero)
+// has them too.
+const (
+	DefaultMaxStreams = 32
+	DefaultMaxKeys    = 100
+)
 
 // DefaultDB is the embedded store used when --db is not given.
 const DefaultDB = "sqlite:./data/auditchain.db"
@@ -97,6 +106,8 @@ func Parse(args []string, getenv func(string) string, stderr io.Writer) (Config,
 	integer(&c.DailyEventQuota, "daily-event-quota", 10000, "events per account per UTC day")
 	integer(&c.BatchRateLimit, "batch-rate-limit", 100, "batch events per minute per key")
 	duration(&c.StreamPing, "stream-ping", 15*time.Second, "SSE ping interval")
+	integer(&c.MaxStreams, "max-streams-per-account", DefaultMaxStreams, "open event streams per account, across replicas (each key also holds at most 16)")
+	integer(&c.MaxKeys, "max-keys-per-account", DefaultMaxKeys, "live (unrevoked, unexpired) API keys per account")
 	str(&c.Mail, "mail", "log", "mail transport: log, outbox:DIR or smtp://user:pass@host:port")
 	str(&c.MailFrom, "mail-from", "auditchain <auditchain@localhost>", "sender address of the service's mail")
 	duration(&c.SessionTTL, "session-ttl", 168*time.Hour, "how long a signed-in session lasts")
@@ -149,6 +160,12 @@ func Parse(args []string, getenv func(string) string, stderr io.Writer) (Config,
 	}
 	if c.SessionTTL < time.Minute {
 		errs = append(errs, errors.New("--session-ttl must be at least 1m"))
+	}
+	if c.MaxStreams < 1 {
+		errs = append(errs, errors.New("--max-streams-per-account must be at least 1"))
+	}
+	if c.MaxKeys < 1 {
+		errs = append(errs, errors.New("--max-keys-per-account must be at least 1"))
 	}
 	if c.StreamPing <= 0 {
 		errs = append(errs, errors.New("--stream-ping must be positive"))

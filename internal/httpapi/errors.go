@@ -187,6 +187,7 @@ var statusOf = map[string]int{
 	domain.CodeDailyQuota:     http.StatusTooManyRequests,
 	domain.CodeOTPRateLimited: http.StatusTooManyRequests,
 	codeTooManyStreams:        http.StatusTooManyRequests,
+	app.CodeTooManyKeys:       http.StatusTooManyRequests,
 
 	// 5xx: the service's side.
 	domain.CodeInternal:         http.StatusInternalServerError,

@@ -118,7 +118,8 @@ func TestAuthenticationFailures(t *testing.T) {
 // Generated from the route table: a key lacking a route's capability gets 403
 // scope_missing naming it, so a new route without a capability test cannot hide.
 func TestScopeMissingOnEveryRoute(t *testing.T) {
-	e := newEnv(t, storetest.DSN(t, storetest.SQLite), func(c *config.Config) { c.CronSecret = "s3cret" })
+	// Two keys a route: more than --max-keys-per-account's default.
+	e := newEnv(t, storetest.DSN(t, storetest.SQLite), func(c *config.Config) { c.CronSecret, c.MaxKeys = "s3cret", 1000 })
 	user, _ := e.account("a@example.com")
 	for _, rt := range e.handler.RouteTable() {
 		method, path, _ := strings.Cut(rt.Pattern, " ")

@@ -564,13 +564,17 @@ func TestGovernanceListFiltersAndOrder(t *testing.T) {
 // appended. On SQLite, and on two replicas sharing one PostgreSQL database.
 func TestGovernanceConcurrentRatify(t *testing.T) {
 	t.Run("sqlite", func(t *testing.T) {
-		govRaceRatify(t, newEnv(t, storetest.DSN(t, storetest.SQLite), nil))
+		govRaceRatify(t, newEnv(t, storetest.DSN(t, storetest.SQLite), manyKeys))
 	})
 	t.Run("postgres-two-replicas", func(t *testing.T) {
 		dsn := storetest.DSN(t, storetest.Postgres)
-		govRaceRatify(t, newEnv(t, dsn, nil), newEnv(t, dsn, nil))
+		govRaceRatify(t, newEnv(t, dsn, manyKeys), newEnv(t, dsn, manyKeys))
 	})
 }
+
+// manyKeys lets an account hold a key for each of govRaceRatify's 100
+// racers, beyond --max-keys-per-account's default.
+func manyKeys(c *config.Config) { c.MaxKeys = 1000 }
 
 func govRaceRatify(t *testing.T, replicas ...*env) {
 	e := replicas[0]

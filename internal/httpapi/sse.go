@@ -18,8 +18,10 @@ import (
 // streamWriteGrace bounds how long one burst of stream frames may take to write.
 const streamWriteGrace = 30 * time.Second
 
-// codeTooManyStreams answers a key that already holds its cap of open streams.
-const codeTooManyStreams = "too_many_streams"
+// codeTooManyStreams answers a key that already holds its cap of open
+// streams on this replica (the hub's count; the store's leases count them
+// across replicas: app.TakeStreamSlot).
+const codeTooManyStreams = app.CodeTooManyStreams
 
 // eventStreamHandler is GET /v1/events/stream for the authenticated caller.
 // done is closed when the server shuts down: http.Server.Shutdown waits for
@@ -27,6 +29,11 @@ const codeTooManyStreams = "too_many_streams"
 func eventStreamHandler(a *app.App, done <-chan struct{}) handlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) error {
 		p := principal(r)
+		release, err := a.TakeStreamSlot(r.Context(), p)
+		if err != nil {
+			return err
+		}
+		defer release()
 		// The number of events stored, read once the listener is registered,
 		// is the floor below which frames are dropped: on PostgreSQL the
 		// notification of an event committed just before the connection can

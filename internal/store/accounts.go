@@ -87,6 +87,14 @@ func (s *Store) CreateKey(ctx context.Context, tx *sql.Tx, k APIKey) error {
 	return insertKey(ctx, tx, k)
 }
 
+// LiveKeys counts the account's keys neither revoked nor expired at now.
+func (s *Store) LiveKeys(ctx context.Context, tx *sql.Tx, userID string, now time.Time) (int, error) {
+	var n int
+	err := tx.QueryRowContext(ctx, `SELECT count(*) FROM api_keys WHERE user_id = $1 AND revoked_at IS NULL
+		AND (expires_at IS NULL OR expires_at > $2)`, userID, now.UnixMicro()).Scan(&n)
+	return n, err
+}
+
 func insertKey(ctx context.Context, tx *sql.Tx, k APIKey) error {
 	_, err := tx.ExecContext(ctx, `INSERT INTO api_keys (id, user_id, key_hash, prefix, machine, label, scopes, created_at, expires_at, revoked_at)
 		VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, NULL)`,
