@@ -108,10 +108,20 @@ func (a *App) EventWithAncestry(ctx context.Context, p Principal, eventID string
 	return e, ancestry, nil
 }
 
-// RegisterSigningKey answers PUT /v1/machines/{machine_id}/signing-key.
+// RegisterSigningKey answers PUT /v1/machines/{machine_id}/signing-key. A
+// key of small order, or encoded non-canonically, is refused (verify.
+// CheckPublicKey: under the identity point any signature verifies); a
+// credential bound to a machine registers only that machine's key. Every
+// registration, a rotation included, is written on the account's chain as a
+// machine.signing_key event naming the key it replaces, so a replaced key is
+// visible to an auditor.
 func (a *App) RegisterSigningKey(ctx context.Context, p Principal, machineID, publicKey string) (store.SigningKey, error) {
 	if machineID == "" || len(machineID) > 256 {
 		return store.SigningKey{}, domain.Validation(domain.FieldError{Field: "machine_id", Message: "must be 1 to 256 bytes"})
+	}
+	if p.Machine != "" && p.Machine != machineID {
+		return store.SigningKey{}, domain.Errorf(domain.CodeMachineMismatch,
+			"this key is bound to machine %q: it registers that machine's signing key only", p.Machine).With("machine", p.Machine)
 	}
 	pub, err := chain.ParsePublicKey(publicKey)
 	if err != nil {
@@ -120,14 +130,28 @@ func (a *App) RegisterSigningKey(ctx context.Context, p Principal, machineID, pu
 	k := store.SigningKey{UserID: p.UserID, MachineID: machineID, PublicKey: publicKey, Fingerprint: chain.Fingerprint(pub),
 		RegisteredAt: a.Now().UnixMicro()}
 	// Under the head's lock, so that no append races the change: the key is
-	// in force from the next appended event.
+	// in force from the registration's own event on (which no machine signs).
 	err = a.w.Write(ctx, func(t *writer.Tx) error {
 		head, err := t.Lock(ctx, p.UserID)
 		if err != nil {
 			return err
 		}
+		var replaces *string
+		switch old, err := a.Store.CurrentSigningKey(ctx, t.SQL(), p.UserID, machineID); {
+		case err == nil:
+			replaces = &old.Fingerprint
+		case !errors.Is(err, store.ErrNotFound):
+			return err
+		}
 		k.FromLeaf = head.EventCount
-		return a.Store.InsertSigningKey(ctx, t.SQL(), k, p.KeyID)
+		if err := a.Store.InsertSigningKey(ctx, t.SQL(), k, p.KeyID); err != nil {
+			return err
+		}
+		_, err = a.appendServerEvent(ctx, t, p, ServerEvent{EventType: domain.EventSigningKey, Raw: map[string]any{
+			"machine_id": machineID, "public_key": publicKey, "fingerprint": k.Fingerprint, "replaces": replaces,
+			"registered_by": actorOf(p),
+		}})
+		return err
 	})
 	return k, err
 }

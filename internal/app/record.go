@@ -245,6 +245,8 @@ func (a *App) recheckSignature(ctx context.Context, q store.Querier, userID stri
 var (
 	errSignature = &domain.Error{Code: domain.CodeSignatureInvalid,
 		Detail: "this machine registered a signing key and the event's signature does not verify over raw"}
+	errWeakSigningKey = &domain.Error{Code: domain.CodeSignatureInvalid,
+		Detail: "this machine's registered signing key is not a usable Ed25519 key (small order or non-canonical): no signature verifies under it; register a new key"}
 	errSignatureMissing = &domain.Error{Code: domain.CodeSignatureInvalid,
 		Detail: "the event carries no signature: this machine registered a signing key, so each of its events must carry one " +
 			"(standard base64 Ed25519 over the RFC 8785 bytes of raw)"}
@@ -256,7 +258,8 @@ func verifySignature(k store.SigningKey, in *domain.EventInput) error {
 	}
 	pub, err := chain.ParsePublicKey(k.PublicKey)
 	if err != nil {
-		return fmt.Errorf("stored signing key of %s: %w", k.MachineID, err)
+		// A key stored before weak keys were refused verifies nothing.
+		return errWeakSigningKey.With("machine_id", k.MachineID)
 	}
 	if chain.VerifyEventSignature(ed25519.PublicKey(pub), in.Raw, *in.Signature) != nil {
 		return errSignature.With("machine_id", k.MachineID)

@@ -13,6 +13,15 @@ var Surfaces = []string{"rest", "mcp", "mcp_stdio", "sdk", "cli", "hook", "dashb
 // Decisions are the values of an event's decision (SPEC.md "Event").
 var Decisions = []string{"allow", "ask", "deny"}
 
+// EventSigningKey is the chain event the service writes when a machine's
+// signing key is registered or replaced (docs/decisions/strict-input.md
+// "Signing keys"): an auditor sees every key an event was checked against.
+const EventSigningKey = "machine.signing_key"
+
+// CodeMachineMismatch answers a key bound to one machine that registers the
+// signing key of another (403).
+const CodeMachineMismatch = "machine_mismatch"
+
 // Record limits where the spec states them (SPEC.md "Limits").
 const (
 	MaxBatchEvents = 500

@@ -135,6 +135,7 @@ var statusOf = map[string]int{
 	domain.CodeCrossOrigin:             http.StatusForbidden,
 	domain.CodeLegalAcceptanceRequired: http.StatusForbidden,
 	domain.CodeGrantOverreach:          http.StatusForbidden,
+	domain.CodeMachineMismatch:         http.StatusForbidden,
 	app.CodeTestRequiresAdmin:          http.StatusForbidden,
 
 	// 404: nothing by that name on this account (another account's objects

@@ -93,6 +93,16 @@ func (c *integChain) registerKey(t *testing.T, machine string) ed25519.PrivateKe
 	if r.Status != http.StatusOK {
 		t.Fatalf("register key: %d %s", r.Status, r.Body)
 	}
+	// The registration is on the chain: a machine.signing_key event.
+	tip := c.e.do("GET", "/v1/chain/tip", c.token, nil).JSON(t)
+	if tip["sequence"] != float64(c.n) {
+		t.Fatalf("after a key registration the tip is %v, want the registration at %d", tip, c.n)
+	}
+	h := tip["payload_hash"].(string)
+	c.tip = &h
+	c.hashes = append(c.hashes, h)
+	c.ids = append(c.ids, tip["event_id"].(string))
+	c.n++
 	return priv
 }
 
@@ -306,12 +316,14 @@ func TestIntegrityProofsVerifyIndependently(t *testing.T) {
 	})
 }
 
-// buildSignedChain appends: 3 unsigned events, a machine key, 3 signed events
-// (and one from an unkeyed machine), a block, a key rotation, 3 signed events
-// with the new key, 2 more unsigned ones. 12 events, blocks at 7 and 12.
+// buildSignedChain appends: 2 unsigned events, a machine key (its
+// machine.signing_key event at 2), 3 signed events (3–5) and one from an
+// unkeyed machine (6), a block, a key rotation (its event at 7), 3 signed
+// events with the new key (8–10), 1 more unsigned one. 12 events, blocks at
+// 7 and 12.
 func buildSignedChain(t *testing.T, e *env, email string) *integChain {
 	c := newIntegChain(e, email)
-	c.addN(t, 3)
+	c.addN(t, 2)
 	k1 := c.registerKey(t, "m1")
 	for range 3 {
 		c.add(t, "m1", k1)
@@ -322,7 +334,7 @@ func buildSignedChain(t *testing.T, e *env, email string) *integChain {
 	for range 3 {
 		c.add(t, "m1", k2)
 	}
-	c.addN(t, 2)
+	c.addN(t, 1)
 	c.verifyChain(t)
 	return c
 }
@@ -346,14 +358,14 @@ func TestIntegrityExportVerifiesOffline(t *testing.T) {
 		}
 		// A signed event still fails offline if its machine's key is withheld:
 		// the machine_key lines are what the verifier checks against. Each
-		// names the leaf it takes effect at: m1's first key after 3 events,
-		// its rotation after 7.
+		// names the leaf it takes effect at: its registration's own event,
+		// m1's first key after 2 events, its rotation after 7.
 		var keyLeaves []int64
 		for _, l := range exportLines[verify.ExportMachineKey](t, full, "machine_key") {
 			keyLeaves = append(keyLeaves, l.EffectiveFromLeaf)
 		}
-		if !reflect.DeepEqual(keyLeaves, []int64{3, 7}) {
-			t.Fatalf("machine_key lines take effect at leaves %v, want [3 7]", keyLeaves)
+		if !reflect.DeepEqual(keyLeaves, []int64{2, 7}) {
+			t.Fatalf("machine_key lines take effect at leaves %v, want [2 7]", keyLeaves)
 		}
 
 		// A wrong service key is refused.

@@ -220,27 +220,29 @@ func TestSignedEvents(t *testing.T) {
 		if r.Status != 200 || r.JSON(t)["fingerprint"] != verify.Fingerprint(pub) {
 			t.Fatalf("register: %d %s", r.Status, r.Body)
 		}
+		// The registration is the chain's event 1 (machine.signing_key).
+		h0 = e.tip(key)["payload_hash"].(string)
 		raw := map[string]any{"cmd_hash": "sha256:abc", "n": 1}
 		// Unsigned: the answer says the signature is missing (same code).
-		m := wantProblem(t, e.do("POST", "/v1/events", key, ev("evt-1", 1, h0, "machine_id", "m1", "raw", raw)), 401, "event_signature_invalid")
+		m := wantProblem(t, e.do("POST", "/v1/events", key, ev("evt-1", 2, h0, "machine_id", "m1", "raw", raw)), 401, "event_signature_invalid")
 		if d := m["detail"].(string); !strings.Contains(d, "no signature") || strings.Contains(d, "does not verify") {
 			t.Fatalf("unsigned event: detail %q", d)
 		}
 		_, other, _ := ed25519.GenerateKey(rand.Reader)
-		m = wantProblem(t, e.do("POST", "/v1/events", key, ev("evt-1", 1, h0, "machine_id", "m1", "raw", raw, "signature", signRaw(t, other, raw))), 401, "event_signature_invalid")
+		m = wantProblem(t, e.do("POST", "/v1/events", key, ev("evt-1", 2, h0, "machine_id", "m1", "raw", raw, "signature", signRaw(t, other, raw))), 401, "event_signature_invalid")
 		if d := m["detail"].(string); !strings.Contains(d, "does not verify") {
 			t.Fatalf("badly signed event: detail %q", d)
 		}
-		wantProblem(t, e.do("POST", "/v1/events", key, ev("evt-1", 1, h0, "machine_id", "m1", "raw", raw, "signature", "@@@")), 401, "event_signature_invalid")
-		if e.tip(key)["event_count"] != float64(1) {
+		wantProblem(t, e.do("POST", "/v1/events", key, ev("evt-1", 2, h0, "machine_id", "m1", "raw", raw, "signature", "@@@")), 401, "event_signature_invalid")
+		if e.tip(key)["event_count"] != float64(2) {
 			t.Fatal("an unverified event was stored")
 		}
-		signed := e.appendOK(key, ev("evt-1", 1, h0, "machine_id", "m1", "raw", raw, "signature", signRaw(t, priv, raw), "signature_key", verify.Fingerprint(pub)))
+		signed := e.appendOK(key, ev("evt-1", 2, h0, "machine_id", "m1", "raw", raw, "signature", signRaw(t, priv, raw), "signature_key", verify.Fingerprint(pub)))
 		if signed["event"].(map[string]any)["machine_sequence"] != float64(1) {
 			t.Fatalf("machine_sequence = %v", signed["event"].(map[string]any)["machine_sequence"])
 		}
 		// Other machines are unaffected; the listing shows fingerprints only.
-		e.appendOK(key, ev("evt-2", 2, hashOf(signed), "machine_id", "m2"))
+		e.appendOK(key, ev("evt-2", 3, hashOf(signed), "machine_id", "m2"))
 		list := e.do("GET", "/v1/machines", key, nil)
 		if strings.Contains(string(list.Body), base64.StdEncoding.EncodeToString(pub)) {
 			t.Fatal("machine listing shows the public key itself")

@@ -98,19 +98,22 @@ func signedMessage(raw json.RawMessage) ([]byte, error) {
 }
 
 // verifySignedMessage checks a standard-base64 Ed25519 signature over msg,
-// the canonical raw signedMessage returns.
+// the canonical raw signedMessage returns; a weak key (CheckPublicKey)
+// verifies nothing.
 func verifySignedMessage(pub ed25519.PublicKey, msg []byte, signatureB64 string) error {
 	sig, err := base64.StdEncoding.DecodeString(signatureB64)
 	if err != nil || len(sig) != ed25519.SignatureSize {
 		return ErrBadSignature
 	}
-	if !ed25519.Verify(pub, msg, sig) {
+	if !verifyEd25519(pub, msg, sig) {
 		return ErrBadSignature
 	}
 	return nil
 }
 
-// ParsePublicKey decodes a standard-base64 32-byte Ed25519 public key.
+// ParsePublicKey decodes a standard-base64 32-byte Ed25519 public key and
+// refuses a weak one (CheckPublicKey: small order, non-canonical, off the
+// curve).
 func ParsePublicKey(b64 string) (ed25519.PublicKey, error) {
 	b, err := base64.StdEncoding.DecodeString(b64)
 	if err != nil {
@@ -118,6 +121,9 @@ func ParsePublicKey(b64 string) (ed25519.PublicKey, error) {
 	}
 	if len(b) != ed25519.PublicKeySize {
 		return nil, fmt.Errorf("public_key must be %d bytes, got %d", ed25519.PublicKeySize, len(b))
+	}
+	if err := CheckPublicKey(b); err != nil {
+		return nil, err
 	}
 	return ed25519.PublicKey(b), nil
 }

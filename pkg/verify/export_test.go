@@ -62,10 +62,17 @@ type chain struct {
 // and blocks sealed at sizes 4, 10, 18, 25 and 30 (the last 4 events unsealed).
 func goldenChain(t testing.TB) *chain {
 	t.Helper()
+	return chainRotatingTo(t, ciKey2.Public().(ed25519.PublicKey), func(msg []byte) []byte { return ed25519.Sign(ciKey2, msg) })
+}
+
+// chainRotatingTo is goldenChain with m-ci's second key pub, whose events
+// sign signs.
+func chainRotatingTo(t testing.TB, pub ed25519.PublicKey, sign func([]byte) []byte) *chain {
+	t.Helper()
 	c := &chain{tree: &merkle.HashStore{}}
 	c.keys = []verify.ExportMachineKey{
 		{MachineID: "m-ci", PublicKey: b64(ciKey1.Public().(ed25519.PublicKey)), RegisteredAt: "2025-06-01T12:00:05+00:00", EffectiveFromSequence: 6, EffectiveFromLeaf: 6},
-		{MachineID: "m-ci", PublicKey: b64(ciKey2.Public().(ed25519.PublicKey)), RegisteredAt: "2025-06-01T12:00:19+00:00", EffectiveFromSequence: 20, EffectiveFromLeaf: 20},
+		{MachineID: "m-ci", PublicKey: b64(pub), RegisteredAt: "2025-06-01T12:00:19+00:00", EffectiveFromSequence: 20, EffectiveFromLeaf: 20},
 	}
 	seal := map[int]bool{4: true, 10: true, 18: true, 25: true, 30: true}
 	signer, err := checkpoint.NewSigner(verify.Origin(goldenUser), serviceKey)
@@ -95,9 +102,9 @@ func goldenChain(t testing.TB) *chain {
 			e.EventType, e.MachineID, e.Tool, e.Decision = "chain_repair", nil, nil, nil
 			e.Raw = json.RawMessage(`{"finding":"signature_failure","sequence":9,"repair_of":"evt-000000000000a009"}`)
 		case seq >= 6 && seq%2 == 0:
-			key := ciKey1
+			keyPub, keySign := ciKey1.Public().(ed25519.PublicKey), func(msg []byte) []byte { return ed25519.Sign(ciKey1, msg) }
 			if seq >= 20 {
-				key = ciKey2
+				keyPub, keySign = pub, sign
 			}
 			if seq%4 == 0 {
 				e.EventType, e.ParentID = "tool_result", ptr(fmt.Sprintf("evt-%016x", 0xa000+seq-1))
@@ -107,8 +114,8 @@ func goldenChain(t testing.TB) *chain {
 			if err != nil {
 				t.Fatal(err)
 			}
-			e.Signature = ptr(b64(ed25519.Sign(key, canon)))
-			e.SignatureKey = ptr(verify.Fingerprint(key.Public().(ed25519.PublicKey)))
+			e.Signature = ptr(b64(keySign(canon)))
+			e.SignatureKey = ptr(verify.Fingerprint(keyPub))
 		}
 		ph, err := verify.PayloadHash(&e)
 		if err != nil {

@@ -137,10 +137,10 @@ func VerifyToken(token []byte, servicePublicKey ed25519.PublicKey) (*DelegationT
 	}
 
 	var failures []error
-	if !ed25519.Verify(p.orderKey, p.canonicalGrant, p.orderSig) {
+	if !verifyEd25519(p.orderKey, p.canonicalGrant, p.orderSig) {
 		failures = append(failures, ErrOrderSignature)
 	}
-	if !ed25519.Verify(servicePublicKey, p.canonicalBinding, p.bindingSig) {
+	if !verifyEd25519(servicePublicKey, p.canonicalBinding, p.bindingSig) {
 		failures = append(failures, ErrBindingSignature)
 	}
 	b := p.tok.Binding
