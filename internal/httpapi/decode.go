@@ -182,7 +182,7 @@ const maxNesting = 10000
 // body wins over a value's problem found earlier, so that a caller reading a
 // list's items one by one (the batch) knows the body is well formed.
 func readInput(body []byte, t reflect.Type) *inputProblem {
-	in := &inputReader{b: body}
+	in := &inputReader{jsonScan: jsonScan{b: body}}
 	in.space()
 	in.value(t, fieldCaps{}, nil)
 	if in.fatal == nil {
@@ -199,11 +199,10 @@ func readInput(body []byte, t reflect.Type) *inputProblem {
 // inputReader walks one body. After a value's problem it goes on reading,
 // as free JSON, to find any fatal problem later in the body.
 type inputReader struct {
-	b     []byte
-	i     int
-	depth int
-	first *inputProblem // the first problem of any kind
-	fatal *inputProblem // the first fatal problem
+	jsonScan // the body and the position, as the fast path reads them
+	depth    int
+	first    *inputProblem // the first problem of any kind
+	fatal    *inputProblem // the first fatal problem
 }
 
 // pathElem is one step of a field's path: a key, or an index of a list.
@@ -245,17 +244,6 @@ func (in *inputReader) report(p *inputProblem) {
 
 func (in *inputReader) fail(kind inputKind, path *pathElem, key, message string) {
 	in.report(&inputProblem{kind: kind, field: path.String(), key: key, message: message})
-}
-
-func (in *inputReader) space() {
-	for in.i < len(in.b) {
-		switch in.b[in.i] {
-		case ' ', '\t', '\n', '\r':
-			in.i++
-		default:
-			return
-		}
-	}
 }
 
 // fieldCaps are a field's `max` (bytes of text, items of a list) and `each`
@@ -418,14 +406,7 @@ func (in *inputReader) literal(word string, path *pathElem) {
 // type's bits, as encoding/json does.
 func (in *inputReader) number(t reflect.Type, path *pathElem) {
 	start := in.i
-	if in.i < len(in.b) && in.b[in.i] == '-' {
-		in.i++
-	}
-	digits := in.i
-	for in.i < len(in.b) && in.b[in.i] >= '0' && in.b[in.i] <= '9' {
-		in.i++
-	}
-	if in.i == digits || (in.b[digits] == '0' && in.i-digits > 1) {
+	if !in.integerPart() {
 		in.fail(inputSyntax, path, "", "the body is not valid JSON")
 		return
 	}
@@ -614,35 +595,16 @@ func (in *inputReader) escape(path *pathElem) (rune, bool) {
 }
 
 func (in *inputReader) hex4() (rune, bool) {
-	if in.i+4 > len(in.b) {
-		return 0, false
+	r, ok := hexRune(in.b[in.i:])
+	if ok {
+		in.i += 4
 	}
-	var r rune
-	for _, c := range in.b[in.i : in.i+4] {
-		switch {
-		case '0' <= c && c <= '9':
-			r = r<<4 | rune(c-'0')
-		case 'a' <= c && c <= 'f':
-			r = r<<4 | rune(c-'a'+10)
-		case 'A' <= c && c <= 'F':
-			r = r<<4 | rune(c-'A'+10)
-		default:
-			return 0, false
-		}
-	}
-	in.i += 4
-	return r, true
+	return r, ok
 }
 
 // object reads an object: into a struct's exact keys when t is a struct, a
 // map's keys (each once) when a map, free JSON when nil.
 func (in *inputReader) object(t reflect.Type, path *pathElem) {
-	if in.depth++; in.depth > maxNesting {
-		in.fail(inputSyntax, path, "", "the body is nested too deeply")
-		return
-	}
-	defer func() { in.depth-- }()
-	in.i++ // {
 	var si *structInfo
 	var elem reflect.Type
 	var seen map[string]bool
@@ -654,9 +616,7 @@ func (in *inputReader) object(t reflect.Type, path *pathElem) {
 			elem = t.Elem()
 		}
 	}
-	in.space()
-	if in.i < len(in.b) && in.b[in.i] == '}' {
-		in.i++
+	if !in.enter(path, '}') {
 		return
 	}
 	for {
@@ -698,38 +658,19 @@ func (in *inputReader) object(t reflect.Type, path *pathElem) {
 			vt = elem
 		}
 		in.value(vt, caps, keyPath)
-		if in.fatal != nil {
+		if in.fatal != nil || !in.more(path, '}') {
 			return
 		}
-		in.space()
-		if in.i < len(in.b) && in.b[in.i] == ',' {
-			in.i++
-			continue
-		}
-		if in.i < len(in.b) && in.b[in.i] == '}' {
-			in.i++
-			return
-		}
-		in.fail(inputSyntax, path, "", "the body is not valid JSON: expected , or } in an object")
-		return
 	}
 }
 
 // array reads an array of t's elements (free JSON when t is nil).
 func (in *inputReader) array(t reflect.Type, caps fieldCaps, path *pathElem) {
-	if in.depth++; in.depth > maxNesting {
-		in.fail(inputSyntax, path, "", "the body is nested too deeply")
-		return
-	}
-	defer func() { in.depth-- }()
-	in.i++ // [
 	var elem reflect.Type
 	if t != nil {
 		elem = t.Elem()
 	}
-	in.space()
-	if in.i < len(in.b) && in.b[in.i] == ']' {
-		in.i++
+	if !in.enter(path, ']') {
 		return
 	}
 	for n := 0; ; n++ {
@@ -739,19 +680,45 @@ func (in *inputReader) array(t reflect.Type, caps fieldCaps, path *pathElem) {
 			elem = nil
 		}
 		in.value(elem, fieldCaps{max: caps.each}, &pathElem{parent: path, index: n, isIndex: true})
-		if in.fatal != nil {
+		if in.fatal != nil || !in.more(path, ']') {
 			return
 		}
-		in.space()
-		if in.i < len(in.b) && in.b[in.i] == ',' {
-			in.i++
-			continue
-		}
-		if in.i < len(in.b) && in.b[in.i] == ']' {
-			in.i++
-			return
-		}
-		in.fail(inputSyntax, path, "", "the body is not valid JSON: expected , or ] in an array")
-		return
 	}
+}
+
+// enter takes the opening bracket of an object or array at path and reports
+// whether a member follows: false for an empty one (taken whole, up to end)
+// and for one nested too deeply.
+func (in *inputReader) enter(path *pathElem, end byte) bool {
+	if in.depth == maxNesting {
+		in.fail(inputSyntax, path, "", "the body is nested too deeply")
+		return false
+	}
+	in.depth++
+	in.i++
+	in.space()
+	if in.i < len(in.b) && in.b[in.i] == end {
+		in.i++
+		in.depth--
+		return false
+	}
+	return true
+}
+
+// more reads what follows a member: true after a comma (another member
+// follows), false after end (taken: the container is done) or anything else
+// (not JSON).
+func (in *inputReader) more(path *pathElem, end byte) bool {
+	in.space()
+	switch {
+	case in.i < len(in.b) && in.b[in.i] == ',':
+		in.i++
+		return true
+	case in.i < len(in.b) && in.b[in.i] == end:
+		in.i++
+		in.depth--
+		return false
+	}
+	in.fail(inputSyntax, path, "", fmt.Sprintf("the body is not valid JSON: expected , or %c", end))
+	return false
 }

@@ -87,6 +87,9 @@ func TestReadInput(t *testing.T) {
 		{name: "a list item over its cap", body: `{"tags":["` + long + `"]}`, kind: inputTooLong, field: "tags[0]"},
 		{name: "a list over its cap", body: `{"tags":[` + strings.Repeat(`"t",`, 256) + `"t"]}`, kind: inputTooLong, field: "tags"},
 
+		{name: "nested to encoding/json's limit", body: `{"raw":` + strings.Repeat("[", 9999) + strings.Repeat("]", 9999) + `}`, ok: true},
+		{name: "nested deeper", body: `{"raw":` + strings.Repeat("[", 10000) + strings.Repeat("]", 10000) + `}`, kind: inputSyntax},
+
 		// A fatal problem anywhere wins over a value's problem before it.
 		{name: "NUL after a wrong type", body: `{"count":"x","name":"\u0000"}`, kind: inputText, field: "name"},
 		{name: "a duplicate after an unknown key", body: `{"nom":1,"rows":[{"id":"1","id":"2"}]}`, kind: inputDuplicate, field: "rows[0].id"},

@@ -101,6 +101,19 @@ func (s *jsonScan) optString(dst **string, slot *string) bool {
 	return true
 }
 
+// integerPart reads the optional minus and the digits of a JSON number and
+// reports whether they are well formed: a digit at least, no leading zero.
+func (s *jsonScan) integerPart() bool {
+	if s.i < len(s.b) && s.b[s.i] == '-' {
+		s.i++
+	}
+	digits := s.i
+	for s.i < len(s.b) && s.b[s.i] >= '0' && s.b[s.i] <= '9' {
+		s.i++
+	}
+	return s.i > digits && (s.b[digits] != '0' || s.i-digits == 1)
+}
+
 // optInt64 reads an integer that fits int64 (no fraction, no exponent) or
 // null into *dst.
 func (s *jsonScan) optInt64(dst **int64, slot *int64) bool {
@@ -109,17 +122,7 @@ func (s *jsonScan) optInt64(dst **int64, slot *int64) bool {
 		return true
 	}
 	start := s.i
-	if s.i < len(s.b) && s.b[s.i] == '-' {
-		s.i++
-	}
-	digits := s.i
-	for s.i < len(s.b) && s.b[s.i] >= '0' && s.b[s.i] <= '9' {
-		s.i++
-	}
-	switch {
-	case s.i == digits, s.b[digits] == '0' && s.i-digits > 1: // no digit, or a leading zero
-		return false
-	case s.i < len(s.b) && (s.b[s.i] == '.' || s.b[s.i] == 'e' || s.b[s.i] == 'E'):
+	if !s.integerPart() || s.i < len(s.b) && (s.b[s.i] == '.' || s.b[s.i] == 'e' || s.b[s.i] == 'E') {
 		return false
 	}
 	n, err := strconv.ParseInt(string(s.b[start:s.i]), 10, 64)
@@ -191,8 +194,14 @@ scan:
 // plainEscape reports whether b starts with the four hex digits of a \u
 // escape that is neither U+0000 nor a surrogate.
 func plainEscape(b []byte) bool {
+	r, ok := hexRune(b)
+	return ok && r != 0 && !utf16.IsSurrogate(r)
+}
+
+// hexRune reads the four hex digits of a \u escape at the start of b.
+func hexRune(b []byte) (rune, bool) {
 	if len(b) < 4 {
-		return false
+		return 0, false
 	}
 	var r rune
 	for _, c := range b[:4] {
@@ -204,10 +213,10 @@ func plainEscape(b []byte) bool {
 		case 'A' <= c && c <= 'F':
 			r = r<<4 | rune(c-'A'+10)
 		default:
-			return false
+			return 0, false
 		}
 	}
-	return r != 0 && !utf16.IsSurrogate(r)
+	return r, true
 }
 
 // eventSlots holds the values an EventInput's pointers point at, so that an

@@ -197,3 +197,13 @@ func BenchmarkDecodeBatch(b *testing.B) {
 		}
 	})
 }
+
+// BenchmarkDecodeEvent is a single append's body on the fast path.
+func BenchmarkDecodeEvent(b *testing.B) {
+	body := []byte(typicalEvent)
+	for b.Loop() {
+		if _, ok := decodeEventFast(body); !ok {
+			b.Fatal("declined")
+		}
+	}
+}

@@ -32,28 +32,7 @@ import (
 // maxSeq, so a test can compare rows byte for byte before and after.
 func dumpEvents(t *testing.T, e *env, user string, maxSeq int64) []string {
 	t.Helper()
-	rows, err := e.store.DB().QueryContext(context.Background(), `SELECT * FROM events WHERE account = $1 AND sequence <= $2 ORDER BY sequence`, accountOf(t, e.store, user), maxSeq)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer rows.Close()
-	cols, _ := rows.Columns()
-	var out []string
-	for rows.Next() {
-		vals := make([]any, len(cols))
-		ptrs := make([]any, len(cols))
-		for i := range vals {
-			ptrs[i] = &vals[i]
-		}
-		if err := rows.Scan(ptrs...); err != nil {
-			t.Fatal(err)
-		}
-		out = append(out, fmt.Sprintf("%#v", vals))
-	}
-	if err := rows.Err(); err != nil {
-		t.Fatal(err)
-	}
-	return out
+	return queryStrings(t, e.store.DB(), `SELECT * FROM events WHERE account = $1 AND sequence <= $2 ORDER BY sequence`, accountOf(t, e.store, user), maxSeq)
 }
 
 // accountOf is what the rows of events and merkle_hashes hold as the

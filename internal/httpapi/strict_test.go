@@ -28,7 +28,10 @@ func (e *env) fingerprint() string {
 	if e.store.Dialect == store.Postgres {
 		q = `SELECT tablename FROM pg_tables WHERE schemaname = current_schema()`
 	}
-	tables := queryStrings(e.t, db, q)
+	var tables []string
+	for _, row := range queryRows(e.t, db, q) {
+		tables = append(tables, fmt.Sprint(row[0]))
+	}
 	slices.Sort(tables)
 	h := sha256.New()
 	for _, table := range tables {
@@ -42,10 +45,10 @@ func (e *env) fingerprint() string {
 	return hex.EncodeToString(h.Sum(nil))
 }
 
-// queryStrings runs q and renders each row as one string.
-func queryStrings(t *testing.T, db *sql.DB, q string) []string {
+// queryRows runs q and returns each row's values.
+func queryRows(t *testing.T, db *sql.DB, q string, args ...any) [][]any {
 	t.Helper()
-	rows, err := db.QueryContext(context.Background(), q)
+	rows, err := db.QueryContext(context.Background(), q, args...)
 	if err != nil {
 		t.Fatalf("%s: %v", q, err)
 	}
@@ -54,7 +57,7 @@ func queryStrings(t *testing.T, db *sql.DB, q string) []string {
 	if err != nil {
 		t.Fatal(err)
 	}
-	var out []string
+	var out [][]any
 	for rows.Next() {
 		vals := make([]any, len(cols))
 		ptrs := make([]any, len(cols))
@@ -64,16 +67,20 @@ func queryStrings(t *testing.T, db *sql.DB, q string) []string {
 		if err := rows.Scan(ptrs...); err != nil {
 			t.Fatal(err)
 		}
-		if len(cols) == 1 {
-			if s, ok := vals[0].(string); ok {
-				out = append(out, s)
-				continue
-			}
-		}
-		out = append(out, fmt.Sprintf("%q", vals))
+		out = append(out, vals)
 	}
 	if err := rows.Err(); err != nil {
 		t.Fatal(err)
+	}
+	return out
+}
+
+// queryStrings runs q and renders each row as one string.
+func queryStrings(t *testing.T, db *sql.DB, q string, args ...any) []string {
+	t.Helper()
+	var out []string
+	for _, row := range queryRows(t, db, q, args...) {
+		out = append(out, fmt.Sprintf("%#v", row))
 	}
 	return out
 }

@@ -55,29 +55,28 @@ func pathParams(pattern string) []string {
 	}
 }
 
+// missingIDs are the path ids that name an object, with the code and name
+// of the 404 their routes answer for one that names nothing.
+var missingIDs = map[string]struct{ code, what string }{
+	"event_id":        {domain.CodeEventNotFound, "event"},
+	"key_id":          {domain.CodeKeyNotFound, "key"},
+	"proposal_id":     {app.CodeProposalNotFound, "proposal"},
+	"notification_id": {app.CodeNotificationMissing, "notification"},
+	"webhook_id":      {app.CodeWebhookNotFound, "webhook"},
+	"document_id":     {domain.CodeUnknownLegalDocument, "legal document"},
+	"grant_id":        {domain.CodeNoGrant, "grant"},
+}
+
 // badPathValue answers a path value that breaks the text rule. An id that
 // names an object cannot name one: the route answers as for any id that names
 // nothing (another account's included). A name the request creates is a
 // value like any other, refused naming it.
 func badPathValue(pattern, name string) error {
-	switch name {
-	case "event_id":
-		return domain.NotFound(domain.CodeEventNotFound, "event")
-	case "key_id":
-		return domain.NotFound(domain.CodeKeyNotFound, "key")
-	case "proposal_id":
-		return domain.NotFound(app.CodeProposalNotFound, "proposal")
-	case "notification_id":
-		return domain.NotFound(app.CodeNotificationMissing, "notification")
-	case "webhook_id":
-		return domain.NotFound(app.CodeWebhookNotFound, "webhook")
-	case "document_id":
-		return domain.NotFound(domain.CodeUnknownLegalDocument, "legal document")
-	case "grant_id":
-		if strings.HasSuffix(pattern, "/use") {
-			return app.NoGrantToUse()
-		}
-		return domain.NotFound(domain.CodeNoGrant, "grant")
+	if name == "grant_id" && strings.HasSuffix(pattern, "/use") {
+		return app.NoGrantToUse()
+	}
+	if id, ok := missingIDs[name]; ok {
+		return domain.NotFound(id.code, id.what)
 	}
 	return domain.Validation(domain.FieldError{Field: name, Message: domain.TextRuleMessage})
 }
