@@ -121,13 +121,14 @@ func (a *App) notify(ctx context.Context, t *writer.Tx, userID string, n Notice)
 	if err != nil {
 		return nil, err
 	}
-	return rows, a.insertNoticeRows(ctx, t, nc, rows)
+	_, err = a.insertNoticeRows(ctx, t, nc, rows)
+	return rows, err
 }
 
 // notifyEach writes notices of one type for userID inside t, as notify
 // does for each, with a handful of statements whatever their number (the
 // expiry jobs write one per grant or key): it reports how many were written
-// (once-only notices written before are not).
+// (once-only notices written before are not: the insert skips them).
 func (a *App) notifyEach(ctx context.Context, t *writer.Tx, userID, typ string, ns []Notice) (int, error) {
 	nt, ok := domain.LookupNoticeType(typ)
 	if !ok {
@@ -140,20 +141,11 @@ func (a *App) notifyEach(ctx context.Context, t *writer.Tx, userID, typ string, 
 	if err != nil {
 		return 0, err
 	}
-	var keys []string
-	for _, n := range ns {
-		if n.DedupKey != "" {
-			keys = append(keys, n.DedupKey)
-		}
-	}
-	done, err := a.Store.DedupKeysWritten(ctx, t.SQL(), userID, nt.Name, keys)
-	if err != nil {
-		return 0, err
-	}
+	seen := make(map[string]bool, len(ns))
 	todo := make([]Notice, 0, len(ns))
 	for _, n := range ns {
-		if n.DedupKey == "" || !done[n.DedupKey] {
-			done[n.DedupKey] = n.DedupKey != "" // a key twice in ns is one notice
+		if n.DedupKey == "" || !seen[n.DedupKey] { // a key twice in ns is one notice
+			seen[n.DedupKey] = n.DedupKey != ""
 			todo = append(todo, n)
 		}
 	}
@@ -161,14 +153,17 @@ func (a *App) notifyEach(ctx context.Context, t *writer.Tx, userID, typ string, 
 	if err != nil || len(rows) == 0 { // preferences may silence every channel
 		return 0, err
 	}
-	return len(todo), a.insertNoticeRows(ctx, t, nc, rows)
+	stored, err := a.insertNoticeRows(ctx, t, nc, rows)
+	// Each notice has the same rows (one per channel decided); a notice
+	// written before has none stored now.
+	return int(stored) / (len(rows) / len(todo)), err
 }
 
 // insertNoticeRows stamps rows (noticeRows's offsets) above the account's
 // newest row as nc read it, writes them, and wakes the senders after commit.
-func (a *App) insertNoticeRows(ctx context.Context, t *writer.Tx, nc store.NoticeContext, rows []store.Notification) error {
+func (a *App) insertNoticeRows(ctx context.Context, t *writer.Tx, nc store.NoticeContext, rows []store.Notification) (int64, error) {
 	if len(rows) == 0 {
-		return nil
+		return 0, nil
 	}
 	stamp := max(a.Now().UnixMicro(), nc.LastCreatedAt+1)
 	for i := range rows {
@@ -178,11 +173,14 @@ func (a *App) insertNoticeRows(ctx context.Context, t *writer.Tx, nc store.Notic
 			rows[i].SentAt = &sent
 		}
 	}
-	if err := a.Store.InsertNotifications(ctx, t.SQL(), rows); err != nil {
-		return err
+	stored, err := a.Store.InsertNotifications(ctx, t.SQL(), rows)
+	if err != nil {
+		return 0, err
 	}
-	a.wakeSenders(t, rows)
-	return nil
+	if stored > 0 {
+		a.wakeSenders(t, rows)
+	}
+	return stored, nil
 }
 
 // wakeSenders registers, for after t commits, the wake-ups of the senders

@@ -305,40 +305,50 @@ func (s *Store) DedupKeysWritten(ctx context.Context, q Querier, userID, typ str
 	return done, nil
 }
 
-// InsertNotifications stores notices' rows in tx, a few hundred per statement.
-// The caller holds the account's lock and stamped the rows above the
-// account's newest (NoticeContext), which the unique indexes check.
-func (s *Store) InsertNotifications(ctx context.Context, tx *sql.Tx, rows []Notification) error {
+// InsertNotifications stores notices' rows in tx, a few hundred per
+// statement, and reports how many it stored: a once-only row (a dedup key)
+// whose notice was written before is skipped, so a job's notices stay
+// once-only without reading their keys first. The caller holds the
+// account's lock and stamped the rows above the account's newest
+// (NoticeContext), which the unique index on (user_id, created_at) checks.
+func (s *Store) InsertNotifications(ctx context.Context, tx *sql.Tx, rows []Notification) (int64, error) {
 	const chunk = 300 // 12 values a row: well under both stores' limits on parameters
-	for len(rows) > chunk {
-		if err := s.InsertNotifications(ctx, tx, rows[:chunk]); err != nil {
-			return err
-		}
-		rows = rows[chunk:]
-	}
-	if len(rows) == 0 {
-		return nil
-	}
-	var b strings.Builder
-	b.WriteString(`INSERT INTO notifications (` + notificationColumns + `) VALUES `)
-	args := make([]any, 0, 12*len(rows))
-	for i, n := range rows {
-		if i > 0 {
-			b.WriteString(", ")
-		}
-		b.WriteString("(")
-		for j := range 12 {
-			if j > 0 {
+	var stored int64
+	for len(rows) > 0 {
+		n := min(chunk, len(rows))
+		var b strings.Builder
+		b.WriteString(`INSERT INTO notifications (` + notificationColumns + `) VALUES `)
+		args := make([]any, 0, 12*n)
+		for i, r := range rows[:n] {
+			if i > 0 {
 				b.WriteString(", ")
 			}
-			b.WriteString(s.placeholder(len(args) + j + 1))
+			b.WriteString("(")
+			for j := range 12 {
+				if j > 0 {
+					b.WriteString(", ")
+				}
+				b.WriteString(s.placeholder(len(args) + j + 1))
+			}
+			b.WriteString(")")
+			args = append(args, r.ID, r.UserID, r.Type, r.Channel, r.Severity, r.DeliveryStatus, r.Digest, r.CreatedAt,
+				r.SentAt, r.DedupKey, r.Payload, r.Attempts)
 		}
-		b.WriteString(")")
-		args = append(args, n.ID, n.UserID, n.Type, n.Channel, n.Severity, n.DeliveryStatus, n.Digest, n.CreatedAt,
-			n.SentAt, n.DedupKey, n.Payload, n.Attempts)
+		// The conflict target is notifications_once: any other unique
+		// violation (a stamp taken) is still an error.
+		b.WriteString(` ON CONFLICT (user_id, type, dedup_key, channel) WHERE dedup_key IS NOT NULL DO NOTHING`)
+		res, err := tx.ExecContext(ctx, b.String(), args...)
+		if err != nil {
+			return stored, err
+		}
+		affected, err := res.RowsAffected()
+		if err != nil {
+			return stored, err
+		}
+		stored += affected
+		rows = rows[n:]
 	}
-	_, err := tx.ExecContext(ctx, b.String(), args...)
-	return err
+	return stored, nil
 }
 
 // Notifications lists userID's rows newest first: those created before

@@ -33,8 +33,9 @@ func TestInsertNoticeRowsIfChecksItsGuess(t *testing.T) {
 		// A row far in the future: new rows must be stamped above it.
 		newest := now.Add(time.Hour).UnixMicro()
 		tx(func(tx *sql.Tx) error {
-			return s.InsertNotifications(ctx, tx, []store.Notification{{ID: "n0", UserID: "u1", Type: typ, Channel: "in_app",
+			_, err := s.InsertNotifications(ctx, tx, []store.Notification{{ID: "n0", UserID: "u1", Type: typ, Channel: "in_app",
 				Severity: "warning", DeliveryStatus: "sent", CreatedAt: newest, Payload: "{}"}})
+			return err
 		})
 		rows := func(ids ...string) []store.Notification {
 			out := make([]store.Notification, len(ids))
@@ -118,6 +119,54 @@ func TestInsertNoticeRowsIfChecksItsGuess(t *testing.T) {
 	})
 }
 
+// InsertNotifications skips the rows of a once-only notice written before
+// and counts what it stored; a stamp already taken is still an error.
+func TestInsertNotificationsSkipsOnceOnlyRowsWrittenBefore(t *testing.T) {
+	storetest.EachStore(t, func(t *testing.T, s *store.Store) {
+		ctx := context.Background()
+		now := time.Date(2026, 11, 26, 12, 0, 0, 0, time.UTC)
+		if err := s.InTx(ctx, func(tx *sql.Tx) error {
+			return s.CreateAccountWithKey(ctx, tx, store.Account{UserID: "u1", CreatedAt: now},
+				store.APIKey{ID: "k1", UserID: "u1", Hash: []byte("h1"), Prefix: "p", CreatedAt: now})
+		}); err != nil {
+			t.Fatal(err)
+		}
+		next := now.UnixMicro()
+		row := func(id, channel, dedup string) store.Notification {
+			next++
+			r := store.Notification{ID: id, UserID: "u1", Type: "grant.expiring_24h", Channel: channel, Severity: "warning",
+				DeliveryStatus: "queued", CreatedAt: next, Payload: "{}"}
+			if dedup != "" {
+				r.DedupKey = &dedup
+			}
+			return r
+		}
+		insert := func(rows ...store.Notification) (int64, error) {
+			var n int64
+			err := s.InTx(ctx, func(tx *sql.Tx) (err error) {
+				n, err = s.InsertNotifications(ctx, tx, rows)
+				return err
+			})
+			return n, err
+		}
+		if n, err := insert(row("a1", "in_app", "g1@t"), row("a2", "email", "g1@t"), row("a3", "in_app", "")); err != nil || n != 3 {
+			t.Fatalf("first insert: %d stored, %v; want 3", n, err)
+		}
+		n, err := insert(row("b1", "in_app", "g1@t"), row("b2", "email", "g1@t"), row("b3", "in_app", "g2@t"), row("b4", "in_app", ""))
+		if err != nil || n != 2 {
+			t.Fatalf("second insert: %d stored, %v; want 2 (g1@t's rows skipped)", n, err)
+		}
+		if _, err := s.NotificationByID(ctx, nil, "u1", "b1"); err == nil {
+			t.Error("b1, a second row of g1@t in_app, was stored")
+		}
+		taken := row("c1", "in_app", "")
+		taken.CreatedAt = now.UnixMicro() + 1
+		if _, err := insert(taken); err == nil {
+			t.Error("a row stamped with a taken created_at was stored or skipped without an error")
+		}
+	})
+}
+
 // BenchmarkNoticeRows compares a notice's rows written after reading the
 // account's context (two statements) with InsertNoticeRowsIf (one).
 func BenchmarkNoticeRows(b *testing.B) {
@@ -177,7 +226,8 @@ func benchmarkNoticeRows(b *testing.B, s *store.Store) {
 			for j := range rs {
 				rs[j].CreatedAt += max(now.UnixMicro(), nc.LastCreatedAt+1)
 			}
-			return s.InsertNotifications(ctx, tx, rs)
+			_, err = s.InsertNotifications(ctx, tx, rs)
+			return err
 		})
 	})
 	b.Run("insert-if", func(b *testing.B) {
