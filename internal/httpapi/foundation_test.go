@@ -117,8 +117,10 @@ func TestAuthenticationFailures(t *testing.T) {
 
 // Generated from the route table: a key lacking a route's capability gets 403
 // scope_missing naming it, so a new route without a capability test cannot hide.
+// (Every feature is on: a route behind one that is off answers before any
+// credential; teams_test.go covers that.)
 func TestScopeMissingOnEveryRoute(t *testing.T) {
-	e := newEnv(t, storetest.DSN(t, storetest.SQLite), func(c *config.Config) { c.CronSecret = "s3cret" })
+	e := newEnv(t, storetest.DSN(t, storetest.SQLite), func(c *config.Config) { c.CronSecret = "s3cret"; c.Teams = true })
 	user, _ := e.account("a@example.com")
 	for _, rt := range e.handler.RouteTable() {
 		method, path, _ := strings.Cut(rt.Pattern, " ")
@@ -171,7 +173,7 @@ func TestScopeMissingOnEveryRoute(t *testing.T) {
 }
 
 func fillPath(p string) string {
-	for _, name := range []string{"key_id", "event_id", "machine_id", "grant_id", "proposal_id", "document_id", "webhook_id", "org_id"} {
+	for _, name := range []string{"key_id", "event_id", "machine_id", "grant_id", "proposal_id", "document_id", "webhook_id", "org_id", "email"} {
 		p = strings.ReplaceAll(p, "{"+name+"}", "x-"+name)
 	}
 	return p
