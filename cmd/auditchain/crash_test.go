@@ -1,6 +1,6 @@
 package main
 
-// The crash test of ../shared/notes/reliability.md: `auditchain serve` is
+// The crash test the reliability targets ask for: `auditchain serve` is
 // killed with SIGKILL at random moments under mixed load (appends racing on
 // shared chains, metered grant uses), restarted on the same SQLite file, and a
 // Jepsen-style checker then reads every chain back through the offline

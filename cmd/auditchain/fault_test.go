@@ -1,6 +1,6 @@
 package main
 
-// Fault injection (../shared/notes/reliability.md "Faults" and "Disk full"),
+// Fault injection (the reliability targets "Faults" and "Disk full"),
 // the way Tessera's fault tests do it: the server runs under strace, which
 // makes chosen fsync or write calls of the SQLite files fail with EIO or
 // ENOSPC. Whatever fails, the service must never acknowledge a write it did

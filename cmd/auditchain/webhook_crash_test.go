@@ -1,6 +1,6 @@
 package main
 
-// The outbox crash test of ../shared/notes/reliability.md: `auditchain
+// The outbox crash test the reliability targets ask for: `auditchain
 // serve` is killed with SIGKILL in the middle of a webhook drain, while a
 // receiver holds a delivery, and restarted on the same database. No queued
 // row may be lost, and a row delivered again carries the webhook-id it

@@ -37,51 +37,98 @@ type GrantExpiry struct {
 // GrantExpirySweep dispatches grant.expiring_24h for each live grant that
 // expires within a day, once per grant and expires_at (the dedup key): a
 // second run notifies nobody. Notices are written account by account, each
-// account's in one transaction.
+// account's in one transaction, while the next accounts' grants are read
+// and checked against the notices written before.
 func (a *App) GrantExpirySweep(ctx context.Context) (GrantExpiry, error) {
 	now := a.Now().UTC()
-	grants, err := a.Store.GrantsExpiring(ctx, now, now.Add(GrantExpiryWindow))
-	if err != nil {
-		return GrantExpiry{}, err
+	type account struct {
+		userID   string
+		expiring int
+		ns       []Notice
 	}
-	res := GrantExpiry{Expiring: len(grants)}
-	byAccount := map[string][]store.ExpiringGrant{}
-	for _, g := range grants {
-		byAccount[g.UserID] = append(byAccount[g.UserID], g)
-	}
-	for _, userID := range slices.Sorted(maps.Keys(byAccount)) {
-		ns := make([]Notice, 0, len(byAccount[userID]))
-		keys := make([]string, 0, len(byAccount[userID]))
-		for _, g := range byAccount[userID] {
-			exp := domain.FormatTimestamp(g.ExpiresAt)
-			ns = append(ns, Notice{Type: domain.NoticeGrantExpiring24h, DedupKey: g.GrantID + "@" + exp,
-				Subject: map[string]any{"grant_id": g.GrantID, "subagent": g.Subagent, "expires_at": exp}})
-			keys = append(keys, g.GrantID+"@"+exp)
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	next := make(chan account, 2)
+	readErr := make(chan error, 1)
+	go func() {
+		defer close(next)
+		readErr <- a.Store.GrantsExpiringByAccount(ctx, now, now.Add(GrantExpiryWindow), func(userID string, gs []store.ExpiringGrant) error {
+			ns, err := a.unnotifiedExpiring(ctx, userID, gs)
+			if err != nil {
+				return err
+			}
+			select {
+			case next <- account{userID, len(gs), ns}:
+				return nil
+			case <-ctx.Done():
+				return ctx.Err()
+			}
+		})
+	}()
+	var res GrantExpiry
+	for {
+		// Accounts are written a few thousand notices to a transaction: a
+		// commit per account would make the run wait on a disk flush per
+		// account.
+		var batch []account
+		size := 0
+		for acct := range next {
+			res.Expiring += acct.expiring
+			if len(acct.ns) > 0 {
+				batch = append(batch, acct)
+				size += len(acct.ns)
+			}
+			if size >= expiryNoticesPerWrite {
+				break
+			}
 		}
-		// Most grants of a run after the first were notified before: skip
-		// them without a write (the write checks again under the lock).
-		done, err := a.Store.DedupKeysWritten(ctx, nil, userID, domain.NoticeGrantExpiring24h, keys)
-		if err != nil {
-			return res, err
+		if len(batch) == 0 {
+			break
 		}
-		ns = slices.DeleteFunc(ns, func(n Notice) bool { return done[n.DedupKey] })
-		if len(ns) == 0 {
-			continue
-		}
-		notified := 0
-		err = a.w.Write(ctx, func(t *writer.Tx) (err error) {
-			notified, err = a.notifyEach(ctx, t, userID, domain.NoticeGrantExpiring24h, ns)
-			return err
+		notified := make([]int, len(batch))
+		err := a.w.Write(ctx, func(t *writer.Tx) (err error) {
+			for i, acct := range batch {
+				if notified[i], err = a.notifyEach(ctx, t, acct.userID, domain.NoticeGrantExpiring24h, acct.ns); err != nil {
+					return err
+				}
+			}
+			return nil
 		})
 		if err != nil {
-			return res, err
+			return res, err // the deferred cancel stops the reader
 		}
-		res.Notified += notified
-		if notified > 0 {
-			res.Users++
+		for _, n := range notified {
+			res.Notified += n
+			if n > 0 {
+				res.Users++
+			}
 		}
 	}
-	return res, nil
+	return res, <-readErr
+}
+
+// expiryNoticesPerWrite is about how many notices an expiry job writes in
+// one transaction (three rows each).
+const expiryNoticesPerWrite = 5000
+
+// unnotifiedExpiring is the grant.expiring_24h notices of userID's grants
+// gs not written before. Most grants of a run after the first were
+// notified before: they are skipped here, without a write (the write skips
+// any written since).
+func (a *App) unnotifiedExpiring(ctx context.Context, userID string, gs []store.ExpiringGrant) ([]Notice, error) {
+	ns := make([]Notice, 0, len(gs))
+	keys := make([]string, 0, len(gs))
+	for _, g := range gs {
+		exp := domain.FormatTimestamp(g.ExpiresAt)
+		ns = append(ns, Notice{Type: domain.NoticeGrantExpiring24h, DedupKey: g.GrantID + "@" + exp,
+			Subject: map[string]any{"grant_id": g.GrantID, "subagent": g.Subagent, "expires_at": exp}})
+		keys = append(keys, g.GrantID+"@"+exp)
+	}
+	done, err := a.Store.DedupKeysWritten(ctx, nil, userID, domain.NoticeGrantExpiring24h, keys)
+	if err != nil {
+		return nil, err
+	}
+	return slices.DeleteFunc(ns, func(n Notice) bool { return done[n.DedupKey] }), nil
 }
 
 // KeyExpiry is the key-expiry job's answer (swept).

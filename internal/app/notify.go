@@ -69,14 +69,23 @@ func notificationOf(n store.Notification) Notification {
 
 // notify writes n's rows for userID inside t (CONTRACT.md "Notifications":
 // one row per declared channel the preferences enable, in the same
-// transaction as the change), and once t committed wakes the mail sender
-// for a queued email. It returns the rows written: none when the account's
+// transaction as the change), and once t committed wakes the senders for
+// queued rows. It returns the rows written: none when the account's
 // preferences silence every channel, or a once-only notice was written
 // before.
 //
 // Rows are stamped under the account's lock, each a microsecond above the
 // account's newest, so created_at is unique per account and the list's
 // created_at cursor never loses or repeats a row.
+//
+// What decides the rows (the account's email, endpoints, preferences)
+// rarely changes, so where a round trip costs more than the checks
+// (store.GuessedNoticesPay: PostgreSQL), a notice without a dedup key is
+// decided from what this process last read for the account and type, and
+// written by one statement that checks that still holds
+// (store.InsertNoticeRowsIf); only when it does not, or nothing was read
+// yet, is the context read first. A revoke's transaction thus grows by one
+// statement, not two.
 func (a *App) notify(ctx context.Context, t *writer.Tx, userID string, n Notice) ([]store.Notification, error) {
 	nt, ok := domain.LookupNoticeType(n.Type)
 	if !ok {
@@ -85,24 +94,40 @@ func (a *App) notify(ctx context.Context, t *writer.Tx, userID string, n Notice)
 	if _, err := t.Lock(ctx, userID); err != nil {
 		return nil, err
 	}
+	if g, ok := a.notices.guess(userID, nt.Name); ok && n.DedupKey == "" && a.Store.GuessedNoticesPay() {
+		rows, err := a.noticeRows(userID, nt, g.recipient, []Notice{n})
+		if err != nil {
+			return nil, err
+		}
+		written, err := a.Store.InsertNoticeRowsIf(ctx, t.SQL(), userID, nt.Name, a.Now().UnixMicro(), g.guess, rows)
+		if err != nil {
+			return nil, err
+		}
+		if written {
+			a.wakeSenders(t, rows)
+			return rows, nil
+		}
+	}
 	nc, err := a.Store.NoticeContext(ctx, t.SQL(), userID, nt.Name, n.DedupKey)
 	if err != nil {
 		return nil, err
 	}
+	recipient := a.recipientOf(userID, nt.Name, nc)
 	if n.DedupKey != "" && nc.Done {
 		return nil, nil
 	}
-	rows, err := a.noticeRows(t, userID, nt, nc, []Notice{n})
+	rows, err := a.noticeRows(userID, nt, recipient, []Notice{n})
 	if err != nil {
 		return nil, err
 	}
-	return rows, a.Store.InsertNotifications(ctx, t.SQL(), rows)
+	_, err = a.insertNoticeRows(ctx, t, nc, rows)
+	return rows, err
 }
 
 // notifyEach writes notices of one type for userID inside t, as notify
 // does for each, with a handful of statements whatever their number (the
 // expiry jobs write one per grant or key): it reports how many were written
-// (once-only notices written before are not).
+// (once-only notices written before are not: the insert skips them).
 func (a *App) notifyEach(ctx context.Context, t *writer.Tx, userID, typ string, ns []Notice) (int, error) {
 	nt, ok := domain.LookupNoticeType(typ)
 	if !ok {
@@ -115,43 +140,81 @@ func (a *App) notifyEach(ctx context.Context, t *writer.Tx, userID, typ string, 
 	if err != nil {
 		return 0, err
 	}
-	var keys []string
-	for _, n := range ns {
-		if n.DedupKey != "" {
-			keys = append(keys, n.DedupKey)
-		}
-	}
-	done, err := a.Store.DedupKeysWritten(ctx, t.SQL(), userID, nt.Name, keys)
-	if err != nil {
-		return 0, err
-	}
+	seen := make(map[string]bool, len(ns))
 	todo := make([]Notice, 0, len(ns))
 	for _, n := range ns {
-		if n.DedupKey == "" || !done[n.DedupKey] {
-			done[n.DedupKey] = n.DedupKey != "" // a key twice in ns is one notice
+		if n.DedupKey == "" || !seen[n.DedupKey] { // a key twice in ns is one notice
+			seen[n.DedupKey] = n.DedupKey != ""
 			todo = append(todo, n)
 		}
 	}
-	rows, err := a.noticeRows(t, userID, nt, nc, todo)
+	rows, err := a.noticeRows(userID, nt, a.recipientOf(userID, nt.Name, nc), todo)
 	if err != nil || len(rows) == 0 { // preferences may silence every channel
 		return 0, err
 	}
-	return len(todo), a.Store.InsertNotifications(ctx, t.SQL(), rows)
+	stored, err := a.insertNoticeRows(ctx, t, nc, rows)
+	// Each notice has the same rows (one per channel decided); a notice
+	// written before has none stored now.
+	return int(stored) / (len(rows) / len(todo)), err
 }
 
-// noticeRows decides and stamps the rows of notices of type nt for userID,
-// consecutive microseconds above the account's newest row, and registers the
-// senders' wake-ups for after t commits.
-func (a *App) noticeRows(t *writer.Tx, userID string, nt domain.NoticeType, nc store.NoticeContext, ns []Notice) ([]store.Notification, error) {
-	prefs := make(map[string]domain.Preference, len(nc.Prefs))
-	for ch, p := range nc.Prefs {
-		prefs[ch] = domain.Preference{Type: p.Type, Channel: p.Channel, Enabled: p.Enabled, Digest: p.Digest}
+// insertNoticeRows stamps rows (noticeRows's offsets) above the account's
+// newest row as nc read it, writes them, and wakes the senders after commit.
+func (a *App) insertNoticeRows(ctx context.Context, t *writer.Tx, nc store.NoticeContext, rows []store.Notification) (int64, error) {
+	if len(rows) == 0 {
+		return 0, nil
 	}
-	decided := domain.NoticeRows(nt, domain.Recipient{Prefs: prefs, HasEmail: nc.Email != nil, WebhookSubscribe: nc.Subscribed})
+	stamp := max(a.Now().UnixMicro(), nc.LastCreatedAt+1)
+	for i := range rows {
+		rows[i].CreatedAt += stamp
+		if rows[i].SentAt != nil {
+			sent := rows[i].CreatedAt
+			rows[i].SentAt = &sent
+		}
+	}
+	stored, err := a.Store.InsertNotifications(ctx, t.SQL(), rows)
+	if err != nil {
+		return 0, err
+	}
+	if stored > 0 {
+		a.wakeSenders(t, rows)
+	}
+	return stored, nil
+}
+
+// wakeSenders registers, for after t commits, the wake-ups of the senders
+// of rows' queued email and webhook rows (CONTRACT.md: the drain runs soon
+// after a row is queued).
+func (a *App) wakeSenders(t *writer.Tx, rows []store.Notification) {
+	var mail, hooks bool
+	for _, r := range rows {
+		if r.DeliveryStatus != domain.DeliveryQueued {
+			continue
+		}
+		switch r.Channel {
+		case domain.ChannelEmail:
+			if !mail {
+				mail = true
+				t.AfterCommit(a.notices.wakeMailer)
+			}
+		case domain.ChannelWebhook:
+			if !hooks {
+				hooks = true
+				t.AfterCommit(a.kickWebhooks)
+			}
+		}
+	}
+}
+
+// noticeRows decides the rows of notices of type nt for userID, whose
+// account is r. Each row's CreatedAt holds its offset from the stamp the
+// rows get when written (0, 1, …), and SentAt, for a row sent as it is
+// written (in_app), the same offset.
+func (a *App) noticeRows(userID string, nt domain.NoticeType, r domain.Recipient, ns []Notice) ([]store.Notification, error) {
+	decided := domain.NoticeRows(nt, r)
 	if len(decided) == 0 || len(ns) == 0 {
 		return nil, nil
 	}
-	stamp := max(a.Now().UnixMicro(), nc.LastCreatedAt+1)
 	rows := make([]store.Notification, 0, len(decided)*len(ns))
 	for _, n := range ns {
 		payload, err := json.Marshal(noticePayload{Subject: n.Subject, Severity: cmp.Or(n.Severity, nt.Severity), Title: n.Title, Body: n.Body})
@@ -167,23 +230,14 @@ func (a *App) noticeRows(t *writer.Tx, userID string, nt domain.NoticeType, nc s
 			if err != nil {
 				return nil, err
 			}
-			r := store.Notification{ID: id.String(), UserID: userID, Type: nt.Name, Channel: d.Channel, Severity: nt.Severity,
-				DeliveryStatus: d.Status, Digest: d.Status == domain.DeliverySuppressedDigest, CreatedAt: stamp + int64(len(rows)),
+			row := store.Notification{ID: id.String(), UserID: userID, Type: nt.Name, Channel: d.Channel, Severity: nt.Severity,
+				DeliveryStatus: d.Status, Digest: d.Status == domain.DeliverySuppressedDigest, CreatedAt: int64(len(rows)),
 				DedupKey: dedup, Payload: string(payload)}
 			if d.Status == domain.DeliverySent {
-				sent := r.CreatedAt
-				r.SentAt = &sent
+				sent := row.CreatedAt
+				row.SentAt = &sent
 			}
-			rows = append(rows, r)
-		}
-	}
-	for _, d := range decided {
-		switch {
-		case d.Channel == domain.ChannelEmail && d.Status == domain.DeliveryQueued:
-			t.AfterCommit(a.notices.wakeMailer)
-		case d.Channel == domain.ChannelWebhook && d.Status == domain.DeliveryQueued:
-			// CONTRACT.md: the drain runs soon after a row is queued.
-			t.AfterCommit(a.kickWebhooks)
+			rows = append(rows, row)
 		}
 	}
 	return rows, nil
@@ -455,6 +509,9 @@ type notices struct {
 	mu       sync.Mutex
 	hitHour  time.Time
 	hitNoted map[string]bool
+	// guesses holds, by account and type, what notices were last decided
+	// from (notify); bounded by maxNoticeGuesses.
+	guesses map[noticeKey]noticeGuess
 
 	// Counters for metrics (NotifyStats).
 	attemptsOK, attemptsFailed, webhookSent, webhookFailed atomic.Int64
@@ -480,6 +537,51 @@ func (n *notices) wakeMailer() {
 	case n.mailerWake <- struct{}{}:
 	default:
 	}
+}
+
+// noticeKey names an account's notices of one type.
+type noticeKey struct{ userID, typ string }
+
+// noticeGuess is what an account's rows of a type were last decided from.
+type noticeGuess struct {
+	recipient domain.Recipient
+	guess     store.NoticeGuess
+}
+
+// maxNoticeGuesses bounds the accounts and types remembered; past it the
+// memory starts again (a guess is only ever a saving: InsertNoticeRowsIf
+// checks it).
+const maxNoticeGuesses = 100_000
+
+func (n *notices) guess(userID, typ string) (noticeGuess, bool) {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	g, ok := n.guesses[noticeKey{userID, typ}]
+	return g, ok
+}
+
+// recipientOf is the recipient nc describes, to decide userID's rows of typ
+// for; where guesses pay, it is remembered for the next notice.
+func (a *App) recipientOf(userID, typ string, nc store.NoticeContext) domain.Recipient {
+	prefs := make(map[string]domain.Preference, len(nc.Prefs))
+	for ch, p := range nc.Prefs {
+		prefs[ch] = domain.Preference{Type: p.Type, Channel: p.Channel, Enabled: p.Enabled, Digest: p.Digest}
+	}
+	r := domain.Recipient{Prefs: prefs, HasEmail: nc.Email != nil, WebhookSubscribe: nc.Subscribed}
+	if a.Store.GuessedNoticesPay() {
+		a.notices.remember(userID, typ, noticeGuess{recipient: r, guess: nc.Guess()})
+	}
+	return r
+}
+
+// remember keeps g as what userID's rows of typ were last decided from.
+func (n *notices) remember(userID, typ string, g noticeGuess) {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	if n.guesses == nil || len(n.guesses) >= maxNoticeGuesses {
+		n.guesses = make(map[noticeKey]noticeGuess)
+	}
+	n.guesses[noticeKey{userID, typ}] = g
 }
 
 // maxHitMemo bounds the accounts remembered per hour; past it the dedup key

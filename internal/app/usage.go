@@ -39,7 +39,20 @@ const UsageFlushInterval = 10 * time.Second
 // is woken early.
 const maxMeterKeys = 50_000
 
-type usageKey struct{ user, day, kind, name string }
+// usageKey names one counter. The day is a number (days since 1970-01-01
+// UTC), formatted only when counts leave the meter: a call is counted
+// without formatting a date.
+type usageKey struct {
+	user       string
+	day        int64
+	kind, name string
+}
+
+// usageDay is t's UTC day as a usageKey holds it.
+func usageDay(t time.Time) int64 { return t.Unix() / 86400 }
+
+// usageDayString is d as domain.QuotaDay writes it.
+func usageDayString(d int64) string { return time.Unix(d*86400, 0).UTC().Format(time.DateOnly) }
 
 type meter struct {
 	mu     sync.Mutex
@@ -74,7 +87,7 @@ func (m *meter) unlockWakingWhenFull() {
 // CountCall counts one credentialed call of userID to a route of capability
 // (CapabilityNone for none) through surface.
 func (a *App) CountCall(userID, capability, surface string) {
-	day := domain.QuotaDay(a.Now())
+	day := usageDay(a.Now())
 	m := a.meter
 	m.mu.Lock()
 	m.counts[usageKey{userID, day, UsageCapability, capability}]++
@@ -83,11 +96,11 @@ func (a *App) CountCall(userID, capability, surface string) {
 }
 
 func (a *App) countGate(userID, status string) {
-	a.meter.add(usageKey{userID, domain.QuotaDay(a.Now()), UsageGate, status}, 1)
+	a.meter.add(usageKey{userID, usageDay(a.Now()), UsageGate, status}, 1)
 }
 
 func (a *App) countUses(userID string, n int64) {
-	a.meter.add(usageKey{userID, domain.QuotaDay(a.Now()), UsageUses, "uses"}, n)
+	a.meter.add(usageKey{userID, usageDay(a.Now()), UsageUses, "uses"}, n)
 }
 
 // FlushUsage adds the counts gathered since the last flush to the database,
@@ -106,7 +119,7 @@ func (a *App) FlushUsage(ctx context.Context) error {
 	}
 	counts := make([]store.UsageCount, 0, len(batch))
 	for k, n := range batch {
-		counts = append(counts, store.UsageCount{UserID: k.user, Day: k.day, Kind: k.kind, Name: k.name, Count: n})
+		counts = append(counts, store.UsageCount{UserID: k.user, Day: usageDayString(k.day), Kind: k.kind, Name: k.name, Count: n})
 	}
 	// One order for every replica's batches, so that two flushes touching
 	// the same rows never deadlock.
@@ -121,7 +134,7 @@ func (a *App) FlushUsage(ctx context.Context) error {
 }
 
 // pendingUsage is this replica's counts of userID not flushed yet, of kind.
-func (a *App) pendingUsage(userID, day, kind string) map[string]int64 {
+func (a *App) pendingUsage(userID string, day int64, kind string) map[string]int64 {
 	m := a.meter
 	out := map[string]int64{}
 	m.mu.Lock()
@@ -212,7 +225,7 @@ func (a *App) DashboardUsage(ctx context.Context, p Principal) (Usage, error) {
 		if err != nil {
 			return nil, err
 		}
-		for k, n := range a.pendingUsage(p.UserID, day, kind) {
+		for k, n := range a.pendingUsage(p.UserID, usageDay(now), kind) {
 			m[k] += n
 		}
 		return m, nil

@@ -44,6 +44,10 @@ const (
 	NoticeRateLimitHit       = "rate.limit_hit"
 	NoticeChainRepairRun     = "chain.repair_run"
 	NoticeBreakingChange     = "breaking_change.announce"
+	// Team changes, to the team's members (docs/decisions/teams.md).
+	NoticeTeamMemberInvited = "team.member_invited"
+	NoticeTeamMemberJoined  = "team.member_joined"
+	NoticeTeamMemberRemoved = "team.member_removed"
 )
 
 // NoticeType is one row of CONTRACT.md's table of notice types.
@@ -65,7 +69,8 @@ type NoticeType struct {
 var allChannels = []string{ChannelInApp, ChannelEmail, ChannelWebhook}
 var noWebhook = []string{ChannelInApp, ChannelEmail}
 
-// NoticeTypes is CONTRACT.md's table, in its order.
+// NoticeTypes is CONTRACT.md's table, in its order, and then the team
+// changes (docs/decisions/teams.md), which CONTRACT.md's table predates.
 var NoticeTypes = []NoticeType{
 	{NoticeGrantRevoked, allChannels, SeverityWarning, false, true, "a revoke that revokes", "Grant revoked"},
 	{NoticeGrantExpiring24h, allChannels, SeverityWarning, false, true, "grant-expiry job", "Grant expires within 24 hours"},
@@ -77,6 +82,9 @@ var NoticeTypes = []NoticeType{
 	{NoticeRateLimitHit, noWebhook, SeverityInfo, false, true, "a 429 rate_limit_exceeded or daily_quota_exceeded, at most once per account, type and hour", "Rate limit or daily quota reached"},
 	{NoticeChainRepairRun, allChannels, SeverityWarning, false, true, "a heal run that wrote repairs", "Chain repairs written"},
 	{NoticeBreakingChange, []string{ChannelEmail}, SeverityCritical, true, false, "auditchain admin announce", "Announcement"},
+	{NoticeTeamMemberInvited, noWebhook, SeverityInfo, false, true, "an owner invites an email to a team", "Team invitation sent"},
+	{NoticeTeamMemberJoined, noWebhook, SeverityInfo, false, true, "an invitation is accepted", "Team member joined"},
+	{NoticeTeamMemberRemoved, noWebhook, SeverityWarning, false, true, "an owner removes a member or withdraws an invitation, or a member leaves", "Team member removed"},
 }
 
 // LookupNoticeType returns the type named name.

@@ -136,6 +136,7 @@ var statusOf = map[string]int{
 	domain.CodeLegalAcceptanceRequired: http.StatusForbidden,
 	domain.CodeGrantOverreach:          http.StatusForbidden,
 	domain.CodeMachineMismatch:         http.StatusForbidden,
+	domain.CodeOwnerRequired:           http.StatusForbidden,
 	app.CodeTestRequiresAdmin:          http.StatusForbidden,
 
 	// 404: nothing by that name on this account (another account's objects
@@ -149,6 +150,10 @@ var statusOf = map[string]int{
 	app.CodeProposalNotFound:        http.StatusNotFound,
 	app.CodeNotificationMissing:     http.StatusNotFound,
 	app.CodeWebhookNotFound:         http.StatusNotFound,
+	domain.CodeFeatureDisabled:      http.StatusNotFound,
+	domain.CodeOrgNotFound:          http.StatusNotFound,
+	domain.CodeInvitationNotFound:   http.StatusNotFound,
+	domain.CodeMemberNotFound:       http.StatusNotFound,
 	domain.CodeMethodNotAllowed:     http.StatusMethodNotAllowed,
 	domain.CodeUnsupportedMedia:     http.StatusUnsupportedMediaType,
 	domain.CodeBodyTooLarge:         http.StatusRequestEntityTooLarge,
@@ -170,6 +175,11 @@ var statusOf = map[string]int{
 	app.CodeHealConflict:          http.StatusConflict,
 	app.CodeNotFailed:             http.StatusConflict,
 	app.CodeTooManyWebhooks:       http.StatusConflict,
+	domain.CodeAlreadyMember:      http.StatusConflict,
+	domain.CodeAlreadyInvited:     http.StatusConflict,
+	domain.CodeLastOwner:          http.StatusConflict,
+	domain.CodeTooManyInvitations: http.StatusConflict,
+	domain.CodeTooManyOrgs:        http.StatusConflict,
 
 	// 422: read, but not acceptable.
 	domain.CodeValidation:              http.StatusUnprocessableEntity,

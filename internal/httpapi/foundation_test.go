@@ -117,9 +117,11 @@ func TestAuthenticationFailures(t *testing.T) {
 
 // Generated from the route table: a key lacking a route's capability gets 403
 // scope_missing naming it, so a new route without a capability test cannot hide.
+// (Every feature is on: a route behind one that is off answers before any
+// credential; teams_test.go covers that.)
 func TestScopeMissingOnEveryRoute(t *testing.T) {
 	// Two keys a route: more than --max-keys-per-account's default.
-	e := newEnv(t, storetest.DSN(t, storetest.SQLite), func(c *config.Config) { c.CronSecret, c.MaxKeys = "s3cret", 1000 })
+	e := newEnv(t, storetest.DSN(t, storetest.SQLite), func(c *config.Config) { c.CronSecret, c.MaxKeys, c.Teams = "s3cret", 1000, true })
 	user, _ := e.account("a@example.com")
 	for _, rt := range e.handler.RouteTable() {
 		method, path, _ := strings.Cut(rt.Pattern, " ")
@@ -172,7 +174,7 @@ func TestScopeMissingOnEveryRoute(t *testing.T) {
 }
 
 func fillPath(p string) string {
-	for _, name := range []string{"key_id", "event_id", "machine_id", "grant_id", "proposal_id", "document_id", "webhook_id", "org_id"} {
+	for _, name := range []string{"key_id", "event_id", "machine_id", "grant_id", "proposal_id", "document_id", "webhook_id", "org_id", "email"} {
 		p = strings.ReplaceAll(p, "{"+name+"}", "x-"+name)
 	}
 	return p

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"maps"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -213,6 +214,49 @@ func TestNoticeRowsOfAnAccountWithoutEmailOrEndpoint(t *testing.T) {
 			got["in_app"][0]["delivery_status"] != "sent" {
 			t.Fatalf("rows: %v", got)
 		}
+	})
+}
+
+// A notice's rows follow every change to what decides them made since the
+// account's last notice (this process remembers what it last read and
+// writes only while that still holds): preferences, an endpoint registered,
+// an endpoint deleted.
+func TestNoticeRowsFollowChangesBetweenNotices(t *testing.T) {
+	eachNotifyEnv(t, func(t *testing.T, e *env) {
+		_, key := e.account("ops@example.com")
+		status := func(step string, want map[string]string) {
+			t.Helper()
+			e.revoke(t, key, "s-"+step)
+			// Newest first: the rows of the revoke just made lead the list.
+			rows := e.notices(key, "", 50)
+			got := map[string]string{}
+			for _, r := range rows[:min(len(want), len(rows))] {
+				if r["type"] == domain.NoticeGrantRevoked {
+					got[r["channel"].(string)] = r["delivery_status"].(string)
+				}
+			}
+			if !maps.Equal(got, want) {
+				t.Errorf("%s: the revoke's rows %v, want %v", step, got, want)
+			}
+		}
+		status("first", map[string]string{"in_app": "sent", "email": "queued", "webhook": "pending"})
+		status("again", map[string]string{"in_app": "sent", "email": "queued", "webhook": "pending"})
+		if r := e.do("PUT", "/v1/notifications/preferences", key, map[string]any{"preferences": []map[string]any{
+			{"type": "grant.revoked", "channel": "email", "digest": true}}}); r.Status != 200 {
+			t.Fatalf("PUT preferences: %d %s", r.Status, r.Body)
+		}
+		status("digest", map[string]string{"in_app": "sent", "email": "suppressed_digest", "webhook": "pending"})
+		hook := e.register(key, newReceiver(t, always(204)), nil)
+		status("endpoint", map[string]string{"in_app": "sent", "email": "suppressed_digest", "webhook": "queued"})
+		if r := e.do("DELETE", "/v1/webhooks/"+hook["id"].(string), key, nil); r.Status/100 != 2 {
+			t.Fatalf("DELETE webhook: %d %s", r.Status, r.Body)
+		}
+		status("no endpoint", map[string]string{"in_app": "sent", "email": "suppressed_digest", "webhook": "pending"})
+		if r := e.do("PUT", "/v1/notifications/preferences", key, map[string]any{"preferences": []map[string]any{
+			{"type": "grant.revoked", "channel": "in_app", "enabled": false}}}); r.Status != 200 {
+			t.Fatalf("PUT preferences: %d %s", r.Status, r.Body)
+		}
+		status("no in_app", map[string]string{"email": "suppressed_digest", "webhook": "pending"})
 	})
 }
 

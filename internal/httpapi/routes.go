@@ -18,6 +18,19 @@ const (
 type access struct {
 	kind  accessKind
 	scope domain.Scope
+	// feature, when set, names the serve flag that turns the route on:
+	// while it is off the route answers 404 feature_disabled to every
+	// caller, before any credential is read (SPEC.md "Teams").
+	feature string
+}
+
+// Features a route can sit behind.
+const featureTeams = "teams"
+
+// behind returns a, with its route answering only while feature is on.
+func (a access) behind(feature string) access {
+	a.feature = feature
+	return a
 }
 
 var (
@@ -45,7 +58,7 @@ func (s *Server) routes() []route {
 		notif  = scope(domain.ScopeNotifications)
 		write  = scope(domain.ScopeEventsWrite)
 		read   = scope(domain.ScopeEventsRead)
-		orgs   = scope(domain.ScopeOrgs)
+		orgs   = scope(domain.ScopeOrgs).behind(featureTeams)
 	)
 	return []route{
 		// Operations and documents.
@@ -120,14 +133,15 @@ func (s *Server) routes() []route {
 		{"DELETE /v1/webhooks/{webhook_id}", notif, s.deleteWebhook},
 		{"GET /v1/webhooks/{webhook_id}/deliveries", notif, s.webhookDeliveries},
 
-		// Teams.
-		{"GET /v1/orgs", orgs, nil},
-		{"POST /v1/orgs", orgs, nil},
-		{"GET /v1/orgs/{org_id}", orgs, nil},
-		{"POST /v1/orgs/{org_id}/accept", orgs, nil},
-		{"POST /v1/orgs/{org_id}/invite", orgs, nil},
-		{"GET /v1/orgs/{org_id}/keys", orgs, nil},
-		{"GET /v1/orgs/{org_id}/members", orgs, nil},
+		// Teams (--teams; the DELETE is docs/decisions/teams.md's).
+		{"GET /v1/orgs", orgs, s.listOrgs},
+		{"POST /v1/orgs", orgs, s.createOrg},
+		{"GET /v1/orgs/{org_id}", orgs, s.getOrg},
+		{"POST /v1/orgs/{org_id}/accept", orgs, s.acceptInvitation},
+		{"POST /v1/orgs/{org_id}/invite", orgs, s.inviteMember},
+		{"GET /v1/orgs/{org_id}/keys", orgs, s.orgKeys},
+		{"GET /v1/orgs/{org_id}/members", orgs, s.orgMembers},
+		{"DELETE /v1/orgs/{org_id}/members/{email}", orgs, s.removeOrgMember},
 
 		// Dashboard.
 		{"GET /v1/dashboard/usage", anyKey, s.dashboardUsage},
@@ -149,7 +163,9 @@ type RouteInfo struct {
 	// Access is "public", "cron", "any", "unscoped", "session", or the scope
 	// name; admin routes read "admin:<scope>".
 	Access string
-	Built  bool
+	// Feature names the serve flag the route needs ("" for none).
+	Feature string
+	Built   bool
 }
 
 // RouteTable lists every route with its access rule, in routes.go order.
@@ -173,7 +189,7 @@ func (s *Server) RouteTable() []RouteInfo {
 		case accessAdmin:
 			a = "admin:" + string(rt.auth.scope)
 		}
-		out = append(out, RouteInfo{Pattern: rt.pattern, Access: a, Built: rt.handler != nil})
+		out = append(out, RouteInfo{Pattern: rt.pattern, Access: a, Feature: rt.auth.feature, Built: rt.handler != nil})
 	}
 	return out
 }

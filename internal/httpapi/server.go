@@ -211,6 +211,11 @@ func (s *Server) guard(rt route) http.Handler {
 			defer cancel()
 			r = r.WithContext(ctx)
 		}
+		if f := rt.auth.feature; f != "" && !s.enabled(f) {
+			writeError(w, r, s.log, &domain.Error{Code: domain.CodeFeatureDisabled,
+				Detail: f + " are not enabled on this deployment (serve --" + f + ")"})
+			return
+		}
 		r, err := s.authorize(rt, r)
 		if err != nil {
 			writeError(w, r, s.log, err)
@@ -232,6 +237,15 @@ func (s *Server) guard(rt route) http.Handler {
 			writeError(w, r, s.log, err)
 		}
 	})
+}
+
+// enabled reports whether the serve flag feature is on.
+func (s *Server) enabled(feature string) bool {
+	switch feature {
+	case featureTeams:
+		return s.app.Cfg.Teams
+	}
+	return false
 }
 
 // capabilityOf names a route's capability for the usage meter.

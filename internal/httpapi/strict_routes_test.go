@@ -116,21 +116,22 @@ var strictCases = map[string]strictCase{
 	"DELETE /v1/webhooks/{webhook_id}":                   {},
 	"GET /v1/webhooks/{webhook_id}/deliveries":           {},
 
-	"GET /v1/orgs":                        {unbuilt: true},
-	"POST /v1/orgs":                       {unbuilt: true},
-	"GET /v1/orgs/{org_id}":               {unbuilt: true},
-	"POST /v1/orgs/{org_id}/accept":       {unbuilt: true},
-	"POST /v1/orgs/{org_id}/invite":       {unbuilt: true},
-	"GET /v1/orgs/{org_id}/keys":          {unbuilt: true},
-	"GET /v1/orgs/{org_id}/members":       {unbuilt: true},
-	"GET /v1/dashboard/usage":             {},
-	"POST /v1/internal/cron/admin-digest": {},
-	"POST /v1/internal/cron/anchor":       {},
-	"POST /v1/internal/cron/digest":       {},
-	"POST /v1/internal/cron/grant-expiry": {},
-	"POST /v1/internal/cron/key-expiry":   {},
-	"POST /v1/internal/cron/webhooks":     {},
-	"GET /v1/internal/jobs":               {},
+	"GET /v1/orgs":                             {},
+	"POST /v1/orgs":                            {body: `{"name":"t"}`},
+	"GET /v1/orgs/{org_id}":                    {},
+	"POST /v1/orgs/{org_id}/accept":            {},
+	"POST /v1/orgs/{org_id}/invite":            {body: `{"email":"invitee@example.com","role":"member"}`},
+	"GET /v1/orgs/{org_id}/keys":               {},
+	"GET /v1/orgs/{org_id}/members":            {},
+	"DELETE /v1/orgs/{org_id}/members/{email}": {},
+	"GET /v1/dashboard/usage":                  {},
+	"POST /v1/internal/cron/admin-digest":      {},
+	"POST /v1/internal/cron/anchor":            {},
+	"POST /v1/internal/cron/digest":            {},
+	"POST /v1/internal/cron/grant-expiry":      {},
+	"POST /v1/internal/cron/key-expiry":        {},
+	"POST /v1/internal/cron/webhooks":          {},
+	"GET /v1/internal/jobs":                    {},
 }
 
 // Every route, sent each class of bad input — NUL and invalid UTF-8 in each
@@ -141,9 +142,17 @@ var strictCases = map[string]strictCase{
 func TestStrictInputEveryRoute(t *testing.T) {
 	doc, _ := loadDoc(t)
 	storetest.Each(t, func(t *testing.T, dsn string) {
-		e := newEnv(t, dsn, func(c *config.Config) { c.CronSecret = "strict-cron" })
+		e := newEnv(t, dsn, func(c *config.Config) { c.CronSecret, c.Teams = "strict-cron", true })
 		_, key := e.adminAccount("admin@example.com")
 		_, cookie := e.signIn("session@example.com")
+		// Path values that name something of the account, so that a probe
+		// of another value of the path meets it (a member of a team that
+		// exists); the others name nothing.
+		org := e.do("POST", "/v1/orgs", key, `{"name":"strict"}`)
+		if org.Status != 201 {
+			t.Fatalf("team: %d %s", org.Status, org.Body)
+		}
+		known := map[string]string{"org_id": org.JSON(t)["org"].(map[string]any)["org_id"].(string)}
 		seen := map[string]bool{}
 		for _, rt := range e.handler.RouteTable() {
 			seen[rt.Pattern] = true
@@ -171,7 +180,7 @@ func TestStrictInputEveryRoute(t *testing.T) {
 			default:
 				creds = []string{"X-API-Key", key}
 			}
-			t.Run(rt.Pattern, func(t *testing.T) { probeRoute(t, e, doc, rt, c, creds) })
+			t.Run(rt.Pattern, func(t *testing.T) { probeRoute(t, e, doc, rt, c, creds, known) })
 		}
 		for p := range strictCases {
 			if !seen[p] {
@@ -194,7 +203,7 @@ type probe struct {
 	row bool
 }
 
-func probeRoute(t *testing.T, parent *env, doc *openapi3.T, rt httpapi.RouteInfo, c strictCase, creds []string) {
+func probeRoute(t *testing.T, parent *env, doc *openapi3.T, rt httpapi.RouteInfo, c strictCase, creds []string, known map[string]string) {
 	sub := *parent
 	sub.t = t // failures end this route's subtest
 	e := &sub
@@ -206,9 +215,12 @@ func probeRoute(t *testing.T, parent *env, doc *openapi3.T, rt httpapi.RouteInfo
 	fill := func(name, value string) string {
 		p := pattern
 		for _, param := range pathParamsOf(pattern) {
-			v := "zz-missing"
-			if param == name {
+			v := known[param]
+			switch {
+			case param == name:
 				v = value
+			case v == "":
+				v = "zz-missing"
 			}
 			p = strings.Replace(p, "{"+param+"}", v, 1)
 		}

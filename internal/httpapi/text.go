@@ -65,6 +65,8 @@ var missingIDs = map[string]struct{ code, what string }{
 	"webhook_id":      {app.CodeWebhookNotFound, "webhook"},
 	"document_id":     {domain.CodeUnknownLegalDocument, "legal document"},
 	"grant_id":        {domain.CodeNoGrant, "grant"},
+	"org_id":          {domain.CodeOrgNotFound, "team"},
+	"email":           {domain.CodeMemberNotFound, "member or live invitation"},
 }
 
 // badPathValue answers a path value that breaks the text rule. An id that
@@ -72,8 +74,11 @@ var missingIDs = map[string]struct{ code, what string }{
 // nothing (another account's included). A name the request creates is a
 // value like any other, refused naming it.
 func badPathValue(pattern, name string) error {
-	if name == "grant_id" && strings.HasSuffix(pattern, "/use") {
+	switch {
+	case name == "grant_id" && strings.HasSuffix(pattern, "/use"):
 		return app.NoGrantToUse()
+	case name == "org_id" && strings.HasSuffix(pattern, "/accept"):
+		return domain.Errorf(domain.CodeInvitationNotFound, "no pending invitation to this team for the caller's email")
 	}
 	if id, ok := missingIDs[name]; ok {
 		return domain.NotFound(id.code, id.what)

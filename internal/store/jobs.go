@@ -84,18 +84,41 @@ type ExpiringGrant struct {
 	ExpiresAt                 time.Time
 }
 
-// GrantsExpiring lists the grants that are not revoked, still have budget,
-// and expire in (from, to], by expiry.
-func (s *Store) GrantsExpiring(ctx context.Context, from, to time.Time) ([]ExpiringGrant, error) {
-	return queryAll(ctx, s, nil, func(r scanner) (ExpiringGrant, error) {
+// GrantsExpiringByAccount calls fn with each account's grants that are
+// not revoked, still have budget, and expire in (from, to], account by
+// account (by user_id, each account's by expiry), reading the next while fn
+// works; it stops at fn's first error and returns it.
+func (s *Store) GrantsExpiringByAccount(ctx context.Context, from, to time.Time, fn func(userID string, gs []ExpiringGrant) error) error {
+	rows, err := s.read.QueryContext(ctx, `SELECT user_id, grant_id, subagent, expires_at FROM grants
+		WHERE revoked_at IS NULL AND expires_at > $1 AND expires_at <= $2 AND uses < max_tool_calls
+		ORDER BY user_id, expires_at, grant_id`, from.UnixMicro(), to.UnixMicro())
+	if err != nil {
+		return err
+	}
+	defer rows.Close()
+	var gs []ExpiringGrant
+	for rows.Next() {
 		var g ExpiringGrant
 		var exp int64
-		err := r.Scan(&g.UserID, &g.GrantID, &g.Subagent, &exp)
+		if err := rows.Scan(&g.UserID, &g.GrantID, &g.Subagent, &exp); err != nil {
+			return err
+		}
 		g.ExpiresAt = time.UnixMicro(exp).UTC()
-		return g, err
-	}, `SELECT user_id, grant_id, subagent, expires_at FROM grants
-		WHERE revoked_at IS NULL AND expires_at > $1 AND expires_at <= $2 AND uses < max_tool_calls
-		ORDER BY expires_at, user_id, grant_id`, from.UnixMicro(), to.UnixMicro())
+		if len(gs) > 0 && gs[0].UserID != g.UserID {
+			if err := fn(gs[0].UserID, gs); err != nil {
+				return err
+			}
+			gs = nil
+		}
+		gs = append(gs, g)
+	}
+	if err := rows.Err(); err != nil {
+		return err
+	}
+	if len(gs) > 0 {
+		return fn(gs[0].UserID, gs)
+	}
+	return nil
 }
 
 // ExpiringKey is an unrevoked key whose expiry falls in a window.

@@ -94,7 +94,7 @@ func signedMessage(raw json.RawMessage) ([]byte, error) {
 	case isCanonicalJSON(raw):
 		return raw, nil
 	}
-	return jcs.Transform(raw)
+	return canonicalJSON(raw)
 }
 
 // verifySignedMessage checks a standard-base64 Ed25519 signature over msg,

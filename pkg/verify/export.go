@@ -1090,7 +1090,7 @@ func appendCanonicalEvent(b []byte, e *HashedEvent) ([]byte, []byte, bool) {
 	case isCanonicalJSON(e.Raw):
 		canonRaw = e.Raw
 	default:
-		c, err := jcs.Transform(e.Raw)
+		c, err := canonicalJSON(e.Raw)
 		if err != nil {
 			return b, nil, false
 		}
@@ -1161,7 +1161,12 @@ func isCanonicalJSON(b []byte) bool {
 	return ok && i == len(b)
 }
 
-func canonValue(b []byte, i, depth int) (int, bool) {
+func canonValue(b []byte, i, depth int) (int, bool) { return scanFastValue(b, i, depth, true) }
+
+// scanFastValue scans the value at b[i] if it is in the subset
+// isCanonicalJSON accepts — with its objects' keys in any order unless
+// sorted — and returns where it ends.
+func scanFastValue(b []byte, i, depth int, sorted bool) (int, bool) {
 	if i >= len(b) || depth > maxFastDepth {
 		return i, false
 	}
@@ -1179,14 +1184,14 @@ func canonValue(b []byte, i, depth int) (int, bool) {
 				return i, false
 			}
 			key := b[start+1 : end-1]
-			if prev != nil && bytes.Compare(prev, key) >= 0 {
+			if sorted && prev != nil && bytes.Compare(prev, key) >= 0 {
 				return i, false
 			}
 			prev = key
 			if end >= len(b) || b[end] != ':' {
 				return i, false
 			}
-			if i, ok = canonValue(b, end+1, depth+1); !ok || i >= len(b) {
+			if i, ok = scanFastValue(b, end+1, depth+1, sorted); !ok || i >= len(b) {
 				return i, false
 			}
 			switch b[i] {
@@ -1205,7 +1210,7 @@ func canonValue(b []byte, i, depth int) (int, bool) {
 		}
 		for {
 			var ok bool
-			if i, ok = canonValue(b, i, depth+1); !ok || i >= len(b) {
+			if i, ok = scanFastValue(b, i, depth+1, sorted); !ok || i >= len(b) {
 				return i, false
 			}
 			switch b[i] {
@@ -1229,6 +1234,98 @@ func canonValue(b []byte, i, depth int) (int, bool) {
 		return i + 4, true
 	}
 	return i, false
+}
+
+// canonicalJSON is jcs.Transform(b), by way of sortedCanonical when b is in
+// the subset isCanonicalJSON accepts but for its keys' order (what
+// encoding/json writes for a struct, and most clients' raws).
+func canonicalJSON(b []byte) ([]byte, error) {
+	if out, ok := sortedCanonical(b); ok {
+		return out, nil
+	}
+	return jcs.Transform(b)
+}
+
+// sortedCanonical returns the RFC 8785 form of b when b is in the subset
+// isCanonicalJSON accepts except that object keys may come in any order:
+// the same document with each object's members sorted by key. Keys there
+// are escape-free printable ASCII, so byte order is RFC 8785's UTF-16
+// order; a key twice, or anything outside the subset, answers false.
+// FuzzSortedCanonical holds it to jcs.Transform.
+func sortedCanonical(b []byte) ([]byte, bool) {
+	end, ok := scanFastValue(b, 0, 0, false)
+	if !ok || end != len(b) {
+		return nil, false
+	}
+	out, _, ok := appendSortedValue(make([]byte, 0, len(b)), b, 0)
+	return out, ok
+}
+
+// fastMember is one member of an object being sorted: its key and where its
+// value starts, in the input.
+type fastMember struct {
+	key   []byte
+	value int
+}
+
+// appendSortedValue appends the value at b[i], already scanned by
+// scanFastValue, with its objects' members sorted; it returns where the
+// value ends in b.
+func appendSortedValue(dst, b []byte, i int) ([]byte, int, bool) {
+	switch b[i] {
+	case '{':
+		var members []fastMember
+		j := i + 1
+		if b[j] == '}' {
+			return append(dst, '{', '}'), j + 1, true
+		}
+		for {
+			end, _ := canonKey(b, j)
+			next, _ := scanFastValue(b, end+1, 1, false)
+			members = append(members, fastMember{key: b[j+1 : end-1], value: end + 1})
+			j = next + 1
+			if b[next] == '}' {
+				break
+			}
+		}
+		slices.SortFunc(members, func(x, y fastMember) int { return bytes.Compare(x.key, y.key) })
+		dst = append(dst, '{')
+		for k, m := range members {
+			if k > 0 {
+				if bytes.Equal(members[k-1].key, m.key) {
+					return dst, 0, false
+				}
+				dst = append(dst, ',')
+			}
+			dst = append(dst, '"')
+			dst = append(dst, m.key...)
+			dst = append(dst, '"', ':')
+			var ok bool
+			if dst, _, ok = appendSortedValue(dst, b, m.value); !ok {
+				return dst, 0, false
+			}
+		}
+		return append(dst, '}'), j, true
+	case '[':
+		j := i + 1
+		if b[j] == ']' {
+			return append(dst, '[', ']'), j + 1, true
+		}
+		dst = append(dst, '[')
+		for {
+			var ok bool
+			if dst, j, ok = appendSortedValue(dst, b, j); !ok {
+				return dst, 0, false
+			}
+			if b[j] == ']' {
+				return append(dst, ']'), j + 1, true
+			}
+			dst = append(dst, ',')
+			j++
+		}
+	}
+	end, _ := scanFastValue(b, i, 1, false)
+	return append(dst, b[i:end]...), end, true
 }
 
 // canonKey accepts a string of printable ASCII other than '"' and '\\'.

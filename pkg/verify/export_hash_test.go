@@ -168,3 +168,73 @@ func BenchmarkEventHash(b *testing.B) {
 		})
 	}
 }
+
+// sortedCanonical sorts keys at every depth and leaves the rest as it is;
+// outside its subset it declines and jcs decides.
+func TestSortedCanonical(t *testing.T) {
+	for _, tc := range []struct {
+		in, want string
+		ok       bool
+	}{
+		{`{"b":1,"a":{"d":[{"z":null,"y":true}],"c":"é"}}`, `{"a":{"c":"é","d":[{"y":true,"z":null}]},"b":1}`, true},
+		{`{"grant_id":"g","action":"granted","epoch":{"scheme":"s","anchor":"a"}}`, `{"action":"granted","epoch":{"anchor":"a","scheme":"s"},"grant_id":"g"}`, true},
+		{`[3,{"b":"x","a":-1}]`, `[3,{"a":-1,"b":"x"}]`, true},
+		{`{}`, `{}`, true},
+		{`{"a":1,"a":2}`, ``, false},                // a key twice
+		{`{"b":1.5,"a":1}`, ``, false},              // not an integer
+		{`{"b":"\u003c","a":1}`, ``, false},         // an escape RFC 8785 does not write
+		{`{"b":1, "a":1}`, ``, false},               // whitespace
+		{`{"é":1,"a":1}`, ``, false},                // a key outside printable ASCII
+		{`{"b":1,"a":1}x`, ``, false},               // trailing bytes
+		{`{"b":1234567890123456,"a":1}`, ``, false}, // 16 digits
+	} {
+		got, ok := sortedCanonical([]byte(tc.in))
+		if ok != tc.ok || (ok && string(got) != tc.want) {
+			t.Errorf("sortedCanonical(%s) = %s, %v; want %s, %v", tc.in, got, ok, tc.want, tc.ok)
+		}
+		if ok {
+			if j, err := jcs.Transform([]byte(tc.in)); err != nil || string(j) != string(got) {
+				t.Errorf("jcs(%s) = %s, %v; sortedCanonical gave %s", tc.in, j, err, got)
+			}
+		}
+	}
+}
+
+// FuzzSortedCanonical: whatever sortedCanonical accepts, it canonicalises
+// exactly as jcs does.
+func FuzzSortedCanonical(f *testing.F) {
+	for _, s := range []string{`{"b":1,"a":{"d":[{"z":null,"y":true}],"c":"é"}}`, `[{"b":"\u0000","a":-12}]`, `{"a":1,"a":1}`, `{"b":{},"a":[]}`} {
+		f.Add([]byte(s))
+	}
+	f.Fuzz(func(t *testing.T, b []byte) {
+		out, ok := sortedCanonical(b)
+		if !ok {
+			return
+		}
+		want, err := jcs.Transform(b)
+		if err != nil || !bytes.Equal(out, want) {
+			t.Fatalf("sortedCanonical(%q) = %q but jcs gives %q, %v", b, out, want, err)
+		}
+	})
+}
+
+// A grant.revoked raw as encoding/json writes it: canonical but for its
+// keys' order.
+var unsortedRaw = []byte(`{"grant_id":"gr-0123456789abcdef","subagent":"collector-17","parent_agent":null,"allowed_tools":["read_file","grep"],"max_tool_calls":100,"expires_at":"2026-11-27T12:00:00.000000+00:00","created_at":"2026-11-26T12:00:00.000000+00:00","action":"granted","epoch":{"anchor":"a","date_utc":"2026-11-26","epoch_index":3,"quadrant":"q1","scheme":"s","phase":{"name":"p","index":1}},"revoked_at":"2026-11-26T13:00:00.000000+00:00"}`)
+
+func BenchmarkCanonicalUnsorted(b *testing.B) {
+	b.Run("jcs", func(b *testing.B) {
+		for range b.N {
+			if _, err := jcs.Transform(unsortedRaw); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
+	b.Run("sorted", func(b *testing.B) {
+		for range b.N {
+			if _, ok := sortedCanonical(unsortedRaw); !ok {
+				b.Fatal("declined")
+			}
+		}
+	})
+}
