@@ -148,19 +148,16 @@ const maxRawDepth = 64
 // enough to leave to the body reader).
 func (s *jsonScan) value() (json.RawMessage, bool) {
 	s.space()
-	start, depth, ascii := s.i, 0, true
+	start, depth := s.i, 0
 scan:
 	for ; s.i < len(s.b); s.i++ {
 		switch s.b[s.i] {
 		case '"':
 			for s.i++; s.i < len(s.b) && s.b[s.i] != '"'; s.i++ {
-				switch c := s.b[s.i]; {
-				case c == '\\':
+				if s.b[s.i] == '\\' {
 					if s.i++; s.i < len(s.b) && s.b[s.i] == 'u' && !plainEscape(s.b[s.i+1:]) {
 						return nil, false
 					}
-				case c >= utf8.RuneSelf:
-					ascii = false
 				}
 			}
 			if depth == 0 {
@@ -185,7 +182,7 @@ scan:
 			}
 		}
 	}
-	if s.i > len(s.b) || s.i == start || !json.Valid(s.b[start:s.i]) || (!ascii && !utf8.Valid(s.b[start:s.i])) {
+	if s.i > len(s.b) || s.i == start || !json.Valid(s.b[start:s.i]) || !utf8.Valid(s.b[start:s.i]) {
 		return nil, false
 	}
 	return append(json.RawMessage(nil), s.b[start:s.i]...), true
