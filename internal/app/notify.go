@@ -94,18 +94,9 @@ func (a *App) notify(ctx context.Context, t *writer.Tx, userID string, n Notice)
 	if _, err := t.Lock(ctx, userID); err != nil {
 		return nil, err
 	}
-	if g, ok := a.notices.guess(userID, nt.Name); ok && n.DedupKey == "" && a.Store.GuessedNoticesPay() {
-		rows, err := a.noticeRows(userID, nt, g.recipient, []Notice{n})
-		if err != nil {
-			return nil, err
-		}
-		written, err := a.Store.InsertNoticeRowsIf(ctx, t.SQL(), userID, nt.Name, a.Now().UnixMicro(), g.guess, rows)
-		if err != nil {
-			return nil, err
-		}
-		if written {
-			a.wakeSenders(t, rows)
-			return rows, nil
+	if n.DedupKey == "" && a.Store.GuessedNoticesPay() {
+		if rows, ok, err := a.notifyAsGuessed(ctx, t, userID, nt, n); ok || err != nil {
+			return rows, err
 		}
 	}
 	nc, err := a.Store.NoticeContext(ctx, t.SQL(), userID, nt.Name, n.DedupKey)
@@ -122,6 +113,26 @@ func (a *App) notify(ctx context.Context, t *writer.Tx, userID string, n Notice)
 	}
 	_, err = a.insertNoticeRows(ctx, t, nc, rows)
 	return rows, err
+}
+
+// notifyAsGuessed writes n's rows as decided from what this process last
+// read for userID and nt, if that still holds; ok is false when nothing was
+// read yet or it no longer holds (nothing written).
+func (a *App) notifyAsGuessed(ctx context.Context, t *writer.Tx, userID string, nt domain.NoticeType, n Notice) ([]store.Notification, bool, error) {
+	g, ok := a.notices.guess(userID, nt.Name)
+	if !ok {
+		return nil, false, nil
+	}
+	rows, err := a.noticeRows(userID, nt, g.recipient, []Notice{n})
+	if err != nil {
+		return nil, false, err
+	}
+	written, err := a.Store.InsertNoticeRowsIf(ctx, t.SQL(), userID, nt.Name, a.Now().UnixMicro(), g.guess, rows)
+	if err != nil || !written {
+		return nil, false, err
+	}
+	a.wakeSenders(t, rows)
+	return rows, true, nil
 }
 
 // notifyEach writes notices of one type for userID inside t, as notify

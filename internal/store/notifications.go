@@ -85,8 +85,9 @@ func (s *Store) NoticeContext(ctx context.Context, q Querier, userID, typ, dedup
 // account whose id is the parameter userID. Not MAX(created_at): a generic
 // plan made while the table is empty (PostgreSQL's pool forces generic
 // plans, docs/decisions/postgres-append.md "Plans") reads every row of the
-// account for MAX until an ANALYZE replans it — 3.8 ms at 20,000 rows — while
-// ORDER BY … LIMIT 1 has one plan at every size: one step down the index.
+// account for MAX until an ANALYZE replans it (docs/performance.md, "Revoke,
+// second round"), while ORDER BY … LIMIT 1 has one plan at every size: one
+// step down the index.
 func newestNotice(userID string) string {
 	return `SELECT created_at FROM notifications WHERE user_id = ` + userID + ` ORDER BY created_at DESC LIMIT 1`
 }
@@ -158,10 +159,10 @@ func PrefsKey(prefs map[string]Preference) string {
 }
 
 // GuessedNoticesPay reports whether InsertNoticeRowsIf is the cheaper way
-// to write a notice: on PostgreSQL it saves a round trip and a statement
-// (the pair took 0.22 ms, the one 0.17 ms, BenchmarkNoticeRows); on SQLite,
-// where a statement costs no round trip, the one statement with its checks
-// costs more than the pair (about 46 µs against 36 µs).
+// to write a notice: on PostgreSQL it saves a round trip and a statement;
+// on SQLite, where a statement costs no round trip, the one statement with
+// its checks costs more than the pair (BenchmarkNoticeRows; figures in
+// docs/performance.md, "Revoke, second round").
 func (s *Store) GuessedNoticesPay() bool { return s.Dialect == Postgres }
 
 // InsertNoticeRowsIf writes the rows of one notice of typ for userID in one
@@ -271,6 +272,20 @@ func scanNotification(r scanner) (Notification, error) {
 	return n, err
 }
 
+// inList appends values to args and returns their placeholders, comma
+// separated, for an IN (…) after the args already bound.
+func (s *Store) inList(args []any, values []string) (string, []any) {
+	var b strings.Builder
+	for i, v := range values {
+		if i > 0 {
+			b.WriteString(", ")
+		}
+		args = append(args, v)
+		b.WriteString(s.placeholder(len(args)))
+	}
+	return b.String(), args
+}
+
 // DedupKeysWritten reports which of keys userID's notices of typ carry,
 // read through q (nil: the read pool).
 func (s *Store) DedupKeysWritten(ctx context.Context, q Querier, userID, typ string, keys []string) (map[string]bool, error) {
@@ -278,22 +293,12 @@ func (s *Store) DedupKeysWritten(ctx context.Context, q Querier, userID, typ str
 	const chunk = 500
 	for len(keys) > 0 {
 		n := min(chunk, len(keys))
-		var b strings.Builder
-		b.WriteString(`SELECT DISTINCT dedup_key FROM notifications WHERE user_id = ` + s.placeholder(1) + ` AND type = ` + s.placeholder(2) +
-			` AND dedup_key IN (`)
-		args := []any{userID, typ}
-		for i, k := range keys[:n] {
-			if i > 0 {
-				b.WriteString(", ")
-			}
-			args = append(args, k)
-			b.WriteString(s.placeholder(len(args)))
-		}
-		b.WriteString(")")
+		list, args := s.inList([]any{userID, typ}, keys[:n])
 		found, err := queryAll(ctx, s, q, func(r scanner) (string, error) {
 			var k string
 			return k, r.Scan(&k)
-		}, b.String(), args...)
+		}, `SELECT DISTINCT dedup_key FROM notifications WHERE user_id = `+s.placeholder(1)+` AND type = `+s.placeholder(2)+
+			` AND dedup_key IN (`+list+`)`, args...)
 		if err != nil {
 			return nil, err
 		}
@@ -456,18 +461,8 @@ func (s *Store) MarkDigested(ctx context.Context, tx *sql.Tx, ids []string, at t
 	const chunk = 500
 	for len(ids) > 0 {
 		n := min(chunk, len(ids))
-		var b strings.Builder
-		b.WriteString(`UPDATE notifications SET digested_at = ` + s.placeholder(1) + ` WHERE id IN (`)
-		args := []any{at.UnixMicro()}
-		for i, id := range ids[:n] {
-			if i > 0 {
-				b.WriteString(", ")
-			}
-			args = append(args, id)
-			b.WriteString(s.placeholder(len(args)))
-		}
-		b.WriteString(")")
-		if _, err := tx.ExecContext(ctx, b.String(), args...); err != nil {
+		list, args := s.inList([]any{at.UnixMicro()}, ids[:n])
+		if _, err := tx.ExecContext(ctx, `UPDATE notifications SET digested_at = `+s.placeholder(1)+` WHERE id IN (`+list+`)`, args...); err != nil {
 			return err
 		}
 		ids = ids[n:]
