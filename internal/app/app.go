@@ -50,10 +50,6 @@ type App struct {
 	// (nil: 250 ms·2ⁿ); tests make it zero.
 	WebhookBackoff func(n int) time.Duration
 
-	// NewTicker makes the periodic heal task's ticker (nil: NewRealTicker);
-	// tests inject one they tick by hand.
-	NewTicker func(time.Duration) Ticker
-
 	// w is the write seam: every write of every use case goes through it.
 	w *writer.Writer
 	// gateCache and keyCache hold the gate's inputs per account and the
@@ -127,3 +123,18 @@ func (a *App) Close() {
 	a.stopStreamLeases()
 	a.w.Close()
 }
+
+// Ticker is a background loop's clock (the mail sweep, the usage flush): C
+// delivers ticks until Stop. Tests inject one and tick it by hand.
+type Ticker interface {
+	C() <-chan time.Time
+	Stop()
+}
+
+type realTicker struct{ t *time.Ticker }
+
+func (r realTicker) C() <-chan time.Time { return r.t.C }
+func (r realTicker) Stop()               { r.t.Stop() }
+
+// NewRealTicker ticks on the real clock every d.
+func NewRealTicker(d time.Duration) Ticker { return realTicker{time.NewTicker(d)} }

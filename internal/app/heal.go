@@ -23,6 +23,7 @@ import (
 	"github.com/auditchain/auditchain/internal/app/writer"
 	"github.com/auditchain/auditchain/internal/domain"
 	"github.com/auditchain/auditchain/internal/merkle"
+	"github.com/auditchain/auditchain/internal/schedule"
 	"github.com/auditchain/auditchain/internal/store"
 	"github.com/auditchain/auditchain/pkg/verify"
 )
@@ -665,21 +666,6 @@ type AutoStop struct {
 	UserID    string  `json:"user_id"`
 }
 
-// Ticker is the periodic task's clock: C delivers ticks until Stop. Tests
-// inject one (App.NewTicker) and tick it by hand.
-type Ticker interface {
-	C() <-chan time.Time
-	Stop()
-}
-
-type realTicker struct{ t *time.Ticker }
-
-func (r realTicker) C() <-chan time.Time { return r.t.C }
-func (r realTicker) Stop()               { r.t.Stop() }
-
-// NewRealTicker is the default App.NewTicker.
-func NewRealTicker(d time.Duration) Ticker { return realTicker{time.NewTicker(d)} }
-
 // HealAutoStart answers POST /v1/heal/auto/start. A running task with the
 // same period is answered as it is (start is idempotent); with another
 // period it is replaced by a new task (new task_id and started_at).
@@ -719,6 +705,7 @@ type autoTask struct {
 	id        string
 	period    int
 	startedAt string
+	started   time.Time
 	cancel    context.CancelFunc
 	done      chan struct{}
 }
@@ -772,42 +759,35 @@ func (h *healState) start(a *App, userID, id string, period int) AutoTask {
 		return AutoTask{PeriodSeconds: period, UserID: userID}
 	}
 	ctx, cancel := context.WithCancel(context.Background())
-	t := &autoTask{id: id, period: period, startedAt: domain.FormatTimestamp(a.Now()), cancel: cancel, done: make(chan struct{})}
+	now := time.Now() // the task's periods count on the runtime's timers (schedule.Loop)
+	t := &autoTask{id: id, period: period, startedAt: domain.FormatTimestamp(a.Now()), started: now, cancel: cancel, done: make(chan struct{})}
 	u.task = t
-	newTicker := a.NewTicker
-	if newTicker == nil {
-		newTicker = NewRealTicker
-	}
-	ticker := newTicker(time.Duration(period) * time.Second)
 	h.mu.Unlock()
 	if old != nil {
 		old.cancel()
 		<-old.done
 	}
-	go a.runAutoTask(ctx, t, ticker, userID)
+	go a.runAutoTask(ctx, t, userID)
 	return t.view(userID)
 }
 
-// runAutoTask scans on every tick until cancelled. It only scans (writes
-// nothing): repairs stay an explicit POST /v1/heal/run.
-func (a *App) runAutoTask(ctx context.Context, t *autoTask, ticker Ticker, userID string) {
+// runAutoTask scans once per period until cancelled, on the scheduler's
+// wait loop (schedule.Loop: every period from the start, a slow scan skips
+// the periods it overran). It only scans (writes nothing): repairs stay an
+// explicit POST /v1/heal/run. The task is per process (SPEC.md "Chain heal"):
+// no lease, and it ends with the process.
+func (a *App) runAutoTask(ctx context.Context, t *autoTask, userID string) {
 	defer close(t.done)
-	defer ticker.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-ticker.C():
-		}
+	schedule.Loop(ctx, schedule.EveryFrom(t.started, time.Duration(t.period)*time.Second), nil, func(ctx context.Context, _ time.Time) {
 		res, _, err := a.scan(ctx, userID, nil)
 		if err != nil {
 			if ctx.Err() == nil {
 				a.Log.Warn("periodic heal scan failed", "user_id", userID, "task_id", t.id, "err", err)
 			}
-			continue
+			return
 		}
 		a.heal.setScan(userID, res)
-	}
+	})
 }
 
 func (h *healState) stop(userID, now string) AutoStop {

@@ -47,6 +47,32 @@ func (e every) Next(t time.Time) time.Time {
 
 func (e every) String() string { return "every " + e.d.String() }
 
+// EveryFrom is due every d after start (start+d, start+2d, …): the cadence
+// of a per-process task that counts its periods from when it was started,
+// such as the heal auto task, where no replicas need to agree. d must be
+// positive.
+func EveryFrom(start time.Time, d time.Duration) Cadence {
+	if d <= 0 {
+		panic(fmt.Sprintf("schedule: EveryFrom(%v): the period must be positive", d))
+	}
+	return everyFrom{start: start, d: d}
+}
+
+type everyFrom struct {
+	start time.Time
+	d     time.Duration
+}
+
+func (e everyFrom) Next(t time.Time) time.Time {
+	if t.Before(e.start) {
+		return e.start.Add(e.d).UTC()
+	}
+	periods := t.Sub(e.start) / e.d
+	return e.start.Add((periods + 1) * e.d).UTC()
+}
+
+func (e everyFrom) String() string { return "every " + e.d.String() + " from start" }
+
 // DailyAt is due once a day at hour:minute UTC (the spec's times are UTC, so
 // no daylight-saving shift ever moves or doubles a run).
 func DailyAt(hour, minute int) Cadence {

@@ -38,6 +38,13 @@ func TestCadenceNext(t *testing.T) {
 		{"every 7m before the epoch", schedule.Every(7 * time.Minute), time.Unix(-1, 0), time.Unix(0, 0).UTC()},
 		{"every 7m in 2026", schedule.Every(7 * time.Minute), time.Unix(1_772_000_000, 0), time.Unix(1_772_000_160, 0).UTC()},
 
+		// EveryFrom counts from its start, not from the epoch.
+		{"every 5m from start, at the start", schedule.EveryFrom(utc(2026, 3, 1, 10, 0, 17, 0), 5*time.Minute), utc(2026, 3, 1, 10, 0, 17, 0), utc(2026, 3, 1, 10, 5, 17, 0)},
+		{"every 5m from start, before the start", schedule.EveryFrom(utc(2026, 3, 1, 10, 0, 17, 0), 5*time.Minute), utc(2026, 3, 1, 9, 0, 0, 0), utc(2026, 3, 1, 10, 5, 17, 0)},
+		{"every 5m from start, just before a due time", schedule.EveryFrom(utc(2026, 3, 1, 10, 0, 17, 0), 5*time.Minute), utc(2026, 3, 1, 10, 10, 16, 0), utc(2026, 3, 1, 10, 10, 17, 0)},
+		{"every 5m from start, at a due time", schedule.EveryFrom(utc(2026, 3, 1, 10, 0, 17, 0), 5*time.Minute), utc(2026, 3, 1, 10, 10, 17, 0), utc(2026, 3, 1, 10, 15, 17, 0)},
+		{"every 5m from a start east of UTC", schedule.EveryFrom(time.Date(2026, 3, 1, 15, 30, 17, 0, ist), 5*time.Minute), utc(2026, 3, 1, 10, 0, 17, 0), utc(2026, 3, 1, 10, 5, 17, 0)},
+
 		{"daily 14:00 before", schedule.DailyAt(14, 0), utc(2026, 3, 1, 13, 59, 59, 0), utc(2026, 3, 1, 14, 0, 0, 0)},
 		{"daily 14:00 at", schedule.DailyAt(14, 0), utc(2026, 3, 1, 14, 0, 0, 0), utc(2026, 3, 2, 14, 0, 0, 0)},
 		{"daily 14:00 just after", schedule.DailyAt(14, 0), utc(2026, 3, 1, 14, 0, 0, 1), utc(2026, 3, 2, 14, 0, 0, 0)},
