@@ -62,6 +62,9 @@ type App struct {
 	// legalCache each account's unmet documents (--legal-enforce).
 	sessionCache *writer.ReadCache[string, knownSession]
 	legalCache   *writer.ReadCache[string, []string]
+	// expiryNoticesPerWrite overrides the expiry jobs' transaction size
+	// (0: expiryNoticesPerWrite); tests make it small.
+	expiryNoticesPerWrite int
 	// heal is this process's heal status cache and periodic tasks (heal.go).
 	heal healState
 	// notices is this process's notification state (notify.go).

@@ -6,6 +6,7 @@ package app
 // digested rows), and a run cut short leaves nothing half-written.
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"maps"
@@ -78,7 +79,7 @@ func (a *App) GrantExpirySweep(ctx context.Context) (GrantExpiry, error) {
 				batch = append(batch, acct)
 				size += len(acct.ns)
 			}
-			if size >= expiryNoticesPerWrite {
+			if size >= cmp.Or(a.expiryNoticesPerWrite, expiryNoticesPerWrite) {
 				break
 			}
 		}
