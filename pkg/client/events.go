@@ -1,0 +1,208 @@
+package client
+
+import (
+	"context"
+	"crypto/ed25519"
+	"crypto/rand"
+	"encoding/base64"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+
+	"github.com/auditchain/auditchain/pkg/api"
+	"github.com/auditchain/auditchain/pkg/verify"
+	"github.com/gowebpki/jcs"
+)
+
+// Event is what a caller appends; the client fills in the rest (sequence,
+// prev_hash, ts, machine_id and the signature when it has a signer).
+type Event struct {
+	// EventID is evt-… ; empty: the client makes one (evt- and 32 hex digits).
+	EventID   string
+	EventType string
+	// Raw is the event's structure: any value that encodes to a JSON object
+	// (hashes and ids, not text). nil: no raw.
+	Raw      any
+	Decision *string
+	Tool     *string
+	ParentID *string
+}
+
+// ErrHashMismatch is returned when the service stored an event whose
+// payload_hash is not the one the client computed for what it sent.
+var ErrHashMismatch = errors.New("client: the service's payload_hash differs from the one computed locally")
+
+// maxTipFollows bounds how many times one Append follows a moved tip.
+const maxTipFollows = 16
+
+// Append appends ev at the account's tip and returns the service's answer.
+// It reads the tip once per Client, follows a 409 prev_hash_mismatch or
+// non_monotonic_sequence to the tip the service names, checks the stored
+// payload_hash against its own, and resends the identical event when an
+// answer is lost (the service answers a resent event with the stored one).
+func (c *Client) Append(ctx context.Context, ev Event) (*api.AppendResponse, error) {
+	if ev.EventType == "" {
+		return nil, errors.New("client: Append needs an EventType")
+	}
+	in := api.EventInput{EventID: ev.EventID, EventType: ev.EventType, Decision: ev.Decision, Tool: ev.Tool, ParentID: ev.ParentID}
+	if in.EventID == "" {
+		var b [16]byte
+		if _, err := rand.Read(b[:]); err != nil {
+			return nil, err
+		}
+		in.EventID = "evt-" + hex.EncodeToString(b[:])
+	}
+	if ev.Raw != nil {
+		raw, err := canonical(ev.Raw)
+		if err != nil {
+			return nil, fmt.Errorf("client: raw: %w", err)
+		}
+		in.Raw = raw
+	}
+	ts := formatTimestamp(c.now())
+	in.TS = &ts
+	if c.signer != nil {
+		msg := []byte(in.Raw)
+		if msg == nil {
+			msg = []byte("null")
+		}
+		sig := base64.StdEncoding.EncodeToString(ed25519.Sign(c.signer, msg))
+		machine, fp := c.machine, c.fingerprint
+		in.Signature, in.SignatureKey, in.MachineID = &sig, &fp, &machine
+	}
+
+	c.appendMu.Lock()
+	defer c.appendMu.Unlock()
+	if c.tip == nil {
+		tip, err := c.Tip(ctx)
+		if err != nil {
+			return nil, err
+		}
+		c.tip = tip
+	}
+	for follows := 0; ; follows++ {
+		in.Sequence, in.PrevHash = 0, nil
+		if c.tip.Sequence != nil {
+			in.Sequence = *c.tip.Sequence + 1
+			in.PrevHash = c.tip.PayloadHash
+		}
+		want, err := verify.PayloadHash(hashedOf(&in))
+		if err != nil {
+			return nil, err
+		}
+		var out api.AppendResponse
+		err = c.do(ctx, request{method: "POST", path: "/v1/events", body: &in, idempotent: true}, &out)
+		var pe *Error
+		if errors.As(err, &pe) && follows < maxTipFollows && c.followTip(ctx, pe) {
+			continue
+		}
+		if err != nil {
+			return nil, err
+		}
+		if out.Event.PayloadHash != want {
+			c.tip = nil // read it again next time
+			return &out, fmt.Errorf("%w: sent %s, stored %s", ErrHashMismatch, want, out.Event.PayloadHash)
+		}
+		seq, hash, id := out.Event.Sequence, out.Event.PayloadHash, out.Event.EventID
+		c.tip = &api.ChainTip{Sequence: &seq, PayloadHash: &hash, EventID: &id, EventCount: c.tip.EventCount + 1}
+		return &out, nil
+	}
+}
+
+// followTip moves the client's tip to the one a continuity refusal names
+// (expected_prev_hash and last_sequence), or reads it; it reports whether the
+// append should be tried again.
+func (c *Client) followTip(ctx context.Context, pe *Error) bool {
+	switch pe.Code {
+	case "prev_hash_mismatch", "non_monotonic_sequence", "prev_hash_for_genesis":
+	default:
+		return false
+	}
+	var hash string
+	var seq int64
+	if pe.Member("expected_prev_hash", &hash) && pe.Member("last_sequence", &seq) {
+		c.tip = &api.ChainTip{Sequence: &seq, PayloadHash: &hash, EventCount: c.tip.EventCount}
+		return true
+	}
+	tip, err := c.Tip(ctx)
+	if err != nil {
+		return false
+	}
+	c.tip = tip
+	return true
+}
+
+// ForgetTip makes the next Append read the tip from the service again.
+func (c *Client) ForgetTip() {
+	c.appendMu.Lock()
+	c.tip = nil
+	c.appendMu.Unlock()
+}
+
+func hashedOf(in *api.EventInput) *verify.HashedEvent {
+	return &verify.HashedEvent{EventID: in.EventID, EventType: in.EventType, Sequence: in.Sequence, PrevHash: in.PrevHash,
+		Raw: in.Raw, Decision: in.Decision, Tool: in.Tool, MachineID: in.MachineID, ParentID: in.ParentID, TS: in.TS,
+		Signature: in.Signature, SignatureKey: in.SignatureKey}
+}
+
+// canonical encodes v as RFC 8785 JSON: the bytes a signature signs, sent as
+// they are so the service stores exactly what was signed.
+func canonical(v any) (json.RawMessage, error) {
+	b, ok := v.(json.RawMessage)
+	if !ok {
+		var err error
+		if b, err = json.Marshal(v); err != nil {
+			return nil, err
+		}
+	}
+	return jcs.Transform(b)
+}
+
+// AppendBatch sends up to 500 events as they are (POST /v1/events/batch):
+// rows are checked for shape only, and a resent row with identical content is
+// skipped, so a batch whose answer was lost is resent safely.
+func (c *Client) AppendBatch(ctx context.Context, req api.BatchRequest) (*api.BatchResponse, error) {
+	var out api.BatchResponse
+	if err := c.do(ctx, request{method: "POST", path: "/v1/events/batch", body: &req, idempotent: true}, &out); err != nil {
+		return nil, err
+	}
+	return &out, nil
+}
+
+// Search runs POST /v1/events/search (newest first).
+func (c *Client) Search(ctx context.Context, req api.SearchRequest) (*api.SearchResponse, error) {
+	var out api.SearchResponse
+	if err := c.do(ctx, request{method: "POST", path: "/v1/events/search", body: &req, idempotent: true}, &out); err != nil {
+		return nil, err
+	}
+	return &out, nil
+}
+
+// Event reads one event and its ancestry (GET /v1/events/{event_id}).
+func (c *Client) Event(ctx context.Context, eventID string) (*api.EventRead, error) {
+	var out api.EventRead
+	if err := c.do(ctx, request{method: "GET", path: "/v1/events/" + escape(eventID), idempotent: true}, &out); err != nil {
+		return nil, err
+	}
+	return &out, nil
+}
+
+// Tip reads the account's chain tip (GET /v1/chain/tip).
+func (c *Client) Tip(ctx context.Context) (*api.ChainTip, error) {
+	var out api.ChainTip
+	if err := c.do(ctx, request{method: "GET", path: "/v1/chain/tip", idempotent: true}, &out); err != nil {
+		return nil, err
+	}
+	return &out, nil
+}
+
+// RegisterSigningKey registers machineID's Ed25519 public key (PUT
+// /v1/machines/{machine_id}/signing-key); from then on the service checks
+// the signature of every event of that machine.
+func (c *Client) RegisterSigningKey(ctx context.Context, machineID string, pub ed25519.PublicKey) (json.RawMessage, error) {
+	var out json.RawMessage
+	err := c.do(ctx, request{method: "PUT", path: "/v1/machines/" + escape(machineID) + "/signing-key",
+		body: api.SigningKeyRequest{PublicKey: base64.StdEncoding.EncodeToString(pub)}, idempotent: true}, &out)
+	return out, err
+}

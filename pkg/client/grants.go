@@ -1,0 +1,164 @@
+package client
+
+import (
+	"context"
+	"net/url"
+	"strconv"
+	"time"
+
+	"github.com/auditchain/auditchain/pkg/api"
+)
+
+// formatTimestamp is the service's timestamp form: UTC, microseconds, an
+// explicit +00:00 offset.
+func formatTimestamp(t time.Time) string { return t.UTC().Format("2006-01-02T15:04:05.000000-07:00") }
+
+// FormatTimestamp formats t as the service writes timestamps.
+func FormatTimestamp(t time.Time) string { return formatTimestamp(t) }
+
+// GrantStatus asks the gate (GET /v1/grants/status). A refusal is an answer,
+// not an error: check Authorized and Status.
+func (c *Client) GrantStatus(ctx context.Context, q api.GrantStatusQuery) (*api.GrantStatus, error) {
+	v := url.Values{"subagent": {q.Subagent}}
+	if q.Tool != nil {
+		v.Set("tool", *q.Tool)
+	}
+	if q.GrantID != nil {
+		v.Set("grant_id", *q.GrantID)
+	}
+	var out api.GrantStatus
+	if err := c.do(ctx, request{method: "GET", path: "/v1/grants/status", query: v, idempotent: true}, &out); err != nil {
+		return nil, err
+	}
+	return &out, nil
+}
+
+// CreateGrant creates a grant (POST /v1/grants). A 403 overreach or a 409
+// grant_id_exists is an *Error.
+func (c *Client) CreateGrant(ctx context.Context, req api.CreateGrantRequest) (*api.GrantCreated, error) {
+	if req.AllowedTools == nil {
+		req.AllowedTools = []string{}
+	}
+	var out api.GrantCreated
+	// Not resent after a lost answer: without a grant_id a resend would make
+	// a second grant. With one, a resend answers 409 grant_id_exists.
+	if err := c.do(ctx, request{method: "POST", path: "/v1/grants", body: &req, idempotent: req.GrantID != nil}, &out); err != nil {
+		return nil, err
+	}
+	return &out, nil
+}
+
+// Grants lists the account's grants, of one sub-agent when subagent is not
+// empty (GET /v1/grants).
+func (c *Client) Grants(ctx context.Context, subagent string) (*api.GrantList, error) {
+	var v url.Values
+	if subagent != "" {
+		v = url.Values{"subagent": {subagent}}
+	}
+	var out api.GrantList
+	if err := c.do(ctx, request{method: "GET", path: "/v1/grants", query: v, idempotent: true}, &out); err != nil {
+		return nil, err
+	}
+	return &out, nil
+}
+
+// UseGrant meters n tool calls against the grant (POST
+// /v1/grants/{grant_id}/use): all of n or nothing (409 budget_exhausted).
+// It is not resent after a lost answer, which could meter twice.
+func (c *Client) UseGrant(ctx context.Context, grantID string, req api.UseRequest) (*api.UseResult, error) {
+	var out api.UseResult
+	if err := c.do(ctx, request{method: "POST", path: "/v1/grants/" + escape(grantID) + "/use", body: &req}, &out); err != nil {
+		return nil, err
+	}
+	return &out, nil
+}
+
+// RevokeGrant revokes the grant (POST /v1/grants/{grant_id}/revoke);
+// revoking again answers outcome already_revoked, so it is safe to resend.
+func (c *Client) RevokeGrant(ctx context.Context, grantID string, req api.RevokeRequest) (*api.RevokeResult, error) {
+	var out api.RevokeResult
+	if err := c.do(ctx, request{method: "POST", path: "/v1/grants/" + escape(grantID) + "/revoke", body: &req, idempotent: true}, &out); err != nil {
+		return nil, err
+	}
+	return &out, nil
+}
+
+// DelegationPublicKey reads the service identity that signs delegation
+// tokens (GET /v1/delegation/public-key; no key needed).
+func (c *Client) DelegationPublicKey(ctx context.Context) (*api.DelegationPublicKey, error) {
+	var out api.DelegationPublicKey
+	if err := c.do(ctx, request{method: "GET", path: "/v1/delegation/public-key", idempotent: true}, &out); err != nil {
+		return nil, err
+	}
+	return &out, nil
+}
+
+// Proposals lists proposals, newest first (GET /v1/governance/proposals).
+func (c *Client) Proposals(ctx context.Context, q api.ProposalQuery) (*api.ProposalList, error) {
+	v := url.Values{}
+	if q.Status != "" {
+		v.Set("status", q.Status)
+	}
+	if q.Subagent != "" {
+		v.Set("subagent", q.Subagent)
+	}
+	if q.Limit > 0 {
+		v.Set("limit", strconv.Itoa(q.Limit))
+	}
+	if q.Cursor != nil {
+		v.Set("cursor", strconv.FormatInt(*q.Cursor, 10))
+	}
+	var out api.ProposalList
+	if err := c.do(ctx, request{method: "GET", path: "/v1/governance/proposals", query: v, idempotent: true}, &out); err != nil {
+		return nil, err
+	}
+	return &out, nil
+}
+
+// Proposal reads one proposal.
+func (c *Client) Proposal(ctx context.Context, id string) (*api.Proposal, error) {
+	var out api.ProposalResponse
+	if err := c.do(ctx, request{method: "GET", path: "/v1/governance/proposals/" + escape(id), idempotent: true}, &out); err != nil {
+		return nil, err
+	}
+	return &out.Proposal, nil
+}
+
+// Propose creates a proposal (POST /v1/governance/proposals); it is not
+// resent after a lost answer, which could make two.
+func (c *Client) Propose(ctx context.Context, req api.CreateProposalRequest) (*api.Proposal, error) {
+	var out api.ProposalResponse
+	if err := c.do(ctx, request{method: "POST", path: "/v1/governance/proposals", body: &req}, &out); err != nil {
+		return nil, err
+	}
+	return &out.Proposal, nil
+}
+
+// Ratify, Enact and Reject move a proposal on (SPEC.md "Proposal status");
+// reason may be nil. The service refuses a ratify by the proposer (409
+// separation_of_powers).
+func (c *Client) Ratify(ctx context.Context, id string, reason *string) (*api.Proposal, error) {
+	return c.transition(ctx, id, "ratify", reason)
+}
+
+// Enact enacts a ratified proposal.
+func (c *Client) Enact(ctx context.Context, id string, reason *string) (*api.Proposal, error) {
+	return c.transition(ctx, id, "enact", reason)
+}
+
+// Reject rejects a proposal.
+func (c *Client) Reject(ctx context.Context, id string, reason *string) (*api.Proposal, error) {
+	return c.transition(ctx, id, "reject", reason)
+}
+
+func (c *Client) transition(ctx context.Context, id, action string, reason *string) (*api.Proposal, error) {
+	var body any
+	if reason != nil {
+		body = map[string]string{"reason": *reason}
+	}
+	var out api.ProposalResponse
+	if err := c.do(ctx, request{method: "POST", path: "/v1/governance/proposals/" + escape(id) + "/" + action, body: body}, &out); err != nil {
+		return nil, err
+	}
+	return &out.Proposal, nil
+}
