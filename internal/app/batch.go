@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/auditchain/auditchain/pkg/api"
 	"slices"
 	"time"
 
@@ -14,30 +15,13 @@ import (
 )
 
 // BatchRowError reports one refused row of a batch.
-type BatchRowError struct {
-	Index   int     `json:"index"`
-	EventID *string `json:"event_id"`
-	Code    string  `json:"code"`
-	Field   string  `json:"field,omitempty"`
-	Message string  `json:"message"`
-}
+type BatchRowError = api.BatchRowError
 
 // Rate is the per-key batch rate as responses show it.
-type Rate struct {
-	Count     int `json:"count"`
-	Limit     int `json:"limit"`
-	Remaining int `json:"remaining"`
-}
+type Rate = api.Rate
 
 // BatchResult is the outcome of POST /v1/events/batch.
-type BatchResult struct {
-	ClientMachine *string         `json:"client_machine"`
-	Ingested      int             `json:"ingested"`
-	Skipped       int             `json:"skipped"`
-	Errors        []BatchRowError `json:"errors"`
-	Quota         Quota           `json:"quota"`
-	Rate          Rate            `json:"rate"`
-}
+type BatchResult = api.BatchResponse
 
 // AppendBatch ingests up to 500 rows (SPEC.md "POST /v1/events/batch",
 // CONTRACT.md "Batch"). Each row is checked for shape only: continuity and

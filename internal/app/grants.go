@@ -11,6 +11,7 @@ import (
 	"encoding/base64"
 	"encoding/json"
 	"fmt"
+	"github.com/auditchain/auditchain/pkg/api"
 	"reflect"
 	"regexp"
 	"strings"
@@ -59,17 +60,7 @@ type GrantRequest struct {
 // GrantRecord is the Grant record as every response, the chain event and the
 // delegation token show it (SPEC.md "Grant record"). Its JSON is what the
 // order-bound key signs, so it holds no secret and never changes once written.
-type GrantRecord struct {
-	GrantID      string            `json:"grant_id"`
-	Subagent     string            `json:"subagent"`
-	ParentAgent  *string           `json:"parent_agent"` // null: no parent
-	AllowedTools []string          `json:"allowed_tools"`
-	MaxToolCalls int64             `json:"max_tool_calls"`
-	ExpiresAt    string            `json:"expires_at"`
-	CreatedAt    string            `json:"created_at"`
-	Action       string            `json:"action"` // always "granted"
-	Epoch        domain.EpochStamp `json:"epoch"`
-}
+type GrantRecord = api.GrantRecord
 
 // RecordOf renders a grant as its Grant record.
 func RecordOf(g domain.Grant) GrantRecord {

@@ -3,6 +3,7 @@ package app
 import (
 	"context"
 	"errors"
+	"github.com/auditchain/auditchain/pkg/api"
 	"time"
 
 	"github.com/auditchain/auditchain/internal/app/writer"
@@ -57,12 +58,7 @@ func (a *App) Search(ctx context.Context, p Principal, req SearchRequest) ([]sto
 }
 
 // Ancestor is one link of an event's ancestry.
-type Ancestor struct {
-	EventID   string `json:"event_id"`
-	EventType string `json:"event_type"`
-	Sequence  int64  `json:"sequence"`
-	TS        string `json:"ts"`
-}
+type Ancestor = api.Ancestor
 
 // EventWithAncestry answers GET /v1/events/{event_id}: the event and the chain of
 // prev_hash links behind it, up to 50. Another account's id answers exactly like

@@ -8,6 +8,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"github.com/auditchain/auditchain/pkg/api"
 	"io"
 	"math"
 	"slices"
@@ -20,11 +21,7 @@ import (
 )
 
 // Quota is the daily event quota as responses show it (SPEC.md "Quota").
-type Quota struct {
-	Limit     int64 `json:"limit"`
-	Remaining int64 `json:"remaining"`
-	UsedToday int64 `json:"used_today"`
-}
+type Quota = api.Quota
 
 func (a *App) quota(used int64) Quota {
 	limit := int64(a.Cfg.DailyEventQuota)

@@ -6,6 +6,7 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
+	"github.com/auditchain/auditchain/pkg/api"
 	"slices"
 	"time"
 
@@ -246,16 +247,7 @@ func DecideDedup(p DedupPolicy, tool, semanticKey string, intent Intent, candida
 
 // DedupAdvisory is the dedup_advisory member of an append response: present
 // only when the appended tool call repeats one within the window.
-type DedupAdvisory struct {
-	SemanticKey        string `json:"semantic_key"`
-	DedupStatus        string `json:"dedup_status"` // always hit
-	DedupAction        string `json:"dedup_action"` // always reuse
-	CachedFromEventID  string `json:"cached_from_event_id"`
-	CachedFromSequence int64  `json:"cached_from_sequence"`
-	CachedAt           string `json:"cached_at"`
-	WindowEvents       int    `json:"window_events"`
-	WindowSeconds      int    `json:"window_seconds"`
-}
+type DedupAdvisory = api.DedupAdvisory
 
 // Advisory is d as a dedup_advisory; ok is false unless d is a hit. The
 // append path decides with the tip before the appended event and candidates

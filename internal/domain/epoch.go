@@ -2,28 +2,17 @@ package domain
 
 import (
 	"fmt"
+	"github.com/auditchain/auditchain/pkg/api"
 	"math/big"
 	"time"
 )
 
 // EpochStamp is the server-assigned stamp of SPEC.md "Epoch stamp", computed by
 // the formula of CONTRACT.md "The record".
-type EpochStamp struct {
-	Anchor     string     `json:"anchor"`
-	DateUTC    string     `json:"date_utc"`
-	EpochIndex int64      `json:"epoch_index"`
-	Quadrant   string     `json:"quadrant"`
-	Scheme     string     `json:"scheme"`
-	Phase      EpochPhase `json:"phase"`
-}
+type EpochStamp = api.EpochStamp
 
 // EpochPhase is the accumulated phase part of an EpochStamp.
-type EpochPhase struct {
-	AccumulatedPhase string `json:"accumulated_phase"`
-	CycleNumber      int64  `json:"cycle_number"`
-	EpochIndex       int64  `json:"epoch_index"`
-	Scheme           string `json:"scheme"`
-}
+type EpochPhase = api.EpochPhase
 
 const (
 	EpochScheme = "svc-epoch-v1"

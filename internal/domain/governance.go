@@ -7,31 +7,22 @@ package domain
 // Decisions beyond SPEC.md are in docs/decisions/governance.md.
 
 import (
+	"github.com/auditchain/auditchain/pkg/api"
 	"time"
 )
 
 // Actor is the identity behind a proposal transition (SPEC.md "Actor";
 // CONTRACT.md "Credentials": identity is the API key id or the session id, kind
 // is api_key or session, machine is the key's machine label).
-type Actor struct {
-	Identity string `json:"identity"`
-	Kind     string `json:"kind"`
-	Machine  string `json:"machine"`
-}
+type Actor = api.Actor
 
 // Evidence is why a proposal was made (SPEC.md "Proposal" evidence).
 // Threshold is the configured threshold when the proposal was made, not a value
 // the client chooses.
-type Evidence struct {
-	BlockedAttempts int `json:"blocked_attempts"`
-	Threshold       int `json:"threshold"`
-}
+type Evidence = api.Evidence
 
 // Subject names what a proposal governs. Tool nil means the whole sub-agent.
-type Subject struct {
-	Subagent string  `json:"subagent"`
-	Tool     *string `json:"tool"`
-}
+type Subject = api.Subject
 
 // Proposal is SPEC.md's Proposal resource. The *_at and actor pairs are set
 // together by the transition that names them and are null until then.

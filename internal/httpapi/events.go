@@ -3,6 +3,7 @@ package httpapi
 import (
 	"encoding/json"
 	"fmt"
+	"github.com/auditchain/auditchain/pkg/api"
 	"net/http"
 	"reflect"
 	"strconv"
@@ -15,49 +16,17 @@ import (
 	"github.com/auditchain/auditchain/internal/store"
 )
 
-// eventView is an event as search and single reads show it: without raw,
-// signature and signature_key (SPEC.md "Event").
-type eventView struct {
-	EventID         string  `json:"event_id"`
-	EventType       string  `json:"event_type"`
-	Sequence        int64   `json:"sequence"`
-	PrevHash        *string `json:"prev_hash"`
-	PayloadHash     string  `json:"payload_hash"`
-	Decision        *string `json:"decision"`
-	Tool            *string `json:"tool"`
-	MachineID       *string `json:"machine_id"`
-	ParentID        *string `json:"parent_id"`
-	TS              string  `json:"ts"`
-	APIKeyID        *string `json:"api_key_id"`
-	UserID          string  `json:"user_id"`
-	MachineSequence int64   `json:"machine_sequence"`
-	Surface         string  `json:"surface"`
-}
-
-// storedEvent is the whole stored event, as the append response shows it.
-type storedEvent struct {
-	eventView
-	Raw          json.RawMessage `json:"raw"`
-	Signature    *string         `json:"signature"`
-	SignatureKey *string         `json:"signature_key"`
-}
-
-func viewOf(e *store.Event) eventView {
-	return eventView{EventID: e.EventID, EventType: e.EventType, Sequence: e.Sequence, PrevHash: e.PrevHash, PayloadHash: e.PayloadHash,
+// viewOf is an event as search and single reads show it (SPEC.md "Event":
+// without raw, signature and signature_key).
+func viewOf(e *store.Event) api.Event {
+	return api.Event{EventID: e.EventID, EventType: e.EventType, Sequence: e.Sequence, PrevHash: e.PrevHash, PayloadHash: e.PayloadHash,
 		Decision: e.Decision, Tool: e.Tool, MachineID: e.MachineID, ParentID: e.ParentID, TS: e.TS, APIKeyID: e.APIKeyID,
 		UserID: e.UserID, MachineSequence: e.MachineSequence, Surface: e.Surface}
 }
 
-func storedOf(e *store.Event) storedEvent {
-	return storedEvent{eventView: viewOf(e), Raw: e.Raw, Signature: e.Signature, SignatureKey: e.SignatureKey}
-}
-
-type appendResponse struct {
-	Status        string                `json:"status"`
-	Event         storedEvent           `json:"event"`
-	Epoch         domain.EpochStamp     `json:"epoch"`
-	Quota         app.Quota             `json:"quota"`
-	DedupAdvisory *domain.DedupAdvisory `json:"dedup_advisory,omitempty"`
+// storedOf is the whole stored event, as the append response shows it.
+func storedOf(e *store.Event) api.StoredEvent {
+	return api.StoredEvent{Event: viewOf(e), Raw: e.Raw, Signature: e.Signature, SignatureKey: e.SignatureKey}
 }
 
 func (s *Server) appendEvent(w http.ResponseWriter, r *http.Request) error {
@@ -83,7 +52,7 @@ func (s *Server) appendEvent(w http.ResponseWriter, r *http.Request) error {
 		// An idempotent retry: the stored event, nothing written.
 		w.Header().Set("Idempotent-Replayed", "true")
 	}
-	return writeJSON(w, http.StatusOK, appendResponse{Status: "appended", Event: storedOf(&res.Event), Epoch: res.Epoch,
+	return writeJSON(w, http.StatusOK, api.AppendResponse{Status: "appended", Event: storedOf(&res.Event), Epoch: res.Epoch,
 		Quota: res.Quota, DedupAdvisory: res.Advisory})
 }
 
@@ -295,7 +264,7 @@ func (s *Server) getEvent(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	return writeJSON(w, http.StatusOK, map[string]any{"event": viewOf(&e), "ancestry": ancestry, "user_id": p.UserID})
+	return writeJSON(w, http.StatusOK, api.EventRead{Event: viewOf(&e), Ancestry: ancestry, UserID: p.UserID})
 }
 
 func (s *Server) chainTip(w http.ResponseWriter, r *http.Request) error {
@@ -303,11 +272,11 @@ func (s *Server) chainTip(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	var seq *int64
+	tip := api.ChainTip{PayloadHash: h.LastHash, EventID: h.LastEventID, EventCount: h.EventCount}
 	if !h.Empty() {
-		seq = &h.LastSequence
+		tip.Sequence = &h.LastSequence
 	}
-	return writeJSON(w, http.StatusOK, map[string]any{"sequence": seq, "payload_hash": h.LastHash, "event_id": h.LastEventID, "event_count": h.EventCount})
+	return writeJSON(w, http.StatusOK, tip)
 }
 
 type signingKeyRequest struct {

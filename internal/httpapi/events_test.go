@@ -2,6 +2,7 @@ package httpapi
 
 import (
 	"bytes"
+	"github.com/auditchain/auditchain/pkg/api"
 	"testing"
 
 	"github.com/auditchain/auditchain/internal/store"
@@ -34,12 +35,12 @@ func TestAppendSearchResponse(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			results := make([]eventView, len(tt.evs))
+			results := make([]api.Event, len(tt.evs))
 			for i := range tt.evs {
 				results[i] = viewOf(&tt.evs[i])
 			}
 			var buf bytes.Buffer
-			if err := encodeJSON(&buf, map[string]any{"count": len(results), "results": results, "user_id": tt.userID, "next_cursor": tt.next}); err != nil {
+			if err := encodeJSON(&buf, api.SearchResponse{Count: len(results), NextCursor: tt.next, Results: results, UserID: tt.userID}); err != nil {
 				t.Fatal(err)
 			}
 			want := buf.Bytes()

@@ -2,6 +2,7 @@ package httpapi
 
 import (
 	"fmt"
+	"github.com/auditchain/auditchain/pkg/api"
 	"net/http"
 	"strconv"
 	"strings"
@@ -15,36 +16,15 @@ import (
 // and reject transitions. The rules live in domain and app; these handlers
 // decode, call one use case and answer.
 
-// proposalJSON is SPEC.md's Proposal with timestamps in the spec's form.
-type proposalJSON struct {
-	ProposalID string          `json:"proposal_id"`
-	Status     string          `json:"status"`
-	Kind       string          `json:"kind"`
-	Note       *string         `json:"note"`
-	Evidence   domain.Evidence `json:"evidence"`
-	Subject    domain.Subject  `json:"subject"`
-	ProposedAt string          `json:"proposed_at"`
-	Proposer   domain.Actor    `json:"proposer"`
-	RatifiedAt *string         `json:"ratified_at"`
-	Ratifier   *domain.Actor   `json:"ratifier"`
-	EnactedAt  *string         `json:"enacted_at"`
-	Enactor    *domain.Actor   `json:"enactor"`
-	RejectedAt *string         `json:"rejected_at"`
-	Rejector   *domain.Actor   `json:"rejector"`
-}
-
-func toProposalJSON(p domain.Proposal) proposalJSON {
-	return proposalJSON{
+// toProposalJSON is SPEC.md's Proposal with timestamps in the spec's form.
+func toProposalJSON(p domain.Proposal) api.Proposal {
+	return api.Proposal{
 		ProposalID: p.ProposalID, Status: p.Status, Kind: p.Kind, Note: p.Note, Evidence: p.Evidence, Subject: p.Subject,
 		ProposedAt: domain.FormatTimestamp(p.ProposedAt), Proposer: p.Proposer,
 		RatifiedAt: formatOpt(p.RatifiedAt), Ratifier: p.Ratifier,
 		EnactedAt: formatOpt(p.EnactedAt), Enactor: p.Enactor,
 		RejectedAt: formatOpt(p.RejectedAt), Rejector: p.Rejector,
 	}
-}
-
-type proposalResponse struct {
-	Proposal proposalJSON `json:"proposal"`
 }
 
 func (s *Server) listProposals(w http.ResponseWriter, r *http.Request) error {
@@ -73,11 +53,11 @@ func (s *Server) listProposals(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	out := make([]proposalJSON, len(page.Proposals))
+	out := make([]api.Proposal, len(page.Proposals))
 	for i, p := range page.Proposals {
 		out[i] = toProposalJSON(p)
 	}
-	return writeJSON(w, http.StatusOK, map[string]any{"count": len(out), "proposals": out, "next_cursor": page.NextCursor})
+	return writeJSON(w, http.StatusOK, api.ProposalList{Count: len(out), Proposals: out, NextCursor: page.NextCursor})
 }
 
 // createProposalRequest is the body of POST /v1/governance/proposals.
@@ -145,7 +125,7 @@ func (s *Server) createProposal(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	return writeJSON(w, http.StatusCreated, proposalResponse{Proposal: toProposalJSON(p)})
+	return writeJSON(w, http.StatusCreated, api.ProposalResponse{Proposal: toProposalJSON(p)})
 }
 
 func (s *Server) getProposal(w http.ResponseWriter, r *http.Request) error {
@@ -153,7 +133,7 @@ func (s *Server) getProposal(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	return writeJSON(w, http.StatusOK, proposalResponse{Proposal: toProposalJSON(p)})
+	return writeJSON(w, http.StatusOK, api.ProposalResponse{Proposal: toProposalJSON(p)})
 }
 
 // transitionBody is SPEC.md's TransitionBody; the whole body may be absent or null.
@@ -172,7 +152,7 @@ func (s *Server) transitionProposal(action string) handlerFunc {
 		if err != nil {
 			return err
 		}
-		return writeJSON(w, http.StatusOK, proposalResponse{Proposal: toProposalJSON(p)})
+		return writeJSON(w, http.StatusOK, api.ProposalResponse{Proposal: toProposalJSON(p)})
 	}
 }
 

@@ -9,6 +9,7 @@ package httpapi
 import (
 	"errors"
 	"fmt"
+	"github.com/auditchain/auditchain/pkg/api"
 	"net/http"
 	"strings"
 	"unicode"
@@ -273,23 +274,12 @@ func (s *Server) grantRequest(r *http.Request) (app.GrantRequest, error) {
 	return req, nil
 }
 
-// gateView is a gate answer (SPEC.md "Grant status (gate answer)"): the matched
-// grant's record fields are present only when a grant matched.
-type gateView struct {
-	Status     string `json:"status"`
-	Authorized bool   `json:"authorized"`
-	Reason     string `json:"reason"`
-	Subagent   string `json:"subagent"`
-	*app.GrantRecord
-	Uses       int64  `json:"uses"`
-	Remaining  int64  `json:"remaining"`
-	ProposalID string `json:"proposal_id,omitempty"`
-}
-
-// viewOfAnswer renders a gate answer. The embedded record's subagent is the
-// same as the answer's (matching is exact), so the outer field wins harmlessly.
-func viewOfAnswer(a domain.GateAnswer) gateView {
-	v := gateView{Status: a.Status, Authorized: a.Authorized, Reason: a.Reason, Subagent: a.Subagent,
+// viewOfAnswer renders a gate answer (SPEC.md "Grant status (gate answer)"):
+// the matched grant's record fields are present only when a grant matched.
+// The embedded record's subagent is the same as the answer's (matching is
+// exact), so the outer field wins harmlessly.
+func viewOfAnswer(a domain.GateAnswer) api.GrantStatus {
+	v := api.GrantStatus{Status: a.Status, Authorized: a.Authorized, Reason: a.Reason, Subagent: a.Subagent,
 		Uses: a.Uses, Remaining: a.Remaining, ProposalID: a.ProposalID}
 	if a.Grant != nil {
 		rec := app.RecordOf(*a.Grant)
@@ -307,7 +297,7 @@ func (s *Server) createGrant(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	return writeJSON(w, http.StatusCreated, map[string]any{"grant": res.Grant, "status": viewOfAnswer(res.Status), "delegation": res.Delegation})
+	return writeJSON(w, http.StatusCreated, api.GrantCreated{Grant: res.Grant, Status: viewOfAnswer(res.Status), Delegation: res.Delegation})
 }
 
 // malformedQuery is GET grants/status's 422.
@@ -346,31 +336,21 @@ func (s *Server) grantStatus(w http.ResponseWriter, r *http.Request) error {
 	return writeJSON(w, http.StatusOK, viewOfAnswer(ans))
 }
 
-// listedGrant is one grant of GET /v1/grants.
-type listedGrant struct {
-	app.GrantRecord
-	State       string  `json:"state"`
-	StateReason string  `json:"state_reason"`
-	Uses        int64   `json:"uses"`
-	Remaining   int64   `json:"remaining"`
-	RevokedAt   *string `json:"revoked_at"`
-}
-
 func (s *Server) listGrants(w http.ResponseWriter, r *http.Request) error {
 	gs, err := s.app.ListGrants(r.Context(), principal(r), optionalQuery(r, "subagent"))
 	if err != nil {
 		return err
 	}
-	out := make([]listedGrant, len(gs))
+	out := make([]api.ListedGrant, len(gs))
 	for i, g := range gs {
-		out[i] = listedGrant{GrantRecord: app.RecordOf(g.Grant), State: g.State, StateReason: g.StateReason,
+		out[i] = api.ListedGrant{GrantRecord: app.RecordOf(g.Grant), State: g.State, StateReason: g.StateReason,
 			Uses: g.Grant.Uses, Remaining: g.Grant.Remaining()}
 		if g.Grant.RevokedAt != nil {
 			t := domain.FormatTimestamp(*g.Grant.RevokedAt)
 			out[i].RevokedAt = &t
 		}
 	}
-	return writeJSON(w, http.StatusOK, map[string]any{"count": len(out), "grants": out})
+	return writeJSON(w, http.StatusOK, api.GrantList{Count: len(out), Grants: out})
 }
 
 func (s *Server) useGrant(w http.ResponseWriter, r *http.Request) error {
@@ -394,8 +374,8 @@ func (s *Server) useGrant(w http.ResponseWriter, r *http.Request) error {
 	if g.ParentAgent != "" {
 		parent = &g.ParentAgent
 	}
-	return writeJSON(w, http.StatusOK, map[string]any{"grant_id": g.GrantID, "outcome": app.OutcomeConsumed, "parent_agent": parent,
-		"remaining": g.Remaining(), "subagent": g.Subagent, "uses": g.Uses})
+	return writeJSON(w, http.StatusOK, api.UseResult{GrantID: g.GrantID, Outcome: app.OutcomeConsumed, ParentAgent: parent,
+		Remaining: g.Remaining(), Subagent: g.Subagent, Uses: g.Uses})
 }
 
 func (s *Server) revokeGrant(w http.ResponseWriter, r *http.Request) error {
@@ -412,11 +392,9 @@ func (s *Server) revokeGrant(w http.ResponseWriter, r *http.Request) error {
 		return err
 	}
 	a := res.StatusAfter
-	return writeJSON(w, http.StatusOK, map[string]any{
-		"grant_id": res.GrantID, "outcome": res.Outcome, "subagent": res.Subagent,
-		"revoked_at":   domain.FormatTimestamp(res.RevokedAt),
-		"status_after": map[string]any{"authorized": a.Authorized, "reason": a.Reason, "status": a.Status, "subagent": a.Subagent},
-	})
+	return writeJSON(w, http.StatusOK, api.RevokeResult{GrantID: res.GrantID, Outcome: res.Outcome, Subagent: res.Subagent,
+		RevokedAt:   domain.FormatTimestamp(res.RevokedAt),
+		StatusAfter: api.RevokeGateState{Authorized: a.Authorized, Reason: a.Reason, Status: a.Status, Subagent: a.Subagent}})
 }
 
 func (s *Server) delegationPublicKey(w http.ResponseWriter, r *http.Request) error {
