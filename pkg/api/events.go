@@ -185,3 +185,21 @@ type ChainTip struct {
 type SigningKeyRequest struct {
 	PublicKey string `json:"public_key"`
 }
+
+// StreamEvent is the data of an `event` frame of GET /v1/events/stream
+// (SPEC.md "Live stream"): an appended event's structural fields.
+type StreamEvent struct {
+	EventID   string  `json:"event_id"`
+	EventType string  `json:"event_type"`
+	Sequence  int64   `json:"sequence"`
+	Tool      *string `json:"tool"`
+	Decision  *string `json:"decision"`
+	MachineID *string `json:"machine_id"`
+}
+
+// StreamLagged is the data of a `lagged` frame: the connection fell behind
+// and ends; what it missed starts at NextLeaf in stored order.
+type StreamLagged struct {
+	LastSequence *int64 `json:"last_sequence"`
+	NextLeaf     *int64 `json:"next_leaf"`
+}

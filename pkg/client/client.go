@@ -150,10 +150,7 @@ type Error struct {
 }
 
 // FieldError is one field of a validation_error.
-type FieldError struct {
-	Field   string `json:"field"`
-	Message string `json:"message"`
-}
+type FieldError = api.FieldError
 
 func (e *Error) Error() string {
 	msg := fmt.Sprintf("auditchain: %d %s", e.Status, e.Code)
@@ -161,7 +158,9 @@ func (e *Error) Error() string {
 		msg += ": " + e.Detail
 	}
 	for _, f := range e.Errors {
-		msg += "; " + f.Field + ": " + f.Message
+		if !strings.Contains(msg, f.Message) {
+			msg += "; " + f.Field + ": " + f.Message
+		}
 	}
 	return msg
 }
@@ -191,9 +190,44 @@ type request struct {
 }
 
 // do sends r and decodes a 2xx answer into out (when not nil). A 429 or 503
-// with Retry-After is waited and retried; a transport error is retried when
-// r is idempotent. Any other non-2xx answer is an *Error.
+// with Retry-After is waited and retried; a transport error (the request
+// failed, or its answer was cut) is retried when r is idempotent. Any other
+// non-2xx answer is an *Error.
 func (c *Client) do(ctx context.Context, r request, out any) error {
+	return c.send(ctx, r, func(resp *http.Response) error {
+		defer resp.Body.Close()
+		data, err := io.ReadAll(io.LimitReader(resp.Body, 64<<20))
+		if err != nil {
+			return fmt.Errorf("client: read the answer to %s %s: %w", r.method, r.path, err)
+		}
+		if out == nil || len(data) == 0 {
+			return nil
+		}
+		if err := json.Unmarshal(data, out); err != nil {
+			return &decodeError{fmt.Errorf("client: decode the answer to %s %s: %w", r.method, r.path, err)}
+		}
+		return nil
+	})
+}
+
+// open sends r as do does and returns the 2xx response with its body unread;
+// the caller closes it. Nothing is retried once the body is handed over.
+func (c *Client) open(ctx context.Context, r request) (*http.Response, error) {
+	var out *http.Response
+	err := c.send(ctx, r, func(resp *http.Response) error { out = resp; return nil })
+	return out, err
+}
+
+// decodeError is an answer that arrived whole but could not be decoded:
+// resending the request would not help.
+type decodeError struct{ err error }
+
+func (e *decodeError) Error() string { return e.err.Error() }
+func (e *decodeError) Unwrap() error { return e.err }
+
+// send runs the attempts of r; each 2xx response goes to handle, which owns
+// its body.
+func (c *Client) send(ctx context.Context, r request, handle func(*http.Response) error) error {
 	var body []byte
 	if r.body != nil {
 		var err error
@@ -206,7 +240,7 @@ func (c *Client) do(ctx context.Context, r request, out any) error {
 		target += "?" + r.query.Encode()
 	}
 	for attempt := 0; ; attempt++ {
-		err := c.once(ctx, r.method, target, body, out)
+		err := c.once(ctx, r.method, target, body, handle)
 		if err == nil {
 			return nil
 		}
@@ -214,6 +248,7 @@ func (c *Client) do(ctx context.Context, r request, out any) error {
 			return err
 		}
 		var pe *Error
+		var de *decodeError
 		switch {
 		case errors.As(err, &pe):
 			if (pe.Status != http.StatusTooManyRequests && pe.Status != http.StatusServiceUnavailable) ||
@@ -223,6 +258,8 @@ func (c *Client) do(ctx context.Context, r request, out any) error {
 			if serr := c.sleep(ctx, pe.RetryAfter); serr != nil {
 				return err
 			}
+		case errors.As(err, &de):
+			return err
 		case r.idempotent:
 			// The answer was lost: the request may or may not have been
 			// carried out; resending it is safe.
@@ -239,7 +276,7 @@ func backoff(attempt int) time.Duration {
 	return min(100*time.Millisecond<<attempt, 2*time.Second)
 }
 
-func (c *Client) once(ctx context.Context, method, target string, body []byte, out any) error {
+func (c *Client) once(ctx context.Context, method, target string, body []byte, handle func(*http.Response) error) error {
 	var rd io.Reader
 	if body != nil {
 		rd = bytes.NewReader(body)
@@ -256,21 +293,15 @@ func (c *Client) once(ctx context.Context, method, target string, body []byte, o
 	if err != nil {
 		return err
 	}
-	defer resp.Body.Close()
-	data, err := io.ReadAll(io.LimitReader(resp.Body, 64<<20))
-	if err != nil {
-		return fmt.Errorf("client: read the answer to %s %s: %w", method, req.URL.Path, err)
-	}
 	if resp.StatusCode < 200 || resp.StatusCode > 299 {
+		defer resp.Body.Close()
+		data, err := io.ReadAll(io.LimitReader(resp.Body, 1<<20))
+		if err != nil {
+			return fmt.Errorf("client: read the problem answering %s %s: %w", method, req.URL.Path, err)
+		}
 		return problemOf(resp, data)
 	}
-	if out == nil || len(data) == 0 {
-		return nil
-	}
-	if err := json.Unmarshal(data, out); err != nil {
-		return fmt.Errorf("client: decode the answer to %s %s: %w", method, req.URL.Path, err)
-	}
-	return nil
+	return handle(resp)
 }
 
 func (c *Client) authorize(req *http.Request) {
@@ -304,3 +335,17 @@ func problemOf(resp *http.Response, data []byte) *Error {
 }
 
 func escape(s string) string { return url.PathEscape(s) }
+
+// call sends r and decodes a 2xx answer into a new T.
+func call[T any](ctx context.Context, c *Client, r request) (*T, error) {
+	var out T
+	if err := c.do(ctx, r, &out); err != nil {
+		return nil, err
+	}
+	return &out, nil
+}
+
+// get is an idempotent GET of path decoded into a new T.
+func get[T any](ctx context.Context, c *Client, path string, query url.Values) (*T, error) {
+	return call[T](ctx, c, request{method: http.MethodGet, path: path, query: query, idempotent: true})
+}

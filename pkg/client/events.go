@@ -9,6 +9,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"net/http"
 
 	"github.com/auditchain/auditchain/pkg/api"
 	"github.com/auditchain/auditchain/pkg/verify"
@@ -199,10 +200,10 @@ func (c *Client) Tip(ctx context.Context) (*api.ChainTip, error) {
 
 // RegisterSigningKey registers machineID's Ed25519 public key (PUT
 // /v1/machines/{machine_id}/signing-key); from then on the service checks
-// the signature of every event of that machine.
-func (c *Client) RegisterSigningKey(ctx context.Context, machineID string, pub ed25519.PublicKey) (json.RawMessage, error) {
-	var out json.RawMessage
-	err := c.do(ctx, request{method: "PUT", path: "/v1/machines/" + escape(machineID) + "/signing-key",
-		body: api.SigningKeyRequest{PublicKey: base64.StdEncoding.EncodeToString(pub)}, idempotent: true}, &out)
-	return out, err
+// the signature of every event of that machine. The service writes each
+// registration on the chain (machine.signing_key), so it is not resent after
+// a lost answer: a resend would record a second registration.
+func (c *Client) RegisterSigningKey(ctx context.Context, machineID string, pub ed25519.PublicKey) (*api.SigningKeyRegistered, error) {
+	return call[api.SigningKeyRegistered](ctx, c, request{method: http.MethodPut, path: "/v1/machines/" + escape(machineID) + "/signing-key",
+		body: api.SigningKeyRequest{PublicKey: base64.StdEncoding.EncodeToString(pub)}})
 }
