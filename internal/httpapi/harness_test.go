@@ -19,6 +19,7 @@ import (
 	"github.com/getkin/kin-openapi/routers/gorillamux"
 
 	"github.com/auditchain/auditchain/api"
+	"github.com/auditchain/auditchain/api/openapidoc"
 	"github.com/auditchain/auditchain/internal/app"
 	"github.com/auditchain/auditchain/internal/app/apptest"
 	"github.com/auditchain/auditchain/internal/config"
@@ -66,7 +67,7 @@ var (
 
 func loadDoc(t testing.TB) (*openapi3.T, []byte) {
 	docOnce.Do(func() {
-		docT, docErr = api.Load()
+		docT, docErr = openapidoc.Load()
 		if docErr == nil {
 			docJSON, docErr = api.OpenAPIJSON()
 		}
