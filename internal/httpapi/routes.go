@@ -22,6 +22,11 @@ type access struct {
 	// while it is off the route answers 404 feature_disabled to every
 	// caller, before any credential is read (SPEC.md "Teams").
 	feature string
+	// agent marks the MCP route: the credential is an API key, as
+	// X-API-Key or a bearer token (CONTRACT.md "Agent surfaces"), never
+	// the session cookie; and the route's own request is not metered,
+	// since each tool call it makes is a metered request of its own.
+	agent bool
 }
 
 // Features a route can sit behind.
@@ -39,6 +44,7 @@ var (
 	unscoped = access{kind: accessUnscoped}
 	cron     = access{kind: accessCron}
 	session  = access{kind: accessSession}
+	agentKey = access{kind: accessAny, agent: true}
 )
 
 func scope(s domain.Scope) access { return access{kind: accessScope, scope: s} }
@@ -142,6 +148,9 @@ func (s *Server) routes() []route {
 		{"GET /v1/orgs/{org_id}/keys", orgs, s.orgKeys},
 		{"GET /v1/orgs/{org_id}/members", orgs, s.orgMembers},
 		{"DELETE /v1/orgs/{org_id}/members/{email}", orgs, s.removeOrgMember},
+
+		// Agent surfaces (CONTRACT.md "Agent surfaces"; docs/mcp.md).
+		{"POST /v1/mcp", agentKey, s.mcp},
 
 		// Dashboard.
 		{"GET /v1/dashboard/usage", anyKey, s.dashboardUsage},

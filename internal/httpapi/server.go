@@ -20,6 +20,7 @@ import (
 	"github.com/auditchain/auditchain/internal/app"
 	"github.com/auditchain/auditchain/internal/domain"
 	"github.com/auditchain/auditchain/internal/mail"
+	"github.com/auditchain/auditchain/internal/mcpserver"
 )
 
 // handlerFunc is a route handler; a non-nil error is answered by writeError.
@@ -46,6 +47,9 @@ type Server struct {
 	requests *prometheus.CounterVec
 	latency  *prometheus.HistogramVec
 	registry *prometheus.Registry
+
+	// agents serves POST /v1/mcp.
+	agents *mcpserver.HTTPHandler
 }
 
 // NewServer builds the handler. openapiJSON is the document served at /v1/openapi.json.
@@ -120,6 +124,7 @@ func NewServer(a *app.App, log *slog.Logger, openapiJSON []byte) *Server {
 		}
 	}
 	s.mux.Handle("GET /metrics", promhttp.HandlerFor(s.registry, promhttp.HandlerOpts{}))
+	s.agents = mcpserver.NewHTTPHandler(s, func(r *http.Request) []domain.Scope { return principal(r).Scopes }, log)
 	return s
 }
 
@@ -221,7 +226,7 @@ func (s *Server) guard(rt route) http.Handler {
 			writeError(w, r, s.log, err)
 			return
 		}
-		if p := principal(r); p.UserID != "" {
+		if p := principal(r); p.UserID != "" && !rt.auth.agent {
 			s.app.CountCall(p.UserID, capabilityOf(rt.auth), surfaceOf(r))
 		}
 		if rt.handler == nil {
@@ -286,7 +291,11 @@ func (s *Server) authorize(rt route, r *http.Request) (*http.Request, error) {
 	case accessCron:
 		return r, s.checkCronSecret(r)
 	}
-	p, err := s.authenticate(r)
+	authenticate := s.authenticate
+	if a.agent {
+		authenticate = s.authenticateAgent
+	}
+	p, err := authenticate(r)
 	if err != nil {
 		return r, err
 	}
@@ -316,6 +325,12 @@ func (s *Server) authenticate(r *http.Request) (app.Principal, error) {
 			Detail: "a cross-site request may not use the session cookie for " + r.Method + "; send an API key instead"}
 	}
 	return s.app.AuthenticateSession(r.Context(), c.Value)
+}
+
+// authenticateAgent resolves the API key of an agent surface's request:
+// X-API-Key, or else a bearer token.
+func (s *Server) authenticateAgent(r *http.Request) (app.Principal, error) {
+	return s.app.Authenticate(r.Context(), mcpserver.APIKey(r.Header))
 }
 
 // legalExempt reports whether a route works while required legal documents

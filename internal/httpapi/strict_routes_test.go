@@ -125,13 +125,16 @@ var strictCases = map[string]strictCase{
 	"GET /v1/orgs/{org_id}/members":            {},
 	"DELETE /v1/orgs/{org_id}/members/{email}": {},
 	"GET /v1/dashboard/usage":                  {},
-	"POST /v1/internal/cron/admin-digest":      {},
-	"POST /v1/internal/cron/anchor":            {},
-	"POST /v1/internal/cron/digest":            {},
-	"POST /v1/internal/cron/grant-expiry":      {},
-	"POST /v1/internal/cron/key-expiry":        {},
-	"POST /v1/internal/cron/webhooks":          {},
-	"GET /v1/internal/jobs":                    {},
+	// A JSON-RPC tunnel: the tool calls it carries are requests of the
+	// routes above, probed there.
+	"POST /v1/mcp":                        {},
+	"POST /v1/internal/cron/admin-digest": {},
+	"POST /v1/internal/cron/anchor":       {},
+	"POST /v1/internal/cron/digest":       {},
+	"POST /v1/internal/cron/grant-expiry": {},
+	"POST /v1/internal/cron/key-expiry":   {},
+	"POST /v1/internal/cron/webhooks":     {},
+	"GET /v1/internal/jobs":               {},
 }
 
 // Every route, sent each class of bad input — NUL and invalid UTF-8 in each
