@@ -36,6 +36,10 @@ import (
 const childServeEnv = "AUDITCHAIN_TEST_CHILD_SERVE"
 
 func TestMain(m *testing.M) {
+	if os.Getenv(childUpstreamEnv) != "" {
+		runTestUpstream() // mcp_test.go
+		os.Exit(0)
+	}
 	if argv := os.Getenv(childServeEnv); argv != "" {
 		var args []string
 		if err := json.Unmarshal([]byte(argv), &args); err != nil {

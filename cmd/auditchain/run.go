@@ -35,6 +35,8 @@ commands:
   verify token FILE --service-key KEY    check a delegation token offline
   verify export FILE --service-key KEY   check an exported chain offline
   bench [flags] WORKLOAD…                load generator (docs/bench.md)
+  mcp [--url URL] [--api-key KEY]        serve auditchain's tools to an agent over stdio (docs/mcp.md)
+  mcp proxy [--subagent NAME] -- COMMAND [ARGS…]   gate and record every tool call of an MCP server
 `
 
 // run is the whole program; main only supplies the process's context, arguments,
@@ -53,6 +55,8 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 		return verifyCmd(ctx, args[1:], stdout, stderr)
 	case "bench":
 		return benchCmd(ctx, args[1:], stdout, stderr)
+	case "mcp":
+		return mcpCmd(ctx, args[1:], getenv, stdout, stderr)
 	case "help", "-h", "--help":
 		fmt.Fprint(stdout, usage)
 		return nil

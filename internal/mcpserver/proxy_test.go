@@ -1,0 +1,335 @@
+package mcpserver_test
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/json"
+	"io"
+	"net/http"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/auditchain/auditchain/internal/httpapi/httpapitest"
+	"github.com/auditchain/auditchain/internal/mcpserver"
+	"github.com/auditchain/auditchain/pkg/api"
+	"github.com/auditchain/auditchain/pkg/client"
+	"github.com/auditchain/auditchain/pkg/verify"
+)
+
+// upstream is a small MCP server: echo answers its message, shell counts
+// calls that must never arrive.
+type upstream struct {
+	server         *mcp.Server
+	echoes, shells atomic.Int64
+}
+
+type echoIn struct {
+	Msg string `json:"msg"`
+	N   int    `json:"n,omitempty"`
+}
+
+func newUpstream() *upstream {
+	u := &upstream{server: mcp.NewServer(&mcp.Implementation{Name: "upstream", Version: "1"}, nil)}
+	mcp.AddTool(u.server, &mcp.Tool{Name: "echo", Description: "echoes msg"},
+		func(_ context.Context, _ *mcp.CallToolRequest, in echoIn) (*mcp.CallToolResult, any, error) {
+			u.echoes.Add(1)
+			return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: in.Msg}}}, nil, nil
+		})
+	mcp.AddTool(u.server, &mcp.Tool{Name: "shell", Description: "runs a command"},
+		func(_ context.Context, _ *mcp.CallToolRequest, _ struct {
+			Cmd string `json:"cmd"`
+		}) (*mcp.CallToolResult, any, error) {
+			u.shells.Add(1)
+			return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: "ran"}}}, nil, nil
+		})
+	return u
+}
+
+// proxied starts a proxy for subagent in front of u and returns the host's
+// session with it.
+func proxied(t *testing.T, u *upstream, svc mcpserver.Service, subagent string, failOpen bool) *mcp.ClientSession {
+	t.Helper()
+	ctx := context.Background()
+	st, ct := mcp.NewInMemoryTransports()
+	ss, err := u.server.Connect(ctx, st, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { ss.Close() })
+	p, err := mcpserver.NewProxy(ctx, ct, mcpserver.ProxyOptions{Subagent: subagent, Service: svc, FailOpen: failOpen})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { p.Close() })
+	return connect(t, p.Server())
+}
+
+func grant(t *testing.T, c *client.Client, subagent string, max int64, tools ...string) {
+	t.Helper()
+	if _, err := c.CreateGrant(context.Background(), api.CreateGrantRequest{Subagent: subagent, MaxToolCalls: max,
+		AllowedTools: tools, ExpiresAt: time.Now().Add(time.Hour).UTC().Format(time.RFC3339)}); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// exported reads the account's export, checks it with the offline verifier
+// and returns its events by event_id.
+func exported(t *testing.T, s *httpapitest.Server, token string) map[string]verify.ExportEvent {
+	t.Helper()
+	req, _ := http.NewRequest("GET", s.URL+"/v1/chain/export", nil)
+	req.Header.Set("X-API-Key", token)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != 200 {
+		t.Fatalf("export: %d %s", resp.StatusCode, body)
+	}
+	if _, err := verify.VerifyExport(bytes.NewReader(body), s.App.ServicePublicKey()); err != nil {
+		t.Fatalf("the offline verifier refuses the chain: %v", err)
+	}
+	events := map[string]verify.ExportEvent{}
+	lines := bufio.NewScanner(bytes.NewReader(body))
+	lines.Buffer(nil, 1<<20)
+	for lines.Scan() {
+		var l struct{ Event *verify.ExportEvent }
+		if err := json.Unmarshal(lines.Bytes(), &l); err != nil {
+			t.Fatal(err)
+		}
+		if l.Event != nil {
+			events[l.Event.EventID] = *l.Event
+		}
+	}
+	return events
+}
+
+func rawOf(t *testing.T, e verify.ExportEvent) map[string]any {
+	t.Helper()
+	var m map[string]any
+	if err := json.Unmarshal(e.Raw, &m); err != nil {
+		t.Fatalf("raw of %s: %v", e.EventID, err)
+	}
+	return m
+}
+
+func ofType(events map[string]verify.ExportEvent, typ string) []verify.ExportEvent {
+	var out []verify.ExportEvent
+	for _, e := range events {
+		if e.EventType == typ {
+			out = append(out, e)
+		}
+	}
+	return out
+}
+
+// The proxy end to end: the upstream's tools are served unchanged; an
+// allowed call reaches the upstream and is recorded as a tool_call and a
+// tool_result (parent_id the call) carrying the hashes of the canonical
+// arguments and result, never their text; a refused call never reaches the
+// upstream and is a tool error with the gate's code; the chain verifies
+// offline afterwards.
+func TestProxyGatesAndRecords(t *testing.T) {
+	eachServer(t, func(t *testing.T, s *httpapitest.Server) {
+		ctx := context.Background()
+		_, token := s.Account(t, "proxy@example.com")
+		c, err := client.New(s.URL, token, client.WithSurface(client.SurfaceMCPStdio))
+		if err != nil {
+			t.Fatal(err)
+		}
+		grant(t, c, "worker", 10, "echo")
+		u := newUpstream()
+		host := proxied(t, u, c, "worker", false)
+
+		if got := toolNamesOf(t, host); len(got) != 2 || got[0] != "echo" || got[1] != "shell" {
+			t.Fatalf("the proxy serves %v, want the upstream's echo and shell", got)
+		}
+
+		args := map[string]any{"n": 2, "msg": "a secret text"}
+		res, err := host.CallTool(ctx, &mcp.CallToolParams{Name: "echo", Arguments: args})
+		if err != nil || res.IsError || res.Content[0].(*mcp.TextContent).Text != "a secret text" {
+			t.Fatalf("allowed call: %+v, %v", res, err)
+		}
+		if u.echoes.Load() != 1 {
+			t.Fatalf("the upstream saw %d echo calls, want 1", u.echoes.Load())
+		}
+
+		out, isErr := call(t, host, "shell", map[string]any{"cmd": "rm -rf /"})
+		if !isErr || out["code"] != "tool_not_allowed" {
+			t.Fatalf("refused call: %v %v, want tool_not_allowed", isErr, out)
+		}
+		if u.shells.Load() != 0 {
+			t.Fatal("a refused call reached the upstream")
+		}
+
+		events := exported(t, s, token)
+		calls, results := ofType(events, mcpserver.EventToolCall), ofType(events, mcpserver.EventToolResult)
+		if len(calls) != 2 || len(results) != 1 {
+			t.Fatalf("%d tool_call and %d tool_result events, want 2 and 1", len(calls), len(results))
+		}
+		argsJSON, _ := json.Marshal(args)
+		wantArgs, _ := mcpserver.ArgumentsHash(argsJSON)
+		wantRes, _ := mcpserver.ResultHash(res)
+		result := results[0]
+		call := events[*result.ParentID]
+		if call.EventType != mcpserver.EventToolCall || *call.Decision != "allow" || *call.Tool != "echo" {
+			t.Fatalf("the result's parent is %+v, want the allowed echo call", call)
+		}
+		if r := rawOf(t, call); r["arguments_sha256"] != wantArgs || r["upstream_tool"] != "echo" || r["subagent"] != "worker" {
+			t.Fatalf("tool_call raw %v, want arguments_sha256 %s", r, wantArgs)
+		}
+		if r := rawOf(t, result); r["result_sha256"] != wantRes || r["is_error"] != false {
+			t.Fatalf("tool_result raw %v, want result_sha256 %s", r, wantRes)
+		}
+		for _, e := range events {
+			if bytes.Contains(e.Raw, []byte("secret")) || bytes.Contains(e.Raw, []byte("rm -rf")) {
+				t.Fatalf("event %s carries the call's text: %s", e.EventID, e.Raw)
+			}
+		}
+		var denied verify.ExportEvent
+		for _, e := range calls {
+			if *e.Tool == "shell" {
+				denied = e
+			}
+		}
+		if denied.Decision == nil || *denied.Decision != "deny" || rawOf(t, denied)["gate"] != "tool_not_allowed" {
+			t.Fatalf("the refused call is recorded as %+v", denied)
+		}
+	})
+}
+
+// Concurrent calls spend the budget exactly: with 5 calls left, 5 of 12
+// concurrent calls reach the upstream and the rest are refused.
+func TestProxyBudgetExactUnderConcurrency(t *testing.T) {
+	eachServer(t, func(t *testing.T, s *httpapitest.Server) {
+		ctx := context.Background()
+		_, token := s.Account(t, "burst@example.com")
+		c, err := client.New(s.URL, token)
+		if err != nil {
+			t.Fatal(err)
+		}
+		grant(t, c, "burst", 5, "echo")
+		u := newUpstream()
+		host := proxied(t, u, c, "burst", false)
+
+		var wg sync.WaitGroup
+		var allowed, refusedN atomic.Int64
+		for i := range 12 {
+			wg.Go(func() {
+				res, err := host.CallTool(ctx, &mcp.CallToolParams{Name: "echo", Arguments: map[string]any{"msg": "m", "n": i}})
+				switch {
+				case err != nil:
+					t.Errorf("call %d: %v", i, err)
+				case res.IsError:
+					refusedN.Add(1)
+				default:
+					allowed.Add(1)
+				}
+			})
+		}
+		wg.Wait()
+		if allowed.Load() != 5 || refusedN.Load() != 7 || u.echoes.Load() != 5 {
+			t.Fatalf("%d allowed, %d refused, %d reached the upstream; want 5, 7, 5", allowed.Load(), refusedN.Load(), u.echoes.Load())
+		}
+		st, err := c.GrantStatus(ctx, api.GrantStatusQuery{Subagent: "burst"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if st.Uses != 5 || st.Remaining != 0 {
+			t.Fatalf("the grant shows %d uses, %d remaining; want 5, 0", st.Uses, st.Remaining)
+		}
+		events := exported(t, s, token)
+		if n := len(ofType(events, mcpserver.EventToolResult)); n != 5 {
+			t.Fatalf("%d tool_result events, want 5", n)
+		}
+	})
+}
+
+// With the service unreachable the proxy refuses (fail closed); with
+// --fail-open the call goes through.
+func TestProxyFailsClosed(t *testing.T) {
+	dead, err := client.New("http://127.0.0.1:1", "ak_none", client.WithRetries(0, 0))
+	if err != nil {
+		t.Fatal(err)
+	}
+	u := newUpstream()
+	closed := proxied(t, u, dead, "worker", false)
+	if out, isErr := call(t, closed, "echo", map[string]any{"msg": "x"}); !isErr || out["code"] != mcpserver.CodeUnreachable {
+		t.Fatalf("fail closed: %v %v", isErr, out)
+	}
+	if u.echoes.Load() != 0 {
+		t.Fatal("a call reached the upstream while the service was unreachable")
+	}
+	open := proxied(t, u, dead, "worker", true)
+	if _, isErr := call(t, open, "echo", map[string]any{"msg": "x"}); isErr || u.echoes.Load() != 1 {
+		t.Fatalf("fail open: isError %v, %d upstream calls", isErr, u.echoes.Load())
+	}
+}
+
+func toolNamesOf(t *testing.T, cs *mcp.ClientSession) []string {
+	t.Helper()
+	var names []string
+	for tl, err := range cs.Tools(context.Background(), nil) {
+		if err != nil {
+			t.Fatal(err)
+		}
+		names = append(names, tl.Name)
+	}
+	return names
+}
+
+// A change of the upstream's tool list reaches the host: the proxy re-reads
+// the list and the host is told it changed.
+func TestProxyPassesListChanges(t *testing.T) {
+	ctx := context.Background()
+	u := newUpstream()
+	st, ct := mcp.NewInMemoryTransports()
+	ss, err := u.server.Connect(ctx, st, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { ss.Close() })
+	dead, _ := client.New("http://127.0.0.1:1", "ak_none", client.WithRetries(0, 0))
+	p, err := mcpserver.NewProxy(ctx, ct, mcpserver.ProxyOptions{Subagent: "worker", Service: dead})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { p.Close() })
+	changed := make(chan struct{}, 16)
+	hs, hc := mcp.NewInMemoryTransports()
+	pss, err := p.Server().Connect(ctx, hs, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { pss.Close() })
+	host, err := mcp.NewClient(&mcp.Implementation{Name: "host", Version: "1"}, &mcp.ClientOptions{
+		ToolListChangedHandler: func(context.Context, *mcp.ToolListChangedRequest) { changed <- struct{}{} },
+	}).Connect(ctx, hc, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { host.Close() })
+
+	u.server.RemoveTools("shell")
+	mcp.AddTool(u.server, &mcp.Tool{Name: "late", Description: "added later"},
+		func(context.Context, *mcp.CallToolRequest, struct{}) (*mcp.CallToolResult, any, error) {
+			return nil, nil, nil
+		})
+	timeout := time.After(10 * time.Second)
+	for {
+		select {
+		case <-changed:
+		case <-timeout:
+			t.Fatalf("the host still sees %v", toolNamesOf(t, host))
+		}
+		if got := toolNamesOf(t, host); len(got) == 2 && got[0] == "echo" && got[1] == "late" {
+			return
+		}
+	}
+}
