@@ -73,6 +73,10 @@ func (c *client) do(ctx context.Context, method, path, key string, body []byte, 
 		req.ContentLength = int64(len(body))
 		req.Header["Content-Type"] = jsonType
 	}
+	if path == mcpPath {
+		// Streamable HTTP wants both; the stateless server answers JSON.
+		req.Header["Accept"] = mcpAccept
+	}
 	switch {
 	case strings.HasPrefix(key, app.SessionTokenPrefix):
 		req.Header["Cookie"] = []string{domain.SessionCookie + "=" + key}
@@ -99,7 +103,13 @@ func (c *client) do(ctx context.Context, method, path, key string, body []byte, 
 	return res.StatusCode, nil
 }
 
-var jsonType = []string{"application/json"}
+var (
+	jsonType  = []string{"application/json"}
+	mcpAccept = []string{"application/json, text/event-stream"}
+)
+
+// mcpPath is the MCP server's route (streamable HTTP).
+const mcpPath = "/v1/mcp"
 
 type readCloser struct{ *bytes.Reader }
 

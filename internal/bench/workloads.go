@@ -47,10 +47,14 @@ var workloads = []*workload{
 		help: "all clients on one account (of --prefill events, default 0), resyncing on 409 from expected_prev_hash/last_sequence"},
 	{name: "batch", clients: 4, accounts: 100, openLoop: true, run: loadRun(batchSetup),
 		help: "POST /v1/events/batch with --batch-size events per call, chains linked"},
-	{name: "gate-status", clients: 64, accounts: 100, openLoop: true, run: loadRun(grantSetup(false)),
+	{name: "gate-status", clients: 64, accounts: 100, openLoop: true, run: loadRun(grantSetup(gateStatus)),
 		help: "GET /v1/grants/status for a live grant"},
-	{name: "grant-use", clients: 64, accounts: 100, openLoop: true, run: loadRun(grantSetup(true)),
+	{name: "grant-use", clients: 64, accounts: 100, openLoop: true, run: loadRun(grantSetup(grantUse)),
 		help: "POST /v1/grants/{id}/use n=1 on a large budget"},
+	{name: "mcp-gate", clients: 64, accounts: 100, openLoop: true, run: loadRun(grantSetup(mcpGate)),
+		help: "the gate_check tool through POST /v1/mcp (a stateless JSON-RPC tools/call) for a live grant"},
+	{name: "mcp-proxy", clients: 1, accounts: 1, fixedAccounts: true, run: runMCPProxy,
+		help: "a tools/call through `auditchain mcp proxy`'s gate and record to an in-process upstream, against the same call direct: p50 overhead in extra"},
 	{name: "otp-verify", clients: 64, accounts: 1, fixedAccounts: true, openLoop: true, defRate: 200, run: loadRun(otpVerifySetup),
 		help: "POST /v1/auth/otp/verify, each with a code prepared for its own account (open loop, --rate default 200)"},
 	{name: "revoke", clients: 64, accounts: 100, openLoop: true, prefill: true, defPrefill: 20000, prefillRows: true,
@@ -480,7 +484,16 @@ const benchSubagent = "bench-sub"
 
 // grantSetup creates one live grant per account (large budget, a day to live);
 // use selects the metering workload instead of the status check.
-func grantSetup(use bool) setupFunc {
+// What a grant workload's operation is.
+type grantOp int
+
+const (
+	gateStatus grantOp = iota // GET /v1/grants/status
+	grantUse                  // POST /v1/grants/{id}/use
+	mcpGate                   // the gate_check tool over POST /v1/mcp
+)
+
+func grantSetup(op grantOp) setupFunc {
 	return func(ctx context.Context, e *env) (func(w *worker) opFunc, error) {
 		expires := time.Now().UTC().Add(48 * time.Hour).Format(time.RFC3339)
 		type grant struct{ statusURL, useURL string }
@@ -510,19 +523,24 @@ func grantSetup(use bool) setupFunc {
 				useURL: "/v1/grants/" + gid + "/use"}
 		}
 		useBody := []byte(`{"subagent":"` + benchSubagent + `","n":1}`)
+		mcpBody := []byte(`{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"gate_check","arguments":{"subagent":"` +
+			benchSubagent + `","tool":"bash"}}}`)
 		authorized := []byte(`"authorized":true`)
 		return func(w *worker) opFunc {
 			s := newChainState(e, w.id)
 			return func(ctx context.Context, w *worker) (int, error) {
 				a, _ := s.pick()
 				var err error
-				if use {
+				switch op {
+				case grantUse:
 					_, err = w.c.do(ctx, "POST", grants[a].useURL, e.accounts[a].key, useBody, &w.resp)
-				} else {
+				case gateStatus:
 					_, err = w.c.do(ctx, "GET", grants[a].statusURL, e.accounts[a].key, nil, &w.resp)
-					if err == nil && !bytes.Contains(w.resp.Bytes(), authorized) {
-						err = errors.New("gate did not answer authorized")
-					}
+				case mcpGate:
+					_, err = w.c.do(ctx, "POST", mcpPath, e.accounts[a].key, mcpBody, &w.resp)
+				}
+				if op != grantUse && err == nil && !bytes.Contains(w.resp.Bytes(), authorized) {
+					err = fmt.Errorf("gate did not answer authorized: %.200s", w.resp.Bytes())
 				}
 				if ab := notBuilt(err); ab != nil {
 					return 0, ab
