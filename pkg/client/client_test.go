@@ -8,6 +8,7 @@ import (
 	"io"
 	"net/http"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -146,6 +147,47 @@ func TestAppendWhoseAnswerWasLostIsStoredOnce(t *testing.T) {
 			t.Fatal(err)
 		}
 		checkChain(t, c, 2)
+	})
+}
+
+// An answer lost while another writer appends behind it: the resend finds
+// its event stored (no longer at the tip) and gets it back, written once;
+// the next append follows the moved tip.
+func TestAppendWhoseAnswerWasLostBehindAnotherWriter(t *testing.T) {
+	eachServer(t, func(t *testing.T, s *httpapitest.Server) {
+		_, token := s.Account(t, "lost-behind@example.com")
+		ctx := context.Background()
+		other := newClient(t, s, token)
+		var once sync.Once
+		drop := &dropFirstAnswer{match: func(r *http.Request) bool {
+			if r.Method != "POST" || r.URL.Path != "/v1/events" {
+				return false
+			}
+			// The first answer is lost; meanwhile another writer appends.
+			once.Do(func() {
+				if _, err := other.Append(ctx, client.Event{EventID: "evt-other", EventType: "note"}); err != nil {
+					t.Error(err)
+				}
+			})
+			return true
+		}}
+		c := newClient(t, s, token, client.WithHTTPClient(&http.Client{Transport: drop}),
+			client.WithSleep(func(context.Context, time.Duration) error { return nil }))
+		res, err := c.Append(ctx, client.Event{EventID: "evt-mine", EventType: "note"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if res.Event.EventID != "evt-mine" || res.Event.Sequence != 0 {
+			t.Fatalf("the resend answered %+v", res.Event)
+		}
+		next, err := c.Append(ctx, client.Event{EventID: "evt-next", EventType: "note"})
+		if err != nil || next.Event.Sequence != 2 {
+			t.Fatalf("after the resend: %+v, %v", next, err)
+		}
+		evs := checkChain(t, c, 3)
+		if evs[0].EventID != "evt-next" || evs[1].EventID != "evt-other" || evs[2].EventID != "evt-mine" {
+			t.Fatalf("chain %v %v %v", evs[2].EventID, evs[1].EventID, evs[0].EventID)
+		}
 	})
 }
 
