@@ -25,6 +25,7 @@ import (
 	"github.com/auditchain/auditchain/internal/merkle"
 	"github.com/auditchain/auditchain/internal/schedule"
 	"github.com/auditchain/auditchain/internal/store"
+	"github.com/auditchain/auditchain/pkg/api"
 	"github.com/auditchain/auditchain/pkg/verify"
 )
 
@@ -56,12 +57,7 @@ type (
 // SignatureFailure is an event from a machine with a signing key in force at
 // its leaf whose signature is absent ("missing") or does not verify
 // ("invalid") against that key.
-type SignatureFailure struct {
-	Sequence  int64  `json:"sequence"`
-	EventID   string `json:"event_id"`
-	MachineID string `json:"machine_id"`
-	Reason    string `json:"reason"`
-}
+type SignatureFailure = api.HealSignatureFailure
 
 // ScanResult is SPEC.md's Scan result.
 type ScanResult struct {
@@ -507,34 +503,24 @@ func kindOrder(k string) int64 {
 	return 2
 }
 
-// RepairAction is one finding as a heal run handled it.
-type RepairAction struct {
-	Kind       string `json:"kind"`
-	FindingKey string `json:"finding_key"`
-	// Status is written (a chain_repair was appended), would_write (dry run)
-	// or skipped (a chain_repair already answers the finding).
-	Status         string  `json:"status"`
-	Finding        any     `json:"finding"`
-	RepairEventID  *string `json:"repair_event_id"`
-	RepairSequence *int64  `json:"repair_sequence"`
+// RepairAction is one finding as a heal run handled it: Status is written
+// (a chain_repair was appended), would_write (dry run) or skipped (a
+// chain_repair already answers the finding).
+type RepairAction = api.HealRepairAction
+
+// findingJSON is a finding (Break, Gap or SignatureFailure: plain fields
+// that always encode) as a RepairAction carries it.
+func findingJSON(detail any) json.RawMessage {
+	b, err := json.Marshal(detail)
+	if err != nil {
+		panic(fmt.Sprintf("heal: encode a finding: %v", err))
+	}
+	return b
 }
 
 // RunResult is the answer of POST /v1/heal/run. Breaks, Gaps and
 // SignatureFailures count the scan's findings.
-type RunResult struct {
-	Actions           []RepairAction `json:"actions"`
-	Breaks            int            `json:"breaks"`
-	Gaps              int            `json:"gaps"`
-	SignatureFailures int            `json:"signature_failures"`
-	Skipped           int            `json:"skipped"`
-	WouldWrite        int            `json:"would_write"`
-	Written           int            `json:"written"`
-	CompletedAt       string         `json:"completed_at"`
-	DryRun            bool           `json:"dry_run"`
-	MachineID         *string        `json:"machine_id"`
-	MerkleRootStatus  string         `json:"merkle_root_status"`
-	UserID            string         `json:"user_id"`
-}
+type RunResult = api.HealRun
 
 // repairRaw is the raw of a chain_repair event: the finding it answers, by
 // its stable key and its fields. The original event is never touched.
@@ -558,7 +544,7 @@ func (a *App) HealRun(ctx context.Context, p Principal, dryRun bool, machineID *
 	if dryRun {
 		res.Actions = make([]RepairAction, 0, len(findings))
 		for _, f := range findings {
-			act := RepairAction{Kind: f.kind, FindingKey: f.key, Finding: f.detail, Status: "would_write"}
+			act := RepairAction{Kind: f.kind, FindingKey: f.key, Finding: findingJSON(f.detail), Status: "would_write"}
 			switch r, err := a.Store.HealRepairByKey(ctx, nil, p.UserID, f.key); {
 			case err == nil:
 				act.Status, act.RepairEventID, act.RepairSequence = "skipped", &r.RepairEventID, &r.RepairSequence
@@ -578,7 +564,7 @@ func (a *App) HealRun(ctx context.Context, p Principal, dryRun bool, machineID *
 			}
 			now := a.Now()
 			for _, f := range findings {
-				act := RepairAction{Kind: f.kind, FindingKey: f.key, Finding: f.detail}
+				act := RepairAction{Kind: f.kind, FindingKey: f.key, Finding: findingJSON(f.detail)}
 				switch r, err := a.Store.HealRepairByKey(ctx, t.SQL(), p.UserID, f.key); {
 				case err == nil:
 					act.Status, act.RepairEventID, act.RepairSequence = "skipped", &r.RepairEventID, &r.RepairSequence
@@ -648,23 +634,10 @@ const (
 )
 
 // AutoTask describes an account's periodic heal task.
-type AutoTask struct {
-	PeriodSeconds int     `json:"period_seconds"`
-	Running       bool    `json:"running"`
-	StartedAt     *string `json:"started_at"`
-	TaskID        *string `json:"task_id"`
-	UserID        string  `json:"user_id"`
-}
+type AutoTask = api.HealAutoTask
 
 // AutoStop is the answer of POST /v1/heal/auto/stop.
-type AutoStop struct {
-	Running   bool    `json:"running"`
-	StartedAt *string `json:"started_at"`
-	Stopped   bool    `json:"stopped"`
-	StoppedAt *string `json:"stopped_at"`
-	TaskID    *string `json:"task_id"`
-	UserID    string  `json:"user_id"`
-}
+type AutoStop = api.HealAutoStop
 
 // HealAutoStart answers POST /v1/heal/auto/start. A running task with the
 // same period is answered as it is (start is idempotent); with another

@@ -21,6 +21,7 @@ import (
 	"github.com/auditchain/auditchain/internal/app/writer"
 	"github.com/auditchain/auditchain/internal/domain"
 	"github.com/auditchain/auditchain/internal/store"
+	"github.com/auditchain/auditchain/pkg/api"
 )
 
 // Notice is one notice to write for an account.
@@ -46,16 +47,7 @@ type noticePayload struct {
 }
 
 // Notification is one row as GET /v1/notifications shows it.
-type Notification struct {
-	ID             string  `json:"id"`
-	Type           string  `json:"type"`
-	Channel        string  `json:"channel"`
-	Severity       string  `json:"severity"`
-	DeliveryStatus string  `json:"delivery_status"`
-	Digest         bool    `json:"digest"`
-	CreatedAt      string  `json:"created_at"`
-	SentAt         *string `json:"sent_at"`
-}
+type Notification = api.Notification
 
 func notificationOf(n store.Notification) Notification {
 	out := Notification{ID: n.ID, Type: n.Type, Channel: n.Channel, Severity: n.Severity, DeliveryStatus: n.DeliveryStatus,
@@ -255,10 +247,7 @@ func (a *App) noticeRows(userID string, nt domain.NoticeType, r domain.Recipient
 }
 
 // NotificationPage is GET /v1/notifications.
-type NotificationPage struct {
-	Notifications []Notification `json:"notifications"`
-	NextCursor    *string        `json:"next_cursor"`
-}
+type NotificationPage = api.NotificationPage
 
 // DefaultNotificationPage is SPEC.md's default page size; MaxNotificationPage
 // bounds what a caller may ask.
@@ -349,19 +338,10 @@ type PreferenceInput struct {
 }
 
 // RejectedPreference is a row PUT refused, with why.
-type RejectedPreference struct {
-	Type    string `json:"type"`
-	Channel string `json:"channel"`
-	Enabled bool   `json:"enabled"`
-	Digest  bool   `json:"digest"`
-	Reason  string `json:"reason"`
-}
+type RejectedPreference = api.RejectedPreference
 
 // PreferencesResult is PUT /v1/notifications/preferences.
-type PreferencesResult struct {
-	Accepted int                  `json:"accepted"`
-	Rejected []RejectedPreference `json:"rejected"`
-}
+type PreferencesResult = api.PreferencesResult
 
 // MaxPreferenceRows bounds one PUT: every (type, channel) twice over.
 const MaxPreferenceRows = 64
@@ -415,10 +395,7 @@ const (
 )
 
 // TestResult is POST /v1/notifications/test.
-type TestResult struct {
-	Dispatched     []string          `json:"dispatched"`
-	DeliveryStatus map[string]string `json:"delivery_status"`
-}
+type TestResult = api.TestNotificationResult
 
 // TestNotification dispatches a notice of typ to the caller's own account
 // as its real emitter would; body and severity go into the email and the

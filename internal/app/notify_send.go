@@ -25,6 +25,7 @@ import (
 	"github.com/auditchain/auditchain/internal/mail"
 	"github.com/auditchain/auditchain/internal/notify/webhook"
 	"github.com/auditchain/auditchain/internal/store"
+	"github.com/auditchain/auditchain/pkg/api"
 )
 
 // Bounds of one pass over an outbox.
@@ -395,11 +396,7 @@ func sleepCtx(ctx context.Context, d time.Duration) error {
 }
 
 // DigestResult is POST /v1/notifications/digest/run.
-type DigestResult struct {
-	DigestSent bool           `json:"digest_sent"`
-	Grouped    map[string]int `json:"grouped"`
-	UserID     string         `json:"user_id"`
-}
+type DigestResult = api.DigestRunResult
 
 // RunDigest rolls userID's email rows held for the digest in the last 24
 // hours, not yet digested, into one plain-text email of counts by type

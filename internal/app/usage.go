@@ -17,6 +17,7 @@ import (
 	"github.com/auditchain/auditchain/internal/app/writer"
 	"github.com/auditchain/auditchain/internal/domain"
 	"github.com/auditchain/auditchain/internal/store"
+	"github.com/auditchain/auditchain/pkg/api"
 )
 
 // Kinds of usage counts.
@@ -166,38 +167,16 @@ func (a *App) RunUsageFlusher(ctx context.Context, tick Ticker) {
 }
 
 // Usage is GET /v1/dashboard/usage (CONTRACT.md "Usage").
-type Usage struct {
-	Day           string           `json:"day"`
-	Events        UsageEvents      `json:"events"`
-	TreeSize      int64            `json:"tree_size"`
-	Grants        UsageGrants      `json:"grants"`
-	Gate          map[string]int64 `json:"gate"`
-	Proposals     map[string]int64 `json:"proposals"`
-	Notifications map[string]int64 `json:"notifications"`
-	CallsToday    UsageCalls       `json:"calls_today"`
-}
+type Usage = api.Usage
 
 // UsageEvents are the account's events today and in all, and its quota.
-type UsageEvents struct {
-	Today          int64 `json:"today"`
-	Total          int64 `json:"total"`
-	QuotaLimit     int64 `json:"quota_limit"`
-	QuotaRemaining int64 `json:"quota_remaining"`
-}
+type UsageEvents = api.UsageEvents
 
 // UsageGrants counts the account's grants by state, and today's uses.
-type UsageGrants struct {
-	Live      int64 `json:"live"`
-	Expired   int64 `json:"expired"`
-	Revoked   int64 `json:"revoked"`
-	UsesToday int64 `json:"uses_today"`
-}
+type UsageGrants = api.UsageGrants
 
 // UsageCalls are today's credentialed calls by capability and by surface.
-type UsageCalls struct {
-	ByCapability map[string]int64 `json:"by_capability"`
-	BySurface    map[string]int64 `json:"by_surface"`
-}
+type UsageCalls = api.UsageCalls
 
 // DashboardUsage answers the caller's account: the stored counts plus this
 // replica's not yet flushed (another replica's unflushed counts, at most one

@@ -17,6 +17,7 @@ import (
 	"github.com/auditchain/auditchain/internal/domain"
 	"github.com/auditchain/auditchain/internal/notify/webhook"
 	"github.com/auditchain/auditchain/internal/store"
+	"github.com/auditchain/auditchain/pkg/api"
 )
 
 // Bounds of endpoints.
@@ -35,18 +36,10 @@ const (
 )
 
 // Webhook is an endpoint as listed: never its secret.
-type Webhook struct {
-	ID        string   `json:"id"`
-	URL       string   `json:"url"`
-	Types     []string `json:"types"`
-	CreatedAt string   `json:"created_at"`
-}
+type Webhook = api.Webhook
 
 // NewWebhook is POST /v1/webhooks's answer: the only time the secret is shown.
-type NewWebhook struct {
-	Webhook
-	Secret string `json:"secret"`
-}
+type NewWebhook = api.WebhookCreated
 
 func webhookOf(w store.Webhook) Webhook {
 	return Webhook{ID: w.ID, URL: w.URL, Types: w.Types, CreatedAt: domain.FormatTimestamp(w.CreatedAt)}
@@ -135,14 +128,7 @@ func (a *App) DeleteWebhook(ctx context.Context, p Principal, id string) error {
 }
 
 // Delivery is one attempt as GET /v1/webhooks/{id}/deliveries lists it.
-type Delivery struct {
-	NotificationID string  `json:"notification_id"`
-	Attempt        int     `json:"attempt"`
-	StatusCode     *int    `json:"status_code"`
-	Error          *string `json:"error"`
-	DurationMS     float64 `json:"duration_ms"`
-	CreatedAt      string  `json:"created_at"`
-}
+type Delivery = api.WebhookDelivery
 
 // WebhookDeliveries lists the attempts to deliver to the caller's endpoint
 // id, newest first.

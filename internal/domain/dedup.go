@@ -185,19 +185,10 @@ type PriorCall struct {
 	SemanticKey string
 }
 
-// DedupDecision is the gate's answer, shaped as the POST /v1/policy/test
-// response. The cached_* members are null unless the status is hit.
-type DedupDecision struct {
-	DedupStatus        string  `json:"dedup_status"`
-	WouldHit           bool    `json:"would_hit"`
-	DedupAction        string  `json:"dedup_action"`
-	SemanticKey        string  `json:"semantic_key"`
-	CachedAt           *string `json:"cached_at"`
-	CachedFromEventID  *string `json:"cached_from_event_id"`
-	CachedFromSequence *int64  `json:"cached_from_sequence"`
-	WindowEvents       int     `json:"window_events"`
-	WindowSeconds      int     `json:"window_seconds"`
-}
+// DedupDecision is the gate's answer: the POST /v1/policy/test response
+// (pkg/api.PolicyDecision) with the gate's methods; the cached_* members
+// are null unless the status is hit.
+type DedupDecision api.PolicyDecision
 
 // DecideDedup decides a call of tool with semanticKey, made when the chain's
 // last stored sequence is tipSequence (−1 for an empty chain), against prior

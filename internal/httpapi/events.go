@@ -299,8 +299,8 @@ func (s *Server) putSigningKey(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	return writeJSON(w, http.StatusOK, map[string]any{"machine_id": k.MachineID, "algorithm": "ed25519", "fingerprint": k.Fingerprint,
-		"registered_at": time.UnixMicro(k.RegisteredAt).UTC(), "from_leaf": k.FromLeaf})
+	return writeJSON(w, http.StatusOK, api.SigningKeyRegistered{MachineID: k.MachineID, Algorithm: "ed25519", Fingerprint: k.Fingerprint,
+		RegisteredAt: time.UnixMicro(k.RegisteredAt).UTC().Format(time.RFC3339Nano), FromLeaf: k.FromLeaf})
 }
 
 func (s *Server) listMachines(w http.ResponseWriter, r *http.Request) error {
@@ -308,7 +308,15 @@ func (s *Server) listMachines(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	return writeJSON(w, http.StatusOK, map[string]any{"count": len(ms), "machines": ms})
+	out := api.MachineList{Count: len(ms), Machines: make([]api.Machine, len(ms))}
+	for i, m := range ms {
+		keys := make([]api.MachineKey, len(m.Keys))
+		for j, k := range m.Keys {
+			keys[j] = api.MachineKey{Fingerprint: k.Fingerprint, RegisteredAt: k.RegisteredAt.Format(time.RFC3339Nano), FromLeaf: k.FromLeaf}
+		}
+		out.Machines[i] = api.Machine{MachineID: m.MachineID, Events: m.Events, Keys: keys, CurrentFingerprint: m.CurrentFingerprint}
+	}
+	return writeJSON(w, http.StatusOK, out)
 }
 
 type policyTestRequest struct {
@@ -345,5 +353,5 @@ func (s *Server) policyTest(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	return writeJSON(w, http.StatusOK, d)
+	return writeJSON(w, http.StatusOK, api.PolicyDecision(d))
 }

@@ -12,26 +12,31 @@ import (
 	"github.com/auditchain/auditchain/internal/app"
 	"github.com/auditchain/auditchain/internal/domain"
 	"github.com/auditchain/auditchain/internal/store"
+	"github.com/auditchain/auditchain/pkg/api"
 	"github.com/auditchain/auditchain/pkg/verify"
 )
 
-// blockView is a chain block as the API shows it.
-type blockView struct {
-	Index         int64        `json:"index"`
-	TreeSize      uint64       `json:"tree_size"`
-	RootHash      verify.Hash  `json:"root_hash"`
-	BlockHash     verify.Hash  `json:"block_hash"`
-	PrevBlockHash *verify.Hash `json:"prev_block_hash"`
-	Note          string       `json:"note"`
-	CreatedAt     time.Time    `json:"created_at"`
-}
-
-func blockOf(b *store.BlockRow) *blockView {
+// blockOf is a chain block as the API shows it (nil for none); created_at
+// keeps encoding/json's form of a time.
+func blockOf(b *store.BlockRow) *api.Block {
 	if b == nil {
 		return nil
 	}
-	return &blockView{Index: b.Index, TreeSize: b.Size, RootHash: b.Root, BlockHash: b.Hash, PrevBlockHash: b.PrevHash,
-		Note: string(b.Note), CreatedAt: time.UnixMicro(b.CreatedAt).UTC()}
+	out := &api.Block{Index: b.Index, TreeSize: int64(b.Size), RootHash: b.Root.String(), BlockHash: b.Hash.String(),
+		Note: string(b.Note), CreatedAt: time.UnixMicro(b.CreatedAt).UTC().Format(time.RFC3339Nano)}
+	if b.PrevHash != nil {
+		out.PrevBlockHash = new(b.PrevHash.String())
+	}
+	return out
+}
+
+// hashStrings is hs in their API form (standard base64).
+func hashStrings(hs []verify.Hash) []string {
+	out := make([]string, len(hs))
+	for i, h := range hs {
+		out[i] = h.String()
+	}
+	return out
 }
 
 // queryInt reads an optional non-negative integer query parameter; a present
@@ -72,12 +77,12 @@ func (s *Server) chainBlocks(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	blocks := make([]*blockView, len(page.Blocks))
+	out := api.BlockPage{Count: len(page.Blocks), Blocks: make([]api.Block, len(page.Blocks)), NextCursor: page.NextCursor,
+		Origin: verify.Origin(p.UserID), ServiceKeyID: s.app.ServiceKeyID(), UserID: p.UserID}
 	for i := range page.Blocks {
-		blocks[i] = blockOf(&page.Blocks[i])
+		out.Blocks[i] = *blockOf(&page.Blocks[i])
 	}
-	return writeJSON(w, http.StatusOK, map[string]any{"count": len(blocks), "blocks": blocks, "next_cursor": page.NextCursor,
-		"origin": verify.Origin(p.UserID), "service_key_id": s.app.ServiceKeyID(), "user_id": p.UserID})
+	return writeJSON(w, http.StatusOK, out)
 }
 
 func (s *Server) chainVerify(w http.ResponseWriter, r *http.Request) error {
@@ -85,12 +90,11 @@ func (s *Server) chainVerify(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	var reason, detail *string
+	out := api.ChainVerification{Valid: v.Valid, Blocks: v.Blocks, FirstBadBlock: v.FirstBadBlock, TreeSize: v.TreeSize}
 	if !v.Valid {
-		reason, detail = &v.Reason, &v.Detail
+		out.Reason, out.Detail = &v.Reason, &v.Detail
 	}
-	return writeJSON(w, http.StatusOK, map[string]any{"valid": v.Valid, "blocks": v.Blocks, "first_bad_block": v.FirstBadBlock,
-		"tree_size": v.TreeSize, "reason": reason, "detail": detail})
+	return writeJSON(w, http.StatusOK, out)
 }
 
 func (s *Server) inclusionProof(w http.ResponseWriter, r *http.Request) error {
@@ -108,10 +112,10 @@ func (s *Server) inclusionProof(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	return writeJSON(w, http.StatusOK, map[string]any{"event_id": pr.Event.EventID, "sequence": pr.Event.Sequence,
-		"leaf_index": pr.Event.LeafIndex, "payload_hash": pr.Event.PayloadHash, "leaf_hash": pr.LeafHash,
-		"tree_size": pr.TreeSize, "proof": pr.Proof, "root_hash": pr.Root, "checkpoint": blockOf(pr.Block),
-		"origin": verify.Origin(p.UserID)})
+	return writeJSON(w, http.StatusOK, api.InclusionProof{EventID: pr.Event.EventID, Sequence: pr.Event.Sequence,
+		LeafIndex: pr.Event.LeafIndex, PayloadHash: pr.Event.PayloadHash, LeafHash: pr.LeafHash.String(),
+		TreeSize: pr.TreeSize, Proof: hashStrings(pr.Proof), RootHash: pr.Root.String(), Checkpoint: blockOf(pr.Block),
+		Origin: verify.Origin(p.UserID)})
 }
 
 func (s *Server) consistencyProof(w http.ResponseWriter, r *http.Request) error {
@@ -132,9 +136,9 @@ func (s *Server) consistencyProof(w http.ResponseWriter, r *http.Request) error 
 	if err != nil {
 		return err
 	}
-	return writeJSON(w, http.StatusOK, map[string]any{"first": pr.First, "second": pr.Second, "proof": pr.Proof,
-		"first_root": pr.FirstRoot, "second_root": pr.SecondRoot, "first_checkpoint": blockOf(pr.FirstBlock),
-		"second_checkpoint": blockOf(pr.SecondBlock), "origin": verify.Origin(p.UserID)})
+	return writeJSON(w, http.StatusOK, api.ConsistencyProof{First: pr.First, Second: pr.Second, Proof: hashStrings(pr.Proof),
+		FirstRoot: pr.FirstRoot.String(), SecondRoot: pr.SecondRoot.String(), FirstCheckpoint: blockOf(pr.FirstBlock),
+		SecondCheckpoint: blockOf(pr.SecondBlock), Origin: verify.Origin(p.UserID)})
 }
 
 func (s *Server) chainExport(w http.ResponseWriter, r *http.Request) error {

@@ -7,27 +7,18 @@ import (
 	"github.com/auditchain/auditchain/internal/app"
 	"github.com/auditchain/auditchain/internal/domain"
 	"github.com/auditchain/auditchain/internal/store"
+	"github.com/auditchain/auditchain/pkg/api"
 )
 
-// keyJSON is a key's metadata as every listing shows it; the token never appears.
-type keyJSON struct {
-	ID        string     `json:"id"`
-	Prefix    string     `json:"prefix"`
-	Machine   string     `json:"machine"`
-	Label     string     `json:"label"`
-	Scopes    []string   `json:"scopes"`
-	CreatedAt time.Time  `json:"created_at"`
-	ExpiresAt *time.Time `json:"expires_at"`
-	RevokedAt *time.Time `json:"revoked_at"`
-}
-
-func toKeyJSON(k store.APIKey) keyJSON {
+// toKey is a key's metadata as every listing shows it (a team's included);
+// the token never appears.
+func toKey(k store.APIKey) api.Key {
 	scopes := k.Scopes
 	if scopes == nil {
 		scopes = []string{}
 	}
-	return keyJSON{ID: k.ID, Prefix: k.Prefix, Machine: k.Machine, Label: k.Label, Scopes: scopes,
-		CreatedAt: k.CreatedAt, ExpiresAt: k.ExpiresAt, RevokedAt: k.RevokedAt}
+	return api.Key{ID: k.ID, Prefix: k.Prefix, Machine: k.Machine, Label: k.Label, Scopes: scopes,
+		CreatedAt: domain.FormatTimestamp(k.CreatedAt), ExpiresAt: formatOpt(k.ExpiresAt), RevokedAt: formatOpt(k.RevokedAt)}
 }
 
 // createKeyRequest is the body of POST /v1/keys; machine and label are
@@ -37,12 +28,6 @@ type createKeyRequest struct {
 	Machine   *string  `json:"machine"`
 	Label     *string  `json:"label"`
 	ExpiresAt *string  `json:"expires_at" max:"name"`
-}
-
-// createKeyResponse shows the token once (CONTRACT.md "Credentials").
-type createKeyResponse struct {
-	keyJSON
-	APIKey string `json:"api_key"`
 }
 
 func (s *Server) createKey(w http.ResponseWriter, r *http.Request) error {
@@ -64,7 +49,8 @@ func (s *Server) createKey(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	return writeJSON(w, http.StatusCreated, createKeyResponse{keyJSON: toKeyJSON(k.Key), APIKey: k.Token})
+	// The token is shown this once (CONTRACT.md "Credentials").
+	return writeJSON(w, http.StatusCreated, api.KeyCreated{Key: toKey(k.Key), APIKey: k.Token})
 }
 
 func (s *Server) listKeys(w http.ResponseWriter, r *http.Request) error {
@@ -72,11 +58,11 @@ func (s *Server) listKeys(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	out := make([]keyJSON, len(keys))
+	out := api.KeyList{Count: len(keys), Keys: make([]api.Key, len(keys))}
 	for i, k := range keys {
-		out[i] = toKeyJSON(k)
+		out.Keys[i] = toKey(k)
 	}
-	return writeJSON(w, http.StatusOK, map[string]any{"count": len(out), "keys": out})
+	return writeJSON(w, http.StatusOK, out)
 }
 
 func (s *Server) revokeKey(w http.ResponseWriter, r *http.Request) error {
@@ -87,7 +73,7 @@ func (s *Server) revokeKey(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	return writeJSON(w, http.StatusOK, map[string]any{"key": toKeyJSON(k)})
+	return writeJSON(w, http.StatusOK, api.KeyRevoked{Key: toKey(k)})
 }
 
 func (s *Server) health(w http.ResponseWriter, r *http.Request) error {
@@ -95,7 +81,7 @@ func (s *Server) health(w http.ResponseWriter, r *http.Request) error {
 		s.log.Warn("health: store not ready", "err", err.Error())
 		return &domain.Error{Code: domain.CodeUnavailable, Detail: "the store is not ready", RetryAfter: 1}
 	}
-	return writeJSON(w, http.StatusOK, map[string]any{"status": "ok", "store": string(s.app.Store.Dialect)})
+	return writeJSON(w, http.StatusOK, api.Health{Status: "ok", Store: string(s.app.Store.Dialect)})
 }
 
 func (s *Server) openAPI(w http.ResponseWriter, r *http.Request) error {

@@ -12,6 +12,7 @@ import (
 	"github.com/auditchain/auditchain/internal/domain"
 	"github.com/auditchain/auditchain/internal/legal"
 	"github.com/auditchain/auditchain/internal/store"
+	"github.com/auditchain/auditchain/pkg/api"
 )
 
 type otpRequest struct {
@@ -100,29 +101,16 @@ func (s *Server) session(w http.ResponseWriter, r *http.Request) error {
 		"expires_at": domain.FormatTimestamp(info.ExpiresAt)})
 }
 
-// legalDocumentJSON is a Legal document (SPEC.md).
-type legalDocumentJSON struct {
-	DocumentID  string `json:"document_id"`
-	Title       string `json:"title"`
-	Summary     string `json:"summary"`
-	Version     string `json:"version"`
-	ContentHash string `json:"content_hash"`
-	MediaType   string `json:"media_type"`
-	Required    bool   `json:"required"`
-	Status      string `json:"status"`
-	TextURL     string `json:"text_url"`
-}
-
 func (s *Server) legalDocuments(w http.ResponseWriter, r *http.Request) error {
 	docs := s.app.LegalDocuments()
-	out := make([]legalDocumentJSON, len(docs))
+	out := make([]api.LegalDocument, len(docs))
 	for i, d := range docs {
-		out[i] = legalDocumentJSON{DocumentID: d.ID, Title: d.Title, Summary: d.Summary, Version: d.Version,
+		out[i] = api.LegalDocument{DocumentID: d.ID, Title: d.Title, Summary: d.Summary, Version: d.Version,
 			ContentHash: d.ContentHash, MediaType: "text/markdown", Required: d.Required, Status: d.Status, TextURL: d.TextURL()}
 	}
-	return writeJSON(w, http.StatusOK, map[string]any{"documents": out, "accept_route": "/v1/legal/accept",
-		"acceptance_mode": "clickwrap", "gate_enforced": s.app.Cfg.LegalEnforce, "notice": legal.Notice,
-		"required_document_ids": s.app.RequiredDocumentIDs()})
+	return writeJSON(w, http.StatusOK, api.LegalDocuments{Documents: out, AcceptRoute: "/v1/legal/accept",
+		AcceptanceMode: "clickwrap", GateEnforced: s.app.Cfg.LegalEnforce, Notice: legal.Notice,
+		RequiredDocumentIDs: s.app.RequiredDocumentIDs()})
 }
 
 // legalText serves a document's text, byte for byte the text its listed
@@ -162,21 +150,9 @@ func (b *legalAccept) validate() []domain.FieldError {
 	return errs
 }
 
-// acceptanceJSON is an Acceptance (SPEC.md); current only in the list.
-type acceptanceJSON struct {
-	DocumentID  string `json:"document_id"`
-	Version     string `json:"version"`
-	ContentHash string `json:"content_hash"`
-	Status      string `json:"status"`
-	RecordedAt  string `json:"recorded_at"`
-	Source      string `json:"source"`
-	UserID      string `json:"user_id"`
-	Email       string `json:"email"`
-	Current     *bool  `json:"current,omitempty"`
-}
-
-func toAcceptanceJSON(a store.Acceptance) acceptanceJSON {
-	return acceptanceJSON{DocumentID: a.DocumentID, Version: a.Version, ContentHash: a.ContentHash, Status: "accepted",
+// toAcceptance is a stored acceptance as the API shows it (current: list only).
+func toAcceptance(a store.Acceptance) api.Acceptance {
+	return api.Acceptance{DocumentID: a.DocumentID, Version: a.Version, ContentHash: a.ContentHash, Status: "accepted",
 		RecordedAt: domain.FormatTimestamp(a.RecordedAt), Source: a.Source, UserID: a.UserID, Email: a.Email}
 }
 
@@ -189,8 +165,8 @@ func (s *Server) acceptLegal(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	return writeJSON(w, http.StatusOK, map[string]any{"acceptance": toAcceptanceJSON(out.Acceptance), "status": "recorded",
-		"unmet_document_ids": out.Unmet})
+	return writeJSON(w, http.StatusOK, api.AcceptResult{Acceptance: toAcceptance(out.Acceptance), Status: "recorded",
+		UnmetDocumentIDs: out.Unmet})
 }
 
 func (s *Server) legalAcceptances(w http.ResponseWriter, r *http.Request) error {
@@ -198,12 +174,11 @@ func (s *Server) legalAcceptances(w http.ResponseWriter, r *http.Request) error 
 	if err != nil {
 		return err
 	}
-	out := make([]acceptanceJSON, len(st.Acceptances))
+	out := make([]api.Acceptance, len(st.Acceptances))
 	for i, a := range st.Acceptances {
-		out[i] = toAcceptanceJSON(a.Acceptance)
-		current := a.Current
-		out[i].Current = &current
+		out[i] = toAcceptance(a.Acceptance)
+		out[i].Current = new(a.Current)
 	}
-	return writeJSON(w, http.StatusOK, map[string]any{"acceptances": out, "email": st.Email,
-		"required_document_ids": st.Required, "unmet_document_ids": st.Unmet})
+	return writeJSON(w, http.StatusOK, api.Acceptances{Acceptances: out, Email: st.Email,
+		RequiredDocumentIDs: st.Required, UnmetDocumentIDs: st.Unmet})
 }

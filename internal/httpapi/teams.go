@@ -20,15 +20,6 @@ func toTeamMember(m store.OrgMember) api.TeamMember {
 		CreatedAt: domain.FormatTimestamp(m.CreatedAt)}
 }
 
-func toTeamKey(k store.APIKey) api.TeamKey {
-	scopes := k.Scopes
-	if scopes == nil {
-		scopes = []string{}
-	}
-	return api.TeamKey{ID: k.ID, Prefix: k.Prefix, Machine: k.Machine, Label: k.Label, Scopes: scopes,
-		CreatedAt: domain.FormatTimestamp(k.CreatedAt), ExpiresAt: formatOpt(k.ExpiresAt), RevokedAt: formatOpt(k.RevokedAt)}
-}
-
 func (s *Server) listOrgs(w http.ResponseWriter, r *http.Request) error {
 	orgs, err := s.app.Orgs(r.Context(), principal(r))
 	if err != nil {
@@ -92,7 +83,7 @@ func (s *Server) orgKeys(w http.ResponseWriter, r *http.Request) error {
 	}
 	out := api.TeamKeys{OrgID: orgID, Keys: make([]api.TeamKey, len(keys))}
 	for i, k := range keys {
-		out.Keys[i] = toTeamKey(k)
+		out.Keys[i] = toKey(k)
 	}
 	return writeJSON(w, http.StatusOK, out)
 }

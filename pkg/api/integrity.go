@@ -7,7 +7,7 @@ package api
 // C2SP signed note, verbatim, and BlockHash its SHA-256.
 type Block struct {
 	Index         int64   `json:"index"`
-	TreeSize      uint64  `json:"tree_size"`
+	TreeSize      int64   `json:"tree_size"`
 	RootHash      string  `json:"root_hash"`
 	BlockHash     string  `json:"block_hash"`
 	PrevBlockHash *string `json:"prev_block_hash"` // nil for block 0
@@ -30,7 +30,7 @@ type ChainVerification struct {
 	Valid         bool    `json:"valid"`
 	Blocks        int64   `json:"blocks"`
 	FirstBadBlock *int64  `json:"first_bad_block"`
-	TreeSize      uint64  `json:"tree_size"`
+	TreeSize      int64   `json:"tree_size"`
 	Reason        *string `json:"reason"`
 	Detail        *string `json:"detail"`
 }
@@ -44,7 +44,7 @@ type InclusionProof struct {
 	LeafIndex   int64    `json:"leaf_index"`
 	PayloadHash string   `json:"payload_hash"`
 	LeafHash    string   `json:"leaf_hash"`
-	TreeSize    uint64   `json:"tree_size"`
+	TreeSize    int64    `json:"tree_size"`
 	Proof       []string `json:"proof"`
 	RootHash    string   `json:"root_hash"`
 	Checkpoint  *Block   `json:"checkpoint"`
@@ -53,8 +53,8 @@ type InclusionProof struct {
 
 // ConsistencyProof answers GET /v1/chain/proof/consistency.
 type ConsistencyProof struct {
-	First            uint64   `json:"first"`
-	Second           uint64   `json:"second"`
+	First            int64    `json:"first"`
+	Second           int64    `json:"second"`
 	Proof            []string `json:"proof"`
 	FirstRoot        string   `json:"first_root"`
 	SecondRoot       string   `json:"second_root"`

@@ -24,17 +24,9 @@ type TeamMember struct {
 	CreatedAt string  `json:"created_at"`
 }
 
-// TeamKey is the metadata of a member's API key; the token never appears.
-type TeamKey struct {
-	ID        string   `json:"id"`
-	Prefix    string   `json:"prefix"`
-	Machine   string   `json:"machine"`
-	Label     string   `json:"label"`
-	Scopes    []string `json:"scopes"`
-	CreatedAt string   `json:"created_at"`
-	ExpiresAt *string  `json:"expires_at"`
-	RevokedAt *string  `json:"revoked_at"`
-}
+// TeamKey is the metadata of a member's API key, as GET /v1/keys shows
+// its own; the token never appears.
+type TeamKey = Key
 
 // CreateTeamRequest is the body of POST /v1/orgs.
 type CreateTeamRequest struct {

@@ -138,7 +138,7 @@ func (c *Client) VerifyInclusion(ctx context.Context, eventID string, servicePub
 	if err != nil {
 		return p, err
 	}
-	if cp.Size != p.TreeSize {
+	if p.TreeSize < 0 || cp.Size != uint64(p.TreeSize) {
 		return p, fmt.Errorf("client: the block covers %d leaves, the proof %d", cp.Size, p.TreeSize)
 	}
 	leaf, err := verify.HashBytes(p.PayloadHash)
