@@ -119,6 +119,10 @@ func TestMCPProxySubprocess(t *testing.T) {
 	if out, isErr := callTool(t, cs, "echo", map[string]any{"msg": "again"}); !isErr || out["code"] != "budget_exhausted" {
 		t.Fatalf("call over budget: %v %v", isErr, out)
 	}
+	// Ending the session ends the proxy, which records what is pending first.
+	if err := cs.Close(); err != nil {
+		t.Fatal(err)
+	}
 	found, err := c.Search(ctx, api.SearchRequest{EventTypes: []string{"tool_call", "tool_result"}})
 	if err != nil {
 		t.Fatal(err)

@@ -13,7 +13,7 @@ import (
 func TestMCPWorkloads(t *testing.T) {
 	url, dsn := startServer(t)
 	res, err := bench.Run(context.Background(), bench.Options{URL: url, DB: dsn, Workloads: []string{"mcp-gate", "mcp-proxy"},
-		Duration: 200 * time.Millisecond, Warmup: 50 * time.Millisecond, Clients: 2, Accounts: 2})
+		Duration: time.Second, Warmup: 100 * time.Millisecond, Clients: 2, Accounts: 2})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -51,6 +51,8 @@ type Proxy struct {
 
 	mu    sync.Mutex
 	tools map[string]bool // the upstream tools the server offers
+
+	pending sync.WaitGroup // tool_result appends under way
 }
 
 // NewProxy connects to the upstream server over transport (for example an
@@ -102,8 +104,16 @@ func NewProxy(ctx context.Context, upstream mcp.Transport, opts ProxyOptions) (*
 // Server is the MCP server to serve to the host.
 func (p *Proxy) Server() *mcp.Server { return p.server }
 
-// Close ends the upstream session (and, for a command, the process).
-func (p *Proxy) Close() error { return p.upstream.Close() }
+// Flush waits until every tool_result of the calls answered so far is
+// recorded (or its failure logged).
+func (p *Proxy) Flush() { p.pending.Wait() }
+
+// Close waits for the pending records, then ends the upstream session (and,
+// for a command, the process).
+func (p *Proxy) Close() error {
+	p.Flush()
+	return p.upstream.Close()
+}
 
 // syncTools makes the served tools the upstream's; the SDK tells the host
 // when the list changed.
@@ -198,18 +208,30 @@ func (p *Proxy) call(ctx context.Context, req *mcp.CallToolRequest) (res *mcp.Ca
 	}
 
 	res, err = p.upstream.CallTool(ctx, &mcp.CallToolParams{Meta: req.Params.Meta, Name: name, Arguments: args})
+	result := map[string]any{"upstream_tool": name}
+	if err != nil {
+		result["protocol_error"] = true
+	} else {
+		resHash, herr := ResultHash(res)
+		if herr != nil {
+			return nil, herr
+		}
+		result["result_sha256"], result["is_error"] = resHash, res.IsError
+	}
+	// The result is recorded after the host has it: the call has happened
+	// either way, and the host does not wait for one more append. Close
+	// (and Flush) wait for these appends.
+	p.pending.Add(1)
+	go func() {
+		defer p.pending.Done()
+		parent := callID
+		if _, err := p.opts.Service.Append(context.WithoutCancel(ctx), client.Event{EventID: ResultEventID(callID),
+			EventType: EventToolResult, Tool: &name, Decision: &decision, ParentID: &parent, Raw: result}); err != nil {
+			p.log.Warn("mcp proxy: recording a tool_result failed", "tool", name, "err", err)
+		}
+	}()
 	if err != nil {
 		return nil, err // a protocol error of the upstream reaches the host as one
-	}
-	resHash, herr := ResultHash(res)
-	if herr != nil {
-		return nil, herr
-	}
-	parent := callID
-	if _, err := p.opts.Service.Append(ctx, client.Event{EventID: ResultEventID(callID), EventType: EventToolResult,
-		Tool: &name, Decision: &decision, ParentID: &parent,
-		Raw: map[string]any{"upstream_tool": name, "result_sha256": resHash, "is_error": res.IsError}}); err != nil {
-		p.log.Warn("mcp proxy: recording a tool_result failed", "tool", name, "err", err)
 	}
 	return res, nil
 }

@@ -52,7 +52,7 @@ func newUpstream() *upstream {
 
 // proxied starts a proxy for subagent in front of u and returns the host's
 // session with it.
-func proxied(t *testing.T, u *upstream, svc mcpserver.Service, subagent string, failOpen bool) *mcp.ClientSession {
+func proxied(t *testing.T, u *upstream, svc mcpserver.Service, subagent string, failOpen bool) (*mcp.ClientSession, *mcpserver.Proxy) {
 	t.Helper()
 	ctx := context.Background()
 	st, ct := mcp.NewInMemoryTransports()
@@ -66,7 +66,7 @@ func proxied(t *testing.T, u *upstream, svc mcpserver.Service, subagent string, 
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { p.Close() })
-	return connect(t, p.Server())
+	return connect(t, p.Server()), p
 }
 
 func grant(t *testing.T, c *client.Client, subagent string, max int64, tools ...string) {
@@ -145,7 +145,7 @@ func TestProxyGatesAndRecords(t *testing.T) {
 		}
 		grant(t, c, "worker", 10, "echo")
 		u := newUpstream()
-		host := proxied(t, u, c, "worker", false)
+		host, p := proxied(t, u, c, "worker", false)
 
 		if got := toolNames(t, host); len(got) != 2 || got[0] != "echo" || got[1] != "shell" {
 			t.Fatalf("the proxy serves %v, want the upstream's echo and shell", got)
@@ -168,6 +168,7 @@ func TestProxyGatesAndRecords(t *testing.T) {
 			t.Fatal("a refused call reached the upstream")
 		}
 
+		p.Flush()
 		events := exported(t, s, token)
 		calls, results := ofType(events, mcpserver.EventToolCall), ofType(events, mcpserver.EventToolResult)
 		if len(calls) != 2 || len(results) != 1 {
@@ -216,7 +217,7 @@ func TestProxyBudgetExactUnderConcurrency(t *testing.T) {
 		}
 		grant(t, c, "burst", 5, "echo")
 		u := newUpstream()
-		host := proxied(t, u, c, "burst", false)
+		host, p := proxied(t, u, c, "burst", false)
 
 		var wg sync.WaitGroup
 		var allowed, refusedN atomic.Int64
@@ -244,6 +245,7 @@ func TestProxyBudgetExactUnderConcurrency(t *testing.T) {
 		if st.Uses != 5 || st.Remaining != 0 {
 			t.Fatalf("the grant shows %d uses, %d remaining; want 5, 0", st.Uses, st.Remaining)
 		}
+		p.Flush()
 		events := exported(t, s, token)
 		if n := len(ofType(events, mcpserver.EventToolResult)); n != 5 {
 			t.Fatalf("%d tool_result events, want 5", n)
@@ -259,14 +261,14 @@ func TestProxyFailsClosed(t *testing.T) {
 		t.Fatal(err)
 	}
 	u := newUpstream()
-	closed := proxied(t, u, dead, "worker", false)
+	closed, _ := proxied(t, u, dead, "worker", false)
 	if out, isErr := call(t, closed, "echo", map[string]any{"msg": "x"}); !isErr || out["code"] != mcpserver.CodeUnreachable {
 		t.Fatalf("fail closed: %v %v", isErr, out)
 	}
 	if u.echoes.Load() != 0 {
 		t.Fatal("a call reached the upstream while the service was unreachable")
 	}
-	open := proxied(t, u, dead, "worker", true)
+	open, _ := proxied(t, u, dead, "worker", true)
 	if _, isErr := call(t, open, "echo", map[string]any{"msg": "x"}); isErr || u.echoes.Load() != 1 {
 		t.Fatalf("fail open: isError %v, %d upstream calls", isErr, u.echoes.Load())
 	}
