@@ -96,6 +96,19 @@ func TestStreamableHTTP(t *testing.T) {
 			t.Fatalf("calls by surface %v: the tool calls were not metered under mcp", usage.CallsToday.BySurface)
 		}
 
+		// The SDK's own refusal (no Accept naming both media types) is a
+		// problem like every error of the API.
+		req, _ = http.NewRequest("POST", s.URL+"/v1/mcp", strings.NewReader(`{"jsonrpc":"2.0","id":1,"method":"tools/list"}`))
+		req.Header.Set("X-API-Key", token)
+		req.Header.Set("Content-Type", "application/json")
+		if resp, err = http.DefaultClient.Do(req); err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusBadRequest || resp.Header.Get("Content-Type") != "application/problem+json" {
+			t.Fatalf("POST /v1/mcp without Accept: %d %s, want a 400 problem", resp.StatusCode, resp.Header.Get("Content-Type"))
+		}
+
 		for _, h := range []http.Header{{}, {"Authorization": {"Basic " + token}}, {"X-API-Key": {"ak_wrong"}}} {
 			req, _ := http.NewRequest("POST", s.URL+"/v1/mcp", strings.NewReader(`{"jsonrpc":"2.0","id":1,"method":"tools/list"}`))
 			req.Header = h
