@@ -46,11 +46,7 @@ func TestMain(m *testing.M) {
 			fmt.Fprintln(os.Stderr, err)
 			os.Exit(2)
 		}
-		if err := run(context.Background(), args, os.Getenv, os.Stdout, os.Stderr); err != nil {
-			fmt.Fprintln(os.Stderr, err)
-			os.Exit(1)
-		}
-		os.Exit(0)
+		os.Exit(exitCode(run(context.Background(), args, os.Getenv, os.Stdout, os.Stderr), os.Stderr))
 	}
 	os.Exit(m.Run())
 }

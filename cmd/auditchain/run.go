@@ -37,6 +37,8 @@ commands:
   bench [flags] WORKLOAD…                load generator (docs/bench.md)
   mcp [--url URL] [--api-key KEY]        serve auditchain's tools to an agent over stdio (docs/mcp.md)
   mcp proxy [--subagent NAME] -- COMMAND [ARGS…]   gate and record every tool call of an MCP server
+  hook --host HOST                       gate and record an agent host's tool call (docs/hooks.md)
+  hook flush | hook install              send spooled events; print or merge a host's settings
 `
 
 // run is the whole program; main only supplies the process's context, arguments,
@@ -57,6 +59,8 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 		return benchCmd(ctx, args[1:], stdout, stderr)
 	case "mcp":
 		return mcpCmd(ctx, args[1:], getenv, stdout, stderr)
+	case "hook":
+		return hookCmd(ctx, args[1:], getenv, os.Stdin, stdout, stderr)
 	case "help", "-h", "--help":
 		fmt.Fprint(stdout, usage)
 		return nil

@@ -1,0 +1,283 @@
+// Package hook is `auditchain hook`: it puts every tool call an agent host
+// (Claude Code, Codex CLI, Gemini CLI, Cursor) reports through its hook
+// command under the gate and on the record (docs/hooks.md).
+//
+// A host adapter (hosts.go) turns the host's stdin into a host-neutral Call
+// and a Verdict back into the host's answer; the Runner asks the gate,
+// meters one use, and records tool_call and tool_result events through a
+// Service (pkg/client in production); events that cannot be sent go to the
+// Spool and reach the service later through the batch route.
+//
+// The package must stay cheap to start: it imports pkg/client and pkg/api,
+// never the server's packages.
+package hook
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"strconv"
+	"time"
+
+	"github.com/auditchain/auditchain/pkg/api"
+	"github.com/auditchain/auditchain/pkg/client"
+)
+
+// Phase is where in a tool call's life the host runs the hook.
+type Phase int
+
+const (
+	// PhaseOther is an event the hook answers without gating or recording
+	// (SessionStart, Stop, …).
+	PhaseOther Phase = iota
+	// PhasePre runs before the tool: gate, meter, record tool_call.
+	PhasePre
+	// PhasePost runs after the tool: record tool_result.
+	PhasePost
+)
+
+// Call is one hook invocation in host-neutral form.
+type Call struct {
+	Host  string // claude-code, codex, gemini, cursor
+	Event string // the host's event name, as sent
+	Phase Phase
+	// SessionID and ToolUseID are the host's ids (ToolUseID may be empty:
+	// Gemini and some Cursor events send none).
+	SessionID string
+	ToolUseID string
+	Tool      string
+	// Input is the tool's input as the host sent it (nil: none).
+	Input json.RawMessage
+	// Response is the tool's output (post only; nil: none).
+	Response json.RawMessage
+	// Failed: the host reported the tool call as failed (post only).
+	Failed bool
+	// AgentID and AgentType are set when the call comes from a sub-agent.
+	AgentID   string
+	AgentType string
+
+	// noParent: a result whose call could not be paired (no tool-use id and
+	// nothing remembered): its tool_result names no parent.
+	noParent bool
+}
+
+// Decisions, as the record spells them (SPEC.md "Event": decision).
+const (
+	Allow = "allow"
+	Ask   = "ask"
+	Deny  = "deny"
+)
+
+// Verdict is the hook's answer to one call.
+type Verdict struct {
+	// Decision is allow, ask or deny. Allow passes the call on to the
+	// host's own permission rules: the hook never loosens them.
+	Decision string
+	Reason   string
+}
+
+// Policy decides a main-agent call that no grant covers (gate status
+// no_grant).
+type Policy string
+
+const (
+	PolicyRecord Policy = "record" // allow and record (default)
+	PolicyAsk    Policy = "ask"    // ask the user (hosts without ask: deny)
+	PolicyDeny   Policy = "deny"   // refuse
+)
+
+// ParsePolicy reads a --policy value.
+func ParsePolicy(s string) (Policy, error) {
+	switch p := Policy(s); p {
+	case PolicyRecord, PolicyAsk, PolicyDeny:
+		return p, nil
+	}
+	return "", fmt.Errorf("policy %q: want record, ask or deny", s)
+}
+
+// Service is what the hook needs from auditchain. ClientService implements
+// it with pkg/client.
+type Service interface {
+	// GateStatus asks the gate for subagent and tool (GET /v1/grants/status).
+	GateStatus(ctx context.Context, subagent, tool string) (*api.GrantStatus, error)
+	// UseOne meters one tool call on the grant (POST /v1/grants/{id}/use n=1).
+	UseOne(ctx context.Context, grantID, subagent string) error
+	// Append appends one event at the chain's tip, following it when other
+	// writers moved it (POST /v1/events).
+	Append(ctx context.Context, ev *api.EventInput) error
+	// Tip reads the chain tip (GET /v1/chain/tip).
+	Tip(ctx context.Context) (*api.ChainTip, error)
+	// AppendBatch sends rows as they are (POST /v1/events/batch).
+	AppendBatch(ctx context.Context, rows []api.EventInput) (*api.BatchResponse, error)
+}
+
+// Runner handles calls for one configuration.
+type Runner struct {
+	Service Service
+	// MainAgent is the sub-agent name the main agent's calls are gated as.
+	MainAgent string
+	Policy    Policy
+	// Spool receives the events that could not be sent (nil: they are lost,
+	// and said so on Log).
+	Spool *Spool
+	Now   func() time.Time
+	// Log receives diagnostics (stderr); never the answer.
+	Log io.Writer
+}
+
+// Subagent is the name the gate knows the caller by: the host's sub-agent
+// type, else its id, else the configured main agent.
+func (r *Runner) Subagent(c *Call) string {
+	switch {
+	case c.AgentType != "":
+		return c.AgentType
+	case c.AgentID != "":
+		return c.AgentID
+	}
+	return r.MainAgent
+}
+
+// Handle gates and records one call. An error means the hook could not
+// decide (the service was unreachable or answered an unexpected error): the
+// caller answers it by its --on-error rule. Recording failures are not
+// errors: the event is spooled.
+func (r *Runner) Handle(ctx context.Context, c *Call) (Verdict, error) {
+	if c.Phase != PhaseOther && c.ToolUseID == "" {
+		r.pair(c)
+	}
+	switch c.Phase {
+	case PhasePre:
+		return r.pre(ctx, c)
+	case PhasePost:
+		r.record(ctx, resultEvent(c, r.now()))
+		return Verdict{Decision: Allow}, nil
+	}
+	return Verdict{Decision: Allow}, nil
+}
+
+// Refused records a tool_call refused because the hook could not decide
+// (err), so that the record shows the attempt.
+func (r *Runner) Refused(ctx context.Context, c *Call, decision string, err error) {
+	if c.Phase != PhasePre {
+		return
+	}
+	ev := callEvent(c, r.now(), decision, callFacts{subagent: r.Subagent(c), hookError: err.Error()})
+	r.record(ctx, ev)
+}
+
+// pair gives a call without a host tool-use id one of its own, remembered in
+// the spool directory from the call to its result (docs/hooks.md).
+func (r *Runner) pair(c *Call) {
+	id := "anon-" + strconv.FormatInt(r.now().UnixNano(), 36)
+	switch c.Phase {
+	case PhasePre:
+		c.ToolUseID = id
+		if r.Spool != nil {
+			if err := r.Spool.RememberCall(c, id); err != nil {
+				r.logf("remember the call for its result: %v", err)
+			}
+		}
+	case PhasePost:
+		if r.Spool != nil {
+			c.ToolUseID = r.Spool.TakeCall(c)
+		}
+		if c.ToolUseID == "" {
+			c.ToolUseID, c.noParent = id, true
+		}
+	}
+}
+
+func (r *Runner) now() time.Time {
+	if r.Now != nil {
+		return r.Now()
+	}
+	return time.Now()
+}
+
+func (r *Runner) logf(format string, args ...any) {
+	if r.Log != nil {
+		fmt.Fprintf(r.Log, "auditchain hook: "+format+"\n", args...)
+	}
+}
+
+func (r *Runner) pre(ctx context.Context, c *Call) (Verdict, error) {
+	sub := r.Subagent(c)
+	st, err := r.Service.GateStatus(ctx, sub, c.Tool)
+	if err != nil {
+		return Verdict{}, fmt.Errorf("ask the gate: %w", err)
+	}
+	facts := callFacts{subagent: sub, gateStatus: st.Status, proposalID: st.ProposalID}
+	if st.GrantRecord != nil {
+		facts.grantID = st.GrantID
+	}
+	var v Verdict
+	switch {
+	case st.Authorized:
+		err := r.Service.UseOne(ctx, facts.grantID, sub)
+		var ce *client.Error
+		switch {
+		case err == nil:
+			v = Verdict{Decision: Allow}
+		case errors.As(err, &ce) && (ce.Code == "budget_exhausted" || ce.Code == "not_authorized"):
+			// The grant changed between the check and the use (another
+			// call spent the budget, a revoke or an enactment landed).
+			status := "budget_exhausted"
+			if ce.Code == "not_authorized" {
+				ce.Member("gate_status", &status)
+				ce.Member("proposal_id", &facts.proposalID)
+			}
+			facts.gateStatus = status
+			v = Verdict{Decision: Deny, Reason: refusal(status, ce.Detail, facts.proposalID)}
+		default:
+			return Verdict{}, fmt.Errorf("meter the use: %w", err)
+		}
+	case st.Status == "no_grant" && sub == r.MainAgent && r.Policy != PolicyDeny:
+		facts.policy = string(r.Policy)
+		v = Verdict{Decision: Allow}
+		if r.Policy == PolicyAsk {
+			v = Verdict{Decision: Ask, Reason: refusal(st.Status, st.Reason, "") + "; policy: ask"}
+		}
+	default:
+		if st.Status == "no_grant" && sub == r.MainAgent {
+			facts.policy = string(r.Policy)
+		}
+		v = Verdict{Decision: Deny, Reason: refusal(st.Status, st.Reason, st.ProposalID)}
+	}
+	r.record(ctx, callEvent(c, r.now(), v.Decision, facts))
+	return v, nil
+}
+
+// refusal is the reason a refused call gives the host: the gate's status and
+// reason, and the enacted proposal for denied_by_governance.
+func refusal(status, reason, proposalID string) string {
+	s := "auditchain gate: " + status
+	if reason != "" {
+		s += ": " + reason
+	}
+	if proposalID != "" {
+		s += " (proposal " + proposalID + ")"
+	}
+	return s
+}
+
+// record appends ev, or spools it when that fails.
+func (r *Runner) record(ctx context.Context, ev *api.EventInput) {
+	err := r.Service.Append(ctx, ev)
+	if err == nil || client.IsCode(err, "event_id_conflict") {
+		// A conflict: this event id (derived from the host's ids) is on the
+		// record already, from an earlier run of the same hook.
+		return
+	}
+	r.logf("record %s %s: %v", ev.EventType, ev.EventID, err)
+	if r.Spool == nil {
+		r.logf("no spool: event %s is lost", ev.EventID)
+		return
+	}
+	if serr := r.Spool.Put(ev); serr != nil {
+		r.logf("spool %s: %v (the event is lost)", ev.EventID, serr)
+		return
+	}
+	r.logf("spooled %s; `auditchain hook flush` or the next hook run sends it", ev.EventID)
+}

@@ -1,0 +1,126 @@
+package hook
+
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"regexp"
+	"strings"
+	"testing"
+	"time"
+)
+
+// The input digest is SHA-256 over the RFC 8785 form: key order, spacing and
+// number spelling do not change it, and an auditor recomputes it from the
+// canonical text alone.
+func TestHashJSONIsSHA256OfJCS(t *testing.T) {
+	sum := sha256.Sum256([]byte(`{"a":"x","b":10,"c":[true,null]}`))
+	want := hex.EncodeToString(sum[:])
+	for _, in := range []string{`{"a":"x","b":10,"c":[true,null]}`, `{ "c": [true, null], "b": 1e1, "a": "\u0078" }`, `{"b":10.0,"a":"x","c":[true,null]}`} {
+		got, canon := HashJSON(json.RawMessage(in))
+		if got != want || !canon {
+			t.Errorf("HashJSON(%s) = %s, %v; want %s, true", in, got, canon, want)
+		}
+	}
+	null := sha256.Sum256([]byte("null"))
+	if got, _ := HashJSON(nil); got != hex.EncodeToString(null[:]) {
+		t.Errorf("an absent value hashes as %s, want the digest of null", got)
+	}
+	// A number JCS cannot hold: the digest of the bytes as sent, said so.
+	raw := `{"n":1e400}`
+	sum = sha256.Sum256([]byte(raw))
+	if got, canon := HashJSON(json.RawMessage(raw)); canon || got != hex.EncodeToString(sum[:]) {
+		t.Errorf("HashJSON(%s) = %s, %v; want the raw digest, false", raw, got, canon)
+	}
+}
+
+// Event ids are derived from the host's ids: the same call always gets the
+// same id, each part changes it, and the form is the service's.
+func TestEventIDIsDerived(t *testing.T) {
+	form := regexp.MustCompile(`^evt-[A-Za-z0-9_.:-]{1,160}$`)
+	a := EventID("claude-code", "s1", "toolu_1", TypeToolCall)
+	if a != EventID("claude-code", "s1", "toolu_1", TypeToolCall) || !form.MatchString(a) {
+		t.Fatalf("EventID = %s: not stable or not of the form", a)
+	}
+	seen := map[string]bool{a: true}
+	for _, id := range []string{EventID("codex", "s1", "toolu_1", TypeToolCall), EventID("claude-code", "s2", "toolu_1", TypeToolCall),
+		EventID("claude-code", "s1", "toolu_2", TypeToolCall), EventID("claude-code", "s1", "toolu_1", TypeToolResult),
+		// The separator keeps fields apart: "s1"+"toolu_1" is not "s1t"+"oolu_1".
+		EventID("claude-code", "s1t", "oolu_1", TypeToolCall)} {
+		if seen[id] {
+			t.Errorf("id %s repeats", id)
+		}
+		seen[id] = true
+	}
+}
+
+// A tool_result names its tool_call as parent without asking anyone; its raw
+// holds the response's digest and whether it failed, never the text.
+func TestResultNamesItsCall(t *testing.T) {
+	c := &Call{Host: "claude-code", Event: "PostToolUseFailure", Phase: PhasePost, SessionID: "s", ToolUseID: "t", Tool: "Bash",
+		Response: json.RawMessage(`{"stdout":"secret output"}`), Failed: true}
+	ev := resultEvent(c, fixedNow)
+	if ev.ParentID == nil || *ev.ParentID != EventID("claude-code", "s", "t", TypeToolCall) {
+		t.Fatalf("parent_id %v", ev.ParentID)
+	}
+	if strings.Contains(string(ev.Raw), "secret") || !strings.Contains(string(ev.Raw), `"failed":true`) {
+		t.Fatalf("raw %s", ev.Raw)
+	}
+}
+
+// Merge keeps every other key and hook of a settings file, and installing
+// twice leaves one auditchain entry per event.
+func TestMergeKeepsOtherHooks(t *testing.T) {
+	existing := []byte(`{
+  "permissions": {"allow": ["Bash(git status)"]},
+  "hooks": {
+    "PreToolUse": [{"matcher": "Bash", "hooks": [{"type": "command", "command": "./lint.sh"}]}],
+    "Stop": [{"hooks": [{"type": "command", "command": "say done"}]}]
+  }
+}`)
+	block, err := Settings("claude-code", Command("/usr/local/bin/auditchain", "claude-code"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	once, err := Merge(existing, block)
+	if err != nil {
+		t.Fatal(err)
+	}
+	twice, err := Merge(once, block)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if string(once) != string(twice) {
+		t.Fatalf("a second install changed the file:\n%s\n%s", once, twice)
+	}
+	var doc struct {
+		Permissions map[string][]string `json:"permissions"`
+		Hooks       map[string][]struct {
+			Matcher string `json:"matcher"`
+			Hooks   []struct {
+				Command string `json:"command"`
+			} `json:"hooks"`
+		} `json:"hooks"`
+	}
+	if err := json.Unmarshal(twice, &doc); err != nil {
+		t.Fatal(err)
+	}
+	if len(doc.Permissions["allow"]) != 1 || len(doc.Hooks["Stop"]) != 1 || doc.Hooks["Stop"][0].Hooks[0].Command != "say done" {
+		t.Fatalf("other settings disturbed:\n%s", twice)
+	}
+	pre := doc.Hooks["PreToolUse"]
+	if len(pre) != 2 || pre[0].Hooks[0].Command != "./lint.sh" || pre[1].Matcher != "*" ||
+		pre[1].Hooks[0].Command != "/usr/local/bin/auditchain hook --host claude-code" {
+		t.Fatalf("PreToolUse: %+v", pre)
+	}
+	for _, ev := range []string{"PostToolUse", "PostToolUseFailure"} {
+		if len(doc.Hooks[ev]) != 1 {
+			t.Errorf("%s: %+v", ev, doc.Hooks[ev])
+		}
+	}
+	if _, err := Merge([]byte(`{"hooks": []}`), block); err == nil {
+		t.Error("a hooks member that is not an object was overwritten")
+	}
+}
+
+var fixedNow = time.Date(2026, 11, 26, 12, 0, 0, 0, time.UTC)

@@ -1,0 +1,129 @@
+package hook
+
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"time"
+
+	"github.com/auditchain/auditchain/pkg/api"
+	"github.com/auditchain/auditchain/pkg/client"
+	"github.com/gowebpki/jcs"
+)
+
+// Event types the hook writes.
+const (
+	TypeToolCall   = "tool_call"
+	TypeToolResult = "tool_result"
+)
+
+// HashJSON is the digest the record keeps instead of a tool's input or
+// output: lowercase hex SHA-256 of the RFC 8785 (JCS) canonical form of the
+// JSON value as the host sent it (absent: JSON null). canonical is false when
+// the value could not be canonicalised (JCS refuses, for example, numbers a
+// double cannot hold): the digest is then of the bytes as sent.
+func HashJSON(v json.RawMessage) (digest string, canonical bool) {
+	if len(v) == 0 {
+		v = json.RawMessage("null")
+	}
+	b, err := jcs.Transform(v)
+	canonical = err == nil
+	if !canonical {
+		b = v
+	}
+	sum := sha256.Sum256(b)
+	return hex.EncodeToString(sum[:]), canonical
+}
+
+// idVersion separates the hook's derived ids from any other scheme.
+const idVersion = "auditchain-hook-v1"
+
+// EventID derives an event's id from the host's ids, so that a resent event
+// (a retried append, a spooled row flushed twice) carries the same id and
+// the service stores it once, and so that a tool_result names its tool_call
+// as parent without asking the service: evt-hk- and the first 32 hex digits
+// of SHA-256 over the NUL-separated fields.
+func EventID(host, session, toolUseID, eventType string) string {
+	h := sha256.New()
+	for _, f := range []string{idVersion, host, session, toolUseID, eventType} {
+		h.Write([]byte(f))
+		h.Write([]byte{0})
+	}
+	return "evt-hk-" + hex.EncodeToString(h.Sum(nil)[:16])
+}
+
+// callFacts are what the pre phase learnt, for the tool_call's raw.
+type callFacts struct {
+	subagent   string
+	gateStatus string
+	grantID    string
+	proposalID string
+	policy     string // set when the main-agent policy decided
+	hookError  string // set when the hook could not ask the gate
+}
+
+// callRaw is the raw of a tool_call: hashes and ids only, never the input.
+type callRaw struct {
+	Host               string `json:"host"`
+	HookEvent          string `json:"hook_event"`
+	SessionID          string `json:"session_id"`
+	ToolUseID          string `json:"tool_use_id"`
+	ToolInputSHA256    string `json:"tool_input_sha256"`
+	ToolInputCanonical bool   `json:"tool_input_canonical"`
+	Subagent           string `json:"subagent"`
+	AgentID            string `json:"agent_id,omitempty"`
+	GateStatus         string `json:"gate_status,omitempty"`
+	GrantID            string `json:"grant_id,omitempty"`
+	ProposalID         string `json:"proposal_id,omitempty"`
+	Policy             string `json:"policy,omitempty"`
+	HookError          string `json:"hook_error,omitempty"`
+}
+
+// resultRaw is the raw of a tool_result.
+type resultRaw struct {
+	Host                  string `json:"host"`
+	HookEvent             string `json:"hook_event"`
+	SessionID             string `json:"session_id"`
+	ToolUseID             string `json:"tool_use_id"`
+	ToolResponseSHA256    string `json:"tool_response_sha256"`
+	ToolResponseCanonical bool   `json:"tool_response_canonical"`
+	Failed                bool   `json:"failed"`
+}
+
+func callEvent(c *Call, now time.Time, decision string, f callFacts) *api.EventInput {
+	digest, canon := HashJSON(c.Input)
+	raw := callRaw{Host: c.Host, HookEvent: c.Event, SessionID: c.SessionID, ToolUseID: c.ToolUseID,
+		ToolInputSHA256: digest, ToolInputCanonical: canon, Subagent: f.subagent, AgentID: c.AgentID,
+		GateStatus: f.gateStatus, GrantID: f.grantID, ProposalID: f.proposalID, Policy: f.policy, HookError: f.hookError}
+	return event(c, TypeToolCall, now, raw, &decision, nil)
+}
+
+func resultEvent(c *Call, now time.Time) *api.EventInput {
+	digest, canon := HashJSON(c.Response)
+	raw := resultRaw{Host: c.Host, HookEvent: c.Event, SessionID: c.SessionID, ToolUseID: c.ToolUseID,
+		ToolResponseSHA256: digest, ToolResponseCanonical: canon, Failed: c.Failed}
+	var parent *string
+	if !c.noParent {
+		p := EventID(c.Host, c.SessionID, c.ToolUseID, TypeToolCall)
+		parent = &p
+	}
+	return event(c, TypeToolResult, now, raw, nil, parent)
+}
+
+func event(c *Call, eventType string, now time.Time, raw any, decision, parent *string) *api.EventInput {
+	b, err := json.Marshal(raw)
+	if err == nil {
+		b, err = jcs.Transform(b)
+	}
+	if err != nil {
+		// Strings and booleans only: cannot fail.
+		panic("hook: encode raw: " + err.Error())
+	}
+	ts := client.FormatTimestamp(now)
+	var tool *string
+	if c.Tool != "" {
+		tool = &c.Tool
+	}
+	return &api.EventInput{EventID: EventID(c.Host, c.SessionID, c.ToolUseID, eventType), EventType: eventType,
+		Raw: b, Decision: decision, Tool: tool, ParentID: parent, TS: &ts}
+}

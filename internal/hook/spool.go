@@ -1,0 +1,300 @@
+package hook
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+
+	"github.com/auditchain/auditchain/pkg/api"
+	"github.com/auditchain/auditchain/pkg/verify"
+)
+
+// Spool is a directory of events the hook could not send (docs/hooks.md
+// "Spool"): one file per event under events/, written atomically (a
+// temporary file, then rename), removed only once the service answered for
+// it. It also keeps, under calls/, the tool_call ids of hosts that send no
+// tool-use id, so that the tool_result can name its parent.
+type Spool struct {
+	Dir string
+}
+
+// DefaultSpoolDir is auditchain/hook-spool under the user's cache directory.
+func DefaultSpoolDir() string {
+	base, err := os.UserCacheDir()
+	if err != nil {
+		base = os.TempDir()
+	}
+	return filepath.Join(base, "auditchain", "hook-spool")
+}
+
+// spooled is one file of events/.
+type spooled struct {
+	// Assigned: Event's sequence and prev_hash were given at a flush and
+	// the row may have been stored; it is resent exactly as it is.
+	Assigned bool           `json:"assigned"`
+	Event    api.EventInput `json:"event"`
+
+	path string
+}
+
+func (s *Spool) eventsDir() string { return filepath.Join(s.Dir, "events") }
+
+// Put writes ev to the spool. File names sort in the order events were
+// spooled (ts first), so a flush sends them in that order.
+func (s *Spool) Put(ev *api.EventInput) error {
+	ts := ""
+	if ev.TS != nil {
+		ts = strings.NewReplacer(":", "", "-", "", "+", "", ".", "").Replace(*ev.TS)
+	}
+	return s.write(&spooled{Event: *ev, path: filepath.Join(s.eventsDir(), ts+"-"+ev.EventID+".json")})
+}
+
+func (s *Spool) write(r *spooled) error {
+	b, err := json.Marshal(r)
+	if err != nil {
+		return err
+	}
+	return writeAtomic(r.path, b, 0o600)
+}
+
+// writeAtomic writes data to path through a temporary file in the same
+// directory, synced and renamed: a reader sees the old file or the new one.
+func writeAtomic(path string, data []byte, perm os.FileMode) error {
+	dir := filepath.Dir(path)
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return err
+	}
+	f, err := os.CreateTemp(dir, ".tmp-*")
+	if err != nil {
+		return err
+	}
+	tmp := f.Name()
+	_, err = f.Write(data)
+	if err == nil {
+		err = f.Sync()
+	}
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	if err == nil {
+		err = os.Chmod(tmp, perm)
+	}
+	if err == nil {
+		err = os.Rename(tmp, path)
+	}
+	if err != nil {
+		os.Remove(tmp)
+	}
+	return err
+}
+
+// Pending reports whether events wait in the spool (one directory read).
+func (s *Spool) Pending() bool {
+	d, err := os.Open(s.eventsDir())
+	if err != nil {
+		return false
+	}
+	defer d.Close()
+	names, _ := d.Readdirnames(8)
+	for _, n := range names {
+		if strings.HasSuffix(n, ".json") {
+			return true
+		}
+	}
+	return false
+}
+
+func (s *Spool) load() ([]*spooled, error) {
+	ents, err := os.ReadDir(s.eventsDir())
+	if errors.Is(err, os.ErrNotExist) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	var out []*spooled
+	for _, e := range ents {
+		if !strings.HasSuffix(e.Name(), ".json") {
+			continue
+		}
+		p := filepath.Join(s.eventsDir(), e.Name())
+		b, err := os.ReadFile(p)
+		if err != nil {
+			return nil, err
+		}
+		r := &spooled{path: p}
+		if err := json.Unmarshal(b, r); err != nil {
+			return nil, fmt.Errorf("spool file %s: %w", p, err)
+		}
+		out = append(out, r)
+	}
+	return out, nil
+}
+
+// FlushResult counts what a flush did.
+type FlushResult struct {
+	Sent    int // rows the service answered for (stored, or stored before)
+	Left    int // rows still in the spool
+	Skipped bool
+}
+
+// batchMax is the batch route's row limit (SPEC.md "Limits").
+const batchMax = 500
+
+// Flush sends the spooled events through the batch route. Rows get their
+// sequence and prev_hash at the flush, continuing the chain tip, and are
+// written back before they are sent, so that a flush whose answer is lost
+// resends identical rows (the service skips them). A row is removed once the
+// service stored it (ingested or skipped) or names its event_id as already
+// stored; a row whose sequence another writer took meanwhile is given a new
+// one. Only one flush runs at a time per spool: another caller gets
+// Skipped.
+func (s *Spool) Flush(ctx context.Context, svc Service) (FlushResult, error) {
+	unlock, ok, err := lockDir(s.Dir)
+	if err != nil || !ok {
+		return FlushResult{Skipped: !ok}, err
+	}
+	defer unlock()
+	rows, err := s.load()
+	if err != nil {
+		return FlushResult{}, err
+	}
+	var res FlushResult
+	// Rows assigned by an earlier flush first, exactly as they were sent.
+	var assigned, fresh []*spooled
+	for _, r := range rows {
+		if r.Assigned {
+			assigned = append(assigned, r)
+		} else {
+			fresh = append(fresh, r)
+		}
+	}
+	left, err := s.send(ctx, svc, assigned, &res)
+	if err != nil {
+		return s.finish(res, append(left, fresh...)), err
+	}
+	fresh = append(left, fresh...)
+	for attempt := 0; len(fresh) > 0 && attempt < 3; attempt++ {
+		tip, err := svc.Tip(ctx)
+		if err != nil {
+			return s.finish(res, fresh), err
+		}
+		if err := s.assign(fresh, tip); err != nil {
+			return s.finish(res, fresh), err
+		}
+		if fresh, err = s.send(ctx, svc, fresh, &res); err != nil {
+			return s.finish(res, fresh), err
+		}
+	}
+	return s.finish(res, fresh), nil
+}
+
+// finish counts the rows still spooled.
+func (s *Spool) finish(res FlushResult, _ []*spooled) FlushResult {
+	if rows, err := s.load(); err == nil {
+		res.Left = len(rows)
+	}
+	return res
+}
+
+// assign gives rows consecutive sequences after tip, each linked to the one
+// before, and writes them back.
+func (s *Spool) assign(rows []*spooled, tip *api.ChainTip) error {
+	seq := int64(-1)
+	var prev *string
+	if tip.Sequence != nil {
+		seq, prev = *tip.Sequence, tip.PayloadHash
+	}
+	for _, r := range rows {
+		seq++
+		e := &r.Event
+		e.Sequence, e.PrevHash = seq, prev
+		h, err := verify.PayloadHash(&verify.HashedEvent{EventID: e.EventID, EventType: e.EventType, Sequence: e.Sequence,
+			PrevHash: e.PrevHash, Raw: e.Raw, Decision: e.Decision, Tool: e.Tool, MachineID: e.MachineID,
+			ParentID: e.ParentID, TS: e.TS, Signature: e.Signature, SignatureKey: e.SignatureKey})
+		if err != nil {
+			return err
+		}
+		prev = &h
+		r.Assigned = true
+		if err := s.write(r); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// send posts rows in batches and returns the rows to assign again (their
+// sequence was taken). Rows with any other refusal stay in the spool as
+// they are.
+func (s *Spool) send(ctx context.Context, svc Service, rows []*spooled, res *FlushResult) ([]*spooled, error) {
+	var again []*spooled
+	for chunk := range slices.Chunk(rows, batchMax) {
+		evs := make([]api.EventInput, len(chunk))
+		for i, r := range chunk {
+			evs[i] = r.Event
+		}
+		out, err := svc.AppendBatch(ctx, evs)
+		if err != nil {
+			return again, err
+		}
+		refused := map[int]api.BatchRowError{}
+		for _, e := range out.Errors {
+			refused[e.Index] = e
+		}
+		for i, r := range chunk {
+			e, bad := refused[i]
+			switch {
+			case !bad, e.Code == "event_id_conflict":
+				// Stored now, or stored before (event ids are derived from
+				// the host's ids, so the id names this very call).
+				if err := os.Remove(r.path); err != nil && !errors.Is(err, os.ErrNotExist) {
+					return again, err
+				}
+				res.Sent++
+			case e.Code == "sequence_taken":
+				r.Assigned = false
+				if err := s.write(r); err != nil {
+					return again, err
+				}
+				again = append(again, r)
+			default:
+				// Kept for a later flush and for the operator to see.
+			}
+		}
+	}
+	return again, nil
+}
+
+// callsDir keeps pairing files for hosts without tool-use ids.
+func (s *Spool) callsDir() string { return filepath.Join(s.Dir, "calls") }
+
+func pairKey(c *Call) string {
+	digest, _ := HashJSON(c.Input)
+	h := sha256.Sum256([]byte(c.Host + "\x00" + c.SessionID + "\x00" + c.Tool + "\x00" + digest))
+	return hex.EncodeToString(h[:16])
+}
+
+// RememberCall keeps id as the tool-use id of c's call until its result.
+func (s *Spool) RememberCall(c *Call, id string) error {
+	return writeAtomic(filepath.Join(s.callsDir(), pairKey(c)), []byte(id), 0o600)
+}
+
+// TakeCall returns (and forgets) the id RememberCall kept for the call
+// whose result c reports; "" when there is none.
+func (s *Spool) TakeCall(c *Call) string {
+	p := filepath.Join(s.callsDir(), pairKey(c))
+	b, err := os.ReadFile(p)
+	if err != nil {
+		return ""
+	}
+	os.Remove(p)
+	return string(b)
+}
