@@ -1,0 +1,452 @@
+package main
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/auditchain/auditchain/internal/app/apptest"
+	"github.com/auditchain/auditchain/internal/hook"
+	"github.com/auditchain/auditchain/internal/httpapi/httpapitest"
+	"github.com/auditchain/auditchain/internal/store/storetest"
+	"github.com/auditchain/auditchain/pkg/api"
+	"github.com/auditchain/auditchain/pkg/client"
+	"github.com/auditchain/auditchain/pkg/verify"
+	"github.com/gowebpki/jcs"
+)
+
+// hookProcess runs `auditchain hook args…` as a process of its own (this
+// test binary re-executed, see TestMain), with stdin and the environment
+// env, as an agent host runs it.
+func hookProcess(t *testing.T, env map[string]string, stdin string, args ...string) (stdout, stderr string, exit int) {
+	t.Helper()
+	argv, _ := json.Marshal(append([]string{"hook"}, args...))
+	cmd := exec.Command(os.Args[0], "-test.run=^$")
+	cmd.Env = append(os.Environ(), childServeEnv+"="+string(argv))
+	for k, v := range env {
+		cmd.Env = append(cmd.Env, k+"="+v)
+	}
+	cmd.Stdin = strings.NewReader(stdin)
+	var out, errb bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &errb
+	err := cmd.Run()
+	var ee *exec.ExitError
+	if errors.As(err, &ee) {
+		exit = ee.ExitCode()
+	} else if err != nil {
+		t.Fatal(err)
+	}
+	return out.String(), errb.String(), exit
+}
+
+// hookWorld is a real server, an account with a grant for the main agent
+// ("worker": Bash and Read, 10 calls) and one for a sub-agent ("reviewer":
+// Read, 5 calls), and the hook's environment.
+type hookWorld struct {
+	s   *httpapitest.Server
+	c   *client.Client
+	env map[string]string
+}
+
+func newHookWorld(t *testing.T, dsn string) *hookWorld {
+	t.Helper()
+	s := httpapitest.Start(t, dsn, apptest.Options{})
+	_, token := s.Account(t, "hook-e2e@example.com")
+	c, err := client.New(s.URL, token)
+	if err != nil {
+		t.Fatal(err)
+	}
+	expires := client.FormatTimestamp(time.Now().Add(24 * time.Hour))
+	for _, g := range []api.CreateGrantRequest{
+		{GrantID: strp("g-a11"), Subagent: "worker", ExpiresAt: expires, MaxToolCalls: 10, AllowedTools: []string{"Bash", "Read"}},
+		{GrantID: strp("g-b22"), Subagent: "reviewer", ExpiresAt: expires, MaxToolCalls: 5, AllowedTools: []string{"Read"}},
+	} {
+		if _, err := c.CreateGrant(context.Background(), g); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return &hookWorld{s: s, c: c, env: map[string]string{"AUDITCHAIN_URL": s.URL, "AUDITCHAIN_API_KEY": token,
+		"AUDITCHAIN_HOOK_SPOOL": t.TempDir(), "AUDITCHAIN_HOOK_AGENT": "worker"}}
+}
+
+func strp(s string) *string { return &s }
+
+// claudeCall is Claude Code's stdin for event of tool tool_use_id.
+func claudeCall(event, toolUseID, tool string, input any, extra map[string]any) string {
+	m := map[string]any{"session_id": "sess-e2e", "transcript_path": "/tmp/t.jsonl", "cwd": "/work/p", "permission_mode": "default",
+		"hook_event_name": event, "tool_name": tool, "tool_input": input, "tool_use_id": toolUseID}
+	for k, v := range extra {
+		m[k] = v
+	}
+	b, _ := json.Marshal(m)
+	return string(b)
+}
+
+// uses reads the meter of a sub-agent's grant.
+func (w *hookWorld) uses(t *testing.T, subagent string) int64 {
+	t.Helper()
+	st, err := w.c.GrantStatus(context.Background(), api.GrantStatusQuery{Subagent: subagent})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return st.Uses
+}
+
+// exported reads the account's export: its events by id.
+func (w *hookWorld) exported(t *testing.T) map[string]verify.ExportEvent {
+	t.Helper()
+	var buf bytes.Buffer
+	if err := w.c.Export(context.Background(), nil, nil, &buf); err != nil {
+		t.Fatal(err)
+	}
+	out := map[string]verify.ExportEvent{}
+	sc := bufio.NewScanner(&buf)
+	sc.Buffer(nil, 1<<20)
+	for sc.Scan() {
+		var line struct {
+			Kind  string              `json:"kind"`
+			Event *verify.ExportEvent `json:"event"`
+		}
+		if err := json.Unmarshal(sc.Bytes(), &line); err != nil {
+			t.Fatal(err)
+		}
+		if line.Kind == verify.LineEvent {
+			if _, dup := out[line.Event.EventID]; dup {
+				t.Fatalf("event %s stored twice", line.Event.EventID)
+			}
+			out[line.Event.EventID] = *line.Event
+		}
+	}
+	return out
+}
+
+// verifyOffline checks the whole export against the service key: hashes,
+// links, blocks.
+func (w *hookWorld) verifyOffline(t *testing.T) verify.Report {
+	t.Helper()
+	ctx := context.Background()
+	pub, err := w.c.ServicePublicKey(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rep, err := w.c.VerifyExport(ctx, pub)
+	if err != nil || len(rep.Breaks) > 0 || len(rep.Gaps) > 0 {
+		t.Fatalf("offline verification: %v, breaks %v, gaps %v", err, rep.Breaks, rep.Gaps)
+	}
+	return rep
+}
+
+func digest(t *testing.T, v any) string {
+	t.Helper()
+	b, err := json.Marshal(v)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if b, err = jcs.Transform(b); err != nil {
+		t.Fatal(err)
+	}
+	sum := sha256.Sum256(b)
+	return hex.EncodeToString(sum[:])
+}
+
+// The hook binary against a real server: the main agent's call and a
+// sub-agent's call are each gated by their own grant and metered there; each
+// call and result is on the chain with the hashes an auditor recomputes from
+// what the host saw, the result linked to its call; the chain verifies
+// offline.
+func TestHookEndToEnd(t *testing.T) {
+	storetest.Each(t, func(t *testing.T, dsn string) {
+		w := newHookWorld(t, dsn)
+		bash := map[string]any{"command": "go test ./...", "timeout": 120000}
+		read := map[string]any{"file_path": "/work/p/main.go"}
+		bashOut := map[string]any{"stdout": "ok", "stderr": "", "interrupted": false}
+		steps := []struct {
+			stdin string
+			want  string
+		}{
+			{claudeCall("PreToolUse", "toolu_1", "Bash", bash, nil), "{}\n"},
+			{claudeCall("PostToolUse", "toolu_1", "Bash", bash, map[string]any{"tool_response": bashOut}), "{}\n"},
+			{claudeCall("PreToolUse", "toolu_2", "Read", read, map[string]any{"agent_id": "a-1", "agent_type": "reviewer"}), "{}\n"},
+			{claudeCall("PostToolUseFailure", "toolu_2", "Read", read, map[string]any{"agent_id": "a-1", "agent_type": "reviewer", "error": "no such file"}), "{}\n"},
+			// The sub-agent's grant does not allow Bash: refused, on the record.
+			{claudeCall("PreToolUse", "toolu_3", "Bash", bash, map[string]any{"agent_id": "a-1", "agent_type": "reviewer"}), ""},
+		}
+		for i, s := range steps {
+			out, errOut, exit := hookProcess(t, w.env, s.stdin, "--host", "claude-code")
+			if exit != 0 || (s.want != "" && out != s.want) {
+				t.Fatalf("step %d: exit %d, stdout %q, stderr %s", i, exit, out, errOut)
+			}
+			if s.want == "" && !strings.Contains(out, `"permissionDecision":"deny"`) {
+				t.Fatalf("step %d: %s", i, out)
+			}
+		}
+		if u := w.uses(t, "worker"); u != 1 {
+			t.Errorf("worker's grant metered %d uses, want 1", u)
+		}
+		if u := w.uses(t, "reviewer"); u != 1 {
+			t.Errorf("reviewer's grant metered %d uses, want 1 (the refused Bash call is not metered)", u)
+		}
+
+		evs := w.exported(t)
+		call1, res1 := evs[hook.EventID("claude-code", "sess-e2e", "toolu_1", hook.TypeToolCall)], evs[hook.EventID("claude-code", "sess-e2e", "toolu_1", hook.TypeToolResult)]
+		call2, res2 := evs[hook.EventID("claude-code", "sess-e2e", "toolu_2", hook.TypeToolCall)], evs[hook.EventID("claude-code", "sess-e2e", "toolu_2", hook.TypeToolResult)]
+		call3 := evs[hook.EventID("claude-code", "sess-e2e", "toolu_3", hook.TypeToolCall)]
+		for _, e := range []verify.ExportEvent{call1, res1, call2, res2, call3} {
+			if e.EventID == "" {
+				t.Fatalf("an event is missing from the chain: %v", evs)
+			}
+			if h, err := verify.PayloadHash(&e.HashedEvent); err != nil || h != e.PayloadHash {
+				t.Errorf("%s: payload_hash %s, recomputed %s (%v)", e.EventID, e.PayloadHash, h, err)
+			}
+		}
+		checkRaw := func(e verify.ExportEvent, want map[string]any) {
+			t.Helper()
+			var raw map[string]any
+			if err := json.Unmarshal(e.Raw, &raw); err != nil {
+				t.Fatal(err)
+			}
+			for k, v := range want {
+				if raw[k] != v {
+					t.Errorf("%s raw.%s = %v, want %v (raw %s)", e.EventID, k, raw[k], v, e.Raw)
+				}
+			}
+			if strings.Contains(string(e.Raw), "go test") || strings.Contains(string(e.Raw), "main.go") {
+				t.Errorf("%s raw holds input text: %s", e.EventID, e.Raw)
+			}
+		}
+		checkRaw(call1, map[string]any{"tool_input_sha256": digest(t, bash), "subagent": "worker", "gate_status": "authorized",
+			"grant_id": "g-a11", "host": "claude-code", "session_id": "sess-e2e", "tool_use_id": "toolu_1"})
+		checkRaw(res1, map[string]any{"tool_response_sha256": digest(t, bashOut), "failed": false})
+		checkRaw(call2, map[string]any{"tool_input_sha256": digest(t, read), "subagent": "reviewer", "agent_id": "a-1", "grant_id": "g-b22"})
+		checkRaw(res2, map[string]any{"tool_response_sha256": digest(t, "no such file"), "failed": true})
+		checkRaw(call3, map[string]any{"subagent": "reviewer", "gate_status": "tool_not_allowed"})
+		for _, c := range []struct {
+			e        verify.ExportEvent
+			decision string
+		}{{call1, "allow"}, {call2, "allow"}, {call3, "deny"}} {
+			if c.e.EventType != "tool_call" || c.e.Decision == nil || *c.e.Decision != c.decision || c.e.ParentID != nil {
+				t.Errorf("%s: type %s decision %v parent %v", c.e.EventID, c.e.EventType, c.e.Decision, c.e.ParentID)
+			}
+		}
+		for _, r := range []struct{ res, call verify.ExportEvent }{{res1, call1}, {res2, call2}} {
+			if r.res.EventType != "tool_result" || r.res.ParentID == nil || *r.res.ParentID != r.call.EventID || r.res.Sequence <= r.call.Sequence {
+				t.Errorf("%s does not follow and name its call %s", r.res.EventID, r.call.EventID)
+			}
+		}
+		// Surface hook on every hook event.
+		res, err := w.c.Search(context.Background(), api.SearchRequest{EventTypes: []string{"tool_call", "tool_result"}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, e := range res.Results {
+			if e.Surface != client.SurfaceHook {
+				t.Errorf("%s has surface %q", e.EventID, e.Surface)
+			}
+		}
+		w.verifyOffline(t)
+	})
+}
+
+// Hook processes of one account race for the chain tip: each follows the
+// service's expected_prev_hash, so every call is metered once and recorded
+// once, and the chain stays continuous.
+func TestHookConcurrentCallsKeepOneChain(t *testing.T) {
+	storetest.Each(t, func(t *testing.T, dsn string) {
+		w := newHookWorld(t, dsn)
+		const n = 6
+		var wg sync.WaitGroup
+		errs := make(chan string, n)
+		for i := range n {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				in := claudeCall("PreToolUse", fmt.Sprintf("toolu_c%d", i), "Bash", map[string]any{"command": "true", "i": i}, nil)
+				if out, errOut, exit := hookProcess(t, w.env, in, "--host", "claude-code"); exit != 0 || out != "{}\n" {
+					errs <- fmt.Sprintf("call %d: exit %d, %s %s", i, exit, out, errOut)
+				}
+			}()
+		}
+		wg.Wait()
+		close(errs)
+		for e := range errs {
+			t.Error(e)
+		}
+		if u := w.uses(t, "worker"); u != n {
+			t.Errorf("%d uses metered, want %d", u, n)
+		}
+		evs := w.exported(t)
+		calls := 0
+		for _, e := range evs {
+			if e.EventType == "tool_call" {
+				calls++
+			}
+		}
+		if calls != n {
+			t.Errorf("%d tool_call events, want %d", calls, n)
+		}
+		w.verifyOffline(t)
+	})
+}
+
+// lossyService stores a batch and then loses its answer.
+type lossyService struct{ hook.Service }
+
+func (l lossyService) AppendBatch(ctx context.Context, rows []api.EventInput) (*api.BatchResponse, error) {
+	if _, err := l.Service.AppendBatch(ctx, rows); err != nil {
+		return nil, err
+	}
+	return nil, errors.New("connection reset (the answer was lost)")
+}
+
+// An outage: the hook refuses the call (fail closed) and spools its events;
+// a flush whose answer is lost leaves them spooled, the next flush stores
+// nothing twice, and the chain, continued past events written meanwhile,
+// verifies offline.
+func TestHookOutageSpoolsThenFlushesOnce(t *testing.T) {
+	storetest.Each(t, func(t *testing.T, dsn string) {
+		w := newHookWorld(t, dsn)
+		spool := w.env["AUDITCHAIN_HOOK_SPOOL"]
+		down := map[string]string{}
+		for k, v := range w.env {
+			down[k] = v
+		}
+		down["AUDITCHAIN_URL"] = "http://127.0.0.1:1"
+		input := map[string]any{"command": "make"}
+		out, _, exit := hookProcess(t, down, claudeCall("PreToolUse", "toolu_o1", "Bash", input, nil), "--host", "claude-code")
+		if exit != 0 || !strings.Contains(out, `"permissionDecision":"deny"`) || !strings.Contains(out, "fails closed") {
+			t.Fatalf("during the outage: exit %d, %s", exit, out)
+		}
+		if out, _, _ = hookProcess(t, down, claudeCall("PostToolUse", "toolu_o2", "Bash", input, map[string]any{"tool_response": "done"}),
+			"--host", "claude-code"); out != "{}\n" {
+			t.Fatalf("after-tool during the outage: %s", out)
+		}
+		files, _ := filepath.Glob(filepath.Join(spool, "events", "*.json"))
+		if len(files) != 2 {
+			t.Fatalf("%d spooled files, want 2", len(files))
+		}
+		// Before the flush, another call reaches the service (from a process
+		// with a spool of its own, which does not flush this one): the chain
+		// moves on.
+		other := map[string]string{}
+		for k, v := range w.env {
+			other[k] = v
+		}
+		other["AUDITCHAIN_HOOK_SPOOL"] = t.TempDir()
+		if out, _, _ := hookProcess(t, other, claudeCall("PreToolUse", "toolu_o3", "Read", map[string]any{"file_path": "x"}, nil),
+			"--host", "claude-code"); out != "{}\n" {
+			t.Fatalf("%s", out)
+		}
+		// A flush whose batch is stored but whose answer is lost: the rows
+		// stay, with the sequences they were sent with.
+		sp := &hook.Spool{Dir: spool}
+		if _, err := sp.Flush(context.Background(), lossyService{hook.ClientService{C: w.c}}); err == nil {
+			t.Fatal("the lossy flush reported no error")
+		}
+		if rows, _ := filepath.Glob(filepath.Join(spool, "events", "*.json")); len(rows) != 2 {
+			t.Fatalf("%d files left after a flush without an answer, want 2", len(rows))
+		}
+		stdout, errOut, exit := hookProcess(t, w.env, "", "flush")
+		if exit != 0 {
+			t.Fatalf("hook flush: exit %d: %s", exit, errOut)
+		}
+		var res struct{ Sent, Left int }
+		if err := json.Unmarshal([]byte(stdout), &res); err != nil || res.Left != 0 {
+			t.Fatalf("hook flush: %s (%v)", stdout, err)
+		}
+		if rows, _ := filepath.Glob(filepath.Join(spool, "events", "*.json")); len(rows) != 0 {
+			t.Fatalf("%d files left after the flush", len(rows))
+		}
+		evs := w.exported(t)
+		call := evs[hook.EventID("claude-code", "sess-e2e", "toolu_o1", hook.TypeToolCall)]
+		if call.Decision == nil || *call.Decision != "deny" || !strings.Contains(string(call.Raw), `"hook_error"`) {
+			t.Errorf("the refused call's record: %+v %s", call.Decision, call.Raw)
+		}
+		if res := evs[hook.EventID("claude-code", "sess-e2e", "toolu_o2", hook.TypeToolResult)]; res.EventID == "" {
+			t.Error("the spooled result is not on the chain")
+		}
+		if u := w.uses(t, "worker"); u != 1 {
+			t.Errorf("%d uses metered, want 1 (the refused call is not metered)", u)
+		}
+		n := len(evs)
+		// Flushing again sends nothing; the chain holds each event once.
+		if stdout, _, _ := hookProcess(t, w.env, "", "flush"); !strings.Contains(stdout, `"sent": 0`) {
+			t.Errorf("a second flush: %s", stdout)
+		}
+		if len(w.exported(t)) != n {
+			t.Error("the second flush stored events")
+		}
+		w.verifyOffline(t)
+	})
+}
+
+// install --write merges the block into an existing settings file without
+// disturbing its other hooks; installing again changes nothing.
+func TestHookInstallWriteMerges(t *testing.T) {
+	dir := t.TempDir()
+	path := filepath.Join(dir, ".claude", "settings.json")
+	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	existing := `{"model": "opus", "hooks": {"PostToolUse": [{"matcher": "Edit", "hooks": [{"type": "command", "command": "gofmt -w ."}]}]}}`
+	if err := os.WriteFile(path, []byte(existing), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	install := func() string {
+		var out, errb bytes.Buffer
+		if err := hookCmd(context.Background(), []string{"install", "--host", "claude-code", "--project", "--dir", dir, "--write"},
+			func(string) string { return "" }, strings.NewReader(""), &out, &errb); err != nil {
+			t.Fatalf("install: %v: %s", err, errb.String())
+		}
+		b, err := os.ReadFile(path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return string(b)
+	}
+	first := install()
+	if second := install(); second != first {
+		t.Fatalf("installing again changed the file:\n%s\n%s", first, second)
+	}
+	var doc struct {
+		Model string `json:"model"`
+		Hooks map[string][]struct {
+			Matcher string                     `json:"matcher"`
+			Hooks   []struct{ Command string } `json:"hooks"`
+		} `json:"hooks"`
+	}
+	if err := json.Unmarshal([]byte(first), &doc); err != nil {
+		t.Fatal(err)
+	}
+	post := doc.Hooks["PostToolUse"]
+	if doc.Model != "opus" || len(post) != 2 || post[0].Hooks[0].Command != "gofmt -w ." ||
+		post[1].Hooks[0].Command != "auditchain hook --host claude-code" || len(doc.Hooks["PreToolUse"]) != 1 {
+		t.Fatalf("merged file:\n%s", first)
+	}
+	if fi, err := os.Stat(path); err != nil || fi.Mode().Perm() != 0o600 {
+		t.Errorf("the file's mode changed: %v", fi.Mode())
+	}
+	// Every host's file is made when missing.
+	for _, host := range hook.HostNames()[1:] {
+		var out, errb bytes.Buffer
+		if err := hookCmd(context.Background(), []string{"install", "--host", host, "--dir", dir, "--write"},
+			func(string) string { return "" }, strings.NewReader(""), &out, &errb); err != nil {
+			t.Fatalf("%s: %v", host, err)
+		}
+		p, _ := hook.SettingsPath(host, dir)
+		if b, err := os.ReadFile(p); err != nil || !json.Valid(b) || !strings.Contains(string(b), "hook --host "+host) {
+			t.Errorf("%s: %s (%v)", host, b, err)
+		}
+	}
+}
