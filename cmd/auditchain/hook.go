@@ -88,7 +88,7 @@ func hookCmd(ctx context.Context, args []string, getenv func(string) string, std
 		return answer(h, call, hook.Verdict{Decision: hook.Allow}, stdout, stderr)
 	}
 	now := time.Now
-	r := &hook.Runner{MainAgent: *agent, Policy: pol, Spool: &hook.Spool{Dir: o.spool}, Now: now, Log: stderr}
+	r := &hook.Runner{MainAgent: *agent, Policy: pol, Spool: &hook.Spool{Dir: o.spoolDir()}, Now: now, Log: stderr}
 	svc, err := o.service(now)
 	var v hook.Verdict
 	if err == nil {
@@ -159,6 +159,10 @@ func hookFlags(fs *flag.FlagSet, getenv func(string) string) *hookOptions {
 	return o
 }
 
+// spoolDir is the account's spool under --spool: events spooled with one
+// service and key are only ever sent with them.
+func (o *hookOptions) spoolDir() string { return hook.AccountSpoolDir(o.spool, o.url, o.key) }
+
 // service is the client of the configured service, surface hook. One retry
 // at most: the deadline is short and the spool keeps what is not sent.
 func (o *hookOptions) service(now func() time.Time) (hook.ClientService, error) {
@@ -198,15 +202,15 @@ func hookFlushCmd(ctx context.Context, args []string, getenv func(string) string
 	if err != nil {
 		return err
 	}
-	sp := &hook.Spool{Dir: o.spool}
+	sp := &hook.Spool{Dir: o.spoolDir()}
 	res, err := sp.Flush(ctx, svc)
 	if err != nil {
-		return fmt.Errorf("flush %s: %w", o.spool, err)
+		return fmt.Errorf("flush %s: %w", sp.Dir, err)
 	}
 	if res.Skipped {
-		return fmt.Errorf("flush %s: another flush holds the spool; try again", o.spool)
+		return fmt.Errorf("flush %s: another flush holds the spool; try again", sp.Dir)
 	}
-	return printJSON(stdout, map[string]any{"spool": o.spool, "sent": res.Sent, "left": res.Left})
+	return printJSON(stdout, map[string]any{"spool": sp.Dir, "sent": res.Sent, "left": res.Left})
 }
 
 func hookInstallCmd(args []string, stdout, stderr io.Writer) error {

@@ -9,11 +9,16 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"net/http"
+	"net/http/httptest"
+	"net/http/httputil"
+	"net/url"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -317,12 +322,22 @@ func (l lossyService) AppendBatch(ctx context.Context, rows []api.EventInput) (*
 func TestHookOutageSpoolsThenFlushesOnce(t *testing.T) {
 	storetest.Each(t, func(t *testing.T, dsn string) {
 		w := newHookWorld(t, dsn)
-		spool := w.env["AUDITCHAIN_HOOK_SPOOL"]
-		down := map[string]string{}
-		for k, v := range w.env {
-			down[k] = v
-		}
-		down["AUDITCHAIN_URL"] = "http://127.0.0.1:1"
+		// The hooks reach the service through a front that, while down is
+		// set, drops every connection: the same URL, unreachable.
+		target, _ := url.Parse(w.s.URL)
+		proxy := httputil.NewSingleHostReverseProxy(target)
+		var isDown atomic.Bool
+		front := httptest.NewServer(http.HandlerFunc(func(rw http.ResponseWriter, r *http.Request) {
+			if isDown.Load() {
+				panic(http.ErrAbortHandler)
+			}
+			proxy.ServeHTTP(rw, r)
+		}))
+		defer front.Close()
+		w.env["AUDITCHAIN_URL"] = front.URL
+		spool := hook.AccountSpoolDir(w.env["AUDITCHAIN_HOOK_SPOOL"], front.URL, w.env["AUDITCHAIN_API_KEY"])
+		down := w.env
+		isDown.Store(true)
 		input := map[string]any{"command": "make"}
 		out, _, exit := hookProcess(t, down, claudeCall("PreToolUse", "toolu_o1", "Bash", input, nil), "--host", "claude-code")
 		if exit != 0 || !strings.Contains(out, `"permissionDecision":"deny"`) || !strings.Contains(out, "fails closed") {
@@ -336,6 +351,7 @@ func TestHookOutageSpoolsThenFlushesOnce(t *testing.T) {
 		if len(files) != 2 {
 			t.Fatalf("%d spooled files, want 2", len(files))
 		}
+		isDown.Store(false)
 		// Before the flush, another call reaches the service (from a process
 		// with a spool of its own, which does not flush this one): the chain
 		// moves on.

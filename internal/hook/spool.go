@@ -34,6 +34,14 @@ func DefaultSpoolDir() string {
 	return filepath.Join(base, "auditchain", "hook-spool")
 }
 
+// AccountSpoolDir is the spool of one service and API key under base: a
+// directory named by a digest of the two (never the key itself), so that
+// events spooled for one account are never sent with another's key.
+func AccountSpoolDir(base, serviceURL, apiKey string) string {
+	h := sha256.Sum256([]byte(idVersion + "\x00" + strings.TrimRight(serviceURL, "/") + "\x00" + apiKey))
+	return filepath.Join(base, hex.EncodeToString(h[:8]))
+}
+
 // spooled is one file of events/.
 type spooled struct {
 	// Assigned: Event's sequence and prev_hash were given at a flush and
