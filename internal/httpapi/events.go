@@ -134,18 +134,8 @@ func (s *Server) appendBatch(w http.ResponseWriter, r *http.Request) error {
 	return writeJSON(w, http.StatusOK, res)
 }
 
-type searchRequest struct {
-	After      *string  `json:"after" max:"name"`
-	Before     *string  `json:"before" max:"name"`
-	Cursor     *int64   `json:"cursor"`
-	Decision   *string  `json:"decision" max:"name"`
-	EventTypes []string `json:"event_types" each:"name"`
-	Limit      *int     `json:"limit"`
-	Tool       *string  `json:"tool" max:"name"`
-}
-
 func (s *Server) searchEvents(w http.ResponseWriter, r *http.Request) error {
-	req, err := decode[searchRequest](r, s.app.Cfg.MaxBodyBytes, true)
+	req, err := decode[api.SearchRequest](r, s.app.Cfg.MaxBodyBytes, true)
 	if err != nil {
 		return err
 	}

@@ -1,31 +1,17 @@
 package httpapi
 
-// Chain heal routes (SPEC.md "Chain heal", docs/decisions/heal.md).
+// Chain heal routes (SPEC.md "Chain heal", docs/decisions/heal.md): the
+// bodies are pkg/api's (each may be absent; dry_run defaults to true).
 
 import (
 	"net/http"
 
 	"github.com/auditchain/auditchain/internal/app"
+	"github.com/auditchain/auditchain/pkg/api"
 )
 
-// healScanRequest is the body of POST /v1/heal/scan; the body may be absent.
-type healScanRequest struct {
-	MachineID *string `json:"machine_id" max:"name"`
-}
-
-// healRunRequest is the body of POST /v1/heal/run; dry_run defaults to true.
-type healRunRequest struct {
-	DryRun    *bool   `json:"dry_run"`
-	MachineID *string `json:"machine_id" max:"name"`
-}
-
-// healAutoStartRequest is the body of POST /v1/heal/auto/start.
-type healAutoStartRequest struct {
-	PeriodSeconds *int `json:"period_seconds"`
-}
-
 func (s *Server) healScan(w http.ResponseWriter, r *http.Request) error {
-	req, err := decode[healScanRequest](r, s.app.Cfg.MaxBodyBytes, true)
+	req, err := decode[api.HealScanRequest](r, s.app.Cfg.MaxBodyBytes, true)
 	if err != nil {
 		return err
 	}
@@ -37,7 +23,7 @@ func (s *Server) healScan(w http.ResponseWriter, r *http.Request) error {
 }
 
 func (s *Server) healRun(w http.ResponseWriter, r *http.Request) error {
-	req, err := decode[healRunRequest](r, s.app.Cfg.MaxBodyBytes, true)
+	req, err := decode[api.HealRunRequest](r, s.app.Cfg.MaxBodyBytes, true)
 	if err != nil {
 		return err
 	}
@@ -54,7 +40,7 @@ func (s *Server) healStatus(w http.ResponseWriter, r *http.Request) error {
 }
 
 func (s *Server) healAutoStart(w http.ResponseWriter, r *http.Request) error {
-	req, err := decode[healAutoStartRequest](r, s.app.Cfg.MaxBodyBytes, true)
+	req, err := decode[api.HealAutoStartRequest](r, s.app.Cfg.MaxBodyBytes, true)
 	if err != nil {
 		return err
 	}

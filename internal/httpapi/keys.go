@@ -21,17 +21,8 @@ func toKey(k store.APIKey) api.Key {
 		CreatedAt: domain.FormatTimestamp(k.CreatedAt), ExpiresAt: formatOpt(k.ExpiresAt), RevokedAt: formatOpt(k.RevokedAt)}
 }
 
-// createKeyRequest is the body of POST /v1/keys; machine and label are
-// capped by the key rules (app.KeyRequest).
-type createKeyRequest struct {
-	Scopes    []string `json:"scopes" max:"list" each:"name"`
-	Machine   *string  `json:"machine"`
-	Label     *string  `json:"label"`
-	ExpiresAt *string  `json:"expires_at" max:"name"`
-}
-
 func (s *Server) createKey(w http.ResponseWriter, r *http.Request) error {
-	req, err := decode[createKeyRequest](r, s.app.Cfg.MaxBodyBytes, true)
+	req, err := decode[api.CreateKeyRequest](r, s.app.Cfg.MaxBodyBytes, true)
 	if err != nil {
 		return err
 	}

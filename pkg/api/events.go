@@ -137,13 +137,13 @@ type BatchResponse struct {
 // SearchRequest is the body of POST /v1/events/search; nil fields are not
 // sent (the service's defaults apply: limit 200, newest first).
 type SearchRequest struct {
-	After      *string  `json:"after,omitempty"`
-	Before     *string  `json:"before,omitempty"`
+	After      *string  `json:"after,omitempty" max:"name"`
+	Before     *string  `json:"before,omitempty" max:"name"`
 	Cursor     *int64   `json:"cursor,omitempty"`
-	Decision   *string  `json:"decision,omitempty"`
-	EventTypes []string `json:"event_types,omitempty"`
+	Decision   *string  `json:"decision,omitempty" max:"name"`
+	EventTypes []string `json:"event_types,omitempty" each:"name"`
 	Limit      *int     `json:"limit,omitempty"`
-	Tool       *string  `json:"tool,omitempty"`
+	Tool       *string  `json:"tool,omitempty" max:"name"`
 }
 
 // SearchResponse answers POST /v1/events/search: results newest first;

@@ -74,12 +74,12 @@ type HealRun struct {
 // HealRunRequest is the body of POST /v1/heal/run; DryRun nil means true.
 type HealRunRequest struct {
 	DryRun    *bool   `json:"dry_run,omitempty"`
-	MachineID *string `json:"machine_id,omitempty"`
+	MachineID *string `json:"machine_id,omitempty" max:"name"`
 }
 
 // HealScanRequest is the body of POST /v1/heal/scan.
 type HealScanRequest struct {
-	MachineID *string `json:"machine_id,omitempty"`
+	MachineID *string `json:"machine_id,omitempty" max:"name"`
 }
 
 // HealStatus answers GET /v1/heal/status (this process's cache).

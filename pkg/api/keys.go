@@ -17,10 +17,10 @@ type Key struct {
 
 // CreateKeyRequest is the body of POST /v1/keys; every field is optional.
 type CreateKeyRequest struct {
-	Scopes    []string `json:"scopes,omitempty"`
-	Machine   *string  `json:"machine,omitempty"`
+	Scopes    []string `json:"scopes,omitempty" max:"list" each:"name"`
+	Machine   *string  `json:"machine,omitempty"` // capped by the key rules
 	Label     *string  `json:"label,omitempty"`
-	ExpiresAt *string  `json:"expires_at,omitempty"`
+	ExpiresAt *string  `json:"expires_at,omitempty" max:"name"`
 }
 
 // KeyCreated answers POST /v1/keys (201): the token is shown this once.

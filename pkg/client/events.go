@@ -164,38 +164,22 @@ func canonical(v any) (json.RawMessage, error) {
 // rows are checked for shape only, and a resent row with identical content is
 // skipped, so a batch whose answer was lost is resent safely.
 func (c *Client) AppendBatch(ctx context.Context, req api.BatchRequest) (*api.BatchResponse, error) {
-	var out api.BatchResponse
-	if err := c.do(ctx, request{method: "POST", path: "/v1/events/batch", body: &req, idempotent: true}, &out); err != nil {
-		return nil, err
-	}
-	return &out, nil
+	return call[api.BatchResponse](ctx, c, request{method: "POST", path: "/v1/events/batch", body: &req, idempotent: true})
 }
 
 // Search runs POST /v1/events/search (newest first).
 func (c *Client) Search(ctx context.Context, req api.SearchRequest) (*api.SearchResponse, error) {
-	var out api.SearchResponse
-	if err := c.do(ctx, request{method: "POST", path: "/v1/events/search", body: &req, idempotent: true}, &out); err != nil {
-		return nil, err
-	}
-	return &out, nil
+	return call[api.SearchResponse](ctx, c, request{method: "POST", path: "/v1/events/search", body: &req, idempotent: true})
 }
 
 // Event reads one event and its ancestry (GET /v1/events/{event_id}).
 func (c *Client) Event(ctx context.Context, eventID string) (*api.EventRead, error) {
-	var out api.EventRead
-	if err := c.do(ctx, request{method: "GET", path: "/v1/events/" + escape(eventID), idempotent: true}, &out); err != nil {
-		return nil, err
-	}
-	return &out, nil
+	return call[api.EventRead](ctx, c, request{method: "GET", path: "/v1/events/" + escape(eventID), idempotent: true})
 }
 
 // Tip reads the account's chain tip (GET /v1/chain/tip).
 func (c *Client) Tip(ctx context.Context) (*api.ChainTip, error) {
-	var out api.ChainTip
-	if err := c.do(ctx, request{method: "GET", path: "/v1/chain/tip", idempotent: true}, &out); err != nil {
-		return nil, err
-	}
-	return &out, nil
+	return call[api.ChainTip](ctx, c, request{method: "GET", path: "/v1/chain/tip", idempotent: true})
 }
 
 // RegisterSigningKey registers machineID's Ed25519 public key (PUT

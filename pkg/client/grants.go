@@ -26,11 +26,7 @@ func (c *Client) GrantStatus(ctx context.Context, q api.GrantStatusQuery) (*api.
 	if q.GrantID != nil {
 		v.Set("grant_id", *q.GrantID)
 	}
-	var out api.GrantStatus
-	if err := c.do(ctx, request{method: "GET", path: "/v1/grants/status", query: v, idempotent: true}, &out); err != nil {
-		return nil, err
-	}
-	return &out, nil
+	return call[api.GrantStatus](ctx, c, request{method: "GET", path: "/v1/grants/status", query: v, idempotent: true})
 }
 
 // CreateGrant creates a grant (POST /v1/grants). A 403 overreach or a 409
@@ -55,42 +51,26 @@ func (c *Client) Grants(ctx context.Context, subagent string) (*api.GrantList, e
 	if subagent != "" {
 		v = url.Values{"subagent": {subagent}}
 	}
-	var out api.GrantList
-	if err := c.do(ctx, request{method: "GET", path: "/v1/grants", query: v, idempotent: true}, &out); err != nil {
-		return nil, err
-	}
-	return &out, nil
+	return call[api.GrantList](ctx, c, request{method: "GET", path: "/v1/grants", query: v, idempotent: true})
 }
 
 // UseGrant meters n tool calls against the grant (POST
 // /v1/grants/{grant_id}/use): all of n or nothing (409 budget_exhausted).
 // It is not resent after a lost answer, which could meter twice.
 func (c *Client) UseGrant(ctx context.Context, grantID string, req api.UseRequest) (*api.UseResult, error) {
-	var out api.UseResult
-	if err := c.do(ctx, request{method: "POST", path: "/v1/grants/" + escape(grantID) + "/use", body: &req}, &out); err != nil {
-		return nil, err
-	}
-	return &out, nil
+	return call[api.UseResult](ctx, c, request{method: "POST", path: "/v1/grants/" + escape(grantID) + "/use", body: &req})
 }
 
 // RevokeGrant revokes the grant (POST /v1/grants/{grant_id}/revoke);
 // revoking again answers outcome already_revoked, so it is safe to resend.
 func (c *Client) RevokeGrant(ctx context.Context, grantID string, req api.RevokeRequest) (*api.RevokeResult, error) {
-	var out api.RevokeResult
-	if err := c.do(ctx, request{method: "POST", path: "/v1/grants/" + escape(grantID) + "/revoke", body: &req, idempotent: true}, &out); err != nil {
-		return nil, err
-	}
-	return &out, nil
+	return call[api.RevokeResult](ctx, c, request{method: "POST", path: "/v1/grants/" + escape(grantID) + "/revoke", body: &req, idempotent: true})
 }
 
 // DelegationPublicKey reads the service identity that signs delegation
 // tokens (GET /v1/delegation/public-key; no key needed).
 func (c *Client) DelegationPublicKey(ctx context.Context) (*api.DelegationPublicKey, error) {
-	var out api.DelegationPublicKey
-	if err := c.do(ctx, request{method: "GET", path: "/v1/delegation/public-key", idempotent: true}, &out); err != nil {
-		return nil, err
-	}
-	return &out, nil
+	return call[api.DelegationPublicKey](ctx, c, request{method: "GET", path: "/v1/delegation/public-key", idempotent: true})
 }
 
 // Proposals lists proposals, newest first (GET /v1/governance/proposals).
@@ -108,17 +88,13 @@ func (c *Client) Proposals(ctx context.Context, q api.ProposalQuery) (*api.Propo
 	if q.Cursor != nil {
 		v.Set("cursor", strconv.FormatInt(*q.Cursor, 10))
 	}
-	var out api.ProposalList
-	if err := c.do(ctx, request{method: "GET", path: "/v1/governance/proposals", query: v, idempotent: true}, &out); err != nil {
-		return nil, err
-	}
-	return &out, nil
+	return call[api.ProposalList](ctx, c, request{method: "GET", path: "/v1/governance/proposals", query: v, idempotent: true})
 }
 
 // Proposal reads one proposal.
 func (c *Client) Proposal(ctx context.Context, id string) (*api.Proposal, error) {
-	var out api.ProposalResponse
-	if err := c.do(ctx, request{method: "GET", path: "/v1/governance/proposals/" + escape(id), idempotent: true}, &out); err != nil {
+	out, err := call[api.ProposalResponse](ctx, c, request{method: "GET", path: "/v1/governance/proposals/" + escape(id), idempotent: true})
+	if err != nil {
 		return nil, err
 	}
 	return &out.Proposal, nil
@@ -127,8 +103,8 @@ func (c *Client) Proposal(ctx context.Context, id string) (*api.Proposal, error)
 // Propose creates a proposal (POST /v1/governance/proposals); it is not
 // resent after a lost answer, which could make two.
 func (c *Client) Propose(ctx context.Context, req api.CreateProposalRequest) (*api.Proposal, error) {
-	var out api.ProposalResponse
-	if err := c.do(ctx, request{method: "POST", path: "/v1/governance/proposals", body: &req}, &out); err != nil {
+	out, err := call[api.ProposalResponse](ctx, c, request{method: "POST", path: "/v1/governance/proposals", body: &req})
+	if err != nil {
 		return nil, err
 	}
 	return &out.Proposal, nil
@@ -156,8 +132,8 @@ func (c *Client) transition(ctx context.Context, id, action string, reason *stri
 	if reason != nil {
 		body = map[string]string{"reason": *reason}
 	}
-	var out api.ProposalResponse
-	if err := c.do(ctx, request{method: "POST", path: "/v1/governance/proposals/" + escape(id) + "/" + action, body: body}, &out); err != nil {
+	out, err := call[api.ProposalResponse](ctx, c, request{method: "POST", path: "/v1/governance/proposals/" + escape(id) + "/" + action, body: body})
+	if err != nil {
 		return nil, err
 	}
 	return &out.Proposal, nil
