@@ -26,6 +26,7 @@ import (
 	"github.com/auditchain/auditchain/internal/domain"
 	"github.com/auditchain/auditchain/internal/mail"
 	"github.com/auditchain/auditchain/internal/store"
+	"github.com/auditchain/auditchain/pkg/api"
 )
 
 // Mailer sends the service's mail (internal/mail.Mailer).
@@ -34,11 +35,7 @@ type Mailer interface {
 }
 
 // AcceptanceInput is one legal document a new account's sign-in accepts.
-type AcceptanceInput struct {
-	DocumentID  string `json:"document_id" max:"name"`
-	Version     string `json:"version" max:"name"`
-	ContentHash string `json:"content_hash" max:"name"`
-}
+type AcceptanceInput = api.AcceptanceInput
 
 // OTPSent is the answer of POST /v1/auth/otp/request.
 type OTPSent struct {

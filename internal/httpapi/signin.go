@@ -36,7 +36,7 @@ func (s *Server) requestOTP(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	return writeJSON(w, http.StatusAccepted, map[string]any{"status": "sent", "expires_at": domain.FormatTimestamp(sent.ExpiresAt)})
+	return writeJSON(w, http.StatusAccepted, api.OTPSent{Status: "sent", ExpiresAt: domain.FormatTimestamp(sent.ExpiresAt)})
 }
 
 type otpVerify struct {
@@ -65,8 +65,8 @@ func (s *Server) verifyOTP(w http.ResponseWriter, r *http.Request) error {
 		return err
 	}
 	http.SetCookie(w, s.sessionCookie(in.Token, in.ExpiresAt))
-	return writeJSON(w, http.StatusOK, map[string]any{"user_id": in.UserID, "email": in.Email,
-		"session_expires_at": domain.FormatTimestamp(in.ExpiresAt)})
+	return writeJSON(w, http.StatusOK, api.SignedIn{UserID: in.UserID, Email: in.Email,
+		SessionExpiresAt: domain.FormatTimestamp(in.ExpiresAt)})
 }
 
 // sessionCookie is the session's cookie (CONTRACT.md "Credentials"):
@@ -89,7 +89,7 @@ func (s *Server) logout(w http.ResponseWriter, r *http.Request) error {
 		return err
 	}
 	http.SetCookie(w, s.sessionCookie("", time.Unix(0, 0)))
-	return writeJSON(w, http.StatusOK, map[string]any{"status": "signed_out"})
+	return writeJSON(w, http.StatusOK, api.SignedOut{Status: "signed_out"})
 }
 
 func (s *Server) session(w http.ResponseWriter, r *http.Request) error {
@@ -97,8 +97,8 @@ func (s *Server) session(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	return writeJSON(w, http.StatusOK, map[string]any{"user_id": info.UserID, "email": info.Email, "admin": info.Admin,
-		"expires_at": domain.FormatTimestamp(info.ExpiresAt)})
+	return writeJSON(w, http.StatusOK, api.Session{UserID: info.UserID, Email: info.Email, Admin: info.Admin,
+		ExpiresAt: domain.FormatTimestamp(info.ExpiresAt)})
 }
 
 func (s *Server) legalDocuments(w http.ResponseWriter, r *http.Request) error {

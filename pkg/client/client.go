@@ -63,6 +63,9 @@ type Client struct {
 	// maxWait bounds one Retry-After wait.
 	maxWait time.Duration
 
+	session    string // a signed-in session's token, sent as its cookie
+	cronSecret string // X-Cron-Secret, for the operator cron routes
+
 	signer      ed25519.PrivateKey
 	machine     string
 	fingerprint string
@@ -91,6 +94,15 @@ func WithSigner(machineID string, key ed25519.PrivateKey) Option {
 		c.fingerprint = verify.Fingerprint(key.Public().(ed25519.PublicKey))
 	}
 }
+
+// WithSession authenticates with a signed-in session (the token VerifyOTP
+// returns) instead of, or beside, an API key: the session routes
+// (Session, Logout) need it.
+func WithSession(token string) Option { return func(c *Client) { c.session = token } }
+
+// WithCronSecret sends the operator's X-Cron-Secret, which the cron routes
+// (RunCron, Jobs) need instead of a key.
+func WithCronSecret(secret string) Option { return func(c *Client) { c.cronSecret = secret } }
 
 // WithClock sets the clock that stamps events' ts (time.Now otherwise).
 func WithClock(now func() time.Time) Option { return func(c *Client) { c.now = now } }
@@ -307,6 +319,12 @@ func (c *Client) once(ctx context.Context, method, target string, body []byte, h
 func (c *Client) authorize(req *http.Request) {
 	if c.key != "" {
 		req.Header.Set("X-API-Key", c.key)
+	}
+	if c.session != "" {
+		req.AddCookie(&http.Cookie{Name: SessionCookie, Value: c.session})
+	}
+	if c.cronSecret != "" {
+		req.Header.Set("X-Cron-Secret", c.cronSecret)
 	}
 	req.Header.Set("X-SVC-Surface", c.surface)
 	req.Header.Set("Accept", "application/json")

@@ -1,0 +1,51 @@
+package api
+
+// Sign-in (CONTRACT.md "Credentials"): a one-time code mailed, then a
+// session cookie.
+
+// AcceptanceInput is one legal acceptance carried by a new account's first
+// code request.
+type AcceptanceInput struct {
+	DocumentID  string `json:"document_id" max:"name"`
+	Version     string `json:"version" max:"name"`
+	ContentHash string `json:"content_hash" max:"name"`
+}
+
+// OTPRequest is the body of POST /v1/auth/otp/request.
+type OTPRequest struct {
+	Email       string            `json:"email"`
+	Acceptances []AcceptanceInput `json:"acceptances,omitempty"`
+}
+
+// OTPSent answers POST /v1/auth/otp/request (202).
+type OTPSent struct {
+	Status    string `json:"status"` // sent
+	ExpiresAt string `json:"expires_at"`
+}
+
+// OTPVerify is the body of POST /v1/auth/otp/verify.
+type OTPVerify struct {
+	Email string `json:"email"`
+	Code  string `json:"code"`
+}
+
+// SignedIn answers POST /v1/auth/otp/verify; the session itself is the
+// cookie the answer sets.
+type SignedIn struct {
+	UserID           string `json:"user_id"`
+	Email            string `json:"email"`
+	SessionExpiresAt string `json:"session_expires_at"`
+}
+
+// Session answers GET /v1/auth/session.
+type Session struct {
+	UserID    string `json:"user_id"`
+	Email     string `json:"email"`
+	Admin     bool   `json:"admin"`
+	ExpiresAt string `json:"expires_at"`
+}
+
+// SignedOut answers POST /v1/auth/logout.
+type SignedOut struct {
+	Status string `json:"status"` // signed_out
+}
