@@ -311,7 +311,7 @@ func (c *Client) once(ctx context.Context, method, target string, body []byte, h
 		if err != nil {
 			return fmt.Errorf("client: read the problem answering %s %s: %w", method, req.URL.Path, err)
 		}
-		return problemOf(resp, data)
+		return problemOf(resp, data, c.now())
 	}
 	return handle(resp)
 }
@@ -330,11 +330,15 @@ func (c *Client) authorize(req *http.Request) {
 	req.Header.Set("Accept", "application/json")
 }
 
-func problemOf(resp *http.Response, data []byte) *Error {
+// problemOf reads a non-2xx answer; now reads a Retry-After given as an
+// HTTP date (RFC 9110 allows seconds or a date; the service sends seconds).
+func problemOf(resp *http.Response, data []byte, now time.Time) *Error {
 	e := &Error{Status: resp.StatusCode}
 	if ra := resp.Header.Get("Retry-After"); ra != "" {
 		if s, err := strconv.Atoi(ra); err == nil && s >= 0 {
 			e.RetryAfter = time.Duration(s) * time.Second
+		} else if at, err := http.ParseTime(ra); err == nil && at.After(now) {
+			e.RetryAfter = at.Sub(now)
 		}
 	}
 	var p struct {

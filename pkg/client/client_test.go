@@ -266,14 +266,21 @@ func TestErrorsCarryTheProblemsCodeAndMembers(t *testing.T) {
 	})
 }
 
-// injectTooMany answers 429 with Retry-After to the first request, then lets
-// requests through to the real server.
-type injectTooMany struct{ sent atomic.Int32 }
+// injectTooMany answers 429 with Retry-After (after, default "2") to the
+// first request, then lets requests through to the real server.
+type injectTooMany struct {
+	sent  atomic.Int32
+	after string
+}
 
 func (i *injectTooMany) RoundTrip(r *http.Request) (*http.Response, error) {
 	if i.sent.Add(1) == 1 {
+		after := i.after
+		if after == "" {
+			after = "2"
+		}
 		body := `{"type":"urn:auditchain:problem:rate_limit_exceeded","title":"Too Many Requests","status":429,"detail":"slow down","code":"rate_limit_exceeded"}`
-		return &http.Response{StatusCode: 429, Header: http.Header{"Retry-After": {"2"}, "Content-Type": {"application/problem+json"}},
+		return &http.Response{StatusCode: 429, Header: http.Header{"Retry-After": {after}, "Content-Type": {"application/problem+json"}},
 			Body: io.NopCloser(strings.NewReader(body)), Request: r}, nil
 	}
 	return http.DefaultTransport.RoundTrip(r)
@@ -298,6 +305,13 @@ func TestRetryAfterIsHonoured(t *testing.T) {
 			client.WithRetries(4, time.Second))
 		if _, err := short.Tip(context.Background()); !client.IsCode(err, "rate_limit_exceeded") || len(waits) != 0 {
 			t.Fatalf("Retry-After over the bound: %v, waited %v", err, waits)
+		}
+		// An HTTP date is waited until, on the client's clock.
+		now := time.Date(2026, 11, 26, 12, 0, 0, 0, time.UTC)
+		dated := newClient(t, s, token, client.WithHTTPClient(&http.Client{Transport: &injectTooMany{after: now.Add(5 * time.Second).Format(http.TimeFormat)}}),
+			sleep, client.WithClock(func() time.Time { return now }))
+		if _, err := dated.Tip(context.Background()); err != nil || len(waits) != 1 || waits[0] != 5*time.Second {
+			t.Fatalf("Retry-After as a date: %v, waited %v", err, waits)
 		}
 	})
 }

@@ -230,3 +230,27 @@ func ExampleClient_VerifyExport() {
 	fmt.Println(err == nil, rep.LastSequence)
 	// Output: true 2
 }
+
+// The live stream: every event appended after "ready" is delivered; a
+// dropped connection is reconnected and what was missed is delivered first.
+func ExampleClient_Stream() {
+	baseURL, apiKey := exampleAccount()
+	c, _ := client.New(baseURL, apiKey)
+	writer, _ := client.New(baseURL, apiKey)
+	ctx := context.Background()
+	err := c.Stream(ctx, func(m client.StreamMessage) error {
+		switch m.Kind {
+		case "ready":
+			_, err := writer.Append(ctx, client.Event{EventID: "evt-streamed", EventType: "tool_call", Tool: new("search")})
+			return err
+		case "event":
+			fmt.Println(m.Event.EventID, m.Event.Sequence, *m.Event.Tool)
+			return client.ErrStopStream
+		}
+		return nil
+	})
+	fmt.Println(err)
+	// Output:
+	// evt-streamed 0 search
+	// <nil>
+}
