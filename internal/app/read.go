@@ -152,22 +152,13 @@ func (a *App) RegisterSigningKey(ctx context.Context, p Principal, machineID, pu
 	return k, err
 }
 
-// Machine is one machine of the account with its keys (fingerprints only).
-type Machine struct {
-	MachineID string       `json:"machine_id"`
-	Events    int64        `json:"events"`
-	Keys      []MachineKey `json:"keys"`
-	// CurrentFingerprint is the key appends are checked against, or null.
-	CurrentFingerprint *string `json:"current_fingerprint"`
-}
+// Machine is one machine of the account with its keys (fingerprints only):
+// GET /v1/machines's row.
+type Machine = api.Machine
 
-// MachineKey is one registered key, identified by its fingerprint.
-type MachineKey struct {
-	Fingerprint  string    `json:"fingerprint"`
-	RegisteredAt time.Time `json:"registered_at"`
-	// FromSequenceIndex is the leaf index from which the key applies.
-	FromLeaf int64 `json:"from_leaf"`
-}
+// MachineKey is one registered key, identified by its fingerprint; it
+// applies from leaf FromLeaf on.
+type MachineKey = api.MachineKey
 
 // Machines answers GET /v1/machines.
 func (a *App) Machines(ctx context.Context, p Principal) ([]Machine, error) {
@@ -195,7 +186,7 @@ func (a *App) Machines(ctx context.Context, p Principal) ([]Machine, error) {
 	}
 	for _, k := range keys {
 		m := get(k.MachineID)
-		m.Keys = append(m.Keys, MachineKey{Fingerprint: k.Fingerprint, RegisteredAt: time.UnixMicro(k.RegisteredAt).UTC(), FromLeaf: k.FromLeaf})
+		m.Keys = append(m.Keys, MachineKey{Fingerprint: k.Fingerprint, RegisteredAt: time.UnixMicro(k.RegisteredAt).UTC().Format(time.RFC3339Nano), FromLeaf: k.FromLeaf})
 		fp := k.Fingerprint
 		m.CurrentFingerprint = &fp
 	}

@@ -298,15 +298,7 @@ func (s *Server) listMachines(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	out := api.MachineList{Count: len(ms), Machines: make([]api.Machine, len(ms))}
-	for i, m := range ms {
-		keys := make([]api.MachineKey, len(m.Keys))
-		for j, k := range m.Keys {
-			keys[j] = api.MachineKey{Fingerprint: k.Fingerprint, RegisteredAt: k.RegisteredAt.Format(time.RFC3339Nano), FromLeaf: k.FromLeaf}
-		}
-		out.Machines[i] = api.Machine{MachineID: m.MachineID, Events: m.Events, Keys: keys, CurrentFingerprint: m.CurrentFingerprint}
-	}
-	return writeJSON(w, http.StatusOK, out)
+	return writeJSON(w, http.StatusOK, api.MachineList{Count: len(ms), Machines: ms})
 }
 
 type policyTestRequest struct {

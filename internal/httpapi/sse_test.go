@@ -18,6 +18,7 @@ import (
 
 	"github.com/auditchain/auditchain/internal/domain"
 	"github.com/auditchain/auditchain/internal/stream"
+	"github.com/auditchain/auditchain/pkg/api"
 )
 
 // sseRecorder is a ResponseWriter the handler writes to while the test reads;
@@ -111,10 +112,10 @@ func TestStreamDropsFramesOfEventsStoredBeforeTheSubscription(t *testing.T) {
 		publish(hub, "u1", 3) // committed before the connection, announced late
 		publish(hub, "u1", 4)
 		publish(hub, "u1", 5)
-		hub.Publish("u1", stream.Frame{EventID: "evt-2", EventType: "tool_call", Sequence: 2, Leaf: 6}) // stored below the tip
+		hub.Publish("u1", stream.Frame{StreamEvent: api.StreamEvent{EventID: "evt-2", EventType: "tool_call", Sequence: 2}, Leaf: 6}) // stored below the tip
 		// A replica that sends no leaf is judged by the sequence: 4 is old, 7 new.
-		hub.Publish("u1", stream.Frame{EventID: "evt-4", EventType: "tool_call", Sequence: 4, Leaf: stream.UnknownLeaf})
-		hub.Publish("u1", stream.Frame{EventID: "evt-7", EventType: "tool_call", Sequence: 7, Leaf: stream.UnknownLeaf})
+		hub.Publish("u1", stream.Frame{StreamEvent: api.StreamEvent{EventID: "evt-4", EventType: "tool_call", Sequence: 4}, Leaf: stream.UnknownLeaf})
+		hub.Publish("u1", stream.Frame{StreamEvent: api.StreamEvent{EventID: "evt-7", EventType: "tool_call", Sequence: 7}, Leaf: stream.UnknownLeaf})
 		s.wantFrames(t, readyFrame, eventFrame(5), eventFrame(2), eventFrame(7))
 		s.cancel()
 		s.ended(t)
@@ -158,7 +159,7 @@ func eventFrame(seq int64) string {
 // publish announces the event seq of a chain stored in sequence order (its
 // leaf is its sequence).
 func publish(hub *stream.Hub, user string, seq int64) {
-	hub.Publish(user, stream.Frame{EventID: "evt-" + strconv.FormatInt(seq, 10), EventType: "tool_call", Sequence: seq, Leaf: seq})
+	hub.Publish(user, stream.Frame{StreamEvent: api.StreamEvent{EventID: "evt-" + strconv.FormatInt(seq, 10), EventType: "tool_call", Sequence: seq}, Leaf: seq})
 }
 
 func TestStreamHeadersAndReadyFrame(t *testing.T) {

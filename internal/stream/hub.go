@@ -10,16 +10,14 @@ import (
 	"errors"
 	"sync"
 	"sync/atomic"
+
+	"github.com/auditchain/auditchain/pkg/api"
 )
 
-// Frame is the data of one SSE `event` frame (SPEC.md "Live stream").
+// Frame is one SSE `event` frame (SPEC.md "Live stream"): the data clients
+// see (pkg/api.StreamEvent) and the event's leaf.
 type Frame struct {
-	EventID   string  `json:"event_id"`
-	EventType string  `json:"event_type"`
-	Sequence  int64   `json:"sequence"`
-	Tool      *string `json:"tool"`
-	Decision  *string `json:"decision"`
-	MachineID *string `json:"machine_id"`
+	api.StreamEvent
 	// Leaf is the event's Merkle leaf, its position in the order events
 	// were stored: not sent to clients, it tells a stream which events
 	// were stored after it began (a batch row below the tip has a lower

@@ -8,11 +8,12 @@ import (
 	"testing"
 	"testing/synctest"
 
+	"github.com/auditchain/auditchain/pkg/api"
 	"github.com/google/go-cmp/cmp"
 )
 
 func frame(seq int64) Frame {
-	return Frame{EventID: fmt.Sprintf("evt-%04x", seq), EventType: "tool_call", Sequence: seq}
+	return Frame{StreamEvent: api.StreamEvent{EventID: fmt.Sprintf("evt-%04x", seq), EventType: "tool_call", Sequence: seq}}
 }
 
 // drain takes everything buffered in s without waiting; closed reports
@@ -70,7 +71,7 @@ func TestMessageCarriesFrameJSON(t *testing.T) {
 	s := mustSubscribe(t, h, "u1", "k")
 	defer s.Close()
 	tool, decision := "read_file", "allow"
-	h.Publish("u1", Frame{EventID: "evt-01", EventType: "tool_call", Sequence: 7, Tool: &tool, Decision: &decision})
+	h.Publish("u1", Frame{StreamEvent: api.StreamEvent{EventID: "evt-01", EventType: "tool_call", Sequence: 7, Tool: &tool, Decision: &decision}})
 	m := <-s.C()
 	want := `{"event_id":"evt-01","event_type":"tool_call","sequence":7,"tool":"read_file","decision":"allow","machine_id":null}`
 	if string(m.Data) != want {
