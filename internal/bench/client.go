@@ -74,8 +74,11 @@ func (c *client) do(ctx context.Context, method, path, key string, body []byte, 
 		req.Header["Content-Type"] = jsonType
 	}
 	if path == mcpPath {
-		// Streamable HTTP wants both; the stateless server answers JSON.
+		// Streamable HTTP wants both; the stateless server answers JSON. A
+		// host sends the protocol version it negotiated at initialize on
+		// every later request (MCP 2025-06-18, "Protocol Version Header").
 		req.Header["Accept"] = mcpAccept
+		req.Header["Mcp-Protocol-Version"] = mcpVersion
 	}
 	switch {
 	case strings.HasPrefix(key, app.SessionTokenPrefix):
@@ -104,8 +107,9 @@ func (c *client) do(ctx context.Context, method, path, key string, body []byte, 
 }
 
 var (
-	jsonType  = []string{"application/json"}
-	mcpAccept = []string{"application/json, text/event-stream"}
+	jsonType   = []string{"application/json"}
+	mcpAccept  = []string{"application/json, text/event-stream"}
+	mcpVersion = []string{"2025-06-18"}
 )
 
 // mcpPath is the MCP server's route (streamable HTTP).

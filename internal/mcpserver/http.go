@@ -10,6 +10,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
@@ -35,6 +36,9 @@ type HTTPHandler struct {
 	log    *slog.Logger
 	sdk    http.Handler
 
+	// directAnswers counts the requests the direct path answered.
+	directAnswers atomic.Int64
+
 	mu      sync.Mutex
 	servers map[string]*mcp.Server // by the caller's scope set
 	clients map[string]*client.Client
@@ -57,7 +61,20 @@ func NewHTTPHandler(api http.Handler, scopes func(*http.Request) []domain.Scope,
 	return h
 }
 
-func (h *HTTPHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) { h.sdk.ServeHTTP(w, r) }
+func (h *HTTPHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	if h.serveDirect(w, r) {
+		h.directAnswers.Add(1)
+		return
+	}
+	h.sdk.ServeHTTP(w, r)
+}
+
+// SDKOnly is the handler without the direct path (fastcall.go): every
+// request answered by the SDK. Tests compare the two.
+func (h *HTTPHandler) SDKOnly() http.Handler { return h.sdk }
+
+// DirectAnswers is how many requests the direct path has answered.
+func (h *HTTPHandler) DirectAnswers() int64 { return h.directAnswers.Load() }
 
 // server returns the MCP server of the caller's scope set.
 func (h *HTTPHandler) server(r *http.Request) *mcp.Server {

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"net/http"
 	"runtime/debug"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
@@ -24,6 +25,9 @@ type Tool struct {
 	Name  string
 	Scope domain.Scope
 	add   func(s *mcp.Server, resolve Resolver, log *slog.Logger)
+	// direct answers a plain call of a read-only tool without the SDK
+	// (fastcall.go); nil for the others.
+	direct directFunc
 }
 
 // Tools lists every tool, in the order a host shows them. Ratify, enact and
@@ -208,32 +212,40 @@ var (
 // tool defines a typed tool over the Service.
 func tool[In any](name string, scope domain.Scope, ann mcp.ToolAnnotations, description string,
 	run func(ctx context.Context, svc Service, in In) (any, error)) Tool {
+	call := func(ctx context.Context, resolve Resolver, log *slog.Logger, header http.Header, in In) (res *mcp.CallToolResult, out any) {
+		defer func() {
+			if p := recover(); p != nil {
+				log.Error("mcp tool panicked", "tool", name, "panic", p, "stack", string(debug.Stack()))
+				res, out = refusal("internal", "the tool failed; the failure has been logged"), nil
+			}
+		}()
+		svc, err := resolve(ctx, Extra{Header: header})
+		if err != nil {
+			return refusalOf(err), nil
+		}
+		v, err := run(ctx, svc, in)
+		if err != nil {
+			return refusalOf(err), nil
+		}
+		return nil, v
+	}
 	add := func(s *mcp.Server, resolve Resolver, log *slog.Logger) {
 		a := ann
 		mcp.AddTool(s, &mcp.Tool{Name: name, Description: description, Annotations: &a},
-			func(ctx context.Context, req *mcp.CallToolRequest, in In) (res *mcp.CallToolResult, out any, err error) {
-				defer func() {
-					if p := recover(); p != nil {
-						log.Error("mcp tool panicked", "tool", name, "panic", p, "stack", string(debug.Stack()))
-						res, out, err = refusal("internal", "the tool failed; the failure has been logged"), nil, nil
-					}
-				}()
-				var extra Extra
+			func(ctx context.Context, req *mcp.CallToolRequest, in In) (*mcp.CallToolResult, any, error) {
+				var header http.Header
 				if req != nil && req.Extra != nil {
-					extra.Header = req.Extra.Header
+					header = req.Extra.Header
 				}
-				svc, err := resolve(ctx, extra)
-				if err != nil {
-					return refusalOf(err), nil, nil
-				}
-				v, err := run(ctx, svc, in)
-				if err != nil {
-					return refusalOf(err), nil, nil
-				}
-				return nil, v, nil
+				res, out := call(ctx, resolve, log, header, in)
+				return res, out, nil
 			})
 	}
-	return Tool{Name: name, Scope: scope, add: add}
+	t := Tool{Name: name, Scope: scope, add: add}
+	if ann.ReadOnlyHint {
+		t.direct = directCall(call)
+	}
+	return t
 }
 
 // Options configure a server of the tools.
