@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/auditchain/auditchain/internal/app"
+	"github.com/auditchain/auditchain/internal/buildinfo"
 	"github.com/auditchain/auditchain/internal/config"
 	"github.com/auditchain/auditchain/internal/store/storetest"
 )
@@ -317,4 +318,60 @@ func TestAdministratorRoutesRefuseOthers(t *testing.T) {
 	e := newEnv(t, storetest.DSN(t, storetest.SQLite), nil)
 	_, plain := e.account("user@example.com")
 	wantProblem(t, e.do("POST", "/v1/notifications/digest/run", plain, map[string]any{"user_id": "x"}), 403, "admin_only")
+}
+
+// GET /v1/health names the build (the same word `auditchain version` starts
+// with), so an operator can see which binary a replica runs.
+func TestHealthCarriesTheVersion(t *testing.T) {
+	e := newEnv(t, storetest.DSN(t, storetest.SQLite), nil)
+	r := e.do("GET", "/v1/health", "", nil)
+	if v, _ := r.JSON(t)["version"].(string); r.Status != 200 || v != buildinfo.Read().String() || v == "" {
+		t.Fatalf("health: %d %s, want version %q", r.Status, r.Body, buildinfo.Read().String())
+	}
+}
+
+// Every request leaves one line at the default level (info): method, route
+// pattern, status, duration and request id, and never the API key, the
+// path's ids or a body. A caller's X-Request-Id is kept; otherwise one is made.
+func TestRequestLogAtTheDefaultLevel(t *testing.T) {
+	e := newEnv(t, storetest.DSN(t, storetest.SQLite), nil)
+	_, key := e.account("log@example.com")
+	r := e.do("POST", "/v1/keys", key, map[string]any{"label": "body-marker-7f3a"}, "X-Request-Id", "proxy-id-42")
+	if r.Status != 201 {
+		t.Fatalf("create key: %d %s", r.Status, r.Body)
+	}
+	if got := r.Header.Get("X-Request-Id"); got != "proxy-id-42" {
+		t.Fatalf("X-Request-Id = %q, want the caller's", got)
+	}
+	keyID, _ := r.JSON(t)["id"].(string)
+	r = e.do("POST", "/v1/keys/"+keyID+"/revoke", key, nil, "X-Request-Id", "bad id with spaces")
+	made := r.Header.Get("X-Request-Id")
+	if r.Status != 200 || len(made) != 16 {
+		t.Fatalf("revoke: %d, X-Request-Id %q (want a new 16-digit id for a malformed one)", r.Status, made)
+	}
+	var lines []map[string]any
+	for _, l := range strings.Split(e.logs.String(), "\n") {
+		var rec map[string]any
+		if json.Unmarshal([]byte(l), &rec) == nil && rec["msg"] == "request" {
+			lines = append(lines, rec)
+		}
+	}
+	want := []struct{ method, route, id string }{
+		{"POST", "POST /v1/keys", "proxy-id-42"},
+		{"POST", "POST /v1/keys/{key_id}/revoke", made},
+	}
+	if len(lines) != len(want) {
+		t.Fatalf("request lines = %d, want %d:\n%s", len(lines), len(want), e.logs.String())
+	}
+	for i, w := range want {
+		l := lines[i]
+		if l["level"] != "INFO" || l["method"] != w.method || l["route"] != w.route || l["request_id"] != w.id || l["status"] == nil || l["duration_ms"] == nil {
+			t.Errorf("line %d = %v, want level INFO, %s %s, request_id %s, status and duration_ms", i, l, w.method, w.route, w.id)
+		}
+	}
+	for _, secret := range []string{key, "body-marker-7f3a", keyID} {
+		if strings.Contains(e.logs.String(), secret) {
+			t.Errorf("the log holds %q", secret)
+		}
+	}
 }

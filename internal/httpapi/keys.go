@@ -72,7 +72,7 @@ func (s *Server) health(w http.ResponseWriter, r *http.Request) error {
 		s.log.Warn("health: store not ready", "err", err.Error())
 		return &domain.Error{Code: domain.CodeUnavailable, Detail: "the store is not ready", RetryAfter: 1}
 	}
-	return writeJSON(w, http.StatusOK, api.Health{Status: "ok", Store: string(s.app.Store.Dialect)})
+	return writeJSON(w, http.StatusOK, api.Health{Status: "ok", Store: string(s.app.Store.Dialect), Version: s.version})
 }
 
 func (s *Server) openAPI(w http.ResponseWriter, r *http.Request) error {

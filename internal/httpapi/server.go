@@ -5,7 +5,9 @@ package httpapi
 
 import (
 	"context"
+	"crypto/rand"
 	"crypto/subtle"
+	"encoding/hex"
 	"log/slog"
 	"net/http"
 	"strconv"
@@ -18,6 +20,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
 	"github.com/auditchain/auditchain/internal/app"
+	"github.com/auditchain/auditchain/internal/buildinfo"
 	"github.com/auditchain/auditchain/internal/domain"
 	"github.com/auditchain/auditchain/internal/mail"
 	"github.com/auditchain/auditchain/internal/mcpserver"
@@ -32,6 +35,8 @@ type Server struct {
 	log     *slog.Logger
 	mux     *http.ServeMux
 	openapi []byte
+	// version is the build's, as GET /v1/health reports it.
+	version string
 	// done closes on shutdown so long-lived streams end (Shutdown waits for
 	// handlers but does not cancel them).
 	done      chan struct{}
@@ -55,6 +60,7 @@ type Server struct {
 // NewServer builds the handler. openapiJSON is the document served at /v1/openapi.json.
 func NewServer(a *app.App, log *slog.Logger, openapiJSON []byte) *Server {
 	s := &Server{app: a, log: log, mux: http.NewServeMux(), openapi: openapiJSON, done: make(chan struct{}),
+		version:     buildinfo.Read().String(),
 		crossOrigin: http.NewCrossOriginProtection()}
 	// A registry of our own: nothing global, so several servers (tests, replicas
 	// in one process) never collide.
@@ -147,6 +153,8 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	start := time.Now()
 	_, pattern := s.mux.Handler(r)
 	sw := &statusWriter{ResponseWriter: w, status: http.StatusOK}
+	reqID := requestID(r)
+	sw.Header().Set("X-Request-Id", reqID)
 	defer func() {
 		if rec := recover(); rec != nil {
 			if rec == http.ErrAbortHandler {
@@ -163,7 +171,11 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		}
 		s.requests.WithLabelValues(label, strconv.Itoa(sw.status)).Inc()
 		s.latency.WithLabelValues(label).Observe(time.Since(start).Seconds())
-		s.log.Debug("request", "method", r.Method, "route", label, "status", sw.status, "duration_ms", float64(time.Since(start).Microseconds())/1000)
+		// One line per request at the default level: never the key, the
+		// cookie, the query or a body (the route pattern, not the path, so no
+		// ids either).
+		s.log.Info("request", "method", r.Method, "route", label, "status", sw.status,
+			"duration_ms", float64(time.Since(start).Microseconds())/1000, "request_id", reqID)
 	}()
 	sw.Header().Set("Cache-Control", "no-store")
 	if pattern == "" {
@@ -436,4 +448,17 @@ func (c jobRunsCollector) Collect(ch chan<- prometheus.Metric) {
 	for k, n := range c.a.JobRunCounts() {
 		ch <- prometheus.MustNewConstMetric(jobRunsDesc, prometheus.CounterValue, float64(n), k[0], k[1])
 	}
+}
+
+// requestID is the caller's X-Request-Id when it is a short token (a proxy's
+// id, kept so logs on both sides match), else a new random one. It is echoed
+// in the answer's X-Request-Id and logged with the request.
+func requestID(r *http.Request) string {
+	if id := r.Header.Get("X-Request-Id"); id != "" && len(id) <= 64 && strings.Trim(id,
+		"abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789-_.") == "" {
+		return id
+	}
+	var b [8]byte
+	rand.Read(b[:])
+	return hex.EncodeToString(b[:])
 }

@@ -44,4 +44,6 @@ type KeyRevoked struct {
 type Health struct {
 	Status string `json:"status"` // ok
 	Store  string `json:"store"`  // sqlite or postgres
+	// Version is the build's ("v1.2.3", or "devel+<commit>" from a work tree).
+	Version string `json:"version"`
 }
