@@ -1,6 +1,6 @@
 package app_test
 
-// The webhook outbox under concurrency (notes/reliability.md, "Outbox
+// The webhook outbox under concurrency (docs/reliability.md, "Outbox
 // across replicas" and "Webhook egress"): two replicas draining one
 // PostgreSQL database send each row once, and one account's slow receiver
 // does not hold back another account's delivery.
@@ -169,7 +169,7 @@ func statusCounts(byStatus map[string][]string) map[string]int {
 // One account's receiver that does not answer holds back only that
 // account's delivery: another account's row is delivered and settled sent
 // while the first receiver is still inside its handler, and the slow row is
-// sent once its receiver answers (notes/reliability.md: "others'
+// sent once its receiver answers (docs/reliability.md: "others'
 // deliveries not delayed").
 func TestSlowReceiverDoesNotDelayAnother(t *testing.T) {
 	storetest.Each(t, func(t *testing.T, dsn string) {

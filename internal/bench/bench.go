@@ -1,7 +1,7 @@
 // Package bench is `auditchain bench`: a load generator that runs named
 // workloads against a running server or one it starts itself, and reports
 // throughput, latency percentiles, errors by status, and — when the server is
-// local — its CPU time per operation and peak memory (notes/performance.md).
+// local — its CPU time per operation and peak memory (docs/performance.md).
 package bench
 
 import (

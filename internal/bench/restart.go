@@ -15,7 +15,7 @@ import (
 )
 
 // runRestart measures how long a restarted server takes to be useful on a
-// database of --prefill events (notes/performance.md: 5M events ready in
+// database of --prefill events (docs/performance.md: 5M events ready in
 // ≤2 s). After the prefill it stops the server (SIGTERM) --restarts times and
 // starts it again; each restart is one operation, its latency the time from
 // starting the process to the first append accepted on the prefilled account

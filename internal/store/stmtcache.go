@@ -56,7 +56,7 @@ func (c cachingConnector) Connect(ctx context.Context) (driver.Conn, error) {
 	return &cachingConn{Conn: conn, stmts: map[string]*cachedStmt{}, connector: c}, nil
 }
 
-// A connection that met a storage fault is never used again (notes/reliability.md:
+// A connection that met a storage fault is never used again (docs/reliability.md:
 // "never continues on a poisoned handle"). After a failed fsync the kernel may
 // have dropped the dirty pages it could not write, and a later fsync on the same
 // descriptors can report success for data that never reached the disk; SQLite's

@@ -17,7 +17,7 @@ import (
 // could not store right now — the database is down or restarting, the network
 // to it failed, its disk is full or failing — so the request may succeed if
 // retried later. The HTTP layer answers such errors 503 with Retry-After
-// instead of 500 (notes/reliability.md: "requests fail fast (503) while it is
+// instead of 500 (docs/reliability.md: "requests fail fast (503) while it is
 // down"). A write that failed this way was not acknowledged, but whether it
 // landed is unknown (the connection may have been cut during COMMIT).
 func Unavailable(err error) bool {

@@ -4,5 +4,5 @@
 -- this index a decision page reads only its own rows, like the event_type and
 -- tool filters (events_type, events_tool). It costs each append one more
 -- B-tree insert; search p99 flat in chain length is the target it buys
--- (notes/performance.md).
+-- (docs/performance.md).
 CREATE INDEX events_decision ON events(user_id, decision, sequence);
