@@ -2,8 +2,6 @@ package main
 
 import (
 	"context"
-	"errors"
-	"flag"
 	"fmt"
 	"io"
 	"strings"
@@ -14,8 +12,7 @@ import (
 
 // benchCmd is `auditchain bench [flags] WORKLOAD…` (docs/bench.md).
 func benchCmd(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	fs := flag.NewFlagSet("bench", flag.ContinueOnError)
-	fs.SetOutput(stderr)
+	fs := newFlags("bench", "")
 	var o bench.Options
 	var wrap string
 	var serverArgs multiFlag
@@ -43,27 +40,17 @@ func benchCmd(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	asJSON := fs.Bool("json", false, "print the report as JSON")
 	quiet := fs.Bool("quiet", false, "no progress lines on stderr")
 	fs.Usage = func() {
-		fmt.Fprintf(stderr, "usage: auditchain bench [flags] WORKLOAD…\n\nworkloads:\n%s\nflags:\n", bench.WorkloadHelp())
+		fmt.Fprintf(fs.Output(), "usage: auditchain bench [flags] WORKLOAD…\n\nworkloads:\n%s\nflags:\n", bench.WorkloadHelp())
 		fs.PrintDefaults()
 	}
 	// Flags may follow workload names.
-	rest := args
-	for {
-		if err := fs.Parse(rest); err != nil {
-			if errors.Is(err, flag.ErrHelp) {
-				return nil
-			}
-			return err
-		}
-		if fs.NArg() == 0 {
-			break
-		}
-		o.Workloads = append(o.Workloads, fs.Arg(0))
-		rest = fs.Args()[1:]
+	var err error
+	if o.Workloads, err = parseFlags(fs, args, stdout, stderr); err != nil {
+		return err
 	}
 	if len(o.Workloads) == 0 {
 		fs.Usage()
-		return errors.New("bench needs at least one workload")
+		return usagef("bench needs at least one workload")
 	}
 	o.ServerWrap = strings.Fields(wrap)
 	o.ServerArgs = serverArgs

@@ -47,17 +47,16 @@ func hookCmd(ctx context.Context, args []string, getenv func(string) string, std
 		}
 	}
 	fs := flag.NewFlagSet("hook", flag.ContinueOnError)
-	fs.SetOutput(stderr)
-	fs.Usage = func() { fmt.Fprint(stderr, hookUsage); fs.PrintDefaults() }
+	fs.Usage = func() { fmt.Fprint(fs.Output(), hookUsage); fs.PrintDefaults() }
 	host := fs.String("host", "", "the agent host: "+strings.Join(hook.HostNames(), ", "))
 	o := hookFlags(fs, getenv)
 	agent := fs.String("agent", envOr(getenv, "AUDITCHAIN_HOOK_AGENT", "main"), "the sub-agent name the main agent's calls are gated as")
 	policy := fs.String("policy", envOr(getenv, "AUDITCHAIN_HOOK_POLICY", "record"), "a main-agent call no grant covers: record (allow, on the record), ask, or deny")
 	onError := fs.String("on-error", envOr(getenv, "AUDITCHAIN_HOOK_ON_ERROR", "deny"), "when the hook cannot decide: deny (fail closed) or allow")
 	timeout := fs.Duration("timeout", envDuration(getenv, "AUDITCHAIN_HOOK_TIMEOUT", 5*time.Second), "deadline of one hook call, well under the host's timeout")
-	if err := fs.Parse(args); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			return nil
+	if err := parseLeading(fs, args, stdout, stderr); err != nil {
+		if errors.Is(err, errHelpShown) {
+			return err // --help: usage on stdout, exit 0
 		}
 		// No host answer can be formed: exit 2 blocks the call on every host.
 		return &exitError{code: 2}
@@ -189,13 +188,9 @@ func (u unreachable) AppendBatch(context.Context, []api.EventInput) (*api.BatchR
 }
 
 func hookFlushCmd(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) error {
-	fs := flag.NewFlagSet("hook flush", flag.ContinueOnError)
-	fs.SetOutput(stderr)
+	fs := newFlags("hook flush", "usage: auditchain hook flush [--url URL] [--spool DIR]\n\nSends the events earlier hook runs spooled while the service was unreachable.\n")
 	o := hookFlags(fs, getenv)
-	if err := fs.Parse(args); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			return nil
-		}
+	if err := parseLeading(fs, args, stdout, stderr); err != nil {
 		return err
 	}
 	svc, err := o.service(time.Now)
@@ -214,18 +209,14 @@ func hookFlushCmd(ctx context.Context, args []string, getenv func(string) string
 }
 
 func hookInstallCmd(args []string, stdout, stderr io.Writer) error {
-	fs := flag.NewFlagSet("hook install", flag.ContinueOnError)
-	fs.SetOutput(stderr)
+	fs := newFlags("hook install", "usage: auditchain hook install --host HOST [--write] [--project | --user] [--dir DIR] [--exe CMD]\n\nPrints (or with --write merges) the host's settings block that runs auditchain hook.\n")
 	host := fs.String("host", "", "the agent host: "+strings.Join(hook.HostNames(), ", "))
 	user := fs.Bool("user", false, "the user's settings file (under the home directory)")
 	fs.Bool("project", true, "the project's settings file (under --dir; the default)")
 	dir := fs.String("dir", "", "the project directory (default: the working directory)")
 	write := fs.Bool("write", false, "merge the block into the settings file (otherwise only print it)")
 	exe := fs.String("exe", "auditchain", "the auditchain command the host runs")
-	if err := fs.Parse(args); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			return nil
-		}
+	if err := parseLeading(fs, args, stdout, stderr); err != nil {
 		return err
 	}
 	block, err := hook.Settings(*host, hook.Command(*exe, *host))

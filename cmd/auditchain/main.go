@@ -1,5 +1,6 @@
 // Command auditchain is the whole service: `serve` runs the HTTP API, `admin`
-// bootstraps accounts and keys (usable while the server runs).
+// bootstraps accounts and keys (usable while the server runs), `verify`
+// checks exports and tokens offline. docs/cli.md describes every command.
 package main
 
 import (
@@ -20,7 +21,8 @@ func main() {
 
 // exitCode is the process's exit status for run's error: 0 for none, an
 // exitError's own code (its message is already written: a hook's exit 2),
-// else 1 after printing the error.
+// else, after printing the error, 2 for a usage error and 1 for any other
+// (docs/cli.md).
 func exitCode(err error, stderr io.Writer) int {
 	var ee *exitError
 	switch {
@@ -30,5 +32,9 @@ func exitCode(err error, stderr io.Writer) int {
 		return ee.code
 	}
 	fmt.Fprintln(stderr, "auditchain:", err)
-	return 1
+	var ue usageError
+	if errors.As(err, &ue) {
+		return exitUsage
+	}
+	return exitFailure
 }

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -12,23 +13,26 @@ import (
 	"net/http"
 	"net/http/pprof"
 	"os"
+	"path/filepath"
 	"strings"
 	"time"
 
-	"github.com/auditchain/auditchain/api"
+	openapi "github.com/auditchain/auditchain/api"
 	"github.com/auditchain/auditchain/internal/app"
+	"github.com/auditchain/auditchain/internal/buildinfo"
 	"github.com/auditchain/auditchain/internal/config"
 	"github.com/auditchain/auditchain/internal/domain"
 	"github.com/auditchain/auditchain/internal/httpapi"
 	"github.com/auditchain/auditchain/internal/legal"
 	"github.com/auditchain/auditchain/internal/mail"
 	"github.com/auditchain/auditchain/internal/store"
+	"github.com/auditchain/auditchain/pkg/api"
 )
 
 const usage = `usage: auditchain <command> [flags]
 
 commands:
-  serve                 run the HTTP API (see --help for flags; each reads AUDITCHAIN_*)
+  serve                 run the HTTP API (flags read AUDITCHAIN_*; see serve --help)
   admin create-account  create an account and its first unscoped key
   admin create-key      create another key for an account
   admin announce        mail a mandatory notice (breaking_change.announce) to every account with an email
@@ -39,14 +43,28 @@ commands:
   mcp proxy [--subagent NAME] -- COMMAND [ARGS…]   gate and record every tool call of an MCP server
   hook --host HOST                       gate and record an agent host's tool call (docs/hooks.md)
   hook flush | hook install              send spooled events; print or merge a host's settings
+  version               print the module version and the commit it was built from
+  help [COMMAND…]       print this, or a command's help
+
+Every command and group takes -h or --help. Exit codes: 0 success, 1 error,
+2 usage error (docs/cli.md).
 `
 
 // run is the whole program; main only supplies the process's context, arguments,
-// environment and streams, so tests can run it in-process.
+// environment and streams, so tests can run it in-process. Help asked for
+// (-h, --help, help) goes to stdout and answers nil.
 func run(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) error {
+	err := dispatch(ctx, args, getenv, stdout, stderr)
+	if errors.Is(err, errHelpShown) {
+		return nil
+	}
+	return err
+}
+
+func dispatch(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) error {
 	if len(args) == 0 {
 		fmt.Fprint(stderr, usage)
-		return errors.New("no command given")
+		return usagef("no command given")
 	}
 	switch args[0] {
 	case "serve":
@@ -61,13 +79,51 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 		return mcpCmd(ctx, args[1:], getenv, stdout, stderr)
 	case "hook":
 		return hookCmd(ctx, args[1:], getenv, os.Stdin, stdout, stderr)
-	case "help", "-h", "--help":
-		fmt.Fprint(stdout, usage)
+	case "version":
+		if _, err := parseFlags(newFlags("version", "usage: auditchain version\n"), args[1:], stdout, stderr); err != nil {
+			return err
+		}
+		fmt.Fprintln(stdout, buildinfo.Read().Long())
 		return nil
+	case "help", "-h", "--help", "-help":
+		if len(args) > 1 && args[0] == "help" {
+			// `auditchain help admin create-key` is `auditchain admin create-key --help`.
+			return dispatch(ctx, append(args[1:len(args):len(args)], "--help"), getenv, stdout, stderr)
+		}
+		fmt.Fprint(stdout, usage)
+		return errHelpShown
 	default:
 		fmt.Fprint(stderr, usage)
-		return fmt.Errorf("unknown command %q", args[0])
+		return usagef("unknown command %q", args[0])
 	}
+}
+
+// group runs the subcommand args[0] of a command group (admin, verify):
+// without one, or with an unknown one, it prints the group's usage on stderr
+// (a usage error); -h, --help or help print it on stdout, and `help SUB`
+// shows SUB's help.
+func group(name, groupUsage string, args []string, stdout, stderr io.Writer, subs map[string]func([]string) error) error {
+	if len(args) == 0 {
+		fmt.Fprint(stderr, groupUsage)
+		return usagef("%s needs a subcommand", name)
+	}
+	switch args[0] {
+	case "-h", "--help", "-help":
+		fmt.Fprint(stdout, groupUsage)
+		return errHelpShown
+	case "help":
+		if len(args) == 1 {
+			fmt.Fprint(stdout, groupUsage)
+			return errHelpShown
+		}
+		return group(name, groupUsage, []string{args[1], "--help"}, stdout, stderr, subs)
+	}
+	sub, ok := subs[args[0]]
+	if !ok {
+		fmt.Fprint(stderr, groupUsage)
+		return usagef("unknown %s command %q", name, args[0])
+	}
+	return sub(args[1:])
 }
 
 func newLogger(cfg config.Config, w io.Writer) *slog.Logger {
@@ -81,11 +137,17 @@ func newLogger(cfg config.Config, w io.Writer) *slog.Logger {
 }
 
 func serve(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) error {
-	cfg, err := config.Parse(args, getenv, stderr)
+	var out bytes.Buffer
+	cfg, err := config.Parse(args, getenv, &out)
+	if errors.Is(err, flag.ErrHelp) {
+		stdout.Write(out.Bytes())
+		return errHelpShown
+	}
+	stderr.Write(out.Bytes())
 	if err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			return nil
-		}
+		return usageError{err}
+	}
+	if err := prepareDataDir(cfg.DB); err != nil {
 		return err
 	}
 	log := newLogger(cfg, stderr)
@@ -111,7 +173,7 @@ func serve(ctx context.Context, args []string, getenv func(string) string, stdou
 	}
 	defer release()
 
-	doc, err := api.OpenAPIJSON()
+	doc, err := openapi.OpenAPIJSON()
 	if err != nil {
 		return fmt.Errorf("openapi document: %w", err)
 	}
@@ -173,7 +235,7 @@ func serve(ctx context.Context, args []string, getenv func(string) string, stdou
 	log.Info("serving", "addr", ln.Addr().String(), "store", string(st.Dialect), "env", cfg.Env)
 
 	if cfg.DebugAddr != "" {
-		// Profiling stays off the public listener (notes/reliability.md).
+		// Profiling stays off the public listener (docs/reliability.md).
 		dbg := http.NewServeMux()
 		dbg.HandleFunc("/debug/pprof/", pprof.Index)
 		dbg.HandleFunc("/debug/pprof/profile", pprof.Profile)
@@ -201,126 +263,162 @@ func serve(ctx context.Context, args []string, getenv func(string) string, stdou
 	return nil
 }
 
+const adminUsage = `usage: auditchain admin <command> [flags]
+
+commands:
+  create-account  create an account and its first unscoped key
+  create-key      create another key for an account
+  announce        mail a mandatory notice to every account with an email
+
+Each works on the store named by --db (default $AUDITCHAIN_DB, else
+sqlite:./data/auditchain.db), also while the server runs on it, and names the
+store it used on stderr. "auditchain admin COMMAND --help" shows its flags.
+`
+
+// prepareDataDir creates ./data for the default store on a first start: any
+// other sqlite: path must be in a directory that exists (store.Open refuses
+// it otherwise), so a typo in --db cannot start an empty store.
+func prepareDataDir(dsn string) error {
+	if dsn != config.DefaultDB {
+		return nil
+	}
+	return os.MkdirAll(filepath.Dir(strings.TrimPrefix(dsn, "sqlite:")), 0o750)
+}
+
 func adminCmd(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) error {
-	if len(args) == 0 {
-		fmt.Fprint(stderr, usage)
-		return errors.New("admin needs a subcommand")
-	}
-	fs := flag.NewFlagSet("admin "+args[0], flag.ContinueOnError)
-	fs.SetOutput(stderr)
-	dbDefault := getenv("AUDITCHAIN_DB")
-	if dbDefault == "" {
-		dbDefault = config.DefaultDB
-	}
-	db := fs.String("db", dbDefault, "store: sqlite:PATH or a postgres:// URL")
-	open := func() (*app.App, func(), error) {
-		st, err := store.Open(ctx, *db)
-		if err != nil {
-			return nil, nil, fmt.Errorf("open store: %w", err)
-		}
-		cfg := config.Config{EpochAnchor: domain.DefaultEpochAnchor}
-		a := app.New(st, cfg, slog.New(slog.NewTextHandler(stderr, nil)))
-		return a, func() { a.Close(); st.Close() }, nil
-	}
-	switch args[0] {
-	case "create-account":
-		email := fs.String("email", "", "account email")
-		isAdmin := fs.Bool("admin", false, "make the account an administrator")
-		noEmail := fs.Bool("no-email", false, "create an account without an email")
-		if err := fs.Parse(args[1:]); err != nil {
-			return err
-		}
-		if *email == "" && !*noEmail {
-			return errors.New("create-account needs --email EMAIL or --no-email")
-		}
-		if *email != "" && *noEmail {
-			return errors.New("--email and --no-email exclude each other")
-		}
-		a, closeStore, err := open()
-		if err != nil {
-			return err
-		}
-		defer closeStore()
-		acct, key, err := a.CreateAccount(ctx, app.AccountRequest{Email: *email, NoEmail: *noEmail, Admin: *isAdmin})
-		if err != nil {
-			return explain(err)
-		}
-		return printJSON(stdout, map[string]any{"user_id": acct.UserID, "email": acct.Email, "key_id": key.Key.ID, "api_key": key.Token})
-	case "create-key":
-		userID := fs.String("user-id", "", "account user_id (UUID)")
-		scopes := fs.String("scopes", "", "comma-separated scopes (empty: unscoped)")
-		machine := fs.String("machine", "", "machine label")
-		label := fs.String("label", "", "key label")
-		expires := fs.String("expires-at", "", "expiry timestamp (RFC 3339)")
-		if err := fs.Parse(args[1:]); err != nil {
-			return err
-		}
-		if *userID == "" {
-			return errors.New("create-key needs --user-id UUID")
-		}
-		req := app.KeyRequest{Machine: *machine, Label: *label}
-		if *scopes != "" {
-			req.Scopes = strings.Split(*scopes, ",")
-		}
-		if *expires != "" {
-			t, err := domain.ParseTimestamp(*expires)
-			if err != nil {
-				return fmt.Errorf("--expires-at: %q is not an RFC 3339 timestamp", *expires)
+	// newAdmin is an admin command's flags with --db; open opens that store
+	// and names it on stderr (stdout stays the command's JSON).
+	newAdmin := func(name, synopsis string) (*flag.FlagSet, func() (*app.App, func(), error)) {
+		fs := newFlags("admin "+name, synopsis)
+		db := fs.String("db", envOr(getenv, "AUDITCHAIN_DB", config.DefaultDB), "store: sqlite:PATH or a postgres:// URL (env AUDITCHAIN_DB)")
+		return fs, func() (*app.App, func(), error) {
+			if err := prepareDataDir(*db); err != nil {
+				return nil, nil, err
 			}
-			req.ExpiresAt = &t
+			st, err := store.Open(ctx, *db)
+			if err != nil {
+				return nil, nil, fmt.Errorf("open store %s: %w", *db, err)
+			}
+			fmt.Fprintf(stderr, "auditchain admin %s: store %s\n", name, st.Location)
+			cfg := config.Config{EpochAnchor: domain.DefaultEpochAnchor}
+			a := app.New(st, cfg, slog.New(slog.NewTextHandler(stderr, nil)))
+			return a, func() { a.Close(); st.Close() }, nil
 		}
-		a, closeStore, err := open()
-		if err != nil {
-			return err
-		}
-		defer closeStore()
-		key, err := a.CreateKey(ctx, *userID, req)
-		if err != nil {
-			return explain(err)
-		}
-		scopeList := key.Key.Scopes
-		if scopeList == nil {
-			scopeList = []string{}
-		}
-		return printJSON(stdout, map[string]any{"key_id": key.Key.ID, "api_key": key.Token, "prefix": key.Key.Prefix,
-			"scopes": scopeList, "machine": key.Key.Machine, "label": key.Key.Label, "expires_at": key.Key.ExpiresAt})
-	case "announce":
-		typ := fs.String("type", domain.NoticeBreakingChange, "notice type (a mandatory one)")
-		subject := fs.String("subject", "", "email subject (one line)")
-		bodyFile := fs.String("body-file", "", "file holding the plain-text body")
-		mailSpec := fs.String("mail", envOr(getenv, "AUDITCHAIN_MAIL", "log"), "mail transport: log, outbox:DIR or smtp://user:pass@host:port")
-		mailFrom := fs.String("mail-from", getenv("AUDITCHAIN_MAIL_FROM"), "sender address")
-		if err := fs.Parse(args[1:]); err != nil {
-			return err
-		}
-		if *subject == "" || *bodyFile == "" {
-			return errors.New("announce needs --subject S and --body-file F")
-		}
-		body, err := os.ReadFile(*bodyFile)
-		if err != nil {
-			return fmt.Errorf("--body-file: %w", err)
-		}
-		log := slog.New(slog.NewTextHandler(stderr, nil))
-		mailer, err := mail.New(*mailSpec, mail.Options{From: *mailFrom, Log: log})
-		if err != nil {
-			return fmt.Errorf("--mail: %w", err)
-		}
-		a, closeStore, err := open()
-		if err != nil {
-			return err
-		}
-		defer closeStore()
-		a.Mail = mailer
-		n, err := a.Announce(ctx, *typ, *subject, string(body))
-		if err != nil {
-			return explain(err)
-		}
-		st := mailer.Stats()
-		return printJSON(stdout, map[string]any{"type": *typ, "accounts_notified": n, "emails_sent": st.Sent, "emails_failed": st.Failed})
-	default:
-		fmt.Fprint(stderr, usage)
-		return fmt.Errorf("unknown admin command %q", args[0])
 	}
+	// noArgs parses flags that take no positional argument.
+	noArgs := func(fs *flag.FlagSet, args []string) error {
+		rest, err := parseFlags(fs, args, stdout, stderr)
+		if err == nil && len(rest) > 0 {
+			return usagef("admin %s: unexpected arguments %q", fs.Name(), rest)
+		}
+		return err
+	}
+	return group("admin", adminUsage, args, stdout, stderr, map[string]func([]string) error{
+		"create-account": func(args []string) error {
+			fs, open := newAdmin("create-account", "usage: auditchain admin create-account --email EMAIL [--admin] [--db DSN]\n       auditchain admin create-account --no-email [--db DSN]\n\nPrints the account and its first key (unscoped) as JSON; the token (api_key) is shown once.\n")
+			email := fs.String("email", "", "account email")
+			isAdmin := fs.Bool("admin", false, "make the account an administrator")
+			noEmail := fs.Bool("no-email", false, "create an account without an email")
+			if err := noArgs(fs, args); err != nil {
+				return err
+			}
+			if *email == "" && !*noEmail {
+				return usagef("create-account needs --email EMAIL or --no-email")
+			}
+			if *email != "" && *noEmail {
+				return usagef("--email and --no-email exclude each other")
+			}
+			a, closeStore, err := open()
+			if err != nil {
+				return err
+			}
+			defer closeStore()
+			acct, key, err := a.CreateAccount(ctx, app.AccountRequest{Email: *email, NoEmail: *noEmail, Admin: *isAdmin})
+			if err != nil {
+				return explain(err)
+			}
+			return printJSON(stdout, accountCreated{UserID: acct.UserID, Email: acct.Email, KeyCreated: httpapi.KeyCreatedView(key)})
+		},
+		"create-key": func(args []string) error {
+			fs, open := newAdmin("create-key", "usage: auditchain admin create-key --user-id UUID [--scopes S,…] [--machine M] [--label L] [--expires-at T] [--db DSN]\n\nPrints the key as POST /v1/keys answers it; the token (api_key) is shown once.\n")
+			userID := fs.String("user-id", "", "account user_id (UUID)")
+			scopes := fs.String("scopes", "", "comma-separated scopes (empty: unscoped)")
+			machine := fs.String("machine", "", "machine label")
+			label := fs.String("label", "", "key label")
+			expires := fs.String("expires-at", "", "expiry timestamp (RFC 3339)")
+			if err := noArgs(fs, args); err != nil {
+				return err
+			}
+			if *userID == "" {
+				return usagef("create-key needs --user-id UUID")
+			}
+			req := app.KeyRequest{Machine: *machine, Label: *label}
+			if *scopes != "" {
+				req.Scopes = strings.Split(*scopes, ",")
+			}
+			if *expires != "" {
+				t, err := domain.ParseTimestamp(*expires)
+				if err != nil {
+					return usagef("--expires-at: %q is not an RFC 3339 timestamp", *expires)
+				}
+				req.ExpiresAt = &t
+			}
+			a, closeStore, err := open()
+			if err != nil {
+				return err
+			}
+			defer closeStore()
+			key, err := a.CreateKey(ctx, *userID, req)
+			if err != nil {
+				return explain(err)
+			}
+			return printJSON(stdout, httpapi.KeyCreatedView(key))
+		},
+		"announce": func(args []string) error {
+			fs, open := newAdmin("announce", "usage: auditchain admin announce --subject S --body-file F [--type T] [--mail M] [--db DSN]\n")
+			typ := fs.String("type", domain.NoticeBreakingChange, "notice type (a mandatory one)")
+			subject := fs.String("subject", "", "email subject (one line)")
+			bodyFile := fs.String("body-file", "", "file holding the plain-text body")
+			mailSpec := fs.String("mail", envOr(getenv, "AUDITCHAIN_MAIL", "log"), "mail transport: log, outbox:DIR or smtp://user:pass@host:port")
+			mailFrom := fs.String("mail-from", getenv("AUDITCHAIN_MAIL_FROM"), "sender address")
+			if err := noArgs(fs, args); err != nil {
+				return err
+			}
+			if *subject == "" || *bodyFile == "" {
+				return usagef("announce needs --subject S and --body-file F")
+			}
+			body, err := os.ReadFile(*bodyFile)
+			if err != nil {
+				return fmt.Errorf("--body-file: %w", err)
+			}
+			log := slog.New(slog.NewTextHandler(stderr, nil))
+			mailer, err := mail.New(*mailSpec, mail.Options{From: *mailFrom, Log: log})
+			if err != nil {
+				return fmt.Errorf("--mail: %w", err)
+			}
+			a, closeStore, err := open()
+			if err != nil {
+				return err
+			}
+			defer closeStore()
+			a.Mail = mailer
+			n, err := a.Announce(ctx, *typ, *subject, string(body))
+			if err != nil {
+				return explain(err)
+			}
+			st := mailer.Stats()
+			return printJSON(stdout, map[string]any{"type": *typ, "accounts_notified": n, "emails_sent": st.Sent, "emails_failed": st.Failed})
+		},
+	})
+}
+
+// accountCreated is what admin create-account prints: the account's user_id
+// and email beside its first key as POST /v1/keys answers it (so the key's
+// id is "id", as everywhere in the API, and the token "api_key").
+type accountCreated struct {
+	UserID string  `json:"user_id"`
+	Email  *string `json:"email"`
+	api.KeyCreated
 }
 
 // explain turns a domain error into a one-line message for the terminal.

@@ -2,15 +2,11 @@ package main
 
 import (
 	"context"
-	"crypto/ed25519"
-	"encoding/base64"
 	"encoding/json"
 	"errors"
-	"flag"
 	"fmt"
 	"io"
 	"os"
-	"strings"
 
 	"github.com/auditchain/auditchain/pkg/verify"
 )
@@ -50,37 +46,28 @@ type exportFault struct {
 	Error    string `json:"error"`
 }
 
+const verifyExportUsage = `usage: auditchain verify export FILE --service-key KEY
+
+FILE is an export (GET /v1/chain/export), "-" for standard input.
+KEY is the service's published public key: the standard base64 of its 32 bytes
+(public_key of GET /v1/delegation/public-key), or the path of a file holding
+either that base64 text or the whole GET /v1/delegation/public-key document.
+
+Prints a JSON report; exits non-zero unless the export verifies.
+`
+
 // verifyExportCmd is `auditchain verify export FILE --service-key KEY`: it
 // checks an export offline (pkg/verify.VerifyExport) and prints a JSON report
 // on stdout; on failure it also names the failure on stderr and returns an
 // error, so the process exits non-zero. FILE "-" reads standard input.
 func verifyExportCmd(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	fs := flag.NewFlagSet("verify export", flag.ContinueOnError)
-	fs.SetOutput(stderr)
-	keyArg := fs.String("service-key", "", "the service public key: standard base64 of the 32-byte Ed25519 key, or a file holding it")
-	// Flags may come before or after FILE.
-	var files []string
-	for len(args) > 0 {
-		if err := fs.Parse(args); err != nil {
-			return err
-		}
-		if fs.NArg() == 0 {
-			break
-		}
-		files = append(files, fs.Arg(0))
-		args = fs.Args()[1:]
-	}
-	if len(files) != 1 || *keyArg == "" {
-		fmt.Fprintln(stderr, "usage: auditchain verify export FILE --service-key KEY")
-		return errors.New("verify export needs one FILE and --service-key")
-	}
-	pub, err := readServicePublicKey(*keyArg)
+	file, pub, err := verifyArgs("export", verifyExportUsage, args, stdout, stderr)
 	if err != nil {
 		return err
 	}
 	var in io.Reader = os.Stdin
-	if files[0] != "-" {
-		f, err := os.Open(files[0])
+	if file != "-" {
+		f, err := os.Open(file)
 		if err != nil {
 			return err
 		}
@@ -135,22 +122,4 @@ func describeFault(f *exportFault) string {
 	default:
 		return fmt.Sprintf("%s at line %d", f.Kind, f.Line)
 	}
-}
-
-// readServicePublicKey accepts the key itself (standard base64 of 32 bytes)
-// or the path of a file holding it.
-func readServicePublicKey(arg string) (ed25519.PublicKey, error) {
-	s := strings.TrimSpace(arg)
-	if b, err := base64.StdEncoding.DecodeString(s); err == nil && len(b) == ed25519.PublicKeySize {
-		return ed25519.PublicKey(b), nil
-	}
-	data, err := os.ReadFile(arg)
-	if err != nil {
-		return nil, fmt.Errorf("--service-key is neither the base64 of a 32-byte Ed25519 key nor a readable file: %w", err)
-	}
-	pub, err := verify.ParsePublicKey(strings.TrimSpace(string(data)))
-	if err != nil {
-		return nil, fmt.Errorf("--service-key file %s: %w", arg, err)
-	}
-	return pub, nil
 }

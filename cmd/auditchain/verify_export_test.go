@@ -143,7 +143,11 @@ func TestVerifyExportCommand(t *testing.T) {
 	full := filepath.Join(dir, "full.ndjson")
 	os.WriteFile(full, export, 0o600)
 
-	for _, keyArg := range []string{pubB64, pubFile} {
+	// The GET /v1/delegation/public-key answer, saved as is, is a key file
+	// for verify export as it is for verify token.
+	docFile := filepath.Join(dir, "public-key.json")
+	os.WriteFile(docFile, c.call("GET", "/v1/delegation/public-key", nil), 0o600)
+	for _, keyArg := range []string{pubB64, pubFile, docFile} {
 		rep, err := runVerifyExport(t, full, "--service-key", keyArg)
 		if err != nil || rep["valid"] != true || rep["events"] != float64(9) || rep["signatures_verified"] != float64(5) ||
 			rep["signed_size"] != float64(9) || rep["failure"] != nil || !emptyArray(rep["gaps"]) || !emptyArray(rep["breaks"]) {

@@ -9,10 +9,8 @@ import (
 	"bytes"
 	"context"
 	"crypto/ed25519"
-	"encoding/base64"
 	"encoding/json"
 	"errors"
-	"flag"
 	"fmt"
 	"io"
 	"os"
@@ -59,33 +57,9 @@ type tokenReport struct {
 }
 
 func verifyTokenCmd(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	fs := flag.NewFlagSet("verify token", flag.ContinueOnError)
-	fs.SetOutput(stderr)
-	fs.Usage = func() { fmt.Fprint(stderr, verifyTokenUsage) }
-	keyArg := fs.String("service-key", "", "the service public key: standard base64, or a file holding it")
-	// FILE may come before or after the flag.
-	var files []string
-	for rest := args; ; {
-		if err := fs.Parse(rest); err != nil {
-			if errors.Is(err, flag.ErrHelp) {
-				return nil
-			}
-			return err
-		}
-		rest = fs.Args()
-		if len(rest) == 0 {
-			break
-		}
-		files, rest = append(files, rest[0]), rest[1:]
-	}
-	if len(files) != 1 || *keyArg == "" {
-		fmt.Fprint(stderr, verifyTokenUsage)
-		return errors.New("verify token needs one FILE and --service-key KEY")
-	}
-	file := files[0]
-	pub, err := readServiceKey(*keyArg)
+	file, pub, err := verifyArgs("token", verifyTokenUsage, args, stdout, stderr)
 	if err != nil {
-		return fmt.Errorf("verify token: --service-key: %w", err)
+		return err
 	}
 	data, err := os.ReadFile(file)
 	if err != nil {
@@ -152,51 +126,4 @@ func tokenOf(data []byte) []byte {
 		return resp.Delegation
 	}
 	return data
-}
-
-// readServiceKey reads KEY: standard base64 of 32 bytes, else a file holding
-// that text or the GET /v1/delegation/public-key document.
-func readServiceKey(arg string) (ed25519.PublicKey, error) {
-	if pub, err := parseServiceKey(arg); err == nil {
-		return pub, nil
-	}
-	data, err := os.ReadFile(arg)
-	if err != nil {
-		return nil, fmt.Errorf("%q is neither the standard base64 of a 32-byte Ed25519 key nor a readable file", arg)
-	}
-	text := strings.TrimSpace(string(data))
-	if !strings.HasPrefix(text, "{") {
-		pub, err := parseServiceKey(text)
-		if err != nil {
-			return nil, fmt.Errorf("%s: %w", arg, err)
-		}
-		return pub, nil
-	}
-	var doc struct {
-		KeyID     string `json:"key_id"`
-		Algorithm string `json:"algorithm"`
-		PublicKey string `json:"public_key"`
-	}
-	if err := json.Unmarshal([]byte(text), &doc); err != nil {
-		return nil, fmt.Errorf("%s: not a public-key document: %w", arg, err)
-	}
-	if doc.Algorithm != "" && doc.Algorithm != "ed25519" {
-		return nil, fmt.Errorf("%s: algorithm %q, want ed25519", arg, doc.Algorithm)
-	}
-	pub, err := parseServiceKey(doc.PublicKey)
-	if err != nil {
-		return nil, fmt.Errorf("%s: public_key: %w", arg, err)
-	}
-	if doc.KeyID != "" && doc.KeyID != verify.ServiceKeyID(pub) {
-		return nil, fmt.Errorf("%s: key_id %q is not the id of its public_key (%s)", arg, doc.KeyID, verify.ServiceKeyID(pub))
-	}
-	return pub, nil
-}
-
-func parseServiceKey(s string) (ed25519.PublicKey, error) {
-	b, err := base64.StdEncoding.DecodeString(s)
-	if err != nil || len(b) != ed25519.PublicKeySize {
-		return nil, fmt.Errorf("must be the standard base64 of a %d-byte Ed25519 public key", ed25519.PublicKeySize)
-	}
-	return ed25519.PublicKey(b), nil
 }

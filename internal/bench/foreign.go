@@ -8,6 +8,7 @@ package bench
 // server binary's own `admin create-account`.
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -96,12 +97,13 @@ func adminCreateAccount(ctx context.Context, exe, db string) (account, error) {
 		return account{}, fmt.Errorf("%s admin create-account: %w: %s", exe, err, strings.TrimSpace(stderr.String()))
 	}
 	var r struct {
-		APIKey string `json:"api_key"`
-		KeyID  string `json:"key_id"`
-		UserID string `json:"user_id"`
+		APIKey   string `json:"api_key"`
+		KeyID    string `json:"id"`
+		OldKeyID string `json:"key_id"` // binaries before the key's id was "id" as in the API
+		UserID   string `json:"user_id"`
 	}
 	if err := json.Unmarshal(b, &r); err != nil || r.APIKey == "" || r.UserID == "" {
 		return account{}, fmt.Errorf("%s admin create-account: unexpected answer %q", exe, b)
 	}
-	return account{userID: r.UserID, keyID: r.KeyID, key: r.APIKey}, nil
+	return account{userID: r.UserID, keyID: cmp.Or(r.KeyID, r.OldKeyID), key: r.APIKey}, nil
 }

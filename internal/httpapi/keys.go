@@ -21,6 +21,12 @@ func toKey(k store.APIKey) api.Key {
 		CreatedAt: domain.FormatTimestamp(k.CreatedAt), ExpiresAt: formatOpt(k.ExpiresAt), RevokedAt: formatOpt(k.RevokedAt)}
 }
 
+// KeyCreatedView is the answer of POST /v1/keys, the token shown this once
+// (CONTRACT.md "Credentials"); the admin commands print it too.
+func KeyCreatedView(k app.NewKey) api.KeyCreated {
+	return api.KeyCreated{Key: toKey(k.Key), APIKey: k.Token}
+}
+
 func (s *Server) createKey(w http.ResponseWriter, r *http.Request) error {
 	req, err := decode[api.CreateKeyRequest](r, s.app.Cfg.MaxBodyBytes, true)
 	if err != nil {
@@ -41,7 +47,7 @@ func (s *Server) createKey(w http.ResponseWriter, r *http.Request) error {
 		return err
 	}
 	// The token is shown this once (CONTRACT.md "Credentials").
-	return writeJSON(w, http.StatusCreated, api.KeyCreated{Key: toKey(k.Key), APIKey: k.Token})
+	return writeJSON(w, http.StatusCreated, KeyCreatedView(k))
 }
 
 func (s *Server) listKeys(w http.ResponseWriter, r *http.Request) error {

@@ -106,16 +106,16 @@ func openSQLite(path string, readers int) (*Store, error) {
 	if path == "" {
 		return nil, errors.New("sqlite: empty path")
 	}
-	if dir := filepath.Dir(path); dir != "" {
-		if err := os.MkdirAll(dir, 0o750); err != nil {
-			return nil, fmt.Errorf("create data directory: %w", err)
-		}
+	// A missing directory is an error, never created here: a typo in --db
+	// must not start an empty store (the command creates the default ./data).
+	if fi, err := os.Stat(filepath.Dir(path)); err != nil || !fi.IsDir() {
+		return nil, fmt.Errorf("sqlite: the directory of %s does not exist (create it first; only the default store's ./data is created on first start)", path)
 	}
 	abs, err := filepath.Abs(path)
 	if err != nil {
 		abs = path
 	}
-	// WAL with synchronous=FULL survives power loss (notes/performance.md). The busy
+	// WAL with synchronous=FULL survives power loss (docs/performance.md). The busy
 	// timeout comes first so that switching to WAL waits for other processes.
 	pragmas := "_pragma=busy_timeout(10000)&_pragma=journal_mode(WAL)&_pragma=synchronous(FULL)&_pragma=foreign_keys(1)" +
 		// Group commit isolates each request sharing a transaction in a savepoint: keep its sub-journal
