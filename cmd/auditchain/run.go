@@ -230,6 +230,9 @@ func serve(ctx context.Context, args []string, getenv func(string) string, stdou
 		BaseContext: func(net.Listener) context.Context { return context.WithoutCancel(ctx) },
 	}
 	srv.RegisterOnShutdown(handler.Close)
+	if err := hintFirstAccount(ctx, st, stdout); err != nil {
+		return err
+	}
 	fmt.Fprintf(stdout, "auditchain listening on http://%s\n", ln.Addr())
 	fmt.Fprintf(stdout, "auditchain data in %s\n", st.Location)
 	log.Info("serving", "addr", ln.Addr().String(), "store", string(st.Dialect), "env", cfg.Env)
@@ -419,6 +422,23 @@ type accountCreated struct {
 	UserID string  `json:"user_id"`
 	Email  *string `json:"email"`
 	api.KeyCreated
+}
+
+// hintFirstAccount tells, on a store without any account, how to create the
+// first one. serve never creates an account or prints a key itself
+// (docs/decisions/first-account.md).
+func hintFirstAccount(ctx context.Context, st *store.Store, stdout io.Writer) error {
+	ids, err := st.AccountIDs(ctx, "", 1)
+	if err != nil || len(ids) > 0 {
+		return err
+	}
+	db := st.Location
+	if st.Dialect == store.Postgres {
+		db = "'postgres://…'" // the same URL as serve's --db; Location has no credentials
+	}
+	fmt.Fprintf(stdout, "auditchain has no account yet; create the first (its API key is shown once) with:\n"+
+		"  auditchain admin create-account --db %s --email you@example.com\n", db)
+	return nil
 }
 
 // explain turns a domain error into a one-line message for the terminal.
