@@ -19,6 +19,7 @@ import (
 	"net/http"
 	"os"
 	"os/exec"
+	"os/signal"
 	"path/filepath"
 	"strings"
 	"sync"
@@ -38,6 +39,16 @@ const childServeEnv = "AUDITCHAIN_TEST_CHILD_SERVE"
 func TestMain(m *testing.M) {
 	if os.Getenv(childUpstreamEnv) != "" {
 		runTestUpstream() // mcp_test.go
+		os.Exit(0)
+	}
+	if os.Getenv(asCLIEnv) != "" { // quickstart_test.go: be the command
+		ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+		err := run(ctx, os.Args[1:], os.Getenv, os.Stdout, os.Stderr)
+		stop()
+		if err != nil {
+			fmt.Fprintln(os.Stderr, "auditchain:", err)
+			os.Exit(1)
+		}
 		os.Exit(0)
 	}
 	if argv := os.Getenv(childServeEnv); argv != "" {

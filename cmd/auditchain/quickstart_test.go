@@ -1,0 +1,139 @@
+package main
+
+import (
+	"bufio"
+	"bytes"
+	"io"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+)
+
+// asCLIEnv, when set, makes the test binary be the auditchain command (see
+// TestMain), so the README's commands run through run() unchanged.
+const asCLIEnv = "AUDITCHAIN_TEST_AS_CLI"
+
+// quickstartBlocks returns the shell blocks of the README's "Quickstart"
+// section, in order, as written.
+func quickstartBlocks(t *testing.T) []string {
+	t.Helper()
+	readme, err := os.ReadFile(filepath.Join("..", "..", "README.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, section, ok := strings.Cut(string(readme), "\n## Quickstart\n")
+	if !ok {
+		t.Fatal(`README.md has no "## Quickstart" section`)
+	}
+	if end := strings.Index(section, "\n## "); end >= 0 {
+		section = section[:end]
+	}
+	var blocks []string
+	for _, m := range regexp.MustCompile("(?s)\n```sh\n(.*?)```\n").FindAllStringSubmatch(section, -1) {
+		blocks = append(blocks, m[1])
+	}
+	if len(blocks) < 2 {
+		t.Fatalf("README quickstart: want a block starting the server and at least one more, got %d", len(blocks))
+	}
+	return blocks
+}
+
+// freeAddr is a loopback address nothing listens on (the port closed again
+// at once; the server binds it a moment later).
+func freeAddr(t *testing.T) string {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	return ln.Addr().String()
+}
+
+// The README's quickstart, run as written: an `auditchain` on PATH that is
+// this very program, a fresh directory, no configuration but the address (so
+// parallel runs do not meet on port 8080). The first block starts the server
+// and runs in the background, as a reader runs it in a terminal of its own;
+// the others run in order in one bash with -e and pipefail, so any command
+// that fails, or any check the README makes, fails the test.
+func TestREADMEQuickstartRunsAsWritten(t *testing.T) {
+	blocks := quickstartBlocks(t)
+	for _, tool := range []string{"bash", "curl", "jq", "openssl"} {
+		if _, err := exec.LookPath(tool); err != nil {
+			// .ci/run checks they are there, so CI never skips this.
+			t.Skipf("the README quickstart needs %s on PATH", tool)
+		}
+	}
+	// The first block builds the binary: here the test binary stands in.
+	if !strings.HasPrefix(blocks[0], "go build -o auditchain ./cmd/auditchain ") {
+		t.Fatalf("README quickstart: the first block must build the binary, got %q", blocks[0])
+	}
+	blocks = blocks[1:]
+	if !strings.HasPrefix(blocks[0], "auditchain serve") {
+		t.Fatalf("README quickstart: the second block must start the server (`auditchain serve …`), got %q", blocks[0])
+	}
+	dir := t.TempDir()
+	bin := filepath.Join(dir, "bin")
+	work := filepath.Join(dir, "work")
+	for _, d := range []string{bin, work} {
+		if err := os.Mkdir(d, 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	self, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	wrapper := "#!/bin/sh\n" + asCLIEnv + "=1 exec " + strconv.Quote(self) + " \"$@\"\n"
+	if err := os.WriteFile(filepath.Join(bin, "auditchain"), []byte(wrapper), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	addr := freeAddr(t)
+	env := []string{
+		"PATH=" + bin + string(os.PathListSeparator) + os.Getenv("PATH"),
+		"HOME=" + dir,
+		"AUDITCHAIN_ADDR=" + addr,
+		"AUDITCHAIN_URL=http://" + addr,
+	}
+
+	server := exec.Command("bash", "-euo", "pipefail", "-c", blocks[0])
+	server.Dir, server.Env = work, env
+	server.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	stdout, err := server.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var serverErr bytes.Buffer
+	server.Stderr = &serverErr
+	if err := server.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		syscall.Kill(-server.Process.Pid, syscall.SIGKILL)
+		server.Wait()
+	})
+	lines := bufio.NewScanner(stdout)
+	started := false
+	for !started && lines.Scan() {
+		started = strings.HasPrefix(lines.Text(), "auditchain listening on http://"+addr)
+	}
+	if !started {
+		t.Fatalf("README quickstart: `%s` did not start the server; stderr:\n%s", strings.TrimSpace(blocks[0]), serverErr.String())
+	}
+	go io.Copy(io.Discard, stdout)
+
+	script := strings.Join(blocks[1:], "\n")
+	cmd := exec.Command("bash", "-euo", "pipefail", "-c", script)
+	cmd.Dir, cmd.Env = work, env
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		t.Fatalf("README quickstart failed: %v\n%s\nserver stderr:\n%s", err, out, serverErr.String())
+	}
+	t.Logf("README quickstart:\n%s", out)
+}
