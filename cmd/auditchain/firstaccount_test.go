@@ -58,5 +58,3 @@ func TestServeOnAnEmptyStoreTellsHowToCreateTheFirstAccount(t *testing.T) {
 		t.Fatalf("serve with an account still printed the hint:\n%s", banner)
 	}
 }
-
-func noEnv(string) string { return "" }
