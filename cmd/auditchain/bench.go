@@ -37,6 +37,7 @@ func benchCmd(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	fs.IntVar(&o.Restarts, "restarts", 5, "server restarts measured per run (restart)")
 	fs.BoolVar(&o.Session, "session", false, "authenticate with a session cookie (each account signed in by one-time code) instead of the API key")
 	fs.BoolVar(&o.SpreadRequests, "spread-requests", false, "with several --url targets: send each append to a target picked at random, not each client to one (no account affinity)")
+	fs.StringVar(&o.HookExe, "hook-exe", "", "the auditchain binary the hook workload runs as the hook (default: this one)")
 	asJSON := fs.Bool("json", false, "print the report as JSON")
 	quiet := fs.Bool("quiet", false, "no progress lines on stderr")
 	fs.Usage = func() {

@@ -37,6 +37,11 @@ import (
 const childServeEnv = "AUDITCHAIN_TEST_CHILD_SERVE"
 
 func TestMain(m *testing.M) {
+	if len(os.Args) > 1 && os.Args[1] == "hook" {
+		// The hook as an agent host (or the bench's hook workload) runs it:
+		// `auditchain hook …` with the host's JSON on stdin.
+		os.Exit(exitCode(run(context.Background(), os.Args[1:], os.Getenv, os.Stdout, os.Stderr), os.Stderr))
+	}
 	if os.Getenv(childUpstreamEnv) != "" {
 		runTestUpstream() // mcp_test.go
 		os.Exit(0)

@@ -75,6 +75,10 @@ type Options struct {
 	// without account affinity).
 	SpreadRequests bool
 
+	// HookExe is the auditchain binary the hook workload runs as the hook
+	// (empty: this executable).
+	HookExe string
+
 	// Progress receives one line per step; nil: discarded.
 	Progress io.Writer
 }

@@ -8,8 +8,6 @@ package bench
 import (
 	"bytes"
 	"context"
-	"crypto/rand"
-	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -130,24 +128,9 @@ func revokeSetup(ctx context.Context, e *env) (func(w *worker) opFunc, error) {
 	err := parallelPrep(ctx, e, "revoke: created grants", n, func(ctx context.Context, i int, resp *bytes.Buffer) error {
 		a := i % len(e.accounts)
 		sub := "rv-" + e.prefix + "-" + strconv.Itoa(i)
-		var id [12]byte
-		_, _ = rand.Read(id[:])
-		gid := "g-" + hex.EncodeToString(id[:])
-		body := []byte(`{"grant_id":"` + gid + `","subagent":"` + sub + `","expires_at":"` + expires +
-			`","max_tool_calls":1000,"allowed_tools":["bash","read_file","grep"]}`)
-		if _, err := e.c.do(ctx, "POST", "/v1/grants", e.accounts[a].key, body, resp); err != nil {
-			if ab := notBuilt(err); ab != nil {
-				return ab
-			}
-			return fmt.Errorf("create grant: %w: %s", err, resp.Bytes())
-		}
-		var r struct {
-			Grant struct {
-				ID string `json:"grant_id"`
-			} `json:"grant"`
-		}
-		if json.Unmarshal(resp.Bytes(), &r) == nil && r.Grant.ID != "" {
-			gid = r.Grant.ID
+		gid, err := createGrant(ctx, e, e.accounts[a].key, sub, 1000, expires, resp)
+		if err != nil {
+			return err
 		}
 		grants[i] = revokeGrant{acct: a, url: "/v1/grants/" + gid + "/revoke", body: []byte(`{"subagent":"` + sub + `"}`)}
 		return nil

@@ -74,6 +74,8 @@ var workloads = []*workload{
 	{name: "listeners", clients: 1, fixedClients: true, accounts: 1, fixedAccounts: true,
 		keys: func(o *Options) int { return (o.Listeners + streamsPerKey - 1) / streamsPerKey },
 		run:  runListeners, help: "--listeners SSE streams; delivery latency of --events appends to all of them"},
+	{name: "hook", clients: 1, accounts: 1, openLoop: true, run: loadRun(hookSetup),
+		help: "`auditchain hook --host claude-code` run as a process per PreToolUse call (process start, gate, use, record); --hook-exe: the binary"},
 }
 
 func lookup(name string) *workload {
@@ -493,32 +495,56 @@ const (
 	mcpGate                   // the gate_check tool over POST /v1/mcp
 )
 
+// benchGrants creates one live grant for benchSubagent per account (a large
+// budget, two days to live) and returns their ids, by account.
+func benchGrants(ctx context.Context, e *env) ([]string, error) {
+	expires := time.Now().UTC().Add(48 * time.Hour).Format(time.RFC3339)
+	ids := make([]string, len(e.accounts))
+	var resp bytes.Buffer
+	for i, a := range e.accounts {
+		gid, err := createGrant(ctx, e, a.key, benchSubagent, 1000000000, expires, &resp)
+		if err != nil {
+			return nil, err
+		}
+		ids[i] = gid
+	}
+	return ids, nil
+}
+
+// createGrant creates a grant of subagent (tools bash, read_file, grep) with
+// a random id and returns the id the service answers.
+func createGrant(ctx context.Context, e *env, key, subagent string, max int64, expires string, resp *bytes.Buffer) (string, error) {
+	var id [12]byte
+	_, _ = rand.Read(id[:])
+	gid := "g-" + hex.EncodeToString(id[:])
+	body := []byte(`{"grant_id":"` + gid + `","subagent":"` + subagent + `","expires_at":"` + expires +
+		`","max_tool_calls":` + strconv.FormatInt(max, 10) + `,"allowed_tools":["bash","read_file","grep"]}`)
+	if _, err := e.c.do(ctx, "POST", "/v1/grants", key, body, resp); err != nil {
+		if ab := notBuilt(err); ab != nil {
+			return "", ab
+		}
+		return "", fmt.Errorf("create grant: %w: %s", err, resp.Bytes())
+	}
+	var r struct {
+		Grant struct {
+			ID string `json:"grant_id"`
+		} `json:"grant"`
+	}
+	if json.Unmarshal(resp.Bytes(), &r) == nil && r.Grant.ID != "" {
+		gid = r.Grant.ID
+	}
+	return gid, nil
+}
+
 func grantSetup(op grantOp) setupFunc {
 	return func(ctx context.Context, e *env) (func(w *worker) opFunc, error) {
-		expires := time.Now().UTC().Add(48 * time.Hour).Format(time.RFC3339)
+		ids, err := benchGrants(ctx, e)
+		if err != nil {
+			return nil, err
+		}
 		type grant struct{ statusURL, useURL string }
-		grants := make([]grant, len(e.accounts))
-		var resp bytes.Buffer
-		for i, a := range e.accounts {
-			var id [8]byte
-			_, _ = rand.Read(id[:])
-			gid := "g-" + hex.EncodeToString(id[:])
-			body := []byte(`{"grant_id":"` + gid + `","subagent":"` + benchSubagent + `","expires_at":"` + expires +
-				`","max_tool_calls":1000000000,"allowed_tools":["bash","read_file","grep"]}`)
-			if _, err := e.c.do(ctx, "POST", "/v1/grants", a.key, body, &resp); err != nil {
-				if ab := notBuilt(err); ab != nil {
-					return nil, ab
-				}
-				return nil, fmt.Errorf("create grant: %w: %s", err, resp.Bytes())
-			}
-			var r struct {
-				Grant struct {
-					ID string `json:"grant_id"`
-				} `json:"grant"`
-			}
-			if json.Unmarshal(resp.Bytes(), &r) == nil && r.Grant.ID != "" {
-				gid = r.Grant.ID
-			}
+		grants := make([]grant, len(ids))
+		for i, gid := range ids {
 			grants[i] = grant{statusURL: "/v1/grants/status?subagent=" + benchSubagent + "&tool=bash",
 				useURL: "/v1/grants/" + gid + "/use"}
 		}

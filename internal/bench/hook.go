@@ -1,0 +1,73 @@
+package bench
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"strconv"
+)
+
+// The hook workload: `auditchain hook --host claude-code` run as a process
+// per operation, as an agent host runs it before each tool call — process
+// start, the gate's answer, one use metered, the tool_call appended. An
+// operation is one invocation that answered `{}` (authorized) with exit 0.
+
+// hookSetup gives every account a grant for benchSubagent and returns an
+// operation that runs the hook binary (Options.HookExe, default this
+// executable) with a PreToolUse call of its own on the worker's accounts.
+func hookSetup(ctx context.Context, e *env) (func(w *worker) opFunc, error) {
+	if _, err := benchGrants(ctx, e); err != nil {
+		return nil, err
+	}
+	exe := e.o.HookExe
+	if exe == "" {
+		var err error
+		if exe, err = os.Executable(); err != nil {
+			return nil, err
+		}
+	}
+	spool, err := os.MkdirTemp("", "auditchain-bench-hook-")
+	if err != nil {
+		return nil, err
+	}
+	context.AfterFunc(ctx, func() { os.RemoveAll(spool) })
+	return func(w *worker) opFunc {
+		s := newChainState(e, w.id)
+		n := 0
+		return func(ctx context.Context, w *worker) (int, error) {
+			a, _ := s.pick()
+			n++
+			stdin := `{"session_id":"` + e.prefix + `","transcript_path":"/dev/null","cwd":"/","permission_mode":"default",` +
+				`"hook_event_name":"PreToolUse","tool_name":"bash","tool_input":{"command":"true","n":` + strconv.Itoa(n) + `},` +
+				`"tool_use_id":"w` + strconv.Itoa(w.id) + "-" + strconv.Itoa(n) + `"}`
+			cmd := exec.CommandContext(ctx, exe, "hook", "--host", "claude-code")
+			cmd.Env = append(os.Environ(), "AUDITCHAIN_URL="+w.c.base, "AUDITCHAIN_API_KEY="+e.accounts[a].key,
+				"AUDITCHAIN_HOOK_AGENT="+benchSubagent, "AUDITCHAIN_HOOK_SPOOL="+spool)
+			cmd.Stdin = bytes.NewReader([]byte(stdin))
+			var out, errb bytes.Buffer
+			cmd.Stdout, cmd.Stderr = &out, &errb
+			if err := cmd.Run(); err != nil {
+				return 0, fmt.Errorf("hook: %v: %s", err, firstLine(errb.Bytes()))
+			}
+			if out.String() != "{}\n" {
+				return 0, errors.New("hook did not answer {} (authorized): " + firstLine(out.Bytes()))
+			}
+			if errb.Len() > 0 {
+				// A diagnostic means an event was spooled, not recorded.
+				return 0, errors.New("hook: " + firstLine(errb.Bytes()))
+			}
+			e.stored.Add(1)
+			return 1, nil
+		}
+	}, nil
+}
+
+func firstLine(b []byte) string {
+	if i := bytes.IndexByte(b, '\n'); i >= 0 {
+		b = b[:i]
+	}
+	return string(b)
+}
