@@ -141,6 +141,15 @@ func (c *Client) ForgetTip() {
 	c.appendMu.Unlock()
 }
 
+// SetTip makes the next Append continue from tip instead of reading it: a
+// tip kept by an earlier process of the same account (auditchain hook keeps
+// one between runs). A stale tip costs the 409 that Append follows.
+func (c *Client) SetTip(tip api.ChainTip) {
+	c.appendMu.Lock()
+	c.tip = &tip
+	c.appendMu.Unlock()
+}
+
 func hashedOf(in *api.EventInput) *verify.HashedEvent {
 	return &verify.HashedEvent{EventID: in.EventID, EventType: in.EventType, Sequence: in.Sequence, PrevHash: in.PrevHash,
 		Raw: in.Raw, Decision: in.Decision, Tool: in.Tool, MachineID: in.MachineID, ParentID: in.ParentID, TS: in.TS,
