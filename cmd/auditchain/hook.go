@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"path/filepath"
 	"strings"
 	"time"
 
@@ -164,13 +165,13 @@ func (o *hookOptions) spoolDir() string { return hook.AccountSpoolDir(o.spool, o
 
 // service is the client of the configured service, surface hook. One retry
 // at most: the deadline is short and the spool keeps what is not sent.
-func (o *hookOptions) service(now func() time.Time) (hook.ClientService, error) {
+func (o *hookOptions) service(now func() time.Time) (*hook.ClientService, error) {
 	if o.url == "" || o.key == "" {
-		return hook.ClientService{}, errors.New("AUDITCHAIN_URL and AUDITCHAIN_API_KEY must be set")
+		return nil, errors.New("AUDITCHAIN_URL and AUDITCHAIN_API_KEY must be set")
 	}
 	c, err := client.New(o.url, o.key, client.WithSurface(client.SurfaceHook), client.WithClock(now),
 		client.WithRetries(1, time.Second))
-	return hook.ClientService{C: c}, err
+	return &hook.ClientService{C: c, TipFile: filepath.Join(o.spoolDir(), "tip.json")}, err
 }
 
 // unreachable is the Service when no client could be made: every call fails,

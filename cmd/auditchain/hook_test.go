@@ -250,6 +250,13 @@ func TestHookEndToEnd(t *testing.T) {
 				t.Errorf("%s does not follow and name its call %s", r.res.EventID, r.call.EventID)
 			}
 		}
+		// The processes handed the tip on: the last one kept its own event's.
+		var kept api.ChainTip
+		b, err := os.ReadFile(filepath.Join(hook.AccountSpoolDir(w.env["AUDITCHAIN_HOOK_SPOOL"], w.s.URL, w.env["AUDITCHAIN_API_KEY"]), "tip.json"))
+		if err != nil || json.Unmarshal(b, &kept) != nil || kept.Sequence == nil || *kept.Sequence != call3.Sequence ||
+			*kept.PayloadHash != call3.PayloadHash {
+			t.Errorf("tip kept between runs: %s (%v), want sequence %d", b, err, call3.Sequence)
+		}
 		// Surface hook on every hook event.
 		res, err := w.c.Search(context.Background(), api.SearchRequest{EventTypes: []string{"tool_call", "tool_result"}})
 		if err != nil {
@@ -367,7 +374,7 @@ func TestHookOutageSpoolsThenFlushesOnce(t *testing.T) {
 		// A flush whose batch is stored but whose answer is lost: the rows
 		// stay, with the sequences they were sent with.
 		sp := &hook.Spool{Dir: spool}
-		if _, err := sp.Flush(context.Background(), lossyService{hook.ClientService{C: w.c}}); err == nil {
+		if _, err := sp.Flush(context.Background(), lossyService{&hook.ClientService{C: w.c}}); err == nil {
 			t.Fatal("the lossy flush reported no error")
 		}
 		if rows, _ := filepath.Glob(filepath.Join(spool, "events", "*.json")); len(rows) != 2 {

@@ -2,7 +2,10 @@ package hook
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
+	"os"
+	"path/filepath"
 
 	"github.com/auditchain/auditchain/pkg/api"
 	"github.com/auditchain/auditchain/pkg/client"
@@ -12,10 +15,16 @@ import (
 // (surface hook).
 type ClientService struct {
 	C *client.Client
+	// TipFile, when set, keeps the chain tip between hook processes: read
+	// before the first append, rewritten after each one. It is a hint: a
+	// stale one costs the 409 the client follows, a current one spares the
+	// tip read (one round trip of every call).
+	TipFile string
+	tipRead bool
 }
 
 // GateStatus implements Service.
-func (s ClientService) GateStatus(ctx context.Context, subagent, tool string) (*api.GrantStatus, error) {
+func (s *ClientService) GateStatus(ctx context.Context, subagent, tool string) (*api.GrantStatus, error) {
 	q := api.GrantStatusQuery{Subagent: subagent}
 	if tool != "" {
 		q.Tool = &tool
@@ -24,28 +33,64 @@ func (s ClientService) GateStatus(ctx context.Context, subagent, tool string) (*
 }
 
 // UseOne implements Service.
-func (s ClientService) UseOne(ctx context.Context, grantID, subagent string) error {
+func (s *ClientService) UseOne(ctx context.Context, grantID, subagent string) error {
 	_, err := s.C.UseGrant(ctx, grantID, api.UseRequest{Subagent: subagent, N: 1})
 	return err
 }
 
 // Append implements Service: the client fills sequence and prev_hash from
 // the tip and follows it. The event keeps the hook's id, raw, decision,
-// tool and parent; its ts is the client's clock, which the hook sets to the
-// event's ts.
-func (s ClientService) Append(ctx context.Context, ev *api.EventInput) error {
+// tool and parent; its ts is the client's clock.
+func (s *ClientService) Append(ctx context.Context, ev *api.EventInput) error {
 	if ev.Raw == nil {
 		return errors.New("hook: an event without raw")
 	}
-	_, err := s.C.Append(ctx, client.Event{EventID: ev.EventID, EventType: ev.EventType, Raw: ev.Raw,
+	if s.TipFile != "" && !s.tipRead {
+		s.tipRead = true
+		var t api.ChainTip
+		if b, err := os.ReadFile(s.TipFile); err == nil && json.Unmarshal(b, &t) == nil && t.Sequence != nil && t.PayloadHash != nil {
+			s.C.SetTip(t)
+		}
+	}
+	out, err := s.C.Append(ctx, client.Event{EventID: ev.EventID, EventType: ev.EventType, Raw: ev.Raw,
 		Decision: ev.Decision, Tool: ev.Tool, ParentID: ev.ParentID})
+	if err == nil && s.TipFile != "" {
+		seq, hash := out.Event.Sequence, out.Event.PayloadHash
+		if b, err := json.Marshal(api.ChainTip{Sequence: &seq, PayloadHash: &hash}); err == nil {
+			writeHint(s.TipFile, b)
+		}
+	}
 	return err
 }
 
+// writeHint replaces path's content through a rename, without syncing: a
+// hint lost in a crash only costs a round trip.
+func writeHint(path string, data []byte) {
+	f, err := os.CreateTemp(filepath.Dir(path), ".tip-*")
+	if err != nil {
+		if os.MkdirAll(filepath.Dir(path), 0o700) != nil {
+			return
+		}
+		if f, err = os.CreateTemp(filepath.Dir(path), ".tip-*"); err != nil {
+			return
+		}
+	}
+	_, err = f.Write(data)
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	if err == nil {
+		err = os.Rename(f.Name(), path)
+	}
+	if err != nil {
+		os.Remove(f.Name())
+	}
+}
+
 // Tip implements Service.
-func (s ClientService) Tip(ctx context.Context) (*api.ChainTip, error) { return s.C.Tip(ctx) }
+func (s *ClientService) Tip(ctx context.Context) (*api.ChainTip, error) { return s.C.Tip(ctx) }
 
 // AppendBatch implements Service.
-func (s ClientService) AppendBatch(ctx context.Context, rows []api.EventInput) (*api.BatchResponse, error) {
+func (s *ClientService) AppendBatch(ctx context.Context, rows []api.EventInput) (*api.BatchResponse, error) {
 	return s.C.AppendBatch(ctx, api.BatchRequest{Events: rows})
 }
