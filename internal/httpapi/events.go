@@ -301,16 +301,13 @@ func (s *Server) listMachines(w http.ResponseWriter, r *http.Request) error {
 	return writeJSON(w, http.StatusOK, api.MachineList{Count: len(ms), Machines: ms})
 }
 
-type policyTestRequest struct {
-	Tool          *string         `json:"tool" max:"name"`
-	ToolInput     json.RawMessage `json:"tool_input"`
-	Intent        *string         `json:"intent" max:"name"`
-	ParentEventID *string         `json:"parent_event_id" max:"name"`
-}
+// policyTestBody is the body of POST /v1/policy/test (pkg/api's) with its
+// checks.
+type policyTestBody api.PolicyTestRequest
 
-func (b *policyTestRequest) validate() []domain.FieldError {
+func (b *policyTestBody) validate() []domain.FieldError {
 	var errs []domain.FieldError
-	if b.Tool == nil || *b.Tool == "" {
+	if b.Tool == "" {
 		errs = append(errs, domain.FieldError{Field: "tool", Message: "required"})
 	}
 	if len(b.ToolInput) > 0 && string(b.ToolInput) != "null" && b.ToolInput[0] != '{' {
@@ -323,7 +320,7 @@ func (b *policyTestRequest) validate() []domain.FieldError {
 }
 
 func (s *Server) policyTest(w http.ResponseWriter, r *http.Request) error {
-	req, err := decode[policyTestRequest](r, s.app.Cfg.MaxBodyBytes, false)
+	req, err := decode[policyTestBody](r, s.app.Cfg.MaxBodyBytes, false)
 	if err != nil {
 		return err
 	}
@@ -331,7 +328,7 @@ func (s *Server) policyTest(w http.ResponseWriter, r *http.Request) error {
 	if req.Intent != nil {
 		intent = domain.Intent(*req.Intent)
 	}
-	d, err := s.app.PolicyTest(r.Context(), principal(r), app.PolicyTestRequest{Tool: *req.Tool, ToolInput: req.ToolInput, Intent: intent, ParentEventID: req.ParentEventID})
+	d, err := s.app.PolicyTest(r.Context(), principal(r), app.PolicyTestRequest{Tool: req.Tool, ToolInput: req.ToolInput, Intent: intent, ParentEventID: req.ParentEventID})
 	if err != nil {
 		return err
 	}

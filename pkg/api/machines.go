@@ -39,10 +39,10 @@ type MachineList struct {
 
 // PolicyTestRequest is the body of POST /v1/policy/test (writes nothing).
 type PolicyTestRequest struct {
-	Tool          string          `json:"tool"`
+	Tool          string          `json:"tool" max:"name"` // required
 	ToolInput     json.RawMessage `json:"tool_input,omitempty"`
-	Intent        *string         `json:"intent,omitempty"` // fresh or cached_ok
-	ParentEventID *string         `json:"parent_event_id,omitempty"`
+	Intent        *string         `json:"intent,omitempty" max:"name"` // fresh or cached_ok
+	ParentEventID *string         `json:"parent_event_id,omitempty" max:"name"`
 }
 
 // PolicyDecision answers POST /v1/policy/test: what the dedup gate would
