@@ -269,23 +269,23 @@ func (s *Server) chainTip(w http.ResponseWriter, r *http.Request) error {
 	return writeJSON(w, http.StatusOK, tip)
 }
 
-type signingKeyRequest struct {
-	PublicKey *string `json:"public_key" max:"name"`
-}
+// signingKeyBody is the body of PUT /v1/machines/{machine_id}/signing-key
+// (pkg/api's) with its check.
+type signingKeyBody api.SigningKeyRequest
 
-func (b *signingKeyRequest) validate() []domain.FieldError {
-	if b.PublicKey == nil {
+func (b *signingKeyBody) validate() []domain.FieldError {
+	if b.PublicKey == "" {
 		return []domain.FieldError{{Field: "public_key", Message: "required: standard base64 of a 32-byte Ed25519 public key"}}
 	}
 	return nil
 }
 
 func (s *Server) putSigningKey(w http.ResponseWriter, r *http.Request) error {
-	req, err := decode[signingKeyRequest](r, s.app.Cfg.MaxBodyBytes, false)
+	req, err := decode[signingKeyBody](r, s.app.Cfg.MaxBodyBytes, false)
 	if err != nil {
 		return err
 	}
-	k, err := s.app.RegisterSigningKey(r.Context(), principal(r), r.PathValue("machine_id"), *req.PublicKey)
+	k, err := s.app.RegisterSigningKey(r.Context(), principal(r), r.PathValue("machine_id"), req.PublicKey)
 	if err != nil {
 		return err
 	}

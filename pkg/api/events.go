@@ -183,7 +183,7 @@ type ChainTip struct {
 // SigningKeyRequest is the body of PUT /v1/machines/{machine_id}/signing-key:
 // standard base64 of the machine's 32-byte Ed25519 public key.
 type SigningKeyRequest struct {
-	PublicKey string `json:"public_key"`
+	PublicKey string `json:"public_key" max:"name"`
 }
 
 // StreamEvent is the data of an `event` frame of GET /v1/events/stream
