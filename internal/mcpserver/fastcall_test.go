@@ -8,12 +8,15 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"reflect"
+	"strings"
 	"testing"
 	"time"
 
+	"github.com/auditchain/auditchain/internal/app/apptest"
 	"github.com/auditchain/auditchain/internal/domain"
 	"github.com/auditchain/auditchain/internal/httpapi/httpapitest"
 	"github.com/auditchain/auditchain/internal/mcpserver"
+	"github.com/auditchain/auditchain/internal/store/storetest"
 	"github.com/auditchain/auditchain/pkg/api"
 	"github.com/auditchain/auditchain/pkg/client"
 )
@@ -133,4 +136,49 @@ func sameJSON(a, b []byte) bool {
 		return bytes.Equal(a, b)
 	}
 	return reflect.DeepEqual(x, y)
+}
+
+// FuzzDirectCall holds the direct path to the SDK on any body: whenever the
+// direct path answers a request, the SDK's answer to it is the same.
+func FuzzDirectCall(f *testing.F) {
+	s := httpapitest.Start(f, storetest.DSN(f, storetest.SQLite), apptest.Options{})
+	_, token := s.Account(f, "fuzz@example.com")
+	c, err := client.New(s.URL, token)
+	if err != nil {
+		f.Fatal(err)
+	}
+	if _, err := c.CreateGrant(context.Background(), api.CreateGrantRequest{Subagent: "worker", MaxToolCalls: 3,
+		AllowedTools: []string{"bash"}, ExpiresAt: client.FormatTimestamp(time.Now().Add(24 * time.Hour))}); err != nil {
+		f.Fatal(err)
+	}
+	h := mcpserver.NewHTTPHandler(s.Handler, func(*http.Request) []domain.Scope { return nil }, slog.New(slog.DiscardHandler))
+	for _, seed := range []string{
+		`{"jsonrpc":"2.0","id":7,"method":"tools/call","params":{"name":"gate_check","arguments":{"subagent":"worker","tool":"bash"}}}`,
+		`{"jsonrpc":"2.0","id":"x","method":"tools/call","params":{"name":"search_events","arguments":{"limit":2}}}`,
+		`{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"chain_tip","arguments":{}}}`,
+		`{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"get_event","arguments":{"event_id":"evt-1"}}}`,
+	} {
+		f.Add(seed)
+	}
+	f.Fuzz(func(t *testing.T, body string) {
+		send := func(handler http.Handler) *httptest.ResponseRecorder {
+			r := httptest.NewRequest("POST", "/v1/mcp", strings.NewReader(body))
+			r.Header.Set("Content-Type", "application/json")
+			r.Header.Set("Accept", "application/json, text/event-stream")
+			r.Header.Set("X-API-Key", token)
+			r.Header.Set("Mcp-Protocol-Version", "2025-06-18")
+			w := httptest.NewRecorder()
+			handler.ServeHTTP(w, r)
+			return w
+		}
+		before := h.DirectAnswers()
+		got := send(h)
+		if h.DirectAnswers() == before {
+			return // the SDK answered: nothing to compare
+		}
+		want := send(h.SDKOnly())
+		if got.Code != want.Code || got.Header().Get("Content-Type") != want.Header().Get("Content-Type") || !sameJSON(got.Body.Bytes(), want.Body.Bytes()) {
+			t.Fatalf("%s:\n direct %d %s\n    SDK %d %s", body, got.Code, got.Body, want.Code, want.Body)
+		}
+	})
 }
