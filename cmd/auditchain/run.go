@@ -43,11 +43,17 @@ commands:
   mcp proxy [--subagent NAME] -- COMMAND [ARGS…]   gate and record every tool call of an MCP server
   hook --host HOST                       gate and record an agent host's tool call (docs/hooks.md)
   hook flush | hook install              send spooled events; print or merge a host's settings
+  events    append | search | get | tail            the record (client verbs: --url, --api-key
+  grants    create | status | use | revoke | list     the gate            or AUDITCHAIN_URL and
+  proposals list | get | create | ratify | enact | reject  governance     AUDITCHAIN_API_KEY;
+  chain     tip | verify | proof | export | public-key                    --json for scripts)
+  keys      create | list | revoke
+  machines  keygen | register | list                  signing keys
   version               print the module version and the commit it was built from
   help [COMMAND…]       print this, or a command's help
 
 Every command and group takes -h or --help. Exit codes: 0 success, 1 error,
-2 usage error (docs/cli.md).
+2 usage error, 3 the gate said no (docs/cli.md).
 `
 
 // run is the whole program; main only supplies the process's context, arguments,
@@ -79,6 +85,18 @@ func dispatch(ctx context.Context, args []string, getenv func(string) string, st
 		return mcpCmd(ctx, args[1:], getenv, stdout, stderr)
 	case "hook":
 		return hookCmd(ctx, args[1:], getenv, os.Stdin, stdout, stderr)
+	case "events":
+		return eventsCmd(ctx, args[1:], getenv, stdout, stderr)
+	case "grants":
+		return grantsCmd(ctx, args[1:], getenv, stdout, stderr)
+	case "proposals":
+		return proposalsCmd(ctx, args[1:], getenv, stdout, stderr)
+	case "chain":
+		return chainCmd(ctx, args[1:], getenv, stdout, stderr)
+	case "keys":
+		return keysCmd(ctx, args[1:], getenv, stdout, stderr)
+	case "machines":
+		return machinesCmd(ctx, args[1:], getenv, stdout, stderr)
 	case "version":
 		if _, err := parseFlags(newFlags("version", "usage: auditchain version\n"), args[1:], stdout, stderr); err != nil {
 			return err

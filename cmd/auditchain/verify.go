@@ -39,6 +39,7 @@ func verifyCmd(ctx context.Context, args []string, stdout, stderr io.Writer) err
 func verifyArgs(name, synopsis string, args []string, stdout, stderr io.Writer) (string, ed25519.PublicKey, error) {
 	fs := newFlags("verify "+name, synopsis)
 	keyArg := fs.String("service-key", "", "the service public key: standard base64, or a file holding it or the GET /v1/delegation/public-key answer")
+	fs.Bool("json", true, "the report is JSON either way (accepted like the client verbs' --json)")
 	files, err := parseFlags(fs, args, stdout, stderr)
 	if err != nil {
 		return "", nil, err
