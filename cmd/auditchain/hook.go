@@ -95,7 +95,9 @@ func hookCmd(ctx context.Context, args []string, getenv func(string) string, std
 		r.Service = svc
 		v, err = r.Handle(ctx, call)
 	} else {
-		r.Service = unreachable{err}
+		// Not configured: no account to record for, so nothing to spool
+		// either (the refusal says why on stderr).
+		r.Service, r.Spool = unreachable{err}, nil
 	}
 	if err != nil {
 		fmt.Fprintf(stderr, "auditchain hook: %v\n", err)
