@@ -73,7 +73,7 @@ func clientGroup(ctx context.Context, name, groupUsage string, verbs []verb, arg
 			if err != nil {
 				return usageError{err}
 			}
-			out, err := runVerb(withStdout(ctx, stdout), c, rest)
+			out, err := runVerb(withStreams(ctx, stdout, stderr), c, rest)
 			if isNil(out) {
 				out = nil
 			}
@@ -112,14 +112,20 @@ The service is --url and --api-key, else AUDITCHAIN_URL and AUDITCHAIN_API_KEY.
 Output is human unless --json (the API's answer). Exit codes: docs/cli.md.
 `
 
-type stdoutKey struct{}
+// verbStreams are the process's streams, for a verb that writes as it goes
+// (export, tail) rather than returning one answer.
+type verbStreams struct{ stdout, stderr io.Writer }
 
-func withStdout(ctx context.Context, w io.Writer) context.Context {
-	return context.WithValue(ctx, stdoutKey{}, w)
+type streamsKey struct{}
+
+func withStreams(ctx context.Context, stdout, stderr io.Writer) context.Context {
+	return context.WithValue(ctx, streamsKey{}, verbStreams{stdout, stderr})
 }
 
-// verbStdout is where a streaming verb writes (export, tail).
-func verbStdout(ctx context.Context) io.Writer { return ctx.Value(stdoutKey{}).(io.Writer) }
+func streamsOf(ctx context.Context) verbStreams { return ctx.Value(streamsKey{}).(verbStreams) }
+
+// verbStdout is where a streaming verb writes its output.
+func verbStdout(ctx context.Context) io.Writer { return streamsOf(ctx).stdout }
 
 // printAnswer prints v as JSON (--json), or one "member: value" line per
 // member of the answer, in the API's order (nested values as compact JSON).

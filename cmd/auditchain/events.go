@@ -87,6 +87,12 @@ var eventVerbs = []verb{
 				out := verbStdout(ctx)
 				n := 0
 				err := c.Stream(ctx, func(m client.StreamMessage) error {
+					if m.Kind == "ready" {
+						// On stderr, so stdout stays one event per line: from
+						// here on nothing appended is missed.
+						fmt.Fprintln(streamsOf(ctx).stderr, "auditchain events tail: listening")
+						return nil
+					}
 					if m.Kind != "event" {
 						return nil
 					}

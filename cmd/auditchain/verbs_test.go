@@ -1,7 +1,11 @@
 package main
 
 import (
+	"bufio"
+	"bytes"
+	"context"
 	"encoding/json"
+	"io"
 	"os"
 	"path/filepath"
 	"strings"
@@ -166,4 +170,43 @@ func TestClientVerbUsage(t *testing.T) {
 			t.Errorf("%v: %v, want a usage error", args, err)
 		}
 	}
+}
+
+// events tail prints each event appended after it is listening as one JSON
+// line, and ends after --count events.
+func TestEventsTail(t *testing.T) {
+	storetest.Each(t, func(t *testing.T, dsn string) {
+		s := httpapitest.Start(t, dsn, apptest.Options{})
+		_, token := s.Account(t, "tail@example.com")
+		env := cliEnv(s.URL, token)
+		pr, pw := io.Pipe()
+		var out bytes.Buffer
+		done := make(chan error, 1)
+		go func() {
+			done <- run(context.Background(), []string{"events", "tail", "--count", "2"}, env, &out, pw)
+			pw.Close()
+		}()
+		lines := bufio.NewScanner(pr)
+		if !lines.Scan() || lines.Text() != "auditchain events tail: listening" {
+			t.Fatalf("tail's first stderr line: %q", lines.Text())
+		}
+		go io.Copy(io.Discard, pr)
+		var ids []string
+		for range 2 {
+			ids = append(ids, runJSON(t, env, 0, "events", "append", "--type", "tool_call")["event"].(map[string]any)["event_id"].(string))
+		}
+		if err := <-done; err != nil {
+			t.Fatal(err)
+		}
+		got := strings.Split(strings.TrimSpace(out.String()), "\n")
+		if len(got) != 2 {
+			t.Fatalf("tail printed %q", out.String())
+		}
+		for i, l := range got {
+			var ev map[string]any
+			if err := json.Unmarshal([]byte(l), &ev); err != nil || !strings.Contains(l, ids[i]) {
+				t.Fatalf("line %d = %q, want event %s", i, l, ids[i])
+			}
+		}
+	})
 }
