@@ -22,7 +22,7 @@ import (
 
 // exitGateNo is the exit code of a verb whose answer is the gate saying no
 // (grants status not authorized, a use refused): the call worked, the
-// sub-agent may not go ahead (docs/cli.md).
+// sub-agent may not go ahead (docs/cli-verbs.md).
 const exitGateNo = 3
 
 // gateRefusal is the gate's "no": its answer is already printed.
@@ -109,7 +109,7 @@ func clientGroup(ctx context.Context, name, groupUsage string, verbs []verb, arg
 
 const serviceFlagsHelp = `
 The service is --url and --api-key, else AUDITCHAIN_URL and AUDITCHAIN_API_KEY.
-Output is human unless --json (the API's answer). Exit codes: docs/cli.md.
+Output is human unless --json (the API's answer). Exit codes: docs/cli-verbs.md.
 `
 
 // verbStreams are the process's streams, for a verb that writes as it goes
@@ -155,16 +155,60 @@ func printAnswer(w io.Writer, v any, asJSON bool) error {
 		if err := dec.Decode(&val); err != nil {
 			return err
 		}
-		text := string(val)
-		var s string
-		if json.Unmarshal(val, &s) == nil {
-			text = s
+		var items []map[string]json.RawMessage
+		if json.Unmarshal(val, &items) == nil && len(items) > 0 {
+			// A list (events, grants, proposals, keys): one line per item.
+			if _, err := fmt.Fprintf(w, "%s: %d\n", k, len(items)); err != nil {
+				return err
+			}
+			for _, it := range val2items(val) {
+				if _, err := fmt.Fprintf(w, "  - %s\n", it); err != nil {
+					return err
+				}
+			}
+			continue
 		}
-		if _, err := fmt.Fprintf(w, "%s: %s\n", k, text); err != nil {
+		if _, err := fmt.Fprintf(w, "%s: %s\n", k, scalarText(val)); err != nil {
 			return err
 		}
 	}
 	return nil
+}
+
+// scalarText is a JSON value as a person reads it: strings unquoted.
+func scalarText(val json.RawMessage) string {
+	var s string
+	if json.Unmarshal(val, &s) == nil {
+		return s
+	}
+	return string(val)
+}
+
+// val2items renders each object of a JSON array as its scalar members,
+// "name=value" in the API's order (nested values and nulls left out:
+// --json has them).
+func val2items(val json.RawMessage) []string {
+	var raws []json.RawMessage
+	json.Unmarshal(val, &raws)
+	out := make([]string, 0, len(raws))
+	for _, raw := range raws {
+		dec := json.NewDecoder(bytes.NewReader(raw))
+		dec.Token() // {
+		var parts []string
+		for dec.More() {
+			k, _ := dec.Token()
+			var v json.RawMessage
+			if dec.Decode(&v) != nil {
+				break
+			}
+			if len(v) == 0 || v[0] == '{' || v[0] == '[' || string(v) == "null" {
+				continue
+			}
+			parts = append(parts, fmt.Sprintf("%s=%s", k, scalarText(v)))
+		}
+		out = append(out, strings.Join(parts, " "))
+	}
+	return out
 }
 
 // humanText is an answer with its own human form.

@@ -53,7 +53,7 @@ commands:
   help [COMMAND…]       print this, or a command's help
 
 Every command and group takes -h or --help. Exit codes: 0 success, 1 error,
-2 usage error, 3 the gate said no (docs/cli.md).
+2 usage error, 3 the gate said no (docs/cli.md, docs/cli-verbs.md).
 `
 
 // run is the whole program; main only supplies the process's context, arguments,

@@ -101,6 +101,10 @@ func TestClientVerbs(t *testing.T) {
 		if l := runJSON(t, env, 0, "grants", "list", "--subagent", "researcher"); l["count"] != float64(1) {
 			t.Fatalf("list: %v", l)
 		}
+		// A list's human form: one line per item, its scalar members.
+		if out, _, err := runOut(t, env, "grants", "list"); err != nil || !strings.Contains(out, "grants: 1\n  - ") || !strings.Contains(out, "grant_id="+grantID) {
+			t.Fatalf("grants list (human): %v %q", err, out)
+		}
 		if r := runJSON(t, env, 0, "grants", "revoke", grantID, "--subagent", "researcher"); r["outcome"] != "revoked" {
 			t.Fatalf("revoke: %v", r)
 		}
