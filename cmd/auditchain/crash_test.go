@@ -48,13 +48,9 @@ func TestMain(m *testing.M) {
 	}
 	if os.Getenv(asCLIEnv) != "" { // quickstart_test.go: be the command
 		ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-		err := run(ctx, os.Args[1:], os.Getenv, os.Stdout, os.Stderr)
+		code := exitCode(run(ctx, os.Args[1:], os.Getenv, os.Stdout, os.Stderr), os.Stderr)
 		stop()
-		if err != nil {
-			fmt.Fprintln(os.Stderr, "auditchain:", err)
-			os.Exit(1)
-		}
-		os.Exit(0)
+		os.Exit(code)
 	}
 	if argv := os.Getenv(childServeEnv); argv != "" {
 		var args []string
