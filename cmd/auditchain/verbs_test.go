@@ -143,6 +143,11 @@ func TestClientVerbs(t *testing.T) {
 		if v := runJSON(t, env, 0, "chain", "verify"); v["valid"] != true {
 			t.Fatalf("chain verify: %v", v)
 		}
+		// The signed event's inclusion, checked here against the signed
+		// checkpoint and the service key.
+		if p := runJSON(t, env, 0, "chain", "proof", signed["event_id"].(string)); p["event_id"] != signed["event_id"] || p["leaf_index"] != float64(4) {
+			t.Fatalf("chain proof: %v", p)
+		}
 
 		// Keys; flags win over the environment.
 		k := runJSON(t, env, 0, "keys", "create", "--label", "ci", "--scopes", "events:read")
