@@ -191,10 +191,7 @@ func serve(ctx context.Context, args []string, getenv func(string) string, stdou
 	}
 	defer release()
 
-	doc, err := openapi.OpenAPIJSON()
-	if err != nil {
-		return fmt.Errorf("openapi document: %w", err)
-	}
+	doc := openapi.OpenAPIJSON()
 	a := app.New(st, cfg, log)
 	defer a.Close()
 	a.Mail, a.Legal = mailer, docs

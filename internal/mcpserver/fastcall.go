@@ -2,6 +2,7 @@ package mcpserver
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"encoding/json"
 	"io"
@@ -90,16 +91,9 @@ func requiredFields(t reflect.Type) []string {
 		if name == "-" || !f.IsExported() || strings.Contains(opts, "omitempty") {
 			continue
 		}
-		names = append(names, cmpOr(name, f.Name))
+		names = append(names, cmp.Or(name, f.Name))
 	}
 	return names
-}
-
-func cmpOr(a, b string) string {
-	if a != "" {
-		return a
-	}
-	return b
 }
 
 // serveDirect answers r on the direct path and reports whether it did.

@@ -29,11 +29,7 @@ func Start(tb testing.TB, dsn string, o apptest.Options) *Server {
 	tb.Helper()
 	st := storetest.Open(tb, dsn)
 	a := apptest.New(tb, st, o)
-	doc, err := api.OpenAPIJSON()
-	if err != nil {
-		tb.Fatal(err)
-	}
-	h := httpapi.NewServer(a, a.Log, doc)
+	h := httpapi.NewServer(a, a.Log, api.OpenAPIJSON())
 	srv := httptest.NewServer(h)
 	tb.Cleanup(srv.Close)
 	return &Server{URL: srv.URL, App: a, Handler: h, HTTP: srv}
