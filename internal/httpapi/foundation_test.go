@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/http"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -149,26 +150,32 @@ func TestScopeMissingOnEveryRoute(t *testing.T) {
 				}
 				return
 			}
-			need := strings.TrimPrefix(rt.Access, "admin:")
-			var other string
-			for _, s := range []string{"governance", "grants", "notifications", "events:write", "events:read", "orgs"} {
-				if s != need {
-					other = s
-					break
+			// A route needing two scopes ("grants+events:write") is refused
+			// to a key holding only one, naming the other.
+			needs := strings.Split(strings.TrimPrefix(rt.Access, "admin:"), "+")
+			for i, need := range needs {
+				held := slices.Delete(slices.Clone(needs), i, i+1)
+				if len(held) == 0 {
+					for _, s := range []string{"governance", "grants", "notifications", "events:write", "events:read", "orgs"} {
+						if s != need {
+							held = []string{s}
+							break
+						}
+					}
 				}
-			}
-			k := e.key(user, app.KeyRequest{Scopes: []string{other}})
-			m := wantProblem(t, e.do(method, path, k, nil), 403, "scope_missing")
-			if m["scope"] != need {
-				t.Fatalf("scope member = %v, want %s", m["scope"], need)
+				k := e.key(user, app.KeyRequest{Scopes: held})
+				m := wantProblem(t, e.do(method, path, k, nil), 403, "scope_missing")
+				if m["scope"] != need {
+					t.Fatalf("key holding %v: scope member = %v, want %s", held, m["scope"], need)
+				}
 			}
 			if rt.Pattern == "GET /v1/events/stream" {
 				return // a stream never ends by itself; stream_test.go covers it
 			}
 			// With the scope the route is reached (whatever it answers next).
-			k = e.key(user, app.KeyRequest{Scopes: []string{need}})
+			k := e.key(user, app.KeyRequest{Scopes: needs})
 			if r := e.do(method, path, k, nil); r.Status == 401 || (r.Status == 403 && r.JSON(t)["code"] == "scope_missing") {
-				t.Fatalf("key holding %s refused: %d %s", need, r.Status, r.Body)
+				t.Fatalf("key holding %v refused: %d %s", needs, r.Status, r.Body)
 			}
 		})
 	}

@@ -619,30 +619,20 @@ func concurrentUses(t *testing.T, envs []*env, key, grantID string) (accepted in
 			defer wg.Done()
 			n := rand.IntN(5) + 1
 			e := envs[i%len(envs)]
-			body, _ := json.Marshal(map[string]any{"subagent": "s", "n": n})
-			req, _ := http.NewRequest("POST", e.srv.URL+"/v1/grants/"+grantID+"/use", bytes.NewReader(body))
-			req.Header.Set("Content-Type", "application/json")
-			req.Header.Set("X-API-Key", key)
-			resp, err := e.srv.Client().Do(req)
+			status, m, err := e.post("/v1/grants/"+grantID+"/use", key, map[string]any{"subagent": "s", "n": n})
 			if err != nil {
-				errs <- err
-				return
-			}
-			defer resp.Body.Close()
-			var m map[string]any
-			if err := json.NewDecoder(resp.Body).Decode(&m); err != nil {
 				errs <- err
 				return
 			}
 			mu.Lock()
 			defer mu.Unlock()
-			switch resp.StatusCode {
+			switch status {
 			case 200:
 				accepted += int64(n)
 			case 409:
 				codes[fmt.Sprint(m["code"])]++
 			default:
-				errs <- fmt.Errorf("use answered %d: %v", resp.StatusCode, m)
+				errs <- fmt.Errorf("use answered %d: %v", status, m)
 			}
 		}()
 	}
@@ -652,6 +642,28 @@ func concurrentUses(t *testing.T, envs []*env, key, grantID string) (accepted in
 		t.Fatal(err)
 	}
 	return accepted, codes
+}
+
+// post sends body to path with key and decodes the JSON answer; unlike do
+// it may run on any goroutine (it never fails the test itself).
+func (e *env) post(path, key string, body any) (status int, answer map[string]any, err error) {
+	b, err := json.Marshal(body)
+	if err != nil {
+		return 0, nil, err
+	}
+	req, err := http.NewRequest("POST", e.srv.URL+path, bytes.NewReader(b))
+	if err != nil {
+		return 0, nil, err
+	}
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("X-API-Key", key)
+	resp, err := e.srv.Client().Do(req)
+	if err != nil {
+		return 0, nil, err
+	}
+	defer resp.Body.Close()
+	err = json.NewDecoder(resp.Body).Decode(&answer)
+	return resp.StatusCode, answer, err
 }
 
 func checkBudgetExact(t *testing.T, e *env, key, grantID string, accepted int64, codes map[string]int) {

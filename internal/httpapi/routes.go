@@ -18,6 +18,10 @@ const (
 type access struct {
 	kind  accessKind
 	scope domain.Scope
+	// also, when set, is a second scope an accessScope route needs: a
+	// route that does the work of two capabilities (POST /v1/tool-calls
+	// meters a grant and appends an event) needs both.
+	also domain.Scope
 	// feature, when set, names the serve flag that turns the route on:
 	// while it is off the route answers 404 feature_disabled to every
 	// caller, before any credential is read (SPEC.md "Teams").
@@ -48,7 +52,11 @@ var (
 )
 
 func scope(s domain.Scope) access { return access{kind: accessScope, scope: s} }
-func admin(s domain.Scope) access { return access{kind: accessAdmin, scope: s} }
+
+// scopes is the access of a route that needs both s and also; the usage
+// meter counts its calls under s.
+func scopes(s, also domain.Scope) access { return access{kind: accessScope, scope: s, also: also} }
+func admin(s domain.Scope) access        { return access{kind: accessAdmin, scope: s} }
 
 type route struct {
 	pattern string
@@ -105,6 +113,9 @@ func (s *Server) routes() []route {
 		{"POST /v1/grants/{grant_id}/revoke", grants, s.revokeGrant},
 		{"POST /v1/grants/{grant_id}/use", grants, s.useGrant},
 		{"GET /v1/delegation/public-key", public, s.delegationPublicKey},
+		// A tool call through the gate: check, meter and record in one commit
+		// (docs/decisions/tool-calls.md; CONTRACT.md "Agent surfaces").
+		{"POST /v1/tool-calls", scopes(domain.ScopeGrants, domain.ScopeEventsWrite), s.gateToolCall},
 
 		// Governance.
 		{"GET /v1/governance/proposals", gov, s.listProposals},
@@ -195,6 +206,9 @@ func (s *Server) RouteTable() []RouteInfo {
 			a = "session"
 		case accessScope:
 			a = string(rt.auth.scope)
+			if rt.auth.also != "" {
+				a += "+" + string(rt.auth.also)
+			}
 		case accessAdmin:
 			a = "admin:" + string(rt.auth.scope)
 		}

@@ -364,9 +364,11 @@ func legalExempt(pattern string) bool {
 func checkAccess(a access, p app.Principal) error {
 	switch a.kind {
 	case accessScope:
-		if !domain.Allows(p.Scopes, a.scope) {
-			return (&domain.Error{Code: domain.CodeScopeMissing,
-				Detail: "this key lacks the " + string(a.scope) + " scope"}).With("scope", string(a.scope))
+		for _, s := range []domain.Scope{a.scope, a.also} {
+			if s != "" && !domain.Allows(p.Scopes, s) {
+				return (&domain.Error{Code: domain.CodeScopeMissing,
+					Detail: "this key lacks the " + string(s) + " scope"}).With("scope", string(s))
+			}
 		}
 	case accessUnscoped:
 		if !p.Unscoped() {

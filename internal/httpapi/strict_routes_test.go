@@ -85,7 +85,11 @@ var strictCases = map[string]strictCase{
 	"GET /v1/grants/status":             {query: "subagent=s"},
 	"POST /v1/grants/{grant_id}/revoke": {body: `{"subagent":"s"}`},
 	"POST /v1/grants/{grant_id}/use":    {body: `{"subagent":"s","n":1}`},
-	"GET /v1/delegation/public-key":     {},
+	"POST /v1/tool-calls": {body: `{"subagent":"s","tool":"bash","event_id":"evt-tc1","raw":{"input_sha256":"ab"},` +
+		`"ts":"2026-11-21T12:00:00+00:00","parent_id":"evt-tc0","no_grant":"allow",` +
+		`"results":[{"event_id":"evt-tr0","parent_id":"evt-tc0","tool":"bash","raw":{"result_sha256":"cd"},"ts":"2026-11-21T12:00:00+00:00"}]}`,
+		times: []string{"ts", "results[0].ts"}, free: []string{"raw", "results[0].raw"}},
+	"GET /v1/delegation/public-key": {},
 
 	"GET /v1/governance/proposals":                       {},
 	"POST /v1/governance/proposals":                      {body: `{"kind":"deny_scope","note":"n","evidence":{"blocked_attempts":3,"threshold":3},"subject":{"subagent":"s","tool":"t"}}`},

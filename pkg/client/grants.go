@@ -2,6 +2,8 @@ package client
 
 import (
 	"context"
+	"crypto/rand"
+	"encoding/hex"
 	"net/url"
 	"strconv"
 	"time"
@@ -137,4 +139,37 @@ func (c *Client) transition(ctx context.Context, id, action string, reason *stri
 		return nil, err
 	}
 	return &out.Proposal, nil
+}
+
+// GateToolCall puts one tool call through the gate (POST /v1/tool-calls):
+// the gate's check, one use of the matched grant when it authorizes, and a
+// tool_call event recording the decision, in one commit. A refusal by the
+// gate is a decision in the answer, not an error. The call is resent when
+// its answer is lost: the service answers a resent event_id with the stored
+// call and meters it once (an empty EventID is given a random one first).
+// The recorded event becomes the client's chain tip when it is newer, so a
+// following Append needs no tip read.
+func (c *Client) GateToolCall(ctx context.Context, req api.ToolCallRequest) (*api.ToolCallResponse, error) {
+	if req.EventID == "" {
+		var b [16]byte
+		if _, err := rand.Read(b[:]); err != nil {
+			return nil, err
+		}
+		req.EventID = "evt-" + hex.EncodeToString(b[:])
+	}
+	out, err := call[api.ToolCallResponse](ctx, c, request{method: "POST", path: "/v1/tool-calls", body: &req, idempotent: true})
+	if err != nil {
+		return nil, err
+	}
+	c.appendMu.Lock()
+	if c.tip == nil || c.tip.Sequence == nil || *c.tip.Sequence < out.Event.Sequence {
+		seq, hash, id := out.Event.Sequence, out.Event.PayloadHash, out.Event.EventID
+		var count int64
+		if c.tip != nil {
+			count = c.tip.EventCount + 1
+		}
+		c.tip = &api.ChainTip{Sequence: &seq, PayloadHash: &hash, EventID: &id, EventCount: count}
+	}
+	c.appendMu.Unlock()
+	return out, nil
 }

@@ -188,6 +188,17 @@ func TestEveryRouteThroughTheClient(t *testing.T) {
 		exact[api.GrantStatus](t, rec, "GET /v1/grants/status")
 		must[*api.UseResult](t)(c.UseGrant(ctx, g.Grant.GrantID, api.UseRequest{Subagent: "worker", N: 1}))
 		exact[api.UseResult](t, rec, "POST /v1/grants/"+g.Grant.GrantID+"/use")
+		tc := must[*api.ToolCallResponse](t)(c.GateToolCall(ctx, api.ToolCallRequest{Subagent: "worker", Tool: "search",
+			Raw: json.RawMessage(`{"input_sha256":"ab"}`)}))
+		exact[api.ToolCallResponse](t, rec, "POST /v1/tool-calls")
+		if tc.Decision != "allow" || !tc.Metered || tc.Uses == nil || *tc.Uses != 2 {
+			t.Fatalf("tool call = %+v", tc)
+		}
+		// The recorded call is the client's tip: the next append extends it.
+		if next := must[*api.AppendResponse](t)(c.Append(ctx, client.Event{EventType: "tool_result",
+			Raw: map[string]any{"result_sha256": "cd"}, ParentID: &tc.Event.EventID})); next.Event.PrevHash == nil || *next.Event.PrevHash != tc.Event.PayloadHash {
+			t.Fatalf("append after the tool call: %+v", next.Event)
+		}
 		must[*api.GrantList](t)(c.Grants(ctx, ""))
 		exact[api.GrantList](t, rec, "GET /v1/grants")
 		must[*api.RevokeResult](t)(c.RevokeGrant(ctx, g.Grant.GrantID, api.RevokeRequest{Subagent: "worker"}))

@@ -1,0 +1,458 @@
+package app
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"math"
+	"slices"
+	"time"
+
+	"github.com/auditchain/auditchain/internal/app/writer"
+	"github.com/auditchain/auditchain/internal/domain"
+	"github.com/auditchain/auditchain/internal/store"
+)
+
+// A tool call through the gate (POST /v1/tool-calls, docs/decisions/
+// tool-calls.md): the gate's check, the meter's use and the tool_call event
+// in one transaction, so that an agent surface (the MCP proxy, the hooks)
+// waits for one round trip and one commit before its tool runs, and a call
+// is never metered without being recorded, or recorded as allowed without
+// being metered.
+
+// EventToolCall is the event type a gated tool call is recorded as.
+const EventToolCall = "tool_call"
+
+// The decisions a gated tool call records (SPEC.md "Event": decision).
+const (
+	DecisionAllow = "allow"
+	DecisionAsk   = "ask"
+	DecisionDeny  = "deny"
+)
+
+// The raw members the service writes into a gated tool_call: what the gate
+// decided, from the service's own reading. A client raw carrying one of them
+// is refused (nothing is written), so a reader of the record knows these
+// came from the gate.
+const (
+	rawSubagent   = "subagent"
+	rawGateStatus = "gate_status"
+	rawGrantID    = "grant_id"
+	rawProposalID = "proposal_id"
+	rawNoGrant    = "no_grant"
+)
+
+var toolCallServerMembers = []string{rawSubagent, rawGateStatus, rawGrantID, rawProposalID, rawNoGrant}
+
+// ToolCallRequest is a gated tool call.
+type ToolCallRequest struct {
+	Subagent string
+	Tool     string
+	// EventID names the tool_call event: a client's retry with the same id
+	// is answered with the stored call, metered once.
+	EventID string
+	// Raw is the client's structure and hashes (a JSON object, or empty).
+	Raw      json.RawMessage
+	TS       *string
+	ParentID *string
+	// NoGrant is the decision recorded when the gate finds no grant for the
+	// sub-agent (status no_grant): allow, ask or deny (empty: deny).
+	NoGrant string
+	// Surface is the caller's X-SVC-Surface, stored with the events.
+	Surface string
+	// Results are tool_result events of earlier calls, recorded in the same
+	// commit before this call (at most MaxToolCallResults): a caller that
+	// records each result with its next call pays one commit per call.
+	Results []ToolResult
+}
+
+// ToolResult is a tool_result event sent with a tool call.
+type ToolResult struct {
+	EventID  string
+	ParentID *string
+	Tool     *string
+	Raw      json.RawMessage
+	TS       *string
+}
+
+// MaxToolCallResults bounds the results one tool call carries.
+const MaxToolCallResults = 64
+
+// EventToolResult is the event type of a tool call's result.
+const EventToolResult = "tool_result"
+
+// ToolCallResult is the outcome of a gated tool call.
+type ToolCallResult struct {
+	Decision string
+	// Gate is the gate's answer the decision was made on; after a use its
+	// Uses and Remaining include it. On a replay only Status, Subagent and
+	// the grant and proposal ids are known (from the stored event).
+	Gate     domain.GateAnswer
+	GrantID  string
+	Metered  bool
+	Event    store.Event
+	Quota    Quota
+	Epoch    domain.EpochStamp
+	Replayed bool
+}
+
+// MalformedToolCall is the 422 validation_error of a tool-call body.
+func MalformedToolCall(field, reason string) *domain.Error {
+	return domain.Validation(domain.FieldError{Field: field, Message: reason})
+}
+
+// GateToolCall checks the gate for req.Subagent and req.Tool, consumes one
+// call of the matched grant's budget when it authorizes, and appends the
+// tool_call event recording the decision, all in one transaction holding
+// the account's head: the same lock a use and an enactment take, so the
+// decision obeys every grant, use and rule committed before it. Refusals by
+// the gate are decisions (deny), recorded like an allow; the route's errors
+// are for requests that write nothing (422, 429, 409 event_id_conflict).
+func (a *App) GateToolCall(ctx context.Context, p Principal, req ToolCallRequest) (ToolCallResult, error) {
+	res, err := a.gateToolCall(ctx, p, req)
+	a.noteRefusal(ctx, p.UserID, err)
+	return res, err
+}
+
+func (a *App) gateToolCall(ctx context.Context, p Principal, req ToolCallRequest) (ToolCallResult, error) {
+	now := a.Now()
+	client, err := checkToolCall(&req)
+	if err != nil {
+		// An account over its daily quota gets 429 whatever it sent, as on
+		// POST /v1/events (CONTRACT.md "Batch").
+		_, err = a.refuseAppend(ctx, nil, p.UserID, &domain.EventInput{}, now, err)
+		return ToolCallResult{}, err
+	}
+	eventType := EventToolCall
+
+	var out ToolCallResult
+	var e store.Event
+	var appended writer.Appended
+	err = a.writeGate(ctx, p.UserID, func(t *writer.Tx) error {
+		out = ToolCallResult{}
+		head, err := t.Lock(ctx, p.UserID)
+		if err != nil {
+			return err
+		}
+		for i := range req.Results {
+			if err := a.appendToolResult(ctx, t, p, &req.Results[i], req.Surface, now); err != nil {
+				return err
+			}
+		}
+		if head, err = t.Lock(ctx, p.UserID); err != nil {
+			return err
+		}
+		if head.LastSequence == math.MaxInt64 {
+			return fmt.Errorf("the chain of %s ends at the largest sequence: nothing can be appended after it", p.UserID)
+		}
+		ans, rows, err := a.gate(ctx, t.SQL(), p.UserID, req.Subagent, &req.Tool, nil, now)
+		if err != nil {
+			return err
+		}
+		if ans, err = a.meterToolCall(ctx, t, p.UserID, ans, rows, now); err != nil {
+			return err
+		}
+		out.Gate = ans
+		if ans.Grant != nil {
+			out.GrantID = ans.Grant.GrantID
+		}
+		out.Metered = ans.Authorized
+		switch {
+		case ans.Authorized:
+			out.Decision = DecisionAllow
+		case ans.Status == domain.GateNoGrant:
+			out.Decision = req.NoGrant
+		default:
+			out.Decision = DecisionDeny
+		}
+		raw, err := withGateMembers(client, req, &out)
+		if err != nil {
+			return err
+		}
+		seq := head.LastSequence + 1
+		in := domain.EventInput{EventID: &req.EventID, EventType: &eventType, Sequence: &seq, PrevHash: head.LastHash,
+			Raw: raw, Decision: &out.Decision, Tool: &req.Tool, ParentID: req.ParentID, TS: req.TS}
+		if errs := domain.ValidateEventShape(&in); len(errs) > 0 {
+			return domain.Validation(errs...) // the gate's members made raw too large
+		}
+		if e, err = a.prepareEvent(p, &in, req.Surface, now); err != nil {
+			return err
+		}
+		appended, err = t.Append(ctx, writer.Append{Event: &e, Quota: a.quotaOf(now)})
+		return err
+	})
+	var over *writer.QuotaExceeded
+	var resultTaken *resultIDTaken
+	switch {
+	case errors.As(err, &resultTaken):
+		// A result already on the record: the same one (sent again after a
+		// lost answer) is left out and the call tried again; another is a
+		// conflict, and nothing is written.
+		if err := a.storedResult(ctx, p.UserID, resultTaken.result); err != nil {
+			return ToolCallResult{}, err
+		}
+		req.Results = slices.DeleteFunc(slices.Clone(req.Results), func(r ToolResult) bool { return r.EventID == resultTaken.result.EventID })
+		return a.gateToolCall(ctx, p, req)
+	case errors.Is(err, writer.ErrEventIDTaken):
+		return a.replayToolCall(ctx, p, req, now)
+	case errors.As(err, &over):
+		return ToolCallResult{}, a.quotaExceeded(over.Used)
+	case err != nil:
+		return ToolCallResult{}, err
+	}
+	a.countGate(p.UserID, out.Gate.Status)
+	if out.Metered {
+		a.countUses(p.UserID, 1)
+	}
+	out.Event = appended.Event
+	out.Quota = a.quota(appended.QuotaUsed)
+	out.Epoch = domain.NewEpochStamp(a.Cfg.EpochAnchor, now)
+	return out, nil
+}
+
+// checkToolCall checks req's fields before anything is read or written
+// (defaulting NoGrant) and returns the client's raw members.
+func checkToolCall(req *ToolCallRequest) (map[string]json.RawMessage, error) {
+	if err := checkName("subagent", req.Subagent, MalformedToolCall); err != nil {
+		return nil, err
+	}
+	if err := checkName("tool", req.Tool, MalformedToolCall); err != nil {
+		return nil, err
+	}
+	switch req.NoGrant {
+	case "":
+		req.NoGrant = DecisionDeny
+	case DecisionAllow, DecisionAsk, DecisionDeny:
+	default:
+		return nil, MalformedToolCall("no_grant", "must be allow, ask or deny")
+	}
+	// The event's shape, with the sequence the write assigns standing in.
+	eventType, zero := EventToolCall, int64(0)
+	probe := domain.EventInput{EventID: &req.EventID, EventType: &eventType, Sequence: &zero, Raw: req.Raw,
+		Tool: &req.Tool, ParentID: req.ParentID, TS: req.TS, Decision: &req.NoGrant}
+	if req.EventID == "" {
+		probe.EventID = nil
+	}
+	if errs := domain.ValidateEventShape(&probe); len(errs) > 0 {
+		return nil, domain.Validation(errs...)
+	}
+	var members map[string]json.RawMessage
+	if t := bytes.TrimSpace(req.Raw); len(t) > 0 && !bytes.Equal(t, []byte("null")) {
+		if err := json.Unmarshal(t, &members); err != nil {
+			return nil, MalformedToolCall("raw", "must be a JSON object")
+		}
+	}
+	for _, k := range toolCallServerMembers {
+		if _, ok := members[k]; ok {
+			return nil, MalformedToolCall("raw."+k, "is written by the service from the gate's answer; do not send it")
+		}
+	}
+	if len(req.Results) > MaxToolCallResults {
+		return nil, MalformedToolCall("results", fmt.Sprintf("at most %d results go with one call", MaxToolCallResults))
+	}
+	seen := map[string]bool{req.EventID: true}
+	for i := range req.Results {
+		in := req.Results[i].input(zero)
+		errs := domain.ValidateEventShape(&in)
+		if seen[req.Results[i].EventID] {
+			errs = append(errs, domain.FieldError{Field: "event_id", Message: "appears twice in the request"})
+		}
+		seen[req.Results[i].EventID] = true
+		for j := range errs {
+			errs[j].Field = fmt.Sprintf("results[%d].%s", i, errs[j].Field)
+		}
+		if len(errs) > 0 {
+			return nil, domain.Validation(errs...)
+		}
+	}
+	return members, nil
+}
+
+// input is r as an event at seq.
+func (r *ToolResult) input(seq int64) domain.EventInput {
+	eventType := EventToolResult
+	in := domain.EventInput{EventID: &r.EventID, EventType: &eventType, Sequence: &seq, Raw: r.Raw, Tool: r.Tool,
+		ParentID: r.ParentID, TS: r.TS}
+	if r.EventID == "" {
+		in.EventID = nil
+	}
+	return in
+}
+
+// meterToolCall consumes one call of the grant the gate authorized (inside
+// t, which holds the account's head), returning the answer with the use
+// counted; a grant the use could not spend (its budget or life ended since
+// the answer was read, which the held head makes rare) is answered as the
+// gate now sees it.
+func (a *App) meterToolCall(ctx context.Context, t *writer.Tx, userID string, ans domain.GateAnswer, rows []store.Grant, now time.Time) (domain.GateAnswer, error) {
+	if !ans.Authorized {
+		return ans, nil
+	}
+	g := *ans.Grant
+	row, ok := rowOf(rows, g)
+	if !ok {
+		return ans, fmt.Errorf("tool call: matched grant %s not among its rows", g.GrantID)
+	}
+	uses, consumed, err := a.Store.ConsumeGrantUses(ctx, t.SQL(), userID, row.GrantID, row.Generation, 1, now)
+	if err != nil {
+		return ans, err
+	}
+	if consumed {
+		g.Uses = uses
+		ans.Grant, ans.Uses, ans.Remaining = &g, uses, g.Remaining()
+		return ans, nil
+	}
+	fresh, err := a.Store.GrantRow(ctx, t.SQL(), userID, row.GrantID, row.Generation)
+	if err != nil {
+		return ans, err
+	}
+	d, err := domainGrant(fresh)
+	if err != nil {
+		return ans, err
+	}
+	st, reason := domain.GrantState(d, now, nil)
+	if st == domain.GateAuthorized {
+		st, reason = domain.GateBudgetExhausted, "the grant's budget was spent by another call"
+	}
+	return domain.GateAnswer{Status: st, Reason: reason, Subagent: ans.Subagent, Grant: &d, Uses: d.Uses,
+		Remaining: d.Remaining()}, nil
+}
+
+// withGateMembers is the tool_call's raw: the client's members and the
+// gate's, with sorted keys (encoding/json sorts map keys).
+func withGateMembers(client map[string]json.RawMessage, req ToolCallRequest, out *ToolCallResult) (json.RawMessage, error) {
+	m := make(map[string]any, len(client)+5)
+	for k, v := range client {
+		m[k] = v
+	}
+	m[rawSubagent] = req.Subagent
+	m[rawGateStatus] = out.Gate.Status
+	if out.GrantID != "" {
+		m[rawGrantID] = out.GrantID
+	}
+	if out.Gate.ProposalID != "" {
+		m[rawProposalID] = out.Gate.ProposalID
+	}
+	if out.Gate.Status == domain.GateNoGrant {
+		m[rawNoGrant] = req.NoGrant
+	}
+	// Without HTML escaping, the client's members are stored as sent
+	// (compacted), which a replay compares them with.
+	var b bytes.Buffer
+	enc := json.NewEncoder(&b)
+	enc.SetEscapeHTML(false)
+	if err := enc.Encode(m); err != nil {
+		return nil, err
+	}
+	return bytes.TrimSuffix(b.Bytes(), []byte("\n")), nil
+}
+
+// replayToolCall answers a tool call whose event_id is stored: the same call
+// (a retry after a lost answer) is answered with the stored event and
+// metered no more; another is 409 event_id_conflict.
+func (a *App) replayToolCall(ctx context.Context, p Principal, req ToolCallRequest, now time.Time) (ToolCallResult, error) {
+	stored, err := a.Store.EventByID(ctx, nil, p.UserID, req.EventID)
+	if err != nil {
+		return ToolCallResult{}, a.eventIDConflict(ctx, p.UserID, req.EventID)
+	}
+	var members map[string]json.RawMessage
+	if json.Unmarshal(stored.Raw, &members) != nil || !sameToolCall(&stored, req, members) {
+		return ToolCallResult{}, conflictOf(&stored)
+	}
+	text := func(k string) string {
+		var s string
+		_ = json.Unmarshal(members[k], &s)
+		return s
+	}
+	out := ToolCallResult{Decision: *stored.Decision, GrantID: text(rawGrantID), Event: stored, Replayed: true,
+		Epoch: domain.NewEpochStamp(a.Cfg.EpochAnchor, now)}
+	out.Gate = domain.GateAnswer{Status: text(rawGateStatus), Subagent: req.Subagent, ProposalID: text(rawProposalID),
+		Reason: "this tool call is already on the record (sequence " + fmt.Sprint(stored.Sequence) + "); it was not metered again"}
+	out.Gate.Authorized = out.Gate.Status == domain.GateAuthorized
+	out.Metered = out.Gate.Authorized
+	used, err := a.Store.QuotaUsed(ctx, nil, p.UserID, domain.QuotaDay(now))
+	if err != nil {
+		return ToolCallResult{}, err
+	}
+	out.Quota = a.quota(used)
+	return out, nil
+}
+
+// sameToolCall reports whether stored records req: a tool_call of the same
+// sub-agent, tool and parent whose raw holds the request's members as sent
+// (ts is compared only when the request names one).
+func sameToolCall(stored *store.Event, req ToolCallRequest, members map[string]json.RawMessage) bool {
+	if stored.EventType != EventToolCall || stored.Decision == nil || stored.Tool == nil || *stored.Tool != req.Tool ||
+		!equalPtr(stored.ParentID, req.ParentID) {
+		return false
+	}
+	if req.TS != nil && *req.TS != stored.TS {
+		return false
+	}
+	var sub string
+	if json.Unmarshal(members[rawSubagent], &sub) != nil || sub != req.Subagent {
+		return false
+	}
+	client, err := checkToolCall(&req)
+	if err != nil {
+		return false
+	}
+	if len(members) < len(client) {
+		return false
+	}
+	for k, v := range client {
+		var c bytes.Buffer
+		if json.Compact(&c, v) != nil || !bytes.Equal(c.Bytes(), members[k]) {
+			return false
+		}
+	}
+	return true
+}
+
+func equalPtr(a, b *string) bool { return (a == nil) == (b == nil) && (a == nil || *a == *b) }
+
+// resultIDTaken refuses a write whose tool_result's event_id is stored.
+type resultIDTaken struct{ result ToolResult }
+
+func (r *resultIDTaken) Error() string {
+	return "tool_result " + r.result.EventID + " is already stored"
+}
+
+// appendToolResult appends r at the tip inside t, charged to the quota.
+func (a *App) appendToolResult(ctx context.Context, t *writer.Tx, p Principal, r *ToolResult, surface string, now time.Time) error {
+	head, err := t.Lock(ctx, p.UserID)
+	if err != nil {
+		return err
+	}
+	if head.LastSequence == math.MaxInt64 {
+		return fmt.Errorf("the chain of %s ends at the largest sequence: nothing can be appended after it", p.UserID)
+	}
+	in := r.input(head.LastSequence + 1)
+	in.PrevHash = head.LastHash
+	e, err := a.prepareEvent(p, &in, surface, now)
+	if err != nil {
+		return err
+	}
+	_, err = t.Append(ctx, writer.Append{Event: &e, Quota: a.quotaOf(now)})
+	if errors.Is(err, writer.ErrEventIDTaken) {
+		return &resultIDTaken{result: *r}
+	}
+	return err
+}
+
+// storedResult checks that the stored event r's id names is r: a
+// tool_result with its parent, tool and raw (and ts, when r names one).
+func (a *App) storedResult(ctx context.Context, userID string, r ToolResult) error {
+	stored, err := a.Store.EventByID(ctx, nil, userID, r.EventID)
+	if err != nil {
+		return a.eventIDConflict(ctx, userID, r.EventID)
+	}
+	in := r.input(stored.Sequence)
+	in.PrevHash = stored.PrevHash
+	if stored.EventType != EventToolResult || !sameEvent(&stored, &in) {
+		return conflictOf(&stored)
+	}
+	return nil
+}

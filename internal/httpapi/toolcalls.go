@@ -1,0 +1,96 @@
+package httpapi
+
+import (
+	"encoding/json"
+	"fmt"
+	"net/http"
+
+	"github.com/auditchain/auditchain/internal/app"
+	"github.com/auditchain/auditchain/internal/domain"
+	"github.com/auditchain/auditchain/pkg/api"
+)
+
+// toolCallInput is the body of POST /v1/tool-calls.
+type toolCallInput struct {
+	Subagent *string         `json:"subagent" max:"name"`
+	Tool     *string         `json:"tool" max:"name"`
+	EventID  *string         `json:"event_id"`
+	Raw      json.RawMessage `json:"raw"`
+	TS       *string         `json:"ts"`
+	ParentID *string         `json:"parent_id"`
+	NoGrant  *string         `json:"no_grant"`
+	// Results are tool_result events of earlier calls (app.ToolResult).
+	Results []toolResultInput `json:"results"`
+}
+
+// toolResultInput is one of a tool call's results.
+type toolResultInput struct {
+	EventID  *string         `json:"event_id"`
+	ParentID *string         `json:"parent_id"`
+	Tool     *string         `json:"tool"`
+	Raw      json.RawMessage `json:"raw"`
+	TS       *string         `json:"ts"`
+}
+
+func (b *toolCallInput) validate() []domain.FieldError {
+	var errs []domain.FieldError
+	for _, f := range []struct {
+		name string
+		v    *string
+		what string
+	}{{"subagent", b.Subagent, "the sub-agent's exact name"}, {"tool", b.Tool, "the tool's name"},
+		{"event_id", b.EventID, "the tool_call event's id, evt-<letters, digits, _ . : ->"}} {
+		if f.v == nil {
+			errs = append(errs, domain.FieldError{Field: f.name, Message: "required: " + f.what})
+		}
+	}
+	for i, r := range b.Results {
+		if r.EventID == nil {
+			errs = append(errs, domain.FieldError{Field: fmt.Sprintf("results[%d].event_id", i), Message: "required: the tool_result event's id"})
+		}
+	}
+	return errs
+}
+
+// gateToolCall is POST /v1/tool-calls: the gate's check, one use and the
+// tool_call event in one commit (app.GateToolCall).
+func (s *Server) gateToolCall(w http.ResponseWriter, r *http.Request) error {
+	surface, err := app.Surface(r.Header.Get("X-SVC-Surface"))
+	if err != nil {
+		return err
+	}
+	in, err := decode[toolCallInput](r, s.app.Cfg.MaxBodyBytes, false)
+	if err != nil {
+		return s.app.RefuseBody(r.Context(), principal(r), err)
+	}
+	req := app.ToolCallRequest{Subagent: *in.Subagent, Tool: *in.Tool, EventID: *in.EventID, Raw: in.Raw, TS: in.TS,
+		ParentID: in.ParentID, Surface: surface}
+	for _, r := range in.Results {
+		req.Results = append(req.Results, app.ToolResult{EventID: *r.EventID, ParentID: r.ParentID, Tool: r.Tool, Raw: r.Raw, TS: r.TS})
+	}
+	if in.NoGrant != nil {
+		if *in.NoGrant == "" {
+			return app.MalformedToolCall("no_grant", "must be allow, ask or deny")
+		}
+		req.NoGrant = *in.NoGrant
+	}
+	res, err := s.app.GateToolCall(r.Context(), principal(r), req)
+	if err != nil {
+		return err
+	}
+	if res.Replayed {
+		w.Header().Set("Idempotent-Replayed", "true")
+	}
+	out := api.ToolCallResponse{Decision: res.Decision, GateStatus: res.Gate.Status, Reason: res.Gate.Reason,
+		Subagent: res.Gate.Subagent, Metered: res.Metered, Event: storedOf(&res.Event), Epoch: res.Epoch, Quota: res.Quota}
+	if res.GrantID != "" {
+		out.GrantID = &res.GrantID
+	}
+	if res.Gate.ProposalID != "" {
+		out.ProposalID = &res.Gate.ProposalID
+	}
+	if res.Gate.Grant != nil && !res.Replayed {
+		out.Uses, out.Remaining = &res.Gate.Uses, &res.Gate.Remaining
+	}
+	return writeJSON(w, http.StatusOK, out)
+}

@@ -1,0 +1,59 @@
+package api
+
+import "encoding/json"
+
+// ToolCallRequest is the body of POST /v1/tool-calls: a tool call through
+// the gate, checked, metered and recorded as one tool_call event in one
+// commit (docs/decisions/tool-calls.md).
+type ToolCallRequest struct {
+	Subagent string `json:"subagent"`
+	Tool     string `json:"tool"`
+	// EventID names the tool_call event; a retry with the same id is
+	// answered with the stored call and metered no more.
+	EventID string `json:"event_id"`
+	// Raw is the caller's structure and hashes (never a tool's text); the
+	// service adds subagent, gate_status, grant_id, proposal_id and
+	// no_grant, which the caller may not send.
+	Raw      json.RawMessage `json:"raw,omitempty"`
+	TS       *string         `json:"ts,omitempty"`
+	ParentID *string         `json:"parent_id,omitempty"`
+	// NoGrant is the decision recorded when the gate finds no grant for the
+	// sub-agent: allow, ask or deny (omitted: deny).
+	NoGrant string `json:"no_grant,omitempty"`
+	// Results are tool_result events of earlier calls (at most 64),
+	// recorded in the same commit before this call: a caller that sends
+	// each result with its next call pays one commit per call. A result
+	// already on the record with the same content is left out.
+	Results []ToolResult `json:"results,omitempty"`
+}
+
+// ToolResult is a tool_result event sent with a tool call; the service
+// numbers it at the tip.
+type ToolResult struct {
+	EventID  string          `json:"event_id"`
+	ParentID *string         `json:"parent_id,omitempty"`
+	Tool     *string         `json:"tool,omitempty"`
+	Raw      json.RawMessage `json:"raw,omitempty"`
+	TS       *string         `json:"ts,omitempty"`
+}
+
+// ToolCallResponse answers POST /v1/tool-calls.
+type ToolCallResponse struct {
+	// Decision is allow (the gate authorized the call and one use was
+	// metered), deny, or for no_grant the request's no_grant.
+	Decision   string  `json:"decision"`
+	GateStatus string  `json:"gate_status"`
+	Reason     string  `json:"reason"`
+	Subagent   string  `json:"subagent"`
+	GrantID    *string `json:"grant_id"`
+	ProposalID *string `json:"proposal_id"`
+	// Metered is true when the call spent one use of GrantID's budget.
+	Metered bool `json:"metered"`
+	// Uses and Remaining are the matched grant's after this call (null on
+	// a replay, or when no grant matched).
+	Uses      *int64      `json:"uses"`
+	Remaining *int64      `json:"remaining"`
+	Event     StoredEvent `json:"event"`
+	Epoch     EpochStamp  `json:"epoch"`
+	Quota     Quota       `json:"quota"`
+}
