@@ -180,10 +180,9 @@ func (o *hookOptions) service(now func() time.Time) (*hook.ClientService, error)
 // so events go to the spool.
 type unreachable struct{ err error }
 
-func (u unreachable) GateStatus(context.Context, string, string) (*api.GrantStatus, error) {
+func (u unreachable) GateCall(context.Context, api.ToolCallRequest) (*api.ToolCallResponse, error) {
 	return nil, u.err
 }
-func (u unreachable) UseOne(context.Context, string, string) error  { return u.err }
 func (u unreachable) Append(context.Context, *api.EventInput) error { return u.err }
 func (u unreachable) Tip(context.Context) (*api.ChainTip, error)    { return nil, u.err }
 func (u unreachable) AppendBatch(context.Context, []api.EventInput) (*api.BatchResponse, error) {

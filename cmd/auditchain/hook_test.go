@@ -197,6 +197,12 @@ func TestHookEndToEnd(t *testing.T) {
 				t.Fatalf("step %d: %s", i, out)
 			}
 		}
+		// A main agent no grant covers: the policy (record) allows it, and the
+		// record says which rule decided.
+		if out, errOut, exit := hookProcess(t, w.env, claudeCall("PreToolUse", "toolu_4", "Read", read, nil), "--host", "claude-code",
+			"--agent", "stranger"); exit != 0 || out != "{}\n" {
+			t.Fatalf("main agent without a grant: exit %d, stdout %q, stderr %s", exit, out, errOut)
+		}
 		if u := w.uses(t, "worker"); u != 1 {
 			t.Errorf("worker's grant metered %d uses, want 1", u)
 		}
@@ -237,10 +243,12 @@ func TestHookEndToEnd(t *testing.T) {
 		checkRaw(call2, map[string]any{"tool_input_sha256": digest(t, read), "subagent": "reviewer", "agent_id": "a-1", "grant_id": "g-b22"})
 		checkRaw(res2, map[string]any{"tool_response_sha256": digest(t, "no such file"), "failed": true})
 		checkRaw(call3, map[string]any{"subagent": "reviewer", "gate_status": "tool_not_allowed"})
+		call4 := evs[hook.EventID("claude-code", "sess-e2e", "toolu_4", hook.TypeToolCall)]
+		checkRaw(call4, map[string]any{"subagent": "stranger", "gate_status": "no_grant", "no_grant": "allow"})
 		for _, c := range []struct {
 			e        verify.ExportEvent
 			decision string
-		}{{call1, "allow"}, {call2, "allow"}, {call3, "deny"}} {
+		}{{call1, "allow"}, {call2, "allow"}, {call3, "deny"}, {call4, "allow"}} {
 			if c.e.EventType != "tool_call" || c.e.Decision == nil || *c.e.Decision != c.decision || c.e.ParentID != nil {
 				t.Errorf("%s: type %s decision %v parent %v", c.e.EventID, c.e.EventType, c.e.Decision, c.e.ParentID)
 			}
@@ -253,9 +261,9 @@ func TestHookEndToEnd(t *testing.T) {
 		// The processes handed the tip on: the last one kept its own event's.
 		var kept api.ChainTip
 		b, err := os.ReadFile(filepath.Join(hook.AccountSpoolDir(w.env["AUDITCHAIN_HOOK_SPOOL"], w.s.URL, w.env["AUDITCHAIN_API_KEY"]), "tip.json"))
-		if err != nil || json.Unmarshal(b, &kept) != nil || kept.Sequence == nil || *kept.Sequence != call3.Sequence ||
-			*kept.PayloadHash != call3.PayloadHash {
-			t.Errorf("tip kept between runs: %s (%v), want sequence %d", b, err, call3.Sequence)
+		if err != nil || json.Unmarshal(b, &kept) != nil || kept.Sequence == nil || *kept.Sequence != call4.Sequence ||
+			*kept.PayloadHash != call4.PayloadHash {
+			t.Errorf("tip kept between runs: %s (%v), want sequence %d", b, err, call4.Sequence)
 		}
 		// Surface hook on every hook event.
 		res, err := w.c.Search(context.Background(), api.SearchRequest{EventTypes: []string{"tool_call", "tool_result"}})

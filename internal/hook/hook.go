@@ -15,7 +15,6 @@ package hook
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"io"
 	"strconv"
@@ -100,10 +99,9 @@ func ParsePolicy(s string) (Policy, error) {
 // Service is what the hook needs from auditchain. ClientService implements
 // it with pkg/client.
 type Service interface {
-	// GateStatus asks the gate for subagent and tool (GET /v1/grants/status).
-	GateStatus(ctx context.Context, subagent, tool string) (*api.GrantStatus, error)
-	// UseOne meters one tool call on the grant (POST /v1/grants/{id}/use n=1).
-	UseOne(ctx context.Context, grantID, subagent string) error
+	// GateCall checks the gate, meters one use when it authorizes and
+	// records the tool_call, in one commit (POST /v1/tool-calls).
+	GateCall(ctx context.Context, req api.ToolCallRequest) (*api.ToolCallResponse, error)
 	// Append appends one event at the chain's tip, following it when other
 	// writers moved it (POST /v1/events).
 	Append(ctx context.Context, ev *api.EventInput) error
@@ -204,49 +202,37 @@ func (r *Runner) logf(format string, args ...any) {
 
 func (r *Runner) pre(ctx context.Context, c *Call) (Verdict, error) {
 	sub := r.Subagent(c)
-	st, err := r.Service.GateStatus(ctx, sub, c.Tool)
+	// The main agent's calls that no grant covers are decided by the
+	// policy; a sub-agent without a grant is always refused.
+	noGrant := Deny
+	if sub == r.MainAgent {
+		switch r.Policy {
+		case PolicyRecord:
+			noGrant = Allow
+		case PolicyAsk:
+			noGrant = Ask
+		}
+	}
+	// One request: the gate's check, the use and the tool_call event are
+	// one commit on the service (POST /v1/tool-calls), which writes the
+	// gate's answer into the event's raw.
+	ev := callEvent(c, r.now(), "", callFacts{})
+	res, err := r.Service.GateCall(ctx, api.ToolCallRequest{Subagent: sub, Tool: c.Tool, EventID: ev.EventID, Raw: ev.Raw,
+		TS: ev.TS, NoGrant: noGrant})
 	if err != nil {
 		return Verdict{}, fmt.Errorf("ask the gate: %w", err)
 	}
-	facts := callFacts{subagent: sub, gateStatus: st.Status, proposalID: st.ProposalID}
-	if st.GrantRecord != nil {
-		facts.grantID = st.GrantID
+	switch res.Decision {
+	case Allow:
+		return Verdict{Decision: Allow}, nil
+	case Ask:
+		return Verdict{Decision: Ask, Reason: refusal(res.GateStatus, res.Reason, "") + "; policy: ask"}, nil
 	}
-	var v Verdict
-	switch {
-	case st.Authorized:
-		err := r.Service.UseOne(ctx, facts.grantID, sub)
-		var ce *client.Error
-		switch {
-		case err == nil:
-			v = Verdict{Decision: Allow}
-		case errors.As(err, &ce) && (ce.Code == "budget_exhausted" || ce.Code == "not_authorized"):
-			// The grant changed between the check and the use (another
-			// call spent the budget, a revoke or an enactment landed).
-			status := "budget_exhausted"
-			if ce.Code == "not_authorized" {
-				ce.Member("gate_status", &status)
-				ce.Member("proposal_id", &facts.proposalID)
-			}
-			facts.gateStatus = status
-			v = Verdict{Decision: Deny, Reason: refusal(status, ce.Detail, facts.proposalID)}
-		default:
-			return Verdict{}, fmt.Errorf("meter the use: %w", err)
-		}
-	case st.Status == "no_grant" && sub == r.MainAgent && r.Policy != PolicyDeny:
-		facts.policy = string(r.Policy)
-		v = Verdict{Decision: Allow}
-		if r.Policy == PolicyAsk {
-			v = Verdict{Decision: Ask, Reason: refusal(st.Status, st.Reason, "") + "; policy: ask"}
-		}
-	default:
-		if st.Status == "no_grant" && sub == r.MainAgent {
-			facts.policy = string(r.Policy)
-		}
-		v = Verdict{Decision: Deny, Reason: refusal(st.Status, st.Reason, st.ProposalID)}
+	var proposal string
+	if res.ProposalID != nil {
+		proposal = *res.ProposalID
 	}
-	r.record(ctx, callEvent(c, r.now(), v.Decision, facts))
-	return v, nil
+	return Verdict{Decision: Deny, Reason: refusal(res.GateStatus, res.Reason, proposal)}, nil
 }
 
 // refusal is the reason a refused call gives the host: the gate's status and

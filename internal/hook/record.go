@@ -52,14 +52,13 @@ func EventID(host, session, toolUseID, eventType string) string {
 	return "evt-hk-" + hex.EncodeToString(h.Sum(nil)[:16])
 }
 
-// callFacts are what the pre phase learnt, for the tool_call's raw.
+// callFacts are what the hook adds to a tool_call's raw when it records the
+// call itself, because it could not ask the gate (a call through the gate
+// gets the gate's members from the service: subagent, gate_status,
+// grant_id, proposal_id, no_grant).
 type callFacts struct {
-	subagent   string
-	gateStatus string
-	grantID    string
-	proposalID string
-	policy     string // set when the main-agent policy decided
-	hookError  string // set when the hook could not ask the gate
+	subagent  string
+	hookError string
 }
 
 // callRaw is the raw of a tool_call: hashes and ids only, never the input.
@@ -70,12 +69,8 @@ type callRaw struct {
 	ToolUseID          string `json:"tool_use_id"`
 	ToolInputSHA256    string `json:"tool_input_sha256"`
 	ToolInputCanonical bool   `json:"tool_input_canonical"`
-	Subagent           string `json:"subagent"`
+	Subagent           string `json:"subagent,omitempty"`
 	AgentID            string `json:"agent_id,omitempty"`
-	GateStatus         string `json:"gate_status,omitempty"`
-	GrantID            string `json:"grant_id,omitempty"`
-	ProposalID         string `json:"proposal_id,omitempty"`
-	Policy             string `json:"policy,omitempty"`
 	HookError          string `json:"hook_error,omitempty"`
 }
 
@@ -93,8 +88,7 @@ type resultRaw struct {
 func callEvent(c *Call, now time.Time, decision string, f callFacts) *api.EventInput {
 	digest, canon := HashJSON(c.Input)
 	raw := callRaw{Host: c.Host, HookEvent: c.Event, SessionID: c.SessionID, ToolUseID: c.ToolUseID,
-		ToolInputSHA256: digest, ToolInputCanonical: canon, Subagent: f.subagent, AgentID: c.AgentID,
-		GateStatus: f.gateStatus, GrantID: f.grantID, ProposalID: f.proposalID, Policy: f.policy, HookError: f.hookError}
+		ToolInputSHA256: digest, ToolInputCanonical: canon, Subagent: f.subagent, AgentID: c.AgentID, HookError: f.hookError}
 	return event(c, TypeToolCall, now, raw, &decision, nil)
 }
 

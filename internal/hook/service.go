@@ -23,19 +23,15 @@ type ClientService struct {
 	tipRead bool
 }
 
-// GateStatus implements Service.
-func (s *ClientService) GateStatus(ctx context.Context, subagent, tool string) (*api.GrantStatus, error) {
-	q := api.GrantStatusQuery{Subagent: subagent}
-	if tool != "" {
-		q.Tool = &tool
+// GateCall implements Service; the recorded tool_call becomes the tip kept
+// in TipFile, which the tool_result of the same call extends.
+func (s *ClientService) GateCall(ctx context.Context, req api.ToolCallRequest) (*api.ToolCallResponse, error) {
+	res, err := s.C.GateToolCall(ctx, req)
+	if err == nil && s.TipFile != "" {
+		s.tipRead = true // the client's tip is the service's answer now
+		s.keepTip(res.Event.Sequence, res.Event.PayloadHash)
 	}
-	return s.C.GrantStatus(ctx, q)
-}
-
-// UseOne implements Service.
-func (s *ClientService) UseOne(ctx context.Context, grantID, subagent string) error {
-	_, err := s.C.UseGrant(ctx, grantID, api.UseRequest{Subagent: subagent, N: 1})
-	return err
+	return res, err
 }
 
 // Append implements Service: the client fills sequence and prev_hash from
@@ -55,12 +51,16 @@ func (s *ClientService) Append(ctx context.Context, ev *api.EventInput) error {
 	out, err := s.C.Append(ctx, client.Event{EventID: ev.EventID, EventType: ev.EventType, Raw: ev.Raw,
 		Decision: ev.Decision, Tool: ev.Tool, ParentID: ev.ParentID})
 	if err == nil && s.TipFile != "" {
-		seq, hash := out.Event.Sequence, out.Event.PayloadHash
-		if b, err := json.Marshal(api.ChainTip{Sequence: &seq, PayloadHash: &hash}); err == nil {
-			writeHint(s.TipFile, b)
-		}
+		s.keepTip(out.Event.Sequence, out.Event.PayloadHash)
 	}
 	return err
+}
+
+// keepTip writes the tip hint for the next hook process.
+func (s *ClientService) keepTip(seq int64, hash string) {
+	if b, err := json.Marshal(api.ChainTip{Sequence: &seq, PayloadHash: &hash}); err == nil {
+		writeHint(s.TipFile, b)
+	}
 }
 
 // writeHint replaces path's content through a rename, without syncing: a

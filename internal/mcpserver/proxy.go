@@ -10,6 +10,7 @@ import (
 	"fmt"
 	"log/slog"
 	"sync"
+	"time"
 
 	"github.com/gowebpki/jcs"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
@@ -52,8 +53,18 @@ type Proxy struct {
 	mu    sync.Mutex
 	tools map[string]bool // the upstream tools the server offers
 
-	pending sync.WaitGroup // tool_result appends under way
+	// results are tool_result events not yet sent: each goes with the next
+	// call's request (one commit for both), or after ResultDelay without a
+	// call, on its own.
+	resultsMu sync.Mutex
+	results   []api.ToolResult
+	flushing  *time.Timer
+	pending   sync.WaitGroup // result flushes under way
 }
+
+// ResultDelay is how long a tool_result waits for the next call to carry
+// it before the proxy sends it alone.
+const ResultDelay = 50 * time.Millisecond
 
 // NewProxy connects to the upstream server over transport (for example an
 // mcp.CommandTransport) and mirrors its tools. Serve the returned Proxy's
@@ -104,9 +115,78 @@ func NewProxy(ctx context.Context, upstream mcp.Transport, opts ProxyOptions) (*
 // Server is the MCP server to serve to the host.
 func (p *Proxy) Server() *mcp.Server { return p.server }
 
-// Flush waits until every tool_result of the calls answered so far is
-// recorded (or its failure logged).
-func (p *Proxy) Flush() { p.pending.Wait() }
+// Flush records every tool_result of the calls answered so far (or logs its
+// failure) before it returns.
+func (p *Proxy) Flush() {
+	p.resultsMu.Lock()
+	if p.flushing != nil && p.flushing.Stop() {
+		p.flushing = nil
+		p.pending.Done() // its function will not run
+	}
+	p.resultsMu.Unlock()
+	p.sendResults()
+	p.pending.Wait()
+}
+
+// queueResult keeps r for the next call and makes sure it is sent after
+// ResultDelay if no call comes.
+func (p *Proxy) queueResult(r api.ToolResult) {
+	p.resultsMu.Lock()
+	defer p.resultsMu.Unlock()
+	p.results = append(p.results, r)
+	if p.flushing == nil {
+		p.pending.Add(1)
+		p.flushing = time.AfterFunc(ResultDelay, func() {
+			defer p.pending.Done()
+			p.resultsMu.Lock()
+			p.flushing = nil
+			p.resultsMu.Unlock()
+			p.sendResults()
+		})
+	}
+}
+
+// takeResults hands the waiting results (at most the service's bound) to a
+// call.
+func (p *Proxy) takeResults() []api.ToolResult {
+	p.resultsMu.Lock()
+	defer p.resultsMu.Unlock()
+	n := min(len(p.results), maxResultsPerCall)
+	out := p.results[:n:n]
+	p.results = p.results[n:]
+	return out
+}
+
+// maxResultsPerCall is POST /v1/tool-calls' bound on results.
+const maxResultsPerCall = 64
+
+func (p *Proxy) requeueResults(rs []api.ToolResult) {
+	p.resultsMu.Lock()
+	p.results = append(rs, p.results...)
+	p.resultsMu.Unlock()
+}
+
+// sendResults appends the waiting results one by one, in order.
+func (p *Proxy) sendResults() {
+	for _, r := range p.takeAllResults() {
+		if _, err := p.opts.Service.Append(context.Background(), client.Event{EventID: r.EventID, EventType: EventToolResult,
+			Tool: r.Tool, ParentID: r.ParentID, Raw: r.Raw}); client.IsCode(err, "event_id_conflict") {
+			// A call that failed to answer carried it after all: it is on
+			// the record, stamped with that call's time.
+			p.log.Info("mcp proxy: a tool_result was on the record already", "event_id", r.EventID)
+		} else if err != nil {
+			p.log.Warn("mcp proxy: recording a tool_result failed", "event_id", r.EventID, "err", err)
+		}
+	}
+}
+
+func (p *Proxy) takeAllResults() []api.ToolResult {
+	p.resultsMu.Lock()
+	defer p.resultsMu.Unlock()
+	out := p.results
+	p.results = nil
+	return out
+}
 
 // Close waits for the pending records, then ends the upstream session (and,
 // for a command, the process).
@@ -159,14 +239,6 @@ func (p *Proxy) addTool(t *mcp.Tool) (err error) {
 	return nil
 }
 
-// verdict is the gate's answer for one call.
-type verdict struct {
-	allow   bool
-	code    string // the gate's status or the problem's code
-	reason  string
-	grantID string
-}
-
 // call gates, meters, forwards and records one tools/call.
 func (p *Proxy) call(ctx context.Context, req *mcp.CallToolRequest) (res *mcp.CallToolResult, err error) {
 	defer func() {
@@ -184,27 +256,9 @@ func (p *Proxy) call(ctx context.Context, req *mcp.CallToolRequest) (res *mcp.Ca
 	if err != nil {
 		return refusal("invalid_arguments", "the arguments are not a JSON value: "+err.Error()), nil
 	}
-	v := p.authorize(ctx, name)
 	callID := newEventID()
-	raw := map[string]any{"upstream_tool": name, "subagent": p.opts.Subagent, "arguments_sha256": argsHash,
-		"gate": v.code}
-	if v.grantID != "" {
-		raw["grant_id"] = v.grantID
-	}
-	decision := DecisionDeny
-	if v.allow {
-		decision = DecisionAllow
-	}
-	if _, err := p.opts.Service.Append(ctx, client.Event{EventID: callID, EventType: EventToolCall, Tool: &name,
-		Decision: &decision, Raw: raw}); err != nil && v.allow && !p.opts.FailOpen {
-		// Nothing runs unrecorded unless the operator chose to fail open.
-		r := refusalOf(err).StructuredContent.(Refusal)
-		return refusal(r.Code, "the call could not be recorded: "+r.Reason), nil
-	} else if err != nil {
-		p.log.Warn("mcp proxy: recording a tool_call failed", "tool", name, "err", err)
-	}
-	if !v.allow {
-		return refusalResult(Refusal{Code: v.code, Reason: v.reason}), nil
+	if refused := p.gate(ctx, name, callID, argsHash); refused != nil {
+		return refused, nil
 	}
 
 	res, err = p.upstream.CallTool(ctx, &mcp.CallToolParams{Meta: req.Params.Meta, Name: name, Arguments: args})
@@ -218,62 +272,62 @@ func (p *Proxy) call(ctx context.Context, req *mcp.CallToolRequest) (res *mcp.Ca
 		}
 		result["result_sha256"], result["is_error"] = resHash, res.IsError
 	}
-	// The result is recorded after the host has it: the call has happened
-	// either way, and the host does not wait for one more append. Close
-	// (and Flush) wait for these appends.
-	p.pending.Add(1)
-	go func() {
-		defer p.pending.Done()
-		parent := callID
-		if _, err := p.opts.Service.Append(context.WithoutCancel(ctx), client.Event{EventID: ResultEventID(callID),
-			EventType: EventToolResult, Tool: &name, Decision: &decision, ParentID: &parent, Raw: result}); err != nil {
-			p.log.Warn("mcp proxy: recording a tool_result failed", "tool", name, "err", err)
-		}
-	}()
+	// The result is recorded after the host has it (the call has happened
+	// either way): with the next call, or after ResultDelay on its own.
+	raw, merr := json.Marshal(result)
+	if merr != nil {
+		return nil, merr
+	}
+	parent := callID
+	p.queueResult(api.ToolResult{EventID: ResultEventID(callID), ParentID: &parent, Tool: &name, Raw: raw})
 	if err != nil {
 		return nil, err // a protocol error of the upstream reaches the host as one
 	}
 	return res, nil
 }
 
-// authorize asks the gate about tool for the sub-agent and, when it says
-// yes, consumes one call of the grant's budget. The use route's answer is
-// the authority: it is atomic, so concurrent calls never overspend, and a
-// use it refuses is a refusal even after an authorized status.
-func (p *Proxy) authorize(ctx context.Context, tool string) verdict {
-	st, err := p.opts.Service.GrantStatus(ctx, api.GrantStatusQuery{Subagent: p.opts.Subagent, Tool: &tool})
-	if err != nil {
-		return p.unreachable(err)
+// gate puts the call through the gate in one request (POST /v1/tool-calls):
+// the check, one use of the budget when it authorizes, and the tool_call
+// event recording the decision are one commit, so nothing runs unrecorded
+// or unmetered. It returns nil when the call may go upstream, else the
+// refusal for the host: the gate's no, or a problem the service answered
+// (never a reason to fail open), or the service unreachable (refused unless
+// the operator chose --fail-open).
+func (p *Proxy) gate(ctx context.Context, tool, callID, argsHash string) *mcp.CallToolResult {
+	raw, _ := json.Marshal(map[string]any{"upstream_tool": tool, "arguments_sha256": argsHash})
+	results := p.takeResults()
+	res, err := p.opts.Service.GateToolCall(ctx, api.ToolCallRequest{Subagent: p.opts.Subagent, Tool: tool, EventID: callID, Raw: raw,
+		Results: results})
+	if err != nil && len(results) > 0 {
+		// They may or may not be on the record: sent again, a result
+		// already stored is left out by the service.
+		p.requeueResults(results)
 	}
-	if !st.Authorized {
-		return verdict{code: st.Status, reason: st.Reason}
-	}
-	if st.GrantRecord == nil {
-		return verdict{code: st.Status, reason: "the gate named no grant to meter"}
-	}
-	gid := st.GrantID
-	if _, err := p.opts.Service.UseGrant(ctx, gid, api.UseRequest{Subagent: p.opts.Subagent, N: 1}); err != nil {
-		var pe *client.Error
-		if errors.As(err, &pe) {
-			return verdict{code: pe.Code, reason: pe.Detail, grantID: gid}
-		}
-		return p.unreachable(err)
-	}
-	return verdict{allow: true, code: st.Status, reason: st.Reason, grantID: gid}
-}
-
-// unreachable is the verdict when the service could not answer: refuse,
-// unless the operator chose to fail open. A problem the service answered
-// (a 4xx) is never a reason to fail open.
-func (p *Proxy) unreachable(err error) verdict {
 	var pe *client.Error
-	if errors.As(err, &pe) {
-		return verdict{code: pe.Code, reason: pe.Detail}
+	switch {
+	case err == nil && res.Decision == DecisionAllow:
+		return nil
+	case err == nil:
+		r := Refusal{Code: res.GateStatus, Reason: res.Reason, Status: 200}
+		if res.ProposalID != nil {
+			r.Reason += " (proposal " + *res.ProposalID + ")"
+		}
+		return refusalResult(r)
+	case errors.As(err, &pe):
+		return refusalOf(err)
+	case !p.opts.FailOpen:
+		return refusal(CodeUnreachable, "the service could not be reached, so the call is refused (fail closed): "+err.Error())
 	}
-	if p.opts.FailOpen {
-		return verdict{allow: true, code: "fail_open", reason: "the service could not be reached (" + err.Error() + "); --fail-open lets the call through"}
+	// Failing open: the call goes through, and the record is tried (the
+	// service is likely down, so this usually fails and is logged).
+	reason := "the service could not be reached (" + err.Error() + "); --fail-open lets the call through"
+	decision := DecisionAllow
+	if _, aerr := p.opts.Service.Append(ctx, client.Event{EventID: callID, EventType: EventToolCall, Tool: &tool, Decision: &decision,
+		Raw: map[string]any{"upstream_tool": tool, "arguments_sha256": argsHash, "subagent": p.opts.Subagent,
+			"fail_open": true, "proxy_error": reason}}); aerr != nil {
+		p.log.Warn("mcp proxy: recording a tool_call failed", "tool", tool, "err", aerr)
 	}
-	return verdict{code: CodeUnreachable, reason: "the service could not be reached, so the call is refused (fail closed): " + err.Error()}
+	return nil
 }
 
 // canonicalHash is the SHA-256 (hex) of the RFC 8785 form of JSON b.

@@ -182,7 +182,8 @@ func TestProxyGatesAndRecords(t *testing.T) {
 		if call.EventType != mcpserver.EventToolCall || *call.Decision != "allow" || *call.Tool != "echo" {
 			t.Fatalf("the result's parent is %+v, want the allowed echo call", call)
 		}
-		if r := rawOf(t, call); r["arguments_sha256"] != wantArgs || r["upstream_tool"] != "echo" || r["subagent"] != "worker" {
+		if r := rawOf(t, call); r["arguments_sha256"] != wantArgs || r["upstream_tool"] != "echo" || r["subagent"] != "worker" ||
+			r["gate_status"] != "authorized" || r["grant_id"] == nil {
 			t.Fatalf("tool_call raw %v, want arguments_sha256 %s", r, wantArgs)
 		}
 		if r := rawOf(t, result); r["result_sha256"] != wantRes || r["is_error"] != false {
@@ -199,8 +200,14 @@ func TestProxyGatesAndRecords(t *testing.T) {
 				denied = e
 			}
 		}
-		if denied.Decision == nil || *denied.Decision != "deny" || rawOf(t, denied)["gate"] != "tool_not_allowed" {
+		if denied.Decision == nil || *denied.Decision != "deny" || rawOf(t, denied)["gate_status"] != "tool_not_allowed" {
 			t.Fatalf("the refused call is recorded as %+v", denied)
+		}
+		// The echo's result went with the next call's request, recorded just
+		// before it in the same commit (docs/mcp.md).
+		if result.Sequence != denied.Sequence-1 || result.Sequence <= call.Sequence {
+			t.Fatalf("echo call %d, its result %d, the next call %d: the result did not ride with the next call",
+				call.Sequence, result.Sequence, denied.Sequence)
 		}
 	})
 }

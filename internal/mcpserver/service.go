@@ -19,6 +19,7 @@ type Service interface {
 	GrantStatus(ctx context.Context, q api.GrantStatusQuery) (*api.GrantStatus, error)
 	CreateGrant(ctx context.Context, req api.CreateGrantRequest) (*api.GrantCreated, error)
 	UseGrant(ctx context.Context, grantID string, req api.UseRequest) (*api.UseResult, error)
+	GateToolCall(ctx context.Context, req api.ToolCallRequest) (*api.ToolCallResponse, error)
 	RevokeGrant(ctx context.Context, grantID string, req api.RevokeRequest) (*api.RevokeResult, error)
 	Append(ctx context.Context, ev client.Event) (*api.AppendResponse, error)
 	Search(ctx context.Context, req api.SearchRequest) (*api.SearchResponse, error)
