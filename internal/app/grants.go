@@ -44,7 +44,9 @@ const (
 )
 
 // grantIDForm is SPEC.md's "form g-<hex>": lowercase hex, at most 64 digits.
-var grantIDForm = regexp.MustCompile(`^g-[0-9a-f]{1,64}$`)
+// Compiled on first use: package initialisation is paid by every process
+// start, `auditchain hook` included.
+var grantIDForm = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`^g-[0-9a-f]{1,64}$`) })
 
 // GrantRequest is a POST /v1/grants body whose keys and value types the HTTP
 // layer already checked (aliases, unknown keys and unreadable values refused).
@@ -207,7 +209,7 @@ func (a *App) CreateGrant(ctx context.Context, p Principal, req GrantRequest) (G
 
 // checkGrantRequest refuses values no grant can hold (422 malformed_grant).
 func checkGrantRequest(req *GrantRequest) error {
-	if req.GrantID != nil && !grantIDForm.MatchString(*req.GrantID) {
+	if req.GrantID != nil && !grantIDForm().MatchString(*req.GrantID) {
 		return MalformedGrant("grant_id", "must have the form g-<hex> (lowercase hex digits, at most 64), or be omitted to have one generated")
 	}
 	if err := checkName("subagent", req.Subagent, MalformedGrant); err != nil {

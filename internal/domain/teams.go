@@ -8,6 +8,7 @@ package domain
 import (
 	"regexp"
 	"strings"
+	"sync"
 	"time"
 	"unicode/utf8"
 )
@@ -60,11 +61,12 @@ const (
 	OrgIDBytes  = 16
 )
 
-var orgIDForm = regexp.MustCompile(`^org-[0-9a-f]{32}$`)
+// Compiled on first use (package initialisation is paid by every process start).
+var orgIDForm = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`^org-[0-9a-f]{32}$`) })
 
 // ValidOrgID reports whether id has the form of an org id; an id that
 // cannot exist is answered like a missing one without asking the store.
-func ValidOrgID(id string) bool { return orgIDForm.MatchString(id) }
+func ValidOrgID(id string) bool { return orgIDForm().MatchString(id) }
 
 // ValidRole reports whether role is one a member can hold.
 func ValidRole(role string) bool {

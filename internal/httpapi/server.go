@@ -15,15 +15,12 @@ import (
 	"sync"
 	"time"
 
-	"github.com/prometheus/client_golang/prometheus"
-	"github.com/prometheus/client_golang/prometheus/collectors"
-	"github.com/prometheus/client_golang/prometheus/promhttp"
-
 	"github.com/auditchain/auditchain/internal/app"
 	"github.com/auditchain/auditchain/internal/buildinfo"
 	"github.com/auditchain/auditchain/internal/domain"
 	"github.com/auditchain/auditchain/internal/mail"
 	"github.com/auditchain/auditchain/internal/mcpserver"
+	"github.com/auditchain/auditchain/internal/metrics"
 )
 
 // handlerFunc is a route handler; a non-nil error is answered by writeError.
@@ -49,9 +46,9 @@ type Server struct {
 	// methods: another method's wildcard route must not answer for it.
 	literal map[string][]string
 
-	requests *prometheus.CounterVec
-	latency  *prometheus.HistogramVec
-	registry *prometheus.Registry
+	requests *metrics.CounterVec
+	latency  *metrics.HistogramVec
+	registry *metrics.Registry
 
 	// agents serves POST /v1/mcp.
 	agents *mcpserver.HTTPHandler
@@ -64,22 +61,18 @@ func NewServer(a *app.App, log *slog.Logger, openapiJSON []byte) *Server {
 		crossOrigin: http.NewCrossOriginProtection()}
 	// A registry of our own: nothing global, so several servers (tests, replicas
 	// in one process) never collide.
-	s.registry = prometheus.NewRegistry()
-	s.requests = prometheus.NewCounterVec(prometheus.CounterOpts{
-		Name: "auditchain_http_requests_total", Help: "HTTP requests by route pattern and status.",
-	}, []string{"route", "status"})
-	s.latency = prometheus.NewHistogramVec(prometheus.HistogramOpts{
-		Name: "auditchain_http_request_duration_seconds", Help: "HTTP request latency by route pattern.",
-		Buckets: []float64{.0005, .001, .0025, .005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5},
-	}, []string{"route"})
+	s.registry = metrics.NewRegistry()
+	s.requests = s.registry.NewCounterVec("auditchain_http_requests_total", "HTTP requests by route pattern and status.", "route", "status")
+	s.latency = s.registry.NewHistogramVec("auditchain_http_request_duration_seconds", "HTTP request latency by route pattern.",
+		[]float64{.0005, .001, .0025, .005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5}, "route")
 	// counter is a counter read from the app when scraped; label, when not
 	// empty, is "name=value".
-	counter := func(name, help, label string, count func() int64) prometheus.Collector {
-		opts := prometheus.CounterOpts{Name: name, Help: help}
+	counter := func(name, help, label string, count func() int64) {
+		var labels []metrics.Label
 		if k, v, ok := strings.Cut(label, "="); ok {
-			opts.ConstLabels = prometheus.Labels{k: v}
+			labels = []metrics.Label{{Name: k, Value: v}}
 		}
-		return prometheus.NewCounterFunc(opts, func() float64 { return float64(count()) })
+		s.registry.CounterFunc(name, help, func() float64 { return float64(count()) }, labels...)
 	}
 	const (
 		pgAppendsHelp      = "Client appends on PostgreSQL by path: optimistic (one statement) or locked (events of a machine, and fallbacks)."
@@ -92,35 +85,42 @@ func NewServer(a *app.App, log *slog.Logger, openapiJSON []byte) *Server {
 	rollbacks := func(pick func(refusals, deadlocks, lockTimeouts, other int64) int64) func() int64 {
 		return func() int64 { return pick(a.Store.BatchFallbacks()) }
 	}
-	s.registry.MustRegister(s.requests, s.latency,
-		counter("auditchain_store_io_faults_total",
-			"SQLite connections given up after a storage fault (I/O error, full disk, corruption) and replaced.", "",
-			func() int64 { return a.Store.IOFaults() + a.Store.CheckpointFaults() }),
-		counter("auditchain_store_wal_checkpoints_total",
-			"SQLite WAL checkpoints run in the background, off the writer (0 on PostgreSQL).", "", a.Store.Checkpoints),
-		counter("auditchain_pg_appends_total", pgAppendsHelp, "path=optimistic", func() int64 { return a.WriteStats().OptimisticAppends }),
-		counter("auditchain_pg_appends_total", pgAppendsHelp, "path=locked", func() int64 { return a.WriteStats().LockedAppends }),
-		counter("auditchain_pg_head_cache_total", headCacheHelp, "result=hit", func() int64 { return a.WriteStats().HeadCacheHits }),
-		counter("auditchain_pg_head_cache_total", headCacheHelp, "result=stale", func() int64 { return a.WriteStats().HeadCacheStale }),
-		counter("auditchain_pg_append_batches_total",
-			"Statements that carried optimistic appends on PostgreSQL (several accounts' appends share one); with auditchain_pg_append_batched_total, the mean batch size.", "",
-			func() int64 { return a.WriteStats().BatchStatements }),
-		counter("auditchain_pg_append_batched_total", "Optimistic appends sent in those statements on PostgreSQL.", "",
-			func() int64 { return a.WriteStats().BatchedAppends }),
-		counter("auditchain_pg_append_batch_rollbacks_total", rollbackHelp, "reason=refusal", rollbacks(func(r, _, _, _ int64) int64 { return r })),
-		counter("auditchain_pg_append_batch_rollbacks_total", rollbackHelp, "reason=deadlock", rollbacks(func(_, d, _, _ int64) int64 { return d })),
-		counter("auditchain_pg_append_batch_rollbacks_total", rollbackHelp, "reason=lock_timeout", rollbacks(func(_, _, l, _ int64) int64 { return l })),
-		counter("auditchain_pg_append_batch_rollbacks_total", rollbackHelp, "reason=other", rollbacks(func(_, _, _, o int64) int64 { return o })),
-		counter("auditchain_mail_messages_total", mailHelp, "outcome=sent", mailStat(a, func(s mail.Stats) uint64 { return s.Sent })),
-		counter("auditchain_mail_messages_total", mailHelp, "outcome=failed", mailStat(a, func(s mail.Stats) uint64 { return s.Failed })),
-		counter("auditchain_mail_retries_total", "Mail delivery attempts repeated after a temporary failure.", "",
-			mailStat(a, func(s mail.Stats) uint64 { return s.Retries })),
-		counter("auditchain_webhook_attempts_total", webhookAttemptHelp, "outcome=ok", func() int64 { return a.NotifyStats().AttemptsOK }),
-		counter("auditchain_webhook_attempts_total", webhookAttemptHelp, "outcome=failed", func() int64 { return a.NotifyStats().AttemptsFailed }),
-		counter("auditchain_webhook_rows_total", webhookRowHelp, "outcome=sent", func() int64 { return a.NotifyStats().RowsSent }),
-		counter("auditchain_webhook_rows_total", webhookRowHelp, "outcome=failed", func() int64 { return a.NotifyStats().RowsFailed }),
-		jobRunsCollector{a},
-		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	counter("auditchain_store_io_faults_total",
+		"SQLite connections given up after a storage fault (I/O error, full disk, corruption) and replaced.", "",
+		func() int64 { return a.Store.IOFaults() + a.Store.CheckpointFaults() })
+	counter("auditchain_store_wal_checkpoints_total",
+		"SQLite WAL checkpoints run in the background, off the writer (0 on PostgreSQL).", "", a.Store.Checkpoints)
+	counter("auditchain_pg_appends_total", pgAppendsHelp, "path=optimistic", func() int64 { return a.WriteStats().OptimisticAppends })
+	counter("auditchain_pg_appends_total", pgAppendsHelp, "path=locked", func() int64 { return a.WriteStats().LockedAppends })
+	counter("auditchain_pg_head_cache_total", headCacheHelp, "result=hit", func() int64 { return a.WriteStats().HeadCacheHits })
+	counter("auditchain_pg_head_cache_total", headCacheHelp, "result=stale", func() int64 { return a.WriteStats().HeadCacheStale })
+	counter("auditchain_pg_append_batches_total",
+		"Statements that carried optimistic appends on PostgreSQL (several accounts' appends share one); with auditchain_pg_append_batched_total, the mean batch size.", "",
+		func() int64 { return a.WriteStats().BatchStatements })
+	counter("auditchain_pg_append_batched_total", "Optimistic appends sent in those statements on PostgreSQL.", "",
+		func() int64 { return a.WriteStats().BatchedAppends })
+	counter("auditchain_pg_append_batch_rollbacks_total", rollbackHelp, "reason=refusal", rollbacks(func(r, _, _, _ int64) int64 { return r }))
+	counter("auditchain_pg_append_batch_rollbacks_total", rollbackHelp, "reason=deadlock", rollbacks(func(_, d, _, _ int64) int64 { return d }))
+	counter("auditchain_pg_append_batch_rollbacks_total", rollbackHelp, "reason=lock_timeout", rollbacks(func(_, _, l, _ int64) int64 { return l }))
+	counter("auditchain_pg_append_batch_rollbacks_total", rollbackHelp, "reason=other", rollbacks(func(_, _, _, o int64) int64 { return o }))
+	counter("auditchain_mail_messages_total", mailHelp, "outcome=sent", mailStat(a, func(s mail.Stats) uint64 { return s.Sent }))
+	counter("auditchain_mail_messages_total", mailHelp, "outcome=failed", mailStat(a, func(s mail.Stats) uint64 { return s.Failed }))
+	counter("auditchain_mail_retries_total", "Mail delivery attempts repeated after a temporary failure.", "",
+		mailStat(a, func(s mail.Stats) uint64 { return s.Retries }))
+	counter("auditchain_webhook_attempts_total", webhookAttemptHelp, "outcome=ok", func() int64 { return a.NotifyStats().AttemptsOK })
+	counter("auditchain_webhook_attempts_total", webhookAttemptHelp, "outcome=failed", func() int64 { return a.NotifyStats().AttemptsFailed })
+	counter("auditchain_webhook_rows_total", webhookRowHelp, "outcome=sent", func() int64 { return a.NotifyStats().RowsSent })
+	counter("auditchain_webhook_rows_total", webhookRowHelp, "outcome=failed", func() int64 { return a.NotifyStats().RowsFailed })
+	s.registry.Collector("auditchain_job_runs_total",
+		"Operator job runs in this process by job and outcome: ok, failed (an error or a panic), skipped (another replica had the period, or the previous run was still going).",
+		"counter", func() []metrics.Sample {
+			var out []metrics.Sample
+			for k, n := range a.JobRunCounts() {
+				out = append(out, metrics.Sample{Labels: []metrics.Label{{Name: "job", Value: k[0]}, {Name: "outcome", Value: k[1]}}, Value: float64(n)})
+			}
+			return out
+		})
+	s.registry.RegisterRuntime(processStart)
 
 	s.literal = map[string][]string{}
 	for _, rt := range s.routes() {
@@ -129,7 +129,7 @@ func NewServer(a *app.App, log *slog.Logger, openapiJSON []byte) *Server {
 			s.literal[path] = append(s.literal[path], method)
 		}
 	}
-	s.mux.Handle("GET /metrics", promhttp.HandlerFor(s.registry, promhttp.HandlerOpts{}))
+	s.mux.Handle("GET /metrics", s.registry)
 	s.agents = mcpserver.NewHTTPHandler(s, func(r *http.Request) []domain.Scope { return principal(r).Scopes }, log)
 	return s
 }
@@ -169,8 +169,8 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		if label == "" {
 			label = "unmatched"
 		}
-		s.requests.WithLabelValues(label, strconv.Itoa(sw.status)).Inc()
-		s.latency.WithLabelValues(label).Observe(time.Since(start).Seconds())
+		s.requests.Inc(label, strconv.Itoa(sw.status))
+		s.latency.Observe(label, time.Since(start).Seconds())
 		// One line per request at the default level: never the key, the
 		// cookie, the query or a body (the route pattern, not the path, so no
 		// ids either).
@@ -437,20 +437,8 @@ func (p *headerProbe) Header() http.Header         { return p.header }
 func (p *headerProbe) Write(b []byte) (int, error) { return len(b), nil }
 func (p *headerProbe) WriteHeader(code int)        { p.status = code }
 
-// jobRunsCollector reports the scheduler's runs by job and outcome.
-type jobRunsCollector struct{ a *app.App }
-
-var jobRunsDesc = prometheus.NewDesc("auditchain_job_runs_total",
-	"Operator job runs in this process by job and outcome: ok, failed (an error or a panic), skipped (another replica had the period, or the previous run was still going).",
-	[]string{"job", "outcome"}, nil)
-
-func (c jobRunsCollector) Describe(ch chan<- *prometheus.Desc) { ch <- jobRunsDesc }
-
-func (c jobRunsCollector) Collect(ch chan<- prometheus.Metric) {
-	for k, n := range c.a.JobRunCounts() {
-		ch <- prometheus.MustNewConstMetric(jobRunsDesc, prometheus.CounterValue, float64(n), k[0], k[1])
-	}
-}
+// processStart is when this process started, for process_start_time_seconds.
+var processStart = time.Now()
 
 // requestID is the caller's X-Request-Id when it is a short token (a proxy's
 // id, kept so logs on both sides match), else a new random one. It is echoed

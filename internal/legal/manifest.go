@@ -10,6 +10,7 @@ import (
 	"path"
 	"regexp"
 	"strings"
+	"sync"
 	"time"
 	"unicode"
 	"unicode/utf8"
@@ -29,8 +30,10 @@ const (
 )
 
 var (
-	idPattern      = regexp.MustCompile(`^[a-z0-9_]{1,64}$`)
-	versionPattern = regexp.MustCompile(`^([0-9]{4}-[0-9]{2}-[0-9]{2})\.[0-9]+$`)
+	// Compiled on first use: package initialisation is paid by every
+	// process start, `auditchain hook` included.
+	idPattern      = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`^[a-z0-9_]{1,64}$`) })
+	versionPattern = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`^([0-9]{4}-[0-9]{2}-[0-9]{2})\.[0-9]+$`) })
 )
 
 // entry is one element of manifest.json's "documents" array:
@@ -140,7 +143,7 @@ func parseManifest(raw []byte) ([]entry, error) {
 }
 
 func checkEntry(e entry) error {
-	if !idPattern.MatchString(e.ID) {
+	if !idPattern().MatchString(e.ID) {
 		return fmt.Errorf("document_id %q: want 1 to 64 characters of a-z, 0-9 and _", e.ID)
 	}
 	if err := checkLine("title", e.Title, maxTitleChars); err != nil {
@@ -177,7 +180,7 @@ func checkLine(field, s string, max int) error {
 // checkVersion checks the form <date>.<n>: YYYY-MM-DD, a real calendar date,
 // a dot and decimal digits.
 func checkVersion(v string) error {
-	m := versionPattern.FindStringSubmatch(v)
+	m := versionPattern().FindStringSubmatch(v)
 	if m == nil {
 		return fmt.Errorf("version %q: want YYYY-MM-DD.N, e.g. 2026-11-26.1", v)
 	}
