@@ -199,7 +199,18 @@ type request struct {
 	// idempotent: a lost answer may be retried (reads, and writes the
 	// service answers idempotently).
 	idempotent bool
+	// duplicate, when set, is the code with which the service refuses a
+	// resent write that the lost attempt had carried out (409
+	// grant_id_exists): such a refusal is answered ErrAnswerLost.
+	duplicate string
 }
+
+// ErrAnswerLost is returned (wrapping the service's refusal) when a write
+// whose answer was lost was sent again and the service refused the resend
+// as a duplicate: the first attempt was, most likely, carried out, but its
+// answer (for a grant, its delegation token) is gone. Read the state back
+// (Grants) rather than writing again.
+var ErrAnswerLost = errors.New("client: the answer to the first attempt was lost and the resend was refused as a duplicate: the first attempt was most likely carried out")
 
 // do sends r and decodes a 2xx answer into out (when not nil). A 429 or 503
 // with Retry-After is waited and retried; a transport error (the request
@@ -251,10 +262,15 @@ func (c *Client) send(ctx context.Context, r request, handle func(*http.Response
 	if len(r.query) > 0 {
 		target += "?" + r.query.Encode()
 	}
+	resent := false // after a lost answer
 	for attempt := 0; ; attempt++ {
 		err := c.once(ctx, r.method, target, body, handle)
 		if err == nil {
 			return nil
+		}
+		var dup *Error
+		if resent && r.duplicate != "" && errors.As(err, &dup) && dup.Code == r.duplicate {
+			return fmt.Errorf("%w: %w", ErrAnswerLost, err)
 		}
 		if attempt >= c.retries || ctx.Err() != nil {
 			return err
@@ -278,6 +294,7 @@ func (c *Client) send(ctx context.Context, r request, handle func(*http.Response
 			if serr := c.sleep(ctx, backoff(attempt)); serr != nil {
 				return err
 			}
+			resent = true
 		default:
 			return err
 		}

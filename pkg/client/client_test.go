@@ -150,6 +150,46 @@ func TestAppendWhoseAnswerWasLostIsStoredOnce(t *testing.T) {
 	})
 }
 
+// A grant with a grant_id whose answer is lost is sent again; the service
+// refuses the resend (the id exists), which the client reports as
+// ErrAnswerLost rather than as a plain conflict, and there is one grant.
+// A tool call whose answer is lost is sent again and answered with the
+// stored call, metered once.
+func TestWritesWhoseAnswerWasLost(t *testing.T) {
+	eachServer(t, func(t *testing.T, s *httpapitest.Server) {
+		_, token := s.Account(t, "lost-grant@example.com")
+		drop := &dropFirstAnswer{match: func(r *http.Request) bool { return r.Method == "POST" && r.URL.Path == "/v1/grants" }}
+		c := newClient(t, s, token, client.WithHTTPClient(&http.Client{Transport: drop}),
+			client.WithSleep(func(context.Context, time.Duration) error { return nil }))
+		ctx := context.Background()
+		id := "g-10571"
+		_, err := c.CreateGrant(ctx, api.CreateGrantRequest{GrantID: &id, Subagent: "w", MaxToolCalls: 3, AllowedTools: []string{"t"},
+			ExpiresAt: client.FormatTimestamp(time.Now().Add(time.Hour))})
+		if !errors.Is(err, client.ErrAnswerLost) || !client.IsCode(err, "grant_id_exists") {
+			t.Fatalf("CreateGrant after a lost answer: %v, want ErrAnswerLost wrapping grant_id_exists", err)
+		}
+		if gs, err := c.Grants(ctx, "w"); err != nil || gs.Count != 1 || gs.Grants[0].GrantID != id {
+			t.Fatalf("grants: %+v, %v", gs, err)
+		}
+		// Without a lost answer, the same conflict is a plain *Error.
+		if _, err := c.CreateGrant(ctx, api.CreateGrantRequest{GrantID: &id, Subagent: "w", MaxToolCalls: 3,
+			ExpiresAt: client.FormatTimestamp(time.Now().Add(time.Hour))}); errors.Is(err, client.ErrAnswerLost) || !client.IsCode(err, "grant_id_exists") {
+			t.Fatalf("a second CreateGrant: %v", err)
+		}
+
+		drop = &dropFirstAnswer{match: func(r *http.Request) bool { return r.URL.Path == "/v1/tool-calls" }}
+		c = newClient(t, s, token, client.WithHTTPClient(&http.Client{Transport: drop}),
+			client.WithSleep(func(context.Context, time.Duration) error { return nil }))
+		res, err := c.GateToolCall(ctx, api.ToolCallRequest{Subagent: "w", Tool: "t", Raw: json.RawMessage(`{"h":"1"}`)})
+		if err != nil || drop.dropped.Load() != 1 || res.Decision != "allow" || !res.Metered {
+			t.Fatalf("tool call after a lost answer: %+v, %v (dropped %d)", res, err, drop.dropped.Load())
+		}
+		if st, err := c.GrantStatus(ctx, api.GrantStatusQuery{Subagent: "w"}); err != nil || st.Uses != 1 {
+			t.Fatalf("uses after a resent tool call: %+v, %v", st, err)
+		}
+	})
+}
+
 // An answer lost while another writer appends behind it: the resend finds
 // its event stored (no longer at the tip) and gets it back, written once;
 // the next append follows the moved tip.

@@ -32,15 +32,18 @@ func (c *Client) GrantStatus(ctx context.Context, q api.GrantStatusQuery) (*api.
 }
 
 // CreateGrant creates a grant (POST /v1/grants). A 403 overreach or a 409
-// grant_id_exists is an *Error.
+// grant_id_exists is an *Error; a grant_id_exists after a lost answer is
+// ErrAnswerLost (the grant was most likely created by the lost attempt).
 func (c *Client) CreateGrant(ctx context.Context, req api.CreateGrantRequest) (*api.GrantCreated, error) {
 	if req.AllowedTools == nil {
 		req.AllowedTools = []string{}
 	}
 	var out api.GrantCreated
-	// Not resent after a lost answer: without a grant_id a resend would make
-	// a second grant. With one, a resend answers 409 grant_id_exists.
-	if err := c.do(ctx, request{method: "POST", path: "/v1/grants", body: &req, idempotent: req.GrantID != nil}, &out); err != nil {
+	// Not resent after a lost answer without a grant_id: a resend would make
+	// a second grant. With one, a resend the lost attempt had carried out
+	// answers 409 grant_id_exists, returned as ErrAnswerLost.
+	if err := c.do(ctx, request{method: "POST", path: "/v1/grants", body: &req, idempotent: req.GrantID != nil,
+		duplicate: "grant_id_exists"}, &out); err != nil {
 		return nil, err
 	}
 	return &out, nil
