@@ -330,6 +330,67 @@ func (l lossyService) AppendBatch(ctx context.Context, rows []api.EventInput) (*
 	return nil, errors.New("connection reset (the answer was lost)")
 }
 
+// interleavingService lets another writer append right after the flush read
+// the tip: the sequence the spool's first row is numbered with is taken by
+// the time the row arrives.
+type interleavingService struct {
+	hook.Service
+	other    *client.Client
+	appended bool
+}
+
+func (s *interleavingService) Tip(ctx context.Context) (*api.ChainTip, error) {
+	tip, err := s.Service.Tip(ctx)
+	if err == nil && !s.appended {
+		s.appended = true
+		if _, err := s.other.Append(ctx, client.Event{EventType: "note", Raw: map[string]any{"by": "another writer"}}); err != nil {
+			return nil, err
+		}
+	}
+	return tip, err
+}
+
+// A flush racing another writer never leaves a stored row linked to one
+// that is not: the rows from the taken sequence on are numbered again, and
+// the chain verifies offline with every row once.
+func TestHookFlushKeepsLinksWhenAnotherWriterAppends(t *testing.T) {
+	storetest.Each(t, func(t *testing.T, dsn string) {
+		w := newHookWorld(t, dsn)
+		ctx := context.Background()
+		sp := &hook.Spool{Dir: t.TempDir()}
+		for i := range 3 {
+			ts := client.FormatTimestamp(time.Date(2026, 11, 27, 1, 0, i, 0, time.UTC))
+			if err := sp.Put(&api.EventInput{EventID: fmt.Sprintf("evt-spooled-%d", i), EventType: hook.TypeToolResult,
+				Raw: json.RawMessage(fmt.Sprintf(`{"n":%d}`, i)), TS: &ts}); err != nil {
+				t.Fatal(err)
+			}
+		}
+		other, err := client.New(w.s.URL, w.env["AUDITCHAIN_API_KEY"])
+		if err != nil {
+			t.Fatal(err)
+		}
+		svc := &interleavingService{Service: &hook.ClientService{C: w.c}, other: other}
+		res, err := sp.Flush(ctx, svc)
+		if err != nil || res.Sent != 3 || res.Left != 0 || !svc.appended {
+			t.Fatalf("flush: %+v, %v (the other writer appended: %v)", res, err, svc.appended)
+		}
+		evs := w.exported(t)
+		var note int64 = -1
+		for _, e := range evs {
+			if e.EventType == "note" {
+				note = e.Sequence
+			}
+		}
+		for i := range 3 {
+			e, ok := evs[fmt.Sprintf("evt-spooled-%d", i)]
+			if !ok || e.Sequence <= note {
+				t.Fatalf("spooled row %d: %+v, want it after the other writer's event at %d", i, e, note)
+			}
+		}
+		w.verifyOffline(t)
+	})
+}
+
 // An outage: the hook refuses the call (fail closed) and spools its events;
 // a flush whose answer is lost leaves them spooled, the next flush stores
 // nothing twice, and the chain, continued past events written meanwhile,

@@ -153,17 +153,17 @@ type FlushResult struct {
 	Skipped bool
 }
 
-// batchMax is the batch route's row limit (SPEC.md "Limits").
-const batchMax = 500
-
-// Flush sends the spooled events through the batch route. Rows get their
-// sequence and prev_hash at the flush, continuing the chain tip, and are
-// written back before they are sent, so that a flush whose answer is lost
-// resends identical rows (the service skips them). A row is removed once the
-// service stored it (ingested or skipped) or names its event_id as already
-// stored; a row whose sequence another writer took meanwhile is given a new
-// one. Only one flush runs at a time per spool: another caller gets
-// Skipped.
+// Flush sends the spooled events through the batch route, one row per
+// request. Rows get their sequence and prev_hash at the flush, continuing
+// the chain tip, and are written back before they are sent, so that a flush
+// whose answer is lost resends identical rows (the service skips them). A
+// row is removed once the service stored it (ingested or skipped) or names
+// its event_id as already stored. When another writer took a row's sequence
+// meanwhile, that row and every later one are given new sequences from the
+// tip read again: a row is only ever sent after the row it links to was
+// stored, so a concurrent writer can never leave a stored row pointing at
+// one that is not (the batch route checks rows for shape only). Only one
+// flush runs at a time per spool: another caller gets Skipped.
 func (s *Spool) Flush(ctx context.Context, svc Service) (FlushResult, error) {
 	unlock, ok, err := lockDir(s.Dir)
 	if err != nil || !ok {
@@ -174,38 +174,47 @@ func (s *Spool) Flush(ctx context.Context, svc Service) (FlushResult, error) {
 	if err != nil {
 		return FlushResult{}, err
 	}
+	// Rows assigned by an earlier flush first, exactly as they were sent
+	// (the files sort in spooling order; assigned rows come first in it).
+	slices.SortStableFunc(rows, func(a, b *spooled) int {
+		switch {
+		case a.Assigned == b.Assigned:
+			return 0
+		case a.Assigned:
+			return -1
+		}
+		return 1
+	})
 	var res FlushResult
-	// Rows assigned by an earlier flush first, exactly as they were sent.
-	var assigned, fresh []*spooled
-	for _, r := range rows {
-		if r.Assigned {
-			assigned = append(assigned, r)
+	for attempt := 0; len(rows) > 0 && attempt < 4; attempt++ {
+		batch := rows
+		if n := slices.IndexFunc(rows, func(r *spooled) bool { return !r.Assigned }); n > 0 {
+			// The rows an earlier flush numbered go first, as they were
+			// sent; the others are numbered after them, from the tip.
+			batch, rows = rows[:n], rows[n:]
 		} else {
-			fresh = append(fresh, r)
+			if n == 0 {
+				tip, err := svc.Tip(ctx)
+				if err != nil {
+					return s.finish(res), err
+				}
+				if err := s.assign(rows, tip); err != nil {
+					return s.finish(res), err
+				}
+			}
+			rows = nil
 		}
-	}
-	left, err := s.send(ctx, svc, assigned, &res)
-	if err != nil {
-		return s.finish(res, append(left, fresh...)), err
-	}
-	fresh = append(left, fresh...)
-	for attempt := 0; len(fresh) > 0 && attempt < 3; attempt++ {
-		tip, err := svc.Tip(ctx)
+		again, err := s.send(ctx, svc, batch, &res)
 		if err != nil {
-			return s.finish(res, fresh), err
+			return s.finish(res), err
 		}
-		if err := s.assign(fresh, tip); err != nil {
-			return s.finish(res, fresh), err
-		}
-		if fresh, err = s.send(ctx, svc, fresh, &res); err != nil {
-			return s.finish(res, fresh), err
-		}
+		rows = append(again, rows...)
 	}
-	return s.finish(res, fresh), nil
+	return s.finish(res), nil
 }
 
 // finish counts the rows still spooled.
-func (s *Spool) finish(res FlushResult, _ []*spooled) FlushResult {
+func (s *Spool) finish(res FlushResult) FlushResult {
 	if rows, err := s.load(); err == nil {
 		res.Left = len(rows)
 	}
@@ -239,46 +248,44 @@ func (s *Spool) assign(rows []*spooled, tip *api.ChainTip) error {
 	return nil
 }
 
-// send posts rows in batches and returns the rows to assign again (their
-// sequence was taken). Rows with any other refusal stay in the spool as
-// they are.
+// send posts rows one by one, in order, and returns the rows to assign
+// again: from the first whose sequence was taken (or which was refused for
+// another reason, which stays in the spool as it is and is left out of this
+// flush) to the end.
 func (s *Spool) send(ctx context.Context, svc Service, rows []*spooled, res *FlushResult) ([]*spooled, error) {
-	var again []*spooled
-	for chunk := range slices.Chunk(rows, batchMax) {
-		evs := make([]api.EventInput, len(chunk))
-		for i, r := range chunk {
-			evs[i] = r.Event
-		}
-		out, err := svc.AppendBatch(ctx, evs)
+	for i, r := range rows {
+		out, err := svc.AppendBatch(ctx, []api.EventInput{r.Event})
 		if err != nil {
-			return again, err
+			return nil, err
 		}
-		refused := map[int]api.BatchRowError{}
-		for _, e := range out.Errors {
-			refused[e.Index] = e
+		var refusal *api.BatchRowError
+		if len(out.Errors) > 0 {
+			refusal = &out.Errors[0]
 		}
-		for i, r := range chunk {
-			e, bad := refused[i]
-			switch {
-			case !bad, e.Code == "event_id_conflict":
-				// Stored now, or stored before (event ids are derived from
-				// the host's ids, so the id names this very call).
-				if err := os.Remove(r.path); err != nil && !errors.Is(err, os.ErrNotExist) {
-					return again, err
-				}
-				res.Sent++
-			case e.Code == "sequence_taken":
-				r.Assigned = false
-				if err := s.write(r); err != nil {
-					return again, err
-				}
-				again = append(again, r)
-			default:
-				// Kept for a later flush and for the operator to see.
+		if refusal == nil || refusal.Code == "event_id_conflict" {
+			// Stored now, or stored before (event ids are derived from the
+			// host's ids, so the id names this very call).
+			if err := os.Remove(r.path); err != nil && !errors.Is(err, os.ErrNotExist) {
+				return nil, err
+			}
+			res.Sent++
+			continue
+		}
+		rest := rows[i:]
+		if refusal.Code != "sequence_taken" {
+			// Kept for the operator to see; the rows after it link to it,
+			// so they are numbered again without it.
+			rest = rows[i+1:]
+		}
+		for _, r := range rest {
+			r.Assigned = false
+			if err := s.write(r); err != nil {
+				return nil, err
 			}
 		}
+		return rest, nil
 	}
-	return again, nil
+	return nil, nil
 }
 
 // callsDir keeps pairing files for hosts without tool-use ids.
