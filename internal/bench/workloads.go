@@ -75,7 +75,7 @@ var workloads = []*workload{
 		keys: func(o *Options) int { return (o.Listeners + streamsPerKey - 1) / streamsPerKey },
 		run:  runListeners, help: "--listeners SSE streams; delivery latency of --events appends to all of them"},
 	{name: "hook", clients: 1, accounts: 1, openLoop: true, run: loadRun(hookSetup),
-		help: "`auditchain hook --host claude-code` run as a process per PreToolUse call (process start, gate, use, record); --hook-exe: the binary"},
+		help: "`auditchain hook --host claude-code` run as a process per PreToolUse call (process start, one POST /v1/tool-calls: gate, use, record); --hook-exe: the binary"},
 }
 
 func lookup(name string) *workload {
