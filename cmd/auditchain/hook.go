@@ -111,7 +111,7 @@ func hookCmd(ctx context.Context, args []string, getenv func(string) string, std
 	if err == nil && r.Spool.Pending() {
 		// The service answered: send what earlier runs spooled, within
 		// what is left of the deadline.
-		if res, ferr := r.Spool.Flush(ctx, svc); ferr != nil {
+		if res, ferr := r.Spool.FlushUpTo(ctx, svc, hookFlushRows); ferr != nil {
 			fmt.Fprintf(stderr, "auditchain hook: flush the spool: %v\n", ferr)
 		} else if res.Sent > 0 {
 			fmt.Fprintf(stderr, "auditchain hook: flushed %d spooled events (%d left)\n", res.Sent, res.Left)
@@ -119,6 +119,10 @@ func hookCmd(ctx context.Context, args []string, getenv func(string) string, std
 	}
 	return aerr
 }
+
+// hookFlushRows is how many spooled rows a hook run sends after its own
+// call: a round trip each, paid before the host gets the process's exit.
+const hookFlushRows = 8
 
 // answer writes the host's answer: the JSON on stdout (and nothing else),
 // the reason on stderr when the host reads it there, and the exit code.
@@ -207,7 +211,7 @@ func hookFlushCmd(ctx context.Context, args []string, getenv func(string) string
 	if res.Skipped {
 		return fmt.Errorf("flush %s: another flush holds the spool; try again", sp.Dir)
 	}
-	return printJSON(stdout, map[string]any{"spool": sp.Dir, "sent": res.Sent, "left": res.Left})
+	return printJSON(stdout, map[string]any{"spool": sp.Dir, "sent": res.Sent, "left": res.Left, "held": res.Held})
 }
 
 func hookInstallCmd(args []string, stdout, stderr io.Writer) error {

@@ -391,6 +391,45 @@ func TestHookFlushKeepsLinksWhenAnotherWriterAppends(t *testing.T) {
 	})
 }
 
+// A row the service refuses for itself is held out of the way: the rows
+// after it are numbered again without it and stored, linked; a hook run's
+// flush sends only a few rows.
+func TestHookFlushHoldsARefusedRow(t *testing.T) {
+	storetest.Each(t, func(t *testing.T, dsn string) {
+		w := newHookWorld(t, dsn)
+		ctx := context.Background()
+		sp := &hook.Spool{Dir: t.TempDir()}
+		for i := range 4 {
+			ts := client.FormatTimestamp(time.Date(2026, 11, 27, 1, 0, i, 0, time.UTC))
+			ev := &api.EventInput{EventID: fmt.Sprintf("evt-held-%d", i), EventType: hook.TypeToolResult, Raw: json.RawMessage(`{}`), TS: &ts}
+			if i == 1 {
+				ev.EventType = strings.Repeat("x", 300) // over the service's bound: refused whatever its sequence
+			}
+			if err := sp.Put(ev); err != nil {
+				t.Fatal(err)
+			}
+		}
+		svc := &hook.ClientService{C: w.c}
+		if res, err := sp.FlushUpTo(ctx, svc, 1); err != nil || res.Sent != 1 || res.Left != 3 {
+			t.Fatalf("a flush of one row: %+v, %v", res, err)
+		}
+		res, err := sp.Flush(ctx, svc)
+		if err != nil || res.Sent != 2 || res.Held != 1 || res.Left != 0 {
+			t.Fatalf("flush: %+v, %v; want 2 sent, 1 held, none left", res, err)
+		}
+		if held, _ := filepath.Glob(filepath.Join(sp.Dir, "held", "*.json")); len(held) != 1 || !strings.Contains(held[0], "evt-held-1") {
+			t.Fatalf("held: %v", held)
+		}
+		evs := w.exported(t)
+		for _, id := range []string{"evt-held-0", "evt-held-2", "evt-held-3"} {
+			if _, ok := evs[id]; !ok {
+				t.Errorf("%s is not on the chain", id)
+			}
+		}
+		w.verifyOffline(t)
+	})
+}
+
 // An outage: the hook refuses the call (fail closed) and spools its events;
 // a flush whose answer is lost leaves them spooled, the next flush stores
 // nothing twice, and the chain, continued past events written meanwhile,

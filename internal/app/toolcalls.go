@@ -7,12 +7,12 @@ import (
 	"errors"
 	"fmt"
 	"math"
-	"slices"
 	"time"
 
 	"github.com/auditchain/auditchain/internal/app/writer"
 	"github.com/auditchain/auditchain/internal/domain"
 	"github.com/auditchain/auditchain/internal/store"
+	"github.com/auditchain/auditchain/pkg/api"
 )
 
 // A tool call through the gate (POST /v1/tool-calls, docs/decisions/
@@ -58,8 +58,10 @@ type ToolCallRequest struct {
 	TS       *string
 	ParentID *string
 	// NoGrant is the decision recorded when the gate finds no grant for the
-	// sub-agent (status no_grant): allow, ask or deny (empty: deny).
-	NoGrant string
+	// sub-agent (status no_grant): allow, ask or deny (nil: deny).
+	NoGrant *string
+	// noGrant is NoGrant checked, with its default.
+	noGrant string
 	// Surface is the caller's X-SVC-Surface, stored with the events.
 	Surface string
 	// Results are tool_result events of earlier calls, recorded in the same
@@ -78,7 +80,7 @@ type ToolResult struct {
 }
 
 // MaxToolCallResults bounds the results one tool call carries.
-const MaxToolCallResults = 64
+const MaxToolCallResults = api.MaxToolCallResults
 
 // EventToolResult is the event type of a tool call's result.
 const EventToolResult = "tool_result"
@@ -125,23 +127,64 @@ func (a *App) gateToolCall(ctx context.Context, p Principal, req ToolCallRequest
 		_, err = a.refuseAppend(ctx, nil, p.UserID, &domain.EventInput{}, now, err)
 		return ToolCallResult{}, err
 	}
-	eventType := EventToolCall
-
-	var out ToolCallResult
-	var e store.Event
-	var appended writer.Appended
-	err = a.writeGate(ctx, p.UserID, func(t *writer.Tx) error {
-		out = ToolCallResult{}
-		head, err := t.Lock(ctx, p.UserID)
-		if err != nil {
-			return err
+	// The usual request stores everything it carries in one write. When an
+	// id it carries is stored already (a resend after a lost answer), one
+	// read of them all says which: the same results are left out, the same
+	// call is answered as stored (its results not yet stored are recorded
+	// first), anything else is 409 event_id_conflict. Another writer storing
+	// one of the ids in between costs one more round; the bound is only
+	// there against a loop.
+	callStored := false
+	for round := 0; ; round++ {
+		var out ToolCallResult
+		if callStored {
+			err = a.writeResults(ctx, p, req, now)
+		} else {
+			out, err = a.writeToolCall(ctx, p, req, client, now)
 		}
+		var over *writer.QuotaExceeded
+		switch {
+		case err == nil && callStored:
+			return a.replayToolCall(ctx, p, req, now)
+		case err == nil:
+			return out, nil
+		case errors.As(err, &over):
+			// A resend of a stored call whose results are stored too is
+			// answered with it even over the quota: nothing is left to write.
+			if rest, stored, serr := a.dropStored(ctx, p.UserID, req); serr == nil && stored && len(rest.Results) == 0 {
+				return a.replayToolCall(ctx, p, rest, now)
+			} else if serr != nil && !isConflict(serr) {
+				return ToolCallResult{}, serr
+			}
+			return ToolCallResult{}, a.quotaExceeded(over.Used)
+		case errors.Is(err, writer.ErrEventIDTaken) && round < 3:
+			if req, callStored, err = a.dropStored(ctx, p.UserID, req); err != nil {
+				return ToolCallResult{}, err
+			}
+			if callStored && len(req.Results) == 0 {
+				return a.replayToolCall(ctx, p, req, now)
+			}
+		default:
+			return ToolCallResult{}, err
+		}
+	}
+}
+
+// writeToolCall is the usual request: its results, then the gate's check,
+// the use and the tool_call, in one write.
+func (a *App) writeToolCall(ctx context.Context, p Principal, req ToolCallRequest, client map[string]json.RawMessage, now time.Time) (ToolCallResult, error) {
+	eventType := EventToolCall
+	var out ToolCallResult
+	var appended writer.Appended
+	err := a.writeGate(ctx, p.UserID, func(t *writer.Tx) error {
+		out = ToolCallResult{}
 		for i := range req.Results {
 			if err := a.appendToolResult(ctx, t, p, &req.Results[i], req.Surface, now); err != nil {
 				return err
 			}
 		}
-		if head, err = t.Lock(ctx, p.UserID); err != nil {
+		head, err := t.Lock(ctx, p.UserID)
+		if err != nil {
 			return err
 		}
 		if head.LastSequence == math.MaxInt64 {
@@ -163,7 +206,7 @@ func (a *App) gateToolCall(ctx context.Context, p Principal, req ToolCallRequest
 		case ans.Authorized:
 			out.Decision = DecisionAllow
 		case ans.Status == domain.GateNoGrant:
-			out.Decision = req.NoGrant
+			out.Decision = req.noGrant
 		default:
 			out.Decision = DecisionDeny
 		}
@@ -177,29 +220,14 @@ func (a *App) gateToolCall(ctx context.Context, p Principal, req ToolCallRequest
 		if errs := domain.ValidateEventShape(&in); len(errs) > 0 {
 			return domain.Validation(errs...) // the gate's members made raw too large
 		}
-		if e, err = a.prepareEvent(p, &in, req.Surface, now); err != nil {
+		e, err := a.prepareEvent(p, &in, req.Surface, now)
+		if err != nil {
 			return err
 		}
 		appended, err = t.Append(ctx, writer.Append{Event: &e, Quota: a.quotaOf(now)})
 		return err
 	})
-	var over *writer.QuotaExceeded
-	var resultTaken *resultIDTaken
-	switch {
-	case errors.As(err, &resultTaken):
-		// A result already on the record: the same one (sent again after a
-		// lost answer) is left out and the call tried again; another is a
-		// conflict, and nothing is written.
-		if err := a.storedResult(ctx, p.UserID, resultTaken.result); err != nil {
-			return ToolCallResult{}, err
-		}
-		req.Results = slices.DeleteFunc(slices.Clone(req.Results), func(r ToolResult) bool { return r.EventID == resultTaken.result.EventID })
-		return a.gateToolCall(ctx, p, req)
-	case errors.Is(err, writer.ErrEventIDTaken):
-		return a.replayToolCall(ctx, p, req, now)
-	case errors.As(err, &over):
-		return ToolCallResult{}, a.quotaExceeded(over.Used)
-	case err != nil:
+	if err != nil {
 		return ToolCallResult{}, err
 	}
 	a.countGate(p.UserID, out.Gate.Status)
@@ -212,6 +240,60 @@ func (a *App) gateToolCall(ctx context.Context, p Principal, req ToolCallRequest
 	return out, nil
 }
 
+// writeResults records the results of a call that is stored already.
+func (a *App) writeResults(ctx context.Context, p Principal, req ToolCallRequest, now time.Time) error {
+	return a.w.Write(ctx, func(t *writer.Tx) error {
+		for i := range req.Results {
+			if err := a.appendToolResult(ctx, t, p, &req.Results[i], req.Surface, now); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+}
+
+// dropStored reads which of req's ids are stored (one query): it returns
+// req without the results stored as sent, and whether the call is stored
+// as sent; an id stored with other content is 409 event_id_conflict.
+func (a *App) dropStored(ctx context.Context, userID string, req ToolCallRequest) (ToolCallRequest, bool, error) {
+	ids := []string{req.EventID}
+	for _, r := range req.Results {
+		ids = append(ids, r.EventID)
+	}
+	stored, err := a.Store.EventsByIDs(ctx, nil, userID, ids)
+	if err != nil {
+		return req, false, err
+	}
+	var rest []ToolResult
+	for _, r := range req.Results {
+		e, ok := stored[r.EventID]
+		if !ok {
+			rest = append(rest, r)
+			continue
+		}
+		in := r.input(e.Sequence)
+		in.PrevHash = e.PrevHash
+		if e.EventType != EventToolResult || !sameEvent(&e, &in) {
+			return req, false, conflictOf(&e)
+		}
+	}
+	req.Results = rest
+	call, ok := stored[req.EventID]
+	if !ok {
+		return req, false, nil
+	}
+	var members map[string]json.RawMessage
+	if json.Unmarshal(call.Raw, &members) != nil || !sameToolCall(&call, req, members) {
+		return req, false, conflictOf(&call)
+	}
+	return req, true, nil
+}
+
+func isConflict(err error) bool {
+	var de *domain.Error
+	return errors.As(err, &de) && de.Code == domain.CodeEventIDConflict
+}
+
 // checkToolCall checks req's fields before anything is read or written
 // (defaulting NoGrant) and returns the client's raw members.
 func checkToolCall(req *ToolCallRequest) (map[string]json.RawMessage, error) {
@@ -221,17 +303,19 @@ func checkToolCall(req *ToolCallRequest) (map[string]json.RawMessage, error) {
 	if err := checkName("tool", req.Tool, MalformedToolCall); err != nil {
 		return nil, err
 	}
-	switch req.NoGrant {
-	case "":
-		req.NoGrant = DecisionDeny
-	case DecisionAllow, DecisionAsk, DecisionDeny:
-	default:
-		return nil, MalformedToolCall("no_grant", "must be allow, ask or deny")
+	req.noGrant = DecisionDeny
+	if req.NoGrant != nil {
+		switch *req.NoGrant {
+		case DecisionAllow, DecisionAsk, DecisionDeny:
+			req.noGrant = *req.NoGrant
+		default:
+			return nil, MalformedToolCall("no_grant", "must be allow, ask or deny")
+		}
 	}
 	// The event's shape, with the sequence the write assigns standing in.
 	eventType, zero := EventToolCall, int64(0)
 	probe := domain.EventInput{EventID: &req.EventID, EventType: &eventType, Sequence: &zero, Raw: req.Raw,
-		Tool: &req.Tool, ParentID: req.ParentID, TS: req.TS, Decision: &req.NoGrant}
+		Tool: &req.Tool, ParentID: req.ParentID, TS: req.TS, Decision: &req.noGrant}
 	if req.EventID == "" {
 		probe.EventID = nil
 	}
@@ -336,7 +420,7 @@ func withGateMembers(client map[string]json.RawMessage, req ToolCallRequest, out
 		m[rawProposalID] = out.Gate.ProposalID
 	}
 	if out.Gate.Status == domain.GateNoGrant {
-		m[rawNoGrant] = req.NoGrant
+		m[rawNoGrant] = req.noGrant
 	}
 	// Without HTML escaping, the client's members are stored as sent
 	// (compacted), which a replay compares them with.
@@ -355,7 +439,7 @@ func withGateMembers(client map[string]json.RawMessage, req ToolCallRequest, out
 func (a *App) replayToolCall(ctx context.Context, p Principal, req ToolCallRequest, now time.Time) (ToolCallResult, error) {
 	stored, err := a.Store.EventByID(ctx, nil, p.UserID, req.EventID)
 	if err != nil {
-		return ToolCallResult{}, a.eventIDConflict(ctx, p.UserID, req.EventID)
+		return ToolCallResult{}, err
 	}
 	var members map[string]json.RawMessage
 	if json.Unmarshal(stored.Raw, &members) != nil || !sameToolCall(&stored, req, members) {
@@ -381,25 +465,28 @@ func (a *App) replayToolCall(ctx context.Context, p Principal, req ToolCallReque
 }
 
 // sameToolCall reports whether stored records req: a tool_call of the same
-// sub-agent, tool and parent whose raw holds the request's members as sent
-// (ts is compared only when the request names one).
+// sub-agent, tool and parent, whose raw holds the request's members as sent
+// and, when no_grant decided it, the request's no_grant. Its ts is not
+// compared: the event_id names the call, and a host that runs a hook twice
+// for one tool use stamps each run with its own time.
 func sameToolCall(stored *store.Event, req ToolCallRequest, members map[string]json.RawMessage) bool {
 	if stored.EventType != EventToolCall || stored.Decision == nil || stored.Tool == nil || *stored.Tool != req.Tool ||
 		!equalPtr(stored.ParentID, req.ParentID) {
-		return false
-	}
-	if req.TS != nil && *req.TS != stored.TS {
-		return false
-	}
-	var sub string
-	if json.Unmarshal(members[rawSubagent], &sub) != nil || sub != req.Subagent {
 		return false
 	}
 	client, err := checkToolCall(&req)
 	if err != nil {
 		return false
 	}
-	if len(members) < len(client) {
+	text := func(k string) (string, bool) {
+		v, ok := members[k]
+		var s string
+		return s, ok && json.Unmarshal(v, &s) == nil
+	}
+	if sub, ok := text(rawSubagent); !ok || sub != req.Subagent {
+		return false
+	}
+	if ng, ok := text(rawNoGrant); ok && ng != req.noGrant {
 		return false
 	}
 	for k, v := range client {
@@ -408,7 +495,18 @@ func sameToolCall(stored *store.Event, req ToolCallRequest, members map[string]j
 			return false
 		}
 	}
-	return true
+	return len(members) == len(client)+countGateMembers(members)
+}
+
+// countGateMembers counts the service's members in a stored tool_call raw.
+func countGateMembers(members map[string]json.RawMessage) int {
+	n := 0
+	for _, k := range toolCallServerMembers {
+		if _, ok := members[k]; ok {
+			n++
+		}
+	}
+	return n
 }
 
 func equalPtr(a, b *string) bool { return (a == nil) == (b == nil) && (a == nil || *a == *b) }
@@ -436,23 +534,5 @@ func (a *App) appendToolResult(ctx context.Context, t *writer.Tx, p Principal, r
 		return err
 	}
 	_, err = t.Append(ctx, writer.Append{Event: &e, Quota: a.quotaOf(now)})
-	if errors.Is(err, writer.ErrEventIDTaken) {
-		return &resultIDTaken{result: *r}
-	}
 	return err
-}
-
-// storedResult checks that the stored event r's id names is r: a
-// tool_result with its parent, tool and raw (and ts, when r names one).
-func (a *App) storedResult(ctx context.Context, userID string, r ToolResult) error {
-	stored, err := a.Store.EventByID(ctx, nil, userID, r.EventID)
-	if err != nil {
-		return a.eventIDConflict(ctx, userID, r.EventID)
-	}
-	in := r.input(stored.Sequence)
-	in.PrevHash = stored.PrevHash
-	if stored.EventType != EventToolResult || !sameEvent(&stored, &in) {
-		return conflictOf(&stored)
-	}
-	return nil
 }

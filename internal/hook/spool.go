@@ -150,8 +150,14 @@ func (s *Spool) load() ([]*spooled, error) {
 type FlushResult struct {
 	Sent    int // rows the service answered for (stored, or stored before)
 	Left    int // rows still in the spool
+	Held    int // rows the service refused (moved to held/ by this flush)
 	Skipped bool
 }
+
+// heldDir keeps rows the service refused for a reason a resend cannot cure
+// (a problem with the row itself): out of the way of the rows after them,
+// for the operator to read.
+func (s *Spool) heldDir() string { return filepath.Join(s.Dir, "held") }
 
 // Flush sends the spooled events through the batch route, one row per
 // request. Rows get their sequence and prev_hash at the flush, continuing
@@ -165,6 +171,14 @@ type FlushResult struct {
 // one that is not (the batch route checks rows for shape only). Only one
 // flush runs at a time per spool: another caller gets Skipped.
 func (s *Spool) Flush(ctx context.Context, svc Service) (FlushResult, error) {
+	return s.FlushUpTo(ctx, svc, 0)
+}
+
+// FlushUpTo is Flush sending at most max rows (0: all), oldest first: a
+// hook run flushes a few after its own call, and leaves the rest to the
+// next runs or to `auditchain hook flush`, so that no tool call waits for a
+// long spool.
+func (s *Spool) FlushUpTo(ctx context.Context, svc Service, max int) (FlushResult, error) {
 	unlock, ok, err := lockDir(s.Dir)
 	if err != nil || !ok {
 		return FlushResult{Skipped: !ok}, err
@@ -185,6 +199,9 @@ func (s *Spool) Flush(ctx context.Context, svc Service) (FlushResult, error) {
 		}
 		return 1
 	})
+	if max > 0 && len(rows) > max {
+		rows = rows[:max]
+	}
 	var res FlushResult
 	for attempt := 0; len(rows) > 0 && attempt < 4; attempt++ {
 		batch := rows
@@ -273,8 +290,12 @@ func (s *Spool) send(ctx context.Context, svc Service, rows []*spooled, res *Flu
 		}
 		rest := rows[i:]
 		if refusal.Code != "sequence_taken" {
-			// Kept for the operator to see; the rows after it link to it,
+			// Held for the operator to see; the rows after it link to it,
 			// so they are numbered again without it.
+			if err := s.hold(r); err != nil {
+				return nil, err
+			}
+			res.Held++
 			rest = rows[i+1:]
 		}
 		for _, r := range rest {
@@ -286,6 +307,14 @@ func (s *Spool) send(ctx context.Context, svc Service, rows []*spooled, res *Flu
 		return rest, nil
 	}
 	return nil, nil
+}
+
+// hold moves r to held/.
+func (s *Spool) hold(r *spooled) error {
+	if err := os.MkdirAll(s.heldDir(), 0o700); err != nil {
+		return err
+	}
+	return os.Rename(r.path, filepath.Join(s.heldDir(), filepath.Base(r.path)))
 }
 
 // callsDir keeps pairing files for hosts without tool-use ids.

@@ -68,12 +68,7 @@ func (s *Server) gateToolCall(w http.ResponseWriter, r *http.Request) error {
 	for _, r := range in.Results {
 		req.Results = append(req.Results, app.ToolResult{EventID: *r.EventID, ParentID: r.ParentID, Tool: r.Tool, Raw: r.Raw, TS: r.TS})
 	}
-	if in.NoGrant != nil {
-		if *in.NoGrant == "" {
-			return app.MalformedToolCall("no_grant", "must be allow, ask or deny")
-		}
-		req.NoGrant = *in.NoGrant
-	}
+	req.NoGrant = in.NoGrant
 	res, err := s.app.GateToolCall(r.Context(), principal(r), req)
 	if err != nil {
 		return err

@@ -11,6 +11,7 @@ import (
 	"github.com/auditchain/auditchain/internal/app"
 	"github.com/auditchain/auditchain/internal/config"
 	"github.com/auditchain/auditchain/internal/store/storetest"
+	"github.com/auditchain/auditchain/pkg/api"
 )
 
 // POST /v1/tool-calls: the gate's check, one use and the tool_call event in
@@ -344,7 +345,7 @@ func TestToolCallRecordsEarlierResults(t *testing.T) {
 		}{
 			{"too many", func() []any {
 				var out []any
-				for i := range 65 {
+				for i := range 17 {
 					out = append(out, result(fmt.Sprintf("evt-r-many%d", i), "evt-r-call1", "aa"))
 				}
 				return out
@@ -389,6 +390,85 @@ func TestToolCallResultsShareTheQuota(t *testing.T) {
 		e.unchanged(t, user, key, before)
 		if u := e.status(key, "subagent", "s")["uses"]; u != float64(1) {
 			t.Fatalf("uses = %v, want 1", u)
+		}
+	})
+}
+
+// A resent call (its answer lost) is answered with the stored call, metered
+// once; results it carries that are not on the record yet are recorded, and
+// over the quota it is still answered when nothing is left to write.
+func TestToolCallReplays(t *testing.T) {
+	storetest.Each(t, func(t *testing.T, dsn string) {
+		e := newEnv(t, dsn, func(c *config.Config) { c.DailyEventQuota = 5 })
+		user, key := e.account("tc-replay@example.com")
+		e.grant(key, map[string]any{"subagent": "s", "expires_at": inOneHour, "max_tool_calls": 10, "allowed_tools": []string{"bash"}})
+		e.toolCall(key, toolCallBody("evt-rp-1", "s", "bash"))
+		denied := e.toolCall(key, toolCallBody("evt-rp-2", "s", "curl"))
+
+		// The same call with a new result: the result is recorded, the call
+		// replayed, not metered again.
+		body := toolCallBody("evt-rp-1", "s", "bash")
+		body["ts"] = "2026-11-21T12:00:09+00:00" // a host's second run stamps its own time
+		body["results"] = []any{map[string]any{"event_id": "evt-rp-r1", "parent_id": "evt-rp-1", "raw": map[string]any{"h": "1"}}}
+		r := e.do("POST", "/v1/tool-calls", key, body)
+		if r.Status != 200 || r.Header.Get("Idempotent-Replayed") != "true" || r.JSON(t)["decision"] != "allow" {
+			t.Fatalf("replay with a new result: %d %v %s", r.Status, r.Header, r.Body)
+		}
+		if r := e.do("GET", "/v1/events/evt-rp-r1", key, nil); r.Status != 200 {
+			t.Fatalf("the result a replay carried is not on the record: %d %s", r.Status, r.Body)
+		}
+		if u := e.status(key, "subagent", "s")["uses"]; u != float64(1) {
+			t.Fatalf("uses = %v, want 1", u)
+		}
+		// A denied call replays as denied.
+		if m := e.do("POST", "/v1/tool-calls", key, toolCallBody("evt-rp-2", "s", "curl")).JSON(t); m["decision"] != "deny" ||
+			m["metered"] != false || m["event"].(map[string]any)["payload_hash"] != denied["event"].(map[string]any)["payload_hash"] {
+			t.Fatalf("denied replay = %v", m)
+		}
+		// Another no_grant is another call.
+		body = toolCallBody("evt-rp-3", "nobody", "bash")
+		e.toolCall(key, body)
+		body["no_grant"] = "allow"
+		wantProblem(t, e.do("POST", "/v1/tool-calls", key, body), 409, "event_id_conflict")
+
+		// The day's quota is used up (5: three calls, one result, one more call).
+		e.toolCall(key, toolCallBody("evt-rp-4", "s", "bash"))
+		before := e.snap(user, key)
+		wantProblem(t, e.do("POST", "/v1/tool-calls", key, toolCallBody("evt-rp-5", "s", "bash")), 429, "daily_quota_exceeded")
+		// Over the quota, a resent call with nothing left to write is answered.
+		r = e.do("POST", "/v1/tool-calls", key, toolCallBody("evt-rp-4", "s", "bash"))
+		if r.Status != 200 || r.Header.Get("Idempotent-Replayed") != "true" {
+			t.Fatalf("replay over the quota: %d %s", r.Status, r.Body)
+		}
+		// With a result that is not stored it is refused: that result cannot be written.
+		body = toolCallBody("evt-rp-4", "s", "bash")
+		body["results"] = []any{map[string]any{"event_id": "evt-rp-r4", "parent_id": "evt-rp-4"}}
+		wantProblem(t, e.do("POST", "/v1/tool-calls", key, body), 429, "daily_quota_exceeded")
+		e.unchanged(t, user, key, before)
+		if u := e.status(key, "subagent", "s")["uses"]; u != float64(2) {
+			t.Fatalf("uses = %v, want 2", u)
+		}
+	})
+}
+
+// Results already on the record cost one read, not a write per result.
+func TestToolCallManyStoredResults(t *testing.T) {
+	eachEnv(t, func(t *testing.T, e *env) {
+		user, key := e.account("tc-many@example.com")
+		e.grant(key, map[string]any{"subagent": "s", "expires_at": inOneHour, "max_tool_calls": 10, "allowed_tools": []string{"bash"}})
+		var results []any
+		for i := range api.MaxToolCallResults {
+			results = append(results, map[string]any{"event_id": fmt.Sprintf("evt-mr-%d", i), "raw": map[string]any{"i": i}})
+		}
+		body := toolCallBody("evt-mr-call1", "s", "bash")
+		body["results"] = results
+		e.toolCall(key, body)
+		before := e.snap(user, key)
+		body = toolCallBody("evt-mr-call2", "s", "bash")
+		body["results"] = results // every one stored already
+		got := e.toolCall(key, body)
+		if after := e.snap(user, key); after.events != before.events.(float64)+1 || got["decision"] != "allow" {
+			t.Fatalf("%v events after, want %v + the call alone: %v", after.events, before.events, got)
 		}
 	})
 }

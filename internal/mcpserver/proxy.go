@@ -1,6 +1,7 @@
 package mcpserver
 
 import (
+	"cmp"
 	"context"
 	"crypto/rand"
 	"crypto/sha256"
@@ -9,6 +10,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"slices"
 	"sync"
 	"time"
 
@@ -58,9 +60,19 @@ type Proxy struct {
 	// call, on its own.
 	resultsMu sync.Mutex
 	results   []api.ToolResult
-	flushing  *time.Timer
-	pending   sync.WaitGroup // result flushes under way
+	flushing  *time.Timer // armed while results wait
+	sending   sync.Mutex  // held while results are sent alone
+	closed    bool        // Close began: results are sent at once
+	// retryIn is the wait before the next lone send: ResultDelay, doubled
+	// after each failure up to maxRetryDelay while the service is away.
+	retryIn time.Duration
 }
+
+const maxRetryDelay = 5 * time.Second
+
+// maxWaitingResults bounds the results kept while the service cannot take
+// them; beyond it the oldest are dropped, and logged.
+const maxWaitingResults = 4096
 
 // ResultDelay is how long a tool_result waits for the next call to carry
 // it before the proxy sends it alone.
@@ -115,35 +127,48 @@ func NewProxy(ctx context.Context, upstream mcp.Transport, opts ProxyOptions) (*
 // Server is the MCP server to serve to the host.
 func (p *Proxy) Server() *mcp.Server { return p.server }
 
-// Flush records every tool_result of the calls answered so far (or logs its
-// failure) before it returns.
+// Flush sends every tool_result waiting (or logs why one could not be
+// sent) before it returns.
 func (p *Proxy) Flush() {
 	p.resultsMu.Lock()
-	if p.flushing != nil && p.flushing.Stop() {
+	if p.flushing != nil {
+		p.flushing.Stop()
 		p.flushing = nil
-		p.pending.Done() // its function will not run
 	}
 	p.resultsMu.Unlock()
-	p.sendResults()
-	p.pending.Wait()
+	p.sendResults(false)
 }
 
 // queueResult keeps r for the next call and makes sure it is sent after
 // ResultDelay if no call comes.
 func (p *Proxy) queueResult(r api.ToolResult) {
 	p.resultsMu.Lock()
-	defer p.resultsMu.Unlock()
 	p.results = append(p.results, r)
-	if p.flushing == nil {
-		p.pending.Add(1)
-		p.flushing = time.AfterFunc(ResultDelay, func() {
-			defer p.pending.Done()
-			p.resultsMu.Lock()
-			p.flushing = nil
-			p.resultsMu.Unlock()
-			p.sendResults()
-		})
+	if !p.closed {
+		p.armLocked()
+		p.resultsMu.Unlock()
+		return
 	}
+	p.resultsMu.Unlock()
+	p.sendResults(false)
+}
+
+// armLocked arms the timer that sends the waiting results alone, unless it
+// is armed (p.resultsMu held).
+func (p *Proxy) armLocked() {
+	if p.flushing != nil || len(p.results) == 0 {
+		return
+	}
+	if over := len(p.results) - maxWaitingResults; over > 0 {
+		p.log.Error("mcp proxy: tool_results dropped: the service has not taken them", "dropped", over)
+		p.results = slices.Delete(p.results, 0, over)
+	}
+	p.flushing = time.AfterFunc(cmp.Or(p.retryIn, ResultDelay), func() {
+		p.resultsMu.Lock()
+		p.flushing = nil
+		p.resultsMu.Unlock()
+		p.sendResults(true)
+	})
 }
 
 // takeResults hands the waiting results (at most the service's bound) to a
@@ -151,30 +176,52 @@ func (p *Proxy) queueResult(r api.ToolResult) {
 func (p *Proxy) takeResults() []api.ToolResult {
 	p.resultsMu.Lock()
 	defer p.resultsMu.Unlock()
-	n := min(len(p.results), maxResultsPerCall)
+	n := min(len(p.results), api.MaxToolCallResults)
 	out := p.results[:n:n]
 	p.results = p.results[n:]
 	return out
 }
 
-// maxResultsPerCall is POST /v1/tool-calls' bound on results.
-const maxResultsPerCall = 64
-
+// requeueResults puts back results a call could not deliver, ahead of the
+// others, and arms the timer: the timer that was armed for them may have
+// fired while the call was under way.
 func (p *Proxy) requeueResults(rs []api.ToolResult) {
 	p.resultsMu.Lock()
-	p.results = append(rs, p.results...)
-	p.resultsMu.Unlock()
+	defer p.resultsMu.Unlock()
+	p.results = append(slices.Clone(rs), p.results...)
+	p.armLocked()
 }
 
-// sendResults appends the waiting results one by one, in order.
-func (p *Proxy) sendResults() {
-	for _, r := range p.takeAllResults() {
-		if _, err := p.opts.Service.Append(context.Background(), client.Event{EventID: r.EventID, EventType: EventToolResult,
-			Tool: r.Tool, ParentID: r.ParentID, Raw: r.Raw}); client.IsCode(err, "event_id_conflict") {
+// sendResults appends the waiting results one by one, in order. A result
+// the service could not take is kept, and with retry set tried again after
+// ResultDelay (Flush, at exit, only logs it).
+func (p *Proxy) sendResults(retry bool) {
+	p.sending.Lock()
+	defer p.sending.Unlock()
+	rs := p.takeAllResults()
+	defer func() {
+		p.resultsMu.Lock()
+		if len(p.results) == 0 || p.flushing == nil {
+			p.retryIn = 0
+		}
+		p.resultsMu.Unlock()
+	}()
+	for i, r := range rs {
+		_, err := p.opts.Service.Append(context.Background(), client.Event{EventID: r.EventID, EventType: EventToolResult,
+			Tool: r.Tool, ParentID: r.ParentID, Raw: r.Raw})
+		switch {
+		case client.IsCode(err, "event_id_conflict"):
 			// A call that failed to answer carried it after all: it is on
 			// the record, stamped with that call's time.
 			p.log.Info("mcp proxy: a tool_result was on the record already", "event_id", r.EventID)
-		} else if err != nil {
+		case err != nil && retry:
+			p.log.Warn("mcp proxy: recording a tool_result failed; it is tried again", "event_id", r.EventID, "err", err)
+			p.resultsMu.Lock()
+			p.retryIn = min(2*cmp.Or(p.retryIn, ResultDelay), maxRetryDelay)
+			p.resultsMu.Unlock()
+			p.requeueResults(rs[i:])
+			return
+		case err != nil:
 			p.log.Warn("mcp proxy: recording a tool_result failed", "event_id", r.EventID, "err", err)
 		}
 	}
@@ -188,9 +235,13 @@ func (p *Proxy) takeAllResults() []api.ToolResult {
 	return out
 }
 
-// Close waits for the pending records, then ends the upstream session (and,
-// for a command, the process).
+// Close sends the waiting results, then ends the upstream session (and, for
+// a command, the process). A call that ends after Close records its result
+// at once.
 func (p *Proxy) Close() error {
+	p.resultsMu.Lock()
+	p.closed = true
+	p.resultsMu.Unlock()
 	p.Flush()
 	return p.upstream.Close()
 }

@@ -2,6 +2,8 @@ package mcpserver_test
 
 import (
 	"context"
+	"errors"
+	"slices"
 	"sync"
 	"testing"
 	"testing/synctest"
@@ -23,6 +25,7 @@ type recordingService struct {
 	mu                sync.Mutex
 	carried           []api.ToolResult // results that rode with a call
 	appended          []string         // event ids appended on their own
+	appendedTypes     []string
 }
 
 func (s *recordingService) GateToolCall(_ context.Context, req api.ToolCallRequest) (*api.ToolCallResponse, error) {
@@ -36,6 +39,7 @@ func (s *recordingService) Append(_ context.Context, ev client.Event) (*api.Appe
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.appended = append(s.appended, ev.EventID)
+	s.appendedTypes = append(s.appendedTypes, ev.EventType)
 	return &api.AppendResponse{}, nil
 }
 
@@ -78,6 +82,55 @@ func TestProxyResultWaitsForTheNextCallThenGoesAlone(t *testing.T) {
 		p.Flush() // sends the third result at once, without waiting
 		if carried, appended := svc.counts(); carried != 1 || appended != 2 {
 			t.Fatalf("after Flush: %d carried, %d appended; want 1 and 2", carried, appended)
+		}
+	})
+}
+
+// failingCallService fails the tool call that carries results after a
+// while (the answer lost), so that the results go back to the queue after
+// the timer armed for them has fired.
+type failingCallService struct {
+	recordingService
+	failed bool
+}
+
+func (s *failingCallService) GateToolCall(ctx context.Context, req api.ToolCallRequest) (*api.ToolCallResponse, error) {
+	if len(req.Results) > 0 && !s.failed {
+		s.failed = true
+		time.Sleep(2 * mcpserver.ResultDelay)
+		return nil, errors.New("connection reset (the answer was lost)")
+	}
+	return s.recordingService.GateToolCall(ctx, req)
+}
+
+// A call that carried results and failed after their timer fired puts them
+// back with a timer of their own: they are sent alone, not left waiting for
+// a call that may never come.
+func TestProxyResultsOfAFailedCallAreSentAlone(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		svc := &failingCallService{}
+		host, _ := proxied(t, newUpstream(), svc, "worker", false)
+		ctx := context.Background()
+		for i := range 2 {
+			res, err := host.CallTool(ctx, &mcp.CallToolParams{Name: "echo", Arguments: map[string]any{"msg": "m"}})
+			if err != nil || res.IsError != (i == 1) {
+				t.Fatalf("call %d: %+v, %v (the second is refused: fail closed)", i, res, err)
+			}
+		}
+		synctest.Wait()
+		if !svc.failed {
+			t.Fatal("the second call carried no result")
+		}
+		// The first call's result waits again, and nothing else will carry
+		// it (the second call was refused, so it has no result): one
+		// ResultDelay later it is sent alone.
+		time.Sleep(mcpserver.ResultDelay)
+		synctest.Wait()
+		svc.mu.Lock()
+		got := slices.Clone(svc.appendedTypes)
+		svc.mu.Unlock()
+		if !slices.Equal(got, []string{mcpserver.EventToolResult}) {
+			t.Fatalf("appended %v after the failed call, want the first call's tool_result", got)
 		}
 	})
 }

@@ -3,12 +3,10 @@
 // library only.
 //
 // It replaces the Prometheus client library, whose package initialisation
-// (its default registry's Go and process collectors, the protobuf
-// descriptors of its data model) cost about 4 ms of every process start of
-// the auditchain binary, which `auditchain hook` pays before each tool call
-// of an agent (docs/performance.md). The exposition is what a Prometheus
-// server scrapes; TestExpositionParsesWithPrometheus holds it to the
-// Prometheus project's own parser.
+// every process of the binary paid, `auditchain hook` before each tool call
+// of an agent (docs/performance.md, "Hooks and the proxy"). The exposition
+// is what a Prometheus server scrapes; TestExpositionParsesWithPrometheus
+// holds it to the Prometheus project's own parser.
 package metrics
 
 import (
@@ -29,6 +27,8 @@ type Label struct{ Name, Value string }
 type Sample struct {
 	Labels []Label
 	Value  float64
+	// Suffix is appended to the family's name: a summary's _sum and _count.
+	Suffix string
 }
 
 // Registry is a set of metric families, exposed in registration order.
@@ -92,7 +92,7 @@ func (r *Registry) GaugeFunc(name, help string, f func() float64, labels ...Labe
 }
 
 // Collector registers a family whose samples f lists when scraped (labels
-// known only then, such as a job's name); kind is counter or gauge.
+// known only then, such as a job's name); kind is counter, gauge or summary.
 func (r *Registry) Collector(name, help, kind string, f func() []Sample) {
 	r.addCollector(name, help, kind, func(s []Sample) []Sample { return append(s, f()...) })
 }
@@ -141,7 +141,6 @@ type HistogramVec struct {
 
 type histogram struct {
 	counts  []atomic.Uint64 // per bucket, not cumulative; the last is +Inf
-	count   atomic.Uint64
 	sumBits atomic.Uint64
 }
 
@@ -171,7 +170,6 @@ func (v *HistogramVec) Observe(value string, x float64) {
 			break
 		}
 	}
-	hs.count.Add(1)
 }
 
 func labelsOf(names, values []string) []Label {
@@ -216,9 +214,11 @@ func (r *Registry) Expose() []byte {
 		if f.collect != nil {
 			samples = f.collect(nil)
 		}
-		slices.SortStableFunc(samples, func(x, y Sample) int { return compareLabels(x.Labels, y.Labels) })
+		if f.kind != "summary" { // a summary's lines stay in the order given
+			slices.SortStableFunc(samples, func(x, y Sample) int { return compareLabels(x.Labels, y.Labels) })
+		}
 		for _, s := range samples {
-			b = appendSample(b, f.name, s.Labels, s.Value)
+			b = appendSample(b, f.name+s.Suffix, s.Labels, s.Value)
 		}
 	}
 	return b
@@ -231,6 +231,10 @@ func (v *HistogramVec) append(b []byte, name string) []byte {
 	for _, value := range values {
 		h, _ := v.series.Load(value)
 		hs := h.(*histogram)
+		// A scrape is not atomic: observations landing meanwhile may be in
+		// the buckets read after them and not in the sum read first, or
+		// the other way round; each series stays monotonic.
+		sum := math.Float64frombits(hs.sumBits.Load())
 		var cumulative uint64
 		for i := range hs.counts {
 			cumulative += hs.counts[i].Load()
@@ -241,7 +245,7 @@ func (v *HistogramVec) append(b []byte, name string) []byte {
 			b = appendSample(b, name+"_bucket", []Label{{v.label, value}, {"le", le}}, float64(cumulative))
 		}
 		labels := []Label{{v.label, value}}
-		b = appendSample(b, name+"_sum", labels, math.Float64frombits(hs.sumBits.Load()))
+		b = appendSample(b, name+"_sum", labels, sum)
 		// The count is the +Inf bucket's, read once above, so that the two
 		// agree even while observations land.
 		b = appendSample(b, name+"_count", labels, float64(cumulative))

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"math"
 	"net/http/httptest"
+	"runtime"
 	"strings"
 	"sync"
 	"testing"
@@ -99,7 +100,17 @@ func TestExpositionParsesWithPrometheus(t *testing.T) {
 			t.Errorf("bucket le=%v: %d, want %d", b.GetUpperBound(), b.GetCumulativeCount(), want[b.GetUpperBound()])
 		}
 	}
-	for _, name := range []string{"go_goroutines", "go_info", "go_memstats_heap_alloc_bytes", "process_start_time_seconds"} {
+	runtime.GC() // a pause for go_gc_duration_seconds
+	rec = httptest.NewRecorder()
+	r.ServeHTTP(rec, httptest.NewRequest("GET", "/metrics", nil))
+	if fams, err = p.TextToMetricFamilies(bytes.NewReader(rec.Body.Bytes())); err != nil {
+		t.Fatalf("the Prometheus parser refuses the exposition: %v\n%s", err, rec.Body)
+	}
+	if gc := fams["go_gc_duration_seconds"].GetMetric()[0].GetSummary(); gc.GetSampleCount() == 0 || len(gc.GetQuantile()) != 5 ||
+		gc.GetQuantile()[4].GetValue() < gc.GetQuantile()[0].GetValue() {
+		t.Errorf("go_gc_duration_seconds = %v", gc)
+	}
+	for _, name := range []string{"go_goroutines", "go_info", "go_memstats_heap_alloc_bytes", "process_start_time_seconds", "process_max_fds"} {
 		if _, ok := fams[name]; !ok {
 			t.Errorf("no %s", name)
 		}

@@ -20,12 +20,18 @@ type ToolCallRequest struct {
 	// NoGrant is the decision recorded when the gate finds no grant for the
 	// sub-agent: allow, ask or deny (omitted: deny).
 	NoGrant string `json:"no_grant,omitempty"`
-	// Results are tool_result events of earlier calls (at most 64),
+	// Results are tool_result events of earlier calls (at most
+	// MaxToolCallResults),
 	// recorded in the same commit before this call: a caller that sends
 	// each result with its next call pays one commit per call. A result
 	// already on the record with the same content is left out.
 	Results []ToolResult `json:"results,omitempty"`
 }
+
+// MaxToolCallResults bounds the results one tool call carries: a call and
+// its results stay a handful of events, never a bulk ingest (that is the
+// batch route's, with its rate limit).
+const MaxToolCallResults = 16
 
 // ToolResult is a tool_result event sent with a tool call; the service
 // numbers it at the tip.

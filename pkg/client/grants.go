@@ -167,9 +167,9 @@ func (c *Client) GateToolCall(ctx context.Context, req api.ToolCallRequest) (*ap
 	c.appendMu.Lock()
 	if c.tip == nil || c.tip.Sequence == nil || *c.tip.Sequence < out.Event.Sequence {
 		seq, hash, id := out.Event.Sequence, out.Event.PayloadHash, out.Event.EventID
-		var count int64
+		var count int64 // unknown without a tip; not used by Append
 		if c.tip != nil {
-			count = c.tip.EventCount + 1
+			count = c.tip.EventCount + 1 + int64(len(req.Results))
 		}
 		c.tip = &api.ChainTip{Sequence: &seq, PayloadHash: &hash, EventID: &id, EventCount: count}
 	}
