@@ -29,9 +29,12 @@ type Notification struct {
 	Digest         bool
 	CreatedAt      int64 // Unix microseconds, unique per account
 	SentAt         *int64
-	DedupKey       *string
-	Payload        string // JSON the email and the push carry; never listed
-	Attempts       int
+	// DedupKey, when set, makes the row's notice once-only per account and
+	// type (InsertNotifications); it marks the notice (table notice_once),
+	// not the row, and is not read back.
+	DedupKey *string
+	Payload  string // JSON the email and the push carry; never listed
+	Attempts int
 }
 
 // Preference is one changed (type, channel) preference of an account.
@@ -63,7 +66,7 @@ func (s *Store) NoticeContext(ctx context.Context, q Querier, userID, typ, dedup
 	done := `FALSE`
 	args := []any{userID, typ}
 	if dedupKey != "" {
-		done = `EXISTS (SELECT 1 FROM notifications WHERE user_id = $1 AND type = $2 AND dedup_key = $3)`
+		done = `EXISTS (SELECT 1 FROM notice_once WHERE user_id = $1 AND type = $2 AND dedup_key = $3)`
 		args = append(args, dedupKey)
 	}
 	var nc NoticeContext
@@ -213,7 +216,7 @@ func (s *Store) InsertNoticeRowsIf(ctx context.Context, tx *sql.Tx, userID, typ 
 		AND COALESCE((SELECT ` + prefs + ` FROM notification_preferences WHERE user_id = ` + arg(userID, "") + ` AND type = ` + arg(typ, "") + `), '') = ` + arg(g.Prefs, "::text") + `)
 		INSERT INTO notifications (` + notificationColumns + `)
 		SELECT v.id, ` + arg(userID, "::text") + `, ` + arg(typ, "::text") + `, v.channel, v.severity, v.status, v.digest, base.stamp + v.ord,
-			CASE WHEN v.sent THEN base.stamp + v.ord END, NULL, v.payload, 0
+			CASE WHEN v.sent THEN base.stamp + v.ord END, v.payload, 0
 		FROM base, v WHERE base.holds
 		RETURNING id, created_at`)
 	res, err := tx.QueryContext(ctx, b.String(), args...)
@@ -252,22 +255,18 @@ func (s *Store) InsertNoticeRowsIf(ctx context.Context, tx *sql.Tx, userID, typ 
 	return true, nil
 }
 
-const notificationColumns = `id, user_id, type, channel, severity, delivery_status, digest, created_at, sent_at, dedup_key, payload, attempts`
+const notificationColumns = `id, user_id, type, channel, severity, delivery_status, digest, created_at, sent_at, payload, attempts`
 
 func scanNotification(r scanner) (Notification, error) {
 	var n Notification
 	var sent sql.NullInt64
-	var dedup sql.NullString
 	err := r.Scan(&n.ID, &n.UserID, &n.Type, &n.Channel, &n.Severity, &n.DeliveryStatus, &n.Digest, &n.CreatedAt,
-		&sent, &dedup, &n.Payload, &n.Attempts)
+		&sent, &n.Payload, &n.Attempts)
 	if errors.Is(err, sql.ErrNoRows) {
 		return n, ErrNotFound
 	}
 	if sent.Valid {
 		n.SentAt = &sent.Int64
-	}
-	if dedup.Valid {
-		n.DedupKey = &dedup.String
 	}
 	return n, err
 }
@@ -297,7 +296,7 @@ func (s *Store) DedupKeysWritten(ctx context.Context, q Querier, userID, typ str
 		found, err := queryAll(ctx, s, q, func(r scanner) (string, error) {
 			var k string
 			return k, r.Scan(&k)
-		}, `SELECT DISTINCT dedup_key FROM notifications WHERE user_id = `+s.placeholder(1)+` AND type = `+s.placeholder(2)+
+		}, `SELECT dedup_key FROM notice_once WHERE user_id = `+s.placeholder(1)+` AND type = `+s.placeholder(2)+
 			` AND dedup_key IN (`+list+`)`, args...)
 		if err != nil {
 			return nil, err
@@ -311,25 +310,30 @@ func (s *Store) DedupKeysWritten(ctx context.Context, q Querier, userID, typ str
 }
 
 // InsertNotifications stores notices' rows in tx, a few hundred per
-// statement, and reports how many it stored: a once-only row (a dedup key)
-// whose notice was written before is skipped, so a job's notices stay
-// once-only without reading their keys first. The caller holds the
-// account's lock and stamped the rows above the account's newest
-// (NoticeContext), which the unique index on (user_id, created_at) checks.
+// statement, and reports how many it stored. A once-only notice (its rows'
+// DedupKey) is marked first (markOnce); the rows of one marked before are
+// skipped, so a job's notices stay once-only without reading their keys
+// first. The caller holds the account's lock and stamped the rows above the
+// account's newest (NoticeContext), which the unique index on (user_id,
+// created_at) checks: a stamp taken is an error.
 func (s *Store) InsertNotifications(ctx context.Context, tx *sql.Tx, rows []Notification) (int64, error) {
-	const chunk = 300 // 12 values a row: well under both stores' limits on parameters
+	rows, err := s.markOnce(ctx, tx, rows)
+	if err != nil {
+		return 0, err
+	}
+	const chunk = 300 // 11 values a row: well under both stores' limits on parameters
 	var stored int64
 	for len(rows) > 0 {
 		n := min(chunk, len(rows))
 		var b strings.Builder
 		b.WriteString(`INSERT INTO notifications (` + notificationColumns + `) VALUES `)
-		args := make([]any, 0, 12*n)
+		args := make([]any, 0, 11*n)
 		for i, r := range rows[:n] {
 			if i > 0 {
 				b.WriteString(", ")
 			}
 			b.WriteString("(")
-			for j := range 12 {
+			for j := range 11 {
 				if j > 0 {
 					b.WriteString(", ")
 				}
@@ -337,11 +341,8 @@ func (s *Store) InsertNotifications(ctx context.Context, tx *sql.Tx, rows []Noti
 			}
 			b.WriteString(")")
 			args = append(args, r.ID, r.UserID, r.Type, r.Channel, r.Severity, r.DeliveryStatus, r.Digest, r.CreatedAt,
-				r.SentAt, r.DedupKey, r.Payload, r.Attempts)
+				r.SentAt, r.Payload, r.Attempts)
 		}
-		// The conflict target is notifications_once: any other unique
-		// violation (a stamp taken) is still an error.
-		b.WriteString(` ON CONFLICT (user_id, type, dedup_key, channel) WHERE dedup_key IS NOT NULL DO NOTHING`)
 		res, err := tx.ExecContext(ctx, b.String(), args...)
 		if err != nil {
 			return stored, err
@@ -354,6 +355,87 @@ func (s *Store) InsertNotifications(ctx context.Context, tx *sql.Tx, rows []Noti
 		rows = rows[n:]
 	}
 	return stored, nil
+}
+
+// markOnce marks the once-only notices among rows — each (user_id, type,
+// DedupKey) once, in notice_once — and returns rows without those of the
+// notices that were marked before. rows itself is not changed.
+func (s *Store) markOnce(ctx context.Context, tx *sql.Tx, rows []Notification) ([]Notification, error) {
+	type group struct{ userID, typ string }
+	type key struct {
+		group
+		dedup string
+	}
+	var order []group
+	keys := make(map[group][]string)
+	fresh := make(map[key]bool)
+	for _, r := range rows {
+		if r.DedupKey == nil {
+			continue
+		}
+		k := key{group{r.UserID, r.Type}, *r.DedupKey}
+		if _, ok := fresh[k]; ok {
+			continue
+		}
+		fresh[k] = false
+		if _, ok := keys[k.group]; !ok {
+			order = append(order, k.group)
+		}
+		keys[k.group] = append(keys[k.group], k.dedup)
+	}
+	marked := 0
+	for _, g := range order {
+		// In key order: a batch's markers go into the B-tree side by side
+		// (a job's keys come in expiry order, scattered across it).
+		slices.Sort(keys[g])
+		for ks := keys[g]; len(ks) > 0; {
+			n := min(500, len(ks))
+			var b strings.Builder
+			b.WriteString(`INSERT INTO notice_once (user_id, type, dedup_key) VALUES `)
+			var args []any
+			for i, k := range ks[:n] {
+				if i > 0 {
+					b.WriteString(", ")
+				}
+				// Positional on SQLite (the driver looks a named parameter
+				// up by a scan of all of them, at every bind); on
+				// PostgreSQL $1 and $2 again in every tuple.
+				if s.Dialect == SQLite {
+					args = append(args, g.userID, g.typ, k)
+					b.WriteString("(?, ?, ?)")
+				} else {
+					if i == 0 {
+						args = append(args, g.userID, g.typ)
+					}
+					args = append(args, k)
+					b.WriteString("($1, $2, $" + strconv.Itoa(len(args)) + ")")
+				}
+			}
+			b.WriteString(` ON CONFLICT DO NOTHING RETURNING dedup_key`)
+			done, err := queryAll(ctx, s, tx, func(r scanner) (string, error) {
+				var k string
+				return k, r.Scan(&k)
+			}, b.String(), args...)
+			if err != nil {
+				return nil, err
+			}
+			for _, k := range done {
+				fresh[key{g, k}] = true
+			}
+			marked += len(done)
+			ks = ks[n:]
+		}
+	}
+	if marked == len(fresh) {
+		return rows, nil
+	}
+	out := make([]Notification, 0, len(rows))
+	for _, r := range rows {
+		if r.DedupKey == nil || fresh[key{group{r.UserID, r.Type}, *r.DedupKey}] {
+			out = append(out, r)
+		}
+	}
+	return out, nil
 }
 
 // Notifications lists userID's rows newest first: those created before

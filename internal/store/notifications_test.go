@@ -159,6 +159,12 @@ func TestInsertNotificationsSkipsOnceOnlyRowsWrittenBefore(t *testing.T) {
 		if _, err := s.NotificationByID(ctx, nil, "u1", "b1"); err == nil {
 			t.Error("b1, a second row of g1@t in_app, was stored")
 		}
+		// Once-only is per notice, not per channel: the same key with a
+		// channel its first write did not have (a preference changed since)
+		// stores nothing either.
+		if n, err := insert(row("c0", "webhook", "g1@t")); err != nil || n != 0 {
+			t.Errorf("a new channel of g1@t: %d stored, %v; want none", n, err)
+		}
 		taken := row("c1", "in_app", "")
 		taken.CreatedAt = now.UnixMicro() + 1
 		if _, err := insert(taken); err == nil {

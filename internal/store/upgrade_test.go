@@ -472,3 +472,53 @@ func TestQuotaOfADayJustBeforeTheLastCharged(t *testing.T) {
 		}
 	})
 }
+
+// Migration 021 moves the once-only mark of a notice from its rows (their
+// dedup_key, unique per channel) to notice_once. A notice written before the
+// upgrade stays written: the same key afterwards stores nothing, on every
+// channel, and the rows written before keep everything the API shows.
+func TestUpgradeTo21KeepsOnceOnlyNoticesWritten(t *testing.T) {
+	storetest.Each(t, func(t *testing.T, dsn string) {
+		ctx := context.Background()
+		old, err := store.OpenAtVersion(ctx, dsn, 20)
+		if err != nil {
+			t.Fatal(err)
+		}
+		const typ, key = "grant.expiring_24h", "g-1@2026-11-27T12:00:00.000000Z"
+		now := time.Date(2026, 11, 26, 12, 0, 0, 0, time.UTC).UnixMicro()
+		if _, err := old.WriteDB().ExecContext(ctx, `INSERT INTO accounts (user_id, created_at) VALUES ('u1', $1)`, now); err != nil {
+			t.Fatal(err)
+		}
+		for i, ch := range []string{"in_app", "email", "webhook"} {
+			if _, err := old.WriteDB().ExecContext(ctx, `INSERT INTO notifications (id, user_id, type, channel, severity, delivery_status,
+				digest, created_at, sent_at, dedup_key, payload, attempts) VALUES ($1, 'u1', $2, $3, 'warning', 'sent', FALSE, $4, $4, $5, '{}', 0)`,
+				fmt.Sprintf("n%d", i), typ, ch, now+int64(i), key); err != nil {
+				t.Fatal(err)
+			}
+		}
+		old.Close()
+
+		st := storetest.Open(t, dsn) // every migration
+		done, err := st.DedupKeysWritten(ctx, nil, "u1", typ, []string{key, "g-2@2026-11-27T12:00:00.000000Z"})
+		if err != nil || len(done) != 1 || !done[key] {
+			t.Fatalf("DedupKeysWritten after the upgrade = %v, %v; want only %s", done, err, key)
+		}
+		k := key
+		err = st.InTx(ctx, func(tx *sql.Tx) error {
+			n, err := st.InsertNotifications(ctx, tx, []store.Notification{{ID: "again", UserID: "u1", Type: typ, Channel: "in_app",
+				Severity: "warning", DeliveryStatus: "sent", CreatedAt: now + 10, DedupKey: &k, Payload: "{}"}})
+			if n != 0 {
+				t.Errorf("the notice written before the upgrade was stored again (%d rows)", n)
+			}
+			return err
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		rows, err := st.Notifications(ctx, "u1", nil, nil, 10)
+		if err != nil || len(rows) != 3 || rows[0].ID != "n2" || rows[0].Channel != "webhook" || rows[0].CreatedAt != now+2 ||
+			rows[0].SentAt == nil || *rows[0].SentAt != now+2 || rows[2].ID != "n0" {
+			t.Fatalf("rows after the upgrade: %+v, %v", rows, err)
+		}
+	})
+}
