@@ -129,7 +129,14 @@ func (a *App) unnotifiedExpiring(ctx context.Context, userID string, gs []store.
 	if err != nil {
 		return nil, err
 	}
-	return slices.DeleteFunc(ns, func(n Notice) bool { return done[n.DedupKey] }), nil
+	ns = slices.DeleteFunc(ns, func(n Notice) bool { return done[n.DedupKey] })
+	nt, _ := domain.LookupNoticeType(domain.NoticeGrantExpiring24h)
+	for i := range ns {
+		if ns[i], err = ns[i].encode(nt); err != nil {
+			return nil, err
+		}
+	}
+	return ns, nil
 }
 
 // KeyExpiry is the key-expiry job's answer (swept).

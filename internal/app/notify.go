@@ -36,6 +36,9 @@ type Notice struct {
 	// Title and Body replace the email's text (test dispatcher, announce);
 	// Severity replaces the type's in the email and the push (never in the row).
 	Title, Body, Severity string
+
+	// encoded, when set, is the payload already marshalled (encode).
+	encoded string
 }
 
 // noticePayload is what a row's email and push carry (store column payload).
@@ -44,6 +47,24 @@ type noticePayload struct {
 	Severity string         `json:"severity"`
 	Title    string         `json:"title,omitempty"`
 	Body     string         `json:"body,omitempty"`
+}
+
+// payload is the JSON n's email and push rows carry, for a notice of type nt.
+func (n Notice) payload(nt domain.NoticeType) (string, error) {
+	if n.encoded != "" {
+		return n.encoded, nil
+	}
+	b, err := json.Marshal(noticePayload{Subject: n.Subject, Severity: cmp.Or(n.Severity, nt.Severity), Title: n.Title, Body: n.Body})
+	return string(b), err
+}
+
+// encode returns n with its payload marshalled now, so that the writer,
+// which writes the rows, need not (the expiry job marshals its notices on
+// the goroutine that reads the grants).
+func (n Notice) encode(nt domain.NoticeType) (Notice, error) {
+	p, err := n.payload(nt)
+	n.encoded = p
+	return n, err
 }
 
 // Notification is one row as GET /v1/notifications shows it.
@@ -220,7 +241,7 @@ func (a *App) noticeRows(userID string, nt domain.NoticeType, r domain.Recipient
 	}
 	rows := make([]store.Notification, 0, len(decided)*len(ns))
 	for _, n := range ns {
-		payload, err := json.Marshal(noticePayload{Subject: n.Subject, Severity: cmp.Or(n.Severity, nt.Severity), Title: n.Title, Body: n.Body})
+		payload, err := n.payload(nt)
 		if err != nil {
 			return nil, err
 		}
@@ -235,7 +256,10 @@ func (a *App) noticeRows(userID string, nt domain.NoticeType, r domain.Recipient
 			}
 			row := store.Notification{ID: id.String(), UserID: userID, Type: nt.Name, Channel: d.Channel, Severity: nt.Severity,
 				DeliveryStatus: d.Status, Digest: d.Status == domain.DeliverySuppressedDigest, CreatedAt: int64(len(rows)),
-				DedupKey: dedup, Payload: string(payload)}
+				DedupKey: dedup}
+			if carriesPayload(d) {
+				row.Payload = payload
+			}
 			if d.Status == domain.DeliverySent {
 				sent := row.CreatedAt
 				row.SentAt = &sent
@@ -244,6 +268,16 @@ func (a *App) noticeRows(userID string, nt domain.NoticeType, r domain.Recipient
 		}
 	}
 	return rows, nil
+}
+
+// carriesPayload reports whether a row decided as d may ever be sent, and
+// so needs the payload its email or push would carry. An in_app row is sent
+// as it is written, and a pending webhook row (no endpoint took the type)
+// stays pending: neither is ever in an outbox, nor redelivered (only a
+// failed row is), so they store none — a third of a notice's bytes for an
+// account without endpoints.
+func carriesPayload(d domain.NoticeRow) bool {
+	return d.Channel != domain.ChannelInApp && d.Status != domain.DeliveryPending
 }
 
 // NotificationPage is GET /v1/notifications.
