@@ -321,27 +321,35 @@ func (s *Store) InsertNotifications(ctx context.Context, tx *sql.Tx, rows []Noti
 	if err != nil {
 		return 0, err
 	}
-	const chunk = 300 // 11 values a row: well under both stores' limits on parameters
 	var stored int64
 	for len(rows) > 0 {
-		n := min(chunk, len(rows))
+		// One statement for a run of rows of one account, type and
+		// severity (a notice's rows, a job's notices), at most chunk: those
+		// three are bound once, as $1 to $3, and each row binds the rest —
+		// on SQLite every text bound is copied, and three of a row's seven
+		// texts were the same in every row.
+		const chunk = 300 // 8 values a row: well under both stores' limits on parameters
+		n := 1
+		for n < min(chunk, len(rows)) && rows[n].UserID == rows[0].UserID && rows[n].Type == rows[0].Type && rows[n].Severity == rows[0].Severity {
+			n++
+		}
 		var b strings.Builder
-		b.WriteString(`INSERT INTO notifications (` + notificationColumns + `) VALUES `)
-		args := make([]any, 0, 11*n)
+		b.WriteString(`INSERT INTO notifications (user_id, type, severity, id, channel, delivery_status, digest, created_at, sent_at, payload, attempts) VALUES `)
+		args := make([]any, 0, 3+8*n)
+		args = append(args, rows[0].UserID, rows[0].Type, rows[0].Severity)
 		for i, r := range rows[:n] {
 			if i > 0 {
 				b.WriteString(", ")
 			}
-			b.WriteString("(")
-			for j := range 11 {
-				if j > 0 {
-					b.WriteString(", ")
-				}
-				b.WriteString(s.placeholder(len(args) + j + 1))
+			// $1 to $3 come first in every tuple, so that on SQLite, where
+			// the other parameters are positional (?), they are its first
+			// three (a ? is numbered after the largest before it).
+			b.WriteString("($1, $2, $3")
+			for j := range 8 {
+				b.WriteString(", " + s.placeholder(len(args)+j+1))
 			}
 			b.WriteString(")")
-			args = append(args, r.ID, r.UserID, r.Type, r.Channel, r.Severity, r.DeliveryStatus, r.Digest, r.CreatedAt,
-				r.SentAt, r.Payload, r.Attempts)
+			args = append(args, r.ID, r.Channel, r.DeliveryStatus, r.Digest, r.CreatedAt, r.SentAt, r.Payload, r.Attempts)
 		}
 		res, err := tx.ExecContext(ctx, b.String(), args...)
 		if err != nil {
@@ -362,80 +370,153 @@ func (s *Store) InsertNotifications(ctx context.Context, tx *sql.Tx, rows []Noti
 // notices that were marked before. rows itself is not changed.
 func (s *Store) markOnce(ctx context.Context, tx *sql.Tx, rows []Notification) ([]Notification, error) {
 	type group struct{ userID, typ string }
-	type key struct {
-		group
-		dedup string
-	}
 	var order []group
 	keys := make(map[group][]string)
-	fresh := make(map[key]bool)
+	var last group
 	for _, r := range rows {
 		if r.DedupKey == nil {
 			continue
 		}
-		k := key{group{r.UserID, r.Type}, *r.DedupKey}
-		if _, ok := fresh[k]; ok {
-			continue
-		}
-		fresh[k] = false
-		if _, ok := keys[k.group]; !ok {
-			order = append(order, k.group)
-		}
-		keys[k.group] = append(keys[k.group], k.dedup)
-	}
-	marked := 0
-	for _, g := range order {
-		// In key order: a batch's markers go into the B-tree side by side
-		// (a job's keys come in expiry order, scattered across it).
-		slices.Sort(keys[g])
-		for ks := keys[g]; len(ks) > 0; {
-			n := min(500, len(ks))
-			var b strings.Builder
-			b.WriteString(`INSERT INTO notice_once (user_id, type, dedup_key) VALUES `)
-			var args []any
-			for i, k := range ks[:n] {
-				if i > 0 {
-					b.WriteString(", ")
-				}
-				// Positional on SQLite (the driver looks a named parameter
-				// up by a scan of all of them, at every bind); on
-				// PostgreSQL $1 and $2 again in every tuple.
-				if s.Dialect == SQLite {
-					args = append(args, g.userID, g.typ, k)
-					b.WriteString("(?, ?, ?)")
-				} else {
-					if i == 0 {
-						args = append(args, g.userID, g.typ)
-					}
-					args = append(args, k)
-					b.WriteString("($1, $2, $" + strconv.Itoa(len(args)) + ")")
-				}
+		if g := (group{r.UserID, r.Type}); g != last || len(order) == 0 {
+			if _, ok := keys[g]; !ok {
+				order = append(order, g)
 			}
-			b.WriteString(` ON CONFLICT DO NOTHING RETURNING dedup_key`)
-			done, err := queryAll(ctx, s, tx, func(r scanner) (string, error) {
-				var k string
-				return k, r.Scan(&k)
-			}, b.String(), args...)
+			last = g
+		}
+		keys[last] = append(keys[last], *r.DedupKey)
+	}
+	var fresh map[group]map[string]bool // of the groups with keys marked before
+	for _, g := range order {
+		// In key order, each once: a batch's marks go into the B-tree side
+		// by side (a job's keys come in expiry order, scattered across it).
+		ks := slices.Compact(slices.Sorted(slices.Values(keys[g])))
+		var marked map[string]bool
+		for chunk := range slices.Chunk(ks, 1000) {
+			got, err := s.markKeys(ctx, tx, g.userID, g.typ, chunk)
 			if err != nil {
 				return nil, err
 			}
-			for _, k := range done {
-				fresh[key{g, k}] = true
+			if got != nil && marked == nil {
+				marked = make(map[string]bool, len(ks))
+				for _, k := range ks {
+					marked[k] = true // until a chunk says otherwise
+				}
 			}
-			marked += len(done)
-			ks = ks[n:]
+			for k, isNew := range got {
+				marked[k] = isNew
+			}
+		}
+		if marked != nil {
+			if fresh == nil {
+				fresh = make(map[group]map[string]bool)
+			}
+			fresh[g] = marked
 		}
 	}
-	if marked == len(fresh) {
+	if fresh == nil {
 		return rows, nil
 	}
 	out := make([]Notification, 0, len(rows))
 	for _, r := range rows {
-		if r.DedupKey == nil || fresh[key{group{r.UserID, r.Type}, *r.DedupKey}] {
+		if f, some := fresh[group{r.UserID, r.Type}]; r.DedupKey == nil || !some || f[*r.DedupKey] {
 			out = append(out, r)
 		}
 	}
 	return out, nil
+}
+
+// markKeys marks userID's notices of typ with the (sorted, distinct) keys
+// ks. It returns nil when every key was new, and otherwise which were (true)
+// and which marked before (false).
+//
+// On PostgreSQL one statement returns the keys it inserted (a conflict with
+// a concurrent transaction waits for it, then skips). On SQLite, where the
+// one writer runs the transaction, the insert is counted instead of
+// returning each key — in a savepoint, which is released when every key was
+// new (a job's, read before it: the rule) and otherwise undone, to mark the
+// keys not found.
+func (s *Store) markKeys(ctx context.Context, tx *sql.Tx, userID, typ string, ks []string) (map[string]bool, error) {
+	insert := func(suffix string) (string, []any) {
+		var b strings.Builder
+		b.WriteString(`INSERT INTO notice_once (user_id, type, dedup_key) VALUES `)
+		args := make([]any, 0, 2+len(ks))
+		args = append(args, userID, typ)
+		for i, k := range ks {
+			if i > 0 {
+				b.WriteString(", ")
+			}
+			// $1 and $2 first in every tuple: on SQLite, where the key is
+			// positional (?), they are its first two parameters.
+			args = append(args, k)
+			b.WriteString("($1, $2, " + s.placeholder(len(args)) + ")")
+		}
+		return b.String() + suffix, args
+	}
+	result := func(inserted []string) map[string]bool {
+		if len(inserted) == len(ks) {
+			return nil
+		}
+		out := make(map[string]bool, len(ks))
+		for _, k := range ks {
+			out[k] = false
+		}
+		for _, k := range inserted {
+			out[k] = true
+		}
+		return out
+	}
+	if s.Dialect == Postgres {
+		q, args := insert(` ON CONFLICT DO NOTHING RETURNING dedup_key`)
+		inserted, err := queryAll(ctx, s, tx, func(r scanner) (string, error) {
+			var k string
+			return k, r.Scan(&k)
+		}, q, args...)
+		if err != nil {
+			return nil, err
+		}
+		return result(inserted), nil
+	}
+	if _, err := tx.ExecContext(ctx, `SAVEPOINT once`); err != nil {
+		return nil, err
+	}
+	q, args := insert(` ON CONFLICT DO NOTHING`)
+	res, err := tx.ExecContext(ctx, q, args...)
+	var n int64
+	if err == nil {
+		n, err = res.RowsAffected()
+	}
+	if err == nil && n == int64(len(ks)) {
+		_, err = tx.ExecContext(ctx, `RELEASE once`)
+		return nil, err
+	}
+	if err != nil {
+		tx.ExecContext(ctx, `ROLLBACK TO once`)
+		tx.ExecContext(ctx, `RELEASE once`)
+		return nil, err
+	}
+	// Some were marked before: undo, find them, mark the others.
+	if _, err := tx.ExecContext(ctx, `ROLLBACK TO once`); err != nil {
+		return nil, err
+	}
+	if _, err := tx.ExecContext(ctx, `RELEASE once`); err != nil {
+		return nil, err
+	}
+	done, err := s.DedupKeysWritten(ctx, tx, userID, typ, ks)
+	if err != nil {
+		return nil, err
+	}
+	var todo []string
+	for _, k := range ks {
+		if !done[k] {
+			todo = append(todo, k)
+		}
+	}
+	if len(todo) > 0 {
+		if _, err := s.markKeys(ctx, tx, userID, typ, todo); err != nil {
+			return nil, err
+		}
+	}
+	return result(todo), nil
 }
 
 // Notifications lists userID's rows newest first: those created before

@@ -246,3 +246,66 @@ func benchmarkNoticeRows(b *testing.B, s *store.Store) {
 		})
 	})
 }
+
+// A job's write of thousands of once-only notices, a few of them written
+// before (by a run between its read and its write), stores each of the
+// others once and none of those: marks go a thousand to a statement, and a
+// statement meeting a mark undoes itself and marks only the new keys.
+func TestInsertNotificationsMarksThousandsOnce(t *testing.T) {
+	storetest.EachStore(t, func(t *testing.T, s *store.Store) {
+		ctx := context.Background()
+		now := time.Date(2026, 11, 26, 12, 0, 0, 0, time.UTC)
+		if err := s.InTx(ctx, func(tx *sql.Tx) error {
+			return s.CreateAccountWithKey(ctx, tx, store.Account{UserID: "u1", CreatedAt: now},
+				store.APIKey{ID: "k1", UserID: "u1", Hash: []byte("h1"), Prefix: "p", CreatedAt: now})
+		}); err != nil {
+			t.Fatal(err)
+		}
+		stamp := now.UnixMicro()
+		notices := func(prefix string, keys ...int) []store.Notification {
+			var rows []store.Notification
+			for _, k := range keys {
+				key := fmt.Sprintf("g-%05d@t", k)
+				for _, ch := range []string{"in_app", "email"} {
+					stamp++
+					rows = append(rows, store.Notification{ID: fmt.Sprintf("%s-%d-%s", prefix, k, ch), UserID: "u1", Type: "grant.expiring_24h",
+						Channel: ch, Severity: "warning", DeliveryStatus: "sent", CreatedAt: stamp, DedupKey: &key, Payload: "{}"})
+				}
+			}
+			return rows
+		}
+		insert := func(rows []store.Notification) int64 {
+			t.Helper()
+			var n int64
+			if err := s.InTx(ctx, func(tx *sql.Tx) (err error) {
+				n, err = s.InsertNotifications(ctx, tx, rows)
+				return err
+			}); err != nil {
+				t.Fatal(err)
+			}
+			return n
+		}
+		before := []int{7, 1500, 2499} // in the first, second and third thousand
+		if n := insert(notices("a", before...)); n != 6 {
+			t.Fatalf("first write: %d rows, want 6", n)
+		}
+		all := make([]int, 2500)
+		for i := range all {
+			all[i] = 2499 - i // not in key order
+		}
+		if n := insert(notices("b", all...)); n != 2*(2500-3) {
+			t.Fatalf("second write: %d rows, want %d (the three written before skipped)", n, 2*(2500-3))
+		}
+		for _, k := range []int{7, 1500, 2499} {
+			if _, err := s.NotificationByID(ctx, nil, "u1", fmt.Sprintf("b-%d-in_app", k)); err == nil {
+				t.Errorf("key %d, written before, was written again", k)
+			}
+		}
+		if _, err := s.NotificationByID(ctx, nil, "u1", "b-8-email"); err != nil {
+			t.Errorf("a new key's row: %v", err)
+		}
+		if n := insert(notices("c", all...)); n != 0 {
+			t.Fatalf("third write: %d rows, want none", n)
+		}
+	})
+}
