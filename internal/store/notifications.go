@@ -325,33 +325,14 @@ func (s *Store) InsertNotifications(ctx context.Context, tx *sql.Tx, rows []Noti
 	for len(rows) > 0 {
 		// One statement for a run of rows of one account, type and
 		// severity (a notice's rows, a job's notices), at most chunk: those
-		// three are bound once, as $1 to $3, and each row binds the rest —
-		// on SQLite every text bound is copied, and three of a row's seven
-		// texts were the same in every row.
-		const chunk = 300 // 8 values a row: well under both stores' limits on parameters
+		// three are bound once, as $1 to $3.
+		const chunk = 300 // at most 4 values a row: well under both stores' limits on parameters
 		n := 1
 		for n < min(chunk, len(rows)) && rows[n].UserID == rows[0].UserID && rows[n].Type == rows[0].Type && rows[n].Severity == rows[0].Severity {
 			n++
 		}
-		var b strings.Builder
-		b.WriteString(`INSERT INTO notifications (user_id, type, severity, id, channel, delivery_status, digest, created_at, sent_at, payload, attempts) VALUES `)
-		args := make([]any, 0, 3+8*n)
-		args = append(args, rows[0].UserID, rows[0].Type, rows[0].Severity)
-		for i, r := range rows[:n] {
-			if i > 0 {
-				b.WriteString(", ")
-			}
-			// $1 to $3 come first in every tuple, so that on SQLite, where
-			// the other parameters are positional (?), they are its first
-			// three (a ? is numbered after the largest before it).
-			b.WriteString("($1, $2, $3")
-			for j := range 8 {
-				b.WriteString(", " + s.placeholder(len(args)+j+1))
-			}
-			b.WriteString(")")
-			args = append(args, r.ID, r.Channel, r.DeliveryStatus, r.Digest, r.CreatedAt, r.SentAt, r.Payload, r.Attempts)
-		}
-		res, err := tx.ExecContext(ctx, b.String(), args...)
+		q, args := s.notificationsInsert(rows[:n])
+		res, err := tx.ExecContext(ctx, q, args...)
 		if err != nil {
 			return stored, err
 		}
@@ -363,6 +344,89 @@ func (s *Store) InsertNotifications(ctx context.Context, tx *sql.Tx, rows []Noti
 		rows = rows[n:]
 	}
 	return stored, nil
+}
+
+// notificationsInsert is the INSERT of rows, which share their account,
+// type and severity. Only what differs from row to row is bound: the id,
+// created_at, sent_at when set, and a payload when not empty; the rest
+// (channel, delivery status, digest, attempts; an empty payload, a null
+// sent_at) is written into the statement's text. A notice's rows are
+// decided alike for every notice of an account, so a job's chunks share one
+// text (one prepared statement), and on SQLite, which copies every value
+// bound, a row binds 2 or 3 values instead of 8.
+func (s *Store) notificationsInsert(rows []Notification) (string, []any) {
+	var b strings.Builder
+	b.Grow(160 + 80*len(rows))
+	b.WriteString(`INSERT INTO notifications (user_id, type, severity, id, channel, delivery_status, digest, created_at, sent_at, payload, attempts) VALUES `)
+	args := make([]any, 0, 3+3*len(rows))
+	args = append(args, rows[0].UserID, rows[0].Type, rows[0].Severity)
+	// On SQLite the row's values are positional (?): a named or numbered
+	// parameter costs a scan of the statement's list of names when bound.
+	bind := func(v any) {
+		args = append(args, v)
+		b.WriteString(s.placeholder(len(args)))
+	}
+	word := func(v string) {
+		if isSQLWord(v) {
+			b.WriteByte('\'')
+			b.WriteString(v)
+			b.WriteByte('\'')
+		} else {
+			bind(v)
+		}
+	}
+	var num [20]byte
+	for i, r := range rows {
+		if i > 0 {
+			b.WriteString(", ")
+		}
+		// $1 to $3 come first in every tuple, so that on SQLite they are
+		// its first three parameters (a ? is numbered after the largest
+		// before it).
+		b.WriteString("($1, $2, $3, ")
+		bind(r.ID)
+		b.WriteString(", ")
+		word(r.Channel)
+		b.WriteString(", ")
+		word(r.DeliveryStatus)
+		if r.Digest {
+			b.WriteString(", TRUE, ")
+		} else {
+			b.WriteString(", FALSE, ")
+		}
+		bind(r.CreatedAt)
+		b.WriteString(", ")
+		if r.SentAt == nil {
+			b.WriteString("NULL")
+		} else {
+			bind(*r.SentAt)
+		}
+		b.WriteString(", ")
+		if r.Payload == "" {
+			b.WriteString("''")
+		} else {
+			bind(r.Payload)
+		}
+		b.WriteString(", ")
+		b.Write(strconv.AppendInt(num[:0], int64(r.Attempts), 10))
+		b.WriteByte(')')
+	}
+	return b.String(), args
+}
+
+// isSQLWord reports whether v, a word of lower-case letters and underscores
+// (the channels and delivery statuses), may be written into a statement as
+// a string literal.
+func isSQLWord(v string) bool {
+	if v == "" {
+		return false
+	}
+	for _, c := range v {
+		if (c < 'a' || c > 'z') && c != '_' {
+			return false
+		}
+	}
+	return true
 }
 
 // markOnce marks the once-only notices among rows — each (user_id, type,

@@ -309,3 +309,61 @@ func TestInsertNotificationsMarksThousandsOnce(t *testing.T) {
 		}
 	})
 }
+
+// InsertNotifications writes each column's every form back exactly: the
+// values it writes into the statement's text (a channel or status word,
+// digest, attempts, an empty payload, a null sent_at) and those it binds
+// (a sent_at apart from created_at, a payload, a status that is no plain
+// word, which must not reach the text).
+func TestInsertNotificationsStoresEveryColumnForm(t *testing.T) {
+	storetest.EachStore(t, func(t *testing.T, s *store.Store) {
+		ctx := context.Background()
+		now := time.Date(2026, 11, 27, 5, 0, 0, 0, time.UTC)
+		if err := s.InTx(ctx, func(tx *sql.Tx) error {
+			return s.CreateAccountWithKey(ctx, tx, store.Account{UserID: "u1", CreatedAt: now},
+				store.APIKey{ID: "k1", UserID: "u1", Hash: []byte("h1"), Prefix: "p", CreatedAt: now})
+		}); err != nil {
+			t.Fatal(err)
+		}
+		at := func(us int64) *int64 { return &us }
+		base := now.UnixMicro()
+		want := []store.Notification{
+			{ID: "n1", Channel: "in_app", DeliveryStatus: "sent", CreatedAt: base, SentAt: at(base)},
+			{ID: "n2", Channel: "email", DeliveryStatus: "suppressed_digest", Digest: true, CreatedAt: base + 1, Payload: `{"a":1}`},
+			{ID: "n3", Channel: "webhook", DeliveryStatus: "failed", CreatedAt: base + 2, SentAt: at(base + 50), Payload: `{"b":"it's"}`, Attempts: 3},
+			{ID: "n4", Channel: "webhook", DeliveryStatus: "x'); DROP TABLE notifications; --", CreatedAt: base + 3},
+		}
+		for i := range want {
+			want[i].UserID, want[i].Type, want[i].Severity = "u1", "grant.revoked", "warning"
+		}
+		if err := s.InTx(ctx, func(tx *sql.Tx) error {
+			n, err := s.InsertNotifications(ctx, tx, want)
+			if err == nil && n != int64(len(want)) {
+				err = fmt.Errorf("stored %d rows, want %d", n, len(want))
+			}
+			return err
+		}); err != nil {
+			t.Fatal(err)
+		}
+		for _, w := range want {
+			var got store.Notification
+			var sent sql.NullInt64
+			if err := s.DB().QueryRowContext(ctx, `SELECT user_id, type, severity, channel, delivery_status, digest, created_at, sent_at, payload, attempts
+				FROM notifications WHERE id = $1`, w.ID).Scan(&got.UserID, &got.Type, &got.Severity, &got.Channel, &got.DeliveryStatus,
+				&got.Digest, &got.CreatedAt, &sent, &got.Payload, &got.Attempts); err != nil {
+				t.Fatalf("%s: %v", w.ID, err)
+			}
+			got.ID = w.ID
+			if sent.Valid {
+				got.SentAt = &sent.Int64
+			}
+			if (got.SentAt == nil) != (w.SentAt == nil) || (got.SentAt != nil && *got.SentAt != *w.SentAt) {
+				t.Errorf("%s: sent_at %v, want %v", w.ID, got.SentAt, w.SentAt)
+			}
+			got.SentAt, w.SentAt = nil, nil
+			if got != w {
+				t.Errorf("%s: stored %+v, want %+v", w.ID, got, w)
+			}
+		}
+	})
+}
