@@ -49,7 +49,7 @@ func (a *App) GrantExpirySweep(ctx context.Context) (GrantExpiry, error) {
 	}
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
-	next := make(chan account, 2)
+	next := make(chan account, 16)
 	readErr := make(chan error, 1)
 	go func() {
 		defer close(next)
@@ -67,20 +67,37 @@ func (a *App) GrantExpirySweep(ctx context.Context) (GrantExpiry, error) {
 		})
 	}()
 	var res GrantExpiry
+	open := true // next, until the reader is done
 	for {
 		// Accounts are written a few thousand notices to a transaction: a
 		// commit per account would make the run wait on a disk flush per
 		// account.
 		var batch []account
 		size := 0
-		for acct := range next {
+		take := func(acct account) {
 			res.Expiring += acct.expiring
 			if len(acct.ns) > 0 {
 				batch = append(batch, acct)
 				size += len(acct.ns)
 			}
-			if size >= cmp.Or(a.expiryNoticesPerWrite, expiryNoticesPerWrite) {
-				break
+		}
+		// Wait for one account with notices, then take what else is ready:
+		// the writer starts as soon as there is something to write.
+		for len(batch) == 0 && open {
+			var acct account
+			if acct, open = <-next; open {
+				take(acct)
+			}
+		}
+	drain:
+		for open && size < cmp.Or(a.expiryNoticesPerWrite, expiryNoticesPerWrite) {
+			select {
+			case acct, ok := <-next:
+				if open = ok; ok {
+					take(acct)
+				}
+			default:
+				break drain
 			}
 		}
 		if len(batch) == 0 {

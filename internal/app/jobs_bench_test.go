@@ -60,7 +60,7 @@ func BenchmarkGrantExpirySweep(b *testing.B) {
 
 // prepareExpiringGrants stores n grants expiring in 12 hours, round-robin
 // over as many new accounts as accounts says.
-func prepareExpiringGrants(b *testing.B, a *app.App, st *store.Store, accounts, n int) {
+func prepareExpiringGrants(b testing.TB, a *app.App, st *store.Store, accounts, n int) {
 	b.Helper()
 	ctx := context.Background()
 	users := make([]string, accounts)
