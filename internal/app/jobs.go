@@ -8,6 +8,7 @@ package app
 import (
 	"cmp"
 	"context"
+	"encoding/json"
 	"fmt"
 	"maps"
 	"slices"
@@ -130,30 +131,54 @@ func (a *App) GrantExpirySweep(ctx context.Context) (GrantExpiry, error) {
 const expiryNoticesPerWrite = 5000
 
 // unnotifiedExpiring is the grant.expiring_24h notices of userID's grants
-// gs not written before. Most grants of a run after the first were
-// notified before: they are skipped here, without a write (the write skips
-// any written since).
+// gs not written before, their payloads marshalled. Most grants of a run
+// after the first were notified before: they are skipped here, without a
+// write (the write skips any written since).
 func (a *App) unnotifiedExpiring(ctx context.Context, userID string, gs []store.ExpiringGrant) ([]Notice, error) {
-	ns := make([]Notice, 0, len(gs))
-	keys := make([]string, 0, len(gs))
-	for _, g := range gs {
-		exp := domain.FormatTimestamp(g.ExpiresAt)
-		ns = append(ns, Notice{Type: domain.NoticeGrantExpiring24h, DedupKey: g.GrantID + "@" + exp,
-			Subject: map[string]any{"grant_id": g.GrantID, "subagent": g.Subagent, "expires_at": exp}})
-		keys = append(keys, g.GrantID+"@"+exp)
+	keys := make([]string, len(gs))
+	for i, g := range gs {
+		keys[i] = g.GrantID + "@" + domain.FormatTimestamp(g.ExpiresAt)
 	}
 	done, err := a.Store.DedupKeysWritten(ctx, nil, userID, domain.NoticeGrantExpiring24h, keys)
 	if err != nil {
 		return nil, err
 	}
-	ns = slices.DeleteFunc(ns, func(n Notice) bool { return done[n.DedupKey] })
 	nt, _ := domain.LookupNoticeType(domain.NoticeGrantExpiring24h)
-	for i := range ns {
-		if ns[i], err = ns[i].encode(nt); err != nil {
+	ns := make([]Notice, 0, len(gs)-len(done))
+	for i, g := range gs {
+		if done[keys[i]] {
+			continue
+		}
+		n, err := expiringNotice(nt, g, keys[i])
+		if err != nil {
 			return nil, err
 		}
+		ns = append(ns, n)
 	}
 	return ns, nil
+}
+
+// expiringNotice is g's grant.expiring_24h notice (of type nt), its payload
+// marshalled.
+func expiringNotice(nt domain.NoticeType, g store.ExpiringGrant, dedupKey string) (Notice, error) {
+	var p expiringPayload
+	p.Subject.ExpiresAt, p.Subject.GrantID, p.Subject.Subagent = domain.FormatTimestamp(g.ExpiresAt), g.GrantID, g.Subagent
+	p.Severity = nt.Severity
+	b, err := json.Marshal(p)
+	return Notice{Type: nt.Name, DedupKey: dedupKey, encoded: string(b)}, err
+}
+
+// expiringPayload is a grant.expiring_24h notice's payload, the JSON
+// Notice.payload writes for its subject (grant_id, subagent, expires_at;
+// the keys in the order a map's are marshalled), from a struct: the job
+// marshals one per grant, and a map costs several times a struct.
+type expiringPayload struct {
+	Subject struct {
+		ExpiresAt string `json:"expires_at"`
+		GrantID   string `json:"grant_id"`
+		Subagent  string `json:"subagent"`
+	} `json:"subject"`
+	Severity string `json:"severity"`
 }
 
 // KeyExpiry is the key-expiry job's answer (swept).
