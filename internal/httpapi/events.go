@@ -30,7 +30,7 @@ func storedOf(e *store.Event) api.StoredEvent {
 }
 
 func (s *Server) appendEvent(w http.ResponseWriter, r *http.Request) error {
-	surface, err := app.Surface(r.Header.Get("X-SVC-Surface"))
+	surface, err := app.Surface(surfaceHeader(r))
 	if err != nil {
 		return err
 	}

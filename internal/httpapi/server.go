@@ -10,6 +10,7 @@ import (
 	"encoding/hex"
 	"log/slog"
 	"net/http"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -279,10 +280,24 @@ func capabilityOf(a access) string {
 // surfaceOf is the X-SVC-Surface a call declares ("rest" when absent or not
 // one of the surfaces: the meter counts the call either way).
 func surfaceOf(r *http.Request) string {
-	if s, err := app.Surface(r.Header.Get("X-SVC-Surface")); err == nil {
-		return s
+	if h := surfaceHeader(r); h != "" && slices.Contains(domain.Surfaces, h) {
+		return h
 	}
 	return "rest"
+}
+
+// surfaceHeaderKey is X-SVC-Surface as net/http keeps a received header's
+// name (http.CanonicalHeaderKey): read by that key, the header costs no
+// canonicalisation, which Header.Get does on every call with "X-SVC-Surface"
+// — on every credentialed call, for the usage meter.
+const surfaceHeaderKey = "X-Svc-Surface"
+
+// surfaceHeader is the request's X-SVC-Surface header ("" when absent).
+func surfaceHeader(r *http.Request) string {
+	if v := r.Header[surfaceHeaderKey]; len(v) > 0 {
+		return v[0]
+	}
+	return ""
 }
 
 type ctxKey struct{}

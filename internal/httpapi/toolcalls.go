@@ -55,7 +55,7 @@ func (b *toolCallInput) validate() []domain.FieldError {
 // gateToolCall is POST /v1/tool-calls: the gate's check, one use and the
 // tool_call event in one commit (app.GateToolCall).
 func (s *Server) gateToolCall(w http.ResponseWriter, r *http.Request) error {
-	surface, err := app.Surface(r.Header.Get("X-SVC-Surface"))
+	surface, err := app.Surface(surfaceHeader(r))
 	if err != nil {
 		return err
 	}
