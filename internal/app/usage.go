@@ -40,16 +40,28 @@ const UsageFlushInterval = 10 * time.Second
 // is woken early.
 const maxMeterKeys = 50_000
 
-// usageKey names one counter. The day is a number (days since 1970-01-01
-// UTC), formatted only when counts leave the meter: a call is counted
-// without formatting a date.
-type usageKey struct {
-	user       string
-	day        int64
-	kind, name string
+// accountDay keys one account's counters of one UTC day. The day is a
+// number (days since 1970-01-01 UTC), formatted only when counts leave the
+// meter: a call is counted without formatting a date.
+type accountDay struct {
+	user string
+	day  int64
 }
 
-// usageDay is t's UTC day as a usageKey holds it.
+// usageCell is one counter of an account's day: kind and name, as
+// store.UsageCount holds them.
+type usageCell struct {
+	kind, name string
+	n          int64
+}
+
+// usageCells are an account's counters of one day: a handful (the
+// capabilities, surfaces and gate statuses it used), so a counter is found
+// by a scan, and a call costs one map lookup, by account and day, however
+// many counters it moves.
+type usageCells struct{ cells []usageCell }
+
+// usageDay is t's UTC day as an accountDay holds it.
 func usageDay(t time.Time) int64 { return t.Unix() / 86400 }
 
 // usageDayString is d as domain.QuotaDay writes it.
@@ -57,25 +69,50 @@ func usageDayString(d int64) string { return time.Unix(d*86400, 0).UTC().Format(
 
 type meter struct {
 	mu     sync.Mutex
-	counts map[usageKey]int64
+	counts map[accountDay]*usageCells
+	cells  int // counters held, bounded by maxMeterKeys
 	full   chan struct{}
 	// flushMu makes flushes one at a time, so a flush and a read of the
 	// pending counts never see a batch twice or not at all.
 	flushMu sync.Mutex
 }
 
-func newMeter() *meter { return &meter{counts: make(map[usageKey]int64), full: make(chan struct{}, 1)} }
+func newMeter() *meter {
+	return &meter{counts: make(map[accountDay]*usageCells), full: make(chan struct{}, 1)}
+}
 
-func (m *meter) add(k usageKey, n int64) {
+// cellsLocked is k's counters, added when k has none; m.mu is held.
+func (m *meter) cellsLocked(k accountDay) *usageCells {
+	c := m.counts[k]
+	if c == nil {
+		c = &usageCells{}
+		m.counts[k] = c
+	}
+	return c
+}
+
+// addLocked adds n to c's counter kind/name; m.mu is held.
+func (m *meter) addLocked(c *usageCells, kind, name string, n int64) {
+	for i := range c.cells {
+		if cell := &c.cells[i]; cell.name == name && cell.kind == kind {
+			cell.n += n
+			return
+		}
+	}
+	c.cells = append(c.cells, usageCell{kind, name, n})
+	m.cells++
+}
+
+func (m *meter) add(k accountDay, kind, name string, n int64) {
 	m.mu.Lock()
-	m.counts[k] += n
+	m.addLocked(m.cellsLocked(k), kind, name, n)
 	m.unlockWakingWhenFull()
 }
 
 // unlockWakingWhenFull releases m.mu, waking the flusher early when the
 // counters reached their bound.
 func (m *meter) unlockWakingWhenFull() {
-	full := len(m.counts) >= maxMeterKeys
+	full := m.cells >= maxMeterKeys
 	m.mu.Unlock()
 	if full {
 		select {
@@ -88,20 +125,21 @@ func (m *meter) unlockWakingWhenFull() {
 // CountCall counts one credentialed call of userID to a route of capability
 // (CapabilityNone for none) through surface.
 func (a *App) CountCall(userID, capability, surface string) {
-	day := usageDay(a.Now())
+	k := accountDay{userID, usageDay(a.Now())}
 	m := a.meter
 	m.mu.Lock()
-	m.counts[usageKey{userID, day, UsageCapability, capability}]++
-	m.counts[usageKey{userID, day, UsageSurface, surface}]++
+	c := m.cellsLocked(k)
+	m.addLocked(c, UsageCapability, capability, 1)
+	m.addLocked(c, UsageSurface, surface, 1)
 	m.unlockWakingWhenFull()
 }
 
 func (a *App) countGate(userID, status string) {
-	a.meter.add(usageKey{userID, usageDay(a.Now()), UsageGate, status}, 1)
+	a.meter.add(accountDay{userID, usageDay(a.Now())}, UsageGate, status, 1)
 }
 
 func (a *App) countUses(userID string, n int64) {
-	a.meter.add(usageKey{userID, usageDay(a.Now()), UsageUses, "uses"}, n)
+	a.meter.add(accountDay{userID, usageDay(a.Now())}, UsageUses, "uses", n)
 }
 
 // FlushUsage adds the counts gathered since the last flush to the database,
@@ -112,15 +150,18 @@ func (a *App) FlushUsage(ctx context.Context) error {
 	m.flushMu.Lock()
 	defer m.flushMu.Unlock()
 	m.mu.Lock()
-	batch := m.counts
-	m.counts = make(map[usageKey]int64, len(batch))
+	batch, cells := m.counts, m.cells
+	m.counts, m.cells = make(map[accountDay]*usageCells, len(batch)), 0
 	m.mu.Unlock()
 	if len(batch) == 0 {
 		return nil
 	}
-	counts := make([]store.UsageCount, 0, len(batch))
-	for k, n := range batch {
-		counts = append(counts, store.UsageCount{UserID: k.user, Day: usageDayString(k.day), Kind: k.kind, Name: k.name, Count: n})
+	counts := make([]store.UsageCount, 0, cells)
+	for k, c := range batch {
+		day := usageDayString(k.day)
+		for _, cell := range c.cells {
+			counts = append(counts, store.UsageCount{UserID: k.user, Day: day, Kind: cell.kind, Name: cell.name, Count: cell.n})
+		}
 	}
 	// One order for every replica's batches, so that two flushes touching
 	// the same rows never deadlock.
@@ -140,9 +181,11 @@ func (a *App) pendingUsage(userID string, day int64, kind string) map[string]int
 	out := map[string]int64{}
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	for k, n := range m.counts {
-		if k.user == userID && k.day == day && k.kind == kind {
-			out[k.name] += n
+	if c := m.counts[accountDay{userID, day}]; c != nil {
+		for _, cell := range c.cells {
+			if cell.kind == kind {
+				out[cell.name] += cell.n
+			}
 		}
 	}
 	return out

@@ -1,6 +1,8 @@
 package app
 
 import (
+	"fmt"
+	"maps"
 	"testing"
 	"time"
 
@@ -33,5 +35,52 @@ func TestUsageDayIsTheQuotaDay(t *testing.T) {
 		if got, want := usageDayString(usageDay(at)), domain.QuotaDay(at); got != want {
 			t.Errorf("%v: meter day %s, quota day %s", at, got, want)
 		}
+	}
+}
+
+// The meter holds one counter per account, day, kind and name — a call
+// moves two, a gate check one — reads back an account's pending counts by
+// kind, and wakes the flusher once it holds maxMeterKeys counters.
+func TestMeterCountsAndWakesTheFlusherWhenFull(t *testing.T) {
+	now := time.Date(2026, 11, 27, 5, 30, 0, 0, time.UTC)
+	a := &App{Now: func() time.Time { return now }, meter: newMeter()}
+	for range 3 {
+		a.CountCall("u1", "grants", "rest")
+	}
+	a.CountCall("u1", "grants", "mcp")
+	a.countGate("u1", "authorized")
+	a.countGate("u1", "authorized")
+	a.countGate("u1", "revoked")
+	a.countUses("u1", 5)
+	a.CountCall("u2", "events:write", "rest")
+	day := usageDay(now)
+	for kind, want := range map[string]map[string]int64{
+		UsageCapability: {"grants": 4},
+		UsageSurface:    {"rest": 3, "mcp": 1},
+		UsageGate:       {"authorized": 2, "revoked": 1},
+		UsageUses:       {"uses": 5},
+	} {
+		if got := a.pendingUsage("u1", day, kind); !maps.Equal(got, want) {
+			t.Errorf("u1 %s: %v, want %v", kind, got, want)
+		}
+	}
+	if got := a.pendingUsage("u1", day+1, UsageCapability); len(got) != 0 {
+		t.Errorf("u1 the next day: %v, want none", got)
+	}
+	if a.meter.cells != 8 { // u1: grants, rest, mcp, authorized, revoked, uses; u2: events:write, rest
+		t.Errorf("%d counters held, want 8", a.meter.cells)
+	}
+	select {
+	case <-a.meter.full:
+		t.Fatal("the flusher woken below the bound")
+	default:
+	}
+	for i := a.meter.cells; i < maxMeterKeys; i += 2 {
+		a.CountCall(fmt.Sprintf("user-%d", i), "grants", "rest")
+	}
+	select {
+	case <-a.meter.full:
+	default:
+		t.Fatalf("%d counters held and the flusher not woken", a.meter.cells)
 	}
 }
