@@ -210,8 +210,9 @@ func TestToolCallRefusalsWriteNothing(t *testing.T) {
 	})
 }
 
-// Over the daily quota a tool call is 429 whatever it sent, and the grant
-// is not metered: the use and the record are one write.
+// Over the daily quota a tool call is 429 whatever it sent (an invalid or
+// malformed body included: the quota is checked first), and the grant is
+// not metered: the use and the record are one write.
 func TestToolCallOverQuotaMetersNothing(t *testing.T) {
 	storetest.Each(t, func(t *testing.T, dsn string) {
 		e := newEnv(t, dsn, func(c *config.Config) { c.DailyEventQuota = 1 })
@@ -221,6 +222,7 @@ func TestToolCallOverQuotaMetersNothing(t *testing.T) {
 		before := e.snap(user, key)
 		wantProblem(t, e.do("POST", "/v1/tool-calls", key, toolCallBody("evt-q-2", "s", "bash")), 429, "daily_quota_exceeded")
 		wantProblem(t, e.do("POST", "/v1/tool-calls", key, map[string]any{"subagent": "s"}), 429, "daily_quota_exceeded")
+		wantProblem(t, e.do("POST", "/v1/tool-calls", key, "{not json"), 429, "daily_quota_exceeded") // the quota before the body
 		e.unchanged(t, user, key, before)
 		if st := e.status(key, "subagent", "s"); st["uses"] != float64(1) {
 			t.Fatalf("uses = %v, want 1: a refused call was metered", st["uses"])
