@@ -211,9 +211,9 @@ func TestHookEndToEnd(t *testing.T) {
 		}
 
 		evs := w.exported(t)
-		call1, res1 := evs[hook.EventID("claude-code", "sess-e2e", "toolu_1", hook.TypeToolCall)], evs[hook.EventID("claude-code", "sess-e2e", "toolu_1", hook.TypeToolResult)]
-		call2, res2 := evs[hook.EventID("claude-code", "sess-e2e", "toolu_2", hook.TypeToolCall)], evs[hook.EventID("claude-code", "sess-e2e", "toolu_2", hook.TypeToolResult)]
-		call3 := evs[hook.EventID("claude-code", "sess-e2e", "toolu_3", hook.TypeToolCall)]
+		call1, res1 := evs[hook.EventID("claude-code", "sess-e2e", "toolu_1", api.EventToolCall)], evs[hook.EventID("claude-code", "sess-e2e", "toolu_1", api.EventToolResult)]
+		call2, res2 := evs[hook.EventID("claude-code", "sess-e2e", "toolu_2", api.EventToolCall)], evs[hook.EventID("claude-code", "sess-e2e", "toolu_2", api.EventToolResult)]
+		call3 := evs[hook.EventID("claude-code", "sess-e2e", "toolu_3", api.EventToolCall)]
 		for _, e := range []verify.ExportEvent{call1, res1, call2, res2, call3} {
 			if e.EventID == "" {
 				t.Fatalf("an event is missing from the chain: %v", evs)
@@ -243,7 +243,7 @@ func TestHookEndToEnd(t *testing.T) {
 		checkRaw(call2, map[string]any{"tool_input_sha256": digest(t, read), "subagent": "reviewer", "agent_id": "a-1", "grant_id": "g-b22"})
 		checkRaw(res2, map[string]any{"tool_response_sha256": digest(t, "no such file"), "failed": true})
 		checkRaw(call3, map[string]any{"subagent": "reviewer", "gate_status": "tool_not_allowed"})
-		call4 := evs[hook.EventID("claude-code", "sess-e2e", "toolu_4", hook.TypeToolCall)]
+		call4 := evs[hook.EventID("claude-code", "sess-e2e", "toolu_4", api.EventToolCall)]
 		checkRaw(call4, map[string]any{"subagent": "stranger", "gate_status": "no_grant", "no_grant": "allow"})
 		for _, c := range []struct {
 			e        verify.ExportEvent
@@ -360,7 +360,7 @@ func TestHookFlushKeepsLinksWhenAnotherWriterAppends(t *testing.T) {
 		sp := &hook.Spool{Dir: t.TempDir()}
 		for i := range 3 {
 			ts := client.FormatTimestamp(time.Date(2026, 11, 27, 1, 0, i, 0, time.UTC))
-			if err := sp.Put(&api.EventInput{EventID: fmt.Sprintf("evt-spooled-%d", i), EventType: hook.TypeToolResult,
+			if err := sp.Put(&api.EventInput{EventID: fmt.Sprintf("evt-spooled-%d", i), EventType: api.EventToolResult,
 				Raw: json.RawMessage(fmt.Sprintf(`{"n":%d}`, i)), TS: &ts}); err != nil {
 				t.Fatal(err)
 			}
@@ -401,7 +401,7 @@ func TestHookFlushHoldsARefusedRow(t *testing.T) {
 		sp := &hook.Spool{Dir: t.TempDir()}
 		for i := range 4 {
 			ts := client.FormatTimestamp(time.Date(2026, 11, 27, 1, 0, i, 0, time.UTC))
-			ev := &api.EventInput{EventID: fmt.Sprintf("evt-held-%d", i), EventType: hook.TypeToolResult, Raw: json.RawMessage(`{}`), TS: &ts}
+			ev := &api.EventInput{EventID: fmt.Sprintf("evt-held-%d", i), EventType: api.EventToolResult, Raw: json.RawMessage(`{}`), TS: &ts}
 			if i == 1 {
 				ev.EventType = strings.Repeat("x", 300) // over the service's bound: refused whatever its sequence
 			}
@@ -500,11 +500,11 @@ func TestHookOutageSpoolsThenFlushesOnce(t *testing.T) {
 			t.Fatalf("%d files left after the flush", len(rows))
 		}
 		evs := w.exported(t)
-		call := evs[hook.EventID("claude-code", "sess-e2e", "toolu_o1", hook.TypeToolCall)]
+		call := evs[hook.EventID("claude-code", "sess-e2e", "toolu_o1", api.EventToolCall)]
 		if call.Decision == nil || *call.Decision != "deny" || !strings.Contains(string(call.Raw), `"hook_error"`) {
 			t.Errorf("the refused call's record: %+v %s", call.Decision, call.Raw)
 		}
-		if res := evs[hook.EventID("claude-code", "sess-e2e", "toolu_o2", hook.TypeToolResult)]; res.EventID == "" {
+		if res := evs[hook.EventID("claude-code", "sess-e2e", "toolu_o2", api.EventToolResult)]; res.EventID == "" {
 			t.Error("the spooled result is not on the chain")
 		}
 		if u := w.uses(t, "worker"); u != 1 {

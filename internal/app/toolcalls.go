@@ -22,16 +22,6 @@ import (
 // is never metered without being recorded, or recorded as allowed without
 // being metered.
 
-// EventToolCall is the event type a gated tool call is recorded as.
-const EventToolCall = "tool_call"
-
-// The decisions a gated tool call records (SPEC.md "Event": decision).
-const (
-	DecisionAllow = "allow"
-	DecisionAsk   = "ask"
-	DecisionDeny  = "deny"
-)
-
 // The raw members the service writes into a gated tool_call: what the gate
 // decided, from the service's own reading. A client raw carrying one of them
 // is refused (nothing is written), so a reader of the record knows these
@@ -81,9 +71,6 @@ type ToolResult struct {
 
 // MaxToolCallResults bounds the results one tool call carries.
 const MaxToolCallResults = api.MaxToolCallResults
-
-// EventToolResult is the event type of a tool call's result.
-const EventToolResult = "tool_result"
 
 // ToolCallResult is the outcome of a gated tool call.
 type ToolCallResult struct {
@@ -173,7 +160,7 @@ func (a *App) gateToolCall(ctx context.Context, p Principal, req ToolCallRequest
 // writeToolCall is the usual request: its results, then the gate's check,
 // the use and the tool_call, in one write.
 func (a *App) writeToolCall(ctx context.Context, p Principal, req ToolCallRequest, client map[string]json.RawMessage, now time.Time) (ToolCallResult, error) {
-	eventType := EventToolCall
+	eventType := api.EventToolCall
 	var out ToolCallResult
 	var appended writer.Appended
 	err := a.writeGate(ctx, p.UserID, func(t *writer.Tx) error {
@@ -204,11 +191,11 @@ func (a *App) writeToolCall(ctx context.Context, p Principal, req ToolCallReques
 		out.Metered = ans.Authorized
 		switch {
 		case ans.Authorized:
-			out.Decision = DecisionAllow
+			out.Decision = api.DecisionAllow
 		case ans.Status == domain.GateNoGrant:
 			out.Decision = req.noGrant
 		default:
-			out.Decision = DecisionDeny
+			out.Decision = api.DecisionDeny
 		}
 		raw, err := withGateMembers(client, req, &out)
 		if err != nil {
@@ -273,7 +260,7 @@ func (a *App) dropStored(ctx context.Context, userID string, req ToolCallRequest
 		}
 		in := r.input(e.Sequence)
 		in.PrevHash = e.PrevHash
-		if e.EventType != EventToolResult || !sameEvent(&e, &in) {
+		if e.EventType != api.EventToolResult || !sameEvent(&e, &in) {
 			return req, false, conflictOf(&e)
 		}
 	}
@@ -303,17 +290,17 @@ func checkToolCall(req *ToolCallRequest) (map[string]json.RawMessage, error) {
 	if err := checkName("tool", req.Tool, MalformedToolCall); err != nil {
 		return nil, err
 	}
-	req.noGrant = DecisionDeny
+	req.noGrant = api.DecisionDeny
 	if req.NoGrant != nil {
 		switch *req.NoGrant {
-		case DecisionAllow, DecisionAsk, DecisionDeny:
+		case api.DecisionAllow, api.DecisionAsk, api.DecisionDeny:
 			req.noGrant = *req.NoGrant
 		default:
 			return nil, MalformedToolCall("no_grant", "must be allow, ask or deny")
 		}
 	}
 	// The event's shape, with the sequence the write assigns standing in.
-	eventType, zero := EventToolCall, int64(0)
+	eventType, zero := api.EventToolCall, int64(0)
 	probe := domain.EventInput{EventID: &req.EventID, EventType: &eventType, Sequence: &zero, Raw: req.Raw,
 		Tool: &req.Tool, ParentID: req.ParentID, TS: req.TS, Decision: &req.noGrant}
 	if req.EventID == "" {
@@ -356,7 +343,7 @@ func checkToolCall(req *ToolCallRequest) (map[string]json.RawMessage, error) {
 
 // input is r as an event at seq.
 func (r *ToolResult) input(seq int64) domain.EventInput {
-	eventType := EventToolResult
+	eventType := api.EventToolResult
 	in := domain.EventInput{EventID: &r.EventID, EventType: &eventType, Sequence: &seq, Raw: r.Raw, Tool: r.Tool,
 		ParentID: r.ParentID, TS: r.TS}
 	if r.EventID == "" {
@@ -470,7 +457,7 @@ func (a *App) replayToolCall(ctx context.Context, p Principal, req ToolCallReque
 // compared: the event_id names the call, and a host that runs a hook twice
 // for one tool use stamps each run with its own time.
 func sameToolCall(stored *store.Event, req ToolCallRequest, members map[string]json.RawMessage) bool {
-	if stored.EventType != EventToolCall || stored.Decision == nil || stored.Tool == nil || *stored.Tool != req.Tool ||
+	if stored.EventType != api.EventToolCall || stored.Decision == nil || stored.Tool == nil || *stored.Tool != req.Tool ||
 		!equalPtr(stored.ParentID, req.ParentID) {
 		return false
 	}

@@ -64,9 +64,9 @@ type Call struct {
 
 // Decisions, as the record spells them (SPEC.md "Event": decision).
 const (
-	Allow = "allow"
-	Ask   = "ask"
-	Deny  = "deny"
+	Allow = api.DecisionAllow
+	Ask   = api.DecisionAsk
+	Deny  = api.DecisionDeny
 )
 
 // Verdict is the hook's answer to one call.

@@ -8,6 +8,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/auditchain/auditchain/pkg/api"
 )
 
 // The input digest is SHA-256 over the RFC 8785 form: key order, spacing and
@@ -38,15 +40,15 @@ func TestHashJSONIsSHA256OfJCS(t *testing.T) {
 // same id, each part changes it, and the form is the service's.
 func TestEventIDIsDerived(t *testing.T) {
 	form := regexp.MustCompile(`^evt-[A-Za-z0-9_.:-]{1,160}$`)
-	a := EventID("claude-code", "s1", "toolu_1", TypeToolCall)
-	if a != EventID("claude-code", "s1", "toolu_1", TypeToolCall) || !form.MatchString(a) {
+	a := EventID("claude-code", "s1", "toolu_1", api.EventToolCall)
+	if a != EventID("claude-code", "s1", "toolu_1", api.EventToolCall) || !form.MatchString(a) {
 		t.Fatalf("EventID = %s: not stable or not of the form", a)
 	}
 	seen := map[string]bool{a: true}
-	for _, id := range []string{EventID("codex", "s1", "toolu_1", TypeToolCall), EventID("claude-code", "s2", "toolu_1", TypeToolCall),
-		EventID("claude-code", "s1", "toolu_2", TypeToolCall), EventID("claude-code", "s1", "toolu_1", TypeToolResult),
+	for _, id := range []string{EventID("codex", "s1", "toolu_1", api.EventToolCall), EventID("claude-code", "s2", "toolu_1", api.EventToolCall),
+		EventID("claude-code", "s1", "toolu_2", api.EventToolCall), EventID("claude-code", "s1", "toolu_1", api.EventToolResult),
 		// The separator keeps fields apart: "s1"+"toolu_1" is not "s1t"+"oolu_1".
-		EventID("claude-code", "s1t", "oolu_1", TypeToolCall)} {
+		EventID("claude-code", "s1t", "oolu_1", api.EventToolCall)} {
 		if seen[id] {
 			t.Errorf("id %s repeats", id)
 		}
@@ -60,7 +62,7 @@ func TestResultNamesItsCall(t *testing.T) {
 	c := &Call{Host: "claude-code", Event: "PostToolUseFailure", Phase: PhasePost, SessionID: "s", ToolUseID: "t", Tool: "Bash",
 		Response: json.RawMessage(`{"stdout":"secret output"}`), Failed: true}
 	ev := resultEvent(c, fixedNow)
-	if ev.ParentID == nil || *ev.ParentID != EventID("claude-code", "s", "t", TypeToolCall) {
+	if ev.ParentID == nil || *ev.ParentID != EventID("claude-code", "s", "t", api.EventToolCall) {
 		t.Fatalf("parent_id %v", ev.ParentID)
 	}
 	if strings.Contains(string(ev.Raw), "secret") || !strings.Contains(string(ev.Raw), `"failed":true`) {

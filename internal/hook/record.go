@@ -11,12 +11,6 @@ import (
 	"github.com/gowebpki/jcs"
 )
 
-// Event types the hook writes.
-const (
-	TypeToolCall   = "tool_call"
-	TypeToolResult = "tool_result"
-)
-
 // HashJSON is the digest the record keeps instead of a tool's input or
 // output: lowercase hex SHA-256 of the RFC 8785 (JCS) canonical form of the
 // JSON value as the host sent it (absent: JSON null). canonical is false when
@@ -89,7 +83,7 @@ func callEvent(c *Call, now time.Time, decision string, f callFacts) *api.EventI
 	digest, canon := HashJSON(c.Input)
 	raw := callRaw{Host: c.Host, HookEvent: c.Event, SessionID: c.SessionID, ToolUseID: c.ToolUseID,
 		ToolInputSHA256: digest, ToolInputCanonical: canon, Subagent: f.subagent, AgentID: c.AgentID, HookError: f.hookError}
-	return event(c, TypeToolCall, now, raw, &decision, nil)
+	return event(c, api.EventToolCall, now, raw, &decision, nil)
 }
 
 func resultEvent(c *Call, now time.Time) *api.EventInput {
@@ -98,10 +92,10 @@ func resultEvent(c *Call, now time.Time) *api.EventInput {
 		ToolResponseSHA256: digest, ToolResponseCanonical: canon, Failed: c.Failed}
 	var parent *string
 	if !c.noParent {
-		p := EventID(c.Host, c.SessionID, c.ToolUseID, TypeToolCall)
+		p := EventID(c.Host, c.SessionID, c.ToolUseID, api.EventToolCall)
 		parent = &p
 	}
-	return event(c, TypeToolResult, now, raw, nil, parent)
+	return event(c, api.EventToolResult, now, raw, nil, parent)
 }
 
 func event(c *Call, eventType string, now time.Time, raw any, decision, parent *string) *api.EventInput {

@@ -21,15 +21,6 @@ import (
 	"github.com/auditchain/auditchain/pkg/client"
 )
 
-// Event types and decisions the proxy writes (SPEC.md: decision is one of
-// allow, ask, deny).
-const (
-	EventToolCall   = "tool_call"
-	EventToolResult = "tool_result"
-	DecisionAllow   = "allow"
-	DecisionDeny    = "deny"
-)
-
 // ProxyOptions configure a Proxy.
 type ProxyOptions struct {
 	// Subagent is the sub-agent the gate checks every call for.
@@ -207,7 +198,7 @@ func (p *Proxy) sendResults(retry bool) {
 		p.resultsMu.Unlock()
 	}()
 	for i, r := range rs {
-		_, err := p.opts.Service.Append(context.Background(), client.Event{EventID: r.EventID, EventType: EventToolResult,
+		_, err := p.opts.Service.Append(context.Background(), client.Event{EventID: r.EventID, EventType: api.EventToolResult,
 			Tool: r.Tool, ParentID: r.ParentID, Raw: r.Raw})
 		switch {
 		case client.IsCode(err, "event_id_conflict"):
@@ -356,7 +347,7 @@ func (p *Proxy) gate(ctx context.Context, tool, callID, argsHash string) *mcp.Ca
 	}
 	var pe *client.Error
 	switch {
-	case err == nil && res.Decision == DecisionAllow:
+	case err == nil && res.Decision == api.DecisionAllow:
 		return nil
 	case err == nil:
 		r := Refusal{Code: res.GateStatus, Reason: res.Reason, Status: 200}
@@ -372,8 +363,8 @@ func (p *Proxy) gate(ctx context.Context, tool, callID, argsHash string) *mcp.Ca
 	// Failing open: the call goes through, and the record is tried (the
 	// service is likely down, so this usually fails and is logged).
 	reason := "the service could not be reached (" + err.Error() + "); --fail-open lets the call through"
-	decision := DecisionAllow
-	if _, aerr := p.opts.Service.Append(ctx, client.Event{EventID: callID, EventType: EventToolCall, Tool: &tool, Decision: &decision,
+	decision := api.DecisionAllow
+	if _, aerr := p.opts.Service.Append(ctx, client.Event{EventID: callID, EventType: api.EventToolCall, Tool: &tool, Decision: &decision,
 		Raw: map[string]any{"upstream_tool": tool, "arguments_sha256": argsHash, "subagent": p.opts.Subagent,
 			"fail_open": true, "proxy_error": reason}}); aerr != nil {
 		p.log.Warn("mcp proxy: recording a tool_call failed", "tool", tool, "err", aerr)

@@ -129,7 +129,7 @@ func TestProxyResultsOfAFailedCallAreSentAlone(t *testing.T) {
 		svc.mu.Lock()
 		got := slices.Clone(svc.appendedTypes)
 		svc.mu.Unlock()
-		if !slices.Equal(got, []string{mcpserver.EventToolResult}) {
+		if !slices.Equal(got, []string{api.EventToolResult}) {
 			t.Fatalf("appended %v after the failed call, want the first call's tool_result", got)
 		}
 	})

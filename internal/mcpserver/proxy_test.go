@@ -170,7 +170,7 @@ func TestProxyGatesAndRecords(t *testing.T) {
 
 		p.Flush()
 		events := exported(t, s, token)
-		calls, results := ofType(events, mcpserver.EventToolCall), ofType(events, mcpserver.EventToolResult)
+		calls, results := ofType(events, api.EventToolCall), ofType(events, api.EventToolResult)
 		if len(calls) != 2 || len(results) != 1 {
 			t.Fatalf("%d tool_call and %d tool_result events, want 2 and 1", len(calls), len(results))
 		}
@@ -179,7 +179,7 @@ func TestProxyGatesAndRecords(t *testing.T) {
 		wantRes, _ := mcpserver.ResultHash(res)
 		result := results[0]
 		call := events[*result.ParentID]
-		if call.EventType != mcpserver.EventToolCall || *call.Decision != "allow" || *call.Tool != "echo" {
+		if call.EventType != api.EventToolCall || *call.Decision != "allow" || *call.Tool != "echo" {
 			t.Fatalf("the result's parent is %+v, want the allowed echo call", call)
 		}
 		if r := rawOf(t, call); r["arguments_sha256"] != wantArgs || r["upstream_tool"] != "echo" || r["subagent"] != "worker" ||
@@ -254,7 +254,7 @@ func TestProxyBudgetExactUnderConcurrency(t *testing.T) {
 		}
 		p.Flush()
 		events := exported(t, s, token)
-		if n := len(ofType(events, mcpserver.EventToolResult)); n != 5 {
+		if n := len(ofType(events, api.EventToolResult)); n != 5 {
 			t.Fatalf("%d tool_result events, want 5", n)
 		}
 	})

@@ -2,6 +2,20 @@ package api
 
 import "encoding/json"
 
+// The event types of a gated tool call and of its result, as the service,
+// the MCP proxy and the hooks record them.
+const (
+	EventToolCall   = "tool_call"
+	EventToolResult = "tool_result"
+)
+
+// The decisions a tool call records (SPEC.md "Event": decision).
+const (
+	DecisionAllow = "allow"
+	DecisionAsk   = "ask"
+	DecisionDeny  = "deny"
+)
+
 // ToolCallRequest is the body of POST /v1/tool-calls: a tool call through
 // the gate, checked, metered and recorded as one tool_call event in one
 // commit (docs/decisions/tool-calls.md).
