@@ -350,6 +350,23 @@ func (s *interleavingService) Tip(ctx context.Context) (*api.ChainTip, error) {
 	return tip, err
 }
 
+// spoolResults puts n tool_result rows, prefix-0 to prefix-(n-1), a second
+// apart, into sp, each changed by edit first when edit is not nil.
+func spoolResults(t *testing.T, sp *hook.Spool, prefix string, n int, edit func(i int, ev *api.EventInput)) {
+	t.Helper()
+	for i := range n {
+		ts := client.FormatTimestamp(time.Date(2026, 11, 27, 1, 0, i, 0, time.UTC))
+		ev := &api.EventInput{EventID: fmt.Sprintf("%s-%d", prefix, i), EventType: api.EventToolResult,
+			Raw: json.RawMessage(fmt.Sprintf(`{"n":%d}`, i)), TS: &ts}
+		if edit != nil {
+			edit(i, ev)
+		}
+		if err := sp.Put(ev); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
 // A flush racing another writer never leaves a stored row linked to one
 // that is not: the rows from the taken sequence on are numbered again, and
 // the chain verifies offline with every row once.
@@ -358,13 +375,7 @@ func TestHookFlushKeepsLinksWhenAnotherWriterAppends(t *testing.T) {
 		w := newHookWorld(t, dsn)
 		ctx := context.Background()
 		sp := &hook.Spool{Dir: t.TempDir()}
-		for i := range 3 {
-			ts := client.FormatTimestamp(time.Date(2026, 11, 27, 1, 0, i, 0, time.UTC))
-			if err := sp.Put(&api.EventInput{EventID: fmt.Sprintf("evt-spooled-%d", i), EventType: api.EventToolResult,
-				Raw: json.RawMessage(fmt.Sprintf(`{"n":%d}`, i)), TS: &ts}); err != nil {
-				t.Fatal(err)
-			}
-		}
+		spoolResults(t, sp, "evt-spooled", 3, nil)
 		other, err := client.New(w.s.URL, w.env["AUDITCHAIN_API_KEY"])
 		if err != nil {
 			t.Fatal(err)
@@ -399,16 +410,11 @@ func TestHookFlushHoldsARefusedRow(t *testing.T) {
 		w := newHookWorld(t, dsn)
 		ctx := context.Background()
 		sp := &hook.Spool{Dir: t.TempDir()}
-		for i := range 4 {
-			ts := client.FormatTimestamp(time.Date(2026, 11, 27, 1, 0, i, 0, time.UTC))
-			ev := &api.EventInput{EventID: fmt.Sprintf("evt-held-%d", i), EventType: api.EventToolResult, Raw: json.RawMessage(`{}`), TS: &ts}
+		spoolResults(t, sp, "evt-held", 4, func(i int, ev *api.EventInput) {
 			if i == 1 {
 				ev.EventType = strings.Repeat("x", 300) // over the service's bound: refused whatever its sequence
 			}
-			if err := sp.Put(ev); err != nil {
-				t.Fatal(err)
-			}
-		}
+		})
 		svc := &hook.ClientService{C: w.c}
 		if res, err := sp.FlushUpTo(ctx, svc, 1); err != nil || res.Sent != 1 || res.Left != 3 {
 			t.Fatalf("a flush of one row: %+v, %v", res, err)
