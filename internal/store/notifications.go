@@ -326,7 +326,7 @@ func (s *Store) InsertNotifications(ctx context.Context, tx *sql.Tx, rows []Noti
 		// One statement for a run of rows of one account, type and
 		// severity (a notice's rows, a job's notices), at most chunk: those
 		// three are bound once, as $1 to $3.
-		const chunk = 300 // at most 4 values a row: well under both stores' limits on parameters
+		const chunk = 300 // at most 6 values a row, 3 a usual one: well under both stores' limits on parameters
 		n := 1
 		for n < min(chunk, len(rows)) && rows[n].UserID == rows[0].UserID && rows[n].Type == rows[0].Type && rows[n].Severity == rows[0].Severity {
 			n++
