@@ -121,35 +121,35 @@ func (a *App) gateToolCall(ctx context.Context, p Principal, req ToolCallRequest
 	// first), anything else is 409 event_id_conflict. Another writer storing
 	// one of the ids in between costs one more round; the bound is only
 	// there against a loop.
-	callStored := false
+	var call *store.Event // the call, once read stored as sent
 	for round := 0; ; round++ {
 		var out ToolCallResult
-		if callStored {
-			err = a.writeResults(ctx, p, req, now)
+		if call != nil {
+			err = a.w.Write(ctx, func(t *writer.Tx) error { return a.appendToolResults(ctx, t, p, req, now) })
 		} else {
 			out, err = a.writeToolCall(ctx, p, req, client, now)
 		}
 		var over *writer.QuotaExceeded
 		switch {
-		case err == nil && callStored:
-			return a.replayToolCall(ctx, p, req, now)
+		case err == nil && call != nil:
+			return a.replayToolCall(ctx, p, req, call, now)
 		case err == nil:
 			return out, nil
 		case errors.As(err, &over):
 			// A resend of a stored call whose results are stored too is
 			// answered with it even over the quota: nothing is left to write.
-			if rest, stored, serr := a.dropStored(ctx, p.UserID, req); serr == nil && stored && len(rest.Results) == 0 {
-				return a.replayToolCall(ctx, p, rest, now)
+			if rest, stored, serr := a.dropStored(ctx, p.UserID, req); serr == nil && stored != nil && len(rest.Results) == 0 {
+				return a.replayToolCall(ctx, p, rest, stored, now)
 			} else if serr != nil && !isConflict(serr) {
 				return ToolCallResult{}, serr
 			}
 			return ToolCallResult{}, a.quotaExceeded(over.Used)
 		case errors.Is(err, writer.ErrEventIDTaken) && round < 3:
-			if req, callStored, err = a.dropStored(ctx, p.UserID, req); err != nil {
+			if req, call, err = a.dropStored(ctx, p.UserID, req); err != nil {
 				return ToolCallResult{}, err
 			}
-			if callStored && len(req.Results) == 0 {
-				return a.replayToolCall(ctx, p, req, now)
+			if call != nil && len(req.Results) == 0 {
+				return a.replayToolCall(ctx, p, req, call, now)
 			}
 		default:
 			return ToolCallResult{}, err
@@ -165,10 +165,8 @@ func (a *App) writeToolCall(ctx context.Context, p Principal, req ToolCallReques
 	var appended writer.Appended
 	err := a.writeGate(ctx, p.UserID, func(t *writer.Tx) error {
 		out = ToolCallResult{}
-		for i := range req.Results {
-			if err := a.appendToolResult(ctx, t, p, &req.Results[i], req.Surface, now); err != nil {
-				return err
-			}
+		if err := a.appendToolResults(ctx, t, p, req, now); err != nil {
+			return err
 		}
 		head, err := t.Lock(ctx, p.UserID)
 		if err != nil {
@@ -227,29 +225,28 @@ func (a *App) writeToolCall(ctx context.Context, p Principal, req ToolCallReques
 	return out, nil
 }
 
-// writeResults records the results of a call that is stored already.
-func (a *App) writeResults(ctx context.Context, p Principal, req ToolCallRequest, now time.Time) error {
-	return a.w.Write(ctx, func(t *writer.Tx) error {
-		for i := range req.Results {
-			if err := a.appendToolResult(ctx, t, p, &req.Results[i], req.Surface, now); err != nil {
-				return err
-			}
+// appendToolResults appends req's results inside t, in order.
+func (a *App) appendToolResults(ctx context.Context, t *writer.Tx, p Principal, req ToolCallRequest, now time.Time) error {
+	for i := range req.Results {
+		if err := a.appendToolResult(ctx, t, p, &req.Results[i], req.Surface, now); err != nil {
+			return err
 		}
-		return nil
-	})
+	}
+	return nil
 }
 
 // dropStored reads which of req's ids are stored (one query): it returns
-// req without the results stored as sent, and whether the call is stored
-// as sent; an id stored with other content is 409 event_id_conflict.
-func (a *App) dropStored(ctx context.Context, userID string, req ToolCallRequest) (ToolCallRequest, bool, error) {
+// req without the results stored as sent, and the call when it is stored as
+// sent (nil when it is not stored); an id stored with other content is 409
+// event_id_conflict.
+func (a *App) dropStored(ctx context.Context, userID string, req ToolCallRequest) (ToolCallRequest, *store.Event, error) {
 	ids := []string{req.EventID}
 	for _, r := range req.Results {
 		ids = append(ids, r.EventID)
 	}
 	stored, err := a.Store.EventsByIDs(ctx, nil, userID, ids)
 	if err != nil {
-		return req, false, err
+		return req, nil, err
 	}
 	var rest []ToolResult
 	for _, r := range req.Results {
@@ -261,19 +258,19 @@ func (a *App) dropStored(ctx context.Context, userID string, req ToolCallRequest
 		in := r.input(e.Sequence)
 		in.PrevHash = e.PrevHash
 		if e.EventType != api.EventToolResult || !sameEvent(&e, &in) {
-			return req, false, conflictOf(&e)
+			return req, nil, conflictOf(&e)
 		}
 	}
 	req.Results = rest
 	call, ok := stored[req.EventID]
 	if !ok {
-		return req, false, nil
+		return req, nil, nil
 	}
 	var members map[string]json.RawMessage
 	if json.Unmarshal(call.Raw, &members) != nil || !sameToolCall(&call, req, members) {
-		return req, false, conflictOf(&call)
+		return req, nil, conflictOf(&call)
 	}
-	return req, true, nil
+	return req, &call, nil
 }
 
 func isConflict(err error) bool {
@@ -420,24 +417,20 @@ func withGateMembers(client map[string]json.RawMessage, req ToolCallRequest, out
 	return bytes.TrimSuffix(b.Bytes(), []byte("\n")), nil
 }
 
-// replayToolCall answers a tool call whose event_id is stored: the same call
-// (a retry after a lost answer) is answered with the stored event and
-// metered no more; another is 409 event_id_conflict.
-func (a *App) replayToolCall(ctx context.Context, p Principal, req ToolCallRequest, now time.Time) (ToolCallResult, error) {
-	stored, err := a.Store.EventByID(ctx, nil, p.UserID, req.EventID)
-	if err != nil {
-		return ToolCallResult{}, err
-	}
+// replayToolCall answers a tool call stored as sent (dropStored's call):
+// a retry after a lost answer is answered with the stored event and
+// metered no more.
+func (a *App) replayToolCall(ctx context.Context, p Principal, req ToolCallRequest, stored *store.Event, now time.Time) (ToolCallResult, error) {
 	var members map[string]json.RawMessage
-	if json.Unmarshal(stored.Raw, &members) != nil || !sameToolCall(&stored, req, members) {
-		return ToolCallResult{}, conflictOf(&stored)
+	if err := json.Unmarshal(stored.Raw, &members); err != nil {
+		return ToolCallResult{}, err // dropStored read it as an object
 	}
 	text := func(k string) string {
 		var s string
 		_ = json.Unmarshal(members[k], &s)
 		return s
 	}
-	out := ToolCallResult{Decision: *stored.Decision, GrantID: text(rawGrantID), Event: stored, Replayed: true,
+	out := ToolCallResult{Decision: *stored.Decision, GrantID: text(rawGrantID), Event: *stored, Replayed: true,
 		Epoch: domain.NewEpochStamp(a.Cfg.EpochAnchor, now)}
 	out.Gate = domain.GateAnswer{Status: text(rawGateStatus), Subagent: req.Subagent, ProposalID: text(rawProposalID),
 		Reason: "this tool call is already on the record (sequence " + fmt.Sprint(stored.Sequence) + "); it was not metered again"}
