@@ -37,7 +37,9 @@ type Notice struct {
 	// Severity replaces the type's in the email and the push (never in the row).
 	Title, Body, Severity string
 
-	// encoded, when set, is the payload already marshalled (encode).
+	// encoded, when set, is the payload already marshalled, so that the
+	// writer, which writes the rows, need not (expiringNotice: the expiry
+	// job marshals its notices on the goroutine that reads the grants).
 	encoded string
 }
 
@@ -56,15 +58,6 @@ func (n Notice) payload(nt domain.NoticeType) (string, error) {
 	}
 	b, err := json.Marshal(noticePayload{Subject: n.Subject, Severity: cmp.Or(n.Severity, nt.Severity), Title: n.Title, Body: n.Body})
 	return string(b), err
-}
-
-// encode returns n with its payload marshalled now, so that the writer,
-// which writes the rows, need not (the expiry job marshals its notices on
-// the goroutine that reads the grants).
-func (n Notice) encode(nt domain.NoticeType) (Notice, error) {
-	p, err := n.payload(nt)
-	n.encoded = p
-	return n, err
 }
 
 // Notification is one row as GET /v1/notifications shows it.
