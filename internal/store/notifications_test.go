@@ -11,6 +11,19 @@ import (
 	"github.com/auditchain/auditchain/internal/store/storetest"
 )
 
+// createNoticeAccount creates the account u1 (with email, when given) the
+// notification tests write rows for.
+func createNoticeAccount(tb testing.TB, s *store.Store, email *string, now time.Time) {
+	tb.Helper()
+	ctx := context.Background()
+	if err := s.InTx(ctx, func(tx *sql.Tx) error {
+		return s.CreateAccountWithKey(ctx, tx, store.Account{UserID: "u1", Email: email, CreatedAt: now},
+			store.APIKey{ID: "k1", UserID: "u1", Hash: []byte("h1"), Prefix: "p", CreatedAt: now})
+	}); err != nil {
+		tb.Fatal(err)
+	}
+}
+
 // InsertNoticeRowsIf writes a notice's rows only while the account matches
 // the guess they were decided from, stamped above the account's newest row;
 // a guess that no longer holds writes nothing.
@@ -25,10 +38,7 @@ func TestInsertNoticeRowsIfChecksItsGuess(t *testing.T) {
 				t.Fatal(err)
 			}
 		}
-		tx(func(tx *sql.Tx) error {
-			return s.CreateAccountWithKey(ctx, tx, store.Account{UserID: "u1", Email: &email, CreatedAt: now},
-				store.APIKey{ID: "k1", UserID: "u1", Hash: []byte("h1"), Prefix: "p", CreatedAt: now})
-		})
+		createNoticeAccount(t, s, &email, now)
 		const typ = "grant.revoked"
 		// A row far in the future: new rows must be stamped above it.
 		newest := now.Add(time.Hour).UnixMicro()
@@ -125,12 +135,7 @@ func TestInsertNotificationsSkipsOnceOnlyRowsWrittenBefore(t *testing.T) {
 	storetest.EachStore(t, func(t *testing.T, s *store.Store) {
 		ctx := context.Background()
 		now := time.Date(2026, 11, 26, 12, 0, 0, 0, time.UTC)
-		if err := s.InTx(ctx, func(tx *sql.Tx) error {
-			return s.CreateAccountWithKey(ctx, tx, store.Account{UserID: "u1", CreatedAt: now},
-				store.APIKey{ID: "k1", UserID: "u1", Hash: []byte("h1"), Prefix: "p", CreatedAt: now})
-		}); err != nil {
-			t.Fatal(err)
-		}
+		createNoticeAccount(t, s, nil, now)
 		next := now.UnixMicro()
 		row := func(id, channel, dedup string) store.Notification {
 			next++
@@ -185,12 +190,7 @@ func benchmarkNoticeRows(b *testing.B, s *store.Store) {
 	ctx := context.Background()
 	email := "ops@example.com"
 	now := time.Date(2026, 11, 26, 12, 0, 0, 0, time.UTC)
-	if err := s.InTx(ctx, func(tx *sql.Tx) error {
-		return s.CreateAccountWithKey(ctx, tx, store.Account{UserID: "u1", Email: &email, CreatedAt: now},
-			store.APIKey{ID: "k1", UserID: "u1", Hash: []byte("h1"), Prefix: "p", CreatedAt: now})
-	}); err != nil {
-		b.Fatal(err)
-	}
+	createNoticeAccount(b, s, &email, now)
 	// inTxs runs op b.N times, 50 to a transaction (the writer's group
 	// commit runs many revokes in one; PostgreSQL's autovacuum sees rows
 	// only once committed).
@@ -255,12 +255,7 @@ func TestInsertNotificationsMarksThousandsOnce(t *testing.T) {
 	storetest.EachStore(t, func(t *testing.T, s *store.Store) {
 		ctx := context.Background()
 		now := time.Date(2026, 11, 26, 12, 0, 0, 0, time.UTC)
-		if err := s.InTx(ctx, func(tx *sql.Tx) error {
-			return s.CreateAccountWithKey(ctx, tx, store.Account{UserID: "u1", CreatedAt: now},
-				store.APIKey{ID: "k1", UserID: "u1", Hash: []byte("h1"), Prefix: "p", CreatedAt: now})
-		}); err != nil {
-			t.Fatal(err)
-		}
+		createNoticeAccount(t, s, nil, now)
 		stamp := now.UnixMicro()
 		notices := func(prefix string, keys ...int) []store.Notification {
 			var rows []store.Notification
@@ -319,12 +314,7 @@ func TestInsertNotificationsStoresEveryColumnForm(t *testing.T) {
 	storetest.EachStore(t, func(t *testing.T, s *store.Store) {
 		ctx := context.Background()
 		now := time.Date(2026, 11, 27, 5, 0, 0, 0, time.UTC)
-		if err := s.InTx(ctx, func(tx *sql.Tx) error {
-			return s.CreateAccountWithKey(ctx, tx, store.Account{UserID: "u1", CreatedAt: now},
-				store.APIKey{ID: "k1", UserID: "u1", Hash: []byte("h1"), Prefix: "p", CreatedAt: now})
-		}); err != nil {
-			t.Fatal(err)
-		}
+		createNoticeAccount(t, s, nil, now)
 		at := func(us int64) *int64 { return &us }
 		base := now.UnixMicro()
 		want := []store.Notification{
