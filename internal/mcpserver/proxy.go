@@ -185,7 +185,8 @@ func (p *Proxy) requeueResults(rs []api.ToolResult) {
 
 // sendResults appends the waiting results one by one, in order. A result
 // the service could not take is kept, and with retry set tried again after
-// ResultDelay (Flush, at exit, only logs it).
+// retryIn, which doubles with each failure up to maxRetryDelay (Flush, at
+// exit, only logs it).
 func (p *Proxy) sendResults(retry bool) {
 	p.sending.Lock()
 	defer p.sending.Unlock()

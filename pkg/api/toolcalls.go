@@ -35,10 +35,10 @@ type ToolCallRequest struct {
 	// sub-agent: allow, ask or deny (omitted: deny).
 	NoGrant string `json:"no_grant,omitempty"`
 	// Results are tool_result events of earlier calls (at most
-	// MaxToolCallResults),
-	// recorded in the same commit before this call: a caller that sends
-	// each result with its next call pays one commit per call. A result
-	// already on the record with the same content is left out.
+	// MaxToolCallResults), recorded in the same commit before this call: a
+	// caller that sends each result with its next call pays one commit per
+	// call. A result already on the record with the same content is left
+	// out.
 	Results []ToolResult `json:"results,omitempty"`
 }
 
