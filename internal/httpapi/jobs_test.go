@@ -171,7 +171,7 @@ func TestDashboardUsage(t *testing.T) {
 		e.do("GET", "/v1/grants/status?subagent=s", key, nil, "X-SVC-Surface", "sdk")
 		e.do("GET", "/v1/grants/status?subagent=nobody", key, nil, "X-SVC-Surface", "hook")
 		e.do("POST", "/v1/grants/"+id+"/use", key, map[string]any{"subagent": "s", "n": 2})
-		e.do("GET", "/v1/keys", key, nil)
+		e.do("GET", "/v1/keys", key, nil, "X-SVC-Surface", "carrier-pigeon") // no surface: counted as rest
 		check := func(e *env, label string, extraDashboardCalls int) {
 			t.Helper()
 			r := e.do("GET", "/v1/dashboard/usage", key, nil)

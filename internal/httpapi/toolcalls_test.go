@@ -198,6 +198,8 @@ func TestToolCallRefusalsWriteNothing(t *testing.T) {
 			})
 		}
 		wantProblem(t, e.do("POST", "/v1/tool-calls", key, ""), 400, "malformed_json")
+		wantProblem(t, e.do("POST", "/v1/tool-calls", key, toolCallBody("evt-bad-3", "s", "bash"), "X-SVC-Surface", "carrier-pigeon"),
+			422, "validation_error")
 		e.unchanged(t, user, key, before)
 		if st := e.status(key, "subagent", "s"); st["uses"] != float64(0) {
 			t.Fatalf("a refused call was metered: %v", st)
