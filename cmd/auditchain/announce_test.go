@@ -75,7 +75,7 @@ func TestAdminAnnounce(t *testing.T) {
 		}
 		defer st.Close()
 		var rows, sent int
-		if err := st.DB().QueryRow(`SELECT count(*), count(sent_at) FROM notifications WHERE type = 'breaking_change.announce' AND channel = 'email'`).Scan(&rows, &sent); err != nil {
+		if err := st.DB().QueryRow(`SELECT count(*), count(sent_at) FROM notification_rows WHERE type = 'breaking_change.announce' AND channel = 'email'`).Scan(&rows, &sent); err != nil {
 			t.Fatal(err)
 		}
 		if rows != 2 || sent != 2 {

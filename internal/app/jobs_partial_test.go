@@ -60,7 +60,7 @@ func TestGrantExpiryFailingPartWayLeavesWholeAccountsAndResumes(t *testing.T) {
 		}
 		rowsOf := func(user string) int {
 			var n int
-			if err := st.DB().QueryRowContext(ctx, `SELECT count(*) FROM notifications WHERE user_id = $1 AND type = $2`,
+			if err := st.DB().QueryRowContext(ctx, `SELECT count(*) FROM notification_rows WHERE user_id = $1 AND type = $2`,
 				user, domain.NoticeGrantExpiring24h).Scan(&n); err != nil {
 				t.Fatal(err)
 			}

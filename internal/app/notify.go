@@ -188,6 +188,9 @@ func (a *App) insertNoticeRows(ctx context.Context, t *writer.Tx, nc store.Notic
 			sent := rows[i].CreatedAt
 			rows[i].SentAt = &sent
 		}
+		if rows[i].Salt != 0 {
+			rows[i].ID = store.FinalRowID(rows[i].CreatedAt, rows[i].Salt)
+		}
 	}
 	stored, err := a.Store.InsertNotifications(ctx, t.SQL(), rows)
 	if err != nil {
@@ -224,13 +227,29 @@ func (a *App) wakeSenders(t *writer.Tx, rows []store.Notification) {
 }
 
 // noticeRows decides the rows of notices of type nt for userID, whose
-// account is r. Each row's CreatedAt holds its offset from the stamp the
-// rows get when written (0, 1, …), and SentAt, for a row sent as it is
-// written (in_app), the same offset.
+// account is r: each notice's final rows (store.IsFinal) first, sharing a
+// salt and stamped before its others, then the others, each in channel
+// order. Each row's CreatedAt holds its offset from the stamp the rows get
+// when written (0, 1, …), and SentAt, for a row sent as it is written
+// (in_app), the same offset. A final row's ID is set when it is stamped
+// (store.FinalRowID).
 func (a *App) noticeRows(userID string, nt domain.NoticeType, r domain.Recipient, ns []Notice) ([]store.Notification, error) {
 	decided := domain.NoticeRows(nt, r)
 	if len(decided) == 0 || len(ns) == 0 {
 		return nil, nil
+	}
+	ordered := make([]domain.NoticeRow, 0, len(decided))
+	finals := 0
+	for _, d := range decided {
+		if store.IsFinal(d.Channel, d.Status) {
+			ordered = append(ordered, d)
+			finals++
+		}
+	}
+	for _, d := range decided {
+		if !store.IsFinal(d.Channel, d.Status) {
+			ordered = append(ordered, d)
+		}
 	}
 	rows := make([]store.Notification, 0, len(decided)*len(ns))
 	for _, n := range ns {
@@ -242,14 +261,25 @@ func (a *App) noticeRows(userID string, nt domain.NoticeType, r domain.Recipient
 		if n.DedupKey != "" {
 			dedup = &n.DedupKey
 		}
-		for _, d := range decided {
-			id, err := uuid.NewV7FromReader(a.Rand)
-			if err != nil {
+		var salt int64
+		if finals > 0 {
+			if salt, err = store.NewSalt(a.Rand); err != nil {
 				return nil, err
 			}
-			row := store.Notification{ID: id.String(), UserID: userID, Type: nt.Name, Channel: d.Channel, Severity: nt.Severity,
+		}
+		for i, d := range ordered {
+			row := store.Notification{UserID: userID, Type: nt.Name, Channel: d.Channel, Severity: nt.Severity,
 				DeliveryStatus: d.Status, Digest: d.Status == domain.DeliverySuppressedDigest, CreatedAt: int64(len(rows)),
 				DedupKey: dedup}
+			if i < finals {
+				row.Salt = salt
+			} else {
+				id, err := uuid.NewV7FromReader(a.Rand)
+				if err != nil {
+					return nil, err
+				}
+				row.ID = id.String()
+			}
 			if carriesPayload(d) {
 				row.Payload = payload
 			}
@@ -457,8 +487,13 @@ func (a *App) TestNotification(ctx context.Context, p Principal, typ string, bod
 	}
 	res := TestResult{Dispatched: make([]string, 0, len(rows)), DeliveryStatus: make(map[string]string, len(rows))}
 	for _, r := range rows {
-		res.Dispatched = append(res.Dispatched, r.Channel)
 		res.DeliveryStatus[r.Channel] = r.DeliveryStatus
+	}
+	nt, _ := domain.LookupNoticeType(typ)
+	for _, ch := range nt.Channels { // in the type's order, not the rows' stamps'
+		if _, ok := res.DeliveryStatus[ch]; ok {
+			res.Dispatched = append(res.Dispatched, ch)
+		}
 	}
 	return res, nil
 }

@@ -22,7 +22,7 @@ func TestGrantExpiryWorkload(t *testing.T) {
 	if r.Error != "" || r.Mode != "job" || r.Ops != grants || r.Extra["notified"] != grants || r.Extra["users"] != 3 {
 		t.Fatalf("grant-expiry: %+v", r)
 	}
-	if n := count(t, dsn, `SELECT count(*) FROM notifications WHERE type = 'grant.expiring_24h'`); n != 3*grants {
+	if n := count(t, dsn, `SELECT count(*) FROM notification_rows WHERE type = 'grant.expiring_24h'`); n != 3*grants {
 		t.Fatalf("%d grant.expiring_24h rows, want %d", n, 3*grants)
 	}
 }

@@ -116,7 +116,7 @@ func TestRevokeWorkload(t *testing.T) {
 	if revoked < r.Ops {
 		t.Fatalf("%d grants revoked for %d revokes measured", revoked, r.Ops)
 	}
-	if n := count(t, dsn, `SELECT count(*) FROM notifications WHERE type = 'grant.revoked' AND channel = 'in_app'`); n != revoked {
+	if n := count(t, dsn, `SELECT count(*) FROM notification_rows WHERE type = 'grant.revoked' AND channel = 'in_app'`); n != revoked {
 		t.Fatalf("%d grant.revoked notices for %d revoked grants", n, revoked)
 	}
 

@@ -217,6 +217,68 @@ func TestNoticeRowsOfAnAccountWithoutEmailOrEndpoint(t *testing.T) {
 	})
 }
 
+// A notice's final rows (in_app sent, webhook pending, and the email row of
+// an account without email) are stored as one row and expanded when listed
+// (docs/decisions/notifications.md "Rows"); each keeps an id of its own that
+// redelivery finds. Only the failed email row can be redelivered: it then
+// lists once, queued, with the same id and created_at, and its outcome
+// settles there.
+func TestFinalRowsByIDAndRedelivered(t *testing.T) {
+	eachNotifyEnv(t, func(t *testing.T, e *env) {
+		_, key := e.account("")
+		e.revoke(t, key, "s")
+		before := rowsOf(e.notices(key, "", 50), domain.NoticeGrantRevoked)
+		redeliver := func(k, id string) response {
+			return e.do("POST", "/v1/notifications/"+id+"/redeliver", k, nil)
+		}
+		for ch, status := range map[string]string{"in_app": "sent", "webhook": "pending"} {
+			p := wantProblem(t, redeliver(key, before[ch][0]["id"].(string)), 409, "notification_not_failed")
+			if p["delivery_status"] != status {
+				t.Errorf("%s row's 409 names %v, want %s", ch, p["delivery_status"], status)
+			}
+		}
+		email := before["email"][0]
+		id := email["id"].(string)
+		_, otherKey := e.account("")
+		wantProblem(t, redeliver(otherKey, id), 404, "notification_not_found")
+		// The same stamp with other random bits names no row.
+		forged := id[:len(id)-1] + "0"
+		if forged == id {
+			forged = id[:len(id)-1] + "1"
+		}
+		wantProblem(t, redeliver(key, forged), 404, "notification_not_found")
+
+		r := redeliver(key, id)
+		if r.Status != 200 {
+			t.Fatalf("redeliver: %d %s", r.Status, r.Body)
+		}
+		if n := r.JSON(t)["notification"].(map[string]any); n["id"] != id || n["delivery_status"] != "queued" || n["created_at"] != email["created_at"] {
+			t.Fatalf("redelivered: %v, want %s queued at %v", n, id, email["created_at"])
+		}
+		wantProblem(t, redeliver(key, id), 409, "notification_not_failed")
+		after := rowsOf(e.notices(key, "", 50), domain.NoticeGrantRevoked)
+		if len(after["email"]) != 1 || after["email"][0]["id"] != id || after["email"][0]["delivery_status"] != "queued" ||
+			after["email"][0]["created_at"] != email["created_at"] {
+			t.Fatalf("email rows after redelivery: %v", after["email"])
+		}
+		for _, ch := range []string{"in_app", "webhook"} {
+			if !maps.Equal(after[ch][0], before[ch][0]) {
+				t.Errorf("%s row changed: %v, was %v", ch, after[ch][0], before[ch][0])
+			}
+		}
+		// Still no address: the mailer fails it again, and it can go again.
+		if res, err := e.app.SendQueuedEmail(context.Background()); err != nil || res.Failed < 1 {
+			t.Fatalf("send: %+v %v", res, err)
+		}
+		if got := rowsOf(e.notices(key, "", 50), domain.NoticeGrantRevoked)["email"]; len(got) != 1 || got[0]["delivery_status"] != "failed" {
+			t.Fatalf("email rows after the mailer: %v", got)
+		}
+		if r := redeliver(key, id); r.Status != 200 {
+			t.Fatalf("second redeliver: %d %s", r.Status, r.Body)
+		}
+	})
+}
+
 // A notice's rows follow every change to what decides them made since the
 // account's last notice (this process remembers what it last read and
 // writes only while that still holds): preferences, an endpoint registered,
@@ -337,35 +399,46 @@ func TestNotificationPreferences(t *testing.T) {
 }
 
 // Pages never lose or repeat a row, even when every row was written at the
-// same instant (the test clock stands still).
+// same instant (the test clock stands still): for an account whose rows are
+// all final (stored one row per notice, docs/decisions/notifications.md
+// "Rows"), and for one whose final rows and queued email rows interleave.
 func TestNotificationPagesAcrossEqualTimestamps(t *testing.T) {
 	eachNotifyEnv(t, func(t *testing.T, e *env) {
+		_, withEmail := e.account("ops@example.com")
 		_, key := e.account("")
-		for range 12 {
-			if r := e.do("POST", "/v1/notifications/test", key, map[string]any{"type": "governance.proposed"}); r.Status != 200 {
-				t.Fatalf("test: %d %s", r.Status, r.Body)
+		for _, k := range []string{key, withEmail} {
+			for range 12 {
+				if r := e.do("POST", "/v1/notifications/test", k, map[string]any{"type": "governance.proposed"}); r.Status != 200 {
+					t.Fatalf("test: %d %s", r.Status, r.Body)
+				}
+			}
+		}
+		for _, k := range []string{key, withEmail} {
+			all := e.notices(k, "", 500)
+			if len(all) < 36 {
+				t.Fatalf("%d rows, want at least 36", len(all))
+			}
+			for _, limit := range []int{1, 2, 5, 7, 12, 50} {
+				paged := e.notices(k, "", limit)
+				if len(paged) != len(all) {
+					t.Fatalf("limit %d: %d rows, want %d", limit, len(paged), len(all))
+				}
+				seen := map[any]bool{}
+				for i, r := range paged {
+					if seen[r["id"]] {
+						t.Fatalf("limit %d: row %v repeated", limit, r["id"])
+					}
+					seen[r["id"]] = true
+					if r["id"] != all[i]["id"] {
+						t.Fatalf("limit %d: row %d is %v, want %v (newest first)", limit, i, r["id"], all[i]["id"])
+					}
+					if i > 0 && r["created_at"].(string) >= paged[i-1]["created_at"].(string) {
+						t.Fatalf("limit %d: not newest first at %d", limit, i)
+					}
+				}
 			}
 		}
 		all := e.notices(key, "", 500)
-		for _, limit := range []int{1, 5, 7, 12, 50} {
-			paged := e.notices(key, "", limit)
-			if len(paged) != len(all) {
-				t.Fatalf("limit %d: %d rows, want %d", limit, len(paged), len(all))
-			}
-			seen := map[any]bool{}
-			for i, r := range paged {
-				if seen[r["id"]] {
-					t.Fatalf("limit %d: row %v repeated", limit, r["id"])
-				}
-				seen[r["id"]] = true
-				if r["id"] != all[i]["id"] {
-					t.Fatalf("limit %d: row %d is %v, want %v (newest first)", limit, i, r["id"], all[i]["id"])
-				}
-				if i > 0 && r["created_at"].(string) >= paged[i-1]["created_at"].(string) {
-					t.Fatalf("limit %d: not newest first at %d", limit, i)
-				}
-			}
-		}
 		// ?severity= filters; another value is 422.
 		for _, r := range e.notices(key, "&severity=info", 50) {
 			if r["severity"] != "info" {

@@ -64,3 +64,6 @@ func (s *Store) KeyOfAccount(t testing.TB, userID string) any {
 	}
 	return key
 }
+
+// ParseFinalRowID is parseFinalRowID, for the tests of ids.
+func ParseFinalRowID(id string) (createdAt, salt int64, ok bool) { return parseFinalRowID(id) }

@@ -168,7 +168,7 @@ func (s *Store) OperatorFigures(ctx context.Context, since, until time.Time) (Op
 		(SELECT COUNT(*) FROM grants WHERE created_at >= $1 AND created_at <= $2),
 		(SELECT COUNT(*) FROM grants WHERE revoked_at >= $1 AND revoked_at <= $2),
 		(SELECT COUNT(*) FROM api_keys WHERE created_at >= $1 AND created_at <= $2),
-		(SELECT COUNT(*) FROM notifications WHERE created_at >= $1 AND created_at <= $2),
+		(SELECT COUNT(*) FROM notification_rows WHERE created_at >= $1 AND created_at <= $2),
 		(SELECT COUNT(*) FROM notifications WHERE channel = 'webhook' AND delivery_status = 'queued')`, a, b).
 		Scan(&f.AccountsNew, &f.AccountsTotal, &f.GrantsCreated, &f.GrantsRevoked, &f.KeysCreated, &f.NotificationsTotal, &f.WebhookQueuePendingNow)
 	return f, err
@@ -258,7 +258,7 @@ func (s *Store) AccountFigures(ctx context.Context, userID string, now time.Time
 		m   map[string]int64
 	}{
 		{`SELECT status, COUNT(*) FROM proposals WHERE user_id = $1 GROUP BY status`, f.Proposals},
-		{`SELECT delivery_status, COUNT(*) FROM notifications WHERE user_id = $1 GROUP BY delivery_status`, f.Notifications},
+		{`SELECT delivery_status, COUNT(*) FROM notification_rows WHERE user_id = $1 GROUP BY delivery_status`, f.Notifications},
 	} {
 		rows, err := s.read.QueryContext(ctx, q.sql, userID)
 		if err != nil {

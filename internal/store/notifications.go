@@ -35,6 +35,9 @@ type Notification struct {
 	DedupKey *string
 	Payload  string // JSON the email and the push carry; never listed
 	Attempts int
+	// Salt, when set, makes the row one of its notice's final rows (IsFinal),
+	// stored together in notice_finals; its ID is FinalRowID(CreatedAt, Salt).
+	Salt int64
 }
 
 // Preference is one changed (type, channel) preference of an account.
@@ -71,7 +74,7 @@ func (s *Store) NoticeContext(ctx context.Context, q Querier, userID, typ, dedup
 	}
 	var nc NoticeContext
 	var prefs string
-	err := q.QueryRowContext(ctx, `SELECT COALESCE((`+newestNotice("$1")+`), 0),
+	err := q.QueryRowContext(ctx, `SELECT `+s.newestNotice("$1")+`,
 		(SELECT email FROM accounts WHERE user_id = $1),
 		EXISTS (SELECT 1 FROM webhook_types WHERE user_id = $1 AND type = $2),
 		`+done+`,
@@ -84,15 +87,25 @@ func (s *Store) NoticeContext(ctx context.Context, q Querier, userID, typ, dedup
 	return nc, err
 }
 
-// newestNotice is the SQL reading the created_at of the newest row of the
-// account whose id is the parameter userID. Not MAX(created_at): a generic
-// plan made while the table is empty (PostgreSQL's pool forces generic
-// plans, docs/decisions/postgres-append.md "Plans") reads every row of the
-// account for MAX until an ANALYZE replans it (docs/performance.md, "Revoke,
-// second round"), while ORDER BY … LIMIT 1 has one plan at every size: one
-// step down the index.
-func newestNotice(userID string) string {
-	return `SELECT created_at FROM notifications WHERE user_id = ` + userID + ` ORDER BY created_at DESC LIMIT 1`
+// newestNotice is the SQL reading the created_at of the newest row (0:
+// none) of the account whose id is the parameter userID, in notifications
+// and among the final rows. Not MAX(created_at): a generic plan made while
+// the table is empty (PostgreSQL's pool forces generic plans,
+// docs/decisions/postgres-append.md "Plans") reads every row of the account
+// for MAX until an ANALYZE replans it (docs/performance.md, "Revoke, second
+// round"), while ORDER BY … LIMIT 1 has one plan at every size: one step
+// down the index.
+func (s *Store) newestNotice(userID string) string {
+	return s.greatest() + `(COALESCE((SELECT created_at FROM notifications WHERE user_id = ` + userID +
+		` ORDER BY created_at DESC LIMIT 1), 0), COALESCE((` + finalNewestSQL(userID) + `), 0))`
+}
+
+// greatest is the dialect's function of the largest of its arguments.
+func (s *Store) greatest() string {
+	if s.Dialect == SQLite {
+		return "MAX"
+	}
+	return "GREATEST"
 }
 
 // prefsAggregate is the SQL aggregate spelling an account's changed
@@ -168,22 +181,31 @@ func PrefsKey(prefs map[string]Preference) string {
 // docs/performance.md, "Revoke, second round").
 func (s *Store) GuessedNoticesPay() bool { return s.Dialect == Postgres }
 
-// InsertNoticeRowsIf writes the rows of one notice of typ for userID in one
-// statement, if the account still matches g: the same email presence,
-// endpoint subscription and changed preferences the rows were decided from.
-// It stamps them as InsertNotifications's callers do — consecutive
+// InsertNoticeRowsIf writes the rows of one notice of typ for userID, if
+// the account still matches g: the same email presence, endpoint
+// subscription and changed preferences the rows were decided from. It
+// stamps them as InsertNotifications's callers do — consecutive
 // microseconds from max(now, the account's newest + 1), each row's CreatedAt
-// holding its offset and SentAt (when set) the same offset — and fills in
-// the stamps. It reports false, having written nothing, when the account no
-// longer matches g. The caller holds the account's lock.
+// holding its offset (the final rows first) and SentAt (when set) the same
+// offset — and fills in the stamps and the final rows' ids. It reports
+// false, having written nothing, when the account no longer matches g. The
+// caller holds the account's lock.
 //
-// It folds NoticeContext's read into the insert: one statement where the
-// read and the insert were two (a round trip on PostgreSQL, a statement on
-// the SQLite writer), inside the transaction of the change that causes the
-// notice (a revoke's).
+// It folds NoticeContext's read into the first insert: one statement where
+// the read and the insert were two (a round trip on PostgreSQL, a statement
+// on the SQLite writer), inside the transaction of the change that causes
+// the notice (a revoke's). A notice with final rows and others (an account
+// with email: its email row is queued) takes a second, the others' insert.
 func (s *Store) InsertNoticeRowsIf(ctx context.Context, tx *sql.Tx, userID, typ string, now int64, g NoticeGuess, rows []Notification) (bool, error) {
 	if len(rows) == 0 {
 		return false, nil
+	}
+	finals, rest, err := groupFinals(rows)
+	if err != nil {
+		return false, err
+	}
+	if len(finals) > 1 {
+		return false, errors.New("notice rows: more than one notice")
 	}
 	var args []any
 	arg := func(v any, pgType string) string {
@@ -194,62 +216,71 @@ func (s *Store) InsertNoticeRowsIf(ctx context.Context, tx *sql.Tx, userID, typ 
 		return "$" + strconv.Itoa(len(args)) + pgType
 	}
 	var b strings.Builder
-	b.WriteString(`WITH v (id, channel, severity, status, digest, ord, sent, payload) AS (VALUES `)
-	for i, r := range rows {
-		if i > 0 {
-			b.WriteString(", ")
+	if len(finals) == 0 {
+		b.WriteString(`WITH v (id, channel, severity, status, digest, ord, sent, payload) AS (VALUES `)
+		for i, r := range rest {
+			if i > 0 {
+				b.WriteString(", ")
+			}
+			b.WriteString("(" + arg(r.ID, "::text") + ", " + arg(r.Channel, "::text") + ", " + arg(r.Severity, "::text") + ", " +
+				arg(r.DeliveryStatus, "::text") + ", " + arg(r.Digest, "::boolean") + ", " + arg(r.CreatedAt, "::bigint") + ", " +
+				arg(r.SentAt != nil, "::boolean") + ", " + arg(r.Payload, "::text") + ")")
 		}
-		b.WriteString("(" + arg(r.ID, "::text") + ", " + arg(r.Channel, "::text") + ", " + arg(r.Severity, "::text") + ", " +
-			arg(r.DeliveryStatus, "::text") + ", " + arg(r.Digest, "::boolean") + ", " + arg(r.CreatedAt, "::bigint") + ", " +
-			arg(r.SentAt != nil, "::boolean") + ", " + arg(r.Payload, "::text") + ")")
-	}
-	greatest, prefs := "GREATEST", s.prefsAggregate()
-	if s.Dialect == SQLite {
-		greatest = "MAX"
+		b.WriteString("), ")
+	} else {
+		b.WriteString("WITH ")
 	}
 	// base is one row, computed once: the stamp, and whether the account
 	// still matches g.
-	b.WriteString(`), base (stamp, holds) AS MATERIALIZED (SELECT ` + greatest + `(` + arg(now, "::bigint") +
-		`, COALESCE((` + newestNotice(arg(userID, "")) + `), 0) + 1),
+	prefs := s.prefsAggregate()
+	b.WriteString(`base (stamp, holds) AS MATERIALIZED (SELECT ` + s.greatest() + `(` + arg(now, "::bigint") + `, `)
+	if s.Dialect == SQLite {
+		args = append(args, userID, userID) // newestNotice reads it twice
+		b.WriteString(s.newestNotice("?"))
+	} else {
+		b.WriteString(s.newestNotice(arg(userID, "::text")))
+	}
+	b.WriteString(` + 1),
 		(SELECT email IS NOT NULL FROM accounts WHERE user_id = ` + arg(userID, "") + `) = ` + arg(g.HasEmail, "") + `
 		AND EXISTS (SELECT 1 FROM webhook_types WHERE user_id = ` + arg(userID, "") + ` AND type = ` + arg(typ, "") + `) = ` + arg(g.Subscribed, "") + `
 		AND COALESCE((SELECT ` + prefs + ` FROM notification_preferences WHERE user_id = ` + arg(userID, "") + ` AND type = ` + arg(typ, "") + `), '') = ` + arg(g.Prefs, "::text") + `)
-		INSERT INTO notifications (` + notificationColumns + `)
+		`)
+	if len(finals) == 0 {
+		b.WriteString(`INSERT INTO notifications (` + notificationColumns + `)
 		SELECT v.id, ` + arg(userID, "::text") + `, ` + arg(typ, "::text") + `, v.channel, v.severity, v.status, v.digest, base.stamp + v.ord,
 			CASE WHEN v.sent THEN base.stamp + v.ord END, v.payload, 0
 		FROM base, v WHERE base.holds
-		RETURNING id, created_at`)
-	res, err := tx.QueryContext(ctx, b.String(), args...)
+		RETURNING created_at - ` + arg(rest[0].CreatedAt, "::bigint"))
+	} else {
+		f := finals[0]
+		b.WriteString(`INSERT INTO notice_finals (user_id, type, severity, created_at, kinds, salt, payload)
+		SELECT ` + arg(userID, "::text") + `, ` + arg(typ, "::text") + `, ` + arg(f.severity, "::text") + `, base.stamp + ` + arg(f.createdAt, "::bigint") +
+			`, ` + strconv.Itoa(f.kinds) + `, ` + arg(f.salt, "::bigint") + `, ` + arg(f.payload, "::text") + `
+		FROM base WHERE base.holds
+		RETURNING created_at - ` + arg(f.createdAt, "::bigint"))
+	}
+	var stamp int64
+	err = tx.QueryRowContext(ctx, b.String(), args...).Scan(&stamp)
+	if errors.Is(err, sql.ErrNoRows) {
+		return false, nil
+	}
 	if err != nil {
 		return false, err
 	}
-	defer res.Close()
-	stamped := make(map[string]int64, len(rows))
-	for res.Next() {
-		var id string
-		var at int64
-		if err := res.Scan(&id, &at); err != nil {
-			return false, err
-		}
-		stamped[id] = at
-	}
-	if err := res.Err(); err != nil {
-		return false, err
-	}
-	if len(stamped) == 0 {
-		return false, nil
-	}
-	if len(stamped) != len(rows) {
-		return false, fmt.Errorf("notice rows: %d of %d written", len(stamped), len(rows))
-	}
 	for i := range rows {
-		at, ok := stamped[rows[i].ID]
-		if !ok {
-			return false, fmt.Errorf("notice row %s not written", rows[i].ID)
-		}
-		rows[i].CreatedAt = at
+		rows[i].CreatedAt += stamp
 		if rows[i].SentAt != nil {
-			rows[i].SentAt = &at
+			sent := rows[i].CreatedAt
+			rows[i].SentAt = &sent
+		}
+		if rows[i].Salt != 0 {
+			rows[i].ID = FinalRowID(rows[i].CreatedAt, rows[i].Salt)
+		}
+	}
+	if len(finals) > 0 && len(rest) > 0 {
+		_, rest, _ = groupFinals(rows)
+		if _, err := s.insertRows(ctx, tx, rest); err != nil {
+			return false, err
 		}
 	}
 	return true, nil
@@ -313,14 +344,30 @@ func (s *Store) DedupKeysWritten(ctx context.Context, q Querier, userID, typ str
 // statement, and reports how many it stored. A once-only notice (its rows'
 // DedupKey) is marked first (markOnce); the rows of one marked before are
 // skipped, so a job's notices stay once-only without reading their keys
-// first. The caller holds the account's lock and stamped the rows above the
-// account's newest (NoticeContext), which the unique index on (user_id,
-// created_at) checks: a stamp taken is an error.
+// first. A notice's final rows (Salt set) go into notice_finals as one row.
+// The caller holds the account's lock and stamped the rows above the
+// account's newest (NoticeContext), which the unique keys on (user_id,
+// created_at) of both tables check, each in its own: a stamp taken is an
+// error.
 func (s *Store) InsertNotifications(ctx context.Context, tx *sql.Tx, rows []Notification) (int64, error) {
 	rows, err := s.markOnce(ctx, tx, rows)
 	if err != nil {
 		return 0, err
 	}
+	finals, rest, err := groupFinals(rows)
+	if err != nil {
+		return 0, err
+	}
+	if err := s.insertFinals(ctx, tx, finals); err != nil {
+		return 0, err
+	}
+	stored, err := s.insertRows(ctx, tx, rest)
+	return stored + int64(len(rows)-len(rest)), err
+}
+
+// insertRows stores rows (none of them final) in notifications, a few
+// hundred per statement, and reports how many it stored.
+func (s *Store) insertRows(ctx context.Context, tx *sql.Tx, rows []Notification) (int64, error) {
 	var stored int64
 	for len(rows) > 0 {
 		// One statement for a run of rows of one account, type and
@@ -584,21 +631,45 @@ func (s *Store) markKeys(ctx context.Context, tx *sql.Tx, userID, typ string, ks
 }
 
 // Notifications lists userID's rows newest first: those created before
-// before (when not nil), of severity (when not nil), at most limit.
+// before (when not nil), of severity (when not nil), at most limit. It reads
+// up to limit rows of each table (one more of notice_finals, whose newest
+// row may hold only rows at or after before) and merges them.
 func (s *Store) Notifications(ctx context.Context, userID string, before *int64, severity *string, limit int) ([]Notification, error) {
-	q := `SELECT ` + notificationColumns + ` FROM notifications WHERE user_id = $1`
+	where := ` WHERE user_id = $1`
 	args := []any{userID}
 	if before != nil {
 		args = append(args, *before)
-		q += ` AND created_at < $` + strconv.Itoa(len(args))
+		where += ` AND created_at < $` + strconv.Itoa(len(args))
 	}
 	if severity != nil {
 		args = append(args, *severity)
-		q += ` AND severity = $` + strconv.Itoa(len(args))
+		where += ` AND severity = $` + strconv.Itoa(len(args))
 	}
-	args = append(args, limit)
-	q += ` ORDER BY created_at DESC LIMIT $` + strconv.Itoa(len(args))
-	return queryAll(ctx, s, nil, scanNotification, q, args...)
+	order := ` ORDER BY created_at DESC LIMIT $` + strconv.Itoa(len(args)+1)
+	rows, err := queryAll(ctx, s, nil, scanNotification, `SELECT `+notificationColumns+` FROM notifications`+where+order,
+		append(args, limit)...)
+	if err != nil {
+		return nil, err
+	}
+	finals, err := queryAll(ctx, s, nil, scanFinal, `SELECT `+finalColumns+` FROM notice_finals`+where+` AND moved <> kinds`+order,
+		append(args, limit+1)...)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]Notification, 0, min(limit, len(rows)+3*len(finals)))
+	for _, f := range finals {
+		for _, r := range f.rows() {
+			if before != nil && r.CreatedAt >= *before {
+				continue
+			}
+			for len(rows) > 0 && rows[0].CreatedAt > r.CreatedAt {
+				out, rows = append(out, rows[0]), rows[1:]
+			}
+			out = append(out, r)
+		}
+	}
+	out = append(out, rows...)
+	return out[:min(limit, len(out))], nil
 }
 
 // NotificationByID reads one of userID's rows; ErrNotFound when it has none
@@ -607,7 +678,18 @@ func (s *Store) NotificationByID(ctx context.Context, q Querier, userID, id stri
 	if q == nil {
 		q = s.read
 	}
-	return scanNotification(q.QueryRowContext(ctx, `SELECT `+notificationColumns+` FROM notifications WHERE user_id = $1 AND id = $2`, userID, id))
+	n, err := scanNotification(q.QueryRowContext(ctx, `SELECT `+notificationColumns+` FROM notifications WHERE user_id = $1 AND id = $2`, userID, id))
+	if !errors.Is(err, ErrNotFound) {
+		return n, err
+	}
+	f, bit, err := s.finalByID(ctx, q, userID, id)
+	if err != nil {
+		return Notification{}, err
+	}
+	if f.moved&bit != 0 {
+		return Notification{}, ErrNotFound // moved, and since gone from notifications: not a row any more
+	}
+	return f.row(bit), nil
 }
 
 // Preferences lists userID's changed preferences.
@@ -666,6 +748,13 @@ func (s *Store) Requeue(ctx context.Context, tx *sql.Tx, userID, id string) (Not
 	}
 	if n.DeliveryStatus != "failed" {
 		return n, nil
+	}
+	if n.Salt != 0 { // a final row: it moves to notifications, queued
+		f, bit, err := s.finalByID(ctx, tx, userID, id)
+		if err != nil {
+			return n, err
+		}
+		return n, s.moveFinal(ctx, tx, f, bit, "queued")
 	}
 	_, err = tx.ExecContext(ctx, `UPDATE notifications SET delivery_status = 'queued', sent_at = NULL WHERE id = $1`, id)
 	return n, err

@@ -70,7 +70,7 @@ func TestInsertNoticeRowsIfChecksItsGuess(t *testing.T) {
 		count := func() int {
 			t.Helper()
 			var n int
-			if err := s.DB().QueryRowContext(ctx, `SELECT COUNT(*) FROM notifications WHERE user_id = 'u1'`).Scan(&n); err != nil {
+			if err := s.DB().QueryRowContext(ctx, `SELECT COUNT(*) FROM notification_rows WHERE user_id = 'u1'`).Scan(&n); err != nil {
 				t.Fatal(err)
 			}
 			return n

@@ -30,8 +30,9 @@ func readSchema(t *testing.T, s *store.Store) schemaOf {
 	var columns, pk, indexes string
 	switch s.Dialect {
 	case store.SQLite:
+		// Views too, as PostgreSQL's information_schema lists them.
 		columns = `SELECT m.name, c.name FROM sqlite_master m, pragma_table_info(m.name) c
-			WHERE m.type = 'table' AND m.name NOT LIKE 'sqlite_%'`
+			WHERE m.type IN ('table', 'view') AND m.name NOT LIKE 'sqlite_%'`
 		pk = `SELECT m.name, c.name, c.pk FROM sqlite_master m, pragma_table_info(m.name) c
 			WHERE m.type = 'table' AND m.name NOT LIKE 'sqlite_%' AND c.pk > 0`
 		// origin: c = CREATE INDEX, u = UNIQUE constraint, pk = primary key.
