@@ -63,7 +63,20 @@ type NoticeContext struct {
 
 // NoticeContext reads what deciding a notice of typ for userID needs;
 // dedupKey, when not empty, asks whether the notice was written already.
+//
+// On SQLite, read through the writer's transaction, all but the dedup
+// check comes from the notice cache when it holds it (noticecache.go).
 func (s *Store) NoticeContext(ctx context.Context, q Querier, userID, typ, dedupKey string) (NoticeContext, error) {
+	tx, cached := q.(*sql.Tx)
+	cached = cached && s.noticeCache != nil
+	if cached {
+		if err := s.noticeCacheValid(ctx, tx); err != nil {
+			return NoticeContext{}, err
+		}
+		if nc, ok := s.noticeCache.context(userID, typ); ok && dedupKey == "" {
+			return nc, nil
+		}
+	}
 	// One statement of five index probes: the notice is written inside
 	// someone else's transaction (a revoke's), which should not grow by more.
 	done := `FALSE`
@@ -83,8 +96,13 @@ func (s *Store) NoticeContext(ctx context.Context, q Querier, userID, typ, dedup
 	if err != nil {
 		return nc, err
 	}
-	nc.Prefs, err = parsePrefsKey(typ, prefs)
-	return nc, err
+	if nc.Prefs, err = parsePrefsKey(typ, prefs); err != nil {
+		return nc, err
+	}
+	if cached {
+		s.noticeCache.remember(userID, typ, nc)
+	}
+	return nc, nil
 }
 
 // newestNotice is the SQL reading the created_at of the newest row (0:
@@ -283,6 +301,7 @@ func (s *Store) InsertNoticeRowsIf(ctx context.Context, tx *sql.Tx, userID, typ 
 			return false, err
 		}
 	}
+	s.noticesStamped(rows[len(rows)-1:])
 	return true, nil
 }
 
@@ -362,7 +381,23 @@ func (s *Store) InsertNotifications(ctx context.Context, tx *sql.Tx, rows []Noti
 		return 0, err
 	}
 	stored, err := s.insertRows(ctx, tx, rest)
-	return stored + int64(len(rows)-len(rest)), err
+	if err != nil {
+		return 0, err
+	}
+	s.noticesStamped(rows)
+	return stored + int64(len(rows)-len(rest)), nil
+}
+
+// noticesStamped raises the notice cache's newest stamps to rows'.
+func (s *Store) noticesStamped(rows []Notification) {
+	if s.noticeCache == nil {
+		return
+	}
+	for i, r := range rows {
+		if i+1 == len(rows) || rows[i+1].UserID != r.UserID {
+			s.noticeCache.stamped(r.UserID, r.CreatedAt)
+		}
+	}
 }
 
 // insertRows stores rows (none of them final) in notifications, a few
@@ -703,6 +738,7 @@ func (s *Store) Preferences(ctx context.Context, q Querier, userID string) ([]Pr
 
 // PutPreference stores one preference of userID.
 func (s *Store) PutPreference(ctx context.Context, tx *sql.Tx, userID string, p Preference) error {
+	s.forgetNotices(userID)
 	_, err := tx.ExecContext(ctx, `INSERT INTO notification_preferences (user_id, type, channel, enabled, digest) VALUES ($1, $2, $3, $4, $5)
 		ON CONFLICT (user_id, type, channel) DO UPDATE SET enabled = excluded.enabled, digest = excluded.digest`,
 		userID, p.Type, p.Channel, p.Enabled, p.Digest)
@@ -795,4 +831,12 @@ func (s *Store) AccountsWithEmail(ctx context.Context) ([]Account, error) {
 		a.CreatedAt = time.UnixMicro(created).UTC()
 		return a, err
 	}, `SELECT user_id, email, is_admin, created_at FROM accounts WHERE email IS NOT NULL ORDER BY created_at`)
+}
+
+// forgetNotices drops userID's entry of the notice cache: a write changes
+// what decides its notices' rows.
+func (s *Store) forgetNotices(userID string) {
+	if s.noticeCache != nil {
+		s.noticeCache.forget(userID)
+	}
 }

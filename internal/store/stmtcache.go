@@ -43,6 +43,9 @@ type cachingConnector struct {
 	// with the WAL frames the connection wrote since the last one
 	// (checkpoint.go counts them).
 	committed func(frames int64)
+	// ended, when set (the writer's connections), hears of every
+	// transaction's end: committed, or not (rolled back, or its COMMIT failed).
+	ended func(committed bool)
 }
 
 func (c cachingConnector) Connect(ctx context.Context) (driver.Conn, error) {
@@ -299,12 +302,23 @@ type watchedTx struct {
 
 func (t watchedTx) Commit() error {
 	if err := t.conn.note(t.Tx.Commit()); err != nil {
+		t.conn.txEnded(false)
 		return err
 	}
 	t.conn.reportFrames()
+	t.conn.txEnded(true)
 	return nil
 }
-func (t watchedTx) Rollback() error { return t.conn.note(t.Tx.Rollback()) }
+func (t watchedTx) Rollback() error {
+	defer t.conn.txEnded(false)
+	return t.conn.note(t.Tx.Rollback())
+}
+
+func (c *cachingConn) txEnded(committed bool) {
+	if c.connector.ended != nil {
+		c.connector.ended(committed)
+	}
+}
 
 // reportFrames passes the pages this connection wrote since it last did to
 // its connector's committed. In WAL mode SQLite's count of written cache pages

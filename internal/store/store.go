@@ -48,6 +48,8 @@ type Store struct {
 	ioFaults, writeConns atomic.Int64
 	// ckpt checkpoints the WAL off the writer (SQLite; checkpoint.go).
 	ckpt *checkpointer
+	// noticeCache remembers what decides notices' rows (SQLite; noticecache.go).
+	noticeCache *noticeCache
 	// numbers are the accounts' numbers (SQLite; account_numbers.go).
 	numbers *accountNumbers
 	// inserts caches the texts of batch inserts (events.go).
@@ -132,9 +134,9 @@ func openSQLite(path string, readers int) (*Store, error) {
 	// SQLite decodes %HH escapes in URI filenames.
 	path = strings.NewReplacer("%", "%25", "?", "%3F", "#", "%23").Replace(path)
 	drv := sqlite.Driver{}
-	st := &Store{Dialect: SQLite, ckpt: newCheckpointer()}
+	st := &Store{Dialect: SQLite, ckpt: newCheckpointer(), noticeCache: &noticeCache{}}
 	write := sql.OpenDB(cachingConnector{dsn: "file:" + path + "?" + pragmas + "&_txlock=immediate", driver: &drv, faults: &st.ioFaults, opened: &st.writeConns,
-		committed: st.ckpt.committed})
+		committed: st.ckpt.committed, ended: st.noticeCache.writerTxEnded})
 	write.SetMaxOpenConns(1)
 	write.SetMaxIdleConns(1)
 	write.SetConnMaxLifetime(0)

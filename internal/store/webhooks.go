@@ -34,6 +34,7 @@ type Delivery struct {
 
 // CreateWebhook stores w and its types in tx.
 func (s *Store) CreateWebhook(ctx context.Context, tx *sql.Tx, w Webhook) error {
+	s.forgetNotices(w.UserID)
 	if _, err := tx.ExecContext(ctx, `INSERT INTO webhooks (id, user_id, url, secret, created_at) VALUES ($1, $2, $3, $4, $5)`,
 		w.ID, w.UserID, w.URL, w.Secret, w.CreatedAt.UnixMicro()); err != nil {
 		return err
@@ -92,6 +93,7 @@ func (s *Store) CountWebhooks(ctx context.Context, q Querier, userID string) (in
 // DeleteWebhook deletes userID's endpoint id with its types and attempts;
 // ErrNotFound when userID has no such endpoint.
 func (s *Store) DeleteWebhook(ctx context.Context, tx *sql.Tx, userID, id string) error {
+	s.forgetNotices(userID)
 	res, err := tx.ExecContext(ctx, `DELETE FROM webhooks WHERE user_id = $1 AND id = $2`, userID, id)
 	if err != nil {
 		return err

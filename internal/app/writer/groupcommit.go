@@ -170,6 +170,7 @@ func (g *groupCommitter) commit(batch []*groupJob) {
 				finish(fmt.Errorf("rollback to savepoint: %w", rbErr))
 				return
 			}
+			g.store.NoticeWritesUndone()
 		}
 		if alone {
 			continue

@@ -1,0 +1,165 @@
+package store
+
+// The notice context, remembered on SQLite (docs/decisions/notifications.md
+// "Rows"). A notice is written inside the transaction of the change that
+// causes it (a revoke's), on the one SQLite writer, and reading what decides
+// its rows — the account's newest row, its email, its endpoints, its
+// preferences of the type — was a statement of seven index probes there for
+// every notice. They change rarely, and on SQLite every change made by this
+// process goes through the writer's one connection and the store functions
+// that write them, which keep this cache exact: a notice's insert raises
+// the account's newest stamp; a preference, an endpoint registered or
+// deleted drops the account's entry. What the cache cannot see:
+//
+//   - another process's commit (the admin commands write while the server
+//     runs): SQLite's PRAGMA data_version on the writer's connection changes
+//     when another connection committed, and is read once per write
+//     transaction that uses the cache; a change drops everything;
+//   - writes undone (a transaction rolled back, a group commit's job's
+//     savepoint rolled back, NoticeWritesUndone): what was read or raised
+//     inside them may never have been committed; everything is dropped;
+//   - a new writer connection (after a storage fault): everything is dropped.
+//
+// PostgreSQL has no cache: several replicas write one database
+// (InsertNoticeRowsIf checks its guess in the statement instead).
+
+import (
+	"context"
+	"database/sql"
+	"sync"
+	"sync/atomic"
+)
+
+// maxCachedNoticeAccounts bounds the accounts remembered; past it the cache
+// starts again.
+const maxCachedNoticeAccounts = 100_000
+
+type noticeCache struct {
+	// ends counts the writer connection's transactions ended (committed or
+	// rolled back): the cache checks data_version once per transaction.
+	ends atomic.Int64
+
+	mu sync.Mutex
+	// checkedAt is ends when data_version was last read, version what it
+	// was, conns the writer's connections opened by then.
+	checkedAt, version, conns int64
+	checked                   bool
+	accounts                  map[string]*cachedNoticeAccount
+}
+
+// cachedNoticeAccount is what the cache knows of one account.
+type cachedNoticeAccount struct {
+	newest    int64 // the created_at of its newest row; valid when known
+	known     bool
+	email     *string
+	emailRead bool
+	types     map[string]cachedNoticeType
+}
+
+// cachedNoticeType is an account's endpoints and preferences of one type.
+type cachedNoticeType struct {
+	subscribed bool
+	prefs      map[string]Preference
+}
+
+// writerTxEnded is the writer connection's hook: a transaction ended; one
+// rolled back drops everything.
+func (c *noticeCache) writerTxEnded(committed bool) {
+	c.ends.Add(1)
+	if !committed {
+		c.drop()
+	}
+}
+
+// drop forgets every account.
+func (c *noticeCache) drop() {
+	c.mu.Lock()
+	c.accounts, c.checked = nil, false
+	c.mu.Unlock()
+}
+
+// forget drops userID's entry.
+func (c *noticeCache) forget(userID string) {
+	c.mu.Lock()
+	delete(c.accounts, userID)
+	c.mu.Unlock()
+}
+
+// valid checks, once per writer transaction, that no other connection
+// committed since the cache was filled, and drops everything if one did.
+// tx is the writer's transaction.
+func (s *Store) noticeCacheValid(ctx context.Context, tx *sql.Tx) error {
+	c := s.noticeCache
+	ends := c.ends.Load()
+	c.mu.Lock()
+	fresh := c.checked && c.checkedAt == ends
+	c.mu.Unlock()
+	if fresh {
+		return nil
+	}
+	var version int64
+	if err := tx.QueryRowContext(ctx, `PRAGMA data_version`).Scan(&version); err != nil {
+		return err
+	}
+	conns := s.writeConns.Load()
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if !c.checked || c.version != version || c.conns != conns {
+		c.accounts = nil
+	}
+	c.checked, c.checkedAt, c.version, c.conns = true, ends, version, conns
+	return nil
+}
+
+// cachedNoticeContext is NoticeContext from the cache, when it holds all of it.
+func (c *noticeCache) context(userID, typ string) (NoticeContext, bool) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	a := c.accounts[userID]
+	if a == nil || !a.known || !a.emailRead {
+		return NoticeContext{}, false
+	}
+	t, ok := a.types[typ]
+	if !ok {
+		return NoticeContext{}, false
+	}
+	return NoticeContext{LastCreatedAt: a.newest, Email: a.email, Subscribed: t.subscribed, Prefs: t.prefs}, true
+}
+
+// remember keeps what NoticeContext read for userID and typ.
+func (c *noticeCache) remember(userID, typ string, nc NoticeContext) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if !c.checked {
+		return
+	}
+	if c.accounts == nil || len(c.accounts) >= maxCachedNoticeAccounts {
+		c.accounts = make(map[string]*cachedNoticeAccount)
+	}
+	a := c.accounts[userID]
+	if a == nil {
+		a = &cachedNoticeAccount{types: make(map[string]cachedNoticeType, 1)}
+		c.accounts[userID] = a
+	}
+	a.newest, a.known = max(a.newest, nc.LastCreatedAt), true
+	a.email, a.emailRead = nc.Email, true
+	a.types[typ] = cachedNoticeType{subscribed: nc.Subscribed, prefs: nc.Prefs}
+}
+
+// stamped raises userID's newest stamp to at, rows having been written up to it.
+func (c *noticeCache) stamped(userID string, at int64) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if a := c.accounts[userID]; a != nil && a.known {
+		a.newest = max(a.newest, at)
+	}
+}
+
+// NoticeWritesUndone tells the store that the writer undid writes of its
+// transaction (a group commit's job's savepoint rolled back): what the
+// notice cache read or raised inside them is dropped.
+func (s *Store) NoticeWritesUndone() {
+	if s.noticeCache != nil {
+		s.noticeCache.drop()
+	}
+}
