@@ -69,13 +69,14 @@ func NewSalt(r io.Reader) (int64, error) {
 // FinalRowID is the id of the final row created at createdAt (Unix
 // microseconds) of the notice with salt: a UUIDv7 (RFC 9562) whose
 // timestamp is createdAt's millisecond, whose rand_a holds its microseconds
-// within that millisecond (§6.2, method 3), and whose rand_b is salt. Read
-// back (parseFinalRowID), it names the row's account stamp: the row is found
-// by the primary key of notice_finals, with no index on ids.
+// within that millisecond scaled to 12 bits (§6.2, method 3: floor(µs ×
+// 4096 / 1000), which keeps every microsecond apart), and whose rand_b is
+// salt. Read back (parseFinalRowID), it names the row's account stamp: the
+// row is found by the primary key of notice_finals, with no index on ids.
 func FinalRowID(createdAt, salt int64) string {
 	var u uuid.UUID
-	ms, us := uint64(createdAt/1000), uint16(createdAt%1000)
-	binary.BigEndian.PutUint64(u[0:8], ms<<16|0x7000|uint64(us))
+	ms, frac := uint64(createdAt/1000), uint64(createdAt%1000)*4096/1000
+	binary.BigEndian.PutUint64(u[0:8], ms<<16|0x7000|frac)
 	binary.BigEndian.PutUint64(u[8:16], 0x8000_0000_0000_0000|uint64(salt)&(1<<62-1))
 	return u.String()
 }
@@ -88,7 +89,7 @@ func parseFinalRowID(id string) (createdAt, salt int64, ok bool) {
 		return 0, 0, false
 	}
 	hi, lo := binary.BigEndian.Uint64(u[0:8]), binary.BigEndian.Uint64(u[8:16])
-	us := hi & 0x0fff
+	us := ((hi&0x0fff)*1000 + 4095) / 4096 // the microsecond FinalRowID scaled down to it
 	if us >= 1000 {
 		return 0, 0, false
 	}
@@ -256,8 +257,12 @@ func (s *Store) finalByID(ctx context.Context, q Querier, userID, id string) (fi
 	return finalRow{}, 0, ErrNotFound
 }
 
+// errMovedAlready: another transaction moved the row first.
+var errMovedAlready = errors.New("the notice row moved already")
+
 // moveFinal moves f's row of kind bit to notifications, as it is but in
-// status (redelivery: a failed email row goes back to queued).
+// status (redelivery: a failed email row goes back to queued);
+// errMovedAlready when another transaction moved it since f was read.
 func (s *Store) moveFinal(ctx context.Context, tx *sql.Tx, f finalRow, bit int, status string) error {
 	r := f.row(bit)
 	res, err := tx.ExecContext(ctx, `UPDATE notice_finals SET moved = moved | `+strconv.Itoa(bit)+`
@@ -265,8 +270,10 @@ func (s *Store) moveFinal(ctx context.Context, tx *sql.Tx, f finalRow, bit int, 
 	if err != nil {
 		return err
 	}
-	if n, err := res.RowsAffected(); err != nil || n != 1 {
-		return errors.Join(err, errors.New("notice row "+r.ID+" moved already"))
+	if n, err := res.RowsAffected(); err != nil {
+		return err
+	} else if n != 1 {
+		return errMovedAlready
 	}
 	_, err = tx.ExecContext(ctx, `INSERT INTO notifications (`+notificationColumns+`) VALUES ($1, $2, $3, $4, $5, $6, FALSE, $7, NULL, $8, 0)`,
 		r.ID, r.UserID, r.Type, r.Channel, r.Severity, status, r.CreatedAt, r.Payload)

@@ -32,8 +32,9 @@ func TestFinalRowIDRoundTrip(t *testing.T) {
 	id := store.FinalRowID(at, 77)
 	for _, bad := range []string{
 		"", "not-a-uuid", strings.ToUpper(id), "{" + id + "}", strings.ReplaceAll(id, "-", ""),
-		uuid.NewString(),        // version 4
-		id[:14] + "f" + id[15:], // rand_a of 3,xxx µs: not a microsecond
+		uuid.NewString(),          // version 4
+		id[:15] + "fff" + id[18:], // rand_a 4095: 1,000 µs, not within the millisecond
+		id[:15] + "001" + id[18:], // rand_a 1: no microsecond scales to it
 	} {
 		if _, _, ok := store.ParseFinalRowID(bad); ok {
 			t.Errorf("%q parsed as a final row's id", bad)

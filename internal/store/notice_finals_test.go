@@ -242,3 +242,56 @@ func TestInsertNoticeRowsIfWithFinalRows(t *testing.T) {
 		}
 	})
 }
+
+// Two redeliveries of one failed final row at once: the first moves it to
+// notifications, queued; the second, which waited for it, finds it queued
+// (not failed) and moves nothing.
+func TestConcurrentRedeliveriesOfAFinalRow(t *testing.T) {
+	storetest.EachStore(t, func(t *testing.T, s *store.Store) {
+		ctx := context.Background()
+		now := time.Date(2026, 11, 26, 12, 0, 0, 0, time.UTC)
+		createNoticeAccount(t, s, nil, now)
+		rows := finalNotice(now.UnixMicro(), 31, "sent", "failed", "pending")
+		if err := s.InTx(ctx, func(tx *sql.Tx) error {
+			_, err := s.InsertNotifications(ctx, tx, rows)
+			return err
+		}); err != nil {
+			t.Fatal(err)
+		}
+		email := rows[1].ID
+		first, err := s.WriteDB().BeginTx(ctx, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if n, err := s.Requeue(ctx, first, "u1", email); err != nil || n.DeliveryStatus != "failed" {
+			t.Fatalf("first redelivery: %+v, %v", n, err)
+		}
+		second := make(chan store.Notification, 1)
+		go func() {
+			var n store.Notification
+			err := s.InTx(ctx, func(tx *sql.Tx) (err error) {
+				n, err = s.Requeue(ctx, tx, "u1", email)
+				return err
+			})
+			if err != nil {
+				t.Error(err)
+			}
+			second <- n
+		}()
+		if err := first.Commit(); err != nil {
+			t.Fatal(err)
+		}
+		if n := <-second; n.ID != email || n.DeliveryStatus != "queued" {
+			t.Errorf("second redelivery saw %+v, want the row queued", n)
+		}
+		all, err := s.Notifications(ctx, "u1", nil, nil, 10)
+		if err != nil || len(all) != 3 {
+			t.Fatalf("rows: %+v, %v", all, err)
+		}
+		for _, r := range all {
+			if r.Channel == "email" && (r.ID != email || r.DeliveryStatus != "queued" || r.CreatedAt != rows[1].CreatedAt) {
+				t.Errorf("email row %+v, want %s queued at %d", r, email, rows[1].CreatedAt)
+			}
+		}
+	})
+}

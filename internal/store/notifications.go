@@ -8,6 +8,7 @@ package store
 // dies.
 
 import (
+	"cmp"
 	"context"
 	"database/sql"
 	"errors"
@@ -65,7 +66,9 @@ type NoticeContext struct {
 // dedupKey, when not empty, asks whether the notice was written already.
 //
 // On SQLite, read through the writer's transaction, all but the dedup
-// check comes from the notice cache when it holds it (noticecache.go).
+// check comes from the notice cache when it holds it (noticecache.go). A
+// *sql.Tx given as q must be the writer's: the cache is checked against its
+// connection (no reader begins transactions).
 func (s *Store) NoticeContext(ctx context.Context, q Querier, userID, typ, dedupKey string) (NoticeContext, error) {
 	tx, cached := q.(*sql.Tx)
 	cached = cached && s.noticeCache != nil
@@ -192,6 +195,15 @@ func PrefsKey(prefs map[string]Preference) string {
 	return b.String()
 }
 
+// finals0 is the offset of finals's first row from the notice's stamp (0
+// when none).
+func finals0(finals []finalRow) int64 {
+	if len(finals) == 0 {
+		return 0
+	}
+	return finals[0].createdAt
+}
+
 // GuessedNoticesPay reports whether InsertNoticeRowsIf is the cheaper way
 // to write a notice: on PostgreSQL it saves a round trip and a statement;
 // on SQLite, where a statement costs no round trip, the one statement with
@@ -268,22 +280,30 @@ func (s *Store) InsertNoticeRowsIf(ctx context.Context, tx *sql.Tx, userID, typ 
 		SELECT v.id, ` + arg(userID, "::text") + `, ` + arg(typ, "::text") + `, v.channel, v.severity, v.status, v.digest, base.stamp + v.ord,
 			CASE WHEN v.sent THEN base.stamp + v.ord END, v.payload, 0
 		FROM base, v WHERE base.holds
-		RETURNING created_at - ` + arg(rest[0].CreatedAt, "::bigint"))
+		RETURNING id, created_at`)
 	} else {
 		f := finals[0]
 		b.WriteString(`INSERT INTO notice_finals (user_id, type, severity, created_at, kinds, salt, payload)
 		SELECT ` + arg(userID, "::text") + `, ` + arg(typ, "::text") + `, ` + arg(f.severity, "::text") + `, base.stamp + ` + arg(f.createdAt, "::bigint") +
 			`, ` + strconv.Itoa(f.kinds) + `, ` + arg(f.salt, "::bigint") + `, ` + arg(f.payload, "::text") + `
 		FROM base WHERE base.holds
-		RETURNING created_at - ` + arg(f.createdAt, "::bigint"))
+		RETURNING '', created_at`)
 	}
-	var stamp int64
-	err = tx.QueryRowContext(ctx, b.String(), args...).Scan(&stamp)
+	// Which row comes back first is not promised: its id says which it is.
+	var first string
+	var at int64
+	err = tx.QueryRowContext(ctx, b.String(), args...).Scan(&first, &at)
 	if errors.Is(err, sql.ErrNoRows) {
 		return false, nil
 	}
 	if err != nil {
 		return false, err
+	}
+	stamp := at - finals0(finals)
+	for _, r := range rest {
+		if len(finals) == 0 && r.ID == first {
+			stamp = at - r.CreatedAt
+		}
 	}
 	for i := range rows {
 		rows[i].CreatedAt += stamp
@@ -666,9 +686,11 @@ func (s *Store) markKeys(ctx context.Context, tx *sql.Tx, userID, typ string, ks
 }
 
 // Notifications lists userID's rows newest first: those created before
-// before (when not nil), of severity (when not nil), at most limit. It reads
-// up to limit rows of each table (one more of notice_finals, whose newest
-// row may hold only rows at or after before) and merges them.
+// before (when not nil), of severity (when not nil), at most limit. One
+// statement (one snapshot: a row moving from notice_finals to notifications
+// meanwhile is never missed) reads up to limit rows of notifications and
+// limit + 1 of notice_finals, whose newest may hold only rows at or after
+// before; they are expanded and merged here.
 func (s *Store) Notifications(ctx context.Context, userID string, before *int64, severity *string, limit int) ([]Notification, error) {
 	where := ` WHERE user_id = $1`
 	args := []any{userID}
@@ -680,30 +702,48 @@ func (s *Store) Notifications(ctx context.Context, userID string, before *int64,
 		args = append(args, *severity)
 		where += ` AND severity = $` + strconv.Itoa(len(args))
 	}
-	order := ` ORDER BY created_at DESC LIMIT $` + strconv.Itoa(len(args)+1)
-	rows, err := queryAll(ctx, s, nil, scanNotification, `SELECT `+notificationColumns+` FROM notifications`+where+order,
-		append(args, limit)...)
+	args = append(args, limit, limit+1)
+	n := strconv.Itoa(len(args))
+	// kinds is 0 for a row of notifications; user_id and payload are not listed.
+	q := `SELECT * FROM (SELECT id, type, channel, severity, delivery_status, digest, created_at, sent_at, attempts, 0 AS kinds, 0 AS moved, 0 AS salt
+			FROM notifications` + where + ` ORDER BY created_at DESC LIMIT $` + strconv.Itoa(len(args)-1) + `) n
+		UNION ALL
+		SELECT * FROM (SELECT '', type, '', severity, '', FALSE, created_at, CAST(NULL AS BIGINT), 0, kinds, moved, salt
+			FROM notice_finals` + where + ` AND moved <> kinds ORDER BY created_at DESC LIMIT $` + n + `) f`
+	// Each row read is a row of notifications, or (kinds set) one of
+	// notice_finals, to expand.
+	type read struct {
+		row   Notification
+		final finalRow
+	}
+	all, err := queryAll(ctx, s, nil, func(r scanner) (read, error) {
+		var x read
+		var sent sql.NullInt64
+		err := r.Scan(&x.row.ID, &x.row.Type, &x.row.Channel, &x.row.Severity, &x.row.DeliveryStatus, &x.row.Digest, &x.row.CreatedAt,
+			&sent, &x.row.Attempts, &x.final.kinds, &x.final.moved, &x.final.salt)
+		if sent.Valid {
+			x.row.SentAt = &sent.Int64
+		}
+		x.row.UserID = userID
+		x.final.userID, x.final.typ, x.final.severity, x.final.createdAt = userID, x.row.Type, x.row.Severity, x.row.CreatedAt
+		return x, err
+	}, q, args...)
 	if err != nil {
 		return nil, err
 	}
-	finals, err := queryAll(ctx, s, nil, scanFinal, `SELECT `+finalColumns+` FROM notice_finals`+where+` AND moved <> kinds`+order,
-		append(args, limit+1)...)
-	if err != nil {
-		return nil, err
-	}
-	out := make([]Notification, 0, min(limit, len(rows)+3*len(finals)))
-	for _, f := range finals {
-		for _, r := range f.rows() {
-			if before != nil && r.CreatedAt >= *before {
-				continue
+	out := make([]Notification, 0, min(limit, 3*len(all)))
+	for _, x := range all {
+		if x.final.kinds == 0 {
+			out = append(out, x.row)
+			continue
+		}
+		for _, e := range x.final.rows() {
+			if before == nil || e.CreatedAt < *before {
+				out = append(out, e)
 			}
-			for len(rows) > 0 && rows[0].CreatedAt > r.CreatedAt {
-				out, rows = append(out, rows[0]), rows[1:]
-			}
-			out = append(out, r)
 		}
 	}
-	out = append(out, rows...)
+	slices.SortFunc(out, func(a, b Notification) int { return cmp.Compare(b.CreatedAt, a.CreatedAt) })
 	return out[:min(limit, len(out))], nil
 }
 
@@ -722,7 +762,8 @@ func (s *Store) NotificationByID(ctx context.Context, q Querier, userID, id stri
 		return Notification{}, err
 	}
 	if f.moved&bit != 0 {
-		return Notification{}, ErrNotFound // moved, and since gone from notifications: not a row any more
+		// Moved to notifications since the first read looked there.
+		return scanNotification(q.QueryRowContext(ctx, `SELECT `+notificationColumns+` FROM notifications WHERE user_id = $1 AND id = $2`, userID, id))
 	}
 	return f.row(bit), nil
 }
@@ -790,7 +831,12 @@ func (s *Store) Requeue(ctx context.Context, tx *sql.Tx, userID, id string) (Not
 		if err != nil {
 			return n, err
 		}
-		return n, s.moveFinal(ctx, tx, f, bit, "queued")
+		err = s.moveFinal(ctx, tx, f, bit, "queued")
+		if errors.Is(err, errMovedAlready) {
+			// A concurrent redelivery moved it first: it is queued, not failed.
+			return s.NotificationByID(ctx, tx, userID, id)
+		}
+		return n, err
 	}
 	_, err = tx.ExecContext(ctx, `UPDATE notifications SET delivery_status = 'queued', sent_at = NULL WHERE id = $1`, id)
 	return n, err

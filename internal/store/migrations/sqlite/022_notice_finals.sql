@@ -12,9 +12,9 @@
 -- kinds holds which: 1 in_app sent, 2 email failed, 4 webhook pending. The
 -- rows are stamped first, in that order: the k-th row present is created
 -- at created_at + k (k from 0). Each row's id is a UUIDv7 whose timestamp
--- and sub-millisecond bits (RFC 9562 §6.2, method 3) are its created_at and
--- whose random bits are salt, so an id names its row without an index of
--- its own. A failed email row can be redelivered: it then moves to
+-- and sub-millisecond bits (RFC 9562 §6.2, method 3: the microseconds
+-- scaled to 12 bits) are its created_at and whose random bits are salt, so
+-- an id names its row without an index of its own. A failed email row can be redelivered: it then moves to
 -- notifications with the same id and created_at, and its bit is set in
 -- moved. payload is what that email would carry ('' without one).
 CREATE TABLE notice_finals (
