@@ -656,9 +656,10 @@ func (s *Store) markKeys(ctx context.Context, tx *sql.Tx, userID, typ string, ks
 		return nil, err
 	}
 	if err != nil {
-		tx.ExecContext(ctx, `ROLLBACK TO once`)
-		tx.ExecContext(ctx, `RELEASE once`)
-		return nil, err
+		// The insert's error first; the savepoint's, if undoing it failed too.
+		_, undoErr := tx.ExecContext(ctx, `ROLLBACK TO once`)
+		_, releaseErr := tx.ExecContext(ctx, `RELEASE once`)
+		return nil, errors.Join(err, undoErr, releaseErr)
 	}
 	// Some were marked before: undo, find them, mark the others.
 	if _, err := tx.ExecContext(ctx, `ROLLBACK TO once`); err != nil {
