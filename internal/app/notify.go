@@ -461,7 +461,8 @@ func (a *App) TestNotification(ctx context.Context, p Principal, typ string, bod
 	if a.Cfg.Production() && !p.IsAdmin {
 		return TestResult{}, domain.Errorf(CodeTestRequiresAdmin, "in production only an administrator may send test notifications")
 	}
-	if _, ok := domain.LookupNoticeType(typ); !ok {
+	nt, ok := domain.LookupNoticeType(typ)
+	if !ok {
 		return TestResult{}, domain.Errorf(CodeUnknownNoticeType, "notification type %q is not declared", typ)
 	}
 	n := Notice{Type: typ, Subject: map[string]any{"test": true}, Title: "test notification", Body: "test notification"}
@@ -489,7 +490,6 @@ func (a *App) TestNotification(ctx context.Context, p Principal, typ string, bod
 	for _, r := range rows {
 		res.DeliveryStatus[r.Channel] = r.DeliveryStatus
 	}
-	nt, _ := domain.LookupNoticeType(typ)
 	for _, ch := range nt.Channels { // in the type's order, not the rows' stamps'
 		if _, ok := res.DeliveryStatus[ch]; ok {
 			res.Dispatched = append(res.Dispatched, ch)

@@ -30,26 +30,23 @@ const (
 	finalWebhookNoOne = 4 // webhook, pending: no endpoint takes the type
 )
 
-// finalKind is the kind of final row a row of channel in status is, or 0
-// when the row may still change (it goes to notifications).
-func finalKind(channel, status string) int {
-	switch {
-	case channel == "in_app" && status == "sent":
-		return finalInApp
-	case channel == "email" && status == "failed":
-		return finalEmailFailed
-	case channel == "webhook" && status == "pending":
-		return finalWebhookNoOne
-	}
-	return 0
-}
-
 // finalKinds lists the kinds in their stamping order, with their rows'
 // channel and status.
 var finalKinds = []struct {
 	bit             int
 	channel, status string
 }{{finalInApp, "in_app", "sent"}, {finalEmailFailed, "email", "failed"}, {finalWebhookNoOne, "webhook", "pending"}}
+
+// finalKind is the kind of final row a row of channel in status is, or 0
+// when the row may still change (it goes to notifications).
+func finalKind(channel, status string) int {
+	for _, k := range finalKinds {
+		if k.channel == channel && k.status == status {
+			return k.bit
+		}
+	}
+	return 0
+}
 
 // IsFinal reports whether a notice's row on channel, written in status, is
 // final: stored among its notice's final rows (give it the notice's salt,
@@ -135,7 +132,7 @@ func (f finalRow) row(bit int) Notification {
 		}
 	}
 	if bit == finalInApp {
-		n.SentAt = &n.CreatedAt
+		n.SentAt = &at // sent as written
 	}
 	if bit == finalEmailFailed {
 		n.Payload = f.payload
@@ -151,7 +148,7 @@ func scanFinal(r scanner) (finalRow, error) {
 	return f, err
 }
 
-// finalRowsSQL is the SQL of the created_at of userID's newest final row
+// finalNewestSQL is the SQL of the created_at of userID's newest final row
 // (a parameter's placeholder), from its notice's first and kinds.
 func finalNewestSQL(userID string) string {
 	return `SELECT created_at + (kinds & 1) + ((kinds & 2) >> 1) + ((kinds & 4) >> 2) - 1 FROM notice_finals WHERE user_id = ` +

@@ -15,9 +15,10 @@ package store
 //     runs): SQLite's PRAGMA data_version on the writer's connection changes
 //     when another connection committed, and is read once per write
 //     transaction that uses the cache; a change drops everything;
-//   - writes undone (a transaction rolled back, a group commit's job's
-//     savepoint rolled back, NoticeWritesUndone): what was read or raised
-//     inside them may never have been committed; everything is dropped;
+//   - writes undone (a transaction or any savepoint rolled back on the
+//     writer's connection: a group commit's job, a batch's attempt): what
+//     was read or raised inside them may never have been committed;
+//     everything is dropped;
 //   - a new writer connection (after a storage fault): everything is dropped.
 //
 // PostgreSQL has no cache: several replicas write one database
@@ -35,8 +36,9 @@ import (
 const maxCachedNoticeAccounts = 100_000
 
 type noticeCache struct {
-	// ends counts the writer connection's transactions ended (committed or
-	// rolled back): the cache checks data_version once per transaction.
+	// ends counts the writer connection's transactions ended (and its
+	// savepoints rolled back): the cache checks data_version once per
+	// transaction.
 	ends atomic.Int64
 
 	mu sync.Mutex
@@ -49,11 +51,9 @@ type noticeCache struct {
 
 // cachedNoticeAccount is what the cache knows of one account.
 type cachedNoticeAccount struct {
-	newest    int64 // the created_at of its newest row; valid when known
-	known     bool
-	email     *string
-	emailRead bool
-	types     map[string]cachedNoticeType
+	newest int64 // the created_at of its newest row
+	email  *string
+	types  map[string]cachedNoticeType
 }
 
 // cachedNoticeType is an account's endpoints and preferences of one type.
@@ -62,11 +62,11 @@ type cachedNoticeType struct {
 	prefs      map[string]Preference
 }
 
-// writerTxEnded is the writer connection's hook: a transaction ended; one
-// rolled back drops everything.
-func (c *noticeCache) writerTxEnded(committed bool) {
+// writerSettled is the writer connection's hook: a transaction ended, or a
+// savepoint was rolled back; writes undone drop everything.
+func (c *noticeCache) writerSettled(undone bool) {
 	c.ends.Add(1)
-	if !committed {
+	if undone {
 		c.drop()
 	}
 }
@@ -116,7 +116,7 @@ func (c *noticeCache) context(userID, typ string) (NoticeContext, bool) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	a := c.accounts[userID]
-	if a == nil || !a.known || !a.emailRead {
+	if a == nil {
 		return NoticeContext{}, false
 	}
 	t, ok := a.types[typ]
@@ -141,8 +141,7 @@ func (c *noticeCache) remember(userID, typ string, nc NoticeContext) {
 		a = &cachedNoticeAccount{types: make(map[string]cachedNoticeType, 1)}
 		c.accounts[userID] = a
 	}
-	a.newest, a.known = max(a.newest, nc.LastCreatedAt), true
-	a.email, a.emailRead = nc.Email, true
+	a.newest, a.email = max(a.newest, nc.LastCreatedAt), nc.Email
 	a.types[typ] = cachedNoticeType{subscribed: nc.Subscribed, prefs: nc.Prefs}
 }
 
@@ -150,16 +149,7 @@ func (c *noticeCache) remember(userID, typ string, nc NoticeContext) {
 func (c *noticeCache) stamped(userID string, at int64) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if a := c.accounts[userID]; a != nil && a.known {
+	if a := c.accounts[userID]; a != nil {
 		a.newest = max(a.newest, at)
-	}
-}
-
-// NoticeWritesUndone tells the store that the writer undid writes of its
-// transaction (a group commit's job's savepoint rolled back): what the
-// notice cache read or raised inside them is dropped.
-func (s *Store) NoticeWritesUndone() {
-	if s.noticeCache != nil {
-		s.noticeCache.drop()
 	}
 }

@@ -195,15 +195,6 @@ func PrefsKey(prefs map[string]Preference) string {
 	return b.String()
 }
 
-// finals0 is the offset of finals's first row from the notice's stamp (0
-// when none).
-func finals0(finals []finalRow) int64 {
-	if len(finals) == 0 {
-		return 0
-	}
-	return finals[0].createdAt
-}
-
 // GuessedNoticesPay reports whether InsertNoticeRowsIf is the cheaper way
 // to write a notice: on PostgreSQL it saves a round trip and a statement;
 // on SQLite, where a statement costs no round trip, the one statement with
@@ -299,12 +290,17 @@ func (s *Store) InsertNoticeRowsIf(ctx context.Context, tx *sql.Tx, userID, typ 
 	if err != nil {
 		return false, err
 	}
-	stamp := at - finals0(finals)
-	for _, r := range rest {
-		if len(finals) == 0 && r.ID == first {
-			stamp = at - r.CreatedAt
+	var offset int64 // of the row that came back
+	if len(finals) > 0 {
+		offset = finals[0].createdAt
+	} else {
+		for _, r := range rest {
+			if r.ID == first {
+				offset = r.CreatedAt
+			}
 		}
 	}
+	stamp := at - offset
 	for i := range rows {
 		rows[i].CreatedAt += stamp
 		if rows[i].SentAt != nil {
@@ -316,8 +312,13 @@ func (s *Store) InsertNoticeRowsIf(ctx context.Context, tx *sql.Tx, userID, typ 
 		}
 	}
 	if len(finals) > 0 && len(rest) > 0 {
-		_, rest, _ = groupFinals(rows)
-		if _, err := s.insertRows(ctx, tx, rest); err != nil {
+		stamped := make([]Notification, 0, len(rest))
+		for _, r := range rows {
+			if r.Salt == 0 {
+				stamped = append(stamped, r)
+			}
+		}
+		if _, err := s.insertRows(ctx, tx, stamped); err != nil {
 			return false, err
 		}
 	}

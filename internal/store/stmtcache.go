@@ -43,9 +43,10 @@ type cachingConnector struct {
 	// with the WAL frames the connection wrote since the last one
 	// (checkpoint.go counts them).
 	committed func(frames int64)
-	// ended, when set (the writer's connections), hears of every
-	// transaction's end: committed, or not (rolled back, or its COMMIT failed).
-	ended func(committed bool)
+	// settled, when set (the writer's connections), hears of every
+	// transaction's end and every savepoint rolled back; undone: writes
+	// were undone (a rollback, a failed COMMIT, a ROLLBACK TO).
+	settled func(undone bool)
 }
 
 func (c cachingConnector) Connect(ctx context.Context) (driver.Conn, error) {
@@ -176,6 +177,9 @@ func (c *cachingConn) evictLeastRecentlyUsed() bool {
 
 func (c *cachingConn) ExecContext(ctx context.Context, query string, args []driver.NamedValue) (driver.Result, error) {
 	res, err := c.execContext(ctx, query, args)
+	if strings.HasPrefix(query, "ROLLBACK TO ") {
+		c.settle(true) // even if it failed: what the savepoint held is in doubt
+	}
 	return res, c.note(err)
 }
 
@@ -302,21 +306,21 @@ type watchedTx struct {
 
 func (t watchedTx) Commit() error {
 	if err := t.conn.note(t.Tx.Commit()); err != nil {
-		t.conn.txEnded(false)
+		t.conn.settle(true)
 		return err
 	}
 	t.conn.reportFrames()
-	t.conn.txEnded(true)
+	t.conn.settle(false)
 	return nil
 }
 func (t watchedTx) Rollback() error {
-	defer t.conn.txEnded(false)
+	defer t.conn.settle(true)
 	return t.conn.note(t.Tx.Rollback())
 }
 
-func (c *cachingConn) txEnded(committed bool) {
-	if c.connector.ended != nil {
-		c.connector.ended(committed)
+func (c *cachingConn) settle(undone bool) {
+	if c.connector.settled != nil {
+		c.connector.settled(undone)
 	}
 }
 

@@ -136,7 +136,7 @@ func openSQLite(path string, readers int) (*Store, error) {
 	drv := sqlite.Driver{}
 	st := &Store{Dialect: SQLite, ckpt: newCheckpointer(), noticeCache: &noticeCache{}}
 	write := sql.OpenDB(cachingConnector{dsn: "file:" + path + "?" + pragmas + "&_txlock=immediate", driver: &drv, faults: &st.ioFaults, opened: &st.writeConns,
-		committed: st.ckpt.committed, ended: st.noticeCache.writerTxEnded})
+		committed: st.ckpt.committed, settled: st.noticeCache.writerSettled})
 	write.SetMaxOpenConns(1)
 	write.SetMaxIdleConns(1)
 	write.SetConnMaxLifetime(0)

@@ -170,7 +170,6 @@ func (g *groupCommitter) commit(batch []*groupJob) {
 				finish(fmt.Errorf("rollback to savepoint: %w", rbErr))
 				return
 			}
-			g.store.NoticeWritesUndone()
 		}
 		if alone {
 			continue

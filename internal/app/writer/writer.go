@@ -238,7 +238,6 @@ func (t *Tx) Savepoint(ctx context.Context, fn func() error) error {
 	if _, err := t.tx.ExecContext(ctx, "ROLLBACK TO attempt"); err != nil {
 		return errors.Join(ferr, err)
 	}
-	t.w.store.NoticeWritesUndone()
 	if _, err := t.tx.ExecContext(ctx, "RELEASE attempt"); err != nil {
 		return errors.Join(ferr, err)
 	}
