@@ -484,6 +484,21 @@ func TestNotificationTestDispatcher(t *testing.T) {
 		if len(got) != 1 || got[0].Body["data"].(map[string]any)["severity"] != "critical" {
 			t.Fatalf("push: %+v", got)
 		}
+		// An account with email and no endpoint: its final rows (in_app,
+		// the pending webhook) are stamped before its queued email, yet the
+		// answer still names the channels in the type's order.
+		_, noEndpoint := e.account("other@example.com")
+		r = e.do("POST", "/v1/notifications/test", noEndpoint, map[string]any{"type": "grant.revoked"})
+		if r.Status != 200 {
+			t.Fatalf("test: %d %s", r.Status, r.Body)
+		}
+		res = r.JSON(t)
+		if fmt.Sprint(res["dispatched"]) != "[in_app email webhook]" {
+			t.Errorf("dispatched without an endpoint = %v", res["dispatched"])
+		}
+		if st := res["delivery_status"].(map[string]any); st["in_app"] != "sent" || st["email"] != "queued" || st["webhook"] != "pending" {
+			t.Errorf("delivery_status without an endpoint = %v", st)
+		}
 		wantProblem(t, e.do("POST", "/v1/notifications/test", key, map[string]any{"type": "no.such"}), 400, "unknown_notification_type")
 		wantProblem(t, e.do("POST", "/v1/notifications/test", key, map[string]any{}), 422, "validation_error")
 		wantProblem(t, e.do("POST", "/v1/notifications/test", key, map[string]any{"type": "grant.revoked", "severity": "loud"}), 422, "validation_error")
