@@ -55,11 +55,11 @@ func mcpCmd(ctx context.Context, args []string, getenv func(string) string, stdo
 	if err != nil {
 		return err
 	}
-	host := &mcp.IOTransport{Reader: io.NopCloser(os.Stdin), Writer: nopWriteCloser{stdout}}
 	if !proxy {
 		if fs.NArg() > 0 {
 			return fmt.Errorf("mcp: unexpected arguments %q (did you mean `auditchain mcp proxy -- …`?)", fs.Args())
 		}
+		host := &mcpserver.StdioTransport{In: os.Stdin, Out: stdout, Log: log}
 		return ignoreClosed(mcpserver.New(mcpserver.Static(c), mcpserver.Options{Log: log}).Run(ctx, host))
 	}
 
@@ -72,13 +72,17 @@ func mcpCmd(ctx context.Context, args []string, getenv func(string) string, stdo
 	}
 	cmd := exec.CommandContext(ctx, fs.Arg(0), fs.Args()[1:]...)
 	cmd.Stderr = stderr
-	p, err := mcpserver.NewProxy(ctx, &mcp.CommandTransport{Command: cmd},
-		mcpserver.ProxyOptions{Subagent: *subagent, FailOpen: *failOpen, Service: c, Log: log})
+	upstream, err := mcpserver.CommandUpstream(cmd)
 	if err != nil {
 		return err
 	}
+	p, err := mcpserver.NewProxy(upstream, mcpserver.ProxyOptions{Subagent: *subagent, FailOpen: *failOpen, Service: c, Log: log})
+	if err != nil {
+		upstream.Close()
+		return err
+	}
 	defer p.Close()
-	return ignoreClosed(p.Server().Run(ctx, host))
+	return ignoreClosed(p.Serve(ctx, os.Stdin, stdout))
 }
 
 // ignoreClosed treats the host closing stdin, or an interrupt, as the end.
@@ -88,7 +92,3 @@ func ignoreClosed(err error) error {
 	}
 	return err
 }
-
-type nopWriteCloser struct{ io.Writer }
-
-func (nopWriteCloser) Close() error { return nil }

@@ -13,6 +13,7 @@ import (
 
 	"github.com/auditchain/auditchain/internal/app/apptest"
 	"github.com/auditchain/auditchain/internal/httpapi/httpapitest"
+	"github.com/auditchain/auditchain/internal/mcpserver"
 	"github.com/auditchain/auditchain/internal/store/storetest"
 	"github.com/auditchain/auditchain/pkg/api"
 	"github.com/auditchain/auditchain/pkg/client"
@@ -116,8 +117,13 @@ func TestMCPProxySubprocess(t *testing.T) {
 	if err != nil || res.IsError || res.Content[0].(*mcp.TextContent).Text != "hi" {
 		t.Fatalf("allowed call: %+v %v", res, err)
 	}
-	if out, isErr := callTool(t, cs, "echo", map[string]any{"msg": "again"}); !isErr || out["code"] != "budget_exhausted" {
-		t.Fatalf("call over budget: %v %v", isErr, out)
+	// A refusal is text only (valid under any output schema), its code in
+	// _meta.
+	over, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: "echo", Arguments: map[string]any{"msg": "again"}})
+	if err != nil || !over.IsError || over.StructuredContent != nil ||
+		!strings.HasPrefix(over.Content[0].(*mcp.TextContent).Text, "refused: budget_exhausted: ") ||
+		over.Meta[mcpserver.RefusalMetaKey].(map[string]any)["code"] != "budget_exhausted" {
+		t.Fatalf("call over budget: %+v %v", over, err)
 	}
 	// Ending the session ends the proxy, which records what is pending first.
 	if err := cs.Close(); err != nil {

@@ -3,6 +3,7 @@ package bench
 import (
 	"context"
 	"fmt"
+	"net"
 	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
@@ -15,7 +16,7 @@ import (
 // runMCPProxy measures what `auditchain mcp proxy` adds to a tool call: an
 // in-process upstream with one tool (echo) is called directly, then through
 // the proxy (gate status, use, tool_call and tool_result appends against
-// the target server), each for --duration. The result's latency is the
+// the target server), each for --duration, both over pipes as over stdio. The result's latency is the
 // proxied call's; extra holds the direct p50 and the p50 overhead.
 func runMCPProxy(ctx context.Context, e *env, res Result) (Result, error) {
 	acct := e.accounts[0]
@@ -34,23 +35,31 @@ func runMCPProxy(ctx context.Context, e *env, res Result) (Result, error) {
 		}) (*mcp.CallToolResult, any, error) {
 			return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: in.Msg}}}, nil, nil
 		})
-	direct, closeDirect, err := memorySession(ctx, up)
+	// Both sessions run over stdio-like pipes, as a host runs the upstream
+	// directly or through `auditchain mcp proxy`.
+	direct, closeDirect, err := pipeSession(ctx, func(c net.Conn) error {
+		_, err := up.Connect(ctx, &mcp.IOTransport{Reader: c, Writer: c}, nil)
+		return err
+	})
 	if err != nil {
 		return res, err
 	}
 	defer closeDirect()
-	st, ct := mcp.NewInMemoryTransports()
-	ss, err := up.Connect(ctx, st, nil)
+	upConn, proxyUp := net.Pipe()
+	ss, err := up.Connect(ctx, &mcp.IOTransport{Reader: upConn, Writer: upConn}, nil)
 	if err != nil {
 		return res, err
 	}
 	defer ss.Close()
-	p, err := mcpserver.NewProxy(ctx, ct, mcpserver.ProxyOptions{Subagent: benchSubagent, Service: c})
+	p, err := mcpserver.NewProxy(proxyUp, mcpserver.ProxyOptions{Subagent: benchSubagent, Service: c})
 	if err != nil {
 		return res, err
 	}
 	defer p.Close()
-	proxied, closeProxied, err := memorySession(ctx, p.Server())
+	proxied, closeProxied, err := pipeSession(ctx, func(c net.Conn) error {
+		go p.Serve(ctx, c, c)
+		return nil
+	})
 	if err != nil {
 		return res, err
 	}
@@ -82,17 +91,17 @@ func runMCPProxy(ctx context.Context, e *env, res Result) (Result, error) {
 	return res, nil
 }
 
-// memorySession connects a client to srv over in-memory transports.
-func memorySession(ctx context.Context, srv *mcp.Server) (*mcp.ClientSession, func(), error) {
-	st, ct := mcp.NewInMemoryTransports()
-	ss, err := srv.Connect(ctx, st, nil)
-	if err != nil {
+// pipeSession connects a client over a pipe whose other end serve serves.
+func pipeSession(ctx context.Context, serve func(net.Conn) error) (*mcp.ClientSession, func(), error) {
+	client, server := net.Pipe()
+	if err := serve(server); err != nil {
 		return nil, nil, err
 	}
-	cs, err := mcp.NewClient(&mcp.Implementation{Name: "bench-host", Version: "1"}, nil).Connect(ctx, ct, nil)
+	cs, err := mcp.NewClient(&mcp.Implementation{Name: "bench-host", Version: "1"}, nil).Connect(ctx,
+		&mcp.IOTransport{Reader: client, Writer: client}, nil)
 	if err != nil {
-		ss.Close()
+		server.Close()
 		return nil, nil, err
 	}
-	return cs, func() { cs.Close(); ss.Close() }, nil
+	return cs, func() { cs.Close(); server.Close() }, nil
 }

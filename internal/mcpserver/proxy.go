@@ -1,21 +1,17 @@
 package mcpserver
 
 import (
-	"cmp"
 	"context"
-	"crypto/rand"
-	"crypto/sha256"
-	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
+	"runtime/debug"
 	"slices"
+	"strconv"
 	"sync"
 	"time"
-
-	"github.com/gowebpki/jcs"
-	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/auditchain/auditchain/pkg/api"
 	"github.com/auditchain/auditchain/pkg/client"
@@ -25,308 +21,529 @@ import (
 type ProxyOptions struct {
 	// Subagent is the sub-agent the gate checks every call for.
 	Subagent string
-	// FailOpen lets calls through (recorded when possible) while the
-	// service cannot be reached; the default refuses them (fail closed).
+	// FailOpen lets calls through (recorded when the service is back)
+	// while the service cannot be reached; the default refuses them (fail
+	// closed).
 	FailOpen bool
 	// Service is the gate and the record.
 	Service Service
 	Log     *slog.Logger
+	// Now is the clock of the proxy's own records (time.Now when nil).
+	Now func() time.Time
 }
 
-// Proxy serves an upstream MCP server's tools unchanged, except that every
-// tools/call is checked at the gate, metered, and recorded on the chain as a
+// Proxy relays MCP between a host and an upstream MCP server, both over
+// stdio, and puts every tools/call through the gate and onto the chain: a
 // tool_call event and a tool_result event carrying SHA-256 hashes of the
 // canonical arguments and result — never their text.
+//
+// It relays the JSON-RPC messages themselves rather than serving the tools
+// again through an SDK: the tools reach the host exactly as the upstream
+// lists them (execution, annotations, icons, _meta, pagination), the
+// upstream sees exactly the capabilities the host declared, ids and
+// progress tokens keep their bytes, and no ordering of the upstream's
+// messages meets a half-built proxy. The proxy speaks for itself only in
+// initialize (the capabilities it relays), ping, and the calls it refuses.
 type Proxy struct {
-	opts     ProxyOptions
-	log      *slog.Logger
-	server   *mcp.Server
-	upstream *mcp.ClientSession
+	opts   ProxyOptions
+	log    *slog.Logger
+	now    func() time.Time
+	up     *wire
+	closer io.Closer
+	upDone chan struct{} // closed when the upstream's output ends
+	rec    *recordQueue
 
-	mu    sync.Mutex
-	tools map[string]bool // the upstream tools the server offers
-
-	// results are tool_result events not yet sent: each goes with the next
-	// call's request (one commit for both), or after ResultDelay without a
-	// call, on its own.
-	resultsMu sync.Mutex
-	results   []api.ToolResult
-	flushing  *time.Timer // armed while results wait
-	sending   sync.Mutex  // held while results are sent alone
-	closed    bool        // Close began: results are sent at once
-	// retryIn is the wait before the next lone send: ResultDelay, doubled
-	// after each failure up to maxRetryDelay while the service is away.
-	retryIn time.Duration
+	mu        sync.Mutex
+	host      *wire    // nil until Serve
+	hostReady bool     // the host's initialize is answered
+	toHost    [][]byte // upstream messages held until then
+	upClosed  bool
+	nextUp    int64
+	upCalls   map[string]chan *message // the proxy's requests upstream, by idKey
+	nextHost  int64
+	relayed   map[string]*message        // the upstream's requests relayed to the host, by the host-facing idKey
+	hostIDOf  map[string]json.RawMessage // the host-facing id of each, by the upstream's idKey
+	inflight  map[string]*hostCall       // the host's requests being served, by idKey
+	calls     sync.WaitGroup
 }
 
-const maxRetryDelay = 5 * time.Second
+// hostCall is a request of the host being served.
+type hostCall struct {
+	m        *message
+	mu       sync.Mutex
+	canceled chan struct{} // closed when the host cancels it
+	upID     json.RawMessage
+}
 
-// maxWaitingResults bounds the results kept while the service cannot take
-// them; beyond it the oldest are dropped, and logged.
-const maxWaitingResults = 4096
+// proxyVersions are the protocol versions the proxy relays, newest first: a
+// host asking for a later one is offered the newest of these.
+var proxyVersions = []string{"2025-11-25", "2025-06-18", "2025-03-26", "2024-11-05"}
 
-// ResultDelay is how long a tool_result waits for the next call to carry
-// it before the proxy sends it alone.
-const ResultDelay = 50 * time.Millisecond
+// maxHeldMessages bounds the upstream messages held until the host's
+// initialize is answered.
+const maxHeldMessages = 1024
 
-// NewProxy connects to the upstream server over transport (for example an
-// mcp.CommandTransport) and mirrors its tools. Serve the returned Proxy's
-// Server to the host; Close ends the upstream session.
-func NewProxy(ctx context.Context, upstream mcp.Transport, opts ProxyOptions) (*Proxy, error) {
+var errCanceled = errors.New("the host cancelled the request")
+
+// NewProxy starts relaying for the upstream server behind upstream (its
+// stdout to read, its stdin to write; CommandUpstream starts a command).
+// Serve the host with Serve; Close ends the upstream.
+func NewProxy(upstream io.ReadWriteCloser, opts ProxyOptions) (*Proxy, error) {
 	if opts.Subagent == "" {
 		return nil, errors.New("mcp proxy: a sub-agent name is needed")
 	}
-	p := &Proxy{opts: opts, log: opts.Log, tools: map[string]bool{}}
+	p := &Proxy{opts: opts, log: opts.Log, now: opts.Now, closer: upstream, upDone: make(chan struct{}),
+		upCalls: map[string]chan *message{}, relayed: map[string]*message{}, hostIDOf: map[string]json.RawMessage{},
+		inflight: map[string]*hostCall{}}
 	if p.log == nil {
 		p.log = slog.New(slog.DiscardHandler)
 	}
-	p.server = mcp.NewServer(&mcp.Implementation{Name: "auditchain-proxy", Version: Version}, &mcp.ServerOptions{
-		Logger:       p.log,
-		Capabilities: &mcp.ServerCapabilities{Tools: &mcp.ToolCapabilities{ListChanged: true}, Logging: &mcp.LoggingCapabilities{}},
-	})
-	c := mcp.NewClient(&mcp.Implementation{Name: "auditchain-proxy", Version: Version}, &mcp.ClientOptions{
-		Logger: p.log,
-		// Upstream list changes and notifications pass through to the host.
-		ToolListChangedHandler: func(ctx context.Context, _ *mcp.ToolListChangedRequest) {
-			if err := p.syncTools(ctx); err != nil {
-				p.log.Warn("mcp proxy: re-reading the upstream tools failed", "err", err)
-			}
-		},
-		LoggingMessageHandler: func(ctx context.Context, r *mcp.LoggingMessageRequest) {
-			for ss := range p.server.Sessions() {
-				_ = ss.Log(ctx, r.Params)
-			}
-		},
-		ProgressNotificationHandler: func(ctx context.Context, r *mcp.ProgressNotificationClientRequest) {
-			for ss := range p.server.Sessions() {
-				_ = ss.NotifyProgress(ctx, r.Params)
-			}
-		},
-	})
-	cs, err := c.Connect(ctx, upstream, nil)
-	if err != nil {
-		return nil, fmt.Errorf("mcp proxy: connect to the upstream server: %w", err)
+	if p.now == nil {
+		p.now = time.Now
 	}
-	p.upstream = cs
-	if err := p.syncTools(ctx); err != nil {
-		cs.Close()
-		return nil, fmt.Errorf("mcp proxy: list the upstream tools: %w", err)
-	}
+	p.rec = &recordQueue{svc: opts.Service, log: p.log}
+	p.up = newWire(upstream, upstream, false, p.log)
+	go p.readUpstream()
 	return p, nil
 }
 
-// Server is the MCP server to serve to the host.
-func (p *Proxy) Server() *mcp.Server { return p.server }
-
-// Flush sends every tool_result waiting (or logs why one could not be
-// sent) before it returns.
-func (p *Proxy) Flush() {
-	p.resultsMu.Lock()
-	if p.flushing != nil {
-		p.flushing.Stop()
-		p.flushing = nil
+// Serve relays between the host (its requests on in, the answers to out)
+// and the upstream until the host closes in (nil), the upstream ends (an
+// error) or ctx ends. Requests under way are answered before it returns.
+func (p *Proxy) Serve(ctx context.Context, in io.Reader, out io.Writer) error {
+	p.mu.Lock()
+	if p.host != nil {
+		p.mu.Unlock()
+		return errors.New("mcp proxy: one host only")
 	}
-	p.resultsMu.Unlock()
-	p.sendResults(false)
-}
-
-// queueResult keeps r for the next call and makes sure it is sent after
-// ResultDelay if no call comes.
-func (p *Proxy) queueResult(r api.ToolResult) {
-	p.resultsMu.Lock()
-	p.results = append(p.results, r)
-	if !p.closed {
-		p.armLocked()
-		p.resultsMu.Unlock()
-		return
-	}
-	p.resultsMu.Unlock()
-	p.sendResults(false)
-}
-
-// armLocked arms the timer that sends the waiting results alone, unless it
-// is armed (p.resultsMu held).
-func (p *Proxy) armLocked() {
-	if p.flushing != nil || len(p.results) == 0 {
-		return
-	}
-	if over := len(p.results) - maxWaitingResults; over > 0 {
-		p.log.Error("mcp proxy: tool_results dropped: the service has not taken them", "dropped", over)
-		p.results = slices.Delete(p.results, 0, over)
-	}
-	p.flushing = time.AfterFunc(cmp.Or(p.retryIn, ResultDelay), func() {
-		p.resultsMu.Lock()
-		p.flushing = nil
-		p.resultsMu.Unlock()
-		p.sendResults(true)
-	})
-}
-
-// takeResults hands the waiting results (at most the service's bound) to a
-// call.
-func (p *Proxy) takeResults() []api.ToolResult {
-	p.resultsMu.Lock()
-	defer p.resultsMu.Unlock()
-	n := min(len(p.results), api.MaxToolCallResults)
-	out := p.results[:n:n]
-	p.results = p.results[n:]
-	return out
-}
-
-// requeueResults puts back results a call could not deliver, ahead of the
-// others, and arms the timer: the timer that was armed for them may have
-// fired while the call was under way.
-func (p *Proxy) requeueResults(rs []api.ToolResult) {
-	p.resultsMu.Lock()
-	defer p.resultsMu.Unlock()
-	p.results = append(slices.Clone(rs), p.results...)
-	p.armLocked()
-}
-
-// sendResults appends the waiting results one by one, in order. A result
-// the service could not take is kept, and with retry set tried again after
-// retryIn, which doubles with each failure up to maxRetryDelay (Flush, at
-// exit, only logs it).
-func (p *Proxy) sendResults(retry bool) {
-	p.sending.Lock()
-	defer p.sending.Unlock()
-	rs := p.takeAllResults()
-	defer func() {
-		p.resultsMu.Lock()
-		if len(p.results) == 0 || p.flushing == nil {
-			p.retryIn = 0
+	p.host = newWire(in, out, true, p.log)
+	p.mu.Unlock()
+	hostErr := make(chan error, 1)
+	go func() {
+		for {
+			m, err := p.host.read()
+			if err != nil {
+				hostErr <- err
+				return
+			}
+			p.fromHost(ctx, m)
 		}
-		p.resultsMu.Unlock()
 	}()
-	for i, r := range rs {
-		_, err := p.opts.Service.Append(context.Background(), client.Event{EventID: r.EventID, EventType: api.EventToolResult,
-			Tool: r.Tool, ParentID: r.ParentID, Raw: r.Raw})
-		switch {
-		case client.IsCode(err, "event_id_conflict"):
-			// A call that failed to answer carried it after all: it is on
-			// the record, stamped with that call's time.
-			p.log.Info("mcp proxy: a tool_result was on the record already", "event_id", r.EventID)
-		case err != nil && retry:
-			p.log.Warn("mcp proxy: recording a tool_result failed; it is tried again", "event_id", r.EventID, "err", err)
-			p.resultsMu.Lock()
-			p.retryIn = min(2*cmp.Or(p.retryIn, ResultDelay), maxRetryDelay)
-			p.resultsMu.Unlock()
-			p.requeueResults(rs[i:])
-			return
-		case err != nil:
-			p.log.Warn("mcp proxy: recording a tool_result failed", "event_id", r.EventID, "err", err)
+	var err error
+	select {
+	case err = <-hostErr:
+		if errors.Is(err, io.EOF) {
+			err = nil
 		}
+	case <-p.upDone:
+		err = errors.New("mcp proxy: the upstream server closed its output")
+	case <-ctx.Done():
+		err = ctx.Err()
+	}
+	p.calls.Wait()
+	return err
+}
+
+// Flush sends every record waiting (or logs why one could not be sent)
+// before it returns.
+func (p *Proxy) Flush() { p.rec.flush(false) }
+
+// Close sends the waiting records, then ends the upstream (for a command:
+// its stdin closed, then SIGTERM, then SIGKILL). A call that ends after
+// Close records its result at once.
+func (p *Proxy) Close() error {
+	p.rec.flush(true)
+	return p.closer.Close()
+}
+
+// readUpstream handles the upstream's messages until its output ends.
+func (p *Proxy) readUpstream() {
+	defer func() {
+		p.mu.Lock()
+		p.upClosed = true
+		for k, ch := range p.upCalls {
+			ch <- nil
+			delete(p.upCalls, k)
+		}
+		p.mu.Unlock()
+		close(p.upDone)
+	}()
+	for {
+		m, err := p.up.read()
+		if err != nil {
+			if !errors.Is(err, io.EOF) {
+				p.log.Warn("mcp proxy: reading the upstream failed", "err", err)
+			}
+			return
+		}
+		p.safely("upstream "+m.method, nil, func() { p.fromUpstream(m) })
 	}
 }
 
-func (p *Proxy) takeAllResults() []api.ToolResult {
-	p.resultsMu.Lock()
-	defer p.resultsMu.Unlock()
-	out := p.results
-	p.results = nil
-	return out
+// safely runs f; a panic is logged and, for a request of the host, answered
+// as an internal error: the session goes on.
+func (p *Proxy) safely(what string, req *message, f func()) {
+	defer func() {
+		if r := recover(); r != nil {
+			p.log.Error("mcp proxy: a handler panicked", "what", what, "panic", r, "stack", string(debug.Stack()))
+			if req != nil {
+				_ = p.host.answer(req, nil, &rpcError{Code: codeInternalError, Message: "internal error in the proxy; it has been logged"})
+			}
+		}
+	}()
+	f()
 }
 
-// Close sends the waiting results, then ends the upstream session (and, for
-// a command, the process). A call that ends after Close records its result
-// at once.
-func (p *Proxy) Close() error {
-	p.resultsMu.Lock()
-	p.closed = true
-	p.resultsMu.Unlock()
-	p.Flush()
-	return p.upstream.Close()
+// fromUpstream relays one message of the upstream.
+func (p *Proxy) fromUpstream(m *message) {
+	switch {
+	case m.isRequest() && m.method == "ping":
+		// Not from this loop: the upstream may be busy writing to us.
+		go p.up.answer(m, nil, nil)
+	case m.isRequest():
+		// roots/list, sampling, elicitation…: the host answers (the upstream
+		// asks only for what the host declared).
+		p.mu.Lock()
+		p.nextHost++
+		id := json.RawMessage(strconv.AppendInt(nil, p.nextHost, 10))
+		p.relayed[idKey(id)] = m
+		p.hostIDOf[idKey(m.id)] = id
+		p.mu.Unlock()
+		p.toHostOrHold(encodeRequest(id, m.method, m.params))
+	case m.isNotification():
+		switch {
+		case m.method == "notifications/cancelled":
+			p.upstreamCancelled(m)
+		case offeredNotification(m.method):
+			p.toHostOrHold(encodeRequest(nil, m.method, m.params))
+		}
+	default:
+		p.mu.Lock()
+		ch := p.upCalls[idKey(m.id)]
+		delete(p.upCalls, idKey(m.id))
+		p.mu.Unlock()
+		if ch == nil {
+			p.log.Warn("mcp proxy: an answer of the upstream matches no request", "id", string(m.id))
+			return
+		}
+		ch <- m
+	}
 }
 
-// syncTools makes the served tools the upstream's; the SDK tells the host
-// when the list changed.
-func (p *Proxy) syncTools(ctx context.Context) error {
-	seen := map[string]bool{}
-	for t, err := range p.upstream.Tools(ctx, nil) {
-		if err != nil {
-			return err
+// offeredNotification reports whether a notification of the upstream goes
+// to the host: not those of the features the proxy does not relay.
+func offeredNotification(method string) bool {
+	for _, prefix := range []string{"notifications/resources/", "notifications/prompts/", "notifications/tasks/"} {
+		if len(method) >= len(prefix) && method[:len(prefix)] == prefix {
+			return false
 		}
-		seen[t.Name] = true
-		if t.InputSchema == nil {
-			t.InputSchema = map[string]any{"type": "object"}
-		}
-		if err := p.addTool(t); err != nil {
-			p.log.Warn("mcp proxy: an upstream tool is not served", "tool", t.Name, "err", err)
-			delete(seen, t.Name)
-		}
+	}
+	return true
+}
+
+// upstreamCancelled relays the upstream's cancellation of a request it
+// relayed to the host, under the host-facing id.
+func (p *Proxy) upstreamCancelled(m *message) {
+	var params map[string]json.RawMessage
+	if json.Unmarshal(m.params, &params) != nil || params["requestId"] == nil {
+		return
 	}
 	p.mu.Lock()
-	var gone []string
-	for name := range p.tools {
-		if !seen[name] {
-			gone = append(gone, name)
-		}
+	id, ok := p.hostIDOf[idKey(params["requestId"])]
+	if ok {
+		delete(p.hostIDOf, idKey(params["requestId"]))
+		delete(p.relayed, idKey(id))
 	}
-	p.tools = seen
 	p.mu.Unlock()
-	if len(gone) > 0 {
-		p.server.RemoveTools(gone...)
+	if !ok {
+		return
 	}
-	return nil
+	params["requestId"] = id
+	b, _ := json.Marshal(params)
+	p.toHostOrHold(encodeRequest(nil, m.method, b))
 }
 
-// addTool serves an upstream tool; the SDK panics on a schema it cannot
-// serve, which must not take the proxy down.
-func (p *Proxy) addTool(t *mcp.Tool) (err error) {
-	defer func() {
-		if r := recover(); r != nil {
-			err = fmt.Errorf("%v", r)
+// toHostOrHold writes a message of the upstream to the host, or holds it
+// until the host's initialize is answered: the host meets nothing of the
+// upstream before it.
+func (p *Proxy) toHostOrHold(b []byte) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if !p.hostReady {
+		if len(p.toHost) >= maxHeldMessages {
+			p.log.Warn("mcp proxy: a message of the upstream sent before initialize is dropped")
+			return
 		}
-	}()
-	p.server.AddTool(t, p.call)
-	return nil
+		p.toHost = append(p.toHost, b)
+		return
+	}
+	_ = p.host.send(b)
 }
 
-// call gates, meters, forwards and records one tools/call.
-func (p *Proxy) call(ctx context.Context, req *mcp.CallToolRequest) (res *mcp.CallToolResult, err error) {
-	defer func() {
-		if r := recover(); r != nil {
-			p.log.Error("mcp proxy: a call panicked", "tool", req.Params.Name, "panic", r)
-			res, err = refusal("internal", "the proxy failed on this call; the failure has been logged"), nil
+// fromHost handles one message of the host: a request is served on its own
+// goroutine; a notification or an answer is relayed at once, in order.
+func (p *Proxy) fromHost(ctx context.Context, m *message) {
+	switch {
+	case m.isRequest():
+		hc := &hostCall{m: m, canceled: make(chan struct{})}
+		p.mu.Lock()
+		p.inflight[idKey(m.id)] = hc
+		p.mu.Unlock()
+		p.calls.Add(1)
+		go func() {
+			defer p.calls.Done()
+			defer func() {
+				p.mu.Lock()
+				if p.inflight[idKey(m.id)] == hc {
+					delete(p.inflight, idKey(m.id))
+				}
+				p.mu.Unlock()
+			}()
+			p.safely(m.method, m, func() { p.serve(ctx, hc) })
+		}()
+	case m.isNotification():
+		p.safely(m.method, nil, func() { p.hostNotification(m) })
+	case m.id != nil:
+		p.mu.Lock()
+		um := p.relayed[idKey(m.id)]
+		delete(p.relayed, idKey(m.id))
+		if um != nil {
+			delete(p.hostIDOf, idKey(um.id))
 		}
-	}()
-	name := req.Params.Name
-	args := req.Params.Arguments
+		p.mu.Unlock()
+		if um == nil {
+			p.log.Warn("mcp proxy: an answer of the host matches no request", "id", string(m.id))
+			return
+		}
+		_ = p.up.answerRaw(um, m.result, m.err)
+	}
+}
+
+// hostNotification relays a notification of the host; a cancellation
+// follows its request upstream under the id the proxy gave it there.
+func (p *Proxy) hostNotification(m *message) {
+	if m.method != "notifications/cancelled" {
+		_ = p.up.send(encodeRequest(nil, m.method, m.params))
+		return
+	}
+	var params map[string]json.RawMessage
+	if json.Unmarshal(m.params, &params) != nil || params["requestId"] == nil {
+		return
+	}
+	p.mu.Lock()
+	hc := p.inflight[idKey(params["requestId"])]
+	p.mu.Unlock()
+	if hc == nil {
+		return
+	}
+	hc.mu.Lock()
+	defer hc.mu.Unlock()
+	select {
+	case <-hc.canceled:
+		return
+	default:
+		close(hc.canceled)
+	}
+	if hc.upID != nil {
+		params["requestId"] = hc.upID
+		b, _ := json.Marshal(params)
+		_ = p.up.send(encodeRequest(nil, m.method, b))
+	}
+}
+
+// serve answers one request of the host.
+func (p *Proxy) serve(ctx context.Context, hc *hostCall) {
+	m := hc.m
+	switch m.method {
+	case "initialize":
+		p.initialize(ctx, hc)
+	case "ping":
+		_ = p.host.answer(m, nil, nil)
+	case "tools/list", "logging/setLevel":
+		a, err := p.forward(ctx, hc, m.method, m.params)
+		p.answerForwarded(hc, a, err)
+	case "tools/call":
+		p.toolCall(ctx, hc)
+	default:
+		// Resources, prompts, completions and tasks are not relayed: the
+		// gate is about tool calls, and reading them would go around it.
+		_ = p.host.answer(m, nil, &rpcError{Code: codeMethodNotFound,
+			Message: "Method not found: " + m.method + " (auditchain mcp proxy relays tools and logging only)"})
+	}
+}
+
+// forward sends a request upstream under an id of the proxy's and waits
+// for its answer.
+func (p *Proxy) forward(ctx context.Context, hc *hostCall, method string, params json.RawMessage) (*message, error) {
+	p.mu.Lock()
+	if p.upClosed {
+		p.mu.Unlock()
+		return nil, errors.New("the upstream server has closed its output")
+	}
+	p.nextUp++
+	id := json.RawMessage(strconv.AppendInt(nil, p.nextUp, 10))
+	ch := make(chan *message, 1)
+	p.upCalls[idKey(id)] = ch
+	p.mu.Unlock()
+	drop := func() {
+		p.mu.Lock()
+		delete(p.upCalls, idKey(id))
+		p.mu.Unlock()
+	}
+	hc.mu.Lock()
+	select {
+	case <-hc.canceled:
+		hc.mu.Unlock()
+		drop()
+		return nil, errCanceled
+	default:
+	}
+	hc.upID = id
+	err := p.up.send(encodeRequest(id, method, params))
+	hc.mu.Unlock()
+	if err != nil {
+		drop()
+		return nil, fmt.Errorf("writing to the upstream server: %w", err)
+	}
+	select {
+	case a := <-ch:
+		if a == nil {
+			return nil, errors.New("the upstream server closed its output before answering")
+		}
+		return a, nil
+	case <-hc.canceled:
+		drop()
+		return nil, errCanceled
+	case <-ctx.Done():
+		drop()
+		return nil, ctx.Err()
+	}
+}
+
+// answerForwarded answers the host with the upstream's answer as it came,
+// or an error of the proxy's; a cancelled request is not answered (MCP:
+// cancellation).
+func (p *Proxy) answerForwarded(hc *hostCall, a *message, err error) {
+	switch {
+	case errors.Is(err, errCanceled):
+	case err != nil:
+		_ = p.host.answer(hc.m, nil, &rpcError{Code: codeInternalError, Message: "auditchain mcp proxy: " + err.Error()})
+	default:
+		_ = p.host.answerRaw(hc.m, a.result, a.err)
+	}
+}
+
+// initialize relays the host's initialize: the upstream sees the host's
+// own capabilities and client information (nothing declared on the host's
+// behalf) and a protocol version the proxy relays; the host sees the
+// upstream's answer with the capabilities the proxy relays (tools,
+// logging).
+func (p *Proxy) initialize(ctx context.Context, hc *hostCall) {
+	m := hc.m
+	var params map[string]json.RawMessage
+	if json.Unmarshal(m.params, &params) != nil {
+		_ = p.host.answer(m, nil, &rpcError{Code: codeInvalidParams, Message: "initialize needs params"})
+		return
+	}
+	var asked string
+	_ = json.Unmarshal(params["protocolVersion"], &asked)
+	if asked > proxyVersions[0] {
+		params["protocolVersion"], _ = json.Marshal(proxyVersions[0])
+	}
+	out, _ := json.Marshal(params)
+	a, err := p.forward(ctx, hc, m.method, out)
+	if err != nil || a.err != nil {
+		p.answerForwarded(hc, a, err)
+		return
+	}
+	var res map[string]json.RawMessage
+	var version string
+	if json.Unmarshal(a.result, &res) != nil || json.Unmarshal(res["protocolVersion"], &version) != nil {
+		_ = p.host.answer(m, nil, &rpcError{Code: codeInternalError, Message: "auditchain mcp proxy: the upstream's initialize result cannot be read"})
+		return
+	}
+	if !slices.Contains(proxyVersions, version) {
+		_ = p.host.answer(m, nil, &rpcError{Code: codeInternalError,
+			Message: "auditchain mcp proxy: the upstream server speaks protocol version " + version + ", which the proxy does not relay"})
+		return
+	}
+	var caps map[string]json.RawMessage
+	_ = json.Unmarshal(res["capabilities"], &caps)
+	relayed := map[string]json.RawMessage{}
+	for _, k := range []string{"tools", "logging"} {
+		if v, ok := caps[k]; ok {
+			relayed[k] = v
+		}
+	}
+	res["capabilities"], _ = json.Marshal(relayed)
+	result, _ := json.Marshal(res)
+	p.host.negotiated(version)
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	_ = p.host.answer(m, result, nil)
+	p.hostReady = true
+	for _, b := range p.toHost {
+		_ = p.host.send(b)
+	}
+	p.toHost = nil
+}
+
+// toolCall gates, meters, forwards and records one tools/call.
+func (p *Proxy) toolCall(ctx context.Context, hc *hostCall) {
+	m := hc.m
+	var params struct {
+		Name      string          `json:"name"`
+		Arguments json.RawMessage `json:"arguments"`
+		Task      json.RawMessage `json:"task"`
+	}
+	if json.Unmarshal(m.params, &params) != nil || params.Name == "" {
+		_ = p.host.answer(m, nil, &rpcError{Code: codeInvalidParams, Message: "tools/call needs params with a name"})
+		return
+	}
+	if params.Task != nil {
+		_ = p.host.answer(m, nil, &rpcError{Code: codeInvalidParams,
+			Message: "auditchain mcp proxy does not relay task-augmented calls (it declares no tasks capability)"})
+		return
+	}
+	name, args := params.Name, params.Arguments
 	if len(args) == 0 || string(args) == "null" {
 		args = json.RawMessage("{}")
 	}
 	argsHash, err := ArgumentsHash(args)
 	if err != nil {
-		return refusal("invalid_arguments", "the arguments are not a JSON value: "+err.Error()), nil
+		_ = p.host.answer(m, proxyRefusal(Refusal{Code: "invalid_arguments", Reason: "the arguments cannot be hashed: " + err.Error()}), nil)
+		return
 	}
 	callID := newEventID()
 	if refused := p.gate(ctx, name, callID, argsHash); refused != nil {
-		return refused, nil
+		_ = p.host.answer(m, refused, nil)
+		return
 	}
 
-	res, err = p.upstream.CallTool(ctx, &mcp.CallToolParams{Meta: req.Params.Meta, Name: name, Arguments: args})
+	a, err := p.forward(ctx, hc, m.method, m.params)
 	result := map[string]any{"upstream_tool": name}
-	if err != nil {
+	switch {
+	case errors.Is(err, errCanceled):
+		result["cancelled"] = true
+	case err != nil || a.err != nil:
 		result["protocol_error"] = true
-	} else {
-		resHash, herr := ResultHash(res)
-		if herr != nil {
-			return nil, herr
+	default:
+		var r struct {
+			IsError bool `json:"isError"`
 		}
-		result["result_sha256"], result["is_error"] = resHash, res.IsError
+		h, herr := ResultHash(a.result)
+		if herr != nil || json.Unmarshal(a.result, &r) != nil {
+			result["protocol_error"] = true
+			break
+		}
+		result["result_sha256"], result["is_error"] = h, r.IsError
 	}
-	// The result is recorded after the host has it (the call has happened
-	// either way): with the next call, or after ResultDelay on its own.
-	raw, merr := json.Marshal(result)
-	if merr != nil {
-		return nil, merr
-	}
-	parent := callID
-	p.queueResult(api.ToolResult{EventID: ResultEventID(callID), ParentID: &parent, Tool: &name, Raw: raw})
-	if err != nil {
-		return nil, err // a protocol error of the upstream reaches the host as one
-	}
-	return res, nil
+	// The result is recorded after the call (it has happened either way),
+	// with the host's next call, or after ResultDelay on its own; it waits
+	// before the host has the answer, so that the next call carries it.
+	raw, _ := json.Marshal(result)
+	p.rec.add(record{ToolResult: api.ToolResult{EventID: ResultEventID(callID), ParentID: &callID, Tool: &name, Raw: raw}})
+	p.answerForwarded(hc, a, err)
 }
 
 // gate puts the call through the gate in one request (POST /v1/tool-calls):
@@ -336,15 +553,15 @@ func (p *Proxy) call(ctx context.Context, req *mcp.CallToolRequest) (res *mcp.Ca
 // refusal for the host: the gate's no, or a problem the service answered
 // (never a reason to fail open), or the service unreachable (refused unless
 // the operator chose --fail-open).
-func (p *Proxy) gate(ctx context.Context, tool, callID, argsHash string) *mcp.CallToolResult {
+func (p *Proxy) gate(ctx context.Context, tool, callID, argsHash string) json.RawMessage {
 	raw, _ := json.Marshal(map[string]any{"upstream_tool": tool, "arguments_sha256": argsHash})
-	results := p.takeResults()
+	results := p.rec.takeResults()
 	res, err := p.opts.Service.GateToolCall(ctx, api.ToolCallRequest{Subagent: p.opts.Subagent, Tool: tool, EventID: callID, Raw: raw,
 		Results: results})
 	if err != nil && len(results) > 0 {
 		// They may or may not be on the record: sent again, a result
 		// already stored is left out by the service.
-		p.requeueResults(results)
+		p.rec.requeueResults(results)
 	}
 	var pe *client.Error
 	switch {
@@ -355,58 +572,36 @@ func (p *Proxy) gate(ctx context.Context, tool, callID, argsHash string) *mcp.Ca
 		if res.ProposalID != nil {
 			r.Reason += " (proposal " + *res.ProposalID + ")"
 		}
-		return refusalResult(r)
+		return proxyRefusal(r)
 	case errors.As(err, &pe):
-		return refusalOf(err)
+		return proxyRefusal(refusalFrom(err))
 	case !p.opts.FailOpen:
-		return refusal(CodeUnreachable, "the service could not be reached, so the call is refused (fail closed): "+err.Error())
+		return proxyRefusal(Refusal{Code: CodeUnreachable, Reason: "the service could not be reached, so the call is refused (fail closed): " + err.Error()})
 	}
-	// Failing open: the call goes through, and the record is tried (the
-	// service is likely down, so this usually fails and is logged).
-	reason := "the service could not be reached (" + err.Error() + "); --fail-open lets the call through"
-	decision := api.DecisionAllow
-	if _, aerr := p.opts.Service.Append(ctx, client.Event{EventID: callID, EventType: api.EventToolCall, Tool: &tool, Decision: &decision,
-		Raw: map[string]any{"upstream_tool": tool, "arguments_sha256": argsHash, "subagent": p.opts.Subagent,
-			"fail_open": true, "proxy_error": reason}}); aerr != nil {
-		p.log.Warn("mcp proxy: recording a tool_call failed", "tool", tool, "err", aerr)
-	}
+	// Failing open: the call goes through, and its tool_call waits for the
+	// service with the records, ahead of its tool_result, marked fail_open
+	// with the proxy's time of the call (the service stamps its own when it
+	// takes the record).
+	callRaw, _ := json.Marshal(map[string]any{"upstream_tool": tool, "arguments_sha256": argsHash, "subagent": p.opts.Subagent,
+		"fail_open": true, "called_at": p.now().UTC().Format(time.RFC3339Nano),
+		"proxy_error": "the service could not be reached (" + err.Error() + "); --fail-open let the call through"})
+	p.rec.add(record{ToolResult: api.ToolResult{EventID: callID, Tool: &tool, Raw: callRaw}, call: true})
 	return nil
 }
 
-// canonicalHash is the SHA-256 (hex) of the RFC 8785 form of JSON b.
-func canonicalHash(b []byte) (string, error) {
-	c, err := jcs.Transform(b)
-	if err != nil {
-		return "", err
-	}
-	sum := sha256.Sum256(c)
-	return hex.EncodeToString(sum[:]), nil
-}
+// RefusalMetaKey names the refusal in the _meta of a result the proxy
+// refuses.
+const RefusalMetaKey = "auditchain/refusal"
 
-// ResultHash is what the proxy records as result_sha256: the canonical hash
-// of the tool result as JSON (its content, structuredContent and isError
-// members), which a verifier holding the result recomputes.
-func ResultHash(res *mcp.CallToolResult) (string, error) {
-	b, err := json.Marshal(res)
-	if err != nil {
-		return "", err
-	}
-	return canonicalHash(b)
-}
-
-// ArgumentsHash is what the proxy records as arguments_sha256: the
-// canonical hash of the call's arguments ({} when absent).
-func ArgumentsHash(args json.RawMessage) (string, error) { return canonicalHash(args) }
-
-// ResultEventID is the event_id of the tool_result of the call callID:
-// derived, so a retried append of the result is the same event.
-func ResultEventID(callID string) string {
-	sum := sha256.Sum256([]byte("tool_result:" + callID))
-	return "evt-" + hex.EncodeToString(sum[:16])
-}
-
-func newEventID() string {
-	var b [16]byte
-	_, _ = rand.Read(b[:])
-	return "evt-" + hex.EncodeToString(b[:])
+// proxyRefusal is a refused call's result: isError with the reason as text
+// only, which every output schema admits (structured content would have to
+// validate against the upstream tool's schema, MCP "Tools": output schema);
+// the code and reason for programs are in _meta under RefusalMetaKey.
+func proxyRefusal(r Refusal) json.RawMessage {
+	b, _ := json.Marshal(map[string]any{
+		"content": []map[string]string{{"type": "text", "text": r.text()}},
+		"isError": true,
+		"_meta":   map[string]any{RefusalMetaKey: r},
+	})
+	return b
 }

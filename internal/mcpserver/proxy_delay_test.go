@@ -2,6 +2,7 @@ package mcpserver_test
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"slices"
 	"sync"
@@ -26,6 +27,7 @@ type recordingService struct {
 	carried           []api.ToolResult // results that rode with a call
 	appended          []string         // event ids appended on their own
 	appendedTypes     []string
+	appendedRaw       []string
 }
 
 func (s *recordingService) GateToolCall(_ context.Context, req api.ToolCallRequest) (*api.ToolCallResponse, error) {
@@ -40,6 +42,8 @@ func (s *recordingService) Append(_ context.Context, ev client.Event) (*api.Appe
 	defer s.mu.Unlock()
 	s.appended = append(s.appended, ev.EventID)
 	s.appendedTypes = append(s.appendedTypes, ev.EventType)
+	raw, _ := json.Marshal(ev.Raw)
+	s.appendedRaw = append(s.appendedRaw, string(raw))
 	return &api.AppendResponse{}, nil
 }
 

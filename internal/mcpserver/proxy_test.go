@@ -6,7 +6,9 @@ import (
 	"context"
 	"encoding/json"
 	"io"
+	"net"
 	"net/http"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -51,22 +53,62 @@ func newUpstream() *upstream {
 }
 
 // proxied starts a proxy for subagent in front of u and returns the host's
-// session with it.
+// session with it; both sides run over pipes, as over stdio.
 func proxied(t *testing.T, u *upstream, svc mcpserver.Service, subagent string, failOpen bool) (*mcp.ClientSession, *mcpserver.Proxy) {
 	t.Helper()
-	ctx := context.Background()
-	st, ct := mcp.NewInMemoryTransports()
-	ss, err := u.server.Connect(ctx, st, nil)
+	upConn, proxyUp := net.Pipe()
+	ss, err := u.server.Connect(context.Background(), &mcp.IOTransport{Reader: upConn, Writer: upConn}, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { ss.Close() })
-	p, err := mcpserver.NewProxy(ctx, ct, mcpserver.ProxyOptions{Subagent: subagent, Service: svc, FailOpen: failOpen})
+	return proxyHost(t, proxyUp, mcpserver.ProxyOptions{Subagent: subagent, Service: svc, FailOpen: failOpen}, nil)
+}
+
+// proxyHost starts a proxy in front of the upstream at the other end of
+// up, and connects a host (the SDK's client, with opts) to it.
+func proxyHost(t *testing.T, up io.ReadWriteCloser, opts mcpserver.ProxyOptions, clientOpts *mcp.ClientOptions) (*mcp.ClientSession, *mcpserver.Proxy) {
+	t.Helper()
+	p, err := mcpserver.NewProxy(up, opts)
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { p.Close() })
-	return connect(t, p.Server()), p
+	hostConn, proxyConn := net.Pipe()
+	served := make(chan struct{})
+	go func() {
+		defer close(served)
+		p.Serve(context.Background(), proxyConn, proxyConn)
+	}()
+	t.Cleanup(func() { <-served })
+	cs, err := mcp.NewClient(&mcp.Implementation{Name: "test-host", Version: "1"}, clientOpts).Connect(context.Background(),
+		&mcp.IOTransport{Reader: hostConn, Writer: hostConn}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { cs.Close() })
+	return cs, p
+}
+
+// proxyRefused calls a tool through the proxy that must be refused, and
+// returns the refusal's code. A refusal is text only (it must satisfy any
+// output schema of the upstream tool), with the code in _meta.
+func proxyRefused(t *testing.T, host *mcp.ClientSession, name string, args any) string {
+	t.Helper()
+	res, err := host.CallTool(context.Background(), &mcp.CallToolParams{Name: name, Arguments: args})
+	if err != nil {
+		t.Fatalf("%s: protocol error %v", name, err)
+	}
+	if !res.IsError || res.StructuredContent != nil || len(res.Content) != 1 {
+		t.Fatalf("%s: %+v, want a refusal: isError, one text, no structured content", name, res)
+	}
+	text, ok := res.Content[0].(*mcp.TextContent)
+	var r mcpserver.Refusal
+	b, _ := json.Marshal(res.Meta[mcpserver.RefusalMetaKey])
+	if !ok || json.Unmarshal(b, &r) != nil || !strings.HasPrefix(text.Text, "refused: "+r.Code+": ") {
+		t.Fatalf("%s: refusal %+v with _meta %s", name, res.Content[0], b)
+	}
+	return r.Code
 }
 
 func grant(t *testing.T, c *client.Client, subagent string, max int64, tools ...string) {
@@ -160,9 +202,8 @@ func TestProxyGatesAndRecords(t *testing.T) {
 			t.Fatalf("the upstream saw %d echo calls, want 1", u.echoes.Load())
 		}
 
-		out, isErr := call(t, host, "shell", map[string]any{"cmd": "rm -rf /"})
-		if !isErr || out["code"] != "tool_not_allowed" {
-			t.Fatalf("refused call: %v %v, want tool_not_allowed", isErr, out)
+		if code := proxyRefused(t, host, "shell", map[string]any{"cmd": "rm -rf /"}); code != "tool_not_allowed" {
+			t.Fatalf("refused call: %q, want tool_not_allowed", code)
 		}
 		if u.shells.Load() != 0 {
 			t.Fatal("a refused call reached the upstream")
@@ -176,7 +217,8 @@ func TestProxyGatesAndRecords(t *testing.T) {
 		}
 		argsJSON, _ := json.Marshal(args)
 		wantArgs, _ := mcpserver.ArgumentsHash(argsJSON)
-		wantRes, _ := mcpserver.ResultHash(res)
+		resJSON, _ := json.Marshal(res) // the upstream's result, as the SDK wrote it
+		wantRes, _ := mcpserver.ResultHash(resJSON)
 		result := results[0]
 		call := events[*result.ParentID]
 		if call.EventType != api.EventToolCall || *call.Decision != "allow" || *call.Tool != "echo" {
@@ -269,8 +311,8 @@ func TestProxyFailsClosed(t *testing.T) {
 	}
 	u := newUpstream()
 	closed, _ := proxied(t, u, dead, "worker", false)
-	if out, isErr := call(t, closed, "echo", map[string]any{"msg": "x"}); !isErr || out["code"] != mcpserver.CodeUnreachable {
-		t.Fatalf("fail closed: %v %v", isErr, out)
+	if code := proxyRefused(t, closed, "echo", map[string]any{"msg": "x"}); code != mcpserver.CodeUnreachable {
+		t.Fatalf("fail closed: %q", code)
 	}
 	if u.echoes.Load() != 0 {
 		t.Fatal("a call reached the upstream while the service was unreachable")

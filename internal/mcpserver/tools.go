@@ -9,6 +9,7 @@ import (
 	"net/http"
 	"runtime/debug"
 
+	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/auditchain/auditchain/internal/domain"
@@ -269,12 +270,31 @@ func New(resolve Resolver, opts Options) *mcp.Server {
 		Capabilities: &mcp.ServerCapabilities{Tools: &mcp.ToolCapabilities{}},
 		Logger:       log,
 	})
+	s.AddReceivingMiddleware(recoverPanics(log))
 	for _, t := range Tools {
 		if opts.Allowed == nil || opts.Allowed(t.Scope) {
 			t.add(s, resolve, log)
 		}
 	}
 	return s
+}
+
+// recoverPanics turns a panic in any handler of a request into an internal
+// error answer, logged with its stack: the SDK recovers none, and a handler
+// runs on a goroutine of its own, so one panic would end the process — over
+// HTTP, the whole service.
+func recoverPanics(log *slog.Logger) mcp.Middleware {
+	return func(next mcp.MethodHandler) mcp.MethodHandler {
+		return func(ctx context.Context, method string, req mcp.Request) (res mcp.Result, err error) {
+			defer func() {
+				if p := recover(); p != nil {
+					log.Error("mcp: a handler panicked", "method", method, "panic", p, "stack", string(debug.Stack()))
+					res, err = nil, &jsonrpc.Error{Code: jsonrpc.CodeInternalError, Message: "internal error; it has been logged"}
+				}
+			}()
+			return next(ctx, method, req)
+		}
+	}
 }
 
 // Refusal is the structured content of a tool error: the service's code
@@ -298,12 +318,15 @@ func (g *gateRefusal) Error() string { return g.status.Status + ": " + g.status.
 const CodeUnreachable = "service_unreachable"
 
 // refusalOf turns an error of the service into a tool error result.
-func refusalOf(err error) *mcp.CallToolResult {
+func refusalOf(err error) *mcp.CallToolResult { return refusalResult(refusalFrom(err)) }
+
+// refusalFrom is the refusal an error of the service stands for.
+func refusalFrom(err error) Refusal {
 	var pe *client.Error
 	var gr *gateRefusal
 	switch {
 	case errors.As(err, &gr):
-		return refusalResult(Refusal{Code: gr.status.Status, Reason: gr.status.Reason, Status: 200, Gate: gr.status})
+		return Refusal{Code: gr.status.Status, Reason: gr.status.Reason, Status: 200, Gate: gr.status}
 	case errors.As(err, &pe):
 		reason := pe.Detail
 		if reason == "" {
@@ -312,9 +335,9 @@ func refusalOf(err error) *mcp.CallToolResult {
 		for _, f := range pe.Errors {
 			reason += "; " + f.Field + ": " + f.Message
 		}
-		return refusalResult(Refusal{Code: pe.Code, Reason: reason, Status: pe.Status})
+		return Refusal{Code: pe.Code, Reason: reason, Status: pe.Status}
 	default:
-		return refusalResult(Refusal{Code: CodeUnreachable, Reason: err.Error()})
+		return Refusal{Code: CodeUnreachable, Reason: err.Error()}
 	}
 }
 
@@ -324,5 +347,8 @@ func refusal(code, reason string) *mcp.CallToolResult {
 
 func refusalResult(r Refusal) *mcp.CallToolResult {
 	return &mcp.CallToolResult{IsError: true, StructuredContent: r,
-		Content: []mcp.Content{&mcp.TextContent{Text: fmt.Sprintf("refused: %s: %s", r.Code, r.Reason)}}}
+		Content: []mcp.Content{&mcp.TextContent{Text: r.text()}}}
 }
+
+// text is the refusal as a model reads it.
+func (r Refusal) text() string { return fmt.Sprintf("refused: %s: %s", r.Code, r.Reason) }
