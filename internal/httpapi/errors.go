@@ -120,6 +120,9 @@ var statusOf = map[string]int{
 	app.CodeInvalidEventID:       http.StatusBadRequest,
 	app.CodeInvalidCursor:        http.StatusBadRequest,
 	app.CodeInvalidLimit:         http.StatusBadRequest,
+	codeUnsupportedProtocol:      http.StatusBadRequest,
+	codeBatchNotSupported:        http.StatusBadRequest,
+	codeInvalidJSONRPC:           http.StatusBadRequest,
 
 	// 401: no valid credential.
 	domain.CodeMissingToken:         http.StatusUnauthorized,
@@ -155,6 +158,7 @@ var statusOf = map[string]int{
 	domain.CodeInvitationNotFound:   http.StatusNotFound,
 	domain.CodeMemberNotFound:       http.StatusNotFound,
 	domain.CodeMethodNotAllowed:     http.StatusMethodNotAllowed,
+	codeNotAcceptable:               http.StatusNotAcceptable,
 	domain.CodeUnsupportedMedia:     http.StatusUnsupportedMediaType,
 	domain.CodeBodyTooLarge:         http.StatusRequestEntityTooLarge,
 	domain.CodeBatchTooLarge:        http.StatusRequestEntityTooLarge,

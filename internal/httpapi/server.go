@@ -239,6 +239,9 @@ func (s *Server) guard(rt route) http.Handler {
 		}
 		r, err := s.authorize(rt, r)
 		if err != nil {
+			if rt.auth.agent {
+				challenge(w, r, err)
+			}
 			writeError(w, r, s.log, err)
 			return
 		}
@@ -323,6 +326,9 @@ func (s *Server) authorize(rt route, r *http.Request) (*http.Request, error) {
 	}
 	authenticate := s.authenticate
 	if a.agent {
+		if err := checkAgentOrigin(r); err != nil {
+			return r, err
+		}
 		authenticate = s.authenticateAgent
 	}
 	p, err := authenticate(r)
@@ -360,7 +366,11 @@ func (s *Server) authenticate(r *http.Request) (app.Principal, error) {
 // authenticateAgent resolves the API key of an agent surface's request:
 // X-API-Key, or else a bearer token.
 func (s *Server) authenticateAgent(r *http.Request) (app.Principal, error) {
-	return s.app.Authenticate(r.Context(), mcpserver.APIKey(r.Header))
+	key := mcpserver.APIKey(r.Header)
+	if key == "" {
+		return app.Principal{}, errAgentMissingKey
+	}
+	return s.app.Authenticate(r.Context(), key)
 }
 
 // legalExempt reports whether a route works while required legal documents

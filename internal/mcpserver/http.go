@@ -3,11 +3,14 @@ package mcpserver
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
 	"io"
 	"log/slog"
+	"mime"
 	"net/http"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -66,7 +69,154 @@ func (h *HTTPHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		h.directAnswers.Add(1)
 		return
 	}
-	h.sdk.ServeHTTP(w, r)
+	h.serveSDK(w, r)
+}
+
+// serveSDK has the SDK answer r with the request ids replaced by small
+// integers of its own, and puts the caller's ids back into the answer: the
+// SDK reads an id through a float64, so an integer above 2^53 (or an id
+// written 1e3) would come back changed. Stateless, each POST is a session
+// of its own, so its ids number from 1.
+func (h *HTTPHandler) serveSDK(w http.ResponseWriter, r *http.Request) {
+	body, err := io.ReadAll(r.Body)
+	if err != nil {
+		http.Error(w, "failed to read body", http.StatusBadRequest)
+		return
+	}
+	renamed, ids := renameIDs(body)
+	r.Body = io.NopCloser(bytes.NewReader(renamed))
+	r.ContentLength = int64(len(renamed))
+	if len(ids) == 0 {
+		h.sdk.ServeHTTP(w, r)
+		return
+	}
+	iw := &idWriter{ResponseWriter: w, ids: ids}
+	h.sdk.ServeHTTP(iw, r)
+	iw.finish()
+}
+
+// renameIDs numbers the requests of a message or batch from 1 and returns
+// the body so renamed with the ids it replaced (by the new number's
+// idKey); nothing is renamed in a body it cannot read (the SDK refuses it).
+func renameIDs(body []byte) ([]byte, map[string]json.RawMessage) {
+	b := bytes.TrimSpace(body)
+	if len(b) == 0 {
+		return body, nil
+	}
+	batch := b[0] == '['
+	var raws []json.RawMessage
+	if !batch {
+		raws = []json.RawMessage{b}
+	} else if json.Unmarshal(b, &raws) != nil {
+		return body, nil
+	}
+	ids := map[string]json.RawMessage{}
+	for i, raw := range raws {
+		var m map[string]json.RawMessage
+		if json.Unmarshal(raw, &m) != nil || m["method"] == nil || m["id"] == nil || string(m["id"]) == "null" {
+			continue
+		}
+		n := json.RawMessage(strconv.Itoa(len(ids) + 1))
+		ids[idKey(n)] = m["id"]
+		m["id"] = n
+		raws[i], _ = json.Marshal(m)
+	}
+	if len(ids) == 0 {
+		return body, nil
+	}
+	if !batch {
+		return raws[0], ids
+	}
+	out, _ := json.Marshal(raws)
+	return out, ids
+}
+
+// idWriter holds the SDK's JSON answer and writes it with the caller's ids.
+type idWriter struct {
+	http.ResponseWriter
+	ids    map[string]json.RawMessage
+	status int
+	held   bool
+	body   bytes.Buffer
+}
+
+func (w *idWriter) WriteHeader(status int) {
+	if w.status != 0 {
+		return
+	}
+	w.status = status
+	if mt, _, _ := mime.ParseMediaType(w.Header().Get("Content-Type")); mt == "application/json" {
+		w.held = true
+		w.Header().Del("Content-Length")
+		return
+	}
+	w.ResponseWriter.WriteHeader(status)
+}
+
+func (w *idWriter) Write(b []byte) (int, error) {
+	if w.status == 0 {
+		w.WriteHeader(http.StatusOK)
+	}
+	if w.held {
+		return w.body.Write(b)
+	}
+	return w.ResponseWriter.Write(b)
+}
+
+// Flush passes a stream's events on (the ids of an event stream are the
+// SDK's: the handler answers JSON, never a stream).
+func (w *idWriter) Flush() {
+	if f, ok := w.ResponseWriter.(http.Flusher); ok && !w.held {
+		f.Flush()
+	}
+}
+
+// finish writes the held answer with each id put back.
+func (w *idWriter) finish() {
+	if !w.held {
+		return
+	}
+	w.ResponseWriter.WriteHeader(w.status)
+	_, _ = w.ResponseWriter.Write(restoreIDs(w.body.Bytes(), w.ids))
+}
+
+// restoreIDs puts the caller's ids back into an answer (a response or an
+// array of them); what it cannot read it leaves as it is.
+func restoreIDs(answer []byte, ids map[string]json.RawMessage) []byte {
+	restore := func(raw json.RawMessage) json.RawMessage {
+		var r struct {
+			ID     json.RawMessage `json:"id"`
+			Result json.RawMessage `json:"result"`
+			Error  json.RawMessage `json:"error"`
+		}
+		if json.Unmarshal(raw, &r) != nil || r.ID == nil {
+			return raw
+		}
+		id, ok := ids[idKey(r.ID)]
+		if !ok {
+			return raw
+		}
+		if r.Error != nil {
+			return appendMember(appendID([]byte(`{"jsonrpc":"2.0","id":`), id), "error", r.Error)
+		}
+		return encodeAnswer(id, r.Result, nil)
+	}
+	b := bytes.TrimSpace(answer)
+	if len(b) == 0 || b[0] != '[' {
+		return restore(b)
+	}
+	var raws []json.RawMessage
+	if json.Unmarshal(b, &raws) != nil {
+		return answer
+	}
+	out := []byte{'['}
+	for i, raw := range raws {
+		if i > 0 {
+			out = append(out, ',')
+		}
+		out = append(out, restore(raw)...)
+	}
+	return append(out, ']')
 }
 
 // SDKOnly is the handler without the direct path (fastcall.go): every

@@ -97,7 +97,7 @@ func TestStreamableHTTP(t *testing.T) {
 		}
 
 		// The SDK's own refusal (no Accept naming both media types) is a
-		// problem like every error of the API.
+		// problem like every error of the API: 406 not_acceptable.
 		req, _ = http.NewRequest("POST", s.URL+"/v1/mcp", strings.NewReader(`{"jsonrpc":"2.0","id":1,"method":"tools/list"}`))
 		req.Header.Set("X-API-Key", token)
 		req.Header.Set("Content-Type", "application/json")
@@ -105,8 +105,8 @@ func TestStreamableHTTP(t *testing.T) {
 			t.Fatal(err)
 		}
 		resp.Body.Close()
-		if resp.StatusCode != http.StatusBadRequest || resp.Header.Get("Content-Type") != "application/problem+json" {
-			t.Fatalf("POST /v1/mcp without Accept: %d %s, want a 400 problem", resp.StatusCode, resp.Header.Get("Content-Type"))
+		if resp.StatusCode != http.StatusNotAcceptable || resp.Header.Get("Content-Type") != "application/problem+json" {
+			t.Fatalf("POST /v1/mcp without Accept: %d %s, want a 406 problem", resp.StatusCode, resp.Header.Get("Content-Type"))
 		}
 
 		for _, h := range []http.Header{{}, {"Authorization": {"Basic " + token}}, {"X-API-Key": {"ak_wrong"}}} {
