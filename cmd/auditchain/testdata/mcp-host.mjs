@@ -1,0 +1,79 @@
+// An MCP host made of the official TypeScript SDK's client, for the Go tests that
+// drive `auditchain mcp proxy` with it (mcp_realprog_test.go). The test copies it
+// beside a node_modules link to the pinned programs and runs
+//
+//   node host.mjs '<plan>'
+//
+// where the plan is {command, args, env, calls: [{name, arguments}], sessions,
+// parallel}. It starts the server `command args` over stdio as a host does, lists
+// every tool (page by page), makes each call with client.callTool — which checks a
+// result against the tool's outputSchema and throws when it does not validate — and
+// prints one JSON object: {serverInfo, capabilities, tools, results: [{result} or
+// {error}]}. With sessions > 1 it instead starts that many sessions, `parallel` at a
+// time, each connecting and listing the tools, and prints {sessions, failures}.
+import { Client } from '@modelcontextprotocol/sdk/client/index.js';
+import { StdioClientTransport } from '@modelcontextprotocol/sdk/client/stdio.js';
+
+const plan = JSON.parse(process.argv[2]);
+
+async function session(calls) {
+  const transport = new StdioClientTransport({
+    command: plan.command,
+    args: plan.args ?? [],
+    env: plan.env ?? {},
+    stderr: 'inherit',
+  });
+  const client = new Client({ name: 'auditchain-test-host', version: '1' }, { capabilities: {} });
+  await client.connect(transport);
+  try {
+    const tools = [];
+    let cursor;
+    do {
+      const page = await client.listTools(cursor ? { cursor } : {});
+      tools.push(...page.tools);
+      cursor = page.nextCursor;
+    } while (cursor);
+    const results = [];
+    for (const call of calls) {
+      try {
+        results.push({ result: await client.callTool(call) });
+      } catch (e) {
+        results.push({ error: { code: e.code ?? null, message: String(e.message ?? e) } });
+      }
+    }
+    return {
+      serverInfo: client.getServerVersion(),
+      capabilities: client.getServerCapabilities(),
+      tools,
+      results,
+    };
+  } finally {
+    await client.close();
+  }
+}
+
+async function sessions(n, parallel) {
+  const failures = [];
+  let next = 0;
+  async function worker() {
+    while (next < n) {
+      next++;
+      try {
+        const s = await session([]);
+        if (s.tools.length === 0) failures.push('no tools listed');
+      } catch (e) {
+        failures.push(String(e.message ?? e));
+      }
+    }
+  }
+  await Promise.all(Array.from({ length: parallel }, worker));
+  return { sessions: n, failures };
+}
+
+try {
+  const out = plan.sessions > 1 ? await sessions(plan.sessions, plan.parallel ?? 1) : await session(plan.calls ?? []);
+  process.stdout.write(JSON.stringify(out) + '\n');
+} catch (e) {
+  process.stdout.write(JSON.stringify({ fatal: String(e.stack ?? e) }) + '\n');
+  process.exitCode = 1;
+}
