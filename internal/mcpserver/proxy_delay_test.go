@@ -28,11 +28,13 @@ type recordingService struct {
 	appended          []string         // event ids appended on their own
 	appendedTypes     []string
 	appendedRaw       []string
+	gated             int // calls put through the gate
 }
 
 func (s *recordingService) GateToolCall(_ context.Context, req api.ToolCallRequest) (*api.ToolCallResponse, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	s.gated++
 	s.carried = append(s.carried, req.Results...)
 	return &api.ToolCallResponse{Decision: "allow", GateStatus: "authorized", Metered: true}, nil
 }

@@ -40,6 +40,7 @@ type fakeUpstream struct {
 	// the answer and before the host's notifications/initialized.
 	early, between []string
 	slow           chan struct{} // closed to let a "slow" call answer
+	version        string        // the protocol version it answers; "": the one asked
 
 	mu       sync.Mutex
 	received []map[string]json.RawMessage
@@ -78,6 +79,9 @@ func (f *fakeUpstream) run() {
 				ProtocolVersion string `json:"protocolVersion"`
 			}
 			json.Unmarshal(m["params"], &p)
+			if f.version != "" {
+				p.ProtocolVersion = f.version
+			}
 			for _, l := range f.early {
 				f.send(l)
 			}
@@ -281,6 +285,47 @@ func TestProxyRelaysToolsAndCapabilitiesUnchanged(t *testing.T) {
 	}
 }
 
+// The proxy relays protocol versions up to 2025-11-25: a host asking for a
+// later one is offered 2025-11-25. A task-augmented call is refused (no tasks
+// capability is declared); a tool the upstream does not have goes through
+// the gate, and the upstream's answer reaches the host.
+func TestProxyProtocolVersionsAndCalls(t *testing.T) {
+	f := &fakeUpstream{}
+	svc := &recordingService{}
+	host, _ := rawProxy(t, startFake(t, f), svc)
+	init := initialize(host, "2026-07-28", "{}")
+	var asked struct {
+		ProtocolVersion string `json:"protocolVersion"`
+	}
+	json.Unmarshal(f.got("initialize")[0]["params"], &asked)
+	if asked.ProtocolVersion != "2025-11-25" || !strings.Contains(string(init["result"]), `"protocolVersion":"2025-11-25"`) {
+		t.Fatalf("a host asking for 2026-07-28: the upstream was asked %q, the host got %s", asked.ProtocolVersion, init["result"])
+	}
+	got := host.call(`{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"echo","arguments":{},"task":{"ttl":1000}}}`)
+	if !strings.HasPrefix(got, `{"jsonrpc":"2.0","id":1,"error":{"code":-32602,`) || len(f.got("tools/call")) != 0 {
+		t.Fatalf("a task-augmented call: %s", got)
+	}
+	got = host.call(`{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"nosuch","arguments":{}}}`)
+	if got != `{"jsonrpc":"2.0","id":2,"result":`+fakeEchoResult+`}` || len(f.got("tools/call")) != 1 {
+		t.Fatalf("a call of a tool the upstream lacks: %s", got)
+	}
+	svc.mu.Lock()
+	defer svc.mu.Unlock()
+	if svc.gated != 1 {
+		t.Fatalf("the gate was asked %d times, want 1 (the task-augmented call never reaches it)", svc.gated)
+	}
+}
+
+// An upstream answering a protocol version the proxy does not relay fails
+// the host's initialize.
+func TestProxyRefusesAnUnknownUpstreamVersion(t *testing.T) {
+	host, _ := rawProxy(t, startFake(t, &fakeUpstream{version: "2030-01-01"}), &recordingService{})
+	got := host.call(`{"jsonrpc":"2.0","id":0,"method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{},"clientInfo":{"name":"h","version":"1"}}}`)
+	if !strings.HasPrefix(got, `{"jsonrpc":"2.0","id":0,"error":{"code":-32603,`) || !strings.Contains(got, "2030-01-01") {
+		t.Fatalf("initialize answered %s", got)
+	}
+}
+
 // A host's cancellation follows its call upstream under the id the proxy
 // gave it there, no answer follows, and the call's tool_result says it was
 // cancelled.
@@ -316,11 +361,19 @@ func TestProxyRelaysCancellation(t *testing.T) {
 	if got := host.call(`{"jsonrpc":"2.0","id":"p","method":"ping"}`); got != `{"jsonrpc":"2.0","id":"p","result":{}}` {
 		t.Fatalf("after the cancellation the host got %s", got)
 	}
-	p.Flush()
-	svc.mu.Lock()
-	defer svc.mu.Unlock()
-	if len(svc.appendedRaw) != 1 || !strings.Contains(svc.appendedRaw[0], `"cancelled":true`) {
-		t.Fatalf("recorded %v, want one tool_result saying cancelled", svc.appendedRaw)
+	// The call's goroutine records the result once it sees the
+	// cancellation.
+	for deadline := time.Now().Add(5 * time.Second); ; time.Sleep(5 * time.Millisecond) {
+		p.Flush()
+		svc.mu.Lock()
+		raw := slices.Clone(svc.appendedRaw)
+		svc.mu.Unlock()
+		if len(raw) == 1 && strings.Contains(raw[0], `"cancelled":true`) {
+			break
+		}
+		if len(raw) > 0 || time.Now().After(deadline) {
+			t.Fatalf("recorded %v, want one tool_result saying cancelled", raw)
+		}
 	}
 }
 

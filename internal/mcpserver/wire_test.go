@@ -98,6 +98,7 @@ var hostWireCases = []wireCase{
 	{"id beyond int64", `{"jsonrpc":"2.0","id":123456789012345678901234567890,"method":"ping"}`, "123456789012345678901234567890", []string{`"result":{}`}},
 	{"negative id", `{"jsonrpc":"2.0","id":-9007199254740993,"method":"ping"}`, "-9007199254740993", []string{`"result":{}`}},
 	{"id with an exponent", `{"jsonrpc":"2.0","id":1e3,"method":"ping"}`, "1e3", []string{`"result":{}`}},
+	{"a line over 16 MiB", `{"jsonrpc":"2.0","id":1,"method":"ping","params":{"pad":"` + strings.Repeat("x", 16<<20) + `"}}`, "null", []string{`"code":-32600`}},
 	{"string id with escapes", `{"jsonrpc":"2.0","id":"a\"b\u00e9\\","method":"ping"}`, `"a\"b\u00e9\\"`, []string{`"result":{}`}},
 }
 
