@@ -196,10 +196,7 @@ func restoreIDs(answer []byte, ids map[string]json.RawMessage) []byte {
 		if !ok {
 			return raw
 		}
-		if r.Error != nil {
-			return appendMember(appendID([]byte(`{"jsonrpc":"2.0","id":`), id), "error", r.Error)
-		}
-		return encodeAnswer(id, r.Result, nil)
+		return encodeRawAnswer(id, r.Result, r.Error)
 	}
 	b := bytes.TrimSpace(answer)
 	if len(b) == 0 || b[0] != '[' {

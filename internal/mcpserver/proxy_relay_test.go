@@ -126,18 +126,7 @@ func (f *fakeUpstream) got(method string) []map[string]json.RawMessage {
 
 // rawProxy starts a proxy between a raw host and up, with svc.
 func rawProxy(t *testing.T, up net.Conn, svc mcpserver.Service) (*rawPeer, *mcpserver.Proxy) {
-	p, err := mcpserver.NewProxy(up, mcpserver.ProxyOptions{Subagent: "worker", Service: svc})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { p.Close() })
-	hostConn, proxyConn := net.Pipe()
-	served := make(chan struct{})
-	go func() {
-		defer close(served)
-		p.Serve(context.Background(), proxyConn, proxyConn)
-	}()
-	t.Cleanup(func() { <-served })
+	p, hostConn := startProxy(t, up, mcpserver.ProxyOptions{Subagent: "worker", Service: svc})
 	return newRawPeer(t, hostConn), p
 }
 

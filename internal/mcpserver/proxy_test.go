@@ -65,9 +65,9 @@ func proxied(t *testing.T, u *upstream, svc mcpserver.Service, subagent string, 
 	return proxyHost(t, proxyUp, mcpserver.ProxyOptions{Subagent: subagent, Service: svc, FailOpen: failOpen}, nil)
 }
 
-// proxyHost starts a proxy in front of the upstream at the other end of
-// up, and connects a host (the SDK's client, with opts) to it.
-func proxyHost(t *testing.T, up io.ReadWriteCloser, opts mcpserver.ProxyOptions, clientOpts *mcp.ClientOptions) (*mcp.ClientSession, *mcpserver.Proxy) {
+// startProxy starts a proxy in front of the upstream at the other end of up
+// and returns it with the host's end of its stdio.
+func startProxy(t *testing.T, up io.ReadWriteCloser, opts mcpserver.ProxyOptions) (*mcpserver.Proxy, net.Conn) {
 	t.Helper()
 	p, err := mcpserver.NewProxy(up, opts)
 	if err != nil {
@@ -81,6 +81,14 @@ func proxyHost(t *testing.T, up io.ReadWriteCloser, opts mcpserver.ProxyOptions,
 		p.Serve(context.Background(), proxyConn, proxyConn)
 	}()
 	t.Cleanup(func() { <-served })
+	return p, hostConn
+}
+
+// proxyHost starts a proxy in front of the upstream at the other end of
+// up, and connects a host (the SDK's client, with opts) to it.
+func proxyHost(t *testing.T, up io.ReadWriteCloser, opts mcpserver.ProxyOptions, clientOpts *mcp.ClientOptions) (*mcp.ClientSession, *mcpserver.Proxy) {
+	t.Helper()
+	p, hostConn := startProxy(t, up, opts)
 	cs, err := mcp.NewClient(&mcp.Implementation{Name: "test-host", Version: "1"}, clientOpts).Connect(context.Background(),
 		&mcp.IOTransport{Reader: hostConn, Writer: hostConn}, nil)
 	if err != nil {

@@ -113,11 +113,7 @@ func (c *stdioConn) toSDK(m *message) jsonrpc.Message {
 		return nil // an answer to something unreadable the SDK never sent
 	}
 	// An answer to a request of the SDK: its ids are the SDK's own.
-	raw := encodeAnswer(m.id, m.result, nil)
-	if m.err != nil {
-		raw = appendMember(appendID([]byte(`{"jsonrpc":"2.0","id":`), m.id), "error", m.err)
-	}
-	msg, err := jsonrpc.DecodeMessage(raw)
+	msg, err := jsonrpc.DecodeMessage(encodeRawAnswer(m.id, m.result, m.err))
 	if err != nil {
 		c.w.log.Warn("mcp: an answer of the host cannot be read", "err", err)
 		return nil

@@ -134,33 +134,24 @@ func (w *wire) send(b []byte) error {
 // answer answers request m (result, or else e) once; the answer to a request
 // of a batch waits for the others.
 func (w *wire) answer(m *message, result json.RawMessage, e *rpcError) error {
-	if !m.answered.CompareAndSwap(false, true) {
-		return nil
-	}
-	b := encodeAnswer(m.id, result, e)
-	if m.batch != nil {
-		if all := m.batch.add(b, true); all != nil {
-			return w.send(all)
-		}
-		return nil
-	}
-	return w.send(b)
+	return w.deliver(m, func() []byte { return encodeAnswer(m.id, result, e) })
 }
 
 // answerRaw answers request m with the answer's members as another peer
-// wrote them (result or error, raw).
+// wrote them (result, or else the error object, raw).
 func (w *wire) answerRaw(m *message, result, errObj json.RawMessage) error {
-	if errObj != nil {
-		return w.answerError(m, errObj)
+	if errObj == nil {
+		return w.answer(m, result, nil)
 	}
-	return w.answer(m, result, nil)
+	return w.deliver(m, func() []byte { return encodeRawAnswer(m.id, result, errObj) })
 }
 
-func (w *wire) answerError(m *message, errObj json.RawMessage) error {
+// deliver sends the answer to m once, or keeps it for m's batch.
+func (w *wire) deliver(m *message, answer func() []byte) error {
 	if !m.answered.CompareAndSwap(false, true) {
 		return nil
 	}
-	b := appendMember(appendID([]byte(`{"jsonrpc":"2.0","id":`), m.id), "error", errObj)
+	b := answer()
 	if m.batch != nil {
 		if all := m.batch.add(b, true); all != nil {
 			return w.send(all)
@@ -182,6 +173,15 @@ func encodeAnswer(id, result json.RawMessage, e *rpcError) []byte {
 		result = json.RawMessage("{}")
 	}
 	return appendMember(b, "result", result)
+}
+
+// encodeRawAnswer is the response with id carrying a result or (when set)
+// an error object as another peer wrote it.
+func encodeRawAnswer(id, result, errObj json.RawMessage) []byte {
+	if errObj == nil {
+		return encodeAnswer(id, result, nil)
+	}
+	return appendMember(appendID([]byte(`{"jsonrpc":"2.0","id":`), id), "error", errObj)
 }
 
 func appendID(b []byte, id json.RawMessage) []byte {
