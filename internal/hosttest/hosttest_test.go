@@ -352,3 +352,89 @@ func TestGeminiSkipTrustIgnoresProjectHooks(t *testing.T) {
 		t.Errorf("the project hook ran %d times under --skip-trust, want 0", len(in))
 	}
 }
+
+// A sub-agent's conversation follows its own script (ByPrompt), and the
+// host runs its hooks on the sub-agent's calls too: Claude Code says which
+// sub-agent made the call, Gemini CLI does not.
+
+func TestClaudeSubagentFollowsItsScriptUnderTheHook(t *testing.T) {
+	t.Parallel()
+	agent := ToolCall("Agent", map[string]string{"description": "Create files", "prompt": subMarker + " create the files", "subagent_type": "general-purpose"})
+	inputs := proveSubagent(t, Claude, agent, Text("sub-agent done"), func(s *Session, hook string) {
+		writeJSONFile(t, filepath.Join(s.Dir, ".claude", "settings.json"), hooksConfig("PreToolUse", "PostToolUse", "*", hook))
+	}, "--allowedTools", "Bash,Agent")
+	for _, in := range inputs {
+		id, _ := in.raw["agent_id"].(string)
+		typ, _ := in.raw["agent_type"].(string)
+		switch sub := strings.HasPrefix(in.command, "touch "); {
+		case sub && (id == "" || typ != "general-purpose"):
+			t.Errorf("%s %q from the sub-agent: agent_id %q, agent_type %q; want its id and general-purpose", in.event, in.command, id, typ)
+		case !sub && (id != "" || typ != ""):
+			t.Errorf("%s of the main agent's %v carries agent_id %q, agent_type %q", in.event, in.raw["tool_name"], id, typ)
+		}
+	}
+}
+
+func TestGeminiSubagentFollowsItsScriptUnderTheHook(t *testing.T) {
+	t.Parallel()
+	agent := ToolCall("invoke_agent", map[string]string{"agent_name": "generalist", "prompt": subMarker + " create the files"})
+	// A Gemini sub-agent ends only by calling complete_task.
+	done := Calls(ToolCall("complete_task", map[string]any{"result": map[string]string{"response": "sub-agent done"}}))
+	inputs := proveSubagent(t, GeminiCLI, agent, done, func(s *Session, hook string) {
+		writeJSONFile(t, filepath.Join(s.Dir, ".gemini", "settings.json"), hooksConfig("BeforeTool", "AfterTool", ".*", hook))
+		s.Setenv("GEMINI_CLI_TRUST_WORKSPACE", "true")
+	}, "--approval-mode", "yolo")
+	var tools []string
+	for _, in := range inputs {
+		for _, k := range []string{"agent_id", "agent_type", "agent_name"} {
+			if _, ok := in.raw[k]; ok {
+				t.Errorf("%s of %v carries %s: Gemini CLI 0.61 was not seen to name the agent", in.event, in.raw["tool_name"], k)
+			}
+		}
+		tools = append(tools, in.event+" "+in.raw["tool_name"].(string))
+	}
+	// The host's own complete_task goes through the hooks too.
+	if !slices.Contains(tools, "BeforeTool complete_task") {
+		t.Errorf("hooks saw %q, want complete_task among them", tools)
+	}
+}
+
+const subMarker = "SUBAGENT-TASK-7f3c"
+
+// proveSubagent has the main agent start a sub-agent that runs one allowed
+// and one refused shell command and then finishes with done; it answers
+// what the hook saw.
+func proveSubagent(t *testing.T, host Host, agent Call, done Reply, install func(s *Session, hook string), flags ...string) []hookInput {
+	agent.ID = "call_agent"
+	srv := NewServer(t, ByPrompt{
+		"MAIN-TASK-7f3c": Script{Calls(agent), Text("finished")},
+		subMarker:        Script{Calls(host.Shell("touch sub")), Calls(host.Shell("touch blocked")), done},
+	})
+	s := NewSession(t, host, srv)
+	probe := newHookProbe(t)
+	install(s, probe.command)
+
+	out := s.Run(t, "MAIN-TASK-7f3c: delegate it.", flags...)
+	if out.ExitCode != 0 {
+		t.Fatalf("exit %d\nstdout:\n%s\nstderr:\n%s\nserver:\n%s", out.ExitCode, out.Stdout, out.Stderr, srv.Log())
+	}
+	if _, err := os.Stat(filepath.Join(s.Dir, "sub")); err != nil {
+		t.Errorf("the sub-agent's allowed command did not run: %v\n%s", err, srv.Log())
+	}
+	if _, err := os.Stat(filepath.Join(s.Dir, "blocked")); err == nil {
+		t.Errorf("the sub-agent's refused command ran")
+	}
+	if _, ok := srv.Result(agent.ID); !ok {
+		t.Errorf("the main agent got no result from its sub-agent\n%s", srv.Log())
+	}
+	var refused bool
+	for _, c := range srv.Calls() {
+		if res, ok := srv.Result(c.ID); ok && strings.Contains(string(c.Input), "touch blocked") {
+			refused = strings.Contains(res.Output, refusal)
+		}
+	}
+	if !refused {
+		t.Errorf("the sub-agent's model did not get the hook's refusal\n%s", srv.Log())
+	}
+	return probe.inputs(t)
+}
