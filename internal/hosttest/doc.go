@@ -68,8 +68,11 @@
 // the model is one Codex knows (CodexModel), so it offers that model's tools
 // (exec_command, apply_patch, …); no update check, no analytics, and plugins
 // off, since the plugin sync runs git against github.com and calls
-// chatgpt.com. Its sandbox is a flag of the run (-s). Hooks run only when
-// trusted: trust entries in config.toml, or --dangerously-bypass-hook-trust.
+// chatgpt.com. Its sandbox is a flag of the run (-s; the tests use
+// danger-full-access, workspace-write also works here). Hooks run only when
+// trusted, by trust entries in config.toml or --dangerously-bypass-hook-trust;
+// exec skips untrusted ones without a word. Add --json for its events as
+// JSON lines on stdout.
 //
 // Gemini CLI (gemini --output-format json --prompt PROMPT):
 // GOOGLE_GEMINI_BASE_URL and GEMINI_API_KEY, and security.auth.selectedType

@@ -438,3 +438,31 @@ func proveSubagent(t *testing.T, host Host, agent Call, done Reply, install func
 	}
 	return probe.inputs(t)
 }
+
+// Codex 0.169 runs only hooks it trusts, and skips the others without a word
+// in exec: a hook installed without trust gates nothing.
+func TestCodexSkipsUntrustedHooks(t *testing.T) {
+	t.Parallel()
+	h := CodexCLI
+	srv := NewServer(t, Script{Calls(h.Shell("touch ran")), Calls(h.Shell("touch blocked")), Text("finished")})
+	s := NewSession(t, h, srv)
+	probe := newHookProbe(t)
+	writeJSONFile(t, filepath.Join(s.Config, "hooks.json"), hooksConfig("PreToolUse", "PostToolUse", "*", probe.command))
+
+	out := s.Run(t, "Create the two files.", "--sandbox", "danger-full-access")
+	if out.ExitCode != 0 {
+		t.Fatalf("exit %d\n%s\n%s", out.ExitCode, out.Stderr, srv.Log())
+	}
+	for _, f := range []string{"ran", "blocked"} {
+		if _, err := os.Stat(filepath.Join(s.Dir, f)); err != nil {
+			t.Errorf("%s: %v, want both commands run, ungated", f, err)
+		}
+	}
+	if in := probe.inputs(t); len(in) != 0 {
+		t.Errorf("the untrusted hook ran %d times, want 0", len(in))
+	}
+	said := strings.ReplaceAll(out.Stdout+out.Stderr, filepath.Dir(s.Home), "")
+	if strings.Contains(strings.ToLower(said), "hook") {
+		t.Errorf("codex exec mentioned the skipped hook:\n%s", said)
+	}
+}
