@@ -53,14 +53,28 @@ func TestGeminiRunsAllowedToolAndNotRefusedOne(t *testing.T) {
 
 const refusal = "refused by the test hook"
 
+// gateSession answers a session of h whose model asks for a command the
+// hook probe allows, then one it refuses, and the probe, not yet installed.
+func gateSession(t *testing.T, h Host) (*Server, *Session, hookProbe) {
+	srv := NewServer(t, Script{Calls(h.Shell("touch ran")), Calls(h.Shell("touch blocked")), Text("finished")})
+	return srv, NewSession(t, h, srv), newHookProbe(t)
+}
+
+// checkUngated fails unless both of gateSession's commands ran and the hook
+// never did: the host did not load it.
+func checkUngated(t *testing.T, s *Session, probe hookProbe) {
+	for _, f := range []string{"ran", "blocked"} {
+		if _, err := os.Stat(filepath.Join(s.Dir, f)); err != nil {
+			t.Errorf("%s: %v, want both commands run, ungated", f, err)
+		}
+	}
+	if in := probe.inputs(t); len(in) != 0 {
+		t.Errorf("the hook ran %d times, want 0: the host should not have loaded it", len(in))
+	}
+}
+
 func proveGate(t *testing.T, host Host, install func(s *Session, hook string), flags ...string) {
-	srv := NewServer(t, Script{
-		Calls(host.Shell("touch ran")),
-		Calls(host.Shell("touch blocked")),
-		Text("finished"),
-	})
-	s := NewSession(t, host, srv)
-	probe := newHookProbe(t)
+	srv, s, probe := gateSession(t, host)
 	install(s, probe.command)
 
 	out := s.Run(t, "Create the two files.", flags...)
@@ -330,10 +344,7 @@ func mergeJSONFile(t *testing.T, path string, members map[string]any) {
 // the project's hooks are not loaded at all, so nothing is gated.
 func TestGeminiSkipTrustIgnoresProjectHooks(t *testing.T) {
 	t.Parallel()
-	h := GeminiCLI
-	srv := NewServer(t, Script{Calls(h.Shell("touch ran")), Calls(h.Shell("touch blocked")), Text("finished")})
-	s := NewSession(t, h, srv)
-	probe := newHookProbe(t)
+	srv, s, probe := gateSession(t, GeminiCLI)
 	writeJSONFile(t, filepath.Join(s.Dir, ".gemini", "settings.json"), hooksConfig("BeforeTool", "AfterTool", ".*", probe.command))
 
 	if out := s.Run(t, "Create the two files.", "--approval-mode", "yolo"); out.ExitCode != 55 {
@@ -343,14 +354,7 @@ func TestGeminiSkipTrustIgnoresProjectHooks(t *testing.T) {
 	if out.ExitCode != 0 {
 		t.Fatalf("exit %d\n%s\n%s", out.ExitCode, out.Stderr, srv.Log())
 	}
-	for _, f := range []string{"ran", "blocked"} {
-		if _, err := os.Stat(filepath.Join(s.Dir, f)); err != nil {
-			t.Errorf("%s: %v, want both commands run, ungated", f, err)
-		}
-	}
-	if in := probe.inputs(t); len(in) != 0 {
-		t.Errorf("the project hook ran %d times under --skip-trust, want 0", len(in))
-	}
+	checkUngated(t, s, probe)
 }
 
 // A sub-agent's conversation follows its own script (ByPrompt), and the
@@ -443,24 +447,14 @@ func proveSubagent(t *testing.T, host Host, agent Call, done Reply, install func
 // in exec: a hook installed without trust gates nothing.
 func TestCodexSkipsUntrustedHooks(t *testing.T) {
 	t.Parallel()
-	h := CodexCLI
-	srv := NewServer(t, Script{Calls(h.Shell("touch ran")), Calls(h.Shell("touch blocked")), Text("finished")})
-	s := NewSession(t, h, srv)
-	probe := newHookProbe(t)
+	srv, s, probe := gateSession(t, CodexCLI)
 	writeJSONFile(t, filepath.Join(s.Config, "hooks.json"), hooksConfig("PreToolUse", "PostToolUse", "*", probe.command))
 
 	out := s.Run(t, "Create the two files.", "--sandbox", "danger-full-access")
 	if out.ExitCode != 0 {
 		t.Fatalf("exit %d\n%s\n%s", out.ExitCode, out.Stderr, srv.Log())
 	}
-	for _, f := range []string{"ran", "blocked"} {
-		if _, err := os.Stat(filepath.Join(s.Dir, f)); err != nil {
-			t.Errorf("%s: %v, want both commands run, ungated", f, err)
-		}
-	}
-	if in := probe.inputs(t); len(in) != 0 {
-		t.Errorf("the untrusted hook ran %d times, want 0", len(in))
-	}
+	checkUngated(t, s, probe)
 	said := strings.ReplaceAll(out.Stdout+out.Stderr, filepath.Dir(s.Home), "")
 	if strings.Contains(strings.ToLower(said), "hook") {
 		t.Errorf("codex exec mentioned the skipped hook:\n%s", said)
