@@ -47,8 +47,9 @@ var errBadEmail = domain.Validation(domain.FieldError{Field: "email", Message: "
 // RequestOTP mails a one-time code to email. An email without an account
 // must carry acceptances of every required legal document at its current
 // version (checked before anything is written); at most
-// domain.OTPRequestsPerHour codes are sent to one email in any hour. The
-// code is stored only as a hash, and a new code supersedes the earlier ones.
+// domain.OTPRequestsPerHour codes are sent to one email in any hour, and a
+// request that could not be mailed does not count. The code is stored only
+// as a hash, and a new code supersedes the earlier ones.
 func (a *App) RequestOTP(ctx context.Context, rawEmail string, acceptances []AcceptanceInput) (OTPSent, error) {
 	email, ok := domain.NormalizeEmail(rawEmail)
 	if !ok {
@@ -102,6 +103,13 @@ func (a *App) RequestOTP(ctx context.Context, rawEmail string, acceptances []Acc
 			code, c.ExpiresAt.Format("15:04 UTC"), int(domain.OTPLifetime/time.Minute))}
 	if err := a.Mail.Send(ctx, msg); err != nil {
 		a.Log.Error("sign-in code not mailed", "err", err)
+		// A request that could not be mailed is not charged: its code goes,
+		// and with it its place in the email's hourly count, so that a mail
+		// outage does not lock the address out once mail works again.
+		ctx := context.WithoutCancel(ctx)
+		if err := a.w.Write(ctx, func(t *writer.Tx) error { return a.Store.DeleteOTPCode(ctx, t.SQL(), c.ID) }); err != nil {
+			return OTPSent{}, err
+		}
 		return OTPSent{}, &domain.Error{Code: domain.CodeMailUnavailable, RetryAfter: 30,
 			Detail: "the sign-in code could not be mailed; try again shortly"}
 	}

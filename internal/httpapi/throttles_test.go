@@ -9,9 +9,14 @@ import (
 	"os"
 	"strings"
 	"testing"
+	"time"
+
+	"github.com/emersion/go-smtp"
 
 	"github.com/auditchain/auditchain/internal/app"
 	"github.com/auditchain/auditchain/internal/domain"
+	imail "github.com/auditchain/auditchain/internal/mail"
+	"github.com/auditchain/auditchain/internal/mail/mailtest"
 )
 
 // isCode reports whether err is a domain error with code.
@@ -75,5 +80,43 @@ func TestMailedAddressesAreOnePlainAddress(t *testing.T) {
 				t.Fatalf("an account with the email %q: %v", addr, err)
 			}
 		}
+	})
+}
+
+// refusingMailer is the production SMTP transport in front of a real SMTP
+// server that refuses every recipient: a mail outage.
+func (e *env) refusingMailer() app.Mailer {
+	e.t.Helper()
+	refusing := &mailtest.Server{RcptError: &smtp.SMTPError{Code: 450, EnhancedCode: smtp.EnhancedCode{4, 3, 0}, Message: "try later"}}
+	refusing.Start(e.t, nil)
+	m, err := imail.New("smtp://"+refusing.Addr(), imail.Options{Backoff: func(int) time.Duration { return 0 }})
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	return m
+}
+
+// A code request that could not be mailed (503 mail_unavailable) is not
+// charged: once mail works again the email has its whole hourly budget, and
+// nothing of the unmailed requests is left to verify.
+func TestCodeRequestsThatWereNotMailedAreNotCharged(t *testing.T) {
+	eachEnv(t, func(t *testing.T, e *env) {
+		working := e.app.Mail
+		e.app.Mail = e.refusingMailer()
+		req := map[string]any{"email": "outage@example.com", "acceptances": e.acceptAll()}
+		for range domain.OTPRequestsPerHour + 2 {
+			wantProblem(t, e.do("POST", "/v1/auth/otp/request", "", req), 503, "mail_unavailable")
+			e.clock.Advance(time.Second)
+		}
+		if n := e.count("otp_codes"); n != 0 {
+			t.Fatalf("%d codes kept that were never mailed", n)
+		}
+		e.app.Mail = working
+		for i := range domain.OTPRequestsPerHour {
+			if r := e.do("POST", "/v1/auth/otp/request", "", req); r.Status != 202 {
+				t.Fatalf("request %d once mail works again: %d %s", i, r.Status, r.Body)
+			}
+		}
+		wantProblem(t, e.do("POST", "/v1/auth/otp/request", "", req), 429, "otp_rate_limited")
 	})
 }
