@@ -32,7 +32,7 @@ func (s *Server) requestOTP(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	sent, err := s.app.RequestOTP(r.Context(), *req.Email, req.Acceptances)
+	sent, err := s.app.RequestOTP(r.Context(), s.clientAddress(r), *req.Email, req.Acceptances)
 	if err != nil {
 		return err
 	}
