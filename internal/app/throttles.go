@@ -31,8 +31,8 @@ type budget struct {
 }
 
 // charge takes one unit of every budget inside t, or none: when one is
-// spent, the request is refused with code (429), Retry-After the longest
-// wait among the spent ones, and `throttle` naming the first of those. Rows
+// spent, the request is refused with code (429), and Retry-After and
+// `throttle` name the spent budget with the longest wait. Rows
 // are locked in key order, so that writes charging several budgets never
 // wait on each other in a cycle; a write takes them after its own locks
 // (an email's, a team's) and before any account's.
@@ -48,11 +48,8 @@ func (a *App) charge(ctx context.Context, t *writer.Tx, code string, budgets ...
 			return err
 		}
 		d := domain.DecideRate(time.UnixMicro(tat), now, 1, b.rate)
-		if !d.Allowed {
-			if refused == nil {
-				refused = &budgets[i]
-			}
-			wait = max(wait, d.RetryAfter)
+		if !d.Allowed && (refused == nil || d.RetryAfter > wait) {
+			refused, wait = &budgets[i], d.RetryAfter
 		}
 		next[i] = d.NewTAT
 	}
