@@ -75,6 +75,8 @@ type App struct {
 	jobs jobState
 	// leases are this replica's open streams (streams.go).
 	leases streamLeases
+	// throttles is this process's pruning of idle mail budgets (throttles.go).
+	throttles throttleState
 }
 
 // Bounds of the read caches: at most this many accounts with this many cached

@@ -460,9 +460,11 @@ func digestEmail(to string, grouped map[string]int) mail.Message {
 }
 
 // Announce sends a mandatory notice (breaking_change.announce) to every
-// account with an email (`auditchain admin announce`): its rows are written
-// account by account, then the queued email is sent. It reports the
-// accounts notified.
+// account with an email (`auditchain admin announce`; no route reaches it):
+// its rows are written account by account, then the queued email is sent.
+// Each announcement is charged to the deployment's announcements a day
+// (announceBudget: 429 rate_limit_exceeded once spent, before anything is
+// written). It reports the accounts notified.
 func (a *App) Announce(ctx context.Context, typ, subject, body string) (int, error) {
 	nt, ok := domain.LookupNoticeType(typ)
 	if !ok || !nt.Mandatory {
@@ -470,6 +472,11 @@ func (a *App) Announce(ctx context.Context, typ, subject, body string) (int, err
 	}
 	if strings.TrimSpace(subject) == "" || strings.ContainsAny(subject, "\r\n") {
 		return 0, domain.Validation(domain.FieldError{Field: "subject", Message: "required, one line"})
+	}
+	if err := a.w.Write(ctx, func(t *writer.Tx) error {
+		return a.charge(ctx, t, domain.CodeRateLimited, a.announceBudget())
+	}); err != nil {
+		return 0, err
 	}
 	accounts, err := a.Store.AccountsWithEmail(ctx)
 	if err != nil {
