@@ -4,6 +4,7 @@ import (
 	"context"
 	"testing"
 
+	"github.com/auditchain/auditchain/internal/store"
 	"github.com/auditchain/auditchain/internal/store/storetest"
 )
 
@@ -18,28 +19,21 @@ func TestClaimLocksAcrossReplicas(t *testing.T) {
 	dsn := storetest.DSN(t, storetest.Postgres)
 	r1, r2 := storetest.Open(t, dsn), storetest.Open(t, dsn)
 	ctx := context.Background()
-	a1, ok, err := r1.TryClaimLock(ctx, "webhook/a")
-	if err != nil || !ok {
-		t.Fatalf("replica 1 takes a: %v %v", ok, err)
+	// take asks replica who (1 or 2) for key and wants the answer want.
+	take := func(who int, key string, want bool) store.ClaimLock {
+		t.Helper()
+		l, ok, err := []*store.Store{r1, r2}[who-1].TryClaimLock(ctx, key)
+		if err != nil || ok != want {
+			t.Fatalf("replica %d asks for %s: %v %v, want %v", who, key, ok, err, want)
+		}
+		return l
 	}
-	b1, ok, err := r1.TryClaimLock(ctx, "webhook/b")
-	if err != nil || !ok {
-		t.Fatalf("replica 1 takes b too: %v %v", ok, err)
-	}
-	if _, ok, err := r2.TryClaimLock(ctx, "webhook/a"); err != nil || ok {
-		t.Fatalf("replica 2 took a while replica 1 holds it: %v %v", ok, err)
-	}
-	c2, ok, err := r2.TryClaimLock(ctx, "email/a")
-	if err != nil || !ok {
-		t.Fatalf("replica 2 takes another outbox's key of the same account: %v %v", ok, err)
-	}
-	c2.Release()
+	a1 := take(1, "webhook/a", true)
+	b1 := take(1, "webhook/b", true) // a second key on the same session
+	take(2, "webhook/a", false)      // held by replica 1
+	take(2, "email/a", true).Release()
 	a1.Release()
-	a2, ok, err := r2.TryClaimLock(ctx, "webhook/a")
-	if err != nil || !ok {
-		t.Fatalf("replica 2 takes a once replica 1 released it: %v %v", ok, err)
-	}
-	a2.Release()
+	take(2, "webhook/a", true).Release()
 
 	// Replica 1's session dies while it holds b.
 	var pids []int
@@ -62,26 +56,19 @@ func TestClaimLocksAcrossReplicas(t *testing.T) {
 	if err := r2.DB().QueryRowContext(ctx, `SELECT pg_terminate_backend($1, 10000)`, pids[0]).Scan(&gone); err != nil || !gone {
 		t.Fatalf("end replica 1's session: %v %v", gone, err)
 	}
-	b2, ok, err := r2.TryClaimLock(ctx, "webhook/b")
-	if err != nil || !ok {
-		t.Fatalf("replica 2 takes b once replica 1's session died: %v %v", ok, err)
-	}
+	b2 := take(2, "webhook/b", true) // freed with replica 1's session
 	// Replica 1 finds out at its next statement on the session: a new
 	// claim runs on a new session (and b is replica 2's now).
-	if _, ok, err := r1.TryClaimLock(ctx, "webhook/b"); err != nil || ok {
-		t.Fatalf("replica 1 took b again while replica 2 holds it: %v %v", ok, err)
-	}
+	take(1, "webhook/b", false)
 	if b1.Held() {
 		t.Fatal("replica 1's lock on b still counts as held after its session died")
 	}
 	b1.Release() // on a dead session: nothing to give back, nothing else dropped
-	d1, ok, err := r1.TryClaimLock(ctx, "webhook/d")
-	if err != nil || !ok || !d1.Held() {
-		t.Fatalf("replica 1 claims on its new session: %v %v", ok, err)
+	d1 := take(1, "webhook/d", true)
+	if !d1.Held() {
+		t.Fatal("replica 1's lock on its new session does not count as held")
 	}
 	b2.Release()
-	if _, ok, err := r2.TryClaimLock(ctx, "webhook/d"); err != nil || ok {
-		t.Fatalf("replica 2 took d while replica 1 holds it on its new session: %v %v", ok, err)
-	}
+	take(2, "webhook/d", false) // held by replica 1 on its new session
 	d1.Release()
 }
