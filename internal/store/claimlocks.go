@@ -23,11 +23,11 @@ import (
 // taken from the pool while it holds any and given back when it holds none
 // (with no lock left on it).
 type claimSession struct {
-	mu    sync.Mutex
-	conn  *sql.Conn
-	held  int
-	gen   uint64 // bumped when a session is dropped: locks taken on it are gone
-	close bool
+	mu     sync.Mutex
+	conn   *sql.Conn
+	held   int
+	gen    uint64 // bumped when a session is dropped: locks taken on it are gone
+	closed bool
 }
 
 // ClaimLock is a held claim lock; Release gives it back.
@@ -37,8 +37,8 @@ type ClaimLock struct {
 	a, b int32
 }
 
-// releaseTimeout bounds giving a lock back, which runs even when the
-// claim's context has ended.
+// releaseTimeout bounds taking and giving back a lock, which run to the
+// end even when the claim's context has ended.
 const releaseTimeout = 5 * time.Second
 
 // TryClaimLock takes key's claim lock for this replica, or reports false
@@ -54,7 +54,7 @@ func (s *Store) TryClaimLock(ctx context.Context, key string) (ClaimLock, bool, 
 	c := &s.claims
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if c.close {
+	if c.closed {
 		return ClaimLock{}, false, errors.New("store: closed")
 	}
 	// A session the server or the network dropped is found by the first
@@ -68,10 +68,14 @@ func (s *Store) TryClaimLock(ctx context.Context, key string) (ClaimLock, bool, 
 			}
 			c.conn = conn
 		}
-		var ok bool
 		// The two-int4 form: its keys never meet the bigint keys of
-		// migrationLockID.
-		err := c.conn.QueryRowContext(ctx, `SELECT pg_try_advisory_lock($1, $2)`, a, b).Scan(&ok)
+		// migrationLockID. Not cut short by ctx: a statement cancelled
+		// midway would leave the session in doubt, and dropping it would
+		// drop every other claim's lock with it.
+		qctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), releaseTimeout)
+		var ok bool
+		err := c.conn.QueryRowContext(qctx, `SELECT pg_try_advisory_lock($1, $2)`, a, b).Scan(&ok)
+		cancel()
 		if err != nil {
 			c.drop()
 			if try == 0 && ctx.Err() == nil {
@@ -149,7 +153,7 @@ func (c *claimSession) giveBack() {
 func (c *claimSession) closeClaims() {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	c.close = true
+	c.closed = true
 	c.drop()
 }
 
