@@ -69,6 +69,8 @@ type App struct {
 	heal healState
 	// notices is this process's notification state (notify.go).
 	notices notices
+	// hooks is this process's webhook senders (webhook_drain.go).
+	hooks webhookDrain
 	// meter counts usage between flushes (usage.go).
 	meter *meter
 	// jobs is the built-in scheduler of the operator jobs (schedule.go).
