@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"flag"
@@ -55,12 +56,20 @@ func hookCmd(ctx context.Context, args []string, getenv func(string) string, std
 	policy := fs.String("policy", envOr(getenv, "AUDITCHAIN_HOOK_POLICY", "record"), "a main-agent call no grant covers: record (allow, on the record), ask, or deny")
 	onError := fs.String("on-error", envOr(getenv, "AUDITCHAIN_HOOK_ON_ERROR", "deny"), "when the hook cannot decide: deny (fail closed) or allow")
 	timeout := fs.Duration("timeout", envDuration(getenv, "AUDITCHAIN_HOOK_TIMEOUT", 5*time.Second), "deadline of one hook call, well under the host's timeout")
-	if err := parseLeading(fs, args, stdout, stderr); err != nil {
-		if errors.Is(err, errHelpShown) {
-			return err // --help: usage on stdout, exit 0
+	// stderr carries nothing but a refusal's one-line reason (Codex shows a
+	// blocking hook's whole stderr to the model): the usage a bad flag
+	// prints goes to the diagnostics.
+	var usage bytes.Buffer
+	perr := parseLeading(fs, args, stdout, &usage)
+	diag := newDiagLog(o.spool, getenv, stderr)
+	defer diag.Close()
+	diag.Write(usage.Bytes())
+	if perr != nil {
+		if errors.Is(perr, errHelpShown) {
+			return perr // --help: usage on stdout, exit 0
 		}
 		// No host answer can be formed: exit 2 blocks the call on every host.
-		return &exitError{code: 2}
+		return refuseUnanswerable(stdout, stderr, diag, true, perr)
 	}
 	failClosed := *onError != "allow"
 	h, err := hook.HostByName(*host)
@@ -72,23 +81,23 @@ func hookCmd(ctx context.Context, args []string, getenv func(string) string, std
 		err = perr
 	}
 	if err != nil {
-		return refuseUnanswerable(stdout, stderr, failClosed, err)
+		return refuseUnanswerable(stdout, stderr, diag, failClosed, err)
 	}
 	ctx, cancel := context.WithTimeout(ctx, *timeout)
 	defer cancel()
 	in, err := io.ReadAll(io.LimitReader(stdin, maxHookStdin))
 	if err != nil {
-		return refuseUnanswerable(stdout, stderr, failClosed, fmt.Errorf("read stdin: %w", err))
+		return refuseUnanswerable(stdout, stderr, diag, failClosed, fmt.Errorf("read stdin: %w", err))
 	}
 	call, err := h.Parse(in)
 	if err != nil {
-		return refuseUnanswerable(stdout, stderr, failClosed, err)
+		return refuseUnanswerable(stdout, stderr, diag, failClosed, err)
 	}
 	if call.Phase == hook.PhaseOther {
 		return answer(h, call, hook.Verdict{Decision: hook.Allow}, stdout, stderr)
 	}
 	now := time.Now
-	r := &hook.Runner{MainAgent: *agent, Policy: pol, Spool: &hook.Spool{Dir: o.spoolDir()}, Now: now, Log: stderr}
+	r := &hook.Runner{MainAgent: *agent, Policy: pol, Spool: &hook.Spool{Dir: o.spoolDir()}, Now: now, Log: diag}
 	svc, err := o.service(now)
 	var v hook.Verdict
 	if err == nil {
@@ -96,12 +105,12 @@ func hookCmd(ctx context.Context, args []string, getenv func(string) string, std
 		v, err = r.Handle(ctx, call)
 	} else {
 		// Not configured: no account to record for, so nothing to spool
-		// either (the refusal says why on stderr).
+		// either (the refusal says why).
 		r.Service, r.Spool = unreachable{err}, nil
 	}
 	if err != nil {
-		fmt.Fprintf(stderr, "auditchain hook: %v\n", err)
-		v = hook.Verdict{Decision: hook.Deny, Reason: "auditchain hook could not reach a decision (" + err.Error() + "); refused: it fails closed"}
+		fmt.Fprintf(diag, "auditchain hook: %v\n", err)
+		v = hook.Verdict{Decision: hook.Deny, Reason: "auditchain: refused: " + undecided(err) + "; the hook fails closed"}
 		if !failClosed {
 			v = hook.Verdict{Decision: hook.Allow}
 		}
@@ -112,12 +121,41 @@ func hookCmd(ctx context.Context, args []string, getenv func(string) string, std
 		// The service answered: send what earlier runs spooled, within
 		// what is left of the deadline.
 		if res, ferr := r.Spool.FlushUpTo(ctx, svc, hookFlushRows); ferr != nil {
-			fmt.Fprintf(stderr, "auditchain hook: flush the spool: %v\n", ferr)
+			fmt.Fprintf(diag, "auditchain hook: flush the spool: %v\n", ferr)
 		} else if res.Sent > 0 {
-			fmt.Fprintf(stderr, "auditchain hook: flushed %d spooled events (%d left)\n", res.Sent, res.Left)
+			fmt.Fprintf(diag, "auditchain hook: flushed %d spooled events (%d left)\n", res.Sent, res.Left)
 		}
 	}
 	return aerr
+}
+
+// newDiagLog is the hook's diagnostics: hook.log in the spool directory,
+// and stderr too when AUDITCHAIN_HOOK_DEBUG is set (1, true).
+func newDiagLog(spool string, getenv func(string) string, stderr io.Writer) *hook.DiagLog {
+	d := &hook.DiagLog{Dir: spool}
+	if v := getenv("AUDITCHAIN_HOOK_DEBUG"); v != "" && v != "0" && v != "false" {
+		d.Also = stderr
+	}
+	return d
+}
+
+// errNotConfigured: the hook's environment lacks the service or the key.
+var errNotConfigured = errors.New("AUDITCHAIN_URL and AUDITCHAIN_API_KEY must be set")
+
+// undecided says, in a few words fit for the model to read, why the hook
+// could not decide: never the service's address, an event id or the spool
+// (those go to the diagnostics).
+func undecided(err error) string {
+	var ce *client.Error
+	switch {
+	case errors.Is(err, errNotConfigured):
+		return "AUDITCHAIN_URL and AUDITCHAIN_API_KEY are not set in the hook's environment"
+	case errors.Is(err, context.DeadlineExceeded):
+		return "the auditchain service did not answer in time"
+	case errors.As(err, &ce):
+		return fmt.Sprintf("the auditchain service answered %d %s", ce.Status, ce.Code)
+	}
+	return "the auditchain service is unreachable"
 }
 
 // hookFlushRows is how many spooled rows a hook run sends after its own
@@ -140,16 +178,16 @@ func answer(h hook.Host, c *hook.Call, v hook.Verdict, stdout, stderr io.Writer)
 	return nil
 }
 
-// refuseUnanswerable answers a call whose host or stdin could not be read:
-// exit 2 with the reason on stderr blocks the call on every host; with
-// --on-error allow, {} lets it run.
-func refuseUnanswerable(stdout, stderr io.Writer, failClosed bool, err error) error {
-	fmt.Fprintf(stderr, "auditchain hook: %v\n", err)
+// refuseUnanswerable answers a call whose flags, host or stdin could not be
+// read: exit 2 with a one-line reason on stderr blocks the call on every
+// host; with --on-error allow, {} lets it run.
+func refuseUnanswerable(stdout, stderr, diag io.Writer, failClosed bool, err error) error {
+	fmt.Fprintf(diag, "auditchain hook: %v\n", err)
 	if !failClosed {
 		fmt.Fprint(stdout, "{}\n")
 		return nil
 	}
-	fmt.Fprintln(stderr, "auditchain hook: refused: it fails closed")
+	fmt.Fprintln(stderr, hook.OneLine("auditchain hook: refused: "+err.Error()+"; the hook fails closed"))
 	return &exitError{code: 2}
 }
 
@@ -173,7 +211,7 @@ func (o *hookOptions) spoolDir() string { return hook.AccountSpoolDir(o.spool, o
 // at most: the deadline is short and the spool keeps what is not sent.
 func (o *hookOptions) service(now func() time.Time) (*hook.ClientService, error) {
 	if o.url == "" || o.key == "" {
-		return nil, errors.New("AUDITCHAIN_URL and AUDITCHAIN_API_KEY must be set")
+		return nil, errNotConfigured
 	}
 	c, err := client.New(o.url, o.key, client.WithSurface(client.SurfaceHook), client.WithClock(now),
 		client.WithRetries(1, time.Second))

@@ -587,3 +587,90 @@ func TestHookInstallWriteMerges(t *testing.T) {
 		}
 	}
 }
+
+// geminiCall is Gemini CLI's stdin for event at the host's timestamp ts.
+func geminiCall(event, ts, tool string, input any, extra map[string]any) string {
+	m := map[string]any{"session_id": "sess-gm", "transcript_path": "/tmp/chat.json", "cwd": "/work/p", "hook_event_name": event,
+		"timestamp": ts, "tool_name": tool, "tool_input": input}
+	for k, v := range extra {
+		m[k] = v
+	}
+	b, _ := json.Marshal(m)
+	return string(b)
+}
+
+// Gemini sends no tool-use id. With two hook commands installed (a user
+// and a project install naming the binary differently), Gemini runs both
+// for each event, at once, with the same stdin: the call is still metered
+// once and recorded once, and its result once, naming it. A refused call
+// leaves no pairing file behind (Gemini runs no AfterTool for it).
+func TestHookGeminiTwoInstallsRecordOnce(t *testing.T) {
+	storetest.Each(t, func(t *testing.T, dsn string) {
+		w := newHookWorld(t, dsn)
+		input := map[string]any{"command": "ls"}
+		both := func(stdin string) {
+			t.Helper()
+			var wg sync.WaitGroup
+			for range 2 {
+				wg.Add(1)
+				go func() {
+					defer wg.Done()
+					if out, errOut, exit := hookProcess(t, w.env, stdin, "--host", "gemini"); exit != 0 || out != "{}\n" {
+						t.Errorf("exit %d, stdout %q, stderr %q", exit, out, errOut)
+					}
+				}()
+			}
+			wg.Wait()
+		}
+		both(geminiCall("BeforeTool", "2026-11-28T10:00:00.000Z", "Bash", input, nil))
+		both(geminiCall("AfterTool", "2026-11-28T10:00:01.000Z", "Bash", input, map[string]any{"tool_response": map[string]any{"llmContent": "a b"}}))
+		// The same command again later is another call.
+		both(geminiCall("BeforeTool", "2026-11-28T10:00:05.000Z", "Bash", input, nil))
+		both(geminiCall("AfterTool", "2026-11-28T10:00:06.000Z", "Bash", input, map[string]any{"tool_response": map[string]any{"llmContent": "a b c"}}))
+		if u := w.uses(t, "worker"); u != 2 {
+			t.Errorf("worker's grant metered %d uses, want 2", u)
+		}
+		var calls, results []verify.ExportEvent
+		for _, e := range w.exported(t) {
+			switch e.EventType {
+			case "tool_call":
+				calls = append(calls, e)
+			case "tool_result":
+				results = append(results, e)
+			}
+		}
+		if len(calls) != 2 || len(results) != 2 {
+			t.Fatalf("%d tool_call and %d tool_result events, want 2 and 2", len(calls), len(results))
+		}
+		parents := map[string]bool{}
+		for _, r := range results {
+			if r.ParentID == nil {
+				t.Fatalf("result %s names no parent", r.EventID)
+			}
+			parents[*r.ParentID] = true
+		}
+		for _, c := range calls {
+			if !parents[c.EventID] {
+				t.Errorf("no result names call %s", c.EventID)
+			}
+		}
+		// A refused call (Read is not in the sub-agent's grant) leaves no
+		// pairing file.
+		refusedEnv := map[string]string{}
+		for k, v := range w.env {
+			refusedEnv[k] = v
+		}
+		refusedEnv["AUDITCHAIN_HOOK_AGENT"] = "reviewer"
+		if out, _, _ := hookProcess(t, refusedEnv, geminiCall("BeforeTool", "2026-11-28T10:01:00.000Z", "Bash", input, nil), "--host", "gemini"); !strings.Contains(out, `"decision":"deny"`) {
+			t.Fatalf("the reviewer's Bash call: %s", out)
+		}
+		calls2 := filepath.Join(hook.AccountSpoolDir(w.env["AUDITCHAIN_HOOK_SPOOL"], w.s.URL, w.env["AUDITCHAIN_API_KEY"]), "calls")
+		ents, _ := os.ReadDir(calls2)
+		for _, e := range ents {
+			if !strings.HasSuffix(e.Name(), ".taken") {
+				t.Errorf("pairing file %s left behind", e.Name())
+			}
+		}
+		w.verifyOffline(t)
+	})
+}

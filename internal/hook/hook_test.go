@@ -4,6 +4,7 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
+	"os"
 	"regexp"
 	"strings"
 	"testing"
@@ -126,3 +127,50 @@ func TestMergeKeepsOtherHooks(t *testing.T) {
 }
 
 var fixedNow = time.Date(2026, 11, 26, 12, 0, 0, 0, time.UTC)
+
+// A call without a host tool-use id gets an id every hook process of the
+// same event derives alike, and that changes with the host's stamp, so two
+// identical calls of a session stay two.
+func TestDeriveToolUseIDFromTheHostsStdin(t *testing.T) {
+	c := func(stamp string) *Call {
+		return &Call{Host: "gemini", SessionID: "s", Tool: "run_shell_command", Input: json.RawMessage(`{"command":"ls"}`), Stamp: stamp}
+	}
+	a, b := DeriveToolUseID(c("2026-11-28T10:00:00.000Z"), fixedNow), DeriveToolUseID(c("2026-11-28T10:00:00.000Z"), fixedNow.Add(time.Second))
+	if a != b || !strings.HasPrefix(a, "drv-") {
+		t.Fatalf("two processes of one event derive %s and %s", a, b)
+	}
+	if a == DeriveToolUseID(c("2026-11-28T10:00:05.000Z"), fixedNow) {
+		t.Fatal("a later identical call got the same id")
+	}
+	if DeriveToolUseID(c(""), fixedNow) == DeriveToolUseID(c(""), fixedNow.Add(1)) {
+		t.Fatal("without a stamp, two calls at different instants got one id")
+	}
+}
+
+// The result's hook processes all find the call its before-tool run
+// remembered, however they interleave; the pairing file is claimed, the
+// next identical call starts afresh, and claims are swept once old.
+func TestPairingFileIsClaimedOnceAndSwept(t *testing.T) {
+	sp := &Spool{Dir: t.TempDir()}
+	pre := &Call{Host: "gemini", Event: "BeforeTool", SessionID: "s", Tool: "t", Input: json.RawMessage(`{}`), ToolUseID: "drv-1"}
+	if err := sp.RememberCall(pre); err != nil {
+		t.Fatal(err)
+	}
+	post := func(stamp string) *Call {
+		return &Call{Host: "gemini", Event: "AfterTool", SessionID: "s", Tool: "t", Input: json.RawMessage(`{}`), Stamp: stamp}
+	}
+	if a, b := sp.TakeCall(post("t1"), fixedNow), sp.TakeCall(post("t1"), fixedNow); a != "drv-1" || b != "drv-1" {
+		t.Fatalf("the result's two processes found %q and %q", a, b)
+	}
+	if got := sp.TakeCall(post("t2"), fixedNow); got != "" {
+		t.Fatalf("another result found %q, its call remembered nothing", got)
+	}
+	files, _ := os.ReadDir(sp.callsDir())
+	if len(files) != 1 || !strings.HasSuffix(files[0].Name(), ".taken") {
+		t.Fatalf("pairing files: %v", files)
+	}
+	sp.TakeCall(post("t3"), fixedNow.Add(claimedPairTTL+time.Hour))
+	if files, _ := os.ReadDir(sp.callsDir()); len(files) != 0 {
+		t.Fatalf("old claims not swept: %v", files)
+	}
+}
