@@ -71,61 +71,6 @@ func TestResultNamesItsCall(t *testing.T) {
 	}
 }
 
-// Merge keeps every other key and hook of a settings file, and installing
-// twice leaves one auditchain entry per event.
-func TestMergeKeepsOtherHooks(t *testing.T) {
-	existing := []byte(`{
-  "permissions": {"allow": ["Bash(git status)"]},
-  "hooks": {
-    "PreToolUse": [{"matcher": "Bash", "hooks": [{"type": "command", "command": "./lint.sh"}]}],
-    "Stop": [{"hooks": [{"type": "command", "command": "say done"}]}]
-  }
-}`)
-	block, err := Settings("claude-code", Command("/usr/local/bin/auditchain", "claude-code"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	once, err := Merge(existing, block)
-	if err != nil {
-		t.Fatal(err)
-	}
-	twice, err := Merge(once, block)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if string(once) != string(twice) {
-		t.Fatalf("a second install changed the file:\n%s\n%s", once, twice)
-	}
-	var doc struct {
-		Permissions map[string][]string `json:"permissions"`
-		Hooks       map[string][]struct {
-			Matcher string `json:"matcher"`
-			Hooks   []struct {
-				Command string `json:"command"`
-			} `json:"hooks"`
-		} `json:"hooks"`
-	}
-	if err := json.Unmarshal(twice, &doc); err != nil {
-		t.Fatal(err)
-	}
-	if len(doc.Permissions["allow"]) != 1 || len(doc.Hooks["Stop"]) != 1 || doc.Hooks["Stop"][0].Hooks[0].Command != "say done" {
-		t.Fatalf("other settings disturbed:\n%s", twice)
-	}
-	pre := doc.Hooks["PreToolUse"]
-	if len(pre) != 2 || pre[0].Hooks[0].Command != "./lint.sh" || pre[1].Matcher != "*" ||
-		pre[1].Hooks[0].Command != "/usr/local/bin/auditchain hook --host claude-code" {
-		t.Fatalf("PreToolUse: %+v", pre)
-	}
-	for _, ev := range []string{"PostToolUse", "PostToolUseFailure"} {
-		if len(doc.Hooks[ev]) != 1 {
-			t.Errorf("%s: %+v", ev, doc.Hooks[ev])
-		}
-	}
-	if _, err := Merge([]byte(`{"hooks": []}`), block); err == nil {
-		t.Error("a hooks member that is not an object was overwritten")
-	}
-}
-
 var fixedNow = time.Date(2026, 11, 26, 12, 0, 0, 0, time.UTC)
 
 // A call without a host tool-use id gets an id every hook process of the
