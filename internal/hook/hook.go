@@ -54,8 +54,12 @@ type Call struct {
 	Input json.RawMessage
 	// Response is the tool's output (post only; nil: none).
 	Response json.RawMessage
-	// Failed: the host reported the tool call as failed (post only).
-	Failed bool
+	// Failed: the host reported the tool call as an error instead of a
+	// result (post only; docs/hooks.md "failed"). FailureUnknown: the host
+	// reports no errors at all (Codex), so the record says nothing either
+	// way.
+	Failed         bool
+	FailureUnknown bool
 	// AgentID and AgentType are set when the call comes from a sub-agent.
 	AgentID   string
 	AgentType string

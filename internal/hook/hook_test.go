@@ -119,3 +119,36 @@ func TestPairingFileIsClaimedOnceAndSwept(t *testing.T) {
 		t.Fatalf("old claims not swept: %v", files)
 	}
 }
+
+// failed is the host's own error flag (docs/hooks.md "failed"), as each
+// host sent it for `ls /nonexistent-dir` (exit 2): Claude Code reports a
+// failure, Gemini CLI a result holding the exit code, Codex CLI only the
+// output, so its results say nothing either way.
+func TestFailedIsTheHostsErrorFlag(t *testing.T) {
+	for _, tc := range []struct {
+		host, stdin string
+		want        string // the raw's failed member: true, false or absent
+	}{
+		{"claude-code", `{"session_id":"s","hook_event_name":"PostToolUseFailure","tool_name":"Bash","tool_input":{"command":"ls /nonexistent-dir"},"tool_use_id":"toolu_1","error":"Exit code 2\nls: cannot access '/nonexistent-dir': No such file or directory","is_interrupt":false}`, "true"},
+		{"codex", `{"session_id":"s","turn_id":"t","hook_event_name":"PostToolUse","tool_name":"Bash","tool_input":{"command":"ls /nonexistent-dir"},"tool_response":"ls: cannot access '/nonexistent-dir': No such file or directory\n","tool_use_id":"call_1"}`, "absent"},
+		{"gemini", `{"session_id":"s","hook_event_name":"AfterTool","timestamp":"2026-11-28T02:03:51.177Z","tool_name":"run_shell_command","tool_input":{"command":"ls /nonexistent-dir"},"tool_response":{"llmContent":"Output: ls: cannot access '/nonexistent-dir'\nExit Code: 2","returnDisplay":""}}`, "false"},
+		{"gemini", `{"session_id":"s","hook_event_name":"AfterTool","timestamp":"2026-11-28T02:03:51.177Z","tool_name":"read_file","tool_input":{"file_path":"/x"},"tool_response":{"llmContent":"","error":{"message":"File not found","type":"file_not_found"}}}`, "true"},
+	} {
+		h, _ := HostByName(tc.host)
+		c, err := h.Parse([]byte(tc.stdin))
+		if err != nil {
+			t.Fatal(err)
+		}
+		var raw map[string]any
+		json.Unmarshal(resultEvent(c, fixedNow).Raw, &raw)
+		got := "absent"
+		if v, ok := raw["failed"]; ok {
+			got = strings.TrimSpace(string(mustJSON(v)))
+		}
+		if got != tc.want {
+			t.Errorf("%s %s: failed %s, want %s", tc.host, c.Tool, got, tc.want)
+		}
+	}
+}
+
+func mustJSON(v any) []byte { b, _ := json.Marshal(v); return b }

@@ -121,8 +121,17 @@ func (claudeCode) Answer(c *Call, v Verdict) ([]byte, int, string) {
 
 type codex struct{}
 
-func (codex) Name() string                      { return "codex" }
-func (codex) Parse(stdin []byte) (*Call, error) { return parseClaude("codex", stdin) }
+func (codex) Name() string { return "codex" }
+
+// Parse: Codex 0.169 runs PostToolUse with the tool's output alone, a
+// command that exits non-zero included: it reports no failure.
+func (codex) Parse(stdin []byte) (*Call, error) {
+	c, err := parseClaude("codex", stdin)
+	if err == nil && c.Phase == PhasePost {
+		c.FailureUnknown = true
+	}
+	return c, err
+}
 
 // Answer: a refusal is the decision JSON and exit 2 with the reason on
 // stderr, which blocks whichever of the two a Codex version reads (ask

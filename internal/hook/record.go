@@ -109,7 +109,7 @@ type resultRaw struct {
 	ToolUseID             string `json:"tool_use_id"`
 	ToolResponseSHA256    string `json:"tool_response_sha256"`
 	ToolResponseCanonical bool   `json:"tool_response_canonical"`
-	Failed                bool   `json:"failed"`
+	Failed                *bool  `json:"failed,omitempty"`
 }
 
 func callEvent(c *Call, now time.Time, decision string, f callFacts) *api.EventInput {
@@ -122,7 +122,10 @@ func callEvent(c *Call, now time.Time, decision string, f callFacts) *api.EventI
 func resultEvent(c *Call, now time.Time) *api.EventInput {
 	digest, canon := HashJSON(c.Response)
 	raw := resultRaw{Host: c.Host, HookEvent: c.Event, SessionID: c.SessionID, ToolUseID: c.ToolUseID,
-		ToolResponseSHA256: digest, ToolResponseCanonical: canon, Failed: c.Failed}
+		ToolResponseSHA256: digest, ToolResponseCanonical: canon}
+	if !c.FailureUnknown {
+		raw.Failed = &c.Failed
+	}
 	var parent *string
 	if !c.noParent {
 		p := EventID(c.Host, c.SessionID, c.ToolUseID, api.EventToolCall)
