@@ -388,7 +388,7 @@ func geminiTrustChecks(t Target, env DoctorEnv) []Check {
 func envChecks(t Target, doc map[string]any, env DoctorEnv) []Check {
 	var out []Check
 	var unset []string
-	for _, k := range GeminiEnv {
+	for _, k := range neededEnv {
 		if env.get(k) == "" {
 			unset = append(unset, k)
 		}
@@ -419,7 +419,7 @@ func envChecks(t Target, doc map[string]any, env DoctorEnv) []Check {
 		}
 	}
 	var stripped []string
-	for _, k := range GeminiEnv {
+	for _, k := range neededEnv {
 		if !allowed[k] {
 			stripped = append(stripped, k)
 		}

@@ -17,8 +17,15 @@ import (
 // (security.environmentVariableRedaction, on when enabled or when GITHUB_SHA
 // is set) strips AUDITCHAIN_API_KEY from hooks unless allowed by name.
 
-// GeminiEnv are the variables the hook needs from Gemini's environment.
-var GeminiEnv = []string{"AUDITCHAIN_URL", "AUDITCHAIN_API_KEY"}
+// GeminiEnv are the variables the hook reads, which install allows through
+// Gemini's redaction: the two it needs, and the settings a strict redaction
+// would otherwise drop without a word (a --policy deny falling back to
+// record).
+var GeminiEnv = []string{"AUDITCHAIN_URL", "AUDITCHAIN_API_KEY", "AUDITCHAIN_HOOK_AGENT", "AUDITCHAIN_HOOK_POLICY",
+	"AUDITCHAIN_HOOK_ON_ERROR", "AUDITCHAIN_HOOK_TIMEOUT", "AUDITCHAIN_HOOK_SPOOL", "AUDITCHAIN_HOOK_DEBUG"}
+
+// neededEnv are the variables without which the hook refuses every call.
+var neededEnv = GeminiEnv[:2]
 
 // geminiHome is $GEMINI_CLI_HOME, else the home directory.
 func (t Target) geminiHome() string {

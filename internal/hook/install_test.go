@@ -324,7 +324,7 @@ func TestGeminiInstallTrustsTheFolderAndAllowsTheEnvironment(t *testing.T) {
 	if err := json.Unmarshal([]byte(readFile(t, settings)), &doc); err != nil {
 		t.Fatal(err)
 	}
-	if strings.Join(doc.Security.Redaction.Allowed, ",") != "MY_TOKEN_NAME,AUDITCHAIN_URL,AUDITCHAIN_API_KEY" || doc.Model["name"] != "gemini-2.5-pro" {
+	if strings.Join(doc.Security.Redaction.Allowed, ",") != "MY_TOKEN_NAME,"+strings.Join(GeminiEnv, ",") || doc.Model["name"] != "gemini-2.5-pro" {
 		t.Fatalf("settings:\n%s", readFile(t, settings))
 	}
 	h := doc.Hooks["BeforeTool"][0].Hooks[0]
