@@ -17,6 +17,7 @@ import (
 	"github.com/auditchain/auditchain/internal/app/apptest"
 	"github.com/auditchain/auditchain/internal/hosttest"
 	"github.com/auditchain/auditchain/internal/httpapi/httpapitest"
+	"github.com/auditchain/auditchain/internal/realprog"
 	"github.com/auditchain/auditchain/internal/store/storetest"
 	"github.com/auditchain/auditchain/pkg/api"
 	"github.com/auditchain/auditchain/pkg/client"
@@ -84,16 +85,21 @@ func (w *hostWorld) session(t *testing.T, host hosttest.Host, srv *hosttest.Serv
 // HOME, CODEX_HOME, working directory; the program is this test binary.
 func install(t *testing.T, s *hosttest.Session, args ...string) string {
 	t.Helper()
+	out, errOut, err := hookInstallRun(t, sessionEnv(s), append([]string{"install"}, args...)...)
+	if err != nil {
+		t.Fatalf("hook install %v: %v\n%s%s", args, err, out, errOut)
+	}
+	return out
+}
+
+// sessionEnv is s's environment as a map.
+func sessionEnv(s *hosttest.Session) map[string]string {
 	env := map[string]string{}
 	for _, kv := range s.Env {
 		k, v, _ := strings.Cut(kv, "=")
 		env[k] = v
 	}
-	out, errOut, err := hookInstallRun(t, env, append([]string{"install"}, args...)...)
-	if err != nil {
-		t.Fatalf("hook install %v: %v\n%s%s", args, err, out, errOut)
-	}
-	return out
+	return env
 }
 
 // calls reads the record's tool_call and tool_result events.
@@ -271,10 +277,20 @@ func TestHostCodex(t *testing.T) {
 	// are what makes Codex run the hook.
 	installed := func(s *hosttest.Session) { install(t, s, "--host", "codex", "--dir", s.Dir) }
 	flags := []string{"--sandbox", "danger-full-access"}
+	// hook doctor reads the install back, and asks Codex itself (codex
+	// app-server) which hooks it will run.
 	t.Run("gate", func(t *testing.T) {
 		t.Parallel()
 		w := newHostWorld(t, grant("main", 1, "Bash"))
-		gateRun(t, w, hosttest.CodexCLI, "codex", "main", installed, flags...)
+		gateRun(t, w, hosttest.CodexCLI, "codex", "main", func(s *hosttest.Session) {
+			installed(s)
+			env := sessionEnv(s)
+			env["PATH"] = filepath.Dir(realprog.Bin(t, "codex")) + string(os.PathListSeparator) + env["PATH"]
+			out, _, err := hookInstallRun(t, env, "doctor", "--host", "codex", "--dir", s.Dir)
+			if err != nil || !strings.Contains(out, "ok   codex       Codex itself lists the hook as preToolUse trusted, postToolUse trusted") {
+				t.Errorf("hook doctor: %v\n%s", err, out)
+			}
+		}, flags...)
 	})
 	t.Run("outage", func(t *testing.T) {
 		t.Parallel()
@@ -304,6 +320,10 @@ func TestHostGemini(t *testing.T) {
 			install(t, s, "--host", "gemini", "--dir", s.Dir)
 			install(t, s, "--host", "gemini", "--user", "--exe", alias)
 			s.Setenv("GITHUB_SHA", "0123456789abcdef")
+			if out, _, err := hookInstallRun(t, sessionEnv(s), "doctor", "--host", "gemini", "--dir", s.Dir); err != nil ||
+				!strings.Contains(out, "ok   environment Gemini's redaction allows") || !strings.Contains(out, "ok   trust") {
+				t.Errorf("hook doctor: %v\n%s", err, out)
+			}
 		}, flags...)
 		for _, c := range calls {
 			if id, _ := rawOf(t, c)["tool_use_id"].(string); !strings.HasPrefix(id, "drv-") {

@@ -691,3 +691,69 @@ func TestHookGeminiTwoInstallsRecordOnce(t *testing.T) {
 		w.verifyOffline(t)
 	})
 }
+
+// hook doctor says in one line per check what will happen: all well after an
+// install (the command answers, Codex's trust matches), and a failure for
+// each thing that stops the hook: no install, a hook changed since Codex
+// trusted it, Gemini's redaction stripping the key, the service down.
+func TestHookDoctor(t *testing.T) {
+	w := newHookWorld(t, storetest.DSN(t, storetest.SQLite))
+	root := t.TempDir()
+	dir, home := filepath.Join(root, "p"), filepath.Join(root, "h")
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	env := map[string]string{"HOME": home, "PATH": os.Getenv("PATH")}
+	for k, v := range w.env {
+		env[k] = v
+	}
+	doctor := func(host string) (string, error) {
+		t.Helper()
+		out, _, err := hookInstallRun(t, env, "doctor", "--host", host, "--dir", dir)
+		return out, err
+	}
+	if out, err := doctor("codex"); err == nil || !strings.Contains(out, "FAIL settings") {
+		t.Fatalf("doctor before any install: %v\n%s", err, out)
+	}
+	if _, _, err := hookInstallRun(t, env, "install", "--host", "codex", "--dir", dir); err != nil {
+		t.Fatal(err)
+	}
+	out, err := doctor("codex")
+	if err != nil {
+		t.Fatalf("doctor after install: %v\n%s", err, out)
+	}
+	for _, want := range []string{"ok   settings", "ok   command", "trusts the hook on PostToolUse, PreToolUse", "Codex trusts the project",
+		"ok   call", "ok   service"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("doctor does not say %q:\n%s", want, out)
+		}
+	}
+	// Someone edits the installed hook: Codex no longer trusts it.
+	hooksPath := filepath.Join(dir, ".codex", "hooks.json")
+	b, _ := os.ReadFile(hooksPath)
+	if err := os.WriteFile(hooksPath, []byte(strings.Replace(string(b), `"timeout": 10`, `"timeout": 20`, 1)), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if out, err := doctor("codex"); err == nil || !strings.Contains(out, "changed since trusted") {
+		t.Errorf("doctor after an edit: %v\n%s", err, out)
+	}
+	// Gemini with GITHUB_SHA set and a settings file without the allow-list.
+	if _, _, err := hookInstallRun(t, env, "install", "--host", "gemini", "--dir", dir); err != nil {
+		t.Fatal(err)
+	}
+	settings := filepath.Join(dir, ".gemini", "settings.json")
+	b, _ = os.ReadFile(settings)
+	var doc map[string]any
+	json.Unmarshal(b, &doc)
+	delete(doc, "security")
+	b, _ = json.Marshal(doc)
+	os.WriteFile(settings, b, 0o644)
+	env["GITHUB_SHA"] = "abc"
+	if out, err := doctor("gemini"); err == nil || !strings.Contains(out, "FAIL environment Gemini's redaction is on and strips AUDITCHAIN_URL and AUDITCHAIN_API_KEY") {
+		t.Errorf("doctor with the key redacted: %v\n%s", err, out)
+	}
+	env["AUDITCHAIN_URL"] = "http://127.0.0.1:1"
+	if out, err := doctor("claude-code"); err == nil || !strings.Contains(out, "FAIL service") {
+		t.Errorf("doctor with the service down: %v\n%s", err, out)
+	}
+}
