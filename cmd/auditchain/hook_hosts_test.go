@@ -219,6 +219,28 @@ func outageRun(t *testing.T, w *hostWorld, host hosttest.Host, setup func(s *hos
 	w.verifyOffline(t)
 }
 
+// missingProgram installs the hook with a program that does not exist (a
+// moved binary) and answers whether the host still ran the tool: whether
+// it fails closed when the hook cannot start.
+func missingProgram(t *testing.T, host hosttest.Host, hookHost string, flags ...string) bool {
+	t.Helper()
+	w := newHostWorld(t)
+	srv := hosttest.NewServer(t, hosttest.Script{hosttest.Calls(host.Shell("touch ran")), hosttest.Text("finished")})
+	s := w.session(t, host, srv)
+	args := []string{"--host", hookHost, "--exe", filepath.Join(t.TempDir(), "moved", "auditchain")}
+	if host == hosttest.GeminiCLI {
+		args = append(args, "--user")
+		flags = append(flags, "--skip-trust")
+	} else {
+		args = append(args, "--dir", s.Dir)
+	}
+	install(t, s, args...)
+	if out := s.Run(t, "Create the file.", flags...); out.ExitCode != 0 {
+		t.Fatalf("exit %d\n%s\n%s", out.ExitCode, out.Stderr, srv.Log())
+	}
+	return exists(s.Dir, "ran")
+}
+
 func TestHostClaudeCode(t *testing.T) {
 	t.Parallel()
 	installed := func(s *hosttest.Session) { install(t, s, "--host", "claude-code", "--dir", s.Dir) }
@@ -236,6 +258,14 @@ func TestHostClaudeCode(t *testing.T) {
 		t.Parallel()
 		w := newHostWorld(t, grant("main", 5, "Bash"))
 		outageRun(t, w, hosttest.Claude, installed, "--allowedTools", "Bash")
+	})
+	// onFailure "block", which install sets: a hook that cannot start
+	// blocks the call.
+	t.Run("missing-program", func(t *testing.T) {
+		t.Parallel()
+		if missingProgram(t, hosttest.Claude, "claude-code", "--allowedTools", "Bash") {
+			t.Error("the tool ran although the hook could not start")
+		}
 	})
 	// A sub-agent is gated by its own grant (Claude Code names it by
 	// agent_type), the main agent's Agent call by the main agent's.
@@ -297,6 +327,14 @@ func TestHostCodex(t *testing.T) {
 		w := newHostWorld(t, grant("main", 5, "Bash"))
 		outageRun(t, w, hosttest.CodexCLI, installed, flags...)
 	})
+	// Codex has no fail-closed option: a hook that cannot start lets the
+	// call run (docs/hooks.md; hook doctor checks the program).
+	t.Run("missing-program", func(t *testing.T) {
+		t.Parallel()
+		if !missingProgram(t, hosttest.CodexCLI, "codex", flags...) {
+			t.Error("Codex did not run the tool: it now fails closed when a hook cannot start; update docs/hooks.md")
+		}
+	})
 }
 
 func TestHostGemini(t *testing.T) {
@@ -336,6 +374,13 @@ func TestHostGemini(t *testing.T) {
 		w := newHostWorld(t, grant("main", 5, "run_shell_command"))
 		// A user install, which runs in any folder under --skip-trust.
 		outageRun(t, w, hosttest.GeminiCLI, func(s *hosttest.Session) { install(t, s, "--host", "gemini", "--user") }, append(flags, "--skip-trust")...)
+	})
+	// Gemini blocks a call whose hook cannot start.
+	t.Run("missing-program", func(t *testing.T) {
+		t.Parallel()
+		if missingProgram(t, hosttest.GeminiCLI, "gemini", flags...) {
+			t.Error("the tool ran although the hook could not start")
+		}
 	})
 	// --skip-trust, which Gemini's own error suggests, loads no project
 	// settings in a folder Gemini does not trust: the project install, which
