@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/auditchain/auditchain/internal/app/apptest"
+	"github.com/auditchain/auditchain/internal/hook"
 	"github.com/auditchain/auditchain/internal/hosttest"
 	"github.com/auditchain/auditchain/internal/httpapi/httpapitest"
 	"github.com/auditchain/auditchain/internal/realprog"
@@ -175,6 +176,19 @@ func gateRun(t *testing.T, w *hostWorld, host hosttest.Host, hookHost, subagent 
 	allowed, denied := byDecision["allow"], byDecision["deny"]
 	if rawOf(t, allowed)["subagent"] != subagent || rawOf(t, denied)["gate_status"] != "budget_exhausted" || rawOf(t, allowed)["host"] != hookHost {
 		t.Errorf("calls on the record:\n%s\n%s", allowed.Raw, denied.Raw)
+	}
+	// The digest an auditor recomputes from what the model asked for:
+	// Claude Code and Gemini CLI hand the hook the model's arguments as
+	// they are; Codex hands it {"command": …} for the model's
+	// exec_command {"cmd": …}.
+	input := modelCalls[0].Input
+	if host == hosttest.CodexCLI {
+		var args struct{ Cmd string }
+		json.Unmarshal(input, &args)
+		input, _ = json.Marshal(map[string]string{"command": args.Cmd})
+	}
+	if want, _ := hook.HashJSON(input); rawOf(t, allowed)["tool_input_sha256"] != want {
+		t.Errorf("tool_input_sha256 %v, want %s, the digest of %s", rawOf(t, allowed)["tool_input_sha256"], want, input)
 	}
 	if results[0].ParentID == nil || *results[0].ParentID != allowed.EventID {
 		t.Errorf("the result %s does not name the allowed call %s", results[0].EventID, allowed.EventID)
