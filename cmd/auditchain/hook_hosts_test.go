@@ -154,9 +154,12 @@ func gateRun(t *testing.T, w *hostWorld, host hosttest.Host, hookHost, subagent 
 	if len(modelCalls) != 2 {
 		t.Fatalf("%d calls, want 2\n%s", len(modelCalls), srv.Log())
 	}
+	// How each host puts the hook's reason to the model (docs/hooks.md).
+	says := map[hosttest.Host]string{hosttest.Claude: "PreToolUse:Bash hook error: ", hosttest.CodexCLI: "Command blocked by PreToolUse hook: ",
+		hosttest.GeminiCLI: "Tool execution blocked: "}[host]
 	res, ok := srv.Result(modelCalls[1].ID)
-	if !ok || !strings.Contains(res.Output, "auditchain gate: budget_exhausted") {
-		t.Errorf("the model was told %+v (found %v), want the gate's reason", res, ok)
+	if !ok || !strings.HasPrefix(res.Output, says+"auditchain gate: budget_exhausted: ") {
+		t.Errorf("the model was told %+v (found %v), want %q and the gate's reason", res, ok, says)
 	}
 	// What the model reads of a refusal is the reason, not the service's
 	// address, event ids or the spool (Codex shows the hook's whole stderr).
