@@ -103,20 +103,6 @@ func sessionEnv(s *hosttest.Session) map[string]string {
 	return env
 }
 
-// calls reads the record's tool_call and tool_result events.
-func (w *hostWorld) calls(t *testing.T) (calls, results []verify.ExportEvent) {
-	t.Helper()
-	for _, e := range w.exported(t) {
-		switch e.EventType {
-		case "tool_call":
-			calls = append(calls, e)
-		case "tool_result":
-			results = append(results, e)
-		}
-	}
-	return calls, results
-}
-
 func rawOf(t *testing.T, e verify.ExportEvent) map[string]any {
 	t.Helper()
 	var m map[string]any
@@ -134,8 +120,9 @@ func exists(dir, name string) bool {
 // gateRun has the host's model ask for one shell command its grant allows
 // (one call left) and then a second, which the gate refuses
 // (budget_exhausted); it checks what ran, what the model was told and
-// what was recorded, and answers the record.
-func gateRun(t *testing.T, w *hostWorld, host hosttest.Host, hookHost, subagent string, setup func(s *hosttest.Session), flags ...string) (calls, results []verify.ExportEvent) {
+// what was recorded, the tool-use ids starting with idPrefix (the host's,
+// or derived).
+func gateRun(t *testing.T, w *hostWorld, host hosttest.Host, hookHost, idPrefix string, setup func(s *hosttest.Session), flags ...string) {
 	t.Helper()
 	srv := hosttest.NewServer(t, hosttest.Script{hosttest.Calls(host.Shell("touch ran")), hosttest.Calls(host.Shell("touch blocked")), hosttest.Text("finished")})
 	s := w.session(t, host, srv)
@@ -168,7 +155,8 @@ func gateRun(t *testing.T, w *hostWorld, host hosttest.Host, hookHost, subagent 
 			t.Errorf("the refusal the model read holds %q: %s", leak, res.Output)
 		}
 	}
-	calls, results = w.calls(t)
+	const subagent = "main"
+	calls, results := w.calls(t)
 	if len(calls) != 2 || len(results) != 1 {
 		t.Fatalf("%d tool_call and %d tool_result events, want 2 and 1", len(calls), len(results))
 	}
@@ -199,8 +187,12 @@ func gateRun(t *testing.T, w *hostWorld, host hosttest.Host, hookHost, subagent 
 	if u := w.uses(t, subagent); u != 1 {
 		t.Errorf("%d uses metered, want 1", u)
 	}
+	for _, c := range calls {
+		if id, _ := rawOf(t, c)["tool_use_id"].(string); !strings.HasPrefix(id, idPrefix) {
+			t.Errorf("tool_use_id %q, want %s…", id, idPrefix)
+		}
+	}
 	w.verifyOffline(t)
-	return calls, results
 }
 
 // outageRun has the host's model ask for one command while the service is
@@ -264,12 +256,7 @@ func TestHostClaudeCode(t *testing.T) {
 	t.Run("gate", func(t *testing.T) {
 		t.Parallel()
 		w := newHostWorld(t, grant("main", 1, "Bash"))
-		calls, _ := gateRun(t, w, hosttest.Claude, "claude-code", "main", installed, "--allowedTools", "Bash")
-		for _, c := range calls {
-			if id, _ := rawOf(t, c)["tool_use_id"].(string); !strings.HasPrefix(id, "toolu_hosttest_") {
-				t.Errorf("tool_use_id %q is not the host's", id)
-			}
-		}
+		gateRun(t, w, hosttest.Claude, "claude-code", "toolu_hosttest_", installed, "--allowedTools", "Bash")
 	})
 	t.Run("outage", func(t *testing.T) {
 		t.Parallel()
@@ -329,7 +316,7 @@ func TestHostCodex(t *testing.T) {
 	t.Run("gate", func(t *testing.T) {
 		t.Parallel()
 		w := newHostWorld(t, grant("main", 1, "Bash"))
-		gateRun(t, w, hosttest.CodexCLI, "codex", "main", func(s *hosttest.Session) {
+		gateRun(t, w, hosttest.CodexCLI, "codex", "call_hosttest_", func(s *hosttest.Session) {
 			installed(s)
 			env := sessionEnv(s)
 			env["PATH"] = filepath.Dir(realprog.Bin(t, "codex")) + string(os.PathListSeparator) + env["PATH"]
@@ -371,7 +358,7 @@ func TestHostGemini(t *testing.T) {
 		if err := os.Symlink(os.Args[0], alias); err != nil {
 			t.Fatal(err)
 		}
-		calls, _ := gateRun(t, w, hosttest.GeminiCLI, "gemini", "main", func(s *hosttest.Session) {
+		gateRun(t, w, hosttest.GeminiCLI, "gemini", "drv-", func(s *hosttest.Session) {
 			install(t, s, "--host", "gemini", "--dir", s.Dir)
 			install(t, s, "--host", "gemini", "--user", "--exe", alias)
 			s.Setenv("GITHUB_SHA", "0123456789abcdef")
@@ -380,11 +367,6 @@ func TestHostGemini(t *testing.T) {
 				t.Errorf("hook doctor: %v\n%s", err, out)
 			}
 		}, flags...)
-		for _, c := range calls {
-			if id, _ := rawOf(t, c)["tool_use_id"].(string); !strings.HasPrefix(id, "drv-") {
-				t.Errorf("tool_use_id %q is not derived", id)
-			}
-		}
 	})
 	t.Run("outage", func(t *testing.T) {
 		t.Parallel()

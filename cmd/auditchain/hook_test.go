@@ -137,6 +137,20 @@ func (w *hookWorld) exported(t *testing.T) map[string]verify.ExportEvent {
 	return out
 }
 
+// calls reads the record's tool_call and tool_result events.
+func (w *hookWorld) calls(t *testing.T) (calls, results []verify.ExportEvent) {
+	t.Helper()
+	for _, e := range w.exported(t) {
+		switch e.EventType {
+		case "tool_call":
+			calls = append(calls, e)
+		case "tool_result":
+			results = append(results, e)
+		}
+	}
+	return calls, results
+}
+
 // verifyOffline checks the whole export against the service key: hashes,
 // links, blocks.
 func (w *hookWorld) verifyOffline(t *testing.T) verify.Report {
@@ -647,15 +661,7 @@ func TestHookGeminiTwoInstallsRecordOnce(t *testing.T) {
 		if u := w.uses(t, "worker"); u != 2 {
 			t.Errorf("worker's grant metered %d uses, want 2", u)
 		}
-		var calls, results []verify.ExportEvent
-		for _, e := range w.exported(t) {
-			switch e.EventType {
-			case "tool_call":
-				calls = append(calls, e)
-			case "tool_result":
-				results = append(results, e)
-			}
-		}
+		calls, results := w.calls(t)
 		if len(calls) != 2 || len(results) != 2 {
 			t.Fatalf("%d tool_call and %d tool_result events, want 2 and 2", len(calls), len(results))
 		}

@@ -39,22 +39,13 @@ func (w *installWorld) target(host string, user bool, exe string) Target {
 		Command: Command(exe, host)}
 }
 
-// install plans and applies t, and answers the changes.
-func install(t *testing.T, tg Target) []Change {
-	t.Helper()
-	changes, err := PlanInstall(tg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := Apply(changes); err != nil {
-		t.Fatal(err)
-	}
-	return changes
-}
+// install and uninstall plan and apply tg, and answer the changes.
+func install(t *testing.T, tg Target) []Change   { return planApply(t, PlanInstall, tg) }
+func uninstall(t *testing.T, tg Target) []Change { return planApply(t, PlanUninstall, tg) }
 
-func uninstall(t *testing.T, tg Target) []Change {
+func planApply(t *testing.T, plan func(Target) ([]Change, error), tg Target) []Change {
 	t.Helper()
-	changes, err := PlanUninstall(tg)
+	changes, err := plan(tg)
 	if err != nil {
 		t.Fatal(err)
 	}
