@@ -261,7 +261,8 @@ func TestHostClaudeCode(t *testing.T) {
 	t.Run("outage", func(t *testing.T) {
 		t.Parallel()
 		w := newHostWorld(t, grant("main", 5, "Bash"))
-		outageRun(t, w, hosttest.Claude, installed, "--allowedTools", "Bash")
+		// A user install (~/.claude/settings.json): the other scope.
+		outageRun(t, w, hosttest.Claude, func(s *hosttest.Session) { install(t, s, "--host", "claude-code", "--user") }, "--allowedTools", "Bash")
 	})
 	// onFailure "block", which install sets: a hook that cannot start
 	// blocks the call.
@@ -329,7 +330,8 @@ func TestHostCodex(t *testing.T) {
 	t.Run("outage", func(t *testing.T) {
 		t.Parallel()
 		w := newHostWorld(t, grant("main", 5, "Bash"))
-		outageRun(t, w, hosttest.CodexCLI, installed, flags...)
+		// A user install ($CODEX_HOME/hooks.json): the other scope.
+		outageRun(t, w, hosttest.CodexCLI, func(s *hosttest.Session) { install(t, s, "--host", "codex", "--user") }, flags...)
 	})
 	// Codex has no fail-closed option: a hook that cannot start lets the
 	// call run (docs/hooks.md; hook doctor checks the program).
