@@ -343,9 +343,15 @@ func pairKey(c *Call) string {
 }
 
 // RememberCall keeps c's derived tool-use id until its result. Every hook
-// process of one event writes the same id.
+// process of one event writes the same id. The file is written without a
+// sync, as the tip hint is: one lost in a crash only costs the result its
+// parent, and the call waits for no disk flush.
 func (s *Spool) RememberCall(c *Call) error {
-	return writeAtomic(filepath.Join(s.callsDir(), pairKey(c)), []byte(c.ToolUseID), 0o600)
+	if err := os.MkdirAll(s.callsDir(), 0o700); err != nil {
+		return err
+	}
+	writeHint(filepath.Join(s.callsDir(), pairKey(c)), []byte(c.ToolUseID))
+	return nil
 }
 
 // TakeCall returns the id RememberCall kept for the call whose result c
