@@ -28,7 +28,8 @@ const hookUsage = `usage:
 hosts: claude-code, codex, gemini, cursor
 environment: AUDITCHAIN_URL, AUDITCHAIN_API_KEY (required); AUDITCHAIN_HOOK_AGENT,
 AUDITCHAIN_HOOK_POLICY, AUDITCHAIN_HOOK_ON_ERROR, AUDITCHAIN_HOOK_TIMEOUT, AUDITCHAIN_HOOK_SPOOL
-stand for the flags of the same name.
+stand for the flags of the same name; AUDITCHAIN_HOOK_DEBUG=1 copies the diagnostics (hook.log in
+the spool directory) to stderr.
 `
 
 // exitError ends the process with code; what it had to say is already

@@ -133,7 +133,7 @@ func plan(t Target, install bool) ([]Change, error) {
 	if install {
 		block = hookBlock(t.Host, t.Command)
 	}
-	if err := mergeHooks(doc, block, t.Host); err != nil {
+	if err := mergeHooks(doc, block); err != nil {
 		return nil, fmt.Errorf("%s: %w", path, err)
 	}
 	var extra []Change
@@ -286,7 +286,7 @@ func maps(m map[string]any) map[string]any {
 // mergeHooks takes every handler of ours out of doc's hooks (a group left
 // with no handler goes too) and then appends block's groups (nil block: an
 // uninstall). Every other key, group and handler stays where it is.
-func mergeHooks(doc map[string]any, block map[string][]any, host string) error {
+func mergeHooks(doc map[string]any, block map[string][]any) error {
 	hooks, _ := doc["hooks"].(map[string]any)
 	if doc["hooks"] != nil && hooks == nil {
 		return errors.New(`"hooks" is not an object`)
