@@ -43,7 +43,7 @@ commands:
   mcp [--url URL] [--api-key KEY]        serve auditchain's tools to an agent over stdio (docs/mcp.md)
   mcp proxy [--subagent NAME] -- COMMAND [ARGS…]   gate and record every tool call of an MCP server
   hook --host HOST                       gate and record an agent host's tool call (docs/hooks.md)
-  hook flush | hook install              send spooled events; print or merge a host's settings
+  hook flush | install | uninstall | doctor  send spooled events; set a host up, take it out, check it
   events    append | search | get | tail            the record (client verbs: --url, --api-key
   grants    create | status | use | revoke | list     the gate            or AUDITCHAIN_URL and
   proposals list | get | create | ratify | enact | reject  governance     AUDITCHAIN_API_KEY;
