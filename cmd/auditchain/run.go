@@ -169,7 +169,7 @@ func serve(ctx context.Context, args []string, getenv func(string) string, stdou
 		return err
 	}
 	log := newLogger(cfg, stderr)
-	mailer, err := mail.New(cfg.Mail, mail.Options{From: cfg.MailFrom, Log: log, Production: cfg.Production()})
+	mailer, err := mail.New(cfg.Mail, mail.Options{From: cfg.MailFrom, Log: log})
 	if err != nil {
 		return fmt.Errorf("--mail: %w", err)
 	}
