@@ -9,11 +9,13 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"maps"
 	"net"
 	"net/http"
 	"net/http/pprof"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"time"
 
@@ -73,36 +75,6 @@ func dispatch(ctx context.Context, args []string, getenv func(string) string, st
 		return usagef("no command given")
 	}
 	switch args[0] {
-	case "serve":
-		return serve(ctx, args[1:], getenv, stdout, stderr)
-	case "admin":
-		return adminCmd(ctx, args[1:], getenv, stdout, stderr)
-	case "verify":
-		return verifyCmd(ctx, args[1:], stdout, stderr)
-	case "bench":
-		return benchCmd(ctx, args[1:], stdout, stderr)
-	case "mcp":
-		return mcpCmd(ctx, args[1:], getenv, stdout, stderr)
-	case "hook":
-		return hookCmd(ctx, args[1:], getenv, os.Stdin, stdout, stderr)
-	case "events":
-		return eventsCmd(ctx, args[1:], getenv, stdout, stderr)
-	case "grants":
-		return grantsCmd(ctx, args[1:], getenv, stdout, stderr)
-	case "proposals":
-		return proposalsCmd(ctx, args[1:], getenv, stdout, stderr)
-	case "chain":
-		return chainCmd(ctx, args[1:], getenv, stdout, stderr)
-	case "keys":
-		return keysCmd(ctx, args[1:], getenv, stdout, stderr)
-	case "machines":
-		return machinesCmd(ctx, args[1:], getenv, stdout, stderr)
-	case "version":
-		if _, err := parseFlags(newFlags("version", "usage: auditchain version\n"), args[1:], stdout, stderr); err != nil {
-			return err
-		}
-		fmt.Fprintln(stdout, buildinfo.Read().Long())
-		return nil
 	case "help", "-h", "--help", "-help":
 		if len(args) > 1 && args[0] == "help" {
 			// `auditchain help admin create-key` is `auditchain admin create-key --help`.
@@ -110,9 +82,37 @@ func dispatch(ctx context.Context, args []string, getenv func(string) string, st
 		}
 		fmt.Fprint(stdout, usage)
 		return errHelpShown
-	default:
+	}
+	cmd, ok := commands(ctx, getenv, stdout, stderr)[args[0]]
+	if !ok {
 		fmt.Fprint(stderr, usage)
 		return usagef("unknown command %q", args[0])
+	}
+	return cmd(args[1:])
+}
+
+// commands is every top-level command but help, by name.
+func commands(ctx context.Context, getenv func(string) string, stdout, stderr io.Writer) map[string]func(args []string) error {
+	return map[string]func([]string) error{
+		"serve":     func(args []string) error { return serve(ctx, args, getenv, stdout, stderr) },
+		"admin":     func(args []string) error { return adminCmd(ctx, args, getenv, stdout, stderr) },
+		"verify":    func(args []string) error { return verifyCmd(ctx, args, stdout, stderr) },
+		"bench":     func(args []string) error { return benchCmd(ctx, args, stdout, stderr) },
+		"mcp":       func(args []string) error { return mcpCmd(ctx, args, getenv, stdout, stderr) },
+		"hook":      func(args []string) error { return hookCmd(ctx, args, getenv, os.Stdin, stdout, stderr) },
+		"events":    func(args []string) error { return eventsCmd(ctx, args, getenv, stdout, stderr) },
+		"grants":    func(args []string) error { return grantsCmd(ctx, args, getenv, stdout, stderr) },
+		"proposals": func(args []string) error { return proposalsCmd(ctx, args, getenv, stdout, stderr) },
+		"chain":     func(args []string) error { return chainCmd(ctx, args, getenv, stdout, stderr) },
+		"keys":      func(args []string) error { return keysCmd(ctx, args, getenv, stdout, stderr) },
+		"machines":  func(args []string) error { return machinesCmd(ctx, args, getenv, stdout, stderr) },
+		"version": func(args []string) error {
+			if _, err := parseFlags(newFlags("version", "usage: auditchain version\n"), args, stdout, stderr); err != nil {
+				return err
+			}
+			fmt.Fprintln(stdout, buildinfo.Read().Long())
+			return nil
+		},
 	}
 }
 
@@ -139,7 +139,7 @@ func group(name, groupUsage string, args []string, stdout, stderr io.Writer, sub
 	sub, ok := subs[args[0]]
 	if !ok {
 		fmt.Fprint(stderr, groupUsage)
-		return usagef("unknown %s command %q", name, args[0])
+		return usagef("unknown %s command %q (%s commands: %s)", name, args[0], name, strings.Join(slices.Sorted(maps.Keys(subs)), ", "))
 	}
 	return sub(args[1:])
 }
@@ -308,14 +308,15 @@ func adminCmd(ctx context.Context, args []string, getenv func(string) string, st
 	// and names it on stderr (stdout stays the command's JSON).
 	newAdmin := func(name, synopsis string) (*flag.FlagSet, func() (*app.App, func(), error)) {
 		fs := newFlags("admin "+name, synopsis)
-		db := fs.String("db", envOr(getenv, "AUDITCHAIN_DB", config.DefaultDB), "store: sqlite:PATH or a postgres:// URL (env AUDITCHAIN_DB)")
+		db := new(string)
+		config.SecretVar(fs, db, "db", envOr(getenv, "AUDITCHAIN_DB", config.DefaultDB), config.DefaultDB, "store: sqlite:PATH or a postgres:// URL (env AUDITCHAIN_DB)")
 		return fs, func() (*app.App, func(), error) {
 			if err := prepareDataDir(*db); err != nil {
 				return nil, nil, err
 			}
 			st, err := store.Open(ctx, *db)
 			if err != nil {
-				return nil, nil, fmt.Errorf("open store %s: %w", *db, err)
+				return nil, nil, fmt.Errorf("open store %s: %w", store.Redacted(*db), err)
 			}
 			fmt.Fprintf(stderr, "auditchain admin %s: store %s\n", name, st.Location)
 			cfg := config.Config{EpochAnchor: domain.DefaultEpochAnchor}
@@ -397,7 +398,8 @@ func adminCmd(ctx context.Context, args []string, getenv func(string) string, st
 			typ := fs.String("type", domain.NoticeBreakingChange, "notice type (a mandatory one)")
 			subject := fs.String("subject", "", "email subject (one line)")
 			bodyFile := fs.String("body-file", "", "file holding the plain-text body")
-			mailSpec := fs.String("mail", envOr(getenv, "AUDITCHAIN_MAIL", "log"), "mail transport: log, outbox:DIR or smtp://user:pass@host:port")
+			mailSpec := new(string)
+			config.SecretVar(fs, mailSpec, "mail", envOr(getenv, "AUDITCHAIN_MAIL", mail.ProviderLog), mail.ProviderLog, "mail transport: log, outbox:DIR or smtp://user:pass@host:port (env AUDITCHAIN_MAIL)")
 			mailFrom := fs.String("mail-from", getenv("AUDITCHAIN_MAIL_FROM"), "sender address")
 			if err := noArgs(fs, args); err != nil {
 				return err
