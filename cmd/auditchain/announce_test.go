@@ -31,7 +31,7 @@ func TestAdminAnnounce(t *testing.T) {
 			return m, err
 		}
 		for _, email := range []string{"a@example.com", "b@example.com"} {
-			if _, err := admin("create-account", "--db", dsn, "--email", email); err != nil {
+			if _, err := admin("create-account", "--db", dsn, "--create-db", "--email", email); err != nil {
 				t.Fatal(err)
 			}
 		}

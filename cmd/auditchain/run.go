@@ -8,6 +8,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"io/fs"
 	"log/slog"
 	"maps"
 	"net"
@@ -165,7 +166,7 @@ func serve(ctx context.Context, args []string, getenv func(string) string, stdou
 	if err != nil {
 		return usageError{err}
 	}
-	if err := prepareDataDir(cfg.DB); err != nil {
+	if err := checkStore(cfg.DB, cfg.CreateDB, true); err != nil {
 		return err
 	}
 	log := newLogger(cfg, stderr)
@@ -290,17 +291,41 @@ commands:
 
 Each works on the store named by --db (default $AUDITCHAIN_DB, else
 sqlite:./data/auditchain.db), also while the server runs on it, and names the
-store it used on stderr. "auditchain admin COMMAND --help" shows its flags.
+store it used on stderr. A sqlite: file that does not exist is refused (serve
+creates the default one) unless --create-db. "auditchain admin COMMAND --help"
+shows its flags.
 `
 
-// prepareDataDir creates ./data for the default store on a first start: any
-// other sqlite: path must be in a directory that exists (store.Open refuses
-// it otherwise), so a typo in --db cannot start an empty store.
-func prepareDataDir(dsn string) error {
-	if dsn != config.DefaultDB {
+// checkStore refuses a sqlite: store whose file does not exist, naming it: a
+// typo in --db (./data/auditchain.bd) would otherwise start an empty store,
+// or hand out a key that the server running on the real one refuses. The
+// file is created by serve on the default store (its ./data directory too,
+// so a fresh clone starts with no step before), and by any command given
+// --create-db (docs/decisions/first-contact.md).
+func checkStore(dsn string, create, serving bool) error {
+	path, ok := strings.CutPrefix(dsn, "sqlite:")
+	if !ok {
 		return nil
 	}
-	return os.MkdirAll(filepath.Dir(strings.TrimPrefix(dsn, "sqlite:")), 0o750)
+	switch _, err := os.Stat(path); {
+	case err == nil:
+		return nil
+	case !errors.Is(err, fs.ErrNotExist):
+		return fmt.Errorf("sqlite: %w", err)
+	}
+	isDefault := filepath.Clean(path) == filepath.Clean(strings.TrimPrefix(config.DefaultDB, "sqlite:"))
+	if create || (serving && isDefault) {
+		if isDefault {
+			return os.MkdirAll(filepath.Dir(path), 0o750)
+		}
+		return nil // the store creates the file; its directory must exist
+	}
+	abs, _ := filepath.Abs(path)
+	hint := "check --db (or AUDITCHAIN_DB) for a typo, or add --create-db to start a new, empty store there"
+	if isDefault && !serving {
+		hint = "start `auditchain serve` once to create the default store, or add --create-db"
+	}
+	return fmt.Errorf("no store at %s: %s does not exist; %s", dsn, abs, hint)
 }
 
 func adminCmd(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) error {
@@ -310,8 +335,9 @@ func adminCmd(ctx context.Context, args []string, getenv func(string) string, st
 		fs := newFlags("admin "+name, synopsis)
 		db := new(string)
 		config.SecretVar(fs, db, "db", envOr(getenv, "AUDITCHAIN_DB", config.DefaultDB), config.DefaultDB, "store: sqlite:PATH or a postgres:// URL (env AUDITCHAIN_DB)")
+		createDB := fs.Bool("create-db", false, "create the sqlite: store if its file does not exist")
 		return fs, func() (*app.App, func(), error) {
-			if err := prepareDataDir(*db); err != nil {
+			if err := checkStore(*db, *createDB, false); err != nil {
 				return nil, nil, err
 			}
 			st, err := store.Open(ctx, *db)

@@ -18,7 +18,8 @@ import (
 )
 
 // startServe runs `auditchain serve` in-process on a random port and returns its
-// base URL and a stop function that waits for run to return.
+// base URL and a stop function that waits for run to return. It passes
+// --create-db: tests serve fresh stores.
 func startServe(t *testing.T, env map[string]string, args ...string) (string, func() error) {
 	t.Helper()
 	return startServeLogging(t, env, io.Discard, args...)
@@ -33,7 +34,7 @@ func startServeLogging(t *testing.T, env map[string]string, stderr io.Writer, ar
 	done := make(chan error, 1)
 	getenv := func(k string) string { return env[k] }
 	go func() {
-		err := run(ctx, append([]string{"serve", "--addr", "127.0.0.1:0"}, args...), getenv, pw, stderr)
+		err := run(ctx, append([]string{"serve", "--addr", "127.0.0.1:0", "--create-db"}, args...), getenv, pw, stderr)
 		pw.CloseWithError(io.EOF)
 		done <- err
 	}()

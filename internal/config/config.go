@@ -17,6 +17,7 @@ import (
 type Config struct {
 	Addr                string
 	DB                  string
+	CreateDB            bool // a sqlite: file that does not exist may be created
 	Env                 string
 	CronSecret          string
 	Teams               bool
@@ -101,6 +102,7 @@ func Parse(args []string, getenv func(string) string, stderr io.Writer) (Config,
 
 	str(&c.Addr, "addr", "127.0.0.1:8080", "listen address")
 	secret(&c.DB, "db", DefaultDB, "store: sqlite:PATH or a postgres:// URL")
+	boolean(&c.CreateDB, "create-db", false, "create the sqlite: store if its file does not exist (the default ./data/auditchain.db is created without it)")
 	str(&c.Env, "env", "development", "development or production")
 	secret(&c.CronSecret, "cron-secret", "", "shared secret for /v1/internal/cron/* (unset: those routes answer 503)")
 	boolean(&c.Teams, "teams", false, "enable team (org) routes")
