@@ -453,7 +453,20 @@ func adminCmd(ctx context.Context, args []string, getenv func(string) string, st
 				return explain(err)
 			}
 			st := mailer.Stats()
-			return printJSON(stdout, map[string]any{"type": *typ, "accounts_notified": n, "emails_sent": st.Sent, "emails_failed": st.Failed})
+			if err := printJSON(stdout, map[string]any{"type": *typ, "accounts_notified": n, "emails_sent": st.Sent, "emails_failed": st.Failed}); err != nil {
+				return err
+			}
+			// docs/cli.md: nobody to mail is not a failure; mail that went
+			// to nobody is (exit 1), some failures are said on stderr.
+			switch {
+			case n == 0:
+				fmt.Fprintln(stderr, "auditchain admin announce: no account has an email: nothing was mailed")
+			case st.Sent == 0 && st.Failed > 0:
+				return fmt.Errorf("admin announce: no email went out: all %d failed (the notices are recorded, their email rows failed); check --mail and announce again", st.Failed)
+			case st.Failed > 0:
+				fmt.Fprintf(stderr, "auditchain admin announce: %d of %d emails failed; their rows are failed (POST /v1/notifications/{id}/redeliver sends one again)\n", st.Failed, st.Sent+st.Failed)
+			}
+			return nil
 		},
 	})
 }
