@@ -455,8 +455,9 @@ const (
 type TestResult = api.TestNotificationResult
 
 // TestNotification dispatches a notice of typ to the caller's own account
-// as its real emitter would; body and severity go into the email and the
-// push, never into the row. In production only an administrator may.
+// as its real emitter would; body and severity go into the email, severity
+// alone into the push (which carries no text: CONTRACT.md "Notifications"),
+// neither into the row. In production only an administrator may.
 func (a *App) TestNotification(ctx context.Context, p Principal, typ string, body, severity *string) (TestResult, error) {
 	if a.Cfg.Production() && !p.IsAdmin {
 		return TestResult{}, domain.Errorf(CodeTestRequiresAdmin, "in production only an administrator may send test notifications")
