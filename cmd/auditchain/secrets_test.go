@@ -8,7 +8,6 @@ package main
 import (
 	"bytes"
 	"context"
-	"encoding/json"
 	"fmt"
 	"io"
 	"maps"
@@ -184,65 +183,6 @@ func (b *lockedBuffer) String() string {
 	return b.buf.String()
 }
 
-// request sends one JSON request with headers and returns the status and
-// body.
-func request(t *testing.T, method, url string, header map[string]string, body any) (int, []byte) {
-	t.Helper()
-	var rd io.Reader
-	if body != nil {
-		b, err := json.Marshal(body)
-		if err != nil {
-			t.Fatal(err)
-		}
-		rd = bytes.NewReader(b)
-	}
-	req, err := http.NewRequest(method, url, rd)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if body != nil {
-		req.Header.Set("Content-Type", "application/json")
-	}
-	for k, v := range header {
-		req.Header.Set(k, v)
-	}
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer resp.Body.Close()
-	b, err := io.ReadAll(resp.Body)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return resp.StatusCode, b
-}
-
-// requiredAcceptances accepts every required legal document at its served
-// version, as a first sign-in must.
-func requiredAcceptances(t *testing.T, base string) []map[string]any {
-	t.Helper()
-	status, body := request(t, "GET", base+"/v1/legal/documents", nil, nil)
-	var docs struct {
-		Documents []struct {
-			DocumentID  string `json:"document_id"`
-			Version     string `json:"version"`
-			ContentHash string `json:"content_hash"`
-			Required    bool   `json:"required"`
-		} `json:"documents"`
-	}
-	if err := json.Unmarshal(body, &docs); status != 200 || err != nil {
-		t.Fatalf("legal documents: %d %v %s", status, err, body)
-	}
-	var out []map[string]any
-	for _, d := range docs.Documents {
-		if d.Required {
-			out = append(out, map[string]any{"document_id": d.DocumentID, "version": d.Version, "content_hash": d.ContentHash})
-		}
-	}
-	return out
-}
-
 // A full run with every secret set to a marker: serve, mailing through an
 // SMTP relay whose password is a marker, on a store whose password is one
 // (PostgreSQL), anchoring with a TSA whose URL carries one; a sign-in, a
@@ -284,16 +224,16 @@ func TestNoSecretInAFullRun(t *testing.T) {
 
 		// Sign in: the code arrives through the relay.
 		const email = "signin@example.com"
-		status, body := request(t, "POST", base+"/v1/auth/otp/request", nil, map[string]any{"email": email, "acceptances": requiredAcceptances(t, base)})
-		if status != 202 || len(smtpd.Received()) != 1 {
-			t.Fatalf("otp request: %d %s, %d messages\n%s", status, body, len(smtpd.Received()), logs.String())
+		r := request(t, "POST", base+"/v1/auth/otp/request", nil, map[string]any{"email": email, "acceptances": requiredAcceptances(t, base)})
+		if r.status != 202 || len(smtpd.Received()) != 1 {
+			t.Fatalf("otp request: %d %s, %d messages\n%s", r.status, r.body, len(smtpd.Received()), logs.String())
 		}
 		code := regexp.MustCompile(`sign-in code: ([0-9]{8})`).FindSubmatch(smtpd.Received()[0].Data)
 		if code == nil {
 			t.Fatalf("no code in %s", smtpd.Received()[0].Data)
 		}
 		secrets = append(secrets, string(code[1]))
-		r := call(t, "POST", base+"/v1/auth/otp/verify", "", map[string]any{"email": email, "code": string(code[1])})
+		r = call(t, "POST", base+"/v1/auth/otp/verify", "", map[string]any{"email": email, "code": string(code[1])})
 		var cookie string
 		for _, c := range r.cookies {
 			if c.Name == "auditchain_session" {
@@ -315,12 +255,12 @@ func TestNoSecretInAFullRun(t *testing.T) {
 		withKey := map[string]string{"X-API-Key": apiKey}
 		receiver := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { w.WriteHeader(204) }))
 		t.Cleanup(receiver.Close)
-		status, body = request(t, "POST", base+"/v1/webhooks", withKey, map[string]any{"url": receiver.URL})
-		var hook struct{ Secret string }
-		if err := json.Unmarshal(body, &hook); status != 201 || err != nil || hook.Secret == "" {
-			t.Fatalf("create webhook: %d %s", status, body)
+		r = request(t, "POST", base+"/v1/webhooks", withKey, map[string]any{"url": receiver.URL})
+		hookSecret, _ := r.json(t)["secret"].(string)
+		if r.status != 201 || hookSecret == "" {
+			t.Fatalf("create webhook: %d %s", r.status, r.body)
 		}
-		secrets = append(secrets, hook.Secret)
+		secrets = append(secrets, hookSecret)
 		c, err := client.New(base, apiKey)
 		if err != nil {
 			t.Fatal(err)
@@ -328,42 +268,42 @@ func TestNoSecretInAFullRun(t *testing.T) {
 		if _, err := c.Append(context.Background(), client.Event{EventType: "tool.call"}); err != nil {
 			t.Fatal(err)
 		}
-		if status, body := request(t, "POST", base+"/v1/notifications/test", withKey, map[string]any{"type": "grant.revoked"}); status != 200 {
-			t.Fatalf("test notice: %d %s", status, body)
+		if r := request(t, "POST", base+"/v1/notifications/test", withKey, map[string]any{"type": "grant.revoked"}); r.status != 200 {
+			t.Fatalf("test notice: %d %s", r.status, r.body)
 		}
 		// Refused credentials are not logged either.
-		if status, _ := request(t, "GET", base+"/v1/keys", map[string]string{"X-API-Key": "ac_" + secretMark + "wrongkey"}, nil); status != 401 {
-			t.Errorf("a wrong key: %d", status)
+		if r := request(t, "GET", base+"/v1/keys", map[string]string{"X-API-Key": "ac_" + secretMark + "wrongkey"}, nil); r.status != 401 {
+			t.Errorf("a wrong key: %d", r.status)
 		}
-		if status, _ := request(t, "POST", base+"/v1/internal/cron/digest", map[string]string{"X-Cron-Secret": secretMark + "wrongcron"}, nil); status != 401 {
-			t.Errorf("a wrong cron secret: %d", status)
+		if r := request(t, "POST", base+"/v1/internal/cron/digest", map[string]string{"X-Cron-Secret": secretMark + "wrongcron"}, nil); r.status != 401 {
+			t.Errorf("a wrong cron secret: %d", r.status)
 		}
 
 		// Every job, then the jobs listing.
 		var answers []string
 		for _, job := range []string{"webhooks", "digest", "grant-expiry", "key-expiry", "admin-digest", "anchor"} {
-			status, body := request(t, "POST", base+"/v1/internal/cron/"+job, cron, nil)
-			if status != 200 {
-				t.Fatalf("cron %s: %d %s", job, status, body)
+			r := request(t, "POST", base+"/v1/internal/cron/"+job, cron, nil)
+			if r.status != 200 {
+				t.Fatalf("cron %s: %d %s", job, r.status, r.body)
 			}
-			answers = append(answers, string(body))
+			answers = append(answers, string(r.body))
 		}
 		if !strings.Contains(answers[5], `"anchored":1`) {
 			t.Errorf("anchor: %s, want one account anchored", answers[5])
 		}
-		status, body = request(t, "GET", base+"/v1/internal/jobs", cron, nil)
-		if status != 200 {
-			t.Fatalf("jobs: %d %s", status, body)
+		r = request(t, "GET", base+"/v1/internal/jobs", cron, nil)
+		if r.status != 200 {
+			t.Fatalf("jobs: %d %s", r.status, r.body)
 		}
-		answers = append(answers, string(body))
+		answers = append(answers, string(r.body))
 		// The anchor receipt is on the chain: it names the TSA without
 		// its credentials.
-		status, body = request(t, "GET", base+"/v1/chain/export", withKey, nil)
-		if status != 200 || !strings.Contains(string(body), `"tsa_url"`) {
-			t.Fatalf("export: %d, want the anchor event in %s", status, body)
+		r = request(t, "GET", base+"/v1/chain/export", withKey, nil)
+		if r.status != 200 || !strings.Contains(string(r.body), `"tsa_url"`) {
+			t.Fatalf("export: %d, want the anchor event in %s", r.status, r.body)
 		}
-		if strings.Contains(string(body), secretMark) {
-			t.Errorf("the export carries a secret: %s", body)
+		if strings.Contains(string(r.body), secretMark) {
+			t.Errorf("the export carries a secret: %s", r.body)
 		}
 
 		// The admin commands beside the server, on the same marked store
@@ -419,9 +359,8 @@ func TestLogTransportLogsNoCode(t *testing.T) {
 			base, stop := startServeLogging(t, map[string]string{"AUDITCHAIN_MAIL": markedEnv()["AUDITCHAIN_MAIL"]}, &logs,
 				"--db", dsn, "--mail", "log", "--env", envName)
 			const email = "logged@example.com"
-			status, body := request(t, "POST", base+"/v1/auth/otp/request", nil, map[string]any{"email": email, "acceptances": requiredAcceptances(t, base)})
-			if status != 202 {
-				t.Fatalf("otp request: %d %s", status, body)
+			if r := request(t, "POST", base+"/v1/auth/otp/request", nil, map[string]any{"email": email, "acceptances": requiredAcceptances(t, base)}); r.status != 202 {
+				t.Fatalf("otp request: %d %s", r.status, r.body)
 			}
 			if err := stop(); err != nil {
 				t.Fatal(err)
