@@ -41,15 +41,7 @@ func TestAdminAnnounce(t *testing.T) {
 		if _, err := admin("create-account", "--db", dsn, "--no-email"); err != nil {
 			t.Fatal(err)
 		}
-		dir := t.TempDir()
-		bodyFile := filepath.Join(dir, "body.txt")
-		if err := os.WriteFile(bodyFile, []byte("The v1 batch route changes on 2027-01-01.\n"), 0o600); err != nil {
-			t.Fatal(err)
-		}
-		outbox := filepath.Join(dir, "outbox")
-		if err := os.Mkdir(outbox, 0o700); err != nil {
-			t.Fatal(err)
-		}
+		bodyFile, outbox := announceFiles(t, "The v1 batch route changes on 2027-01-01.\n")
 		if _, err := admin("announce", "--db", dsn, "--subject", "Batch route change", "--body-file", bodyFile, "--mail", "outbox:"+outbox,
 			"--type", "grant.revoked"); err == nil {
 			t.Fatal("announce of a type that is not mandatory succeeded")
@@ -132,6 +124,77 @@ func TestAdminAnnounceExitsNonZeroWhenNoMailWentOut(t *testing.T) {
 		// Through a working transport it succeeds.
 		if res, _, err := announce("log"); err != nil || res["emails_sent"] != float64(2) {
 			t.Fatalf("announce through log: %v %v", res, err)
+		}
+	})
+}
+
+// announceFiles writes an announcement's body file and makes an outbox
+// directory for its mail.
+func announceFiles(t *testing.T, body string) (bodyFile, outbox string) {
+	t.Helper()
+	dir := t.TempDir()
+	bodyFile, outbox = filepath.Join(dir, "body.txt"), filepath.Join(dir, "outbox")
+	if err := os.WriteFile(bodyFile, []byte(body), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Mkdir(outbox, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	return bodyFile, outbox
+}
+
+// `admin announce` is an operator's command (no route reaches it), and it
+// is bounded anyway: each announcement mails every account, so at most
+// --limit-per-day (default 3; AUDITCHAIN_ANNOUNCE_LIMIT_PER_DAY) go out a
+// day, counted in the store. One more fails with rate_limit_exceeded and
+// writes and mails nothing.
+func TestAdminAnnounceIsBounded(t *testing.T) {
+	storetest.Each(t, func(t *testing.T, dsn string) {
+		bodyFile, outbox := announceFiles(t, "A change.\n")
+		// announce runs admin announce on db with env as its environment.
+		announce := func(db string, env map[string]string, extra ...string) error {
+			args := append([]string{"admin", "announce", "--db", db, "--subject", "Change", "--body-file", bodyFile, "--mail", "outbox:" + outbox}, extra...)
+			return run(context.Background(), args, func(k string) string { return env[k] }, io.Discard, io.Discard)
+		}
+		backend := storetest.SQLite
+		if strings.HasPrefix(dsn, "postgres") {
+			backend = storetest.Postgres
+		}
+		second := storetest.DSN(t, backend)
+		for _, db := range []string{dsn, second} {
+			if err := run(context.Background(), []string{"admin", "create-account", "--db", db, "--create-db", "--email", "a@example.com"},
+				func(string) string { return "" }, io.Discard, io.Discard); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if err := announce(dsn, nil, "--limit-per-day", "0"); err == nil {
+			t.Fatal("--limit-per-day 0 accepted")
+		}
+		for i := range 3 {
+			if err := announce(dsn, nil); err != nil {
+				t.Fatalf("announcement %d: %v", i, err)
+			}
+		}
+		if err := announce(dsn, nil); err == nil || !strings.Contains(err.Error(), "rate_limit_exceeded") {
+			t.Fatalf("a fourth announcement in a day: %v", err)
+		}
+		entries, _ := os.ReadDir(outbox)
+		announced := 0
+		for _, e := range entries {
+			if b, _ := os.ReadFile(filepath.Join(outbox, e.Name())); strings.Contains(string(b), "A change.") {
+				announced++
+			}
+		}
+		if announced != 3 {
+			t.Fatalf("%d announcements in the outbox, want 3", announced)
+		}
+		// The environment sets the limit too.
+		one := map[string]string{"AUDITCHAIN_ANNOUNCE_LIMIT_PER_DAY": "1"}
+		if err := announce(second, one); err != nil {
+			t.Fatal(err)
+		}
+		if err := announce(second, one); err == nil || !strings.Contains(err.Error(), "rate_limit_exceeded") {
+			t.Fatalf("a second announcement with a limit of one: %v", err)
 		}
 	})
 }

@@ -17,6 +17,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"time"
 
@@ -420,18 +421,29 @@ func adminCmd(ctx context.Context, args []string, getenv func(string) string, st
 			return printJSON(stdout, httpapi.KeyCreatedView(key))
 		},
 		"announce": func(args []string) error {
-			fs, open := newAdmin("announce", "usage: auditchain admin announce --subject S --body-file F [--type T] [--mail M] [--db DSN]\n")
+			fs, open := newAdmin("announce", "usage: auditchain admin announce --subject S --body-file F [--type T] [--mail M] [--limit-per-day N] [--db DSN]\n")
 			typ := fs.String("type", domain.NoticeBreakingChange, "notice type (a mandatory one)")
 			subject := fs.String("subject", "", "email subject (one line)")
 			bodyFile := fs.String("body-file", "", "file holding the plain-text body")
 			mailSpec := new(string)
 			config.SecretVar(fs, mailSpec, "mail", envOr(getenv, "AUDITCHAIN_MAIL", mail.ProviderLog), mail.ProviderLog, "mail transport: log, outbox:DIR or smtp://user:pass@host:port (env AUDITCHAIN_MAIL)")
 			mailFrom := fs.String("mail-from", getenv("AUDITCHAIN_MAIL_FROM"), "sender address")
+			defPerDay := app.DefaultAnnounceLimitPerDay
+			if v := getenv("AUDITCHAIN_ANNOUNCE_LIMIT_PER_DAY"); v != "" {
+				var err error
+				if defPerDay, err = strconv.Atoi(v); err != nil {
+					return usagef("AUDITCHAIN_ANNOUNCE_LIMIT_PER_DAY: %v", err)
+				}
+			}
+			perDay := fs.Int("limit-per-day", defPerDay, "announcements this deployment may send a day, each to every account (env AUDITCHAIN_ANNOUNCE_LIMIT_PER_DAY)")
 			if err := noArgs(fs, args); err != nil {
 				return err
 			}
 			if *subject == "" || *bodyFile == "" {
 				return usagef("announce needs --subject S and --body-file F")
+			}
+			if *perDay < 1 {
+				return usagef("--limit-per-day must be at least 1")
 			}
 			body, err := os.ReadFile(*bodyFile)
 			if err != nil {
@@ -448,6 +460,7 @@ func adminCmd(ctx context.Context, args []string, getenv func(string) string, st
 			}
 			defer closeStore()
 			a.Mail = mailer
+			a.Cfg.AnnounceLimitPerDay = *perDay
 			n, err := a.Announce(ctx, *typ, *subject, string(body))
 			if err != nil {
 				return explain(err)

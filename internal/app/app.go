@@ -69,12 +69,16 @@ type App struct {
 	heal healState
 	// notices is this process's notification state (notify.go).
 	notices notices
+	// hooks is this process's webhook senders (webhook_drain.go).
+	hooks webhookDrain
 	// meter counts usage between flushes (usage.go).
 	meter *meter
 	// jobs is the built-in scheduler of the operator jobs (schedule.go).
 	jobs jobState
 	// leases are this replica's open streams (streams.go).
 	leases streamLeases
+	// throttles is this process's pruning of idle mail budgets (throttles.go).
+	throttles throttleState
 }
 
 // Bounds of the read caches: at most this many accounts with this many cached

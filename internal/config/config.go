@@ -46,6 +46,21 @@ type Config struct {
 	DebugAddr           string
 	ShutdownTimeout     time.Duration
 	RequestTimeout      time.Duration
+	// Mail throttles (throttles.go): budgets shared by every replica.
+	OTPLimitPerClient         int
+	OTPLimitGlobal            int
+	InviteLimitPerAccount     int
+	InviteLimitPerOrg         int
+	InviteLimitPerRecipient   int
+	InviteLimitGlobal         int
+	TestNotifyLimitPerAccount int
+	TestNotifyLimitGlobal     int
+	// TrustedProxies lists the proxies whose X-Forwarded-For names the
+	// client of the per-client throttles (ParseTrustedProxies).
+	TrustedProxies string
+	// AnnounceLimitPerDay bounds `admin announce` (its --limit-per-day,
+	// not a serve flag).
+	AnnounceLimitPerDay int
 }
 
 // Production reports whether --env production is set.
@@ -134,6 +149,15 @@ func Parse(args []string, getenv func(string) string, stderr io.Writer) (Config,
 	str(&c.ServiceKeyFile, "service-key-file", "", "Ed25519 service identity key file (default: kept in the store)")
 	duration(&c.ShutdownTimeout, "shutdown-timeout", 30*time.Second, "how long in-flight requests may take on SIGTERM")
 	duration(&c.RequestTimeout, "request-timeout", 15*time.Second, "how long a request may wait on the store before it answers 503 (streams, exports, heal and cron runs are not cut)")
+	integer(&c.OTPLimitPerClient, "otp-limit-per-client", DefaultOTPLimitPerClient, "sign-in codes mailed per client address per hour (an IPv6 client: per /64)")
+	integer(&c.OTPLimitGlobal, "otp-limit-global", DefaultOTPLimitGlobal, "sign-in codes mailed per hour, every client together")
+	integer(&c.InviteLimitPerAccount, "invite-limit-per-account", DefaultInviteLimitPerAccount, "team invitations one account sends per day")
+	integer(&c.InviteLimitPerOrg, "invite-limit-per-org", DefaultInviteLimitPerOrg, "team invitations one team sends per day")
+	integer(&c.InviteLimitPerRecipient, "invite-limit-per-recipient", DefaultInviteLimitPerRecipient, "team invitations mailed to one address per day, from every team")
+	integer(&c.InviteLimitGlobal, "invite-limit-global", DefaultInviteLimitGlobal, "team invitations mailed per hour, every team together")
+	integer(&c.TestNotifyLimitPerAccount, "test-notification-limit-per-account", DefaultTestNotifyLimitPerAccount, "POST /v1/notifications/test calls per account per hour")
+	integer(&c.TestNotifyLimitGlobal, "test-notification-limit-global", DefaultTestNotifyLimitGlobal, "POST /v1/notifications/test calls per hour, every account together")
+	str(&c.TrustedProxies, "trusted-proxies", "", "comma-separated addresses or CIDR prefixes of reverse proxies whose X-Forwarded-For names the client (default: none, the TCP peer is the client)")
 
 	if err := fs.Parse(args); err != nil {
 		return Config{}, err
@@ -180,6 +204,7 @@ func Parse(args []string, getenv func(string) string, stderr io.Writer) (Config,
 	if c.MaxBodyBytes < 1024 {
 		errs = append(errs, errors.New("--max-body-bytes must be at least 1024"))
 	}
+	errs = append(errs, c.checkThrottles()...)
 	if c.LogFormat == "" {
 		c.LogFormat = "text"
 		if c.Production() {

@@ -58,6 +58,8 @@ type Store struct {
 	// pool whose sessions plan with index lookups only.
 	batch          *sql.DB
 	batchFallbacks struct{ refusals, deadlocks, lockTimeouts, other atomic.Int64 }
+	// claims holds this replica's outbox claim locks (PostgreSQL; claimlocks.go).
+	claims claimSession
 }
 
 // IOFaults is how many SQLite connections were given up after a storage fault
@@ -240,6 +242,9 @@ func redactURL(url string) string {
 // Close releases every connection.
 func (s *Store) Close() error {
 	var err error
+	if s.Dialect == Postgres {
+		s.claims.closeClaims()
+	}
 	if s.ckpt != nil {
 		err = s.ckpt.close()
 	}
