@@ -10,6 +10,9 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/emersion/go-smtp"
+
+	"github.com/auditchain/auditchain/internal/mail/mailtest"
 	"github.com/auditchain/auditchain/internal/store"
 	"github.com/auditchain/auditchain/internal/store/storetest"
 )
@@ -31,7 +34,7 @@ func TestAdminAnnounce(t *testing.T) {
 			return m, err
 		}
 		for _, email := range []string{"a@example.com", "b@example.com"} {
-			if _, err := admin("create-account", "--db", dsn, "--email", email); err != nil {
+			if _, err := admin("create-account", "--db", dsn, "--create-db", "--email", email); err != nil {
 				t.Fatal(err)
 			}
 		}
@@ -76,6 +79,55 @@ func TestAdminAnnounce(t *testing.T) {
 	})
 }
 
+// `admin announce` exits 1 when no email went out (every send failed), after
+// printing what happened; with no account that has an email there is nothing
+// to send, which is not a failure, and stderr says so.
+func TestAdminAnnounceExitsNonZeroWhenNoMailWentOut(t *testing.T) {
+	storetest.Each(t, func(t *testing.T, dsn string) {
+		body := filepath.Join(t.TempDir(), "body.txt")
+		if err := os.WriteFile(body, []byte("A change."), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		announce := func(mailSpec string) (map[string]any, string, error) {
+			out, errOut, err := runOut(t, noEnv, "admin", "announce", "--db", dsn, "--subject", "A change", "--body-file", body, "--mail", mailSpec)
+			var m map[string]any
+			if jerr := json.Unmarshal([]byte(out), &m); jerr != nil {
+				t.Fatalf("announce printed %q (%v)", out, err)
+			}
+			return m, errOut, err
+		}
+		if _, _, err := runOut(t, noEnv, "admin", "create-account", "--db", dsn, "--create-db", "--no-email"); err != nil {
+			t.Fatal(err)
+		}
+		res, errOut, err := announce("log")
+		if err != nil || res["accounts_notified"] != float64(0) || !strings.Contains(errOut, "no account has an email") {
+			t.Fatalf("announce to no email: %v %v, stderr %q; want success, 0 notified, and a word on stderr", res, err, errOut)
+		}
+
+		for _, email := range []string{"a@example.com", "b@example.com"} {
+			if _, _, err := runOut(t, noEnv, "admin", "create-account", "--db", dsn, "--email", email); err != nil {
+				t.Fatal(err)
+			}
+		}
+		// A relay that refuses every message for good: no email goes out.
+		// (The accounts' key.created notices, queued by create-account,
+		// which mails nothing, go out with the announcement: at least 2.)
+		smtpd := &mailtest.Server{RcptError: &smtp.SMTPError{Code: 550, Message: "no such mailbox"}}
+		smtpd.Start(t, nil)
+		res, errOut, err = announce("smtp://" + smtpd.Addr())
+		if exitCode(err, io.Discard) != exitFailure || res["emails_sent"] != float64(0) || res["emails_failed"].(float64) < 2 {
+			t.Fatalf("announce with every send failing: %v (exit %d), %v; want exit 1, 0 sent, 2 or more failed", err, exitCode(err, io.Discard), res)
+		}
+		if !strings.Contains(err.Error(), "no email went out") {
+			t.Errorf("error %q does not say no email went out", err)
+		}
+		// Through a working transport it succeeds.
+		if res, _, err := announce("log"); err != nil || res["emails_sent"] != float64(2) {
+			t.Fatalf("announce through log: %v %v", res, err)
+		}
+	})
+}
+
 // announceFiles writes an announcement's body file and makes an outbox
 // directory for its mail.
 func announceFiles(t *testing.T, body string) (bodyFile, outbox string) {
@@ -110,7 +162,7 @@ func TestAdminAnnounceIsBounded(t *testing.T) {
 		}
 		second := storetest.DSN(t, backend)
 		for _, db := range []string{dsn, second} {
-			if err := run(context.Background(), []string{"admin", "create-account", "--db", db, "--email", "a@example.com"},
+			if err := run(context.Background(), []string{"admin", "create-account", "--db", db, "--create-db", "--email", "a@example.com"},
 				func(string) string { return "" }, io.Discard, io.Discard); err != nil {
 				t.Fatal(err)
 			}

@@ -13,6 +13,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/auditchain/auditchain/internal/config"
 	"github.com/auditchain/auditchain/internal/hook"
 	"github.com/auditchain/auditchain/pkg/api"
 	"github.com/auditchain/auditchain/pkg/client"
@@ -206,7 +207,7 @@ type hookOptions struct {
 
 func hookFlags(fs *flag.FlagSet, getenv func(string) string) *hookOptions {
 	o := &hookOptions{key: getenv("AUDITCHAIN_API_KEY")}
-	fs.StringVar(&o.url, "url", getenv("AUDITCHAIN_URL"), "the auditchain service (AUDITCHAIN_URL)")
+	config.SecretVar(fs, &o.url, "url", getenv("AUDITCHAIN_URL"), "", "the auditchain service (AUDITCHAIN_URL)")
 	fs.StringVar(&o.spool, "spool", envOr(getenv, "AUDITCHAIN_HOOK_SPOOL", hook.DefaultSpoolDir()), "directory of events waiting to be sent")
 	return o
 }

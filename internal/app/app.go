@@ -96,7 +96,7 @@ func New(st *store.Store, cfg config.Config, log *slog.Logger) *App {
 		Hub: stream.NewHub(stream.Options{}), Dedup: domain.DefaultDedupPolicy(), Legal: legal.Default(), notices: newNotices(), meter: newMeter()}
 	a.Egress = webhook.NewEgress(webhook.Options{AllowPrivate: cfg.WebhookAllowPrivate})
 	// Mail goes to the log until the caller gives a mailer (--mail).
-	a.Mail, _ = mail.New("log", mail.Options{Log: log, Production: cfg.Production()})
+	a.Mail, _ = mail.New("log", mail.Options{Log: log})
 	// The writer reads the clock through a, so a test that sets a.Now sets it too.
 	a.w = writer.New(st, writer.Options{Now: func() time.Time { return a.Now() }, Log: log, Hub: a.Hub,
 		StatementTimeout: cfg.RequestTimeout})

@@ -455,9 +455,10 @@ const (
 type TestResult = api.TestNotificationResult
 
 // TestNotification dispatches a notice of typ to the caller's own account
-// as its real emitter would; body and severity go into the email and the
-// push, never into the row. In production only an administrator may; in
-// every environment each call is charged to the account and the deployment
+// as its real emitter would; body and severity go into the email, severity
+// alone into the push (which carries no text: CONTRACT.md "Notifications"),
+// neither into the row. In production only an administrator may; in every
+// environment each call is charged to the account and the deployment
 // (testBudgets: 429 rate_limit_exceeded once one is spent).
 func (a *App) TestNotification(ctx context.Context, p Principal, typ string, body, severity *string) (TestResult, error) {
 	res, err := a.testNotification(ctx, p, typ, body, severity)

@@ -177,7 +177,7 @@ func noticeEmail(to string, r store.Notification) mail.Message {
 	}
 	fmt.Fprintf(&b, "\nThe record of this notice: GET /v1/notifications (id %s).\n", r.ID)
 	b.WriteString("Change which notices you get by email: PUT /v1/notifications/preferences.\n")
-	return mail.Message{To: to, Subject: subject, Body: b.String()}
+	return mail.Message{To: to, Kind: r.Type, Subject: subject, Body: b.String()}
 }
 
 // DigestResult is POST /v1/notifications/digest/run.
@@ -241,7 +241,7 @@ func digestEmail(to string, grouped map[string]int) mail.Message {
 		fmt.Fprintf(&b, "%-28s %d\n", t, grouped[t])
 	}
 	b.WriteString("\nThe notices themselves: GET /v1/notifications.\n")
-	return mail.Message{To: to, Subject: "[auditchain] digest", Body: b.String()}
+	return mail.Message{To: to, Kind: "digest", Subject: "[auditchain] digest", Body: b.String()}
 }
 
 // Announce sends a mandatory notice (breaking_change.announce) to every

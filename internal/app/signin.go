@@ -103,7 +103,7 @@ func (a *App) RequestOTP(ctx context.Context, client, rawEmail string, acceptanc
 	if err != nil {
 		return OTPSent{}, err
 	}
-	msg := mail.Message{To: email, Subject: "Your auditchain sign-in code: " + code,
+	msg := mail.Message{To: email, Kind: "sign_in_code", Subject: "Your auditchain sign-in code: " + code,
 		Body: fmt.Sprintf("Your auditchain sign-in code is\n\n    %s\n\nIt works once, until %s (%d minutes). "+
 			"If you did not ask to sign in, ignore this message: nobody can sign in without the code.\n",
 			code, c.ExpiresAt.Format("15:04 UTC"), int(domain.OTPLifetime/time.Minute))}

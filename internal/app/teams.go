@@ -290,7 +290,7 @@ func invitationMail(org store.Org, m store.OrgMember, inviter string) mail.Messa
 		"with your session, or with an API key of your account. The invitation expires at %s.\n"+
 		"If you did not expect it, ignore this message: nothing happens unless you accept.\n",
 		inviter, org.Name, org.OrgID, m.Role, m.Email, org.OrgID, m.ExpiresAt.UTC().Format("2006-01-02 15:04 UTC"))
-	return mail.Message{To: m.Email, Subject: "[auditchain] You are invited to a team", Body: body}
+	return mail.Message{To: m.Email, Kind: "team_invitation", Subject: "[auditchain] You are invited to a team", Body: body}
 }
 
 // AcceptInvitation makes the caller's pending invitation to a team an

@@ -17,6 +17,7 @@ import (
 type Config struct {
 	Addr                string
 	DB                  string
+	CreateDB            bool // a sqlite: file that does not exist may be created
 	Env                 string
 	CronSecret          string
 	Teams               bool
@@ -89,6 +90,8 @@ func Parse(args []string, getenv func(string) string, stderr io.Writer) (Config,
 		return def
 	}
 	str := func(p *string, name, def, usage string) { fs.StringVar(p, name, env(name, def), usage) }
+	// A value that may carry a credential is never printed (SecretVar).
+	secret := func(p *string, name, def, usage string) { SecretVar(fs, p, name, env(name, def), def, usage) }
 	var errs []error
 	integer := func(p *int, name string, def int, usage string) {
 		v, err := strconv.Atoi(env(name, strconv.Itoa(def)))
@@ -113,9 +116,10 @@ func Parse(args []string, getenv func(string) string, stderr io.Writer) (Config,
 	}
 
 	str(&c.Addr, "addr", "127.0.0.1:8080", "listen address")
-	str(&c.DB, "db", DefaultDB, "store: sqlite:PATH or a postgres:// URL")
+	secret(&c.DB, "db", DefaultDB, "store: sqlite:PATH or a postgres:// URL")
+	boolean(&c.CreateDB, "create-db", false, "create the sqlite: store if its file does not exist (the default ./data/auditchain.db is created without it)")
 	str(&c.Env, "env", "development", "development or production")
-	str(&c.CronSecret, "cron-secret", "", "shared secret for /v1/internal/cron/* (unset: those routes answer 503)")
+	secret(&c.CronSecret, "cron-secret", "", "shared secret for /v1/internal/cron/* (unset: those routes answer 503)")
 	boolean(&c.Teams, "teams", false, "enable team (org) routes")
 	integer(&c.GovernanceThreshold, "governance-threshold", 3, "blocked attempts needed to propose a rule")
 	integer(&c.DailyEventQuota, "daily-event-quota", 10000, "events per account per UTC day")
@@ -123,7 +127,7 @@ func Parse(args []string, getenv func(string) string, stderr io.Writer) (Config,
 	duration(&c.StreamPing, "stream-ping", 15*time.Second, "SSE ping interval")
 	integer(&c.MaxStreams, "max-streams-per-account", DefaultMaxStreams, "open event streams per account, across replicas (each key also holds at most 16)")
 	integer(&c.MaxKeys, "max-keys-per-account", DefaultMaxKeys, "live (unrevoked, unexpired) API keys per account")
-	str(&c.Mail, "mail", "log", "mail transport: log, outbox:DIR or smtp://user:pass@host:port")
+	secret(&c.Mail, "mail", "log", "mail transport: log, outbox:DIR or smtp://user:pass@host:port")
 	str(&c.MailFrom, "mail-from", "auditchain <auditchain@localhost>", "sender address of the service's mail")
 	duration(&c.SessionTTL, "session-ttl", 168*time.Hour, "how long a signed-in session lasts")
 	str(&c.LegalDir, "legal-dir", "", "directory of legal documents replacing or adding to the built-in ones (manifest.json and <document_id>.md)")
@@ -132,7 +136,7 @@ func Parse(args []string, getenv func(string) string, stderr io.Writer) (Config,
 	// The provider name is not refused here: the anchor sweep reports an
 	// invalid one as provider_misconfigured (SPEC.md "Operator cron").
 	str(&c.AnchorProvider, "anchor-provider", "none", "anchoring provider: none or rfc3161")
-	str(&c.AnchorTSAURL, "anchor-tsa-url", "", "RFC 3161 Time-Stamp Authority URL (with --anchor-provider rfc3161)")
+	secret(&c.AnchorTSAURL, "anchor-tsa-url", "", "RFC 3161 Time-Stamp Authority URL (with --anchor-provider rfc3161)")
 	boolean(&c.WebhookAllowPrivate, "webhook-allow-private", false, "allow webhook targets on private addresses")
 	boolean(&c.Scheduler, "scheduler", true, "run the operator jobs on their schedule inside serve (false: call the cron routes yourself)")
 	str(&anchor, "epoch-anchor", "2025-01-01", "epoch stamp origin date (YYYY-MM-DD)")
