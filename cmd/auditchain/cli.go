@@ -17,6 +17,7 @@ import (
 	"reflect"
 	"strings"
 
+	"github.com/auditchain/auditchain/internal/config"
 	"github.com/auditchain/auditchain/pkg/client"
 )
 
@@ -46,12 +47,16 @@ type verb struct {
 
 // clientGroup runs one verb of a group.
 func clientGroup(ctx context.Context, name, groupUsage string, verbs []verb, args []string, getenv func(string) string, stdout, stderr io.Writer) error {
+	return group(name, groupUsage, args, stdout, stderr, clientSubs(ctx, name, verbs, getenv, stdout, stderr))
+}
+
+// clientSubs are a group's verbs as group runs them.
+func clientSubs(ctx context.Context, name string, verbs []verb, getenv func(string) string, stdout, stderr io.Writer) map[string]func([]string) error {
 	subs := map[string]func([]string) error{}
 	for _, v := range verbs {
 		subs[v.name] = func(args []string) error {
 			fs := newFlags(name+" "+v.name, v.synopsis+serviceFlagsHelp)
-			url := fs.String("url", getenv("AUDITCHAIN_URL"), "the service's base URL (AUDITCHAIN_URL)")
-			key := fs.String("api-key", getenv("AUDITCHAIN_API_KEY"), "the API key (AUDITCHAIN_API_KEY)")
+			url, key := serviceFlags(fs, getenv)
 			asJSON := fs.Bool("json", false, "print the API's answer as JSON")
 			opts := func() ([]client.Option, error) { return nil, nil }
 			if signingVerbs[name+" "+v.name] {
@@ -104,7 +109,17 @@ func clientGroup(ctx context.Context, name, groupUsage string, verbs []verb, arg
 			return nil
 		}
 	}
-	return group(name, groupUsage, args, stdout, stderr, subs)
+	return subs
+}
+
+// serviceFlags are --url and --api-key, from AUDITCHAIN_URL and
+// AUDITCHAIN_API_KEY. Both are secret flags: a key is a credential, and a URL
+// may carry a password.
+func serviceFlags(fs *flag.FlagSet, getenv func(string) string) (url, key *string) {
+	url, key = new(string), new(string)
+	config.SecretVar(fs, url, "url", getenv("AUDITCHAIN_URL"), "", "the service's base URL (AUDITCHAIN_URL)")
+	config.SecretVar(fs, key, "api-key", getenv("AUDITCHAIN_API_KEY"), "", "the API key (AUDITCHAIN_API_KEY)")
+	return url, key
 }
 
 const serviceFlagsHelp = `

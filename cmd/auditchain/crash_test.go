@@ -88,7 +88,7 @@ func startChild(t *testing.T, args ...string) *childServer {
 // startWrappedChild runs the server under a command prefix (strace, say).
 func startWrappedChild(t *testing.T, wrap []string, args ...string) *childServer {
 	t.Helper()
-	argv, _ := json.Marshal(append([]string{"serve", "--addr", "127.0.0.1:0"}, args...))
+	argv, _ := json.Marshal(append([]string{"serve", "--addr", "127.0.0.1:0", "--create-db"}, args...))
 	cmdline := append(append([]string{}, wrap...), os.Args[0], "-test.run=^$")
 	cmd := exec.Command(cmdline[0], cmdline[1:]...)
 	// Its own process group, so a kill reaches the server under a wrapper too.
@@ -431,13 +431,13 @@ func sqliteIntegrityOK(t *testing.T, dsn string) {
 }
 
 // createAccounts makes n accounts with `admin create-account` on dsn (before
-// any server runs on it) and returns their API keys.
+// any server runs on it, so with --create-db) and returns their API keys.
 func createAccounts(t *testing.T, dsn string, n int, name string) []string {
 	t.Helper()
 	keys := make([]string, n)
 	for i := range keys {
 		var out strings.Builder
-		if err := run(context.Background(), []string{"admin", "create-account", "--db", dsn, "--email", fmt.Sprintf("%s%d@example.com", name, i)},
+		if err := run(context.Background(), []string{"admin", "create-account", "--db", dsn, "--create-db", "--email", fmt.Sprintf("%s%d@example.com", name, i)},
 			func(string) string { return "" }, &out, io.Discard); err != nil {
 			t.Fatal(err)
 		}

@@ -17,7 +17,7 @@ func serveBanner(t *testing.T, dsn string) string {
 	pr, pw := io.Pipe()
 	done := make(chan error, 1)
 	go func() {
-		err := run(ctx, []string{"serve", "--addr", "127.0.0.1:0", "--db", dsn}, noEnv, pw, io.Discard)
+		err := run(ctx, []string{"serve", "--addr", "127.0.0.1:0", "--create-db", "--db", dsn}, noEnv, pw, io.Discard)
 		pw.CloseWithError(io.EOF)
 		done <- err
 	}()

@@ -4,9 +4,11 @@ package main
 // directory does, help everywhere, the version, and one name for a key's id.
 
 import (
+	"bufio"
 	"bytes"
 	"context"
 	"encoding/json"
+	"fmt"
 	"io"
 	"net/http"
 	"os"
@@ -34,7 +36,7 @@ func runOut(t *testing.T, getenv func(string) string, args ...string) (string, s
 func TestAdminNamesItsStore(t *testing.T) {
 	dir := t.TempDir()
 	path := filepath.Join(dir, "named.db")
-	out, errOut, err := runOut(t, noEnv, "admin", "create-account", "--db", "sqlite:"+path, "--email", "a@example.com")
+	out, errOut, err := runOut(t, noEnv, "admin", "create-account", "--db", "sqlite:"+path, "--create-db", "--email", "a@example.com")
 	if err != nil || !strings.Contains(errOut, "store sqlite:"+path) {
 		t.Fatalf("create-account --db: %v, stderr %q; want it to name sqlite:%s", err, errOut, path)
 	}
@@ -56,7 +58,9 @@ func TestSQLiteInAMissingDirectoryIsRefused(t *testing.T) {
 	dsn := "sqlite:" + filepath.Join(missing, "ac.db")
 	for _, args := range [][]string{
 		{"serve", "--addr", "127.0.0.1:0", "--db", dsn},
+		{"serve", "--addr", "127.0.0.1:0", "--db", dsn, "--create-db"},
 		{"admin", "create-account", "--db", dsn, "--no-email"},
+		{"admin", "create-account", "--db", dsn, "--no-email", "--create-db"},
 	} {
 		_, _, err := runOut(t, noEnv, args...)
 		if err == nil || !strings.Contains(err.Error(), "does not exist") {
@@ -66,28 +70,122 @@ func TestSQLiteInAMissingDirectoryIsRefused(t *testing.T) {
 			t.Fatalf("%v created %s", args, missing)
 		}
 	}
-	// In a directory that exists, the file is created on first start.
-	path := filepath.Join(t.TempDir(), "ac.db")
-	_, stop := startServe(t, nil, "--db", "sqlite:"+path)
-	if err := stop(); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := os.Stat(path); err != nil {
-		t.Fatalf("serve did not create %s: %v", path, err)
-	}
 }
 
-// The default store, ./data/auditchain.db, is the one exception: its
-// directory is created on the first run of serve or admin.
-func TestTheDefaultStoreIsCreatedOnFirstRun(t *testing.T) {
-	t.Chdir(t.TempDir())
-	_, errOut, err := runOut(t, noEnv, "admin", "create-account", "--no-email")
+// A sqlite: file that does not exist, in a directory that does, is refused
+// by every command that opens a store, naming it, unless --create-db: a
+// typo (auditchain.bd) must not start an empty store, nor hand out a key
+// the server running on the real one refuses.
+func TestSQLiteFileThatDoesNotExistIsRefused(t *testing.T) {
+	dir := t.TempDir()
+	real := "sqlite:" + filepath.Join(dir, "auditchain.db")
+	base, _ := startServe(t, nil, "--db", real) // startServe passes --create-db
+	typo := filepath.Join(dir, "auditchain.bd")
+	body := filepath.Join(t.TempDir(), "body.txt")
+	if err := os.WriteFile(body, []byte("notice"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	for _, args := range [][]string{
+		{"serve", "--addr", "127.0.0.1:0", "--db", "sqlite:" + typo},
+		{"admin", "create-account", "--db", "sqlite:" + typo, "--email", "typo@example.com"},
+		{"admin", "create-key", "--db", "sqlite:" + typo, "--user-id", "00000000-0000-0000-0000-000000000000"},
+		{"admin", "announce", "--db", "sqlite:" + typo, "--subject", "s", "--body-file", body},
+	} {
+		// serve gets a context already ended: one that took the typo stops
+		// at once (failing the test) instead of serving.
+		ctx, cancel := context.WithCancel(context.Background())
+		if args[0] == "serve" {
+			cancel()
+		}
+		defer cancel()
+		var stdout strings.Builder
+		err := run(ctx, args, noEnv, &stdout, io.Discard)
+		out := stdout.String()
+		if err == nil || !strings.Contains(err.Error(), "no store at sqlite:"+typo) || !strings.Contains(err.Error(), "--create-db") {
+			t.Errorf("%v: %v, want a refusal naming sqlite:%s and --create-db", args, err, typo)
+		}
+		if got := exitCode(err, io.Discard); got != exitFailure {
+			t.Errorf("%v: exit %d, want %d", args, got, exitFailure)
+		}
+		if out != "" {
+			t.Errorf("%v printed %q", args, out)
+		}
+		if _, err := os.Stat(typo); !os.IsNotExist(err) {
+			t.Fatalf("%v created %s", args, typo)
+		}
+	}
+	// On the real store, the key admin hands out is one the server takes.
+	out, _, err := runOut(t, noEnv, "admin", "create-account", "--db", real, "--email", "real@example.com")
 	if err != nil {
 		t.Fatal(err)
 	}
+	var acct map[string]any
+	json.Unmarshal([]byte(out), &acct)
+	req, _ := http.NewRequest("GET", base+"/v1/keys", nil)
+	req.Header.Set("X-API-Key", acct["api_key"].(string))
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil || resp.StatusCode != 200 {
+		t.Fatalf("the admin's key on the server: %v %v", resp, err)
+	}
+	resp.Body.Close()
+	// --create-db is the way to a new store, for serve and admin alike.
+	for i, args := range [][]string{
+		{"admin", "create-account", "--no-email", "--create-db"},
+		{"serve", "--addr", "127.0.0.1:0", "--create-db"},
+	} {
+		path := filepath.Join(dir, fmt.Sprintf("new-%d.db", i))
+		if i == 1 {
+			startServe(t, nil, "--db", "sqlite:"+path)
+		} else if _, _, err := runOut(t, noEnv, append(args, "--db", "sqlite:"+path)...); err != nil {
+			t.Fatalf("%v: %v", args, err)
+		}
+		if _, err := os.Stat(path); err != nil {
+			t.Errorf("%v did not create %s: %v", args, path, err)
+		}
+	}
+}
+
+// The default store, ./data/auditchain.db, is the one serve creates without
+// --create-db (its directory too), so a fresh clone starts with no step
+// before; the admin commands refuse it until then, or with --create-db
+// create it.
+func TestTheDefaultStoreIsCreatedOnFirstRun(t *testing.T) {
+	t.Chdir(t.TempDir())
+	_, _, err := runOut(t, noEnv, "admin", "create-account", "--no-email")
+	if err == nil || !strings.Contains(err.Error(), "no store at sqlite:./data/auditchain.db") || !strings.Contains(err.Error(), "auditchain serve") {
+		t.Fatalf("admin on a missing default store: %v, want a refusal naming it and serve", err)
+	}
+	if _, err := os.Stat("data"); !os.IsNotExist(err) {
+		t.Fatalf("admin created ./data: %v", err)
+	}
+	// serve, without --create-db, until it listens.
+	ctx, cancel := context.WithCancel(context.Background())
+	pr, pw := io.Pipe()
+	done := make(chan error, 1)
+	go func() {
+		done <- run(ctx, []string{"serve", "--addr", "127.0.0.1:0"}, noEnv, pw, io.Discard)
+		pw.Close()
+	}()
+	lines := bufio.NewScanner(pr)
+	for lines.Scan() && !strings.HasPrefix(lines.Text(), "auditchain listening on ") {
+	}
+	cancel()
+	go io.Copy(io.Discard, pr)
+	if err := <-done; err != nil {
+		t.Fatalf("serve on the default store: %v", err)
+	}
+	_, errOut, err := runOut(t, noEnv, "admin", "create-account", "--no-email")
 	abs, _ := filepath.Abs(filepath.Join("data", "auditchain.db"))
-	if _, err := os.Stat(abs); err != nil || !strings.Contains(errOut, "store sqlite:"+abs) {
-		t.Fatalf("default store: %v, stderr %q", err, errOut)
+	if err != nil || !strings.Contains(errOut, "store sqlite:"+abs) {
+		t.Fatalf("default store after serve: %v, stderr %q", err, errOut)
+	}
+
+	t.Chdir(t.TempDir())
+	if _, _, err := runOut(t, noEnv, "admin", "create-account", "--no-email", "--create-db"); err != nil {
+		t.Fatalf("admin --create-db on the default store: %v", err)
+	}
+	if _, err := os.Stat(filepath.Join("data", "auditchain.db")); err != nil {
+		t.Fatal(err)
 	}
 }
 
@@ -162,7 +260,7 @@ func TestExitCodes(t *testing.T) {
 		{[]string{"admin", "create-account", "--db", dsn, "stray"}, exitUsage},
 		{[]string{"verify", "export", "x.ndjson"}, exitUsage},
 		{[]string{"serve", "--env", "staging"}, exitUsage},
-		{[]string{"admin", "create-account", "--db", dsn, "--email", "not an email"}, exitFailure},
+		{[]string{"admin", "create-account", "--db", dsn, "--create-db", "--email", "not an email"}, exitFailure},
 		{[]string{"admin", "create-key", "--db", dsn, "--user-id", "00000000-0000-0000-0000-000000000000"}, exitFailure},
 		{[]string{"version"}, 0},
 	} {

@@ -3,6 +3,8 @@ package main
 import (
 	"context"
 	"os"
+	"path/filepath"
+	"strconv"
 	"testing"
 	"time"
 
@@ -28,4 +30,29 @@ func TestBenchHookWorkloadRuns(t *testing.T) {
 			t.Fatalf("hook workload: %+v", r)
 		}
 	})
+}
+
+// A bench against a server of another build (Options.Exe, here this test
+// binary behind a wrapper, so another file) on its own scratch store: the
+// accounts are made by that binary's admin create-account, which refuses a
+// sqlite: file that does not exist, so the bench starts the store as an
+// empty file.
+func TestBenchForeignServerOnAScratchStore(t *testing.T) {
+	self, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	exe := filepath.Join(t.TempDir(), "auditchain")
+	wrapper := "#!/bin/sh\n" + asCLIEnv + "=1 exec " + strconv.Quote(self) + " \"$@\"\n"
+	if err := os.WriteFile(exe, []byte(wrapper), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	res, err := bench.Run(context.Background(), bench.Options{Exe: exe, Workloads: []string{"append"}, Accounts: 2, Clients: 2,
+		Duration: 300 * time.Millisecond, Warmup: time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r := res[0]; r.Error != "" || r.Ops == 0 {
+		t.Fatalf("append against another build: %+v", r)
+	}
 }

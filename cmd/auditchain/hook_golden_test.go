@@ -43,8 +43,8 @@ var hookStdin = map[string]map[string]string{
 		"other": `{"session_id":"sess-golden","turn_id":"turn-1","cwd":"/work/project","hook_event_name":"Stop","stop_hook_active":false}`,
 	},
 	"gemini": {
-		"pre":   `{"session_id":"sess-golden","transcript_path":"/home/dev/.gemini/tmp/chats/sess-golden.json","cwd":"/work/project","hook_event_name":"BeforeTool","timestamp":"2026-11-26T12:00:00.000Z","tool_name":"run_shell_command","tool_input":{"command":"ls -la"},"mcp_context":null}`,
-		"post":  `{"session_id":"sess-golden","transcript_path":"/home/dev/.gemini/tmp/chats/sess-golden.json","cwd":"/work/project","hook_event_name":"AfterTool","timestamp":"2026-11-26T12:00:01.000Z","tool_name":"run_shell_command","tool_input":{"command":"ls -la"},"tool_response":{"llmContent":"total 0","returnDisplay":"total 0"}}`,
+		"pre":   `{"session_id":"sess-golden","transcript_path":"/home/dev/.gemini/tmp/chats/sess-golden.json","cwd":"/work/project","hook_event_name":"BeforeTool","timestamp":"2026-11-26T12:00:00.CASEZ","tool_name":"run_shell_command","tool_input":{"command":"ls -la"},"mcp_context":null}`,
+		"post":  `{"session_id":"sess-golden","transcript_path":"/home/dev/.gemini/tmp/chats/sess-golden.json","cwd":"/work/project","hook_event_name":"AfterTool","timestamp":"2026-11-26T12:00:01.CASEZ","tool_name":"run_shell_command","tool_input":{"command":"ls -la"},"tool_response":{"llmContent":"total 0","returnDisplay":"total 0"}}`,
 		"other": `{"session_id":"sess-golden","cwd":"/work/project","hook_event_name":"SessionStart","timestamp":"2026-11-26T12:00:00.000Z","source":"startup"}`,
 	},
 	"cursor": {
@@ -165,7 +165,7 @@ func TestHookGolden(t *testing.T) {
 		for _, host := range []string{"claude-code", "codex", "gemini", "cursor"} {
 			t.Run(host, func(t *testing.T) {
 				var doc bytes.Buffer
-				fmt.Fprintf(&doc, "# auditchain hook --host %s: stdin, then stdout and exit status (go test ./cmd/auditchain -run TestHookGolden -update-hook)\n", host)
+				fmt.Fprintf(&doc, "# auditchain hook --host %s: stdin, then stdout, stderr and exit status (go test ./cmd/auditchain -run TestHookGolden -update-hook)\n", host)
 				for i, gc := range goldenCases {
 					tmpl, ok := hookStdin[host][gc.stdin]
 					if !ok {
@@ -177,9 +177,14 @@ func TestHookGolden(t *testing.T) {
 						env["AUDITCHAIN_URL"] = "http://127.0.0.1:1"
 					}
 					stdin := strings.ReplaceAll(tmpl, "CASE", fmt.Sprint(i))
-					out, _, exit := runHook(t, env, stdin, append([]string{"--host", host}, gc.args...)...)
-					fmt.Fprintf(&doc, "\n## %s: %s\nstdin: %s\nstdout: %sexit: %d\n", gc.name, strings.Join(gc.args, " "), stdin,
-						proposalID.ReplaceAllString(out, "prop-…"), exit)
+					out, errOut, exit := runHook(t, env, stdin, append([]string{"--host", host}, gc.args...)...)
+					// stderr is the reason a blocked call shows (Codex) or
+					// nothing: diagnostics go to the spool's hook.log.
+					if errOut == "" {
+						errOut = "(none)\n"
+					}
+					fmt.Fprintf(&doc, "\n## %s: %s\nstdin: %s\nstdout: %sstderr: %sexit: %d\n", gc.name, strings.Join(gc.args, " "), stdin,
+						proposalID.ReplaceAllString(out, "prop-…"), proposalID.ReplaceAllString(errOut, "prop-…"), exit)
 				}
 				path := filepath.Join("testdata", "hook", host+".golden")
 				if *updateHookGolden {

@@ -137,6 +137,20 @@ func (w *hookWorld) exported(t *testing.T) map[string]verify.ExportEvent {
 	return out
 }
 
+// calls reads the record's tool_call and tool_result events.
+func (w *hookWorld) calls(t *testing.T) (calls, results []verify.ExportEvent) {
+	t.Helper()
+	for _, e := range w.exported(t) {
+		switch e.EventType {
+		case "tool_call":
+			calls = append(calls, e)
+		case "tool_result":
+			results = append(results, e)
+		}
+	}
+	return calls, results
+}
+
 // verifyOffline checks the whole export against the service key: hashes,
 // links, blocks.
 func (w *hookWorld) verifyOffline(t *testing.T) verify.Report {
@@ -528,10 +542,24 @@ func TestHookOutageSpoolsThenFlushesOnce(t *testing.T) {
 	})
 }
 
-// install --write merges the block into an existing settings file without
-// disturbing its other hooks; installing again changes nothing.
-func TestHookInstallWriteMerges(t *testing.T) {
-	dir := t.TempDir()
+// hookInstallRun runs `auditchain hook <args>` in-process with HOME and
+// CODEX_HOME in a throwaway tree.
+func hookInstallRun(t *testing.T, env map[string]string, args ...string) (stdout, stderr string, err error) {
+	t.Helper()
+	var out, errb bytes.Buffer
+	err = hookCmd(context.Background(), args, func(k string) string { return env[k] }, strings.NewReader(""), &out, &errb)
+	return out.String(), errb.String(), err
+}
+
+// install merges into an existing settings file without disturbing its
+// other hooks, with this program's absolute path by default; --dry-run
+// names every file it would touch with the change and writes nothing;
+// installing again changes nothing; an unknown host is answered with the
+// known ones.
+func TestHookInstallCommand(t *testing.T) {
+	root := t.TempDir()
+	dir, home := filepath.Join(root, "p"), filepath.Join(root, "h")
+	env := map[string]string{"HOME": home}
 	path := filepath.Join(dir, ".claude", "settings.json")
 	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
 		t.Fatal(err)
@@ -540,50 +568,198 @@ func TestHookInstallWriteMerges(t *testing.T) {
 	if err := os.WriteFile(path, []byte(existing), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	install := func() string {
-		var out, errb bytes.Buffer
-		if err := hookCmd(context.Background(), []string{"install", "--host", "claude-code", "--project", "--dir", dir, "--write"},
-			func(string) string { return "" }, strings.NewReader(""), &out, &errb); err != nil {
-			t.Fatalf("install: %v: %s", err, errb.String())
-		}
-		b, err := os.ReadFile(path)
-		if err != nil {
-			t.Fatal(err)
-		}
-		return string(b)
+	out, _, err := hookInstallRun(t, env, "install", "--host", "codex", "--dir", dir, "--dry-run")
+	if err != nil {
+		t.Fatal(err)
 	}
-	first := install()
-	if second := install(); second != first {
-		t.Fatalf("installing again changed the file:\n%s\n%s", first, second)
+	for _, want := range []string{"would write " + filepath.Join(home, ".codex", "config.toml"), "would write " + filepath.Join(dir, ".codex", "hooks.json"),
+		"+trusted_hash = \"sha256:", "+[projects.", "+        \"matcher\": \".*\"", "@@ -0,0 +1,"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("the dry run does not show %q:\n%s", want, out)
+		}
+	}
+	if _, err := os.Stat(filepath.Join(dir, ".codex")); !os.IsNotExist(err) {
+		t.Fatal("the dry run wrote files")
+	}
+	if _, _, err := hookInstallRun(t, env, "install", "--host", "claude-code", "--dir", dir); err != nil {
+		t.Fatal(err)
+	}
+	first, _ := os.ReadFile(path)
+	out, _, err = hookInstallRun(t, env, "install", "--host", "claude-code", "--dir", dir)
+	if second, _ := os.ReadFile(path); err != nil || string(second) != string(first) || !strings.Contains(out, "nothing to change") {
+		t.Fatalf("installing again: %v, %s\n%s\n%s", err, out, first, second)
 	}
 	var doc struct {
 		Model string `json:"model"`
 		Hooks map[string][]struct {
-			Matcher string                     `json:"matcher"`
-			Hooks   []struct{ Command string } `json:"hooks"`
+			Hooks []struct{ Command string } `json:"hooks"`
 		} `json:"hooks"`
 	}
-	if err := json.Unmarshal([]byte(first), &doc); err != nil {
+	if err := json.Unmarshal(first, &doc); err != nil {
 		t.Fatal(err)
 	}
+	self, _ := filepath.Abs(os.Args[0])
 	post := doc.Hooks["PostToolUse"]
 	if doc.Model != "opus" || len(post) != 2 || post[0].Hooks[0].Command != "gofmt -w ." ||
-		post[1].Hooks[0].Command != "auditchain hook --host claude-code" || len(doc.Hooks["PreToolUse"]) != 1 {
+		post[1].Hooks[0].Command != self+" hook --host claude-code" || len(doc.Hooks["PreToolUse"]) != 1 {
 		t.Fatalf("merged file:\n%s", first)
 	}
 	if fi, err := os.Stat(path); err != nil || fi.Mode().Perm() != 0o600 {
 		t.Errorf("the file's mode changed: %v", fi.Mode())
 	}
-	// Every host's file is made when missing.
-	for _, host := range hook.HostNames()[1:] {
-		var out, errb bytes.Buffer
-		if err := hookCmd(context.Background(), []string{"install", "--host", host, "--dir", dir, "--write"},
-			func(string) string { return "" }, strings.NewReader(""), &out, &errb); err != nil {
-			t.Fatalf("%s: %v", host, err)
+	_, _, err = hookInstallRun(t, env, "install", "--host", "claude", "--dir", dir)
+	if err == nil || !strings.Contains(err.Error(), "claude-code, codex, gemini, cursor") {
+		t.Errorf("--host claude: %v", err)
+	}
+	if _, _, err := hookInstallRun(t, env, "uninstall", "--host", "claude-code", "--dir", dir); err != nil {
+		t.Fatal(err)
+	}
+	if b, _ := os.ReadFile(path); strings.Contains(string(b), "hook --host") || !strings.Contains(string(b), "gofmt") {
+		t.Fatalf("after uninstall:\n%s", b)
+	}
+}
+
+// geminiCall is Gemini CLI's stdin for event at the host's timestamp ts.
+func geminiCall(event, ts, tool string, input any, extra map[string]any) string {
+	m := map[string]any{"session_id": "sess-gm", "transcript_path": "/tmp/chat.json", "cwd": "/work/p", "hook_event_name": event,
+		"timestamp": ts, "tool_name": tool, "tool_input": input}
+	for k, v := range extra {
+		m[k] = v
+	}
+	b, _ := json.Marshal(m)
+	return string(b)
+}
+
+// Gemini sends no tool-use id. With two hook commands installed (a user
+// and a project install naming the binary differently), Gemini runs both
+// for each event, at once, with the same stdin: the call is still metered
+// once and recorded once, and its result once, naming it. A refused call
+// leaves no pairing file behind (Gemini runs no AfterTool for it).
+func TestHookGeminiTwoInstallsRecordOnce(t *testing.T) {
+	storetest.Each(t, func(t *testing.T, dsn string) {
+		w := newHookWorld(t, dsn)
+		input := map[string]any{"command": "ls"}
+		both := func(stdin string) {
+			t.Helper()
+			var wg sync.WaitGroup
+			for range 2 {
+				wg.Add(1)
+				go func() {
+					defer wg.Done()
+					if out, errOut, exit := hookProcess(t, w.env, stdin, "--host", "gemini"); exit != 0 || out != "{}\n" {
+						t.Errorf("exit %d, stdout %q, stderr %q", exit, out, errOut)
+					}
+				}()
+			}
+			wg.Wait()
 		}
-		p, _ := hook.SettingsPath(host, dir)
-		if b, err := os.ReadFile(p); err != nil || !json.Valid(b) || !strings.Contains(string(b), "hook --host "+host) {
-			t.Errorf("%s: %s (%v)", host, b, err)
+		both(geminiCall("BeforeTool", "2026-11-28T10:00:00.000Z", "Bash", input, nil))
+		both(geminiCall("AfterTool", "2026-11-28T10:00:01.000Z", "Bash", input, map[string]any{"tool_response": map[string]any{"llmContent": "a b"}}))
+		// The same command again later is another call.
+		both(geminiCall("BeforeTool", "2026-11-28T10:00:05.000Z", "Bash", input, nil))
+		both(geminiCall("AfterTool", "2026-11-28T10:00:06.000Z", "Bash", input, map[string]any{"tool_response": map[string]any{"llmContent": "a b c"}}))
+		if u := w.uses(t, "worker"); u != 2 {
+			t.Errorf("worker's grant metered %d uses, want 2", u)
 		}
+		calls, results := w.calls(t)
+		if len(calls) != 2 || len(results) != 2 {
+			t.Fatalf("%d tool_call and %d tool_result events, want 2 and 2", len(calls), len(results))
+		}
+		parents := map[string]bool{}
+		for _, r := range results {
+			if r.ParentID == nil {
+				t.Fatalf("result %s names no parent", r.EventID)
+			}
+			parents[*r.ParentID] = true
+		}
+		for _, c := range calls {
+			if !parents[c.EventID] {
+				t.Errorf("no result names call %s", c.EventID)
+			}
+		}
+		// A refused call (Read is not in the sub-agent's grant) leaves no
+		// pairing file.
+		refusedEnv := map[string]string{}
+		for k, v := range w.env {
+			refusedEnv[k] = v
+		}
+		refusedEnv["AUDITCHAIN_HOOK_AGENT"] = "reviewer"
+		if out, _, _ := hookProcess(t, refusedEnv, geminiCall("BeforeTool", "2026-11-28T10:01:00.000Z", "Bash", input, nil), "--host", "gemini"); !strings.Contains(out, `"decision":"deny"`) {
+			t.Fatalf("the reviewer's Bash call: %s", out)
+		}
+		calls2 := filepath.Join(hook.AccountSpoolDir(w.env["AUDITCHAIN_HOOK_SPOOL"], w.s.URL, w.env["AUDITCHAIN_API_KEY"]), "calls")
+		ents, _ := os.ReadDir(calls2)
+		for _, e := range ents {
+			if !strings.HasSuffix(e.Name(), ".taken") {
+				t.Errorf("pairing file %s left behind", e.Name())
+			}
+		}
+		w.verifyOffline(t)
+	})
+}
+
+// hook doctor says in one line per check what will happen: all well after an
+// install (the command answers, Codex's trust matches), and a failure for
+// each thing that stops the hook: no install, a hook changed since Codex
+// trusted it, Gemini's redaction stripping the key, the service down.
+func TestHookDoctor(t *testing.T) {
+	w := newHookWorld(t, storetest.DSN(t, storetest.SQLite))
+	root := t.TempDir()
+	dir, home := filepath.Join(root, "p"), filepath.Join(root, "h")
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	env := map[string]string{"HOME": home, "PATH": os.Getenv("PATH")}
+	for k, v := range w.env {
+		env[k] = v
+	}
+	doctor := func(host string) (string, error) {
+		t.Helper()
+		out, _, err := hookInstallRun(t, env, "doctor", "--host", host, "--dir", dir)
+		return out, err
+	}
+	if out, err := doctor("codex"); err == nil || !strings.Contains(out, "FAIL settings") {
+		t.Fatalf("doctor before any install: %v\n%s", err, out)
+	}
+	if _, _, err := hookInstallRun(t, env, "install", "--host", "codex", "--dir", dir); err != nil {
+		t.Fatal(err)
+	}
+	out, err := doctor("codex")
+	if err != nil {
+		t.Fatalf("doctor after install: %v\n%s", err, out)
+	}
+	for _, want := range []string{"ok   settings", "ok   command", "trusts the hook on PostToolUse, PreToolUse", "Codex trusts the project",
+		"ok   call", "ok   service"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("doctor does not say %q:\n%s", want, out)
+		}
+	}
+	// Someone edits the installed hook: Codex no longer trusts it.
+	hooksPath := filepath.Join(dir, ".codex", "hooks.json")
+	b, _ := os.ReadFile(hooksPath)
+	if err := os.WriteFile(hooksPath, []byte(strings.Replace(string(b), `"timeout": 10`, `"timeout": 20`, 1)), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if out, err := doctor("codex"); err == nil || !strings.Contains(out, "changed since trusted") {
+		t.Errorf("doctor after an edit: %v\n%s", err, out)
+	}
+	// Gemini with GITHUB_SHA set and a settings file without the allow-list.
+	if _, _, err := hookInstallRun(t, env, "install", "--host", "gemini", "--dir", dir); err != nil {
+		t.Fatal(err)
+	}
+	settings := filepath.Join(dir, ".gemini", "settings.json")
+	b, _ = os.ReadFile(settings)
+	var doc map[string]any
+	json.Unmarshal(b, &doc)
+	delete(doc, "security")
+	b, _ = json.Marshal(doc)
+	os.WriteFile(settings, b, 0o644)
+	env["GITHUB_SHA"] = "abc"
+	if out, err := doctor("gemini"); err == nil || !strings.Contains(out, "FAIL environment Gemini's redaction is on and strips AUDITCHAIN_URL and AUDITCHAIN_API_KEY") {
+		t.Errorf("doctor with the key redacted: %v\n%s", err, out)
+	}
+	env["AUDITCHAIN_URL"] = "http://127.0.0.1:1"
+	if out, err := doctor("claude-code"); err == nil || !strings.Contains(out, "FAIL service") {
+		t.Errorf("doctor with the service down: %v\n%s", err, out)
 	}
 }

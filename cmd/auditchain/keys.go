@@ -116,32 +116,36 @@ func keysCmd(ctx context.Context, args []string, getenv func(string) string, std
 
 // machinesCmd adds keygen, which needs no service, to the client verbs.
 func machinesCmd(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) error {
-	if len(args) > 0 && args[0] == "keygen" {
-		fs := newFlags("machines keygen", "usage: auditchain machines keygen FILE\n\nWrites a new Ed25519 seed (standard base64) to FILE, readable by you only,\nand prints its public key.\n")
-		rest, err := parseFlags(fs, args[1:], stdout, stderr)
-		if err != nil {
-			return err
-		}
-		file, err := oneArg(rest, "FILE")
-		if err != nil {
-			return err
-		}
-		seed := make([]byte, ed25519.SeedSize)
-		rand.Read(seed)
-		f, err := os.OpenFile(file, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600)
-		if err != nil {
-			return fmt.Errorf("machines keygen: %w", err)
-		}
-		_, err = fmt.Fprintln(f, base64.StdEncoding.EncodeToString(seed))
-		if cerr := f.Close(); err == nil {
-			err = cerr
-		}
-		if err != nil {
-			return fmt.Errorf("machines keygen: %w", err)
-		}
-		pub := ed25519.NewKeyFromSeed(seed).Public().(ed25519.PublicKey)
-		_, err = fmt.Fprintf(stdout, "public_key: %s\n", base64.StdEncoding.EncodeToString(pub))
+	subs := clientSubs(ctx, "machines", machineVerbs, getenv, stdout, stderr)
+	subs["keygen"] = func(args []string) error { return keygenCmd(args, stdout, stderr) }
+	return group("machines", machinesUsage, args, stdout, stderr, subs)
+}
+
+// keygenCmd is `auditchain machines keygen FILE`.
+func keygenCmd(args []string, stdout, stderr io.Writer) error {
+	fs := newFlags("machines keygen", "usage: auditchain machines keygen FILE\n\nWrites a new Ed25519 seed (standard base64) to FILE, readable by you only,\nand prints its public key.\n")
+	rest, err := parseFlags(fs, args, stdout, stderr)
+	if err != nil {
 		return err
 	}
-	return clientGroup(ctx, "machines", machinesUsage, machineVerbs, args, getenv, stdout, stderr)
+	file, err := oneArg(rest, "FILE")
+	if err != nil {
+		return err
+	}
+	seed := make([]byte, ed25519.SeedSize)
+	rand.Read(seed)
+	f, err := os.OpenFile(file, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600)
+	if err != nil {
+		return fmt.Errorf("machines keygen: %w", err)
+	}
+	_, err = fmt.Fprintln(f, base64.StdEncoding.EncodeToString(seed))
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		return fmt.Errorf("machines keygen: %w", err)
+	}
+	pub := ed25519.NewKeyFromSeed(seed).Public().(ed25519.PublicKey)
+	_, err = fmt.Fprintf(stdout, "public_key: %s\n", base64.StdEncoding.EncodeToString(pub))
+	return err
 }

@@ -38,8 +38,7 @@ func mcpCmd(ctx context.Context, args []string, getenv func(string) string, stdo
 	}
 	fs := flag.NewFlagSet("mcp", flag.ContinueOnError)
 	fs.Usage = func() { fmt.Fprint(fs.Output(), mcpUsage) }
-	url := fs.String("url", getenv("AUDITCHAIN_URL"), "the service's base URL (AUDITCHAIN_URL)")
-	key := fs.String("api-key", getenv("AUDITCHAIN_API_KEY"), "the API key (AUDITCHAIN_API_KEY)")
+	url, key := serviceFlags(fs, getenv)
 	subagent := fs.String("subagent", "", "proxy: the sub-agent the gate checks (default: the command's base name)")
 	failOpen := fs.Bool("fail-open", false, "proxy: let calls through while the service is unreachable")
 	// Flags end at the first argument: the proxy's COMMAND keeps its own.

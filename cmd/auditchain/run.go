@@ -8,12 +8,16 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"io/fs"
 	"log/slog"
+	"maps"
 	"net"
 	"net/http"
 	"net/http/pprof"
 	"os"
 	"path/filepath"
+	"slices"
+	"strconv"
 	"strings"
 	"time"
 
@@ -42,7 +46,7 @@ commands:
   mcp [--url URL] [--api-key KEY]        serve auditchain's tools to an agent over stdio (docs/mcp.md)
   mcp proxy [--subagent NAME] -- COMMAND [ARGS…]   gate and record every tool call of an MCP server
   hook --host HOST                       gate and record an agent host's tool call (docs/hooks.md)
-  hook flush | hook install              send spooled events; print or merge a host's settings
+  hook flush | install | uninstall | doctor  send spooled events; set a host up, take it out, check it
   events    append | search | get | tail            the record (client verbs: --url, --api-key
   grants    create | status | use | revoke | list     the gate            or AUDITCHAIN_URL and
   proposals list | get | create | ratify | enact | reject  governance     AUDITCHAIN_API_KEY;
@@ -73,36 +77,6 @@ func dispatch(ctx context.Context, args []string, getenv func(string) string, st
 		return usagef("no command given")
 	}
 	switch args[0] {
-	case "serve":
-		return serve(ctx, args[1:], getenv, stdout, stderr)
-	case "admin":
-		return adminCmd(ctx, args[1:], getenv, stdout, stderr)
-	case "verify":
-		return verifyCmd(ctx, args[1:], stdout, stderr)
-	case "bench":
-		return benchCmd(ctx, args[1:], stdout, stderr)
-	case "mcp":
-		return mcpCmd(ctx, args[1:], getenv, stdout, stderr)
-	case "hook":
-		return hookCmd(ctx, args[1:], getenv, os.Stdin, stdout, stderr)
-	case "events":
-		return eventsCmd(ctx, args[1:], getenv, stdout, stderr)
-	case "grants":
-		return grantsCmd(ctx, args[1:], getenv, stdout, stderr)
-	case "proposals":
-		return proposalsCmd(ctx, args[1:], getenv, stdout, stderr)
-	case "chain":
-		return chainCmd(ctx, args[1:], getenv, stdout, stderr)
-	case "keys":
-		return keysCmd(ctx, args[1:], getenv, stdout, stderr)
-	case "machines":
-		return machinesCmd(ctx, args[1:], getenv, stdout, stderr)
-	case "version":
-		if _, err := parseFlags(newFlags("version", "usage: auditchain version\n"), args[1:], stdout, stderr); err != nil {
-			return err
-		}
-		fmt.Fprintln(stdout, buildinfo.Read().Long())
-		return nil
 	case "help", "-h", "--help", "-help":
 		if len(args) > 1 && args[0] == "help" {
 			// `auditchain help admin create-key` is `auditchain admin create-key --help`.
@@ -110,9 +84,37 @@ func dispatch(ctx context.Context, args []string, getenv func(string) string, st
 		}
 		fmt.Fprint(stdout, usage)
 		return errHelpShown
-	default:
+	}
+	cmd, ok := commands(ctx, getenv, stdout, stderr)[args[0]]
+	if !ok {
 		fmt.Fprint(stderr, usage)
 		return usagef("unknown command %q", args[0])
+	}
+	return cmd(args[1:])
+}
+
+// commands is every top-level command but help, by name.
+func commands(ctx context.Context, getenv func(string) string, stdout, stderr io.Writer) map[string]func(args []string) error {
+	return map[string]func([]string) error{
+		"serve":     func(args []string) error { return serve(ctx, args, getenv, stdout, stderr) },
+		"admin":     func(args []string) error { return adminCmd(ctx, args, getenv, stdout, stderr) },
+		"verify":    func(args []string) error { return verifyCmd(ctx, args, stdout, stderr) },
+		"bench":     func(args []string) error { return benchCmd(ctx, args, stdout, stderr) },
+		"mcp":       func(args []string) error { return mcpCmd(ctx, args, getenv, stdout, stderr) },
+		"hook":      func(args []string) error { return hookCmd(ctx, args, getenv, os.Stdin, stdout, stderr) },
+		"events":    func(args []string) error { return eventsCmd(ctx, args, getenv, stdout, stderr) },
+		"grants":    func(args []string) error { return grantsCmd(ctx, args, getenv, stdout, stderr) },
+		"proposals": func(args []string) error { return proposalsCmd(ctx, args, getenv, stdout, stderr) },
+		"chain":     func(args []string) error { return chainCmd(ctx, args, getenv, stdout, stderr) },
+		"keys":      func(args []string) error { return keysCmd(ctx, args, getenv, stdout, stderr) },
+		"machines":  func(args []string) error { return machinesCmd(ctx, args, getenv, stdout, stderr) },
+		"version": func(args []string) error {
+			if _, err := parseFlags(newFlags("version", "usage: auditchain version\n"), args, stdout, stderr); err != nil {
+				return err
+			}
+			fmt.Fprintln(stdout, buildinfo.Read().Long())
+			return nil
+		},
 	}
 }
 
@@ -139,7 +141,7 @@ func group(name, groupUsage string, args []string, stdout, stderr io.Writer, sub
 	sub, ok := subs[args[0]]
 	if !ok {
 		fmt.Fprint(stderr, groupUsage)
-		return usagef("unknown %s command %q", name, args[0])
+		return usagef("unknown %s command %q (%s commands: %s)", name, args[0], name, strings.Join(slices.Sorted(maps.Keys(subs)), ", "))
 	}
 	return sub(args[1:])
 }
@@ -165,11 +167,11 @@ func serve(ctx context.Context, args []string, getenv func(string) string, stdou
 	if err != nil {
 		return usageError{err}
 	}
-	if err := prepareDataDir(cfg.DB); err != nil {
+	if err := checkStore(cfg.DB, cfg.CreateDB, true); err != nil {
 		return err
 	}
 	log := newLogger(cfg, stderr)
-	mailer, err := mail.New(cfg.Mail, mail.Options{From: cfg.MailFrom, Log: log, Production: cfg.Production()})
+	mailer, err := mail.New(cfg.Mail, mail.Options{From: cfg.MailFrom, Log: log})
 	if err != nil {
 		return fmt.Errorf("--mail: %w", err)
 	}
@@ -290,17 +292,41 @@ commands:
 
 Each works on the store named by --db (default $AUDITCHAIN_DB, else
 sqlite:./data/auditchain.db), also while the server runs on it, and names the
-store it used on stderr. "auditchain admin COMMAND --help" shows its flags.
+store it used on stderr. A sqlite: file that does not exist is refused (serve
+creates the default one) unless --create-db. "auditchain admin COMMAND --help"
+shows its flags.
 `
 
-// prepareDataDir creates ./data for the default store on a first start: any
-// other sqlite: path must be in a directory that exists (store.Open refuses
-// it otherwise), so a typo in --db cannot start an empty store.
-func prepareDataDir(dsn string) error {
-	if dsn != config.DefaultDB {
+// checkStore refuses a sqlite: store whose file does not exist, naming it: a
+// typo in --db (./data/auditchain.bd) would otherwise start an empty store,
+// or hand out a key that the server running on the real one refuses. The
+// file is created by serve on the default store (its ./data directory too,
+// so a fresh clone starts with no step before), and by any command given
+// --create-db (docs/decisions/first-contact.md).
+func checkStore(dsn string, create, serving bool) error {
+	path, ok := strings.CutPrefix(dsn, "sqlite:")
+	if !ok {
 		return nil
 	}
-	return os.MkdirAll(filepath.Dir(strings.TrimPrefix(dsn, "sqlite:")), 0o750)
+	switch _, err := os.Stat(path); {
+	case err == nil:
+		return nil
+	case !errors.Is(err, fs.ErrNotExist):
+		return fmt.Errorf("sqlite: %w", err)
+	}
+	isDefault := filepath.Clean(path) == filepath.Clean(strings.TrimPrefix(config.DefaultDB, "sqlite:"))
+	if create || (serving && isDefault) {
+		if isDefault {
+			return os.MkdirAll(filepath.Dir(path), 0o750)
+		}
+		return nil // the store creates the file; its directory must exist
+	}
+	abs, _ := filepath.Abs(path)
+	hint := "check --db (or AUDITCHAIN_DB) for a typo, or add --create-db to start a new, empty store there"
+	if isDefault && !serving {
+		hint = "start `auditchain serve` once to create the default store, or add --create-db"
+	}
+	return fmt.Errorf("no store at %s: %s does not exist; %s", dsn, abs, hint)
 }
 
 func adminCmd(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) error {
@@ -308,14 +334,16 @@ func adminCmd(ctx context.Context, args []string, getenv func(string) string, st
 	// and names it on stderr (stdout stays the command's JSON).
 	newAdmin := func(name, synopsis string) (*flag.FlagSet, func() (*app.App, func(), error)) {
 		fs := newFlags("admin "+name, synopsis)
-		db := fs.String("db", envOr(getenv, "AUDITCHAIN_DB", config.DefaultDB), "store: sqlite:PATH or a postgres:// URL (env AUDITCHAIN_DB)")
+		db := new(string)
+		config.SecretVar(fs, db, "db", envOr(getenv, "AUDITCHAIN_DB", config.DefaultDB), config.DefaultDB, "store: sqlite:PATH or a postgres:// URL (env AUDITCHAIN_DB)")
+		createDB := fs.Bool("create-db", false, "create the sqlite: store if its file does not exist")
 		return fs, func() (*app.App, func(), error) {
-			if err := prepareDataDir(*db); err != nil {
+			if err := checkStore(*db, *createDB, false); err != nil {
 				return nil, nil, err
 			}
 			st, err := store.Open(ctx, *db)
 			if err != nil {
-				return nil, nil, fmt.Errorf("open store %s: %w", *db, err)
+				return nil, nil, fmt.Errorf("open store %s: %w", store.Redacted(*db), err)
 			}
 			fmt.Fprintf(stderr, "auditchain admin %s: store %s\n", name, st.Location)
 			cfg := config.Config{EpochAnchor: domain.DefaultEpochAnchor}
@@ -393,17 +421,29 @@ func adminCmd(ctx context.Context, args []string, getenv func(string) string, st
 			return printJSON(stdout, httpapi.KeyCreatedView(key))
 		},
 		"announce": func(args []string) error {
-			fs, open := newAdmin("announce", "usage: auditchain admin announce --subject S --body-file F [--type T] [--mail M] [--db DSN]\n")
+			fs, open := newAdmin("announce", "usage: auditchain admin announce --subject S --body-file F [--type T] [--mail M] [--limit-per-day N] [--db DSN]\n")
 			typ := fs.String("type", domain.NoticeBreakingChange, "notice type (a mandatory one)")
 			subject := fs.String("subject", "", "email subject (one line)")
 			bodyFile := fs.String("body-file", "", "file holding the plain-text body")
-			mailSpec := fs.String("mail", envOr(getenv, "AUDITCHAIN_MAIL", "log"), "mail transport: log, outbox:DIR or smtp://user:pass@host:port")
+			mailSpec := new(string)
+			config.SecretVar(fs, mailSpec, "mail", envOr(getenv, "AUDITCHAIN_MAIL", mail.ProviderLog), mail.ProviderLog, "mail transport: log, outbox:DIR or smtp://user:pass@host:port (env AUDITCHAIN_MAIL)")
 			mailFrom := fs.String("mail-from", getenv("AUDITCHAIN_MAIL_FROM"), "sender address")
+			defPerDay := app.DefaultAnnounceLimitPerDay
+			if v := getenv("AUDITCHAIN_ANNOUNCE_LIMIT_PER_DAY"); v != "" {
+				var err error
+				if defPerDay, err = strconv.Atoi(v); err != nil {
+					return usagef("AUDITCHAIN_ANNOUNCE_LIMIT_PER_DAY: %v", err)
+				}
+			}
+			perDay := fs.Int("limit-per-day", defPerDay, "announcements this deployment may send a day, each to every account (env AUDITCHAIN_ANNOUNCE_LIMIT_PER_DAY)")
 			if err := noArgs(fs, args); err != nil {
 				return err
 			}
 			if *subject == "" || *bodyFile == "" {
 				return usagef("announce needs --subject S and --body-file F")
+			}
+			if *perDay < 1 {
+				return usagef("--limit-per-day must be at least 1")
 			}
 			body, err := os.ReadFile(*bodyFile)
 			if err != nil {
@@ -420,12 +460,26 @@ func adminCmd(ctx context.Context, args []string, getenv func(string) string, st
 			}
 			defer closeStore()
 			a.Mail = mailer
+			a.Cfg.AnnounceLimitPerDay = *perDay
 			n, err := a.Announce(ctx, *typ, *subject, string(body))
 			if err != nil {
 				return explain(err)
 			}
 			st := mailer.Stats()
-			return printJSON(stdout, map[string]any{"type": *typ, "accounts_notified": n, "emails_sent": st.Sent, "emails_failed": st.Failed})
+			if err := printJSON(stdout, map[string]any{"type": *typ, "accounts_notified": n, "emails_sent": st.Sent, "emails_failed": st.Failed}); err != nil {
+				return err
+			}
+			// docs/cli.md: nobody to mail is not a failure; mail that went
+			// to nobody is (exit 1), some failures are said on stderr.
+			switch {
+			case n == 0:
+				fmt.Fprintln(stderr, "auditchain admin announce: no account has an email: nothing was mailed")
+			case st.Sent == 0 && st.Failed > 0:
+				return fmt.Errorf("admin announce: no email went out: all %d failed (the notices are recorded, their email rows failed); check --mail and announce again", st.Failed)
+			case st.Failed > 0:
+				fmt.Fprintf(stderr, "auditchain admin announce: %d of %d emails failed; their rows are failed (POST /v1/notifications/{id}/redeliver sends one again)\n", st.Failed, st.Sent+st.Failed)
+			}
+			return nil
 		},
 	})
 }

@@ -18,21 +18,30 @@ import (
 )
 
 // startServe runs `auditchain serve` in-process on a random port and returns its
-// base URL and a stop function that waits for run to return.
+// base URL and a stop function that waits for run to return. It passes
+// --create-db: tests serve fresh stores.
 func startServe(t *testing.T, env map[string]string, args ...string) (string, func() error) {
+	t.Helper()
+	return startServeLogging(t, env, io.Discard, args...)
+}
+
+// startServeLogging is startServe with serve's stderr (its log) going to
+// stderr, and its stdout copied there too.
+func startServeLogging(t *testing.T, env map[string]string, stderr io.Writer, args ...string) (string, func() error) {
 	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
 	pr, pw := io.Pipe()
 	done := make(chan error, 1)
 	getenv := func(k string) string { return env[k] }
 	go func() {
-		err := run(ctx, append([]string{"serve", "--addr", "127.0.0.1:0"}, args...), getenv, pw, io.Discard)
+		err := run(ctx, append([]string{"serve", "--addr", "127.0.0.1:0", "--create-db"}, args...), getenv, pw, stderr)
 		pw.CloseWithError(io.EOF)
 		done <- err
 	}()
 	lines := bufio.NewScanner(pr)
 	var base string
 	for lines.Scan() {
+		fmt.Fprintln(stderr, lines.Text())
 		if addr, ok := strings.CutPrefix(lines.Text(), "auditchain listening on "); ok {
 			base = addr
 			break
@@ -42,7 +51,7 @@ func startServe(t *testing.T, env map[string]string, args ...string) (string, fu
 		cancel()
 		t.Fatalf("serve did not report its address: %v", <-done)
 	}
-	go io.Copy(io.Discard, pr)
+	go io.Copy(stderr, pr)
 	var once sync.Once
 	var stopErr error
 	stop := func() error {

@@ -37,6 +37,16 @@ func (r signInReply) json(t *testing.T) map[string]any {
 // cookie is not "" and body as JSON when not nil.
 func call(t *testing.T, method, url, cookie string, body any) signInReply {
 	t.Helper()
+	var header map[string]string
+	if cookie != "" {
+		header = map[string]string{"Cookie": (&http.Cookie{Name: "auditchain_session", Value: cookie}).String()}
+	}
+	return request(t, method, url, header, body)
+}
+
+// request sends a request with these headers, and body as JSON when not nil.
+func request(t *testing.T, method, url string, header map[string]string, body any) signInReply {
+	t.Helper()
 	var rd io.Reader
 	if body != nil {
 		b, err := json.Marshal(body)
@@ -52,8 +62,8 @@ func call(t *testing.T, method, url, cookie string, body any) signInReply {
 	if body != nil {
 		req.Header.Set("Content-Type", "application/json")
 	}
-	if cookie != "" {
-		req.AddCookie(&http.Cookie{Name: "auditchain_session", Value: cookie})
+	for k, v := range header {
+		req.Header.Set(k, v)
 	}
 	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
@@ -65,6 +75,35 @@ func call(t *testing.T, method, url, cookie string, body any) signInReply {
 		t.Fatalf("%s %s: reading the answer: %v", method, url, err)
 	}
 	return signInReply{status: resp.StatusCode, cookies: resp.Cookies(), body: b}
+}
+
+// requiredAcceptances accepts every required legal document at its served
+// version, as a first sign-in must.
+func requiredAcceptances(t *testing.T, base string) []map[string]any {
+	t.Helper()
+	r := call(t, "GET", base+"/v1/legal/documents", "", nil)
+	var docs struct {
+		Documents []struct {
+			DocumentID  string `json:"document_id"`
+			Version     string `json:"version"`
+			ContentHash string `json:"content_hash"`
+			Required    bool   `json:"required"`
+		} `json:"documents"`
+		RequiredDocumentIDs []string `json:"required_document_ids"`
+	}
+	if err := json.Unmarshal(r.body, &docs); r.status != 200 || err != nil {
+		t.Fatalf("legal documents: %d %v\n%s", r.status, err, r.body)
+	}
+	var acceptances []map[string]any
+	for _, d := range docs.Documents {
+		if d.Required {
+			acceptances = append(acceptances, map[string]any{"document_id": d.DocumentID, "version": d.Version, "content_hash": d.ContentHash})
+		}
+	}
+	if len(acceptances) == 0 || len(acceptances) != len(docs.RequiredDocumentIDs) {
+		t.Fatalf("%d required documents listed, %d required ids: %s", len(acceptances), len(docs.RequiredDocumentIDs), r.body)
+	}
+	return acceptances
 }
 
 var signInSubject = regexp.MustCompile(`^Your auditchain sign-in code: ([0-9]{8})$`)
@@ -83,33 +122,9 @@ func TestServeSignInOverSMTP(t *testing.T) {
 		const email = "e2e@example.com"
 
 		// Accept every required document at its served version.
-		r := call(t, "GET", base+"/v1/legal/documents", "", nil)
-		if r.status != 200 {
-			t.Fatalf("legal documents: %d %s", r.status, r.body)
-		}
-		var docs struct {
-			Documents []struct {
-				DocumentID  string `json:"document_id"`
-				Version     string `json:"version"`
-				ContentHash string `json:"content_hash"`
-				Required    bool   `json:"required"`
-			} `json:"documents"`
-			RequiredDocumentIDs []string `json:"required_document_ids"`
-		}
-		if err := json.Unmarshal(r.body, &docs); err != nil {
-			t.Fatalf("legal documents: %v\n%s", err, r.body)
-		}
-		var acceptances []map[string]any
-		for _, d := range docs.Documents {
-			if d.Required {
-				acceptances = append(acceptances, map[string]any{"document_id": d.DocumentID, "version": d.Version, "content_hash": d.ContentHash})
-			}
-		}
-		if len(acceptances) == 0 || len(acceptances) != len(docs.RequiredDocumentIDs) {
-			t.Fatalf("%d required documents listed, %d required ids: %s", len(acceptances), len(docs.RequiredDocumentIDs), r.body)
-		}
+		acceptances := requiredAcceptances(t, base)
 
-		r = call(t, "POST", base+"/v1/auth/otp/request", "", map[string]any{"email": email, "acceptances": acceptances})
+		r := call(t, "POST", base+"/v1/auth/otp/request", "", map[string]any{"email": email, "acceptances": acceptances})
 		if r.status != 202 || r.json(t)["status"] != "sent" {
 			t.Fatalf("otp request: %d %s", r.status, r.body)
 		}

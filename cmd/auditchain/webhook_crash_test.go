@@ -101,7 +101,10 @@ func TestKillDuringWebhookDrainLosesNothing(t *testing.T) {
 		t.Cleanup(func() { releaseOnce.Do(func() { close(release) }) })
 
 		// The test drives the drain itself: no scheduled or kicked drains.
-		args := []string{"--db", dsn, "--webhook-allow-private", "--cron-secret", secret, "--scheduler=false"}
+		// It queues its rows with test notifications, more than their
+		// hourly throttle's default.
+		args := []string{"--db", dsn, "--webhook-allow-private", "--cron-secret", secret, "--scheduler=false",
+			"--test-notification-limit-per-account", "100"}
 		server := startChild(t, args...)
 		client := &crashClient{http: &http.Client{Timeout: 30 * time.Second}}
 		client.base.Store(&server.base)

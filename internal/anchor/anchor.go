@@ -14,6 +14,7 @@ import (
 	"io"
 	"math/big"
 	"net/http"
+	"net/url"
 	"time"
 
 	"github.com/digitorus/timestamp"
@@ -33,7 +34,7 @@ type Receipt struct {
 	Token        []byte
 	GenTime      time.Time
 	SerialNumber string
-	URL          string
+	URL          string // the TSA's, without credentials or query
 }
 
 // Provider anchors a 32-byte SHA-256 digest.
@@ -53,18 +54,27 @@ func New(name, tsaURL string, client *http.Client) (Provider, error) {
 		if tsaURL == "" {
 			return nil, errors.New("anchor provider rfc3161 needs --anchor-tsa-url")
 		}
+		// Never quoted in an error: the URL may carry a password.
+		u, err := url.Parse(tsaURL)
+		if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+			return nil, errors.New("--anchor-tsa-url is not an http(s) URL with a host")
+		}
 		if client == nil {
 			client = &http.Client{Timeout: 30 * time.Second}
 		}
-		return &TSA{URL: tsaURL, Client: client}, nil
+		shown := url.URL{Scheme: u.Scheme, Host: u.Host, Path: u.Path}
+		return &TSA{URL: tsaURL, Client: client, shown: shown.String()}, nil
 	}
 	return nil, fmt.Errorf("unknown anchor provider %q: use none or rfc3161", name)
 }
 
 // TSA is an RFC 3161 Time-Stamp Authority reached over HTTP (RFC 3161 §3.4).
 type TSA struct {
-	URL    string
+	URL    string // may carry credentials (user:password@): never printed
 	Client *http.Client
+	// shown is URL without user, password or query: what a receipt records
+	// (receipts go on the chain and into exports) and what errors name.
+	shown string
 }
 
 // Name implements Provider.
@@ -124,5 +134,5 @@ func (t *TSA) Timestamp(ctx context.Context, digest [32]byte) (Receipt, error) {
 	if ts.SerialNumber != nil {
 		serial = ts.SerialNumber.String()
 	}
-	return Receipt{Token: ts.RawToken, GenTime: ts.Time, SerialNumber: serial, URL: t.URL}, nil
+	return Receipt{Token: ts.RawToken, GenTime: ts.Time, SerialNumber: serial, URL: t.shown}, nil
 }

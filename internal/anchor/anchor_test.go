@@ -23,6 +23,8 @@ func TestNewProvider(t *testing.T) {
 		{name: "none", wantNil: true},
 		{name: "rfc3161", url: "http://tsa.example/", wantNil: false},
 		{name: "rfc3161", wantErr: "--anchor-tsa-url"},
+		{name: "rfc3161", url: "ftp://user:hunter2@tsa.example/", wantErr: "--anchor-tsa-url is not an http(s) URL"},
+		{name: "rfc3161", url: "http://user:hunter2@tsa example/", wantErr: "--anchor-tsa-url is not an http(s) URL"},
 		{name: "opentimestamps", url: "http://x", wantErr: `unknown anchor provider "opentimestamps"`},
 		{name: "", wantErr: "unknown anchor provider"},
 	} {
@@ -30,6 +32,9 @@ func TestNewProvider(t *testing.T) {
 		if tc.wantErr != "" {
 			if err == nil || !strings.Contains(err.Error(), tc.wantErr) {
 				t.Errorf("New(%q, %q) error %v, want %q", tc.name, tc.url, err, tc.wantErr)
+			}
+			if err != nil && strings.Contains(err.Error(), "hunter2") {
+				t.Errorf("New(%q, %q) error %v names the password", tc.name, tc.url, err)
 			}
 			continue
 		}
@@ -63,6 +68,16 @@ func TestTimestampAgainstFakeTSA(t *testing.T) {
 	}
 	if !bytes.Equal(ts.HashedMessage, digest[:]) || !ts.Certificates[0].Equal(tsa.Cert) || r.GenTime.IsZero() || r.SerialNumber == "" || r.URL != srv.URL {
 		t.Fatalf("receipt %+v, token %+v", r, ts)
+	}
+	// A receipt goes on the chain: it names the TSA without the credentials
+	// or query its URL carries.
+	withAuth := strings.Replace(srv.URL, "://", "://stamp:hunter2@", 1) + "/tsa?token=hunter2"
+	p, err = anchor.New(anchor.RFC3161, withAuth, srv.Client())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r, err := p.Timestamp(context.Background(), digest); err != nil || r.URL != srv.URL+"/tsa" {
+		t.Fatalf("receipt URL %q (%v), want %s/tsa", r.URL, err, srv.URL)
 	}
 
 	tsa.Fail.Store(true)

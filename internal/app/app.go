@@ -69,12 +69,16 @@ type App struct {
 	heal healState
 	// notices is this process's notification state (notify.go).
 	notices notices
+	// hooks is this process's webhook senders (webhook_drain.go).
+	hooks webhookDrain
 	// meter counts usage between flushes (usage.go).
 	meter *meter
 	// jobs is the built-in scheduler of the operator jobs (schedule.go).
 	jobs jobState
 	// leases are this replica's open streams (streams.go).
 	leases streamLeases
+	// throttles is this process's pruning of idle mail budgets (throttles.go).
+	throttles throttleState
 }
 
 // Bounds of the read caches: at most this many accounts with this many cached
@@ -92,7 +96,7 @@ func New(st *store.Store, cfg config.Config, log *slog.Logger) *App {
 		Hub: stream.NewHub(stream.Options{}), Dedup: domain.DefaultDedupPolicy(), Legal: legal.Default(), notices: newNotices(), meter: newMeter()}
 	a.Egress = webhook.NewEgress(webhook.Options{AllowPrivate: cfg.WebhookAllowPrivate})
 	// Mail goes to the log until the caller gives a mailer (--mail).
-	a.Mail, _ = mail.New("log", mail.Options{Log: log, Production: cfg.Production()})
+	a.Mail, _ = mail.New("log", mail.Options{Log: log})
 	// The writer reads the clock through a, so a test that sets a.Now sets it too.
 	a.w = writer.New(st, writer.Options{Now: func() time.Time { return a.Now() }, Log: log, Hub: a.Hub,
 		StatementTimeout: cfg.RequestTimeout})

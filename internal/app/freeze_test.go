@@ -2,13 +2,18 @@ package app_test
 
 import (
 	"context"
+	"crypto/ed25519"
+	"encoding/base64"
 	"encoding/json"
 	"fmt"
 	"math"
 	"math/rand/v2"
+	"net/http/httptest"
+	"strings"
 	"testing"
 	"time"
 
+	"github.com/auditchain/auditchain/internal/anchor"
 	"github.com/auditchain/auditchain/internal/app"
 	"github.com/auditchain/auditchain/internal/app/apptest"
 	"github.com/auditchain/auditchain/internal/config"
@@ -16,24 +21,37 @@ import (
 	"github.com/auditchain/auditchain/internal/store/storetest"
 )
 
-// No client input can freeze an account (CONTRACT.md "Batch"): after any
-// sequence of client inputs — single appends and batches at any sequence a
-// JSON number can carry, with any prev_hash, refused or stored — the service
-// can still write its own events at the tip of that account: a grant and its
-// revocation, a proposal, a heal run's repairs. A property test over random
-// histories, on both stores.
+// No client input can freeze an account (CONTRACT.md "Batch": the 2^52 cap
+// binds what clients choose, and the space above is the service's): after
+// any sequence of client inputs — single appends and batches at any sequence
+// a JSON number can carry (0, 1, gaps, 2^52 - 1, 2^52 itself, above it),
+// with any prev_hash, refused or stored — every event the service numbers
+// itself still goes on at the tip of that account: a gated tool call with
+// its results (POST /v1/tool-calls, which the hooks and the MCP proxy use),
+// a grant and its revocation, a proposal ratified and enacted, a machine's
+// signing key, a heal run's repairs and an anchor. The service's writes are
+// also interleaved with the client's. A property test over seeded random
+// histories (math/rand/v2, reproducible by round), on both stores.
 func TestNoClientInputFreezesAnAccount(t *testing.T) {
 	storetest.Each(t, func(t *testing.T, dsn string) {
+		tsa, err := anchor.NewFakeTSA()
+		if err != nil {
+			t.Fatal(err)
+		}
+		tsaServer := httptest.NewServer(tsa)
+		t.Cleanup(tsaServer.Close)
 		a := apptest.New(t, storetest.Open(t, dsn), apptest.Options{Config: func(c *config.Config) {
 			c.DailyEventQuota, c.BatchRateLimit = 1<<30, 1<<30
+			c.AnchorProvider, c.AnchorTSAURL = anchor.RFC3161, tsaServer.URL
 		}})
 		ctx := context.Background()
 		sequences := []int64{0, 1, 2, 3, 7, 100, 1 << 40, domain.MaxClientSequence - 1, domain.MaxClientSequence,
-			domain.MaxClientSequence + 1, 1 << 62, math.MaxInt64 - 1, math.MaxInt64, -1}
+			domain.MaxClientSequence, domain.MaxClientSequence + 1, 1 << 62, math.MaxInt64 - 1, math.MaxInt64, -1}
 		rounds := 12
 		if testing.Short() {
 			rounds = 4
 		}
+		above := 0 // rounds whose client inputs reached 2^52 before the service's last writes
 		for round := range rounds {
 			r := rand.New(rand.NewPCG(uint64(round), 52))
 			acct, _, err := a.CreateAccount(ctx, app.AccountRequest{Email: fmt.Sprintf("freeze%d@example.com", round)})
@@ -41,6 +59,7 @@ func TestNoClientInputFreezesAnAccount(t *testing.T) {
 				t.Fatal(err)
 			}
 			p := app.Principal{UserID: acct.UserID, KeyID: "k", Kind: "api_key"}
+			other := app.Principal{UserID: acct.UserID, KeyID: "k2", Kind: "api_key"}
 			var history []string
 			input := func(i int) domain.EventInput {
 				id, typ := fmt.Sprintf("evt-r%d-%d", round, i), "tool_call"
@@ -64,40 +83,120 @@ func TestNoClientInputFreezesAnAccount(t *testing.T) {
 				}
 				return in
 			}
-			for i := range 40 {
-				if r.IntN(2) == 0 {
-					_, err := a.Append(ctx, p, input(i), "rest")
-					history = append(history, fmt.Sprintf("append: %v", err))
-					continue
-				}
-				rows := make([]domain.EventInput, 1+r.IntN(6))
-				for k := range rows {
-					rows[k] = input(100*i + k)
-				}
-				res, err := a.AppendBatch(ctx, p, nil, rows, nil)
-				history = append(history, fmt.Sprintf("batch of %d: %d ingested, %v", len(rows), res.Ingested, err))
-			}
 			fail := func(what string, err error) {
 				t.Helper()
-				t.Fatalf("round %d: %s after\n%v\n: %v", round, what, history, err)
+				t.Fatalf("round %d: %s after\n%s\n: %v", round, what, strings.Join(history, "\n"), err)
 			}
-			created, err := a.CreateGrant(ctx, p, app.GrantRequest{Subagent: "worker", MaxToolCalls: 5, ExpiresAt: time.Now().Add(time.Hour)})
-			if err != nil {
-				fail("grant", err)
+			// Each service write must succeed; those that always append
+			// (grows) must land above the tip they found: the service
+			// numbers them, whatever the client stored. A heal run appends
+			// only when it finds something to repair, an anchor only when
+			// the tree changed.
+			calls := 0
+			serviceWrites := []struct {
+				name  string
+				grows bool
+				write func() error
+			}{
+				{"tool call", true, func() error {
+					calls++
+					id := fmt.Sprintf("evt-r%d-call%d", round, calls)
+					res, err := a.GateToolCall(ctx, p, app.ToolCallRequest{Subagent: "worker", Tool: "bash", EventID: id,
+						Raw: json.RawMessage(`{"input_sha256":"ab"}`), Surface: "hook",
+						Results: []app.ToolResult{{EventID: id + "-result", Raw: json.RawMessage(`{"ok":true}`)}}})
+					if err == nil && res.Event.EventID != id {
+						err = fmt.Errorf("recorded %s", res.Event.EventID)
+					}
+					return err
+				}},
+				{"grant and revoke", true, func() error {
+					created, err := a.CreateGrant(ctx, p, app.GrantRequest{Subagent: "worker", MaxToolCalls: 5, ExpiresAt: time.Now().Add(time.Hour)})
+					if err != nil {
+						return err
+					}
+					res, err := a.RevokeGrant(ctx, p, created.Grant.GrantID, "worker")
+					if err == nil && res.Outcome != app.OutcomeRevoked {
+						err = fmt.Errorf("revoke: %s", res.Outcome)
+					}
+					return err
+				}},
+				{"proposal ratified and enacted", true, func() error {
+					prop, err := a.CreateProposal(ctx, p, app.NewProposal{Kind: "deny_scope", BlockedAttempts: 3, Subagent: "other"})
+					if err != nil {
+						return err
+					}
+					if _, err := a.TransitionProposal(ctx, other, prop.ProposalID, domain.ActionRatify, nil); err != nil {
+						return err
+					}
+					_, err = a.TransitionProposal(ctx, p, prop.ProposalID, domain.ActionEnact, nil)
+					return err
+				}},
+				{"signing key", true, func() error {
+					seed := make([]byte, ed25519.SeedSize)
+					for i := range seed {
+						seed[i] = byte(r.Uint32())
+					}
+					pub := ed25519.NewKeyFromSeed(seed).Public().(ed25519.PublicKey)
+					_, err := a.RegisterSigningKey(ctx, p, "m1", base64.StdEncoding.EncodeToString(pub))
+					return err
+				}},
+				{"heal run", false, func() error {
+					_, err := a.HealRun(ctx, p, false, nil)
+					return err
+				}},
+				{"anchor", false, func() error {
+					res, err := a.AnchorSweep(ctx)
+					if err == nil && res.AnchorFailed > 0 {
+						err = fmt.Errorf("%d anchors failed", res.AnchorFailed)
+					}
+					return err
+				}},
 			}
-			if res, err := a.RevokeGrant(ctx, p, created.Grant.GrantID, "worker"); err != nil || res.Outcome != app.OutcomeRevoked {
-				fail("revoke", err)
+			service := func(k int) {
+				t.Helper()
+				w := serviceWrites[k]
+				before, err := a.ChainTip(ctx, p)
+				if err != nil {
+					fail("tip", err)
+				}
+				if err := w.write(); err != nil {
+					fail(w.name, err)
+				}
+				after, err := a.ChainTip(ctx, p)
+				if err != nil || (w.grows && after.LastSequence <= before.LastSequence && before.LastHash != nil) {
+					fail(fmt.Sprintf("%s: tip %d, was %d", w.name, after.LastSequence, before.LastSequence), err)
+				}
+				history = append(history, w.name)
 			}
-			if _, err := a.CreateProposal(ctx, p, app.NewProposal{Kind: "deny_scope", BlockedAttempts: 3, Subagent: "worker"}); err != nil {
-				fail("proposal", err)
+			for i := range 40 {
+				switch r.IntN(5) {
+				case 0, 1:
+					_, err := a.Append(ctx, p, input(i), "rest")
+					history = append(history, fmt.Sprintf("append: %v", err))
+				case 2, 3:
+					rows := make([]domain.EventInput, 1+r.IntN(6))
+					for k := range rows {
+						rows[k] = input(100*i + k)
+					}
+					res, err := a.AppendBatch(ctx, p, nil, rows, nil)
+					history = append(history, fmt.Sprintf("batch of %d: %d ingested, %v", len(rows), res.Ingested, err))
+				default:
+					service(r.IntN(len(serviceWrites)))
+				}
 			}
-			if _, err := a.HealRun(ctx, p, false, nil); err != nil {
-				fail("heal run", err)
+			if tip, err := a.ChainTip(ctx, p); err == nil && tip.LastSequence >= domain.MaxClientSequence {
+				above++
+			}
+			for k := range serviceWrites {
+				service(k)
 			}
 			tip, err := a.ChainTip(ctx, p)
 			if err != nil || tip.LastSequence > domain.MaxClientSequence+1_000 {
 				fail(fmt.Sprintf("tip at %d", tip.LastSequence), err)
 			}
+		}
+		if above == 0 {
+			t.Fatalf("no round's history reached 2^52: the histories miss the case this test is for")
 		}
 	})
 }

@@ -368,5 +368,5 @@ func operatorDigestEmail(to string, c OperatorCounts) mail.Message {
 	line("errors", NotRecorded)
 	line("MCP calls", NotRecorded)
 	line("webhook deliveries failed", NotRecorded)
-	return mail.Message{To: to, Subject: "[auditchain] operator summary " + c.Until[:10], Body: b.String()}
+	return mail.Message{To: to, Kind: "operator_summary", Subject: "[auditchain] operator summary " + c.Until[:10], Body: b.String()}
 }

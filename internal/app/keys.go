@@ -9,7 +9,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"net/mail"
 	"strings"
 	"time"
 
@@ -125,11 +124,10 @@ type AccountRequest struct {
 func (a *App) CreateAccount(ctx context.Context, req AccountRequest) (store.Account, NewKey, error) {
 	var email *string
 	if !req.NoEmail {
-		addr, err := mail.ParseAddress(req.Email)
-		if err != nil || addr.Address != req.Email {
-			return store.Account{}, NewKey{}, domain.Validation(domain.FieldError{Field: "email", Message: "must be a plain address like name@example.com (or use --no-email)"})
+		e, ok := domain.NormalizeEmail(req.Email)
+		if !ok {
+			return store.Account{}, NewKey{}, domain.Validation(domain.FieldError{Field: "email", Message: "must be one plain address like name@example.com (or use --no-email)"})
 		}
-		e := strings.ToLower(req.Email)
 		email = &e
 	}
 	id, err := uuid.NewV7FromReader(a.Rand)

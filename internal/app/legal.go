@@ -44,25 +44,21 @@ type AcceptedLegal struct {
 }
 
 // AcceptLegal records the caller's acceptance of the current version of one
-// document (source portal). accepted must be true; version and content_hash
-// must be the served ones (422 legal-attestation-invalid, nothing recorded);
-// an account without an email cannot be tied to a receipt (400). Accepting a
-// version already accepted answers the first record.
+// document (source portal). Only a signed-in person accepts (CheckLegalAcceptor);
+// accepted must be true; version and content_hash must be the served ones
+// (422 legal-attestation-invalid, nothing recorded). Accepting a version
+// already accepted answers the first record.
 func (a *App) AcceptLegal(ctx context.Context, p Principal, documentID, version, contentHash string, accepted bool) (AcceptedLegal, error) {
+	acct, err := a.legalAcceptor(ctx, p)
+	if err != nil {
+		return AcceptedLegal{}, err
+	}
 	if !accepted {
 		return AcceptedLegal{}, domain.Validation(domain.FieldError{Field: "accepted", Message: "must be true to record an acceptance"})
 	}
 	d, ok := a.Legal.Get(documentID)
 	if !ok || version != d.Version || contentHash != d.ContentHash {
 		return AcceptedLegal{}, attestationInvalid(documentID)
-	}
-	acct, err := a.Store.Account(ctx, p.UserID)
-	if err != nil {
-		return AcceptedLegal{}, err
-	}
-	if acct.Email == nil {
-		return AcceptedLegal{}, &domain.Error{Code: domain.CodeAccountHasNoEmail,
-			Detail: "this account has no email, so an acceptance cannot be tied to a receipt"}
 	}
 	rec := store.Acceptance{UserID: p.UserID, DocumentID: d.ID, Version: d.Version, ContentHash: d.ContentHash,
 		Source: SourcePortal, Email: *acct.Email, RecordedAt: a.Now().UTC().Truncate(time.Microsecond)}
@@ -84,6 +80,32 @@ func (a *App) AcceptLegal(ctx context.Context, p Principal, documentID, version,
 		}
 	}
 	return AcceptedLegal{Acceptance: rec, Unmet: a.unmet(all)}, nil
+}
+
+// CheckLegalAcceptor refuses a caller who may not accept a legal document,
+// before its request is read: an account without an email cannot be tied
+// to a receipt (400 account_has_no_email, SPEC.md), and an API key, of any
+// scope, acts for a program, while SPEC.md gives acceptance to a signed-in
+// caller: 403 session_required (docs/decisions/legal.md).
+func (a *App) CheckLegalAcceptor(ctx context.Context, p Principal) error {
+	_, err := a.legalAcceptor(ctx, p)
+	return err
+}
+
+func (a *App) legalAcceptor(ctx context.Context, p Principal) (store.Account, error) {
+	acct, err := a.Store.Account(ctx, p.UserID)
+	if err != nil {
+		return store.Account{}, err
+	}
+	if acct.Email == nil {
+		return store.Account{}, &domain.Error{Code: domain.CodeAccountHasNoEmail,
+			Detail: "this account has no email, so an acceptance cannot be tied to a receipt"}
+	}
+	if p.Kind != KindSession {
+		return store.Account{}, &domain.Error{Code: domain.CodeSessionRequired,
+			Detail: "accepting a legal document is a signed-in person's act: sign in and send the session cookie, not an API key"}
+	}
+	return acct, nil
 }
 
 // LegalStatus is the answer of GET /v1/legal/acceptances.

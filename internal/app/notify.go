@@ -455,9 +455,18 @@ const (
 type TestResult = api.TestNotificationResult
 
 // TestNotification dispatches a notice of typ to the caller's own account
-// as its real emitter would; body and severity go into the email and the
-// push, never into the row. In production only an administrator may.
+// as its real emitter would; body and severity go into the email, severity
+// alone into the push (which carries no text: CONTRACT.md "Notifications"),
+// neither into the row. In production only an administrator may; in every
+// environment each call is charged to the account and the deployment
+// (testBudgets: 429 rate_limit_exceeded once one is spent).
 func (a *App) TestNotification(ctx context.Context, p Principal, typ string, body, severity *string) (TestResult, error) {
+	res, err := a.testNotification(ctx, p, typ, body, severity)
+	a.noteRefusal(ctx, p.UserID, err)
+	return res, err
+}
+
+func (a *App) testNotification(ctx context.Context, p Principal, typ string, body, severity *string) (TestResult, error) {
 	if a.Cfg.Production() && !p.IsAdmin {
 		return TestResult{}, domain.Errorf(CodeTestRequiresAdmin, "in production only an administrator may send test notifications")
 	}
@@ -480,6 +489,9 @@ func (a *App) TestNotification(ctx context.Context, p Principal, typ string, bod
 	}
 	var rows []store.Notification
 	err := a.w.Write(ctx, func(t *writer.Tx) (err error) {
+		if err := a.charge(ctx, t, domain.CodeRateLimited, a.testBudgets(p.UserID)...); err != nil {
+			return err
+		}
 		rows, err = a.notify(ctx, t, p.UserID, n)
 		return err
 	})

@@ -30,10 +30,7 @@ const (
 // Jobs lists the operator jobs with CONTRACT.md's cadence.
 func (a *App) Jobs() []schedule.Job {
 	return []schedule.Job{
-		{Name: JobWebhooks, Cadence: schedule.Every(2 * time.Minute), Run: func(ctx context.Context) error {
-			_, err := a.DrainWebhooks(ctx)
-			return err
-		}},
+		{Name: JobWebhooks, Cadence: schedule.Every(2 * time.Minute), Run: a.dispatchWebhooks},
 		{Name: JobDigest, Cadence: schedule.DailyAt(14, 0), Run: func(ctx context.Context) error {
 			_, err := a.DigestAll(ctx)
 			return err
@@ -66,12 +63,16 @@ type jobState struct {
 }
 
 // StartJobs runs the jobs on their cadence until ctx ends (serve, unless
-// --scheduler=false). WaitJobs waits for the runs in progress once it has.
+// --scheduler=false). WaitJobs waits for the runs in progress once it has,
+// and for the webhook senders they started, which run on ctx too.
 func (a *App) StartJobs(ctx context.Context) {
 	r := a.newRunner()
 	a.jobs.mu.Lock()
 	a.jobs.runner = r
 	a.jobs.mu.Unlock()
+	a.hooks.mu.Lock()
+	a.hooks.background = ctx
+	a.hooks.mu.Unlock()
 	r.Start(ctx)
 }
 
@@ -79,6 +80,7 @@ func (a *App) StartJobs(ctx context.Context) {
 func (a *App) WaitJobs() {
 	if r := a.runner(); r != nil {
 		r.Wait()
+		a.hooks.wg.Wait()
 	}
 }
 

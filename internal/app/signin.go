@@ -44,12 +44,16 @@ type OTPSent struct {
 
 var errBadEmail = domain.Validation(domain.FieldError{Field: "email", Message: "must be one plain address like name@example.com"})
 
-// RequestOTP mails a one-time code to email. An email without an account
-// must carry acceptances of every required legal document at its current
-// version (checked before anything is written); at most
-// domain.OTPRequestsPerHour codes are sent to one email in any hour. The
-// code is stored only as a hash, and a new code supersedes the earlier ones.
-func (a *App) RequestOTP(ctx context.Context, rawEmail string, acceptances []AcceptanceInput) (OTPSent, error) {
+// RequestOTP mails a one-time code to email for a request from client (the
+// caller's address as the HTTP layer names it; "" from within the service).
+// An email without an account must carry acceptances of every required
+// legal document at its current version (checked before anything is
+// written). At most domain.OTPRequestsPerHour codes are sent to one email in
+// any hour, and the request is also charged its client's and the
+// deployment's budgets (otpBudgets); a request that could not be mailed is
+// charged nothing. The code is stored only as a hash, and a new code
+// supersedes the earlier ones.
+func (a *App) RequestOTP(ctx context.Context, client, rawEmail string, acceptances []AcceptanceInput) (OTPSent, error) {
 	email, ok := domain.NormalizeEmail(rawEmail)
 	if !ok {
 		return OTPSent{}, errBadEmail
@@ -77,6 +81,7 @@ func (a *App) RequestOTP(ctx context.Context, rawEmail string, acceptances []Acc
 	now := a.Now().UTC()
 	c := store.OTPCode{ID: id, Email: email, CodeHash: otpHash(id, email, code), Acceptances: stored,
 		CreatedAt: now, ExpiresAt: now.Add(domain.OTPLifetime)}
+	budgets := a.otpBudgets(client)
 	err = a.w.Write(ctx, func(t *writer.Tx) error {
 		if err := a.Store.LockEmail(ctx, t.SQL(), email); err != nil {
 			return err
@@ -87,21 +92,36 @@ func (a *App) RequestOTP(ctx context.Context, rawEmail string, acceptances []Acc
 		}
 		if len(recent) >= domain.OTPRequestsPerHour {
 			wait := recent[len(recent)-domain.OTPRequestsPerHour].Add(time.Hour).Sub(now)
-			return &domain.Error{Code: domain.CodeOTPRateLimited,
-				RetryAfter: max(1, int((wait+time.Second-1)/time.Second)),
-				Detail:     fmt.Sprintf("at most %d codes an hour are sent to one email", domain.OTPRequestsPerHour)}
+			return throttled(domain.CodeOTPRateLimited, domain.ThrottlePerEmail,
+				fmt.Sprintf("at most %d codes an hour are sent to one email", domain.OTPRequestsPerHour), int((wait+time.Second-1)/time.Second))
+		}
+		if err := a.charge(ctx, t, domain.CodeOTPRateLimited, budgets...); err != nil {
+			return err
 		}
 		return a.Store.InsertOTPCode(ctx, t.SQL(), c)
 	})
 	if err != nil {
 		return OTPSent{}, err
 	}
-	msg := mail.Message{To: email, Subject: "Your auditchain sign-in code: " + code,
+	msg := mail.Message{To: email, Kind: "sign_in_code", Subject: "Your auditchain sign-in code: " + code,
 		Body: fmt.Sprintf("Your auditchain sign-in code is\n\n    %s\n\nIt works once, until %s (%d minutes). "+
 			"If you did not ask to sign in, ignore this message: nobody can sign in without the code.\n",
 			code, c.ExpiresAt.Format("15:04 UTC"), int(domain.OTPLifetime/time.Minute))}
 	if err := a.Mail.Send(ctx, msg); err != nil {
 		a.Log.Error("sign-in code not mailed", "err", err)
+		// A request that could not be mailed is not charged: its code goes,
+		// and with it its place in the email's hourly count, and its units
+		// go back to the other budgets, so that a mail outage does not lock
+		// anyone out once mail works again.
+		ctx := context.WithoutCancel(ctx)
+		if err := a.w.Write(ctx, func(t *writer.Tx) error {
+			if err := a.Store.DeleteOTPCode(ctx, t.SQL(), c.ID); err != nil {
+				return err
+			}
+			return a.refund(ctx, t, budgets...)
+		}); err != nil {
+			return OTPSent{}, err
+		}
 		return OTPSent{}, &domain.Error{Code: domain.CodeMailUnavailable, RetryAfter: 30,
 			Detail: "the sign-in code could not be mailed; try again shortly"}
 	}

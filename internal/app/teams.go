@@ -157,13 +157,23 @@ func (a *App) lockOrgAs(ctx context.Context, t *writer.Tx, orgID string, p Princ
 // Invite invites email into a team as role (SPEC.md "Team member status":
 // the caller must be an owner) and mails the invitation. Email and role are
 // pointers so that a missing one is named like an invalid one, after the
-// caller's right to invite was checked. If the mailer cannot take the
-// invitation it is withdrawn again and the caller gets 503 mail_unavailable.
+// caller's right to invite was checked. Each invitation mailed is charged
+// to the inviting account, the team, the address and the deployment
+// (inviteBudgets: 429 rate_limit_exceeded once one is spent). If the mailer
+// cannot take the invitation it is withdrawn again, its charge given back,
+// and the caller gets 503 mail_unavailable.
 func (a *App) Invite(ctx context.Context, p Principal, orgID string, rawEmail, role *string) (store.OrgMember, error) {
+	m, err := a.invite(ctx, p, orgID, rawEmail, role)
+	a.noteRefusal(ctx, p.UserID, err)
+	return m, err
+}
+
+func (a *App) invite(ctx context.Context, p Principal, orgID string, rawEmail, role *string) (store.OrgMember, error) {
 	now := a.Now().UTC()
 	var org store.Org
 	var inviter string
 	var m store.OrgMember
+	var budgets []budget
 	err := a.w.Write(ctx, func(t *writer.Tx) error {
 		var caller store.OrgMember
 		var err error
@@ -196,6 +206,10 @@ func (a *App) Invite(ctx context.Context, p Principal, orgID string, rawEmail, r
 			return domain.Errorf(domain.CodeTooManyInvitations,
 				"a team has at most %d pending invitations", domain.MaxPendingInvitations)
 		}
+		budgets = a.inviteBudgets(p.UserID, orgID, email)
+		if err := a.charge(ctx, t, domain.CodeRateLimited, budgets...); err != nil {
+			return err
+		}
 		expires := now.Add(domain.InvitationLifetime)
 		m = store.OrgMember{OrgID: orgID, Email: email, Role: *role, Status: domain.MemberInvited,
 			CreatedAt: now, ExpiresAt: &expires, InvitedBy: &p.UserID}
@@ -209,7 +223,7 @@ func (a *App) Invite(ctx context.Context, p Principal, orgID string, rawEmail, r
 	}
 	if err := a.Mail.Send(ctx, invitationMail(org, m, inviter)); err != nil {
 		a.Log.Error("team invitation not mailed", "org_id", orgID, "err", err)
-		withdrawn, werr := a.withdrawUnmailed(ctx, org, m)
+		withdrawn, werr := a.withdrawUnmailed(ctx, org, m, budgets)
 		if werr != nil {
 			return store.OrgMember{}, werr
 		}
@@ -245,8 +259,9 @@ func invitation(rawEmail, role *string) (string, error) {
 }
 
 // withdrawUnmailed withdraws the invitation m the mailer could not take,
-// unless it was accepted or removed since; it reports whether it did.
-func (a *App) withdrawUnmailed(ctx context.Context, org store.Org, m store.OrgMember) (bool, error) {
+// and gives back what it was charged, unless it was accepted or removed
+// since; it reports whether it did.
+func (a *App) withdrawUnmailed(ctx context.Context, org store.Org, m store.OrgMember, charged []budget) (bool, error) {
 	ctx = context.WithoutCancel(ctx)
 	var withdrawn bool
 	err := a.w.Write(ctx, func(t *writer.Tx) error {
@@ -255,6 +270,9 @@ func (a *App) withdrawUnmailed(ctx context.Context, org store.Org, m store.OrgMe
 		}
 		var err error
 		if withdrawn, err = a.Store.DeleteOrgMember(ctx, t.SQL(), m); err != nil || !withdrawn {
+			return err
+		}
+		if err := a.refund(ctx, t, charged...); err != nil {
 			return err
 		}
 		return a.notifyTeam(ctx, t, m.OrgID, nil, removedNotice(org, m, removedNotMailed))
@@ -272,7 +290,7 @@ func invitationMail(org store.Org, m store.OrgMember, inviter string) mail.Messa
 		"with your session, or with an API key of your account. The invitation expires at %s.\n"+
 		"If you did not expect it, ignore this message: nothing happens unless you accept.\n",
 		inviter, org.Name, org.OrgID, m.Role, m.Email, org.OrgID, m.ExpiresAt.UTC().Format("2006-01-02 15:04 UTC"))
-	return mail.Message{To: m.Email, Subject: "[auditchain] You are invited to a team", Body: body}
+	return mail.Message{To: m.Email, Kind: "team_invitation", Subject: "[auditchain] You are invited to a team", Body: body}
 }
 
 // AcceptInvitation makes the caller's pending invitation to a team an

@@ -25,7 +25,12 @@ import (
 // receivers and retries at once.
 func webhookApp(t *testing.T, dsn string) *app.App {
 	t.Helper()
-	a := apptest.New(t, storetest.Open(t, dsn), apptest.Options{Config: func(c *config.Config) { c.WebhookAllowPrivate = true }})
+	// Rows are queued with test notifications, hundreds an account: their
+	// throttle is lifted (it is tested in internal/httpapi).
+	a := apptest.New(t, storetest.Open(t, dsn), apptest.Options{Config: func(c *config.Config) {
+		c.WebhookAllowPrivate = true
+		c.TestNotifyLimitPerAccount, c.TestNotifyLimitGlobal = 1e6, 1e6
+	}})
 	a.WebhookBackoff = func(int) time.Duration { return 0 }
 	return a
 }
@@ -63,9 +68,10 @@ func webhookRowsByStatus(t *testing.T, a *app.App, userID string) map[string][]s
 }
 
 // Two replicas over one PostgreSQL database drain the same queued rows at
-// the same moment: every row reaches its receiver exactly once (the claim's
-// FOR UPDATE SKIP LOCKED keeps each replica off the other's rows), every row
-// ends sent, and the replicas' sent counts add up to the rows.
+// the same moment: every row reaches its receiver exactly once (a claim
+// holds its account's lock, so a replica skips an account the other is
+// sending for, and the holder claims until the account's outbox is empty),
+// every row ends sent, and the replicas' sent counts add up to the rows.
 func TestTwoReplicasDrainEachRowOnce(t *testing.T) {
 	dsn := storetest.DSN(t, storetest.Postgres)
 	a1, a2 := webhookApp(t, dsn), webhookApp(t, dsn)
@@ -80,8 +86,8 @@ func TestTwoReplicasDrainEachRowOnce(t *testing.T) {
 	}))
 	defer receiver.Close()
 
-	// More rows per account than one claim takes, so the replicas' claims
-	// interleave within an account as well as across accounts.
+	// More rows per account than one claim takes, so a replica may come
+	// to an account between two of the other's claims.
 	const accounts, perAccount = 4, 150
 	ctx := context.Background()
 	users := make([]app.Principal, accounts)

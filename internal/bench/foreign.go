@@ -89,6 +89,18 @@ func provisionFor(ctx context.Context, o *Options, db string, n, extraKeys int, 
 }
 
 func adminCreateAccount(ctx context.Context, exe, db string) (account, error) {
+	// admin refuses a sqlite: file that does not exist (without --create-db,
+	// which older builds lack): the bench's scratch store starts as an empty
+	// file, which SQLite opens as an empty database.
+	if path, ok := strings.CutPrefix(db, "sqlite:"); ok {
+		f, err := os.OpenFile(path, os.O_CREATE|os.O_EXCL|os.O_WRONLY, 0o600)
+		if err == nil {
+			err = f.Close()
+		}
+		if err != nil && !errors.Is(err, os.ErrExist) {
+			return account{}, err
+		}
+	}
 	cmd := exec.CommandContext(ctx, exe, "admin", "create-account", "--db", db, "--no-email")
 	var stderr strings.Builder
 	cmd.Stderr = &stderr

@@ -44,8 +44,11 @@ func hookSetup(ctx context.Context, e *env) (func(w *worker) opFunc, error) {
 				`"hook_event_name":"PreToolUse","tool_name":"bash","tool_input":{"command":"true","n":` + strconv.Itoa(n) + `},` +
 				`"tool_use_id":"w` + strconv.Itoa(w.id) + "-" + strconv.Itoa(n) + `"}`
 			cmd := exec.CommandContext(ctx, exe, "hook", "--host", "claude-code")
+			// AUDITCHAIN_HOOK_DEBUG: the hook's diagnostics on stderr too
+			// (by default they only go to its hook.log), which the check
+			// below reads.
 			cmd.Env = append(os.Environ(), "AUDITCHAIN_URL="+w.c.base, "AUDITCHAIN_API_KEY="+e.accounts[a].key,
-				"AUDITCHAIN_HOOK_AGENT="+benchSubagent, "AUDITCHAIN_HOOK_SPOOL="+spool)
+				"AUDITCHAIN_HOOK_AGENT="+benchSubagent, "AUDITCHAIN_HOOK_SPOOL="+spool, "AUDITCHAIN_HOOK_DEBUG=1")
 			cmd.Stdin = bytes.NewReader([]byte(stdin))
 			var out, errb bytes.Buffer
 			cmd.Stdout, cmd.Stderr = &out, &errb

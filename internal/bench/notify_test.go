@@ -18,13 +18,13 @@ import (
 )
 
 // startWebhookServer is startServer with what webhook-deliver needs of a
-// server it does not start: loopback endpoints allowed and the bench's cron
-// secret.
+// server it does not start: loopback endpoints allowed, the bench's cron
+// secret, and the caps and throttles the bench lifts.
 func startWebhookServer(t *testing.T) (url, dsn string) {
 	t.Helper()
 	dsn = "sqlite:" + filepath.Join(t.TempDir(), "bench.db")
 	args := append([]string{"--db", dsn, "--webhook-allow-private", "--cron-secret", bench.CronSecret}, bench.LiftedQuotas...)
-	cfg, err := config.Parse(args, func(string) string { return "" }, io.Discard)
+	cfg, err := config.Parse(args, bench.LiftedEnv, io.Discard)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -24,11 +24,23 @@ const ServerExeEnv = "AUDITCHAIN_BENCH_SERVER"
 // LiftedQuotas are the serve flags that keep quotas out of the way of a load run.
 var LiftedQuotas = []string{"--daily-event-quota", "1000000000", "--batch-rate-limit", "1000000000"}
 
-// liftedCaps lift the per-account caps on streams and keys (the listeners
-// workload opens thousands of streams on one account) through the
-// environment, which a build without those flags ignores: an A/B against
-// such a build still starts.
-var liftedCaps = []string{"AUDITCHAIN_MAX_STREAMS_PER_ACCOUNT=1000000000", "AUDITCHAIN_MAX_KEYS_PER_ACCOUNT=1000000000"}
+// LiftedCaps lift the per-account caps on streams and keys (the listeners
+// workload opens thousands of streams on one account) and the throttles of
+// test notifications (webhook-deliver queues its rows with them) through
+// the environment, which a build without those flags ignores: an A/B
+// against such a build still starts.
+var LiftedCaps = []string{"AUDITCHAIN_MAX_STREAMS_PER_ACCOUNT=1000000000", "AUDITCHAIN_MAX_KEYS_PER_ACCOUNT=1000000000",
+	"AUDITCHAIN_TEST_NOTIFICATION_LIMIT_PER_ACCOUNT=1000000000", "AUDITCHAIN_TEST_NOTIFICATION_LIMIT_GLOBAL=1000000000"}
+
+// LiftedEnv reads LiftedCaps as a getenv does.
+func LiftedEnv(name string) string {
+	for _, kv := range LiftedCaps {
+		if k, v, _ := strings.Cut(kv, "="); k == name {
+			return v
+		}
+	}
+	return ""
+}
 
 // localServer is an `auditchain serve` child started by the generator.
 type localServer struct {
@@ -51,7 +63,7 @@ func startServer(ctx context.Context, exe string, wrap []string, db string, extr
 		return nil, err
 	}
 	cmd := exec.Command(args[0], args[1:]...)
-	cmd.Env = append(os.Environ(), liftedCaps...)
+	cmd.Env = append(os.Environ(), LiftedCaps...)
 	cmd.Stderr = logf
 	out, err := cmd.StdoutPipe()
 	if err != nil {

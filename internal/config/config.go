@@ -17,6 +17,7 @@ import (
 type Config struct {
 	Addr                string
 	DB                  string
+	CreateDB            bool // a sqlite: file that does not exist may be created
 	Env                 string
 	CronSecret          string
 	Teams               bool
@@ -45,6 +46,21 @@ type Config struct {
 	DebugAddr           string
 	ShutdownTimeout     time.Duration
 	RequestTimeout      time.Duration
+	// Mail throttles (throttles.go): budgets shared by every replica.
+	OTPLimitPerClient         int
+	OTPLimitGlobal            int
+	InviteLimitPerAccount     int
+	InviteLimitPerOrg         int
+	InviteLimitPerRecipient   int
+	InviteLimitGlobal         int
+	TestNotifyLimitPerAccount int
+	TestNotifyLimitGlobal     int
+	// TrustedProxies lists the proxies whose X-Forwarded-For names the
+	// client of the per-client throttles (ParseTrustedProxies).
+	TrustedProxies string
+	// AnnounceLimitPerDay bounds `admin announce` (its --limit-per-day,
+	// not a serve flag).
+	AnnounceLimitPerDay int
 }
 
 // Production reports whether --env production is set.
@@ -74,6 +90,8 @@ func Parse(args []string, getenv func(string) string, stderr io.Writer) (Config,
 		return def
 	}
 	str := func(p *string, name, def, usage string) { fs.StringVar(p, name, env(name, def), usage) }
+	// A value that may carry a credential is never printed (SecretVar).
+	secret := func(p *string, name, def, usage string) { SecretVar(fs, p, name, env(name, def), def, usage) }
 	var errs []error
 	integer := func(p *int, name string, def int, usage string) {
 		v, err := strconv.Atoi(env(name, strconv.Itoa(def)))
@@ -98,9 +116,10 @@ func Parse(args []string, getenv func(string) string, stderr io.Writer) (Config,
 	}
 
 	str(&c.Addr, "addr", "127.0.0.1:8080", "listen address")
-	str(&c.DB, "db", DefaultDB, "store: sqlite:PATH or a postgres:// URL")
+	secret(&c.DB, "db", DefaultDB, "store: sqlite:PATH or a postgres:// URL")
+	boolean(&c.CreateDB, "create-db", false, "create the sqlite: store if its file does not exist (the default ./data/auditchain.db is created without it)")
 	str(&c.Env, "env", "development", "development or production")
-	str(&c.CronSecret, "cron-secret", "", "shared secret for /v1/internal/cron/* (unset: those routes answer 503)")
+	secret(&c.CronSecret, "cron-secret", "", "shared secret for /v1/internal/cron/* (unset: those routes answer 503)")
 	boolean(&c.Teams, "teams", false, "enable team (org) routes")
 	integer(&c.GovernanceThreshold, "governance-threshold", 3, "blocked attempts needed to propose a rule")
 	integer(&c.DailyEventQuota, "daily-event-quota", 10000, "events per account per UTC day")
@@ -108,7 +127,7 @@ func Parse(args []string, getenv func(string) string, stderr io.Writer) (Config,
 	duration(&c.StreamPing, "stream-ping", 15*time.Second, "SSE ping interval")
 	integer(&c.MaxStreams, "max-streams-per-account", DefaultMaxStreams, "open event streams per account, across replicas (each key also holds at most 16)")
 	integer(&c.MaxKeys, "max-keys-per-account", DefaultMaxKeys, "live (unrevoked, unexpired) API keys per account")
-	str(&c.Mail, "mail", "log", "mail transport: log, outbox:DIR or smtp://user:pass@host:port")
+	secret(&c.Mail, "mail", "log", "mail transport: log, outbox:DIR or smtp://user:pass@host:port")
 	str(&c.MailFrom, "mail-from", "auditchain <auditchain@localhost>", "sender address of the service's mail")
 	duration(&c.SessionTTL, "session-ttl", 168*time.Hour, "how long a signed-in session lasts")
 	str(&c.LegalDir, "legal-dir", "", "directory of legal documents replacing or adding to the built-in ones (manifest.json and <document_id>.md)")
@@ -117,7 +136,7 @@ func Parse(args []string, getenv func(string) string, stderr io.Writer) (Config,
 	// The provider name is not refused here: the anchor sweep reports an
 	// invalid one as provider_misconfigured (SPEC.md "Operator cron").
 	str(&c.AnchorProvider, "anchor-provider", "none", "anchoring provider: none or rfc3161")
-	str(&c.AnchorTSAURL, "anchor-tsa-url", "", "RFC 3161 Time-Stamp Authority URL (with --anchor-provider rfc3161)")
+	secret(&c.AnchorTSAURL, "anchor-tsa-url", "", "RFC 3161 Time-Stamp Authority URL (with --anchor-provider rfc3161)")
 	boolean(&c.WebhookAllowPrivate, "webhook-allow-private", false, "allow webhook targets on private addresses")
 	boolean(&c.Scheduler, "scheduler", true, "run the operator jobs on their schedule inside serve (false: call the cron routes yourself)")
 	str(&anchor, "epoch-anchor", "2025-01-01", "epoch stamp origin date (YYYY-MM-DD)")
@@ -130,6 +149,15 @@ func Parse(args []string, getenv func(string) string, stderr io.Writer) (Config,
 	str(&c.ServiceKeyFile, "service-key-file", "", "Ed25519 service identity key file (default: kept in the store)")
 	duration(&c.ShutdownTimeout, "shutdown-timeout", 30*time.Second, "how long in-flight requests may take on SIGTERM")
 	duration(&c.RequestTimeout, "request-timeout", 15*time.Second, "how long a request may wait on the store before it answers 503 (streams, exports, heal and cron runs are not cut)")
+	integer(&c.OTPLimitPerClient, "otp-limit-per-client", DefaultOTPLimitPerClient, "sign-in codes mailed per client address per hour (an IPv6 client: per /64)")
+	integer(&c.OTPLimitGlobal, "otp-limit-global", DefaultOTPLimitGlobal, "sign-in codes mailed per hour, every client together")
+	integer(&c.InviteLimitPerAccount, "invite-limit-per-account", DefaultInviteLimitPerAccount, "team invitations one account sends per day")
+	integer(&c.InviteLimitPerOrg, "invite-limit-per-org", DefaultInviteLimitPerOrg, "team invitations one team sends per day")
+	integer(&c.InviteLimitPerRecipient, "invite-limit-per-recipient", DefaultInviteLimitPerRecipient, "team invitations mailed to one address per day, from every team")
+	integer(&c.InviteLimitGlobal, "invite-limit-global", DefaultInviteLimitGlobal, "team invitations mailed per hour, every team together")
+	integer(&c.TestNotifyLimitPerAccount, "test-notification-limit-per-account", DefaultTestNotifyLimitPerAccount, "POST /v1/notifications/test calls per account per hour")
+	integer(&c.TestNotifyLimitGlobal, "test-notification-limit-global", DefaultTestNotifyLimitGlobal, "POST /v1/notifications/test calls per hour, every account together")
+	str(&c.TrustedProxies, "trusted-proxies", "", "comma-separated addresses or CIDR prefixes of reverse proxies whose X-Forwarded-For names the client (default: none, the TCP peer is the client)")
 
 	if err := fs.Parse(args); err != nil {
 		return Config{}, err
@@ -176,6 +204,7 @@ func Parse(args []string, getenv func(string) string, stderr io.Writer) (Config,
 	if c.MaxBodyBytes < 1024 {
 		errs = append(errs, errors.New("--max-body-bytes must be at least 1024"))
 	}
+	errs = append(errs, c.checkThrottles()...)
 	if c.LogFormat == "" {
 		c.LogFormat = "text"
 		if c.Production() {

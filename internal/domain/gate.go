@@ -7,6 +7,7 @@ package domain
 // are written down in docs/decisions/gate.md.
 
 import (
+	"encoding/json"
 	"fmt"
 	"slices"
 	"time"
@@ -129,7 +130,9 @@ func grantReason(status string, g Grant, tool *string) string {
 		if len(g.AllowedTools) == 0 {
 			return fmt.Sprintf("grant %s allows no tool by name, so not %q", g.GrantID, *tool)
 		}
-		return fmt.Sprintf("grant %s does not allow tool %q (allowed_tools: %q)", g.GrantID, *tool, g.AllowedTools)
+		// The list as JSON, as the grant's allowed_tools reads on the wire.
+		list, _ := json.Marshal(g.AllowedTools)
+		return fmt.Sprintf("grant %s does not allow tool %q (allowed_tools: %s)", g.GrantID, *tool, list)
 	}
 	what := fmt.Sprintf("sub-agent %q", g.Subagent)
 	if tool != nil {

@@ -56,7 +56,7 @@ func TestGrantState(t *testing.T) {
 	}{
 		{"live, no tool", base, nil, GateAuthorized, []string{"g-1", "7 of 10", "2026-03-02T12:00:00+00:00"}},
 		{"live, allowed tool", base, new("Grep"), GateAuthorized, []string{`"Grep"`, "7 of 10"}},
-		{"tool not in allowed_tools", base, new("Bash"), GateToolNotAllowed, []string{`"Bash"`, `["Read" "Grep"]`}},
+		{"tool not in allowed_tools", base, new("Bash"), GateToolNotAllowed, []string{`"Bash"`, `(allowed_tools: ["Read","Grep"])`}},
 		{"tool match is case-sensitive", base, new("read"), GateToolNotAllowed, []string{`"read"`}},
 		{"empty allowed_tools, no tool", editGrant(base, noToolsGrant), nil, GateAuthorized, nil},
 		{"empty allowed_tools, tool named", editGrant(base, noToolsGrant), new("Read"), GateToolNotAllowed, []string{"allows no tool", `"Read"`}},

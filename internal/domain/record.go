@@ -228,40 +228,57 @@ func SecondsUntilQuotaReset(now time.Time) int {
 	return int((next.Sub(n) + time.Second - 1) / time.Second)
 }
 
-// RateDecision is the outcome of the per-key batch rate rule.
+// RateDecision is the outcome of a rate rule (DecideRate).
 type RateDecision struct {
 	Allowed    bool
 	NewTAT     time.Time // the state to store when allowed
 	RetryAfter int       // seconds, when refused
-	Count      int       // events counted in the current minute
+	Count      int       // units counted in the current period
 	Remaining  int
 }
 
+// Rate is a budget of Limit units per Per, kept as a GCRA (generic cell
+// rate algorithm) state: each unit costs Per/Limit, so a caller idle for a
+// whole period may spend Limit at once, and then one every Per/Limit.
+type Rate struct {
+	Limit int
+	Per   time.Duration
+}
+
+// Interval is what one unit costs: Per/Limit.
+func (r Rate) Interval() time.Duration { return r.Per / time.Duration(r.Limit) }
+
 // DecideBatchRate applies the per-key limit of `limit` batch events per minute
-// as a GCRA (generic cell rate algorithm) over the stored theoretical arrival
-// time tat. Decision (docs/decisions.md): a batch counts as its number of rows;
-// each row costs one minute/limit. A batch that fits in the minute's remaining
-// budget is admitted; a key with no outstanding debt may also send one batch
-// larger than the per-minute limit (the spec allows 500 rows a call), after
-// which it waits until its debt is paid. Either way the sustained rate never
-// exceeds `limit` rows per minute.
+// (SPEC.md "Limits"). Decision (docs/decisions.md): a batch counts as its
+// number of rows; each row costs one minute/limit.
 func DecideBatchRate(tat, now time.Time, n, limit int) RateDecision {
-	interval := time.Minute / time.Duration(limit)
+	return DecideRate(tat, now, n, Rate{Limit: limit, Per: time.Minute})
+}
+
+// DecideRate applies r to n units arriving at now, over the stored
+// theoretical arrival time tat. Units that fit in the period's remaining
+// budget are admitted; a caller with no outstanding debt may also spend more
+// than Limit at once (a 500-row batch against 100 a minute), after which it
+// waits until its debt is paid. Either way the sustained rate never exceeds
+// Limit per Per. A refusal changes nothing and says, in RetryAfter, when the
+// same n would be admitted.
+func DecideRate(tat, now time.Time, n int, r Rate) RateDecision {
+	interval := r.Interval()
 	if tat.Before(now) {
 		tat = now
 	}
 	debt := tat.Sub(now)
 	cost := time.Duration(n) * interval
 	idle := debt == 0
-	if idle || debt+cost <= time.Minute {
+	if idle || debt+cost <= r.Per {
 		newTAT := tat.Add(cost)
 		count := countIn(newTAT.Sub(now), interval)
-		return RateDecision{Allowed: true, NewTAT: newTAT, Count: count, Remaining: max(0, limit-count)}
+		return RateDecision{Allowed: true, NewTAT: newTAT, Count: count, Remaining: max(0, r.Limit-count)}
 	}
-	wait := debt + cost - time.Minute
+	wait := debt + cost - r.Per
 	count := countIn(debt, interval)
 	return RateDecision{Allowed: false, NewTAT: tat, RetryAfter: int((wait + time.Second - 1) / time.Second),
-		Count: count, Remaining: max(0, limit-count)}
+		Count: count, Remaining: max(0, r.Limit-count)}
 }
 
 func countIn(debt, interval time.Duration) int {

@@ -125,6 +125,38 @@ func TestDecideBatchRate(t *testing.T) {
 	}
 }
 
+// A mail throttle (10 an hour): ten at once from idle, the eleventh told to
+// come back when one unit (six minutes) has leaked out, then one every six
+// minutes; an idle hour forgets everything.
+func TestDecideRateOverAnHour(t *testing.T) {
+	t0 := time.Date(2026, 11, 21, 12, 0, 0, 0, time.UTC)
+	r := Rate{Limit: 10, Per: time.Hour}
+	var tat time.Time
+	for i := range 10 {
+		d := DecideRate(tat, t0, 1, r)
+		if !d.Allowed || d.Count != i+1 {
+			t.Fatalf("unit %d: %+v", i, d)
+		}
+		tat = d.NewTAT
+	}
+	if d := DecideRate(tat, t0, 1, r); d.Allowed || d.RetryAfter != 360 || d.Remaining != 0 || !d.NewTAT.Equal(tat) {
+		t.Fatalf("the eleventh: %+v", d)
+	}
+	if d := DecideRate(tat, t0.Add(6*time.Minute-time.Second), 1, r); d.Allowed || d.RetryAfter != 1 {
+		t.Fatalf("a second early: %+v", d)
+	}
+	d := DecideRate(tat, t0.Add(6*time.Minute), 1, r)
+	if !d.Allowed {
+		t.Fatalf("six minutes later: %+v", d)
+	}
+	if d := DecideRate(d.NewTAT, t0.Add(6*time.Minute), 1, r); d.Allowed {
+		t.Fatalf("two in the same six minutes: %+v", d)
+	}
+	if d := DecideRate(tat, t0.Add(time.Hour), 10, r); !d.Allowed {
+		t.Fatalf("after an idle hour: %+v", d)
+	}
+}
+
 // Whatever the batch sizes, admitted rows never exceed limit per minute in the
 // long run plus one burst.
 func TestBatchRateSustained(t *testing.T) {

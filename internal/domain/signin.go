@@ -1,7 +1,6 @@
 package domain
 
 import (
-	"net/mail"
 	"strings"
 	"time"
 )
@@ -39,12 +38,65 @@ const (
 )
 
 // NormalizeEmail is the form an email is stored and compared in (emails are
-// compared case-insensitively): a plain address, lowercased. ok is false for
-// anything that is not one address without a display name.
+// compared case-insensitively): exactly one plain address local@domain,
+// lowercased. ok is false for anything else (docs/decisions/auth.md
+// "Addresses"): a display name, a comment, a group, a route, a second
+// address, a quoted or non-ASCII local part, a domain literal
+// (a@[127.0.0.1]) or a domain that is not a DNS host name. The service
+// mails what was typed, and only to a named host: net/mail's reading of
+// RFC 5322 admits every one of those forms.
 func NormalizeEmail(s string) (string, bool) {
-	addr, err := mail.ParseAddress(s)
-	if err != nil || addr.Address != s || len(s) > 254 || strings.ContainsAny(s, "\r\n\x00") {
+	local, domain, ok := strings.Cut(s, "@")
+	if !ok || len(s) > 254 || !dotAtom(local) || !hostName(domain) {
 		return "", false
 	}
 	return strings.ToLower(s), true
+}
+
+// dotAtom reports whether local is an RFC 5322 dot-atom of at most 64
+// octets (RFC 5321 4.5.3.1.1): atext runs joined by single dots.
+func dotAtom(local string) bool {
+	if local == "" || len(local) > 64 {
+		return false
+	}
+	for part := range strings.SplitSeq(local, ".") {
+		if part == "" {
+			return false
+		}
+		for i := 0; i < len(part); i++ {
+			if c := part[i]; !isAlnum(c) && !strings.ContainsRune("!#$%&'*+-/=?^_`{|}~", rune(c)) {
+				return false
+			}
+		}
+	}
+	return true
+}
+
+// hostName reports whether d is a DNS host name of at least two labels
+// (RFC 1123 2.1; an IDN in its xn-- form): letters, digits and inner
+// hyphens, 1 to 63 octets a label, 253 in all, and a last label that is not
+// all digits, so that no IPv4 address passes for one (RFC 3696 2).
+func hostName(d string) bool {
+	if len(d) > 253 {
+		return false
+	}
+	labels := strings.Split(d, ".")
+	if len(labels) < 2 {
+		return false
+	}
+	for _, l := range labels {
+		if l == "" || len(l) > 63 || l[0] == '-' || l[len(l)-1] == '-' {
+			return false
+		}
+		for i := 0; i < len(l); i++ {
+			if !isAlnum(l[i]) && l[i] != '-' {
+				return false
+			}
+		}
+	}
+	return strings.Trim(labels[len(labels)-1], "0123456789") != ""
+}
+
+func isAlnum(c byte) bool {
+	return 'a' <= c && c <= 'z' || 'A' <= c && c <= 'Z' || '0' <= c && c <= '9'
 }

@@ -17,7 +17,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
-	"strconv"
 	"time"
 
 	"github.com/auditchain/auditchain/pkg/api"
@@ -46,20 +45,34 @@ type Call struct {
 	// Gemini and some Cursor events send none).
 	SessionID string
 	ToolUseID string
-	Tool      string
+	// Stamp is what the host sends alike to every hook it runs for one
+	// event, which tells two identical calls apart when there is no
+	// tool-use id (Gemini's timestamp, Cursor's generation_id).
+	Stamp string
+	Tool  string
 	// Input is the tool's input as the host sent it (nil: none).
 	Input json.RawMessage
 	// Response is the tool's output (post only; nil: none).
 	Response json.RawMessage
-	// Failed: the host reported the tool call as failed (post only).
-	Failed bool
+	// Failed: the host reported the tool call as an error instead of a
+	// result (post only; docs/hooks.md "failed"). FailureUnknown: the host
+	// reports no errors at all (Codex), so the record says nothing either
+	// way.
+	Failed         bool
+	FailureUnknown bool
 	// AgentID and AgentType are set when the call comes from a sub-agent.
 	AgentID   string
 	AgentType string
 
+	// derived: the host sent no tool-use id and ToolUseID was derived
+	// (DeriveToolUseID).
+	derived bool
 	// noParent: a result whose call could not be paired (no tool-use id and
 	// nothing remembered): its tool_result names no parent.
 	noParent bool
+
+	inputSHA   string // inputDigest's, once computed
+	inputCanon bool
 }
 
 // Decisions, as the record spells them (SPEC.md "Event": decision).
@@ -139,51 +152,64 @@ func (r *Runner) Subagent(c *Call) string {
 
 // Handle gates and records one call. An error means the hook could not
 // decide (the service was unreachable or answered an unexpected error): the
-// caller answers it by its --on-error rule. Recording failures are not
-// errors: the event is spooled.
+// caller answers it by its --on-error rule and calls Refused. Recording
+// failures are not errors: the event is spooled.
 func (r *Runner) Handle(ctx context.Context, c *Call) (Verdict, error) {
-	if c.Phase != PhaseOther && c.ToolUseID == "" {
-		r.pair(c)
-	}
 	switch c.Phase {
 	case PhasePre:
-		return r.pre(ctx, c)
+		if c.ToolUseID == "" {
+			c.ToolUseID, c.derived = DeriveToolUseID(c, r.now()), true
+		}
+		v, err := r.pre(ctx, c)
+		if err == nil {
+			r.remember(c, v.Decision)
+		}
+		return v, err
 	case PhasePost:
+		if c.ToolUseID == "" {
+			r.pairResult(c)
+		}
 		r.record(ctx, resultEvent(c, r.now()))
-		return Verdict{Decision: Allow}, nil
 	}
 	return Verdict{Decision: Allow}, nil
 }
 
-// Refused records a tool_call refused because the hook could not decide
-// (err), so that the record shows the attempt.
+// Refused records a tool_call the hook could not decide (err), answered
+// decision by the --on-error rule, so that the record shows the attempt.
 func (r *Runner) Refused(ctx context.Context, c *Call, decision string, err error) {
 	if c.Phase != PhasePre {
 		return
 	}
+	if c.ToolUseID == "" {
+		c.ToolUseID, c.derived = DeriveToolUseID(c, r.now()), true
+	}
 	ev := callEvent(c, r.now(), decision, callFacts{subagent: r.Subagent(c), hookError: err.Error()})
 	r.record(ctx, ev)
+	r.remember(c, decision)
 }
 
-// pair gives a call without a host tool-use id one of its own, remembered in
-// the spool directory from the call to its result (docs/hooks.md).
-func (r *Runner) pair(c *Call) {
-	id := "anon-" + strconv.FormatInt(r.now().UnixNano(), 36)
-	switch c.Phase {
-	case PhasePre:
-		c.ToolUseID = id
-		if r.Spool != nil {
-			if err := r.Spool.RememberCall(c, id); err != nil {
-				r.logf("remember the call for its result: %v", err)
-			}
-		}
-	case PhasePost:
-		if r.Spool != nil {
-			c.ToolUseID = r.Spool.TakeCall(c)
-		}
-		if c.ToolUseID == "" {
-			c.ToolUseID, c.noParent = id, true
-		}
+// remember keeps a derived tool-use id in the spool directory for the
+// result to name its call (docs/hooks.md "Event ids"), only when the tool
+// may run: a refused call has no result (Gemini runs no AfterTool for a
+// blocked call), so it leaves nothing behind.
+func (r *Runner) remember(c *Call, decision string) {
+	if !c.derived || decision == Deny || r.Spool == nil {
+		return
+	}
+	if err := r.Spool.RememberCall(c); err != nil {
+		r.logf("remember the call for its result: %v", err)
+	}
+}
+
+// pairResult names the call of a result without a host tool-use id: the id
+// its before-tool run remembered, else (nothing remembered) one derived from
+// the result's own stdin, with no parent.
+func (r *Runner) pairResult(c *Call) {
+	if r.Spool != nil {
+		c.ToolUseID = r.Spool.TakeCall(c, r.now())
+	}
+	if c.ToolUseID == "" {
+		c.ToolUseID, c.noParent = DeriveToolUseID(c, r.now()), true
 	}
 }
 

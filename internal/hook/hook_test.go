@@ -4,6 +4,7 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
+	"os"
 	"regexp"
 	"strings"
 	"testing"
@@ -70,59 +71,84 @@ func TestResultNamesItsCall(t *testing.T) {
 	}
 }
 
-// Merge keeps every other key and hook of a settings file, and installing
-// twice leaves one auditchain entry per event.
-func TestMergeKeepsOtherHooks(t *testing.T) {
-	existing := []byte(`{
-  "permissions": {"allow": ["Bash(git status)"]},
-  "hooks": {
-    "PreToolUse": [{"matcher": "Bash", "hooks": [{"type": "command", "command": "./lint.sh"}]}],
-    "Stop": [{"hooks": [{"type": "command", "command": "say done"}]}]
-  }
-}`)
-	block, err := Settings("claude-code", Command("/usr/local/bin/auditchain", "claude-code"))
-	if err != nil {
-		t.Fatal(err)
+var fixedNow = time.Date(2026, 11, 26, 12, 0, 0, 0, time.UTC)
+
+// A call without a host tool-use id gets an id every hook process of the
+// same event derives alike, and that changes with the host's stamp, so two
+// identical calls of a session stay two.
+func TestDeriveToolUseIDFromTheHostsStdin(t *testing.T) {
+	c := func(stamp string) *Call {
+		return &Call{Host: "gemini", SessionID: "s", Tool: "run_shell_command", Input: json.RawMessage(`{"command":"ls"}`), Stamp: stamp}
 	}
-	once, err := Merge(existing, block)
-	if err != nil {
-		t.Fatal(err)
+	a, b := DeriveToolUseID(c("2026-11-28T10:00:00.000Z"), fixedNow), DeriveToolUseID(c("2026-11-28T10:00:00.000Z"), fixedNow.Add(time.Second))
+	if a != b || !strings.HasPrefix(a, "drv-") {
+		t.Fatalf("two processes of one event derive %s and %s", a, b)
 	}
-	twice, err := Merge(once, block)
-	if err != nil {
-		t.Fatal(err)
+	if a == DeriveToolUseID(c("2026-11-28T10:00:05.000Z"), fixedNow) {
+		t.Fatal("a later identical call got the same id")
 	}
-	if string(once) != string(twice) {
-		t.Fatalf("a second install changed the file:\n%s\n%s", once, twice)
-	}
-	var doc struct {
-		Permissions map[string][]string `json:"permissions"`
-		Hooks       map[string][]struct {
-			Matcher string `json:"matcher"`
-			Hooks   []struct {
-				Command string `json:"command"`
-			} `json:"hooks"`
-		} `json:"hooks"`
-	}
-	if err := json.Unmarshal(twice, &doc); err != nil {
-		t.Fatal(err)
-	}
-	if len(doc.Permissions["allow"]) != 1 || len(doc.Hooks["Stop"]) != 1 || doc.Hooks["Stop"][0].Hooks[0].Command != "say done" {
-		t.Fatalf("other settings disturbed:\n%s", twice)
-	}
-	pre := doc.Hooks["PreToolUse"]
-	if len(pre) != 2 || pre[0].Hooks[0].Command != "./lint.sh" || pre[1].Matcher != "*" ||
-		pre[1].Hooks[0].Command != "/usr/local/bin/auditchain hook --host claude-code" {
-		t.Fatalf("PreToolUse: %+v", pre)
-	}
-	for _, ev := range []string{"PostToolUse", "PostToolUseFailure"} {
-		if len(doc.Hooks[ev]) != 1 {
-			t.Errorf("%s: %+v", ev, doc.Hooks[ev])
-		}
-	}
-	if _, err := Merge([]byte(`{"hooks": []}`), block); err == nil {
-		t.Error("a hooks member that is not an object was overwritten")
+	if DeriveToolUseID(c(""), fixedNow) == DeriveToolUseID(c(""), fixedNow.Add(1)) {
+		t.Fatal("without a stamp, two calls at different instants got one id")
 	}
 }
 
-var fixedNow = time.Date(2026, 11, 26, 12, 0, 0, 0, time.UTC)
+// The result's hook processes all find the call its before-tool run
+// remembered, however they interleave; the pairing file is claimed, the
+// next identical call starts afresh, and claims are swept once old.
+func TestPairingFileIsClaimedOnceAndSwept(t *testing.T) {
+	sp := &Spool{Dir: t.TempDir()}
+	pre := &Call{Host: "gemini", Event: "BeforeTool", SessionID: "s", Tool: "t", Input: json.RawMessage(`{}`), ToolUseID: "drv-1"}
+	if err := sp.RememberCall(pre); err != nil {
+		t.Fatal(err)
+	}
+	post := func(stamp string) *Call {
+		return &Call{Host: "gemini", Event: "AfterTool", SessionID: "s", Tool: "t", Input: json.RawMessage(`{}`), Stamp: stamp}
+	}
+	if a, b := sp.TakeCall(post("t1"), fixedNow), sp.TakeCall(post("t1"), fixedNow); a != "drv-1" || b != "drv-1" {
+		t.Fatalf("the result's two processes found %q and %q", a, b)
+	}
+	if got := sp.TakeCall(post("t2"), fixedNow); got != "" {
+		t.Fatalf("another result found %q, its call remembered nothing", got)
+	}
+	files, _ := os.ReadDir(sp.callsDir())
+	if len(files) != 1 || !strings.HasSuffix(files[0].Name(), ".taken") {
+		t.Fatalf("pairing files: %v", files)
+	}
+	sp.TakeCall(post("t3"), fixedNow.Add(claimedPairTTL+time.Hour))
+	if files, _ := os.ReadDir(sp.callsDir()); len(files) != 0 {
+		t.Fatalf("old claims not swept: %v", files)
+	}
+}
+
+// failed is the host's own error flag (docs/hooks.md "failed"), as each
+// host sent it for `ls /nonexistent-dir` (exit 2): Claude Code reports a
+// failure, Gemini CLI a result holding the exit code, Codex CLI only the
+// output, so its results say nothing either way.
+func TestFailedIsTheHostsErrorFlag(t *testing.T) {
+	for _, tc := range []struct {
+		host, stdin string
+		want        string // the raw's failed member: true, false or absent
+	}{
+		{"claude-code", `{"session_id":"s","hook_event_name":"PostToolUseFailure","tool_name":"Bash","tool_input":{"command":"ls /nonexistent-dir"},"tool_use_id":"toolu_1","error":"Exit code 2\nls: cannot access '/nonexistent-dir': No such file or directory","is_interrupt":false}`, "true"},
+		{"codex", `{"session_id":"s","turn_id":"t","hook_event_name":"PostToolUse","tool_name":"Bash","tool_input":{"command":"ls /nonexistent-dir"},"tool_response":"ls: cannot access '/nonexistent-dir': No such file or directory\n","tool_use_id":"call_1"}`, "absent"},
+		{"gemini", `{"session_id":"s","hook_event_name":"AfterTool","timestamp":"2026-11-28T02:03:51.177Z","tool_name":"run_shell_command","tool_input":{"command":"ls /nonexistent-dir"},"tool_response":{"llmContent":"Output: ls: cannot access '/nonexistent-dir'\nExit Code: 2","returnDisplay":""}}`, "false"},
+		{"gemini", `{"session_id":"s","hook_event_name":"AfterTool","timestamp":"2026-11-28T02:03:51.177Z","tool_name":"read_file","tool_input":{"file_path":"/x"},"tool_response":{"llmContent":"","error":{"message":"File not found","type":"file_not_found"}}}`, "true"},
+	} {
+		h, _ := HostByName(tc.host)
+		c, err := h.Parse([]byte(tc.stdin))
+		if err != nil {
+			t.Fatal(err)
+		}
+		var raw map[string]any
+		json.Unmarshal(resultEvent(c, fixedNow).Raw, &raw)
+		got := "absent"
+		if v, ok := raw["failed"]; ok {
+			got = strings.TrimSpace(string(mustJSON(v)))
+		}
+		if got != tc.want {
+			t.Errorf("%s %s: failed %s, want %s", tc.host, c.Tool, got, tc.want)
+		}
+	}
+}
+
+func mustJSON(v any) []byte { b, _ := json.Marshal(v); return b }

@@ -46,6 +46,11 @@ func HostByName(name string) (Host, error) {
 // permission rules.
 var empty = []byte("{}\n")
 
+// OneLine is s on one line: a reason the host shows as a block message.
+func OneLine(s string) string {
+	return strings.Join(strings.Fields(s), " ")
+}
+
 func encode(v any) []byte {
 	var b bytes.Buffer
 	enc := json.NewEncoder(&b)
@@ -116,16 +121,26 @@ func (claudeCode) Answer(c *Call, v Verdict) ([]byte, int, string) {
 
 type codex struct{}
 
-func (codex) Name() string                      { return "codex" }
-func (codex) Parse(stdin []byte) (*Call, error) { return parseClaude("codex", stdin) }
+func (codex) Name() string { return "codex" }
 
-// Answer: Codex has no ask; a refusal is the decision JSON and exit 2 with
-// the reason on stderr, which blocks whichever of the two a Codex version
-// reads.
+// Parse: Codex 0.169 runs PostToolUse with the tool's output alone, a
+// command that exits non-zero included: it reports no failure.
+func (codex) Parse(stdin []byte) (*Call, error) {
+	c, err := parseClaude("codex", stdin)
+	if err == nil && c.Phase == PhasePost {
+		c.FailureUnknown = true
+	}
+	return c, err
+}
+
+// Answer: a refusal is the decision JSON and exit 2 with the reason on
+// stderr, which blocks whichever of the two a Codex version reads (ask
+// becomes deny). Codex shows the whole stderr to the model as the block
+// reason, so stderr is that one line and nothing else.
 func (codex) Answer(c *Call, v Verdict) ([]byte, int, string) {
 	out := claudeAnswer(c, v, false)
 	if c.Phase == PhasePre && v.Decision != Allow {
-		return out, 2, v.Reason
+		return out, 2, OneLine(v.Reason)
 	}
 	return out, 0, ""
 }
@@ -138,6 +153,7 @@ func (gemini) Parse(stdin []byte) (*Call, error) {
 	var in struct {
 		SessionID     string          `json:"session_id"`
 		HookEventName string          `json:"hook_event_name"`
+		Timestamp     string          `json:"timestamp"`
 		ToolName      string          `json:"tool_name"`
 		ToolInput     json.RawMessage `json:"tool_input"`
 		ToolResponse  json.RawMessage `json:"tool_response"`
@@ -145,7 +161,10 @@ func (gemini) Parse(stdin []byte) (*Call, error) {
 	if err := json.Unmarshal(stdin, &in); err != nil {
 		return nil, fmt.Errorf("gemini stdin: %w", err)
 	}
-	c := &Call{Host: "gemini", Event: in.HookEventName, SessionID: in.SessionID, Tool: in.ToolName, Input: in.ToolInput}
+	// Gemini sends no tool-use id; every hook it runs for one event gets the
+	// same stdin, timestamp included, from which the id is derived.
+	c := &Call{Host: "gemini", Event: in.HookEventName, SessionID: in.SessionID, Stamp: in.Timestamp, Tool: in.ToolName,
+		Input: in.ToolInput}
 	switch in.HookEventName {
 	case "BeforeTool":
 		c.Phase = PhasePre
@@ -184,6 +203,7 @@ func (cursor) Parse(stdin []byte) (*Call, error) {
 	var in struct {
 		HookEventName  string          `json:"hook_event_name"`
 		ConversationID string          `json:"conversation_id"`
+		GenerationID   string          `json:"generation_id"`
 		ToolUseID      string          `json:"tool_use_id"`
 		ToolName       string          `json:"tool_name"`
 		ToolInput      json.RawMessage `json:"tool_input"`
@@ -199,8 +219,10 @@ func (cursor) Parse(stdin []byte) (*Call, error) {
 	if err := json.Unmarshal(stdin, &in); err != nil {
 		return nil, fmt.Errorf("cursor stdin: %w", err)
 	}
+	// Cursor's specific events carry no tool-use id and no timestamp: the
+	// generation is what every hook of one event sees alike (docs/hooks.md).
 	c := &Call{Host: "cursor", Event: in.HookEventName, SessionID: in.ConversationID, ToolUseID: in.ToolUseID,
-		Tool: in.ToolName, Input: in.ToolInput}
+		Stamp: in.GenerationID, Tool: in.ToolName, Input: in.ToolInput}
 	obj := func(kv ...any) json.RawMessage {
 		m := map[string]json.RawMessage{}
 		for i := 0; i < len(kv); i += 2 {

@@ -4,6 +4,7 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
+	"strconv"
 	"time"
 
 	"github.com/auditchain/auditchain/pkg/api"
@@ -46,6 +47,38 @@ func EventID(host, session, toolUseID, eventType string) string {
 	return "evt-hk-" + hex.EncodeToString(h.Sum(nil)[:16])
 }
 
+// DeriveToolUseID is the tool-use id of a call whose host sends none: drv-
+// and the first 32 hex digits of SHA-256 over the NUL-separated version,
+// host, session id, tool, the input's digest and the host's stamp
+// (Call.Stamp). Every hook process the host runs for one event reads the
+// same stdin, so all of them derive the same id, and the service stores and
+// meters the call once (POST /v1/tool-calls is idempotent by event_id)
+// however many hook commands are installed. Without a stamp two identical
+// calls of a session could not be told apart: the clock stands in, unique
+// but not shared between processes.
+func DeriveToolUseID(c *Call, now time.Time) string {
+	stamp := c.Stamp
+	if stamp == "" {
+		stamp = "clock:" + strconv.FormatInt(now.UnixNano(), 10)
+	}
+	digest, _ := c.inputDigest()
+	h := sha256.New()
+	for _, f := range []string{idVersion, c.Host, c.SessionID, c.Tool, digest, stamp} {
+		h.Write([]byte(f))
+		h.Write([]byte{0})
+	}
+	return "drv-" + hex.EncodeToString(h.Sum(nil)[:16])
+}
+
+// inputDigest is HashJSON(c.Input), computed once per call (an input can
+// hold a whole file).
+func (c *Call) inputDigest() (string, bool) {
+	if c.inputSHA == "" {
+		c.inputSHA, c.inputCanon = HashJSON(c.Input)
+	}
+	return c.inputSHA, c.inputCanon
+}
+
 // callFacts are what the hook adds to a tool_call's raw when it records the
 // call itself, because it could not ask the gate (a call through the gate
 // gets the gate's members from the service: subagent, gate_status,
@@ -76,11 +109,11 @@ type resultRaw struct {
 	ToolUseID             string `json:"tool_use_id"`
 	ToolResponseSHA256    string `json:"tool_response_sha256"`
 	ToolResponseCanonical bool   `json:"tool_response_canonical"`
-	Failed                bool   `json:"failed"`
+	Failed                *bool  `json:"failed,omitempty"`
 }
 
 func callEvent(c *Call, now time.Time, decision string, f callFacts) *api.EventInput {
-	digest, canon := HashJSON(c.Input)
+	digest, canon := c.inputDigest()
 	raw := callRaw{Host: c.Host, HookEvent: c.Event, SessionID: c.SessionID, ToolUseID: c.ToolUseID,
 		ToolInputSHA256: digest, ToolInputCanonical: canon, Subagent: f.subagent, AgentID: c.AgentID, HookError: f.hookError}
 	return event(c, api.EventToolCall, now, raw, &decision, nil)
@@ -89,7 +122,10 @@ func callEvent(c *Call, now time.Time, decision string, f callFacts) *api.EventI
 func resultEvent(c *Call, now time.Time) *api.EventInput {
 	digest, canon := HashJSON(c.Response)
 	raw := resultRaw{Host: c.Host, HookEvent: c.Event, SessionID: c.SessionID, ToolUseID: c.ToolUseID,
-		ToolResponseSHA256: digest, ToolResponseCanonical: canon, Failed: c.Failed}
+		ToolResponseSHA256: digest, ToolResponseCanonical: canon}
+	if !c.FailureUnknown {
+		raw.Failed = &c.Failed
+	}
 	var parent *string
 	if !c.noParent {
 		p := EventID(c.Host, c.SessionID, c.ToolUseID, api.EventToolCall)

@@ -11,6 +11,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"time"
 
 	"github.com/auditchain/auditchain/pkg/api"
 	"github.com/auditchain/auditchain/pkg/verify"
@@ -317,28 +318,83 @@ func (s *Spool) hold(r *spooled) error {
 	return os.Rename(r.path, filepath.Join(s.heldDir(), filepath.Base(r.path)))
 }
 
-// callsDir keeps pairing files for hosts without tool-use ids.
+// callsDir keeps pairing files for hosts without tool-use ids: one file per
+// call that may run, named by pairKey and holding the call's derived id,
+// until its result claims it (renamed to name.<claim>.taken) and a later
+// result sweeps the claim away.
 func (s *Spool) callsDir() string { return filepath.Join(s.Dir, "calls") }
 
+// Pairing files are swept by age: a claimed one once every hook run for
+// that result has surely read it (the host runs them together, within its
+// timeout), an unclaimed one (the tool never ran: the user cancelled it, or
+// the host stopped) after a day, which a tool call outliving loses its
+// parent.
+const (
+	claimedPairTTL   = 10 * time.Minute
+	unclaimedPairTTL = 24 * time.Hour
+)
+
+// pairKey names the pairing file of a call: host, session, tool and input
+// digest, what the before-tool and the after-tool stdin share.
 func pairKey(c *Call) string {
-	digest, _ := HashJSON(c.Input)
+	digest, _ := c.inputDigest()
 	h := sha256.Sum256([]byte(c.Host + "\x00" + c.SessionID + "\x00" + c.Tool + "\x00" + digest))
 	return hex.EncodeToString(h[:16])
 }
 
-// RememberCall keeps id as the tool-use id of c's call until its result.
-func (s *Spool) RememberCall(c *Call, id string) error {
-	return writeAtomic(filepath.Join(s.callsDir(), pairKey(c)), []byte(id), 0o600)
+// RememberCall keeps c's derived tool-use id until its result. Every hook
+// process of one event writes the same id. The file is written without a
+// sync, as the tip hint is: one lost in a crash only costs the result its
+// parent, and the call waits for no disk flush.
+func (s *Spool) RememberCall(c *Call) error {
+	if err := os.MkdirAll(s.callsDir(), 0o700); err != nil {
+		return err
+	}
+	writeHint(filepath.Join(s.callsDir(), pairKey(c)), []byte(c.ToolUseID))
+	return nil
 }
 
-// TakeCall returns (and forgets) the id RememberCall kept for the call
-// whose result c reports; "" when there is none.
-func (s *Spool) TakeCall(c *Call) string {
-	p := filepath.Join(s.callsDir(), pairKey(c))
-	b, err := os.ReadFile(p)
+// TakeCall returns the id RememberCall kept for the call whose result c
+// reports ("" when there is none). The first hook process of the result
+// claims the file by renaming it to a name derived from the result's own
+// stdin; any other process of the same result reads the claimed file, so
+// all of them name the same call, and the next identical call starts from
+// a fresh file.
+func (s *Spool) TakeCall(c *Call, now time.Time) string {
+	key := pairKey(c)
+	stamp := sha256.Sum256([]byte(c.Event + "\x00" + c.Stamp))
+	claimed := filepath.Join(s.callsDir(), key+"."+hex.EncodeToString(stamp[:8])+".taken")
+	b, err := os.ReadFile(claimed)
+	if errors.Is(err, os.ErrNotExist) {
+		if os.Rename(filepath.Join(s.callsDir(), key), claimed) == nil {
+			// The claim's age counts from now, not from the call: the
+			// other processes of this result still have to read it.
+			os.Chtimes(claimed, now, now)
+		}
+		// Claimed now, by this process or by another between the two
+		// steps, or there is nothing to claim.
+		b, err = os.ReadFile(claimed)
+	}
+	s.sweepCalls(now)
 	if err != nil {
 		return ""
 	}
-	os.Remove(p)
 	return string(b)
+}
+
+// sweepCalls removes the pairing files past their age (one directory read).
+func (s *Spool) sweepCalls(now time.Time) {
+	ents, err := os.ReadDir(s.callsDir())
+	if err != nil {
+		return
+	}
+	for _, e := range ents {
+		ttl := unclaimedPairTTL
+		if strings.HasSuffix(e.Name(), ".taken") {
+			ttl = claimedPairTTL
+		}
+		if fi, err := e.Info(); err == nil && now.Sub(fi.ModTime()) > ttl {
+			os.Remove(filepath.Join(s.callsDir(), e.Name()))
+		}
+	}
 }

@@ -128,11 +128,13 @@ var statusOf = map[string]int{
 	domain.CodeMissingToken:         http.StatusUnauthorized,
 	domain.CodeInvalidAPIKey:        http.StatusUnauthorized,
 	domain.CodeUnauthorized:         http.StatusUnauthorized,
-	domain.CodeSessionRequired:      http.StatusUnauthorized,
 	domain.CodeInvalidOrExpiredCode: http.StatusUnauthorized,
 	domain.CodeSignatureInvalid:     http.StatusUnauthorized,
 
-	// 403: the caller may not.
+	// 403: the caller may not. session_required: a valid API key on a
+	// route for a signed-in person (RFC 9110 15.5.4: credentials were
+	// given and are insufficient; a 401 would tell the client its key is bad).
+	domain.CodeSessionRequired:         http.StatusForbidden,
 	domain.CodeScopeMissing:            http.StatusForbidden,
 	domain.CodeAdminOnly:               http.StatusForbidden,
 	domain.CodeCrossOrigin:             http.StatusForbidden,

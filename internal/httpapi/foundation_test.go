@@ -134,7 +134,7 @@ func TestScopeMissingOnEveryRoute(t *testing.T) {
 				return
 			case rt.Access == "session":
 				k := e.key(user, app.KeyRequest{})
-				wantProblem(t, e.do(method, path, k, nil), 401, "session_required")
+				wantProblem(t, e.do(method, path, k, nil), 403, "session_required")
 				return
 			case rt.Access == "any":
 				k := e.key(user, app.KeyRequest{Scopes: []string{"orgs"}})

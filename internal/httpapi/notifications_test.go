@@ -31,7 +31,13 @@ import (
 // backoff between attempts.
 func eachNotifyEnv(t *testing.T, fn func(t *testing.T, e *env)) {
 	storetest.Each(t, func(t *testing.T, dsn string) {
-		e := newEnv(t, dsn, func(c *config.Config) { c.WebhookAllowPrivate, c.CronSecret = true, "cron-secret" })
+		// The test dispatcher makes the rows these tests read, many at one
+		// instant: its throttle is lifted here, and tested with its
+		// defaults in throttles_test.go.
+		e := newEnv(t, dsn, func(c *config.Config) {
+			c.WebhookAllowPrivate, c.CronSecret = true, "cron-secret"
+			c.TestNotifyLimitPerAccount, c.TestNotifyLimitGlobal = 1e6, 1e6
+		})
 		e.app.WebhookBackoff = func(int) time.Duration { return 0 }
 		fn(t, e)
 	})
@@ -462,7 +468,8 @@ func TestNotificationTestDispatcher(t *testing.T) {
 		_, key := e.account("ops@example.com")
 		rc := newReceiver(t, always(204))
 		e.register(key, rc, nil)
-		r := e.do("POST", "/v1/notifications/test", key, map[string]any{"type": "grant.revoked", "body": "hello", "severity": "critical"})
+		const body = "test-body-7c1"
+		r := e.do("POST", "/v1/notifications/test", key, map[string]any{"type": "grant.revoked", "body": body, "severity": "critical"})
 		if r.Status != 200 {
 			t.Fatalf("test: %d %s", r.Status, r.Body)
 		}
@@ -483,6 +490,21 @@ func TestNotificationTestDispatcher(t *testing.T) {
 		got := rc.deliveries()
 		if len(got) != 1 || got[0].Body["data"].(map[string]any)["severity"] != "critical" {
 			t.Fatalf("push: %+v", got)
+		}
+		// The body goes into the email, never into the push: the webhook
+		// payload carries no text (CONTRACT.md "Notifications").
+		if push, _ := json.Marshal(got[0].Body); strings.Contains(string(push), body) {
+			t.Errorf("the push carries the body: %s", push)
+		}
+		if _, err := e.app.SendQueuedEmail(context.Background()); err != nil {
+			t.Fatal(err)
+		}
+		mailed := false
+		for _, m := range e.outboxMessages("ops@example.com") {
+			mailed = mailed || strings.Contains(m, body)
+		}
+		if !mailed {
+			t.Errorf("no email to ops@example.com carries the body %q", body)
 		}
 		// An account with email and no endpoint: its final rows (in_app,
 		// the pending webhook) are stamped before its queued email, yet the

@@ -31,6 +31,14 @@ type access struct {
 	// the session cookie; and the route's own request is not metered,
 	// since each tool call it makes is a metered request of its own.
 	agent bool
+	// person marks a route that is a signed-in person's act (SPEC.md: POST
+	// /v1/legal/accept is for a signed-in caller). Any credential passes
+	// the access check; the handler refuses an API key with 403
+	// session_required after the account's own refusal, 400
+	// account_has_no_email, which SPEC.md gives the route and which only a
+	// key can meet (sign-in needs an email). The route table shows it as a
+	// session route.
+	person bool
 }
 
 // Features a route can sit behind.
@@ -49,6 +57,7 @@ var (
 	cron     = access{kind: accessCron}
 	session  = access{kind: accessSession}
 	agentKey = access{kind: accessAny, agent: true}
+	signedIn = access{kind: accessAny, person: true}
 )
 
 func scope(s domain.Scope) access { return access{kind: accessScope, scope: s} }
@@ -133,7 +142,7 @@ func (s *Server) routes() []route {
 		{"GET /v1/heal/status", gov, s.healStatus},
 
 		// Legal agreements.
-		{"POST /v1/legal/accept", anyKey, s.acceptLegal},
+		{"POST /v1/legal/accept", signedIn, s.acceptLegal},
 		{"GET /v1/legal/acceptances", anyKey, s.legalAcceptances},
 		{"GET /v1/legal/documents", public, s.legalDocuments},
 		{"GET /v1/legal/documents/{document_id}/text", public, s.legalText},
@@ -200,6 +209,9 @@ func (s *Server) RouteTable() []RouteInfo {
 			a = "cron"
 		case accessAny:
 			a = "any"
+			if rt.auth.person {
+				a = "session"
+			}
 		case accessUnscoped:
 			a = "unscoped"
 		case accessSession:

@@ -10,6 +10,7 @@ import (
 	"encoding/hex"
 	"log/slog"
 	"net/http"
+	"net/netip"
 	"slices"
 	"strconv"
 	"strings"
@@ -18,6 +19,7 @@ import (
 
 	"github.com/auditchain/auditchain/internal/app"
 	"github.com/auditchain/auditchain/internal/buildinfo"
+	"github.com/auditchain/auditchain/internal/config"
 	"github.com/auditchain/auditchain/internal/domain"
 	"github.com/auditchain/auditchain/internal/mail"
 	"github.com/auditchain/auditchain/internal/mcpserver"
@@ -42,6 +44,9 @@ type Server struct {
 	// crossOrigin refuses unsafe requests a browser marks cross-site; it
 	// guards the session cookie, never an API key (CONTRACT.md "Credentials").
 	crossOrigin *http.CrossOriginProtection
+	// trustedProxies are the peers whose X-Forwarded-For names the client
+	// (--trusted-proxies; client.go).
+	trustedProxies []netip.Prefix
 
 	// literal lists, for each path of a route without wildcards, its
 	// methods: another method's wildcard route must not answer for it.
@@ -60,6 +65,13 @@ func NewServer(a *app.App, log *slog.Logger, openapiJSON []byte) *Server {
 	s := &Server{app: a, log: log, mux: http.NewServeMux(), openapi: openapiJSON, done: make(chan struct{}),
 		version:     buildinfo.Read().String(),
 		crossOrigin: http.NewCrossOriginProtection()}
+	// config.Parse refused a --trusted-proxies that does not parse; a
+	// Config built by hand with one trusts nobody.
+	if proxies, err := config.ParseTrustedProxies(a.Cfg.TrustedProxies); err == nil {
+		s.trustedProxies = proxies
+	} else {
+		log.Error("--trusted-proxies ignored: the TCP peer is every request's client", "err", err)
+	}
 	// A registry of our own: nothing global, so several servers (tests, replicas
 	// in one process) never collide.
 	s.registry = metrics.NewRegistry()

@@ -32,7 +32,7 @@ func (s *Server) requestOTP(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	sent, err := s.app.RequestOTP(r.Context(), *req.Email, req.Acceptances)
+	sent, err := s.app.RequestOTP(r.Context(), s.clientAddress(r), *req.Email, req.Acceptances)
 	if err != nil {
 		return err
 	}
@@ -157,6 +157,11 @@ func toAcceptance(a store.Acceptance) api.Acceptance {
 }
 
 func (s *Server) acceptLegal(w http.ResponseWriter, r *http.Request) error {
+	// Who may accept answers before the body is looked at: an API key
+	// learns nothing from the route (as the test dispatcher's rule).
+	if err := s.app.CheckLegalAcceptor(r.Context(), principal(r)); err != nil {
+		return err
+	}
 	req, err := decode[legalAccept](r, s.app.Cfg.MaxBodyBytes, false)
 	if err != nil {
 		return err

@@ -278,7 +278,7 @@ func TestSessionIsACredential(t *testing.T) {
 			t.Fatalf("revoke from a session: %d %s", r.Status, r.Body)
 		}
 		// A key cannot describe or end a session.
-		wantProblem(t, e.do("GET", "/v1/auth/session", e.key(user, app.KeyRequest{}), nil), 401, "session_required")
+		wantProblem(t, e.do("GET", "/v1/auth/session", e.key(user, app.KeyRequest{}), nil), 403, "session_required")
 		r := e.withSession("POST", "/v1/auth/logout", cookie, nil)
 		if r.Status != 200 || len(r.Cookies) != 1 || r.Cookies[0].MaxAge >= 0 {
 			t.Fatalf("logout: %d %v", r.Status, r.Cookies)
@@ -368,30 +368,58 @@ func TestLegalDocumentsAreServedWithTheirHashes(t *testing.T) {
 // without an email is refused.
 func TestLegalAcceptance(t *testing.T) {
 	eachEnv(t, func(t *testing.T, e *env) {
-		_, key := e.account("accept@example.com")
+		e.account("accept@example.com")
+		_, cookie := e.signIn("accept@example.com")
 		docs := e.app.LegalDocuments()
 		d := docs[0]
 		body := func(version, hash string) map[string]any {
 			return map[string]any{"accepted": true, "document_id": d.ID, "version": version, "content_hash": hash}
 		}
-		wantProblem(t, e.do("POST", "/v1/legal/accept", key, body("2020-01-01.1", d.ContentHash)), 422, "legal-attestation-invalid")
-		wantProblem(t, e.do("POST", "/v1/legal/accept", key, body(d.Version, strings.Repeat("0", 64))), 422, "legal-attestation-invalid")
-		wantProblem(t, e.do("POST", "/v1/legal/accept", key, map[string]any{"accepted": false, "document_id": d.ID, "version": d.Version,
+		wantProblem(t, e.withSession("POST", "/v1/legal/accept", cookie, body("2020-01-01.1", d.ContentHash)), 422, "legal-attestation-invalid")
+		wantProblem(t, e.withSession("POST", "/v1/legal/accept", cookie, body(d.Version, strings.Repeat("0", 64))), 422, "legal-attestation-invalid")
+		wantProblem(t, e.withSession("POST", "/v1/legal/accept", cookie, map[string]any{"accepted": false, "document_id": d.ID, "version": d.Version,
 			"content_hash": d.ContentHash}), 422, "validation_error")
 		if n := e.count("legal_acceptances"); n != 0 {
 			t.Fatalf("%d acceptances recorded by refusals", n)
 		}
-		r := e.do("POST", "/v1/legal/accept", key, body(d.Version, d.ContentHash)).JSON(t)
+		r := e.withSession("POST", "/v1/legal/accept", cookie, body(d.Version, d.ContentHash)).JSON(t)
 		acc := r["acceptance"].(map[string]any)
 		if r["status"] != "recorded" || acc["source"] != "portal" || acc["email"] != "accept@example.com" || len(r["unmet_document_ids"].([]any)) != 2 {
 			t.Fatalf("accept: %v", r)
 		}
-		again := e.do("POST", "/v1/legal/accept", key, body(d.Version, d.ContentHash)).JSON(t)
+		again := e.withSession("POST", "/v1/legal/accept", cookie, body(d.Version, d.ContentHash)).JSON(t)
 		if again["acceptance"].(map[string]any)["recorded_at"] != acc["recorded_at"] || e.count("legal_acceptances") != 1 {
 			t.Fatalf("a second acceptance of one version: %v", again)
 		}
 		_, noEmail := e.newAccount(app.AccountRequest{NoEmail: true})
 		wantProblem(t, e.do("POST", "/v1/legal/accept", noEmail, body(d.Version, d.ContentHash)), 400, "account_has_no_email")
+	})
+}
+
+// Accepting a legal document is a signed-in person's act (SPEC.md: POST
+// /v1/legal/accept is for a signed-in caller): an API key of any scope gets
+// 403 session_required, before its body is read, and nothing is recorded.
+func TestLegalAcceptanceNeedsASession(t *testing.T) {
+	eachEnv(t, func(t *testing.T, e *env) {
+		user, unscoped := e.account("keys@example.com")
+		d := e.app.LegalDocuments()[0]
+		body := map[string]any{"accepted": true, "document_id": d.ID, "version": d.Version, "content_hash": d.ContentHash}
+		for _, key := range []string{unscoped, e.key(user, app.KeyRequest{Scopes: []string{"events:read"}}),
+			e.key(user, app.KeyRequest{Scopes: []string{"governance", "notifications"}})} {
+			wantProblem(t, e.do("POST", "/v1/legal/accept", key, body), 403, "session_required")
+			wantProblem(t, e.do("POST", "/v1/legal/accept", key, map[string]any{"accepted": "yes"}), 403, "session_required")
+		}
+		if n := e.count("legal_acceptances"); n != 0 {
+			t.Fatalf("%d acceptances recorded for API keys", n)
+		}
+		_, cookie := e.signIn("keys@example.com")
+		if r := e.withSession("POST", "/v1/legal/accept", cookie, body); r.Status != 200 {
+			t.Fatalf("the account's session: %d %s", r.Status, r.Body)
+		}
+		// The listing of what was accepted stays open to keys.
+		if st := e.do("GET", "/v1/legal/acceptances", unscoped, nil).JSON(t); len(st["acceptances"].([]any)) != 1 {
+			t.Fatalf("acceptances read with a key: %v", st)
+		}
 	})
 }
 
@@ -402,8 +430,9 @@ func TestLegalVersionBumpAndEnforcement(t *testing.T) {
 	storetest.Each(t, func(t *testing.T, dsn string) {
 		e := newEnv(t, dsn, nil)
 		_, key := e.account("bump@example.com")
+		_, cookie := e.signIn("bump@example.com")
 		for _, d := range e.app.LegalDocuments() {
-			e.do("POST", "/v1/legal/accept", key, map[string]any{"accepted": true, "document_id": d.ID, "version": d.Version, "content_hash": d.ContentHash})
+			e.withSession("POST", "/v1/legal/accept", cookie, map[string]any{"accepted": true, "document_id": d.ID, "version": d.Version, "content_hash": d.ContentHash})
 		}
 		// The operator publishes a new privacy notice and enforces acceptance.
 		dir := t.TempDir()
@@ -434,7 +463,7 @@ func TestLegalVersionBumpAndEnforcement(t *testing.T) {
 			}
 		}
 		d, _ := docs.Get("privacy_notice")
-		e.do("POST", "/v1/legal/accept", key, map[string]any{"accepted": true, "document_id": d.ID, "version": d.Version, "content_hash": d.ContentHash})
+		e.withSession("POST", "/v1/legal/accept", cookie, map[string]any{"accepted": true, "document_id": d.ID, "version": d.Version, "content_hash": d.ContentHash})
 		if r := e.do("GET", "/v1/chain/tip", key, nil); r.Status != 200 {
 			t.Fatalf("after accepting the new version: %d %s", r.Status, r.Body)
 		}

@@ -28,9 +28,15 @@ import (
 )
 
 // eachTeamEnv runs fn against an API with --teams on, on every backend.
+// Its tests set up a team for every case, inviting the same people again
+// and again: the invitation throttles are lifted here, and tested with
+// their defaults in throttles_test.go.
 func eachTeamEnv(t *testing.T, fn func(t *testing.T, e *env)) {
 	storetest.Each(t, func(t *testing.T, dsn string) {
-		fn(t, newEnv(t, dsn, func(c *config.Config) { c.Teams = true }))
+		fn(t, newEnv(t, dsn, func(c *config.Config) {
+			c.Teams = true
+			c.InviteLimitPerAccount, c.InviteLimitPerOrg, c.InviteLimitPerRecipient, c.InviteLimitGlobal = 1e6, 1e6, 1e6, 1e6
+		}))
 	})
 }
 

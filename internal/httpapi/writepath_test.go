@@ -291,7 +291,7 @@ func TestOverTheQuotaEveryAppendIs429(t *testing.T) {
 
 // Client sequences above 2^52 are refused with 422 (CONTRACT.md "Batch"),
 // single or batch; 2^52 itself is a client's to use, and the service's
-// events still go on after it.
+// events — a revocation, a gated tool call — still go on after it.
 func TestClientSequencesStopAt2To52(t *testing.T) {
 	eachEnv(t, func(t *testing.T, e *env) {
 		_, key := e.account("big@example.com")
@@ -317,6 +317,17 @@ func TestClientSequencesStopAt2To52(t *testing.T) {
 		}
 		if tip := e.tip(key); tip["sequence"] != float64(domain.MaxClientSequence+2) {
 			t.Fatalf("the service's events after 2^52: tip %v", tip)
+		}
+		// A gated tool call (the hooks' and the MCP proxy's route) sends no
+		// sequence: the service numbers it above the tip, cap or not.
+		got := e.toolCall(key, toolCallBody("evt-tc-above", "w", "bash"))
+		if ev := got["event"].(map[string]any); ev["sequence"] != float64(domain.MaxClientSequence+3) {
+			t.Fatalf("tool call above 2^52: %v", got)
+		}
+		// A client's own next sequence is still refused there.
+		m := wantProblem(t, e.do("POST", "/v1/events", key, ev("evt-next", domain.MaxClientSequence+4, e.tip(key)["payload_hash"])), 422, "validation_error")
+		if errs := m["errors"].([]any); errs[0].(map[string]any)["field"] != "sequence" {
+			t.Fatalf("a client sequence above 2^52: %v", m)
 		}
 	})
 }

@@ -6,27 +6,21 @@ import (
 )
 
 // logTransport writes one line per message instead of sending it: the
-// default, so a development server needs no mail setup to show a sign-in code.
+// default, so a server needs no mail setup to start. The line names the
+// recipient and the kind of message, never its subject or body: either can
+// carry a one-time sign-in code, and a log is read by more people, and kept
+// longer, than the recipient's mailbox (docs/decisions/mail.md). To read the
+// messages themselves in development, use outbox:DIR.
 type logTransport struct {
-	log        *slog.Logger
-	production bool
+	log *slog.Logger
 }
 
 // deliver never fails: the line is the delivery.
 func (t *logTransport) deliver(ctx context.Context, l *letter) error {
-	attrs := []slog.Attr{
+	t.log.LogAttrs(ctx, slog.LevelInfo, "mail",
 		slog.String("provider", ProviderLog),
 		slog.String("to", l.To),
-		slog.String("subject", l.Subject),
-		slog.String("message_id", l.messageID),
-	}
-	if t.production {
-		// Bodies carry one-time codes; production logs outlive them and
-		// reach more readers than the recipient.
-		attrs = append(attrs, slog.String("body", "body withheld in production"))
-	} else {
-		attrs = append(attrs, slog.String("body", l.Body))
-	}
-	t.log.LogAttrs(ctx, slog.LevelInfo, "mail", attrs...)
+		slog.String("kind", l.Kind),
+		slog.String("message_id", l.messageID))
 	return nil
 }

@@ -2,7 +2,7 @@
 // notifications and digests later. The operator picks the transport with
 // --mail (docs/decisions/mail.md):
 //
-//   - log: one log line per message, the body withheld in production;
+//   - log: one log line per message, naming its recipient and kind only;
 //   - outbox:DIR: one RFC 5322 .eml file per message, written atomically;
 //   - smtp://[user[:pass]@]host[:port]: real delivery, STARTTLS when offered.
 //
@@ -46,7 +46,11 @@ const (
 
 // Message is one mail to one recipient.
 type Message struct {
-	To      string // one address as net/mail parses it: "a@b" or "Name <a@b>"
+	To string // one address as net/mail parses it: "a@b" or "Name <a@b>"
+	// Kind says what the message is ("sign_in_code", a notice type,
+	// "digest", …) where it is logged: unlike Subject and Body, it never
+	// carries a code or a secret.
+	Kind    string
 	Subject string
 	Body    string // text/plain, UTF-8
 }
@@ -59,9 +63,6 @@ type Options struct {
 	// Log receives the log transport's lines and retry warnings; nil
 	// discards them.
 	Log *slog.Logger
-	// Production makes the log transport withhold bodies: they carry one-time
-	// codes, and production logs are kept and read more widely than a mailbox.
-	Production bool
 	// Timeout bounds one attempt (connect, TLS, auth and transfer
 	// together). Default DefaultTimeout.
 	Timeout time.Duration
@@ -160,7 +161,7 @@ func New(spec string, o Options) (*Mailer, error) {
 
 	switch {
 	case spec == ProviderLog:
-		m.provider, m.transport = ProviderLog, &logTransport{log: m.log, production: o.Production}
+		m.provider, m.transport = ProviderLog, &logTransport{log: m.log}
 	case strings.HasPrefix(spec, ProviderOutbox+":"):
 		t, err := newOutbox(strings.TrimPrefix(spec, ProviderOutbox+":"), m.log)
 		if err != nil {

@@ -66,6 +66,13 @@ func (s *Store) InsertOTPCode(ctx context.Context, tx *sql.Tx, c OTPCode) error 
 	return err
 }
 
+// DeleteOTPCode removes a code that was never mailed: it is no longer
+// counted against its email's hourly limit.
+func (s *Store) DeleteOTPCode(ctx context.Context, tx *sql.Tx, id string) error {
+	_, err := tx.ExecContext(ctx, `DELETE FROM otp_codes WHERE id = $1`, id)
+	return err
+}
+
 // LiveOTPCode returns the email's newest code that is unused, unexpired at
 // now and has tries left (fewer than maxAttempts), or ErrNotFound; with it,
 // the email's account if there is one (one read for both).

@@ -58,6 +58,8 @@ type Store struct {
 	// pool whose sessions plan with index lookups only.
 	batch          *sql.DB
 	batchFallbacks struct{ refusals, deadlocks, lockTimeouts, other atomic.Int64 }
+	// claims holds this replica's outbox claim locks (PostgreSQL; claimlocks.go).
+	claims claimSession
 }
 
 // IOFaults is how many SQLite connections were given up after a storage fault
@@ -211,6 +213,20 @@ func withParam(url, param string) string {
 // connectTimeoutSeconds bounds a PostgreSQL connection attempt.
 const connectTimeoutSeconds = 5
 
+// Redacted is dsn as it may be printed or logged: a sqlite: path as it is,
+// a URL as its host and database, never its user or password, and anything
+// else as what precedes its first colon.
+func Redacted(dsn string) string {
+	switch scheme, _, _ := strings.Cut(dsn, ":"); {
+	case strings.HasPrefix(dsn, "sqlite:"):
+		return dsn
+	case strings.Contains(dsn, "://"):
+		return scheme + "://" + redactURL(dsn)
+	default:
+		return scheme + ":…"
+	}
+}
+
 // redactURL keeps host and database of a postgres URL and drops credentials.
 func redactURL(url string) string {
 	rest := strings.SplitN(url, "://", 2)[1]
@@ -226,6 +242,9 @@ func redactURL(url string) string {
 // Close releases every connection.
 func (s *Store) Close() error {
 	var err error
+	if s.Dialect == Postgres {
+		s.claims.closeClaims()
+	}
 	if s.ckpt != nil {
 		err = s.ckpt.close()
 	}

@@ -79,6 +79,12 @@ func TestSignInSessionsCronAndTheDocument(t *testing.T) {
 			t.Fatalf("session: %+v, %v", sess, err)
 		}
 		exact[api.Session](t, rec, "GET /v1/auth/session")
+		first := docs.Documents[0]
+		if _, err := signed.AcceptLegal(ctx, api.AcceptRequest{Accepted: true, DocumentID: first.DocumentID,
+			Version: first.Version, ContentHash: first.ContentHash}); err != nil {
+			t.Fatal(err)
+		}
+		exact[api.AcceptResult](t, rec, "POST /v1/legal/accept")
 		if err := signed.Logout(ctx); err != nil {
 			t.Fatal(err)
 		}

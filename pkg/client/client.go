@@ -125,7 +125,13 @@ func WithSleep(sleep func(ctx context.Context, d time.Duration) error) Option {
 func New(baseURL, apiKey string, opts ...Option) (*Client, error) {
 	u, err := url.Parse(baseURL)
 	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
-		return nil, fmt.Errorf("client: base URL %q is not an http(s) URL with a host", baseURL)
+		// Named without its password, or not at all when it does not parse:
+		// a URL may carry credentials, and errors reach logs.
+		shown := "that does not parse"
+		if err == nil {
+			shown = strconv.Quote(u.Redacted())
+		}
+		return nil, fmt.Errorf("client: base URL %s is not an http(s) URL with a host", shown)
 	}
 	c := &Client{base: strings.TrimRight(baseURL, "/"), key: apiKey, hc: http.DefaultClient, surface: SurfaceSDK,
 		now: time.Now, sleep: sleepCtx, retries: 4, maxWait: 30 * time.Second}

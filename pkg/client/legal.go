@@ -33,6 +33,8 @@ func (c *Client) LegalText(ctx context.Context, documentID string) (*api.LegalTe
 
 // AcceptLegal records the caller's acceptance of a document's current
 // version (POST /v1/legal/accept); accepting again answers the first record.
+// It needs a signed-in session (WithSession): an API key gets 403
+// session_required.
 func (c *Client) AcceptLegal(ctx context.Context, req api.AcceptRequest) (*api.AcceptResult, error) {
 	return call[api.AcceptResult](ctx, c, request{method: http.MethodPost, path: "/v1/legal/accept", body: &req, idempotent: true})
 }

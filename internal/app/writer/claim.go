@@ -5,50 +5,44 @@ package writer
 
 import (
 	"context"
-	"database/sql"
+	"errors"
 	"sync"
 
 	"github.com/auditchain/auditchain/internal/store"
 )
 
+// ErrClaimLost is a claim whose lock went with its PostgreSQL session
+// before it settled: it settles nothing, and its rows go again.
+var ErrClaimLost = errors.New("the outbox claim's lock was lost with its database session; its rows stay queued")
+
 // Claim runs one claim of queued work: claim picks rows in a write
 // transaction (reporting whether it took any), work acts on them, and settle
-// records the outcome. No two claims hold one row at once — in this process,
-// or on PostgreSQL across replicas — and a claimer that dies mid-work
-// leaves its rows as they were, free at once for the next claim:
+// records the outcome in another. No two claims of one key (an outbox and
+// an account) run at once — in this process, and on PostgreSQL across
+// replicas — and work runs between the two short writes, holding no
+// transaction, so a slow send never holds what other writes need:
 //
-//   - on PostgreSQL, claim, work and settle share one transaction, whose
-//     row locks (the store's FOR UPDATE SKIP LOCKED) keep other replicas'
-//     claims off the rows until it commits, or until its connection dies;
-//   - on SQLite, which one process owns, claims with the same key run one at
-//     a time, and work runs between two short writes, so that a slow send
-//     never holds the one write transaction every other write needs.
+//   - in a process, claims with the same key run one at a time;
+//   - on PostgreSQL the key is also held by a session advisory lock on the
+//     replica's claims session (store.TryClaimLock): a claim another
+//     replica holds is skipped at once, reporting nothing taken, and a
+//     replica that dies releases its keys with its connection, leaving
+//     their rows queued for the next claim.
 //
-// key names what claim takes (an outbox and an account): claims of
-// different keys run side by side. Effects registered with AfterCommit run
-// after settle's commit.
+// Claims of different keys run side by side. Effects registered with
+// AfterCommit run after settle's commit.
 func (w *Writer) Claim(ctx context.Context, key string, claim func(*Tx) (bool, error), work func(), settle func(*Tx) error) error {
-	if w.store.Dialect == store.Postgres {
-		t := &Tx{w: w}
-		err := w.store.InTx(ctx, func(tx *sql.Tx) error {
-			t.begin(tx)
-			took, err := claim(t)
-			if err != nil || !took {
-				return err
-			}
-			work()
-			return settle(t)
-		})
-		if err != nil {
-			t.abandon()
-		} else {
-			t.committed()
-		}
-		t.finish()
-		return err
-	}
 	unlock := w.claims.lock(key)
 	defer unlock()
+	var held store.ClaimLock
+	if w.store.Dialect == store.Postgres {
+		l, ok, err := w.store.TryClaimLock(ctx, key)
+		if err != nil || !ok {
+			return err
+		}
+		defer l.Release()
+		held = l
+	}
 	took := false
 	if err := w.Write(ctx, func(t *Tx) (err error) {
 		took, err = claim(t)
@@ -57,6 +51,9 @@ func (w *Writer) Claim(ctx context.Context, key string, claim func(*Tx) (bool, e
 		return err
 	}
 	work()
+	if w.store.Dialect == store.Postgres && !held.Held() {
+		return ErrClaimLost
+	}
 	return w.Write(ctx, settle)
 }
 
