@@ -446,17 +446,29 @@ func (a *App) appendServerEvent(ctx context.Context, t *writer.Tx, p Principal, 
 	}
 	now := a.Now()
 	e := store.Event{UserID: p.UserID}
+	in := domain.EventInput{EventID: &id, EventType: &ev.EventType, Raw: raw, Tool: ev.Tool}
 	out, err := t.Append(ctx, writer.Append{Event: &e, Place: func(ctx context.Context, head store.Head, _ store.Querier) error {
-		if head.LastSequence == math.MaxInt64 {
-			return fmt.Errorf("the chain of %s ends at the largest sequence: the service cannot append after it", p.UserID)
-		}
-		seq := head.LastSequence + 1
-		in := domain.EventInput{EventID: &id, EventType: &ev.EventType, Sequence: &seq, PrevHash: head.LastHash, Raw: raw, Tool: ev.Tool}
-		prepared, err := a.prepareEvent(p, &in, serviceSurface, now)
-		e = prepared
+		var err error
+		e, err = a.numberAtTip(p, head, in, serviceSurface, now)
 		return err
 	}})
 	return out.Event, err
+}
+
+// numberAtTip numbers in after head — sequence tip + 1 and prev_hash the
+// tip's payload_hash; 0 and null on an empty chain — and prepares the row.
+// It is the service's numbering, the one way every event the caller does
+// not place itself is placed: the service's own events, a gated tool call
+// and its results, and POST /v1/events/append. The 2^52 cap binds only the
+// sequences clients choose (CONTRACT.md "Batch": the space above is the
+// service's), so it is not checked here; only the top of int64 is.
+func (a *App) numberAtTip(p Principal, head store.Head, in domain.EventInput, surface string, now time.Time) (store.Event, error) {
+	if head.LastSequence == math.MaxInt64 {
+		return store.Event{}, fmt.Errorf("the chain of %s ends at the largest sequence: nothing can be appended after it", p.UserID)
+	}
+	seq := head.LastSequence + 1
+	in.Sequence, in.PrevHash = &seq, head.LastHash
+	return a.prepareEvent(p, &in, surface, now)
 }
 
 // newID returns prefix + hex of n random bytes.

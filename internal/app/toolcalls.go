@@ -6,7 +6,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"math"
 	"time"
 
 	"github.com/auditchain/auditchain/internal/app/writer"
@@ -172,9 +171,6 @@ func (a *App) writeToolCall(ctx context.Context, p Principal, req ToolCallReques
 		if err != nil {
 			return err
 		}
-		if head.LastSequence == math.MaxInt64 {
-			return fmt.Errorf("the chain of %s ends at the largest sequence: nothing can be appended after it", p.UserID)
-		}
 		ans, rows, err := a.gate(ctx, t.SQL(), p.UserID, req.Subagent, &req.Tool, nil, now)
 		if err != nil {
 			return err
@@ -199,14 +195,11 @@ func (a *App) writeToolCall(ctx context.Context, p Principal, req ToolCallReques
 		if err != nil {
 			return err
 		}
-		// The service numbers the call after the tip: the 2^52 cap of
-		// client sequences does not bind it (CONTRACT.md "Batch": the space
-		// above is the service's). The client's fields were checked before
-		// the write (checkToolCall).
-		seq := head.LastSequence + 1
-		in := domain.EventInput{EventID: &req.EventID, EventType: &eventType, Sequence: &seq, PrevHash: head.LastHash,
-			Raw: raw, Decision: &out.Decision, Tool: &req.Tool, ParentID: req.ParentID, TS: req.TS}
-		e, err := a.prepareEvent(p, &in, req.Surface, now)
+		// The service numbers the call after the tip it holds. The
+		// client's fields were checked before the write (checkToolCall).
+		in := domain.EventInput{EventID: &req.EventID, EventType: &eventType, Raw: raw, Decision: &out.Decision,
+			Tool: &req.Tool, ParentID: req.ParentID, TS: req.TS}
+		e, err := a.numberAtTip(p, head, in, req.Surface, now)
 		if err != nil {
 			return err
 		}
@@ -501,19 +494,11 @@ func (r *resultIDTaken) Error() string {
 
 // appendToolResult appends r at the tip inside t, charged to the quota.
 func (a *App) appendToolResult(ctx context.Context, t *writer.Tx, p Principal, r *ToolResult, surface string, now time.Time) error {
-	head, err := t.Lock(ctx, p.UserID)
-	if err != nil {
+	e := store.Event{UserID: p.UserID}
+	_, err := t.Append(ctx, writer.Append{Event: &e, Quota: a.quotaOf(now), Place: func(_ context.Context, head store.Head, _ store.Querier) error {
+		var err error
+		e, err = a.numberAtTip(p, head, r.input(0), surface, now) // 0: numbered here
 		return err
-	}
-	if head.LastSequence == math.MaxInt64 {
-		return fmt.Errorf("the chain of %s ends at the largest sequence: nothing can be appended after it", p.UserID)
-	}
-	in := r.input(head.LastSequence + 1)
-	in.PrevHash = head.LastHash
-	e, err := a.prepareEvent(p, &in, surface, now)
-	if err != nil {
-		return err
-	}
-	_, err = t.Append(ctx, writer.Append{Event: &e, Quota: a.quotaOf(now)})
+	}})
 	return err
 }
