@@ -28,6 +28,8 @@ import (
 // with any prev_hash, refused or stored — every event the service numbers
 // itself still goes on at the tip of that account: a gated tool call with
 // its results (POST /v1/tool-calls, which the hooks and the MCP proxy use),
+// a client event appended at the tip (POST /v1/events/append, the MCP
+// record_event tool's and the hooks' results),
 // a grant and its revocation, a proposal ratified and enacted, a machine's
 // signing key, a heal run's repairs and an anchor. The service's writes are
 // also interleaved with the client's. A property test over seeded random
@@ -106,6 +108,18 @@ func TestNoClientInputFreezesAnAccount(t *testing.T) {
 						Results: []app.ToolResult{{EventID: id + "-result", Raw: json.RawMessage(`{"ok":true}`)}}})
 					if err == nil && res.Event.EventID != id {
 						err = fmt.Errorf("recorded %s", res.Event.EventID)
+					}
+					return err
+				}},
+				{"append at the tip", true, func() error {
+					// What the MCP record_event tool and the hooks' results
+					// send (POST /v1/events/append): a client event the
+					// service numbers.
+					calls++
+					id, typ := fmt.Sprintf("evt-r%d-next%d", round, calls), "tool_result"
+					res, err := a.AppendNext(ctx, p, domain.EventInput{EventID: &id, EventType: &typ, Raw: json.RawMessage(`{"ok":true}`)}, "mcp")
+					if err == nil && (res.Event.EventID != id || res.Replayed) {
+						err = fmt.Errorf("recorded %s (replayed %v)", res.Event.EventID, res.Replayed)
 					}
 					return err
 				}},

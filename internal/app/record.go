@@ -113,6 +113,96 @@ func (a *App) appendEvent(ctx context.Context, p Principal, in domain.EventInput
 		Epoch: domain.NewEpochStamp(a.Cfg.EpochAnchor, now)}, nil
 }
 
+// AppendNext stores one client event that the service numbers (POST
+// /v1/events/append, docs/decisions/record.md "Append at the tip"): in
+// carries no sequence, prev_hash or payload_hash, and is placed at the
+// account's tip in the write that stores it (numberAtTip), as the service's
+// own events are, so the 2^52 cap of client sequences does not bind it. The
+// rest is Append's: the daily quota first (429 whatever was sent), then
+// shape (422), the machine's signature (401); a resend of a stored event_id
+// with the same content, at whatever sequence it got, is answered with the
+// stored event; other content is 409 event_id_conflict.
+func (a *App) AppendNext(ctx context.Context, p Principal, in domain.EventInput, surface string) (AppendResult, error) {
+	res, err := a.appendNext(ctx, p, in, surface)
+	a.noteRefusal(ctx, p.UserID, err)
+	return res, err
+}
+
+func (a *App) appendNext(ctx context.Context, p Principal, in domain.EventInput, surface string) (AppendResult, error) {
+	now := a.Now()
+	for _, f := range []struct {
+		name string
+		sent bool
+	}{{"sequence", in.Sequence != nil}, {"prev_hash", in.PrevHash != nil}, {"payload_hash", in.PayloadHash != nil}} {
+		if f.sent {
+			return a.refuseAppend(ctx, nil, p.UserID, &in, now, NumberedByService(f.name))
+		}
+	}
+	// The shape, with the sequence the write assigns standing in.
+	probe, zero := in, int64(0)
+	probe.Sequence = &zero
+	if errs := domain.ValidateEventShape(&probe); len(errs) > 0 {
+		return a.refuseAppend(ctx, nil, p.UserID, &in, now, domain.Validation(errs...))
+	}
+	verifiedWith, err := a.preverify(ctx, p.UserID, &in)
+	if err != nil {
+		return a.refuseAppend(ctx, nil, p.UserID, &in, now, err)
+	}
+	e := store.Event{UserID: p.UserID}
+	var advisory *domain.DedupAdvisory
+	out, err := a.w.Append(ctx, writer.Append{Event: &e, Quota: a.quotaOf(now), Locked: in.MachineID != nil,
+		Place: func(ctx context.Context, head store.Head, q store.Querier) error {
+			advisory = nil
+			// e keeps its account when numbering fails: the writer may
+			// try again on the locked path.
+			next, err := a.numberAtTip(p, head, in, surface, now)
+			if err == nil {
+				e = next
+				if in.MachineID != nil {
+					err = a.recheckSignature(ctx, q, p.UserID, &in, verifiedWith)
+				}
+			}
+			if err != nil {
+				_, err = a.refuseAppend(ctx, q, p.UserID, &in, now, err)
+				return err
+			}
+			if e.SemanticKey == nil || e.Tool == nil {
+				return nil
+			}
+			advisory, err = a.dedupAdvisory(ctx, q, p.UserID, *e.Tool, *e.SemanticKey, domain.EventIntent(e.Raw), head.LastSequence)
+			return err
+		}})
+	var over *writer.QuotaExceeded
+	switch {
+	case errors.As(err, &over):
+		return AppendResult{}, a.quotaExceeded(over.Used)
+	case errors.Is(err, writer.ErrEventIDTaken):
+		// A resend after a lost answer, or another event under the id.
+		_, err = a.refuseAppend(ctx, nil, p.UserID, &in, now, err)
+		var replay *replayed
+		if errors.As(err, &replay) {
+			return AppendResult{Event: replay.event, Quota: a.quota(replay.used), Replayed: true,
+				Epoch: domain.NewEpochStamp(a.Cfg.EpochAnchor, now)}, nil
+		}
+		return AppendResult{}, err
+	case err != nil:
+		return AppendResult{}, err
+	}
+	return AppendResult{Event: out.Event, Quota: a.quota(out.QuotaUsed), Advisory: advisory,
+		Epoch: domain.NewEpochStamp(a.Cfg.EpochAnchor, now)}, nil
+}
+
+// NumberedByService is the 422 of a field that POST /v1/events/append sets
+// itself and a client sent.
+func NumberedByService(field string) *domain.Error {
+	msg := "is set by the service on this route, which numbers the event at the tip; send the event without it " +
+		"(POST /v1/events takes an event that names its place)"
+	if field == "payload_hash" {
+		msg = "is computed by the service on append; do not send it"
+	}
+	return domain.Validation(domain.FieldError{Field: field, Message: msg})
+}
+
 // RefuseBody answers a body of POST /v1/events or /v1/events/batch that
 // could not be read as one (cause): an account over its daily quota gets 429
 // whatever it sent (CONTRACT.md "Batch"); only a body over the size limits
@@ -153,10 +243,11 @@ func (r *replayed) Error() string { return "event " + r.event.EventID + " is alr
 
 // refuseAppend answers an append refused for cause, reading the account
 // through q (the write's transaction, or nil: the read pool): over the daily
-// quota, 429 whatever the cause; then, for a continuity refusal, a retry of
-// an acknowledged (or ambiguously committed) event is a replay (*replayed),
-// and an event_id stored with other content is 409 event_id_conflict. Only
-// a refused append pays these reads.
+// quota, 429 whatever the cause; then, for a continuity refusal or an
+// event_id the insert found stored, a retry of an acknowledged (or
+// ambiguously committed) event is a replay (*replayed), and an event_id
+// stored with other content is 409 event_id_conflict. Only a refused append
+// pays these reads.
 func (a *App) refuseAppend(ctx context.Context, q store.Querier, userID string, in *domain.EventInput, now time.Time, cause error) (AppendResult, error) {
 	used, err := a.Store.QuotaUsed(ctx, q, userID, domain.QuotaDay(now))
 	if err != nil {
@@ -166,7 +257,8 @@ func (a *App) refuseAppend(ctx context.Context, q store.Querier, userID string, 
 		return AppendResult{}, a.quotaExceeded(used)
 	}
 	var de *domain.Error
-	if in.EventID == nil || !errors.As(cause, &de) || !continuityCodes[de.Code] {
+	mayBeStored := errors.Is(cause, writer.ErrEventIDTaken) || (errors.As(cause, &de) && continuityCodes[de.Code])
+	if in.EventID == nil || !mayBeStored {
 		return AppendResult{}, cause
 	}
 	stored, err := a.Store.EventByID(ctx, q, userID, *in.EventID)
@@ -349,12 +441,17 @@ func hashedOf(e *store.Event) *chain.HashedEvent {
 
 // sameEvent reports whether in carries the content of the stored event, so a
 // retry can be answered with it. A retry that omits ts matches any stored ts
-// (the server set it on the first attempt).
+// (the server set it on the first attempt); one without a sequence (the
+// service numbers it: POST /v1/events/append) matches at whatever place the
+// stored event took.
 func sameEvent(stored *store.Event, in *domain.EventInput) bool {
 	h := hashedOf(stored)
-	probe := &chain.HashedEvent{EventID: *in.EventID, EventType: *in.EventType, Sequence: *in.Sequence, PrevHash: in.PrevHash,
+	probe := &chain.HashedEvent{EventID: *in.EventID, EventType: *in.EventType, Sequence: stored.Sequence, PrevHash: stored.PrevHash,
 		Raw: in.Raw, Decision: in.Decision, Tool: in.Tool, MachineID: in.MachineID, ParentID: in.ParentID, TS: in.TS,
 		Signature: in.Signature, SignatureKey: in.SignatureKey}
+	if in.Sequence != nil {
+		probe.Sequence, probe.PrevHash = *in.Sequence, in.PrevHash
+	}
 	if in.TS == nil {
 		probe.TS = h.TS
 	}

@@ -48,12 +48,57 @@ func (s *Server) appendEvent(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
+	return writeAppended(w, res)
+}
+
+// writeAppended answers an append: the stored event, and on an idempotent
+// retry (nothing written) the header Idempotent-Replayed.
+func writeAppended(w http.ResponseWriter, res app.AppendResult) error {
 	if res.Replayed {
-		// An idempotent retry: the stored event, nothing written.
 		w.Header().Set("Idempotent-Replayed", "true")
 	}
 	return writeJSON(w, http.StatusOK, api.AppendResponse{Status: "appended", Event: storedOf(&res.Event), Epoch: res.Epoch,
 		Quota: res.Quota, DedupAdvisory: res.Advisory})
+}
+
+// appendNextEvent is POST /v1/events/append: POST /v1/events for an event
+// the service numbers at the tip (app.AppendNext). The body has no
+// sequence, prev_hash or payload_hash; one sent, even null, is answered as
+// the service's field (422 naming it), after the daily quota like any body.
+func (s *Server) appendNextEvent(w http.ResponseWriter, r *http.Request) error {
+	surface, err := app.Surface(surfaceHeader(r))
+	if err != nil {
+		return err
+	}
+	body, err := readJSONBody(r, s.app.Cfg.MaxBodyBytes, false)
+	if err != nil {
+		return s.app.RefuseBody(r.Context(), principal(r), err)
+	}
+	b, err := decodeBody[api.NextEventInput](body, func(p *inputProblem) error {
+		if p.kind == inputUnknown && p.field == p.key {
+			switch p.key {
+			case "sequence", "prev_hash", "payload_hash":
+				return app.NumberedByService(p.key)
+			}
+		}
+		return p.err()
+	})
+	if err != nil {
+		return s.app.RefuseBody(r.Context(), principal(r), err)
+	}
+	in := domain.EventInput{Raw: b.Raw, Decision: b.Decision, Tool: b.Tool, MachineID: b.MachineID, ParentID: b.ParentID,
+		TS: b.TS, Signature: b.Signature, SignatureKey: b.SignatureKey}
+	if b.EventID != "" { // empty reads as missing: "required"
+		in.EventID = &b.EventID
+	}
+	if b.EventType != "" {
+		in.EventType = &b.EventType
+	}
+	res, err := s.app.AppendNext(r.Context(), principal(r), in, surface)
+	if err != nil {
+		return err
+	}
+	return writeAppended(w, res)
 }
 
 // batchRequest is a batch body with its rows as sent: the form it is read

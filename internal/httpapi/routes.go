@@ -99,6 +99,9 @@ func (s *Server) routes() []route {
 
 		// The record (SPEC.md "Events", CONTRACT.md "The record").
 		{"POST /v1/events", write, s.appendEvent},
+		// An event the service numbers at the tip (docs/decisions/record.md
+		// "Append at the tip"): what an agent surface records.
+		{"POST /v1/events/append", write, s.appendNextEvent},
 		{"POST /v1/events/batch", write, s.appendBatch},
 		{"POST /v1/events/search", read, s.searchEvents},
 		{"GET /v1/events/stream", read, eventStreamHandler(s.app, s.done)},

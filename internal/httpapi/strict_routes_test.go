@@ -62,8 +62,9 @@ var strictCases = map[string]strictCase{
 	"GET /v1/keys":                  {},
 	"POST /v1/keys/{key_id}/revoke": {},
 
-	"POST /v1/events":       {body: validEvent, times: []string{"ts"}, free: []string{"raw"}},
-	"POST /v1/events/batch": {body: `{"client_machine":"m1","events":[` + validEvent + `]}`, times: []string{"events[0].ts"}, free: []string{"events[0].raw"}, rows: "events"},
+	"POST /v1/events":        {body: validEvent, times: []string{"ts"}, free: []string{"raw"}},
+	"POST /v1/events/append": {body: strings.Replace(validEvent, `"sequence":0,`, "", 1), times: []string{"ts"}, free: []string{"raw"}},
+	"POST /v1/events/batch":  {body: `{"client_machine":"m1","events":[` + validEvent + `]}`, times: []string{"events[0].ts"}, free: []string{"events[0].raw"}, rows: "events"},
 	"POST /v1/events/search": {body: `{"after":"2026-11-20T00:00:00+00:00","before":"2026-11-22T00:00:00+00:00","cursor":5,"decision":"allow",` +
 		`"event_types":["tool_call"],"limit":10,"tool":"bash"}`, times: []string{"after", "before"}},
 	"GET /v1/events/stream":                     {},

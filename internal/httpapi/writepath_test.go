@@ -290,8 +290,9 @@ func TestOverTheQuotaEveryAppendIs429(t *testing.T) {
 }
 
 // Client sequences above 2^52 are refused with 422 (CONTRACT.md "Batch"),
-// single or batch; 2^52 itself is a client's to use, and the service's
-// events — a revocation, a gated tool call — still go on after it.
+// single or batch; 2^52 itself is a client's to use, and the events the
+// service numbers — a revocation, a gated tool call, an event appended at
+// the tip (POST /v1/events/append) — still go on after it.
 func TestClientSequencesStopAt2To52(t *testing.T) {
 	eachEnv(t, func(t *testing.T, e *env) {
 		_, key := e.account("big@example.com")
@@ -324,8 +325,21 @@ func TestClientSequencesStopAt2To52(t *testing.T) {
 		if ev := got["event"].(map[string]any); ev["sequence"] != float64(domain.MaxClientSequence+3) {
 			t.Fatalf("tool call above 2^52: %v", got)
 		}
+		// So does an event appended at the tip (the MCP record_event tool's,
+		// the hooks' results): the caller chooses no sequence; a resend is
+		// answered with it.
+		body := map[string]any{"event_id": "evt-at-tip", "event_type": "tool_result", "raw": map[string]any{"ok": true},
+			"ts": "2026-11-21T12:00:00+00:00"}
+		atTip := e.do("POST", "/v1/events/append", key, body)
+		if atTip.Status != 200 || atTip.JSON(t)["event"].(map[string]any)["sequence"] != float64(domain.MaxClientSequence+4) {
+			t.Fatalf("append at the tip above 2^52: %d %s", atTip.Status, atTip.Body)
+		}
+		if r := e.do("POST", "/v1/events/append", key, body); r.Status != 200 || r.Header.Get("Idempotent-Replayed") != "true" ||
+			hashOf(r.JSON(t)) != hashOf(atTip.JSON(t)) {
+			t.Fatalf("resend above 2^52: %d %s", r.Status, r.Body)
+		}
 		// A client's own next sequence is still refused there.
-		m := wantProblem(t, e.do("POST", "/v1/events", key, ev("evt-next", domain.MaxClientSequence+4, e.tip(key)["payload_hash"])), 422, "validation_error")
+		m := wantProblem(t, e.do("POST", "/v1/events", key, ev("evt-next", domain.MaxClientSequence+5, e.tip(key)["payload_hash"])), 422, "validation_error")
 		if errs := m["errors"].([]any); errs[0].(map[string]any)["field"] != "sequence" {
 			t.Fatalf("a client sequence above 2^52: %v", m)
 		}

@@ -28,6 +28,24 @@ type EventInput struct {
 	SignatureKey *string `json:"signature_key,omitempty"`
 }
 
+// NextEventInput is the body of POST /v1/events/append: an event the
+// service numbers at the account's tip, in the write that stores it. It has
+// no sequence, prev_hash or payload_hash: the service sets them (a body
+// carrying one is 422). event_id and event_type are required; the rest is
+// as in EventInput.
+type NextEventInput struct {
+	EventID      string          `json:"event_id"`
+	EventType    string          `json:"event_type"`
+	Raw          json.RawMessage `json:"raw,omitempty"`
+	Decision     *string         `json:"decision,omitempty"`
+	Tool         *string         `json:"tool,omitempty"`
+	MachineID    *string         `json:"machine_id,omitempty"`
+	ParentID     *string         `json:"parent_id,omitempty"`
+	TS           *string         `json:"ts,omitempty"`
+	Signature    *string         `json:"signature,omitempty"`
+	SignatureKey *string         `json:"signature_key,omitempty"`
+}
+
 // Event is an event as search and the single read show it: without raw,
 // signature and signature_key.
 type Event struct {
@@ -92,7 +110,7 @@ type DedupAdvisory struct {
 	WindowSeconds      int    `json:"window_seconds"`
 }
 
-// AppendResponse answers POST /v1/events.
+// AppendResponse answers POST /v1/events and POST /v1/events/append.
 type AppendResponse struct {
 	Status        string         `json:"status"` // appended
 	Event         StoredEvent    `json:"event"`

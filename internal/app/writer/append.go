@@ -22,9 +22,10 @@ type Append struct {
 	// the lock a key registration also takes.
 	Locked bool
 	// Place decides, against the head the event would extend, whether and
-	// how it extends it: a client event is checked for continuity (an error
-	// refuses it, nothing written); a service event is numbered after the
-	// head. q reads the account's state as of that head: the transaction, or
+	// how it extends it: a client event that names its place is checked for
+	// continuity (an error refuses it, nothing written); a service event, or
+	// a client event the service numbers, is numbered after the head (Place
+	// then sets Event, and keeps its account when it fails). q reads the account's state as of that head: the transaction, or
 	// for an optimistic append the pool, whose later writes the append's
 	// compare-and-set on the head rules out. Place may run more than once
 	// (against a cached head, then a fresh one) and must not keep state
