@@ -28,6 +28,11 @@ type Event struct {
 	Decision *string
 	Tool     *string
 	ParentID *string
+	// TS is the event's time as sent (RFC 3339 with an offset); nil: the
+	// client's clock when the call starts. A caller that sends an event
+	// again in a later call (a spool) keeps its TS, so that the service
+	// answers the resend with the stored event.
+	TS *string
 }
 
 // ErrHashMismatch is returned when the service stored an event whose
@@ -43,35 +48,12 @@ const maxTipFollows = 16
 // payload_hash against its own, and resends the identical event when an
 // answer is lost (the service answers a resent event with the stored one).
 func (c *Client) Append(ctx context.Context, ev Event) (*api.AppendResponse, error) {
-	if ev.EventType == "" {
-		return nil, errors.New("client: Append needs an EventType")
+	n, err := c.eventInput("Append", ev)
+	if err != nil {
+		return nil, err
 	}
-	in := api.EventInput{EventID: ev.EventID, EventType: ev.EventType, Decision: ev.Decision, Tool: ev.Tool, ParentID: ev.ParentID}
-	if in.EventID == "" {
-		var b [16]byte
-		if _, err := rand.Read(b[:]); err != nil {
-			return nil, err
-		}
-		in.EventID = "evt-" + hex.EncodeToString(b[:])
-	}
-	if ev.Raw != nil {
-		raw, err := canonical(ev.Raw)
-		if err != nil {
-			return nil, fmt.Errorf("client: raw: %w", err)
-		}
-		in.Raw = raw
-	}
-	ts := formatTimestamp(c.now())
-	in.TS = &ts
-	if c.signer != nil {
-		msg := []byte(in.Raw)
-		if msg == nil {
-			msg = []byte("null")
-		}
-		sig := base64.StdEncoding.EncodeToString(ed25519.Sign(c.signer, msg))
-		machine, fp := c.machine, c.fingerprint
-		in.Signature, in.SignatureKey, in.MachineID = &sig, &fp, &machine
-	}
+	in := api.EventInput{EventID: n.EventID, EventType: n.EventType, Raw: n.Raw, Decision: n.Decision, Tool: n.Tool,
+		MachineID: n.MachineID, ParentID: n.ParentID, TS: n.TS, Signature: n.Signature, SignatureKey: n.SignatureKey}
 
 	c.appendMu.Lock()
 	defer c.appendMu.Unlock()
@@ -108,6 +90,96 @@ func (c *Client) Append(ctx context.Context, ev Event) (*api.AppendResponse, err
 		seq, hash, id := out.Event.Sequence, out.Event.PayloadHash, out.Event.EventID
 		c.tip = &api.ChainTip{Sequence: &seq, PayloadHash: &hash, EventID: &id, EventCount: c.tip.EventCount + 1}
 		return &out, nil
+	}
+}
+
+// eventInput is ev as sent, without its place: an event_id made when ev
+// has none (evt- and 32 hex digits), raw in its RFC 8785 bytes, ts stamped
+// once, and the signature over raw when the client has a signer.
+func (c *Client) eventInput(method string, ev Event) (api.NextEventInput, error) {
+	if ev.EventType == "" {
+		return api.NextEventInput{}, fmt.Errorf("client: %s needs an EventType", method)
+	}
+	in := api.NextEventInput{EventID: ev.EventID, EventType: ev.EventType, Decision: ev.Decision, Tool: ev.Tool,
+		ParentID: ev.ParentID, TS: ev.TS}
+	if in.EventID == "" {
+		var b [16]byte
+		if _, err := rand.Read(b[:]); err != nil {
+			return in, err
+		}
+		in.EventID = "evt-" + hex.EncodeToString(b[:])
+	}
+	if ev.Raw != nil {
+		raw, err := canonical(ev.Raw)
+		if err != nil {
+			return in, fmt.Errorf("client: raw: %w", err)
+		}
+		in.Raw = raw
+	}
+	if in.TS == nil {
+		ts := formatTimestamp(c.now())
+		in.TS = &ts
+	}
+	if c.signer != nil {
+		msg := []byte(in.Raw)
+		if msg == nil {
+			msg = []byte("null")
+		}
+		sig := base64.StdEncoding.EncodeToString(ed25519.Sign(c.signer, msg))
+		machine, fp := c.machine, c.fingerprint
+		in.Signature, in.SignatureKey, in.MachineID = &sig, &fp, &machine
+	}
+	return in, nil
+}
+
+// AppendNext appends ev at the account's tip as the service numbers it
+// (POST /v1/events/append): it sends no sequence or prev_hash and needs no
+// tip, so it never meets a 409 for a moved tip, and it goes on whatever
+// the tip is (the 2^52 cap binds only sequences a client chooses). The
+// client checks the stored payload_hash against its own for the place the
+// service gave the event, and resends the identical event when an answer
+// is lost (the service answers it with the stored event, header
+// Idempotent-Replayed). The stored event becomes the client's tip when it
+// is newer, so a following Append needs no tip read.
+func (c *Client) AppendNext(ctx context.Context, ev Event) (*api.AppendResponse, error) {
+	in, err := c.eventInput("AppendNext", ev)
+	if err != nil {
+		return nil, err
+	}
+	out, err := call[api.AppendResponse](ctx, c, request{method: "POST", path: "/v1/events/append", body: &in, idempotent: true})
+	if err != nil {
+		return nil, err
+	}
+	placed := api.EventInput{EventID: in.EventID, EventType: in.EventType, Sequence: out.Event.Sequence, PrevHash: out.Event.PrevHash,
+		Raw: in.Raw, Decision: in.Decision, Tool: in.Tool, MachineID: in.MachineID, ParentID: in.ParentID, TS: in.TS,
+		Signature: in.Signature, SignatureKey: in.SignatureKey}
+	want, err := verify.PayloadHash(hashedOf(&placed))
+	if err != nil {
+		return nil, err
+	}
+	if out.Event.PayloadHash != want {
+		return out, fmt.Errorf("%w: sent %s at sequence %d, stored %s", ErrHashMismatch, want, out.Event.Sequence, out.Event.PayloadHash)
+	}
+	c.keepTip(out.Event.Event, 1)
+	return out, nil
+}
+
+// keepTip makes ev, just stored, the client's tip when it is newer than
+// the one kept; added is how many events the call stored. The tip is a
+// hint: while an Append holds it (it may be waiting to retry), it is not
+// waited for.
+func (c *Client) keepTip(ev api.Event, added int64) {
+	if !c.appendMu.TryLock() {
+		return
+	}
+	defer c.appendMu.Unlock()
+	if c.tip == nil || c.tip.Sequence == nil || *c.tip.Sequence < ev.Sequence {
+		seq, hash, id := ev.Sequence, ev.PayloadHash, ev.EventID
+		var count int64 // unknown without a tip; not used by Append
+		if c.tip != nil {
+			count = c.tip.EventCount + added
+		}
+		c.tip = &api.ChainTip{Sequence: &seq, PayloadHash: &hash, EventID: &id, EventCount: count}
 	}
 }
 

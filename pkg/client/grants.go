@@ -164,19 +164,6 @@ func (c *Client) GateToolCall(ctx context.Context, req api.ToolCallRequest) (*ap
 	if err != nil {
 		return nil, err
 	}
-	// The tip is a hint: while an Append holds it (it may be waiting to
-	// retry), it is not waited for.
-	if !c.appendMu.TryLock() {
-		return out, nil
-	}
-	if c.tip == nil || c.tip.Sequence == nil || *c.tip.Sequence < out.Event.Sequence {
-		seq, hash, id := out.Event.Sequence, out.Event.PayloadHash, out.Event.EventID
-		var count int64 // unknown without a tip; not used by Append
-		if c.tip != nil {
-			count = c.tip.EventCount + 1 + int64(len(req.Results))
-		}
-		c.tip = &api.ChainTip{Sequence: &seq, PayloadHash: &hash, EventID: &id, EventCount: count}
-	}
-	c.appendMu.Unlock()
+	c.keepTip(out.Event.Event, 1+int64(len(req.Results)))
 	return out, nil
 }

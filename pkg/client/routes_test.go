@@ -121,13 +121,16 @@ func TestEveryRouteThroughTheClient(t *testing.T) {
 				Raw: map[string]any{"input_sha256": strings.Repeat("cd", 32), "i": i}}))
 		}
 		exact[api.AppendResponse](t, rec, "POST /v1/events")
+		must[*api.AppendResponse](t)(c.AppendNext(ctx, client.Event{EventType: "tool_result", Tool: str("search"),
+			Raw: map[string]any{"result_sha256": strings.Repeat("ef", 32)}}))
+		exact[api.AppendResponse](t, rec, "POST /v1/events/append")
 		last := must[*api.SearchResponse](t)(c.Search(ctx, api.SearchRequest{}))
 		exact[api.SearchResponse](t, rec, "POST /v1/events/search")
 		must[*api.EventRead](t)(c.Event(ctx, last.Results[0].EventID))
 		exact[api.EventRead](t, rec, "GET /v1/events/"+last.Results[0].EventID)
 		must[*api.ChainTip](t)(c.Tip(ctx))
 		exact[api.ChainTip](t, rec, "GET /v1/chain/tip")
-		b := must[*api.BatchResponse](t)(c.AppendBatch(ctx, api.BatchRequest{Events: []api.EventInput{{EventID: "evt-00ff", EventType: "note", Sequence: 3,
+		b := must[*api.BatchResponse](t)(c.AppendBatch(ctx, api.BatchRequest{Events: []api.EventInput{{EventID: "evt-00ff", EventType: "note", Sequence: 4,
 			PrevHash: &last.Results[0].PayloadHash}}}))
 		if b.Ingested != 1 {
 			t.Fatalf("batch %+v", b)

@@ -1,0 +1,145 @@
+package client_test
+
+import (
+	"context"
+	"crypto/ed25519"
+	"net/http"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/auditchain/auditchain/internal/httpapi/httpapitest"
+	"github.com/auditchain/auditchain/pkg/api"
+	"github.com/auditchain/auditchain/pkg/client"
+	"github.com/auditchain/auditchain/pkg/verify"
+)
+
+// countTips passes requests on and counts the tip reads.
+type countTips struct{ reads atomic.Int32 }
+
+func (c *countTips) RoundTrip(r *http.Request) (*http.Response, error) {
+	if r.URL.Path == "/v1/chain/tip" {
+		c.reads.Add(1)
+	}
+	return http.DefaultTransport.RoundTrip(r)
+}
+
+// AppendNext sends no place and reads no tip: the service numbers each
+// event after whatever another writer appended, and the answer becomes the
+// client's tip, which a following Append extends without a read.
+func TestAppendNextNeedsNoTip(t *testing.T) {
+	eachServer(t, func(t *testing.T, s *httpapitest.Server) {
+		_, token := s.Account(t, "next@example.com")
+		ctx := context.Background()
+		tips := &countTips{}
+		c := newClient(t, s, token, client.WithHTTPClient(&http.Client{Transport: tips}))
+		other := newClient(t, s, token)
+		for i := range 3 {
+			res, err := c.AppendNext(ctx, client.Event{EventType: "tool_result", Raw: map[string]any{"i": i}})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if res.Event.Sequence != int64(2*i) {
+				t.Fatalf("event %d at sequence %d", i, res.Event.Sequence)
+			}
+			if _, err := other.Append(ctx, client.Event{EventType: "note"}); err != nil {
+				t.Fatal(err)
+			}
+		}
+		// c keeps its last answer as its tip: Append extends it, no read.
+		last, err := c.AppendNext(ctx, client.Event{EventType: "tool_result"})
+		if err != nil || last.Event.Sequence != 6 {
+			t.Fatalf("after another writer: %+v, %v", last, err)
+		}
+		res, err := c.Append(ctx, client.Event{EventType: "note"})
+		if err != nil || res.Event.PrevHash == nil || *res.Event.PrevHash != last.Event.PayloadHash {
+			t.Fatalf("Append after AppendNext: %+v, %v", res, err)
+		}
+		if n := tips.reads.Load(); n != 0 {
+			t.Fatalf("%d tip reads", n)
+		}
+		checkChain(t, c, 8)
+		if _, err := c.AppendNext(ctx, client.Event{}); err == nil {
+			t.Fatal("AppendNext without an EventType was sent")
+		}
+	})
+}
+
+// An AppendNext whose answer is lost is resent unchanged, after another
+// writer appended: the service answers with the event stored at the place
+// the first attempt took, and the chain holds it once. A caller that sends
+// the same event again in a later call, with its TS, gets the same answer.
+func TestAppendNextWhoseAnswerWasLost(t *testing.T) {
+	eachServer(t, func(t *testing.T, s *httpapitest.Server) {
+		_, token := s.Account(t, "next-lost@example.com")
+		ctx := context.Background()
+		other := newClient(t, s, token)
+		var once sync.Once
+		drop := &dropFirstAnswer{match: func(r *http.Request) bool {
+			if r.Method != "POST" || r.URL.Path != "/v1/events/append" {
+				return false
+			}
+			once.Do(func() {
+				if _, err := other.Append(ctx, client.Event{EventID: "evt-other", EventType: "note"}); err != nil {
+					t.Error(err)
+				}
+			})
+			return true
+		}}
+		c := newClient(t, s, token, client.WithHTTPClient(&http.Client{Transport: drop}),
+			client.WithSleep(func(context.Context, time.Duration) error { return nil }))
+		ev := client.Event{EventID: "evt-mine", EventType: "tool_result", Raw: map[string]any{"ok": true}, TS: str("2026-11-21T12:00:00+00:00")}
+		res, err := c.AppendNext(ctx, ev)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if drop.dropped.Load() != 1 || res.Event.EventID != "evt-mine" || res.Event.Sequence != 0 || res.Event.TS != "2026-11-21T12:00:00+00:00" {
+			t.Fatalf("the resend answered %+v (dropped %d)", res.Event, drop.dropped.Load())
+		}
+		again, err := newClient(t, s, token).AppendNext(ctx, ev)
+		if err != nil || again.Event.PayloadHash != res.Event.PayloadHash {
+			t.Fatalf("the same event in a later call: %+v, %v", again, err)
+		}
+		evs := checkChain(t, c, 2)
+		if evs[0].EventID != "evt-other" || evs[1].EventID != "evt-mine" {
+			t.Fatalf("chain %v %v", evs[1].EventID, evs[0].EventID)
+		}
+	})
+}
+
+// The place is the service's, so a signer signs before knowing it (the
+// signature covers raw only), and AppendNext goes on once a client event
+// took the tip to 2^52, where Append can no longer choose a sequence.
+func TestAppendNextSignedAndAbove2To52(t *testing.T) {
+	eachServer(t, func(t *testing.T, s *httpapitest.Server) {
+		_, token := s.Account(t, "next-signed@example.com")
+		ctx := context.Background()
+		pub, priv, _ := ed25519.GenerateKey(nil)
+		plain := newClient(t, s, token)
+		if _, err := plain.RegisterSigningKey(ctx, "laptop", pub); err != nil {
+			t.Fatal(err)
+		}
+		tip := must[*api.ChainTip](t)(plain.Tip(ctx))
+		const top = 1 << 52
+		if b, err := plain.AppendBatch(ctx, api.BatchRequest{Events: []api.EventInput{{EventID: "evt-top", EventType: "note", Sequence: top,
+			PrevHash: tip.PayloadHash}}}); err != nil || b.Ingested != 1 {
+			t.Fatalf("batch row at 2^52: %+v, %v", b, err)
+		}
+		c := newClient(t, s, token, client.WithSigner("laptop", priv))
+		res, err := c.AppendNext(ctx, client.Event{EventType: "tool_result", Raw: map[string]any{"exit": 0}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		e := res.Event
+		if e.Sequence != top+1 || e.MachineID == nil || *e.MachineID != "laptop" || e.Signature == nil {
+			t.Fatalf("signed event above 2^52: %+v", e)
+		}
+		if err := verify.VerifyEventSignature(pub, e.Raw, *e.Signature); err != nil {
+			t.Fatalf("stored signature: %v", err)
+		}
+		if _, err := c.Append(ctx, client.Event{EventType: "note"}); !client.IsCode(err, "validation_error") {
+			t.Fatalf("Append above 2^52: %v", err)
+		}
+	})
+}
