@@ -54,8 +54,7 @@ func (a *App) Append(ctx context.Context, p Principal, in domain.EventInput, sur
 func (a *App) appendEvent(ctx context.Context, p Principal, in domain.EventInput, surface string) (AppendResult, error) {
 	now := a.Now()
 	if in.PayloadHash != nil {
-		return a.refuseAppend(ctx, nil, p.UserID, &in, now, domain.Validation(domain.FieldError{Field: "payload_hash",
-			Message: "is computed by the service on append; do not send it"}))
+		return a.refuseAppend(ctx, nil, p.UserID, &in, now, ServiceSets("payload_hash"))
 	}
 	if errs := domain.ValidateEventShape(&in); len(errs) > 0 {
 		return a.refuseAppend(ctx, nil, p.UserID, &in, now, domain.Validation(errs...))
@@ -85,21 +84,15 @@ func (a *App) appendEvent(ctx context.Context, p Principal, in domain.EventInput
 					return err
 				}
 			}
-			if e.SemanticKey == nil || e.Tool == nil {
-				return nil
-			}
-			// The advisory is about the events before this one: the head
-			// is held, or the append's compare-and-set requires it unchanged.
 			var err error
-			advisory, err = a.dedupAdvisory(ctx, q, p.UserID, *e.Tool, *e.SemanticKey, domain.EventIntent(e.Raw), head.LastSequence)
+			advisory, err = a.appendAdvisory(ctx, q, &e, head)
 			return err
 		}})
 	var replay *replayed
 	var over *writer.QuotaExceeded
 	switch {
 	case errors.As(err, &replay):
-		return AppendResult{Event: replay.event, Quota: a.quota(replay.used), Replayed: true,
-			Epoch: domain.NewEpochStamp(a.Cfg.EpochAnchor, now)}, nil
+		return a.replayResult(replay, now), nil
 	case errors.As(err, &over):
 		return AppendResult{}, a.quotaExceeded(over.Used)
 	case errors.Is(err, writer.ErrEventIDTaken):
@@ -109,8 +102,7 @@ func (a *App) appendEvent(ctx context.Context, p Principal, in domain.EventInput
 	case err != nil:
 		return AppendResult{}, err
 	}
-	return AppendResult{Event: out.Event, Quota: a.quota(out.QuotaUsed), Advisory: advisory,
-		Epoch: domain.NewEpochStamp(a.Cfg.EpochAnchor, now)}, nil
+	return a.appendedResult(out, advisory, now), nil
 }
 
 // AppendNext stores one client event that the service numbers (POST
@@ -135,7 +127,7 @@ func (a *App) appendNext(ctx context.Context, p Principal, in domain.EventInput,
 		sent bool
 	}{{"sequence", in.Sequence != nil}, {"prev_hash", in.PrevHash != nil}, {"payload_hash", in.PayloadHash != nil}} {
 		if f.sent {
-			return a.refuseAppend(ctx, nil, p.UserID, &in, now, NumberedByService(f.name))
+			return a.refuseAppend(ctx, nil, p.UserID, &in, now, ServiceSets(f.name))
 		}
 	}
 	// The shape, with the sequence the write assigns standing in.
@@ -166,10 +158,7 @@ func (a *App) appendNext(ctx context.Context, p Principal, in domain.EventInput,
 				_, err = a.refuseAppend(ctx, q, p.UserID, &in, now, err)
 				return err
 			}
-			if e.SemanticKey == nil || e.Tool == nil {
-				return nil
-			}
-			advisory, err = a.dedupAdvisory(ctx, q, p.UserID, *e.Tool, *e.SemanticKey, domain.EventIntent(e.Raw), head.LastSequence)
+			advisory, err = a.appendAdvisory(ctx, q, &e, head)
 			return err
 		}})
 	var over *writer.QuotaExceeded
@@ -181,26 +170,46 @@ func (a *App) appendNext(ctx context.Context, p Principal, in domain.EventInput,
 		_, err = a.refuseAppend(ctx, nil, p.UserID, &in, now, err)
 		var replay *replayed
 		if errors.As(err, &replay) {
-			return AppendResult{Event: replay.event, Quota: a.quota(replay.used), Replayed: true,
-				Epoch: domain.NewEpochStamp(a.Cfg.EpochAnchor, now)}, nil
+			return a.replayResult(replay, now), nil
 		}
 		return AppendResult{}, err
 	case err != nil:
 		return AppendResult{}, err
 	}
-	return AppendResult{Event: out.Event, Quota: a.quota(out.QuotaUsed), Advisory: advisory,
-		Epoch: domain.NewEpochStamp(a.Cfg.EpochAnchor, now)}, nil
+	return a.appendedResult(out, advisory, now), nil
 }
 
-// NumberedByService is the 422 of a field that POST /v1/events/append sets
-// itself and a client sent.
-func NumberedByService(field string) *domain.Error {
+// ServiceSets is the 422 of a field the service sets itself that a client
+// sent: payload_hash on every append, and the place (sequence, prev_hash) on
+// POST /v1/events/append.
+func ServiceSets(field string) *domain.Error {
 	msg := "is set by the service on this route, which numbers the event at the tip; send the event without it " +
 		"(POST /v1/events takes an event that names its place)"
 	if field == "payload_hash" {
 		msg = "is computed by the service on append; do not send it"
 	}
 	return domain.Validation(domain.FieldError{Field: field, Message: msg})
+}
+
+// appendedResult is the answer of an append that stored out at now.
+func (a *App) appendedResult(out writer.Appended, advisory *domain.DedupAdvisory, now time.Time) AppendResult {
+	return AppendResult{Event: out.Event, Quota: a.quota(out.QuotaUsed), Advisory: advisory,
+		Epoch: domain.NewEpochStamp(a.Cfg.EpochAnchor, now)}
+}
+
+// replayResult is the answer of an append found stored (nothing written).
+func (a *App) replayResult(r *replayed, now time.Time) AppendResult {
+	return AppendResult{Event: r.event, Quota: a.quota(r.used), Replayed: true, Epoch: domain.NewEpochStamp(a.Cfg.EpochAnchor, now)}
+}
+
+// appendAdvisory is the dedup advisory of e, a tool call about to extend
+// head. It is about the events before e: the head is held, or the append's
+// compare-and-set requires it unchanged.
+func (a *App) appendAdvisory(ctx context.Context, q store.Querier, e *store.Event, head store.Head) (*domain.DedupAdvisory, error) {
+	if e.SemanticKey == nil || e.Tool == nil {
+		return nil, nil
+	}
+	return a.dedupAdvisory(ctx, q, e.UserID, *e.Tool, *e.SemanticKey, domain.EventIntent(e.Raw), head.LastSequence)
 }
 
 // RefuseBody answers a body of POST /v1/events or /v1/events/batch that

@@ -361,11 +361,13 @@ func postOnce(base, key, path string, body any) error {
 // appendFollowingTip appends through POST /v1/events at the tip it reads,
 // following each continuity refusal to the tip it names, as pkg/client does.
 func appendFollowingTip(base, key, id string) error {
-	seq, prev := int64(0), any(nil)
-	if status, resp, err := get(base, key, "/v1/chain/tip"); err != nil || status != 200 {
-		return fmt.Errorf("tip: %d %v", status, err)
-	} else if resp["sequence"] != nil {
-		seq, prev = int64(resp["sequence"].(float64))+1, resp["payload_hash"]
+	tip, err := getJSON(http.DefaultClient, base+"/v1/chain/tip", key)
+	if err != nil {
+		return err
+	}
+	seq, prev := int64(0), tip["payload_hash"]
+	if tip["sequence"] != nil {
+		seq = num(tip["sequence"]) + 1
 	}
 	for range 1000 {
 		status, resp, err := post(base, key, "/v1/events", ev(id, seq, prev))
@@ -375,7 +377,7 @@ func appendFollowingTip(base, key, id string) error {
 		case status == 200:
 			return nil
 		case status == 409 && resp["expected_prev_hash"] != nil:
-			seq, prev = int64(resp["last_sequence"].(float64))+1, resp["expected_prev_hash"]
+			seq, prev = num(resp["last_sequence"])+1, resp["expected_prev_hash"]
 		default:
 			return fmt.Errorf("append %s at %d: %d %v", id, seq, status, resp)
 		}
@@ -383,6 +385,7 @@ func appendFollowingTip(base, key, id string) error {
 	return fmt.Errorf("append %s: the tip moved 1000 times", id)
 }
 
+// post sends body to path and returns the answer's status and JSON.
 func post(base, key, path string, body any) (int, map[string]any, error) {
 	b, err := json.Marshal(body)
 	if err != nil {
@@ -393,18 +396,6 @@ func post(base, key, path string, body any) (int, map[string]any, error) {
 		return 0, nil, err
 	}
 	req.Header.Set("Content-Type", "application/json")
-	return roundTrip(req, key)
-}
-
-func get(base, key, path string) (int, map[string]any, error) {
-	req, err := http.NewRequest("GET", base+path, nil)
-	if err != nil {
-		return 0, nil, err
-	}
-	return roundTrip(req, key)
-}
-
-func roundTrip(req *http.Request, key string) (int, map[string]any, error) {
 	req.Header.Set("X-API-Key", key)
 	resp, err := http.DefaultClient.Do(req)
 	if err != nil {

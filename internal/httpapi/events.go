@@ -29,14 +29,24 @@ func storedOf(e *store.Event) api.StoredEvent {
 	return api.StoredEvent{Event: viewOf(e), Raw: e.Raw, Signature: e.Signature, SignatureKey: e.SignatureKey}
 }
 
-func (s *Server) appendEvent(w http.ResponseWriter, r *http.Request) error {
+// eventBody reads a single append's X-SVC-Surface and body; a body that
+// cannot be read is refused after the daily quota (app.RefuseBody).
+func (s *Server) eventBody(r *http.Request) (string, []byte, error) {
 	surface, err := app.Surface(surfaceHeader(r))
 	if err != nil {
-		return err
+		return "", nil, err
 	}
 	body, err := readJSONBody(r, s.app.Cfg.MaxBodyBytes, false)
 	if err != nil {
-		return s.app.RefuseBody(r.Context(), principal(r), err)
+		return "", nil, s.app.RefuseBody(r.Context(), principal(r), err)
+	}
+	return surface, body, nil
+}
+
+func (s *Server) appendEvent(w http.ResponseWriter, r *http.Request) error {
+	surface, body, err := s.eventBody(r)
+	if err != nil {
+		return err
 	}
 	in, ok := decodeEventFast(body)
 	if !ok {
@@ -66,19 +76,15 @@ func writeAppended(w http.ResponseWriter, res app.AppendResult) error {
 // sequence, prev_hash or payload_hash; one sent, even null, is answered as
 // the service's field (422 naming it), after the daily quota like any body.
 func (s *Server) appendNextEvent(w http.ResponseWriter, r *http.Request) error {
-	surface, err := app.Surface(surfaceHeader(r))
+	surface, body, err := s.eventBody(r)
 	if err != nil {
 		return err
-	}
-	body, err := readJSONBody(r, s.app.Cfg.MaxBodyBytes, false)
-	if err != nil {
-		return s.app.RefuseBody(r.Context(), principal(r), err)
 	}
 	b, err := decodeBody[api.NextEventInput](body, func(p *inputProblem) error {
 		if p.kind == inputUnknown && p.field == p.key {
 			switch p.key {
 			case "sequence", "prev_hash", "payload_hash":
-				return app.NumberedByService(p.key)
+				return app.ServiceSets(p.key)
 			}
 		}
 		return p.err()

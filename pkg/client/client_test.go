@@ -123,6 +123,25 @@ func (d *dropFirstAnswer) RoundTrip(r *http.Request) (*http.Response, error) {
 	return nil, errors.New("connection reset after the request was sent (test)")
 }
 
+// loseFirstAnswerBehindAnotherWriter loses the first answer of POST path,
+// and another client of the account appends one event (evt-other) before
+// the resend.
+func loseFirstAnswerBehindAnotherWriter(t *testing.T, s *httpapitest.Server, token, path string) *dropFirstAnswer {
+	other := newClient(t, s, token)
+	var once sync.Once
+	return &dropFirstAnswer{match: func(r *http.Request) bool {
+		if r.Method != "POST" || r.URL.Path != path {
+			return false
+		}
+		once.Do(func() {
+			if _, err := other.Append(context.Background(), client.Event{EventID: "evt-other", EventType: "note"}); err != nil {
+				t.Error(err)
+			}
+		})
+		return true
+	}}
+}
+
 // An append whose answer is lost is resent unchanged; the service answers
 // with the stored event, so the chain holds it once.
 func TestAppendWhoseAnswerWasLostIsStoredOnce(t *testing.T) {
@@ -197,20 +216,7 @@ func TestAppendWhoseAnswerWasLostBehindAnotherWriter(t *testing.T) {
 	eachServer(t, func(t *testing.T, s *httpapitest.Server) {
 		_, token := s.Account(t, "lost-behind@example.com")
 		ctx := context.Background()
-		other := newClient(t, s, token)
-		var once sync.Once
-		drop := &dropFirstAnswer{match: func(r *http.Request) bool {
-			if r.Method != "POST" || r.URL.Path != "/v1/events" {
-				return false
-			}
-			// The first answer is lost; meanwhile another writer appends.
-			once.Do(func() {
-				if _, err := other.Append(ctx, client.Event{EventID: "evt-other", EventType: "note"}); err != nil {
-					t.Error(err)
-				}
-			})
-			return true
-		}}
+		drop := loseFirstAnswerBehindAnotherWriter(t, s, token, "/v1/events")
 		c := newClient(t, s, token, client.WithHTTPClient(&http.Client{Transport: drop}),
 			client.WithSleep(func(context.Context, time.Duration) error { return nil }))
 		res, err := c.Append(ctx, client.Event{EventID: "evt-mine", EventType: "note"})
@@ -254,6 +260,15 @@ func TestSignedAppend(t *testing.T) {
 		if err := verify.VerifyEventSignature(pub, e.Raw, *e.Signature); err != nil {
 			t.Fatalf("stored signature: %v", err)
 		}
+		// AppendNext signs the same way, before it knows the place: the
+		// signature covers raw only.
+		next, err := c.AppendNext(ctx, client.Event{EventType: "tool_result", Raw: map[string]any{"exit": 0}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if n := next.Event; n.Signature == nil || verify.VerifyEventSignature(pub, n.Raw, *n.Signature) != nil || n.MachineSequence != 1 {
+			t.Fatalf("signed AppendNext: %+v", n)
+		}
 		// A key that is not the registered one is refused.
 		_, other, _ := ed25519.GenerateKey(nil)
 		forger := newClient(t, s, token, client.WithSigner("laptop", other))
@@ -261,6 +276,9 @@ func TestSignedAppend(t *testing.T) {
 		var pe *client.Error
 		if !errors.As(err, &pe) || pe.Status != 401 || pe.Code != "event_signature_invalid" {
 			t.Fatalf("append signed by another key: %v", err)
+		}
+		if _, err := forger.AppendNext(ctx, client.Event{EventType: "tool_call", Raw: map[string]any{"a": 1}}); !client.IsCode(err, "event_signature_invalid") {
+			t.Fatalf("AppendNext signed by another key: %v", err)
 		}
 	})
 }
