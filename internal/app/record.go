@@ -212,10 +212,10 @@ func (a *App) appendAdvisory(ctx context.Context, q store.Querier, e *store.Even
 	return a.dedupAdvisory(ctx, q, e.UserID, *e.Tool, *e.SemanticKey, domain.EventIntent(e.Raw), head.LastSequence)
 }
 
-// RefuseBody answers a body of POST /v1/events or /v1/events/batch that
-// could not be read as one (cause): an account over its daily quota gets 429
-// whatever it sent (CONTRACT.md "Batch"); only a body over the size limits
-// (413) is answered before the quota.
+// RefuseBody answers a body of POST /v1/events, /v1/events/append or
+// /v1/events/batch that could not be read as one (cause): an account over
+// its daily quota gets 429 whatever it sent (CONTRACT.md "Batch"); only a
+// body over the size limits (413) is answered before the quota.
 func (a *App) RefuseBody(ctx context.Context, p Principal, cause error) error {
 	var de *domain.Error
 	if !errors.As(cause, &de) || de.Code == domain.CodeBodyTooLarge {
