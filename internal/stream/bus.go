@@ -2,7 +2,6 @@ package stream
 
 import (
 	"context"
-	"database/sql"
 	"encoding/json"
 	"fmt"
 	"log/slog"
@@ -11,22 +10,6 @@ import (
 
 	"github.com/jackc/pgx/v5"
 )
-
-// Bus carries a frame to the Hub of every replica serving userID's streams.
-// Callers publish after the append committed, in commit order.
-type Bus interface {
-	Publish(ctx context.Context, userID string, f Frame) error
-}
-
-// LocalBus is the Bus of a single process (SQLite): it publishes straight to
-// the Hub.
-type LocalBus struct{ Hub *Hub }
-
-// Publish delivers f to the local Hub; it never fails.
-func (b LocalBus) Publish(_ context.Context, userID string, f Frame) error {
-	b.Hub.Publish(userID, f)
-	return nil
-}
 
 // Channel is the PostgreSQL notification channel of the live stream.
 const Channel = "auditchain_events"
@@ -47,13 +30,13 @@ type notification struct {
 	Resync bool   `json:"resync,omitempty"`
 }
 
-// PGBus is the Bus of replicas sharing a PostgreSQL database. Publish and
-// NotifyInTx send NOTIFY; Listen, on a dedicated connection, feeds every
-// NOTIFY (this replica's own included) into the local Hub. So on PostgreSQL a
-// replica publishes only through the bus, never to its Hub directly, or its
-// own listeners would get each frame twice.
+// PGBus carries frames between replicas sharing a PostgreSQL database. A
+// writer sends a frame as a NOTIFY inside the append's own statement
+// (Notification gives the channel and payload); Listen, on a dedicated
+// connection, feeds every NOTIFY (this replica's own included) into the
+// local Hub. So on PostgreSQL a replica publishes only through the bus, never
+// to its Hub directly, or its own listeners would get each frame twice.
 type PGBus struct {
-	db        *sql.DB
 	listenURL string
 	hub       *Hub
 	log       *slog.Logger
@@ -71,52 +54,21 @@ type PGBus struct {
 	Vouch func(userID string) bool
 }
 
-// NewPGBus returns a bus sending through db and listening on its own
-// connection to listenURL (the same database). Run Listen to receive.
-func NewPGBus(db *sql.DB, listenURL string, hub *Hub, log *slog.Logger) *PGBus {
+// NewPGBus returns a bus listening on its own connection to listenURL (the
+// database the writers notify). Run Listen to receive.
+func NewPGBus(listenURL string, hub *Hub, log *slog.Logger) *PGBus {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	return &PGBus{db: db, listenURL: listenURL, hub: hub, log: log, ready: make(chan struct{}),
+	return &PGBus{listenURL: listenURL, hub: hub, log: log, ready: make(chan struct{}),
 		minBackoff: 250 * time.Millisecond, maxBackoff: 15 * time.Second}
 }
 
-// Publish sends f in a transaction of its own, for a caller whose append has
-// already committed. NotifyInTx is preferred (docs/decisions/stream.md): a
-// crash between the commit and this call loses the frame, and concurrent
-// callers can publish one account's frames out of commit order.
-func (b *PGBus) Publish(ctx context.Context, userID string, f Frame) error {
-	payload, err := encodeNotification(userID, f)
-	if err != nil {
-		return err
-	}
-	// The notification is not data: its own commit need not wait for a WAL
-	// flush, which matters because notifying commits are serialised by a
-	// cluster-wide lock. SET LOCAL scope ends with this one-statement transaction.
-	_, err = b.db.ExecContext(ctx, `SELECT pg_notify($1, $2), set_config('synchronous_commit', 'off', true)`, Channel, payload)
-	if err != nil {
-		return fmt.Errorf("notify %s: %w", Channel, err)
-	}
-	return nil
-}
-
-// NotifyInTx queues f inside the append's transaction. PostgreSQL delivers it
-// only if and when tx commits, in commit order: exactly "after commit", with
-// no window where a committed event goes unannounced.
-func (b *PGBus) NotifyInTx(ctx context.Context, tx *sql.Tx, userID string, f Frame) error {
-	payload, err := encodeNotification(userID, f)
-	if err != nil {
-		return err
-	}
-	if _, err := tx.ExecContext(ctx, `SELECT pg_notify($1, $2)`, Channel, payload); err != nil {
-		return fmt.Errorf("notify %s: %w", Channel, err)
-	}
-	return nil
-}
-
-// Notification returns the channel and payload NotifyInTx would send, for a
-// caller that folds pg_notify into a statement of its own (one round trip
-// fewer; PostgreSQL still delivers it only if the transaction commits).
+// Notification returns the channel and payload of f's NOTIFY, which the
+// caller folds into a statement of its append's transaction as
+// pg_notify(channel, payload): PostgreSQL delivers it only if and when that
+// transaction commits, in commit order, so no committed event goes
+// unannounced and none rolled back is announced.
 func (b *PGBus) Notification(userID string, f Frame) (channel, payload string, err error) {
 	payload, err = encodeNotification(userID, f)
 	return Channel, payload, err

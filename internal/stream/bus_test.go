@@ -15,18 +15,6 @@ import (
 	_ "github.com/jackc/pgx/v5/stdlib"
 )
 
-func TestLocalBusPublishesToTheHub(t *testing.T) {
-	h := NewHub(Options{})
-	s := mustSubscribe(t, h, "u1", "k")
-	var bus Bus = LocalBus{Hub: h}
-	if err := bus.Publish(t.Context(), "u1", frame(3)); err != nil {
-		t.Fatal(err)
-	}
-	if got, _ := drain(s); len(got) != 1 || got[0] != 3 {
-		t.Fatalf("got %v, want [3]", got)
-	}
-}
-
 func TestEncodeNotification(t *testing.T) {
 	f := frame(1)
 	f.Leaf = 5 // the frame's leaf rides beside the frame, whose JSON clients see
@@ -75,7 +63,7 @@ func pgURL(t *testing.T) string {
 	return u
 }
 
-func startReplica(t *testing.T, ctx context.Context, wg *sync.WaitGroup, db *sql.DB, base, name string) *replica {
+func startReplica(t *testing.T, ctx context.Context, wg *sync.WaitGroup, base, name string) *replica {
 	t.Helper()
 	u, err := url.Parse(base)
 	if err != nil {
@@ -86,7 +74,7 @@ func startReplica(t *testing.T, ctx context.Context, wg *sync.WaitGroup, db *sql
 	q.Set("application_name", appName)
 	u.RawQuery = q.Encode()
 	r := &replica{hub: NewHub(Options{}), appName: appName}
-	r.bus = NewPGBus(db, u.String(), r.hub, nil)
+	r.bus = NewPGBus(u.String(), r.hub, nil)
 	r.bus.minBackoff = 10 * time.Millisecond
 	wg.Go(func() {
 		if err := r.bus.Listen(ctx); err != nil {
@@ -110,6 +98,22 @@ func waitFor[T any](t *testing.T, c <-chan T, what string) T {
 	}
 }
 
+// notify sends f as a writer does: pg_notify with the bus's channel and
+// payload, in a statement of q's (a transaction of its own when q is the
+// database).
+func notify(t *testing.T, ctx context.Context, q interface {
+	ExecContext(context.Context, string, ...any) (sql.Result, error)
+}, bus *PGBus, userID string, f Frame) {
+	t.Helper()
+	channel, payload, err := bus.Notification(userID, f)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := q.ExecContext(ctx, `SELECT pg_notify($1, $2)`, channel, payload); err != nil {
+		t.Fatal(err)
+	}
+}
+
 func next(t *testing.T, s *Subscription, what string) Frame {
 	t.Helper()
 	m := waitFor(t, s.C(), what)
@@ -130,8 +134,8 @@ func TestPGBusAcrossReplicas(t *testing.T) {
 	var wg sync.WaitGroup
 	defer wg.Wait()
 	defer cancel()
-	a := startReplica(t, ctx, &wg, db, base, "a")
-	b := startReplica(t, ctx, &wg, db, base, "b")
+	a := startReplica(t, ctx, &wg, base, "a")
+	b := startReplica(t, ctx, &wg, base, "b")
 
 	// Other tests may share the database and the channel: a random account
 	// keeps their frames out of ours.
@@ -140,13 +144,9 @@ func TestPGBusAcrossReplicas(t *testing.T) {
 	onB := mustSubscribe(t, b.hub, user, "k")
 	other := mustSubscribe(t, b.hub, user+"-other", "k")
 
-	t.Run("publish on one replica reaches both, once", func(t *testing.T) {
-		if err := a.bus.Publish(ctx, user, frame(1)); err != nil {
-			t.Fatal(err)
-		}
-		if err := a.bus.Publish(ctx, user, frame(2)); err != nil {
-			t.Fatal(err)
-		}
+	t.Run("a frame notified by one replica reaches both, once", func(t *testing.T) {
+		notify(t, ctx, db, a.bus, user, frame(1))
+		notify(t, ctx, db, a.bus, user, frame(2))
 		for name, s := range map[string]*Subscription{"origin": onA, "other replica": onB} {
 			if f := next(t, s, name); f.Sequence != 1 {
 				t.Errorf("%s: first frame %d, want 1", name, f.Sequence)
@@ -158,34 +158,26 @@ func TestPGBusAcrossReplicas(t *testing.T) {
 		}
 	})
 
-	t.Run("NotifyInTx delivers on commit only", func(t *testing.T) {
+	t.Run("a notification in a transaction is delivered on commit only", func(t *testing.T) {
 		tx, err := db.BeginTx(ctx, nil)
 		if err != nil {
 			t.Fatal(err)
 		}
-		if err := b.bus.NotifyInTx(ctx, tx, user, frame(10)); err != nil {
-			t.Fatal(err)
-		}
+		notify(t, ctx, tx, b.bus, user, frame(10))
 		rolledBack, err := db.BeginTx(ctx, nil)
 		if err != nil {
 			t.Fatal(err)
 		}
-		if err := b.bus.NotifyInTx(ctx, rolledBack, user, frame(11)); err != nil {
-			t.Fatal(err)
-		}
+		notify(t, ctx, rolledBack, b.bus, user, frame(11))
 		if err := rolledBack.Rollback(); err != nil {
 			t.Fatal(err)
 		}
 		// Committed while tx is still open: it must arrive first.
-		if err := b.bus.Publish(ctx, user, frame(9)); err != nil {
-			t.Fatal(err)
-		}
+		notify(t, ctx, db, b.bus, user, frame(9))
 		if err := tx.Commit(); err != nil {
 			t.Fatal(err)
 		}
-		if err := b.bus.Publish(ctx, user, frame(12)); err != nil {
-			t.Fatal(err)
-		}
+		notify(t, ctx, db, b.bus, user, frame(12))
 		for name, s := range map[string]*Subscription{"a": onA, "b": onB} {
 			var got []int64
 			for range 3 {
@@ -200,9 +192,7 @@ func TestPGBusAcrossReplicas(t *testing.T) {
 	t.Run("an oversized frame resyncs the account's listeners", func(t *testing.T) {
 		big := frame(20)
 		big.EventID = strings.Repeat("e", maxPayload)
-		if err := a.bus.Publish(ctx, user, big); err != nil {
-			t.Fatal(err)
-		}
+		notify(t, ctx, db, a.bus, user, big)
 		for name, s := range map[string]*Subscription{"a": onA, "b": onB} {
 			if m := waitFor(t, s.C(), name+" resync"); m != nil || !s.Lagged() {
 				t.Errorf("%s: got %v lagged=%v, want closed and lagged", name, m, s.Lagged())
@@ -225,9 +215,7 @@ func TestPGBusAcrossReplicas(t *testing.T) {
 			t.Fatalf("got %v lagged=%v, want closed and lagged", m, other.Lagged())
 		}
 		s := mustSubscribe(t, b.hub, user, "k2")
-		if err := a.bus.Publish(ctx, user, frame(30)); err != nil {
-			t.Fatal(err)
-		}
+		notify(t, ctx, db, a.bus, user, frame(30))
 		if f := next(t, s, "after reconnect"); f.Sequence != 30 {
 			t.Errorf("got %d, want 30", f.Sequence)
 		}

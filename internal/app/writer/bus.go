@@ -47,7 +47,7 @@ func (w *Writer) StartBus(ctx context.Context, dsn string) error {
 	if w.store.Dialect != store.Postgres {
 		return nil
 	}
-	bus := stream.NewPGBus(w.store.WriteDB(), dsn, w.hub, w.log)
+	bus := stream.NewPGBus(dsn, w.hub, w.log)
 	bus.Vouch = w.vouchAnnounced
 	w.bus = bus
 	go bus.Listen(ctx)

@@ -11,8 +11,10 @@
 // A Tx offers what a use case needs besides its own statements: the
 // account's head (Lock), the one way to append an event (Append, AppendRun),
 // and effects — after the commit (AfterCommit: stream frames, waking a
-// sender), whatever happened (cache marks: Invalidate), and when the write
-// is refused (OnRefusal: a trace that must outlive the rollback).
+// sender) and whatever happened (cache marks: Invalidate). A refused write
+// leaves nothing; a trace of the refusal that must outlive the rollback (the
+// rate.limit_hit notice of a 429) is a write of its own, made by the use
+// case after the refusal.
 //
 // Behind it sit the engines, which the use cases never see: SQLite's group
 // commit (groupcommit.go), PostgreSQL's transactions, optimistic appends,
@@ -102,12 +104,6 @@ func New(st *store.Store, o Options) *Writer {
 	return w
 }
 
-// SetClock replaces the clock (tests drive it).
-func (w *Writer) SetClock(now func() time.Time) { w.now = now }
-
-// Hub is the stream hub frames are published to.
-func (w *Writer) Hub() *stream.Hub { return w.hub }
-
 // SoleWriter reports whether this process is the store's only writer (the
 // embedded SQLite store, which serve holds exclusively): only then can a
 // cache of what the store holds be kept exact (readcache.go).
@@ -115,37 +111,12 @@ func (w *Writer) SoleWriter() bool { return w.store.Dialect == store.SQLite }
 
 // Write runs fn in one write transaction and returns once it committed:
 // nothing is acknowledged before. If fn returns an error, nothing fn wrote
-// is kept, and the refusal effects fn registered run in a write of their own
-// before Write returns that error.
+// is kept.
 func (w *Writer) Write(ctx context.Context, fn func(*Tx) error) error {
 	t := &Tx{w: w}
-	err := w.engine.run(ctx, t, func(t *Tx) error {
-		err := fn(t)
-		t.refused = err != nil
-		return err
-	})
+	err := w.engine.run(ctx, t, fn)
 	t.finish()
-	if err != nil && t.refused && len(t.refusals) > 0 {
-		w.traceRefusal(ctx, t.refusals, err)
-	}
 	return err
-}
-
-// traceRefusal writes what a refused write registered with OnRefusal, even
-// if the refused request's client has gone away.
-func (w *Writer) traceRefusal(ctx context.Context, refusals []func(context.Context, *Tx, error) error, cause error) {
-	ctx = context.WithoutCancel(ctx)
-	err := w.Write(ctx, func(t *Tx) error {
-		for _, r := range refusals {
-			if err := r(ctx, t, cause); err != nil {
-				return err
-			}
-		}
-		return nil
-	})
-	if err != nil {
-		w.log.Error("writing the trace of a refused write failed", "refusal", cause, "err", err)
-	}
 }
 
 // Close stops the engines; queued writes are answered. Closing again does
@@ -167,18 +138,14 @@ type Tx struct {
 	// left them.
 	heads map[string]store.Head
 	// after runs once the transaction committed, in order; finally once it
-	// ended, whatever happened; refusals when the write failed.
-	after    []func()
-	finally  []func()
-	refusals []func(context.Context, *Tx, error) error
-	// refused is true when the write's function returned an error (not when
-	// only the commit failed: that is no refusal).
-	refused bool
+	// ended, whatever happened.
+	after   []func()
+	finally []func()
 }
 
 // begin makes t the handle of tx.
 func (t *Tx) begin(tx *sql.Tx) {
-	t.tx, t.heads, t.after, t.refusals = tx, nil, nil, nil
+	t.tx, t.heads, t.after = tx, nil, nil
 }
 
 // abandon drops what was to happen after a commit that will not come.
@@ -229,7 +196,7 @@ func (t *Tx) Savepoint(ctx context.Context, fn func() error) error {
 	if _, err := t.tx.ExecContext(ctx, "SAVEPOINT attempt"); err != nil {
 		return err
 	}
-	heads, after, refusals := maps.Clone(t.heads), len(t.after), len(t.refusals)
+	heads, after := maps.Clone(t.heads), len(t.after)
 	ferr := fn()
 	if ferr == nil {
 		_, err := t.tx.ExecContext(ctx, "RELEASE attempt")
@@ -241,7 +208,7 @@ func (t *Tx) Savepoint(ctx context.Context, fn func() error) error {
 	if _, err := t.tx.ExecContext(ctx, "RELEASE attempt"); err != nil {
 		return errors.Join(ferr, err)
 	}
-	t.heads, t.after, t.refusals = heads, t.after[:after], t.refusals[:refusals]
+	t.heads, t.after = heads, t.after[:after]
 	return ferr
 }
 
@@ -249,16 +216,6 @@ func (t *Tx) Savepoint(ctx context.Context, fn func() error) error {
 // before the write is acknowledged. Effects run in commit order on the
 // writer's goroutine: fn must be quick and must not block.
 func (t *Tx) AfterCommit(fn func()) { t.after = append(t.after, fn) }
-
-// OnRefusal registers a trace of a refusal: if the write's function
-// returns an error, fn runs in a write of its own after the refused one
-// rolled back, with that error (and a context its client's leaving does not
-// cancel), and the write's caller gets the error once the trace is
-// committed. A write whose function succeeded leaves no trace, even if its
-// commit then failed.
-func (t *Tx) OnRefusal(fn func(ctx context.Context, t *Tx, cause error) error) {
-	t.refusals = append(t.refusals, fn)
-}
 
 // Invalidate tells c that scope is being written: readers bypass it from
 // now until the transaction ended, committed or not (readcache.go).

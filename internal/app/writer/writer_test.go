@@ -97,44 +97,6 @@ func TestAfterCommitRunsOnlyOnceCommitted(t *testing.T) {
 	})
 }
 
-// A refused write leaves the trace it asked for: the refusal rolls back what
-// the write did, the trace is written in a write of its own, and the caller
-// gets the refusal once the trace is committed. A write that commits leaves
-// no trace.
-func TestRefusalLeavesATrace(t *testing.T) {
-	storetest.Each(t, func(t *testing.T, dsn string) {
-		w := effectsWriter(t, dsn)
-		refused := errors.New("429: over the quota")
-		var cause error
-		err := w.Write(context.Background(), func(tx *Tx) error {
-			if err := insertV(1)(tx); err != nil {
-				return err
-			}
-			tx.OnRefusal(func(ctx context.Context, tx *Tx, c error) error {
-				cause = c
-				return insertV(1001)(tx)
-			})
-			return refused
-		})
-		if !errors.Is(err, refused) || !errors.Is(cause, refused) {
-			t.Fatalf("refused write: err %v, the trace saw %v", err, cause)
-		}
-		if stored(t, w.store, 1) || !stored(t, w.store, 1001) {
-			t.Fatalf("after the refusal: the write's row stored %v, the trace stored %v; want false, true",
-				stored(t, w.store, 1), stored(t, w.store, 1001))
-		}
-		if err := w.Write(context.Background(), func(tx *Tx) error {
-			tx.OnRefusal(func(ctx context.Context, tx *Tx, c error) error { return insertV(1002)(tx) })
-			return insertV(2)(tx)
-		}); err != nil {
-			t.Fatal(err)
-		}
-		if !stored(t, w.store, 2) || stored(t, w.store, 1002) {
-			t.Fatal("a committed write left a trace of a refusal")
-		}
-	})
-}
-
 // A cache mark taken inside a write holds from then until the write ended,
 // committed or not: readers bypass the cache meanwhile, and a read that
 // raced the write is not kept.
@@ -204,28 +166,6 @@ func TestSavepointUndoesOnlyItsOwn(t *testing.T) {
 		}
 		if len(effects) != 2 || effects[0] != 1 || effects[1] != 3 {
 			t.Fatalf("effects %v, want [1 3]", effects)
-		}
-	})
-}
-
-// A refusal's trace is written even when the refused request's client has
-// gone away: the trace runs on a context its caller's cancellation does not
-// reach.
-func TestRefusalTraceOutlivesItsClient(t *testing.T) {
-	storetest.Each(t, func(t *testing.T, dsn string) {
-		w := effectsWriter(t, dsn)
-		ctx, cancel := context.WithCancel(context.Background())
-		refused := errors.New("refused")
-		err := w.Write(ctx, func(tx *Tx) error {
-			tx.OnRefusal(func(ctx context.Context, tx *Tx, _ error) error {
-				_, err := tx.SQL().ExecContext(ctx, `INSERT INTO t (v) VALUES (3001)`)
-				return err
-			})
-			cancel() // the client leaves while its write is being refused
-			return refused
-		})
-		if !errors.Is(err, refused) || !stored(t, w.store, 3001) {
-			t.Fatalf("refused write of a client gone: %v; trace stored %v", err, stored(t, w.store, 3001))
 		}
 	})
 }

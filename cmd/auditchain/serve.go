@@ -1,0 +1,205 @@
+package main
+
+// `auditchain serve`: the HTTP API on one store, with its background loops.
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"io/fs"
+	"log/slog"
+	"net"
+	"net/http"
+	"net/http/pprof"
+	"os"
+	"path/filepath"
+	"strings"
+	"time"
+
+	openapi "github.com/auditchain/auditchain/api"
+	"github.com/auditchain/auditchain/internal/app"
+	"github.com/auditchain/auditchain/internal/config"
+	"github.com/auditchain/auditchain/internal/httpapi"
+	"github.com/auditchain/auditchain/internal/legal"
+	"github.com/auditchain/auditchain/internal/mail"
+	"github.com/auditchain/auditchain/internal/store"
+)
+
+func serve(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) error {
+	var out bytes.Buffer
+	cfg, err := config.Parse(args, getenv, &out)
+	if errors.Is(err, flag.ErrHelp) {
+		stdout.Write(out.Bytes())
+		return errHelpShown
+	}
+	stderr.Write(out.Bytes())
+	if err != nil {
+		return usageError{err}
+	}
+	if err := checkStore(cfg.DB, cfg.CreateDB, true); err != nil {
+		return err
+	}
+	log := newLogger(cfg, stderr)
+	mailer, err := mail.New(cfg.Mail, mail.Options{From: cfg.MailFrom, Log: log})
+	if err != nil {
+		return fmt.Errorf("--mail: %w", err)
+	}
+	docs := legal.Default()
+	if cfg.LegalDir != "" {
+		if docs, err = legal.Load(cfg.LegalDir); err != nil {
+			return fmt.Errorf("--legal-dir: %w", err)
+		}
+	}
+
+	st, err := store.OpenWith(ctx, cfg.DB, store.Options{MaxConns: cfg.DBMaxConns})
+	if err != nil {
+		return fmt.Errorf("open store: %w", err)
+	}
+	defer st.Close()
+	release, err := st.LockServing()
+	if err != nil {
+		return err
+	}
+	defer release()
+
+	doc := openapi.OpenAPIJSON()
+	a := app.New(st, cfg, log)
+	defer a.Close()
+	a.Mail, a.Legal = mailer, docs
+	if err := a.LoadServiceKey(ctx); err != nil {
+		return err
+	}
+	busCtx, stopBus := context.WithCancel(context.WithoutCancel(ctx))
+	defer stopBus()
+	if err := a.StartBus(busCtx, cfg.DB); err != nil {
+		return fmt.Errorf("stream bus: %w", err)
+	}
+	// Notification email goes out after each commit that queues some, and
+	// every minute for rows a crash or another replica left queued.
+	mailCtx, stopMail := context.WithCancel(context.WithoutCancel(ctx))
+	defer stopMail()
+	go a.RunMailer(mailCtx, app.NewRealTicker(time.Minute))
+	// The usage meter's counts go to the store every few seconds, and once
+	// more on the way out (after the server stopped taking requests).
+	usageCtx, stopUsage := context.WithCancel(context.WithoutCancel(ctx))
+	usageDone := make(chan struct{})
+	go func() {
+		defer close(usageDone)
+		a.RunUsageFlusher(usageCtx, app.NewRealTicker(app.UsageFlushInterval))
+	}()
+	defer func() { stopUsage(); <-usageDone }()
+	// The operator jobs on their cadence (CONTRACT.md "Operator jobs"),
+	// unless an external cron calls the routes (--scheduler=false).
+	if cfg.Scheduler {
+		jobsCtx, stopJobs := context.WithCancel(context.WithoutCancel(ctx))
+		a.StartJobs(jobsCtx)
+		defer func() { stopJobs(); a.WaitJobs() }()
+	}
+	handler := httpapi.NewServer(a, log, doc)
+
+	ln, err := net.Listen("tcp", cfg.Addr)
+	if err != nil {
+		return err
+	}
+	srv := &http.Server{
+		Handler:           handler,
+		ReadHeaderTimeout: 10 * time.Second,
+		ReadTimeout:       60 * time.Second,
+		// Streams clear their own write deadline (SSE must not be cut).
+		WriteTimeout:   60 * time.Second,
+		IdleTimeout:    120 * time.Second,
+		MaxHeaderBytes: 64 << 10,
+		ErrorLog:       slog.NewLogLogger(log.Handler(), slog.LevelWarn),
+		// Requests must not inherit the signal's cancellation: on SIGTERM
+		// in-flight requests finish (Shutdown waits for them) and streams end
+		// through handler.Close; a cancelled request could otherwise get no answer.
+		BaseContext: func(net.Listener) context.Context { return context.WithoutCancel(ctx) },
+	}
+	srv.RegisterOnShutdown(handler.Close)
+	if err := hintFirstAccount(ctx, st, stdout); err != nil {
+		return err
+	}
+	fmt.Fprintf(stdout, "auditchain listening on http://%s\n", ln.Addr())
+	fmt.Fprintf(stdout, "auditchain data in %s\n", st.Location)
+	log.Info("serving", "addr", ln.Addr().String(), "store", string(st.Dialect), "env", cfg.Env)
+
+	if cfg.DebugAddr != "" {
+		// Profiling stays off the public listener (docs/reliability.md).
+		dbg := http.NewServeMux()
+		dbg.HandleFunc("/debug/pprof/", pprof.Index)
+		dbg.HandleFunc("/debug/pprof/profile", pprof.Profile)
+		dbg.HandleFunc("/debug/pprof/trace", pprof.Trace)
+		dsrv := &http.Server{Addr: cfg.DebugAddr, Handler: dbg, ReadHeaderTimeout: 10 * time.Second}
+		go dsrv.ListenAndServe()
+		defer dsrv.Close()
+	}
+	errc := make(chan error, 1)
+	go func() { errc <- srv.Serve(ln) }()
+	select {
+	case err := <-errc:
+		return err
+	case <-ctx.Done():
+	}
+	log.Info("shutting down: finishing in-flight requests")
+	shutdownCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), cfg.ShutdownTimeout)
+	defer cancel()
+	if err := srv.Shutdown(shutdownCtx); err != nil {
+		return fmt.Errorf("shutdown: %w", err)
+	}
+	if err := <-errc; !errors.Is(err, http.ErrServerClosed) {
+		return err
+	}
+	return nil
+}
+
+// checkStore refuses a sqlite: store whose file does not exist, naming it: a
+// typo in --db (./data/auditchain.bd) would otherwise start an empty store,
+// or hand out a key that the server running on the real one refuses. The
+// file is created by serve on the default store (its ./data directory too,
+// so a fresh clone starts with no step before), and by any command given
+// --create-db (docs/decisions/first-contact.md).
+func checkStore(dsn string, create, serving bool) error {
+	path, ok := strings.CutPrefix(dsn, "sqlite:")
+	if !ok {
+		return nil
+	}
+	switch _, err := os.Stat(path); {
+	case err == nil:
+		return nil
+	case !errors.Is(err, fs.ErrNotExist):
+		return fmt.Errorf("sqlite: %w", err)
+	}
+	isDefault := filepath.Clean(path) == filepath.Clean(strings.TrimPrefix(config.DefaultDB, "sqlite:"))
+	if create || (serving && isDefault) {
+		if isDefault {
+			return os.MkdirAll(filepath.Dir(path), 0o750)
+		}
+		return nil // the store creates the file; its directory must exist
+	}
+	abs, _ := filepath.Abs(path)
+	hint := "check --db (or AUDITCHAIN_DB) for a typo, or add --create-db to start a new, empty store there"
+	if isDefault && !serving {
+		hint = "start `auditchain serve` once to create the default store, or add --create-db"
+	}
+	return fmt.Errorf("no store at %s: %s does not exist; %s", dsn, abs, hint)
+}
+
+// hintFirstAccount tells, on a store without any account, how to create the
+// first one. serve never creates an account or prints a key itself
+// (docs/decisions/first-account.md).
+func hintFirstAccount(ctx context.Context, st *store.Store, stdout io.Writer) error {
+	ids, err := st.AccountIDs(ctx, "", 1)
+	if err != nil || len(ids) > 0 {
+		return err
+	}
+	db := st.Location
+	if st.Dialect == store.Postgres {
+		db = "'postgres://…'" // the same URL as serve's --db; Location has no credentials
+	}
+	fmt.Fprintf(stdout, "auditchain has no account yet; create the first (its API key is shown once) with:\n"+
+		"  auditchain admin create-account --db %s --email you@example.com\n", db)
+	return nil
+}
