@@ -52,7 +52,7 @@ type Store struct {
 	noticeCache *noticeCache
 	// numbers are the accounts' numbers (SQLite; account_numbers.go).
 	numbers *accountNumbers
-	// inserts caches the texts of batch inserts (events.go).
+	// inserts caches the texts of batch inserts (events_insert.go).
 	inserts insertTexts
 	// batch serves AppendAcross (PostgreSQL; append_pg_batch.go): a
 	// pool whose sessions plan with index lookups only.
@@ -425,4 +425,11 @@ func IsUniqueViolation(err error) bool {
 	}
 	msg := err.Error()
 	return strings.Contains(msg, "UNIQUE constraint failed") || strings.Contains(msg, "SQLSTATE 23505")
+}
+
+// Querier is what both *sql.DB and *sql.Tx offer.
+type Querier interface {
+	ExecContext(ctx context.Context, query string, args ...any) (sql.Result, error)
+	QueryContext(ctx context.Context, query string, args ...any) (*sql.Rows, error)
+	QueryRowContext(ctx context.Context, query string, args ...any) *sql.Row
 }
