@@ -3,13 +3,13 @@ package app
 import (
 	"context"
 	"errors"
-	"github.com/auditchain/auditchain/pkg/api"
 	"time"
 
 	"github.com/auditchain/auditchain/internal/app/writer"
-	"github.com/auditchain/auditchain/internal/chain"
 	"github.com/auditchain/auditchain/internal/domain"
 	"github.com/auditchain/auditchain/internal/store"
+	"github.com/auditchain/auditchain/pkg/api"
+	"github.com/auditchain/auditchain/pkg/verify"
 )
 
 // SearchRequest is the body of POST /v1/events/search.
@@ -119,11 +119,11 @@ func (a *App) RegisterSigningKey(ctx context.Context, p Principal, machineID, pu
 		return store.SigningKey{}, domain.Errorf(domain.CodeMachineMismatch,
 			"this key is bound to machine %q: it registers that machine's signing key only", p.Machine).With("machine", p.Machine)
 	}
-	pub, err := chain.ParsePublicKey(publicKey)
+	pub, err := verify.ParsePublicKey(publicKey)
 	if err != nil {
 		return store.SigningKey{}, domain.Validation(domain.FieldError{Field: "public_key", Message: err.Error()})
 	}
-	k := store.SigningKey{UserID: p.UserID, MachineID: machineID, PublicKey: publicKey, Fingerprint: chain.Fingerprint(pub),
+	k := store.SigningKey{UserID: p.UserID, MachineID: machineID, PublicKey: publicKey, Fingerprint: verify.Fingerprint(pub),
 		RegisteredAt: a.Now().UnixMicro()}
 	// Under the head's lock, so that no append races the change: the key is
 	// in force from the registration's own event on (which no machine signs).

@@ -8,7 +8,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"github.com/auditchain/auditchain/pkg/api"
 	"io"
 	"math"
 	"slices"
@@ -18,6 +17,8 @@ import (
 	"github.com/auditchain/auditchain/internal/chain"
 	"github.com/auditchain/auditchain/internal/domain"
 	"github.com/auditchain/auditchain/internal/store"
+	"github.com/auditchain/auditchain/pkg/api"
+	"github.com/auditchain/auditchain/pkg/verify"
 )
 
 // Quota is the daily event quota as responses show it (SPEC.md "Quota").
@@ -354,12 +355,12 @@ func verifySignature(k store.SigningKey, in *domain.EventInput) error {
 	if in.Signature == nil {
 		return errSignatureMissing.With("machine_id", k.MachineID)
 	}
-	pub, err := chain.ParsePublicKey(k.PublicKey)
+	pub, err := verify.ParsePublicKey(k.PublicKey)
 	if err != nil {
 		// A key stored before weak keys were refused verifies nothing.
 		return errWeakSigningKey.With("machine_id", k.MachineID)
 	}
-	if chain.VerifyEventSignature(ed25519.PublicKey(pub), in.Raw, *in.Signature) != nil {
+	if verify.VerifyEventSignature(ed25519.PublicKey(pub), in.Raw, *in.Signature) != nil {
 		return errSignature.With("machine_id", k.MachineID)
 	}
 	return nil
@@ -441,9 +442,9 @@ func (a *App) prepareEvent(p Principal, in *domain.EventInput, surface string, n
 }
 
 // hashedOf is the part of a stored event that payload_hash covers.
-func hashedOf(e *store.Event) *chain.HashedEvent {
+func hashedOf(e *store.Event) *verify.HashedEvent {
 	ts := e.TS
-	return &chain.HashedEvent{EventID: e.EventID, EventType: e.EventType, Sequence: e.Sequence, PrevHash: e.PrevHash,
+	return &verify.HashedEvent{EventID: e.EventID, EventType: e.EventType, Sequence: e.Sequence, PrevHash: e.PrevHash,
 		Raw: e.Raw, Decision: e.Decision, Tool: e.Tool, MachineID: e.MachineID, ParentID: e.ParentID, TS: &ts,
 		Signature: e.Signature, SignatureKey: e.SignatureKey}
 }
@@ -455,7 +456,7 @@ func hashedOf(e *store.Event) *chain.HashedEvent {
 // stored event took.
 func sameEvent(stored *store.Event, in *domain.EventInput) bool {
 	h := hashedOf(stored)
-	probe := &chain.HashedEvent{EventID: *in.EventID, EventType: *in.EventType, Sequence: stored.Sequence, PrevHash: stored.PrevHash,
+	probe := &verify.HashedEvent{EventID: *in.EventID, EventType: *in.EventType, Sequence: stored.Sequence, PrevHash: stored.PrevHash,
 		Raw: in.Raw, Decision: in.Decision, Tool: in.Tool, MachineID: in.MachineID, ParentID: in.ParentID, TS: in.TS,
 		Signature: in.Signature, SignatureKey: in.SignatureKey}
 	if in.Sequence != nil {

@@ -10,7 +10,7 @@ import (
 // The append path's fast hash must be exactly the reference hash.
 func TestPayloadHashMatchesReference(t *testing.T) {
 	s := func(v string) *string { return &v }
-	cases := []HashedEvent{
+	cases := []verify.HashedEvent{
 		{EventID: "evt-1", EventType: "tool_call", Sequence: 0, TS: s("2026-11-21T00:00:00Z")},
 		{EventID: "evt-2", EventType: "tool_call", Sequence: 7, PrevHash: s("sha256:00"), Tool: s("Bash"),
 			Raw: json.RawMessage(`{"z":1,"a":{"y":[1,2.50,"\u00e9"],"b":null},"n":1e3}`), Decision: s("allow"), TS: s("2026-11-21T00:00:00.5+01:00")},
