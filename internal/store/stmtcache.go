@@ -41,7 +41,7 @@ type cachingConnector struct {
 	faults, opened *atomic.Int64
 	// committed, when set (the writer's connections), hears of every commit
 	// with the WAL frames the connection wrote since the last one
-	// (checkpoint.go counts them).
+	// (wal_checkpoint.go counts them).
 	committed func(frames int64)
 	// settled, when set (the writer's connections), hears of every
 	// transaction's end and every savepoint rolled back; undone: writes
