@@ -9,6 +9,7 @@ package app
 // status cache; and the periodic scan task.
 
 import (
+	"cmp"
 	"context"
 	"crypto/ed25519"
 	"encoding/hex"
@@ -143,76 +144,13 @@ func (r keyRing) at(machine string, leaf int64) (ringKey, bool) {
 	return ks[i-1], true
 }
 
-// sigJob is one signature to verify off the scanning goroutine.
-type sigJob struct {
+// signedEvent is what the scan reports of an event whose signature fails.
+type signedEvent struct {
 	sequence  int64
 	eventID   string
 	machineID string
 	payload   string // payload_hash, part of the finding key
-	raw       json.RawMessage
-	signature string
-	pub       ed25519.PublicKey // nil: the stored key does not parse (every signature fails)
-	counted   bool              // the event already has a break or gap
-}
-
-// sigChunk is how many signatures a worker takes at a time: handing them
-// over costs nothing next to ~40 µs per Ed25519 check, and both cores still
-// share the end of the chain.
-const sigChunk = 32
-
-// sigChecker verifies the scan's signatures on GOMAXPROCS workers beside
-// the stream. The channel is bounded, so the stream waits when the workers
-// are behind and at most a few chunks (and the pages their raws point into)
-// are held. Failures come back in the order the workers found them; the
-// scan sorts every finding by sequence (unique per account) at the end.
-type sigChecker struct {
-	chunks  chan []sigJob
-	pending []sigJob
-	wg      sync.WaitGroup
-	mu      sync.Mutex
-	failed  []sigJob
-}
-
-func newSigChecker(workers int) *sigChecker {
-	c := &sigChecker{chunks: make(chan []sigJob, 2*workers)}
-	for range workers {
-		c.wg.Go(func() {
-			for jobs := range c.chunks {
-				for _, j := range jobs {
-					if j.pub != nil && verify.VerifyEventSignature(j.pub, j.raw, j.signature) == nil {
-						continue
-					}
-					c.mu.Lock()
-					c.failed = append(c.failed, j)
-					c.mu.Unlock()
-				}
-			}
-		})
-	}
-	return c
-}
-
-func (c *sigChecker) submit(j sigJob) {
-	if c.pending == nil {
-		c.pending = make([]sigJob, 0, sigChunk)
-	}
-	c.pending = append(c.pending, j)
-	if len(c.pending) == sigChunk {
-		c.chunks <- c.pending
-		c.pending = nil
-	}
-}
-
-// close checks what is pending, waits for the workers and returns the
-// events whose signature failed.
-func (c *sigChecker) close() []sigJob {
-	if len(c.pending) > 0 {
-		c.chunks <- c.pending
-		c.pending = nil
-	}
-	close(c.chunks)
-	c.wg.Wait()
-	return c.failed
+	counted   bool   // the event already has a break or gap
 }
 
 // scan streams the chain once. The snapshot is the head read after the newest
@@ -271,17 +209,26 @@ func (a *App) scan(ctx context.Context, userID string, machineID *string) (ScanR
 		return machineID == nil || (e.MachineID != nil && *e.MachineID == *machineID)
 	}
 
-	// Signatures are verified by a pool, so a signed chain scans on every core.
-	var sigs *sigChecker
-	var sigFailed []sigJob
+	// Signatures are verified by a pool, so a signed chain scans on every
+	// core. Failures come back in the order the workers found them; the scan
+	// sorts every finding by sequence (unique per account) at the end.
+	var sigs *verify.SignatureChecks[signedEvent]
+	var sigMu sync.Mutex
+	var sigFailed []signedEvent // complete once stopSigs returned
 	stopSigs := func() {
 		if sigs != nil {
-			sigFailed = sigs.close()
+			sigs.Close()
 			sigs = nil
 		}
 	}
 	if len(ring) > 0 {
-		sigs = newSigChecker(runtime.GOMAXPROCS(0))
+		workers := runtime.GOMAXPROCS(0)
+		sigs = verify.NewSignatureChecks(workers, func(e signedEvent) {
+			sigMu.Lock()
+			sigFailed = append(sigFailed, e)
+			sigMu.Unlock()
+		})
+		sigs.Start(workers)
 		defer stopSigs()
 	}
 
@@ -342,8 +289,8 @@ func (a *App) scan(ctx context.Context, userID string, machineID *string) (ScanR
 					f := SignatureFailure{Sequence: e.Sequence, EventID: e.EventID, MachineID: *e.MachineID, Reason: "missing"}
 					add(finding{kind: FindingSignature, key: signatureKey(f, e.PayloadHash), sequence: e.Sequence, detail: f})
 				} else if scope { // findings outside the machine filter are not reported
-					sigs.submit(sigJob{sequence: e.Sequence, eventID: e.EventID, machineID: *e.MachineID,
-						payload: e.PayloadHash, raw: e.Raw, signature: *e.Signature, pub: k.pub, counted: counted})
+					sigs.Submit(k.pub, e.Raw, *e.Signature, signedEvent{sequence: e.Sequence, eventID: e.EventID,
+						machineID: *e.MachineID, payload: e.PayloadHash, counted: counted})
 				}
 			}
 		}
@@ -428,9 +375,9 @@ func (a *App) scan(ctx context.Context, userID string, machineID *string) (ScanR
 	}
 	slices.SortStableFunc(findings, func(x, y finding) int {
 		if x.sequence != y.sequence {
-			return cmpInt(x.sequence, y.sequence)
+			return cmp.Compare(x.sequence, y.sequence)
 		}
-		return cmpInt(kindOrder(x.kind), kindOrder(y.kind))
+		return cmp.Compare(kindOrder(x.kind), kindOrder(y.kind))
 	})
 	for _, f := range findings {
 		switch d := f.detail.(type) {
@@ -481,16 +428,6 @@ func (a *App) leafOrderRoot(ctx context.Context, userID string, n int64, blockSi
 		return nil, err
 	}
 	return frontier, nil
-}
-
-func cmpInt(x, y int64) int {
-	switch {
-	case x < y:
-		return -1
-	case x > y:
-		return 1
-	}
-	return 0
 }
 
 func kindOrder(k string) int64 {

@@ -10,6 +10,7 @@ import (
 	"io"
 	"runtime"
 	"slices"
+	"sync"
 )
 
 // VerifyExport reads an export and checks its integrity, in line order: every
@@ -56,8 +57,8 @@ func VerifyExport(r io.Reader, servicePub ed25519.PublicKey) (Report, error) {
 		rep:  Report{FirstSequence: -1, LastSequence: -1, FirstBlock: -1, LastBlock: -1, Gaps: []Gap{}, Breaks: []Break{}},
 	}
 	workers := runtime.GOMAXPROCS(0)
-	p := startPipeline(r, workers)
-	v.sigs = &p.sigs
+	v.sigs = NewSignatureChecks(workers, v.signatureFailed)
+	p := startPipeline(r, workers, v.sigs)
 
 	var err error
 	var lastLine int64
@@ -79,14 +80,13 @@ loop:
 			break
 		}
 		lastLine = b.first + int64(len(b.items)) - 1
-		v.sigs.flush()
-		if v.sigs.failed.Load() {
+		v.sigs.Flush()
+		if v.sigs.Failed() {
 			break // an earlier line already failed; stop reading
 		}
 	}
-	v.sigs.flush()
 	p.stop() // every submitted signature is checked when it returns
-	if err == nil && !v.sigs.failed.Load() {
+	if err == nil && !v.sigs.Failed() {
 		switch {
 		case v.header == nil:
 			err = &Error{Kind: KindFormat, Sequence: -1, Block: -1, Line: lastLine + 1, Err: errors.New("export is empty")}
@@ -94,7 +94,7 @@ loop:
 			err = &Error{Kind: KindFormat, Sequence: -1, Block: -1, Line: lastLine + 1, Err: errors.New("export ends without an end line (truncated)")}
 		}
 	}
-	if sigErr := v.sigs.first; sigErr != nil {
+	if sigErr := v.firstSigErr; sigErr != nil {
 		var e *Error
 		if err == nil || !errors.As(err, &e) || sigErr.Line < e.Line {
 			err = sigErr
@@ -113,7 +113,7 @@ loop:
 			err = v.continuityError()
 		}
 	}
-	v.rep.SignaturesVerified = v.sigs.verified.Load()
+	v.rep.SignaturesVerified = v.sigs.Verified()
 	if v.frontier != nil {
 		v.rep.TreeSize = v.frontier.Size()
 		v.rep.RootHash = v.frontier.Root()
@@ -127,7 +127,11 @@ type exportVerifier struct {
 	rep    Report
 	header *ExportHeader
 	blocks *BlockVerifier
-	sigs   *sigChecks
+	sigs   *SignatureChecks[sigAt]
+	// firstSigErr is the signature failure on the earliest line (sigMu:
+	// the pipeline's workers report failures).
+	sigMu       sync.Mutex
+	firstSigErr *Error
 
 	frontier  *Frontier
 	startRoot Hash        // root of the tree the export starts from
@@ -136,6 +140,18 @@ type exportVerifier struct {
 	pending   *ExportConsistency
 	beyond    bool // a checkpoint past the last event was tied; no more events
 	ended     bool
+}
+
+// sigAt is where an event whose signature is checked stands in the export.
+type sigAt struct{ line, seq int64 }
+
+// signatureFailed keeps the signature failure on the earliest line.
+func (v *exportVerifier) signatureFailed(at sigAt) {
+	v.sigMu.Lock()
+	if v.firstSigErr == nil || at.line < v.firstSigErr.Line {
+		v.firstSigErr = &Error{Kind: KindSignature, Sequence: at.seq, Block: -1, Line: at.line, Err: ErrBadSignature}
+	}
+	v.sigMu.Unlock()
 }
 
 // continuityError is the first continuity finding in sequence order; in an
@@ -336,7 +352,7 @@ func (v *exportVerifier) eventLine(it *item, e *ExportEvent) error {
 			if e.Signature == nil {
 				return fail(KindSignature, seq, "machine %q has a registered key but the event is unsigned", *e.MachineID)
 			}
-			v.sigs.submit(sigJob{line: it.no, seq: seq, pub: pub, msg: it.signed, msgErr: it.signedErr, sig: *e.Signature})
+			v.sigs.submitSigned(pub, it.signed, it.signedErr, *e.Signature, sigAt{line: it.no, seq: seq})
 		} else if e.Signature != nil {
 			v.rep.UnverifiedSignatures++
 		}

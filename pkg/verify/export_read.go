@@ -39,14 +39,15 @@ type batch struct {
 
 type pipeline struct {
 	order chan *batch
-	sigs  sigChecks
+	sigs  *SignatureChecks[sigAt]
 	quit  chan struct{}
 	wg    sync.WaitGroup
 }
 
-func startPipeline(r io.Reader, workers int) *pipeline {
-	p := &pipeline{order: make(chan *batch, 2*workers+2), quit: make(chan struct{}),
-		sigs: sigChecks{chunks: make(chan []sigJob, 2*workers)}}
+// startPipeline reads r on one goroutine and decodes it on workers, which
+// also check the signatures submitted to sigs beside the decoding.
+func startPipeline(r io.Reader, workers int, sigs *SignatureChecks[sigAt]) *pipeline {
+	p := &pipeline{order: make(chan *batch, 2*workers+2), quit: make(chan struct{}), sigs: sigs}
 	work := make(chan *batch, 2*workers+2)
 	p.wg.Go(func() {
 		defer close(p.order)
@@ -113,10 +114,10 @@ func startPipeline(r io.Reader, workers int) *pipeline {
 	return p
 }
 
-// stop ends the reader and workers and waits for them; the checker must
-// have flushed its last signatures, which are all checked when stop returns.
+// stop ends the reader and workers and waits for them; every signature
+// submitted is checked when it returns.
 func (p *pipeline) stop() {
-	close(p.sigs.chunks)
+	p.sigs.Close()
 	close(p.quit)
 	for range p.order { // unblock nothing; just drop queued batches
 	}
