@@ -627,13 +627,13 @@ func domainGrant(r store.Grant) (domain.Grant, error) {
 // epochs caches decoded epoch stamps by their stored JSON. Every grant written
 // on one UTC day carries the same stamp, so the cache holds about one entry per
 // day and spares the status check a JSON decode per candidate grant.
-var epochs sync.Map // string → domain.EpochStamp
+var epochs sync.Map // string → api.EpochStamp
 
-func parseEpoch(raw []byte) (domain.EpochStamp, error) {
+func parseEpoch(raw []byte) (api.EpochStamp, error) {
 	if e, ok := epochs.Load(string(raw)); ok {
-		return e.(domain.EpochStamp), nil
+		return e.(api.EpochStamp), nil
 	}
-	var e domain.EpochStamp
+	var e api.EpochStamp
 	if err := json.Unmarshal(raw, &e); err != nil {
 		return e, err
 	}

@@ -82,7 +82,7 @@ type ToolCallResult struct {
 	Metered  bool
 	Event    store.Event
 	Quota    Quota
-	Epoch    domain.EpochStamp
+	Epoch    api.EpochStamp
 	Replayed bool
 }
 
