@@ -59,14 +59,9 @@ type GrantRequest struct {
 	ExpiresAt    time.Time
 }
 
-// GrantRecord is the Grant record as every response, the chain event and the
-// delegation token show it (SPEC.md "Grant record"). Its JSON is what the
-// order-bound key signs, so it holds no secret and never changes once written.
-type GrantRecord = api.GrantRecord
-
 // RecordOf renders a grant as its Grant record.
-func RecordOf(g domain.Grant) GrantRecord {
-	r := GrantRecord{GrantID: g.GrantID, Subagent: g.Subagent, AllowedTools: g.AllowedTools, MaxToolCalls: g.MaxToolCalls,
+func RecordOf(g domain.Grant) api.GrantRecord {
+	r := api.GrantRecord{GrantID: g.GrantID, Subagent: g.Subagent, AllowedTools: g.AllowedTools, MaxToolCalls: g.MaxToolCalls,
 		ExpiresAt: domain.FormatTimestamp(g.ExpiresAt), CreatedAt: domain.FormatTimestamp(g.CreatedAt), Action: "granted", Epoch: g.Epoch}
 	if r.AllowedTools == nil {
 		r.AllowedTools = []string{}
@@ -95,7 +90,7 @@ func malformed(code, field, reason string) *domain.Error {
 
 // GrantCreated is the answer of POST /v1/grants.
 type GrantCreated struct {
-	Grant      GrantRecord
+	Grant      api.GrantRecord
 	Status     domain.GateAnswer
 	Delegation json.RawMessage // the delegation token (CONTRACT.md)
 }
@@ -581,7 +576,7 @@ func (a *App) RevokeGrant(ctx context.Context, p Principal, grantID, subagent st
 
 // grantRevokedEvent is the raw of a grant.revoked chain event.
 type grantRevokedEvent struct {
-	GrantRecord
+	api.GrantRecord
 	RevokedAt string `json:"revoked_at"`
 }
 

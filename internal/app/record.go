@@ -20,19 +20,16 @@ import (
 	"github.com/auditchain/auditchain/internal/store"
 )
 
-// Quota is the daily event quota as responses show it (SPEC.md "Quota").
-type Quota = api.Quota
-
-func (a *App) quota(used int64) Quota {
+func (a *App) quota(used int64) api.Quota {
 	limit := int64(a.Cfg.DailyEventQuota)
-	return Quota{Limit: limit, Remaining: max(0, limit-used), UsedToday: used}
+	return api.Quota{Limit: limit, Remaining: max(0, limit-used), UsedToday: used}
 }
 
 // AppendResult is the outcome of one append.
 type AppendResult struct {
 	Event    store.Event
 	Epoch    api.EpochStamp
-	Quota    Quota
+	Quota    api.Quota
 	Advisory *api.DedupAdvisory
 	// Replayed is true when the event_id was already stored with identical
 	// content: the stored event is answered and nothing is written.
