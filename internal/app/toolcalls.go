@@ -482,13 +482,6 @@ func countGateMembers(members map[string]json.RawMessage) int {
 
 func equalPtr(a, b *string) bool { return (a == nil) == (b == nil) && (a == nil || *a == *b) }
 
-// resultIDTaken refuses a write whose tool_result's event_id is stored.
-type resultIDTaken struct{ result ToolResult }
-
-func (r *resultIDTaken) Error() string {
-	return "tool_result " + r.result.EventID + " is already stored"
-}
-
 // appendToolResult appends r at the tip inside t, charged to the quota.
 func (a *App) appendToolResult(ctx context.Context, t *writer.Tx, p Principal, r *ToolResult, surface string, now time.Time) error {
 	e := store.Event{UserID: p.UserID}
