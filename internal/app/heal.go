@@ -46,26 +46,12 @@ const (
 	RootMismatch = "mismatch"
 )
 
-// Break is a prev_hash that is not the payload_hash of the event with the
-// previous sequence number (SPEC.md "Heal records"); Gap is a run of missing
-// sequence numbers. They are the offline verifier's findings, with the same
-// definitions (pkg/verify, continuity.go), which an export reports alike.
-type (
-	Break = verify.Break
-	Gap   = verify.Gap
-)
-
-// SignatureFailure is an event from a machine with a signing key in force at
-// its leaf whose signature is absent ("missing") or does not verify
-// ("invalid") against that key.
-type SignatureFailure = api.HealSignatureFailure
-
 // ScanResult is SPEC.md's Scan result.
 type ScanResult struct {
-	Breaks            []Break            `json:"breaks"`
-	Gaps              []Gap              `json:"gaps"`
-	SignatureFailures []SignatureFailure `json:"signature_failures"`
-	MerkleRootStatus  string             `json:"merkle_root_status"`
+	Breaks            []verify.Break             `json:"breaks"`
+	Gaps              []verify.Gap               `json:"gaps"`
+	SignatureFailures []api.HealSignatureFailure `json:"signature_failures"`
+	MerkleRootStatus  string                     `json:"merkle_root_status"`
 	// MerkleRootDetail says why the root reads mismatch (null when ok).
 	MerkleRootDetail *string `json:"merkle_root_detail"`
 	Clean            bool    `json:"clean"`
@@ -83,14 +69,14 @@ type finding struct {
 	kind     string
 	key      string
 	sequence int64 // the event the finding is attached to (sorting)
-	detail   any   // Break, Gap or SignatureFailure
+	detail   any   // verify.Break, verify.Gap or api.HealSignatureFailure
 }
 
-func breakKey(b Break) string {
+func breakKey(b verify.Break) string {
 	return fmt.Sprintf("break:%d:%s:%s:%s", b.Sequence, b.EventID, strOrNull(b.ExpectedPrevHash), strOrNull(b.FoundPrevHash))
 }
 
-func gapKey(g Gap) string {
+func gapKey(g verify.Gap) string {
 	after := "null"
 	if g.AfterSequence != nil {
 		after = fmt.Sprint(*g.AfterSequence)
@@ -98,7 +84,7 @@ func gapKey(g Gap) string {
 	return fmt.Sprintf("gap:%s:%d:%d", after, g.MissingFrom, g.MissingTo)
 }
 
-func signatureKey(f SignatureFailure, payloadHash string) string {
+func signatureKey(f api.HealSignatureFailure, payloadHash string) string {
 	return fmt.Sprintf("signature_failure:%d:%s:%s", f.Sequence, f.EventID, payloadHash)
 }
 
@@ -160,7 +146,7 @@ func (a *App) scan(ctx context.Context, userID string, machineID *string) (ScanR
 	if machineID != nil && *machineID == "" {
 		return ScanResult{}, nil, domain.Validation(domain.FieldError{Field: "machine_id", Message: "must not be empty; null scans every machine"})
 	}
-	res := ScanResult{Breaks: []Break{}, Gaps: []Gap{}, SignatureFailures: []SignatureFailure{}, MerkleRootStatus: RootOK,
+	res := ScanResult{Breaks: []verify.Break{}, Gaps: []verify.Gap{}, SignatureFailures: []api.HealSignatureFailure{}, MerkleRootStatus: RootOK,
 		MachineID: machineID, UserID: userID}
 	block, err := a.Store.LastBlock(ctx, nil, userID)
 	hasBlock := err == nil
@@ -266,27 +252,27 @@ func (a *App) scan(ctx context.Context, userID string, machineID *string) (ScanR
 		// hole itself is the finding.
 		switch {
 		case pos == 0 && e.Sequence > 0:
-			g := Gap{MissingFrom: 0, MissingTo: e.Sequence - 1}
+			g := verify.Gap{MissingFrom: 0, MissingTo: e.Sequence - 1}
 			add(finding{kind: FindingGap, key: gapKey(g), sequence: e.Sequence, detail: g})
 		case pos == 0:
 			if e.PrevHash != nil {
-				b := Break{Sequence: e.Sequence, EventID: e.EventID, FoundPrevHash: e.PrevHash}
+				b := verify.Break{Sequence: e.Sequence, EventID: e.EventID, FoundPrevHash: e.PrevHash}
 				add(finding{kind: FindingBreak, key: breakKey(b), sequence: e.Sequence, detail: b})
 			}
 		case e.Sequence > prevSeq+1:
 			after := prevSeq
-			g := Gap{AfterSequence: &after, MissingFrom: prevSeq + 1, MissingTo: e.Sequence - 1}
+			g := verify.Gap{AfterSequence: &after, MissingFrom: prevSeq + 1, MissingTo: e.Sequence - 1}
 			add(finding{kind: FindingGap, key: gapKey(g), sequence: e.Sequence, detail: g})
 		case e.PrevHash == nil || *e.PrevHash != prevHash:
 			expected := prevHash
-			b := Break{Sequence: e.Sequence, EventID: e.EventID, ExpectedPrevHash: &expected, FoundPrevHash: e.PrevHash}
+			b := verify.Break{Sequence: e.Sequence, EventID: e.EventID, ExpectedPrevHash: &expected, FoundPrevHash: e.PrevHash}
 			add(finding{kind: FindingBreak, key: breakKey(b), sequence: e.Sequence, detail: b})
 		}
 		// Signature against the machine's key in force at the event's leaf.
 		if e.MachineID != nil && sigs != nil {
 			if k, ok := ring.at(*e.MachineID, e.LeafIndex); ok {
 				if e.Signature == nil {
-					f := SignatureFailure{Sequence: e.Sequence, EventID: e.EventID, MachineID: *e.MachineID, Reason: "missing"}
+					f := api.HealSignatureFailure{Sequence: e.Sequence, EventID: e.EventID, MachineID: *e.MachineID, Reason: "missing"}
 					add(finding{kind: FindingSignature, key: signatureKey(f, e.PayloadHash), sequence: e.Sequence, detail: f})
 				} else if scope { // findings outside the machine filter are not reported
 					sigs.Submit(k.pub, e.Raw, *e.Signature, signedEvent{sequence: e.Sequence, eventID: e.EventID,
@@ -367,7 +353,7 @@ func (a *App) scan(ctx context.Context, userID string, machineID *string) (ScanR
 	}
 
 	for _, j := range sigFailed {
-		f := SignatureFailure{Sequence: j.sequence, EventID: j.eventID, MachineID: j.machineID, Reason: "invalid"}
+		f := api.HealSignatureFailure{Sequence: j.sequence, EventID: j.eventID, MachineID: j.machineID, Reason: "invalid"}
 		findings = append(findings, finding{kind: FindingSignature, key: signatureKey(f, j.payload), sequence: f.Sequence, detail: f})
 		if !j.counted {
 			flagged++
@@ -381,11 +367,11 @@ func (a *App) scan(ctx context.Context, userID string, machineID *string) (ScanR
 	})
 	for _, f := range findings {
 		switch d := f.detail.(type) {
-		case Break:
+		case verify.Break:
 			res.Breaks = append(res.Breaks, d)
-		case Gap:
+		case verify.Gap:
 			res.Gaps = append(res.Gaps, d)
-		case SignatureFailure:
+		case api.HealSignatureFailure:
 			res.SignatureFailures = append(res.SignatureFailures, d)
 		}
 	}
@@ -440,13 +426,8 @@ func kindOrder(k string) int64 {
 	return 2
 }
 
-// RepairAction is one finding as a heal run handled it: Status is written
-// (a chain_repair was appended), would_write (dry run) or skipped (a
-// chain_repair already answers the finding).
-type RepairAction = api.HealRepairAction
-
-// findingJSON is a finding (Break, Gap or SignatureFailure: plain fields
-// that always encode) as a RepairAction carries it.
+// findingJSON is a finding (verify.Break, verify.Gap or api.HealSignatureFailure:
+// plain fields that always encode) as an api.HealRepairAction carries it.
 func findingJSON(detail any) json.RawMessage {
 	b, err := json.Marshal(detail)
 	if err != nil {
@@ -454,10 +435,6 @@ func findingJSON(detail any) json.RawMessage {
 	}
 	return b
 }
-
-// RunResult is the answer of POST /v1/heal/run. Breaks, Gaps and
-// SignatureFailures count the scan's findings.
-type RunResult = api.HealRun
 
 // repairRaw is the raw of a chain_repair event: the finding it answers, by
 // its stable key and its fields. The original event is never touched.
@@ -470,18 +447,18 @@ func repairRaw(f finding, detectedAt string) map[string]any {
 // one chain_repair event per finding no earlier run answered, appended at the
 // tip under the account's head lock. heal_repairs is read and written in the
 // same transaction, so two runs (two replicas) never write the same repair.
-func (a *App) HealRun(ctx context.Context, p Principal, dryRun bool, machineID *string) (RunResult, error) {
+func (a *App) HealRun(ctx context.Context, p Principal, dryRun bool, machineID *string) (api.HealRun, error) {
 	scan, findings, err := a.scan(ctx, p.UserID, machineID)
 	if err != nil {
-		return RunResult{}, err
+		return api.HealRun{}, err
 	}
 	a.heal.setScan(p.UserID, scan)
-	res := RunResult{Breaks: len(scan.Breaks), Gaps: len(scan.Gaps), SignatureFailures: len(scan.SignatureFailures),
+	res := api.HealRun{Breaks: len(scan.Breaks), Gaps: len(scan.Gaps), SignatureFailures: len(scan.SignatureFailures),
 		DryRun: dryRun, MachineID: machineID, MerkleRootStatus: scan.MerkleRootStatus, UserID: p.UserID}
 	if dryRun {
-		res.Actions = make([]RepairAction, 0, len(findings))
+		res.Actions = make([]api.HealRepairAction, 0, len(findings))
 		for _, f := range findings {
-			act := RepairAction{Kind: f.kind, FindingKey: f.key, Finding: findingJSON(f.detail), Status: "would_write"}
+			act := api.HealRepairAction{Kind: f.kind, FindingKey: f.key, Finding: findingJSON(f.detail), Status: "would_write"}
 			switch r, err := a.Store.HealRepairByKey(ctx, nil, p.UserID, f.key); {
 			case err == nil:
 				act.Status, act.RepairEventID, act.RepairSequence = "skipped", &r.RepairEventID, &r.RepairSequence
@@ -489,19 +466,19 @@ func (a *App) HealRun(ctx context.Context, p Principal, dryRun bool, machineID *
 			case errors.Is(err, store.ErrNotFound):
 				res.WouldWrite++
 			default:
-				return RunResult{}, err
+				return api.HealRun{}, err
 			}
 			res.Actions = append(res.Actions, act)
 		}
 	} else {
 		err = a.w.Write(ctx, func(t *writer.Tx) error {
-			res.Actions, res.Skipped, res.Written = make([]RepairAction, 0, len(findings)), 0, 0
+			res.Actions, res.Skipped, res.Written = make([]api.HealRepairAction, 0, len(findings)), 0, 0
 			if _, err := t.Lock(ctx, p.UserID); err != nil {
 				return err
 			}
 			now := a.Now()
 			for _, f := range findings {
-				act := RepairAction{Kind: f.kind, FindingKey: f.key, Finding: findingJSON(f.detail)}
+				act := api.HealRepairAction{Kind: f.kind, FindingKey: f.key, Finding: findingJSON(f.detail)}
 				switch r, err := a.Store.HealRepairByKey(ctx, t.SQL(), p.UserID, f.key); {
 				case err == nil:
 					act.Status, act.RepairEventID, act.RepairSequence = "skipped", &r.RepairEventID, &r.RepairSequence
@@ -534,11 +511,11 @@ func (a *App) HealRun(ctx context.Context, p Principal, dryRun bool, machineID *
 		if errors.Is(err, store.ErrConflict) {
 			// A run on another replica got past the lock check at the same
 			// time (cannot happen under the head lock; the key is the backstop).
-			return RunResult{}, &domain.Error{Code: CodeHealConflict,
+			return api.HealRun{}, &domain.Error{Code: CodeHealConflict,
 				Detail: "another heal run recorded the same repair concurrently; run again to see it skipped"}
 		}
 		if err != nil {
-			return RunResult{}, err
+			return api.HealRun{}, err
 		}
 	}
 	res.CompletedAt = domain.FormatTimestamp(a.Now())
@@ -552,9 +529,9 @@ const CodeHealConflict = "heal_conflict"
 
 // HealStatus is the answer of GET /v1/heal/status.
 type HealStatus struct {
-	AutoRunning bool        `json:"auto_running"`
-	LastScan    *ScanResult `json:"last_scan"`
-	LastRepair  *RunResult  `json:"last_repair"`
+	AutoRunning bool         `json:"auto_running"`
+	LastScan    *ScanResult  `json:"last_scan"`
+	LastRepair  *api.HealRun `json:"last_repair"`
 }
 
 // HealStatus answers GET /v1/heal/status from this process's cache (SPEC.md:
@@ -570,30 +547,24 @@ const (
 	MaxHealPeriod     = 86400
 )
 
-// AutoTask describes an account's periodic heal task.
-type AutoTask = api.HealAutoTask
-
-// AutoStop is the answer of POST /v1/heal/auto/stop.
-type AutoStop = api.HealAutoStop
-
 // HealAutoStart answers POST /v1/heal/auto/start. A running task with the
 // same period is answered as it is (start is idempotent); with another
 // period it is replaced by a new task (new task_id and started_at).
-func (a *App) HealAutoStart(ctx context.Context, p Principal, period int) (AutoTask, error) {
+func (a *App) HealAutoStart(ctx context.Context, p Principal, period int) (api.HealAutoTask, error) {
 	if period < MinHealPeriod || period > MaxHealPeriod {
-		return AutoTask{}, domain.Validation(domain.FieldError{Field: "period_seconds",
+		return api.HealAutoTask{}, domain.Validation(domain.FieldError{Field: "period_seconds",
 			Message: fmt.Sprintf("must be between %d and %d seconds", MinHealPeriod, MaxHealPeriod)})
 	}
 	id, err := a.newID("heal-", 8)
 	if err != nil {
-		return AutoTask{}, err
+		return api.HealAutoTask{}, err
 	}
 	return a.heal.start(a, p.UserID, id, period), nil
 }
 
 // HealAutoStop answers POST /v1/heal/auto/stop; stopping a task that is not
 // running answers stopped false and is not an error.
-func (a *App) HealAutoStop(p Principal) AutoStop {
+func (a *App) HealAutoStop(p Principal) api.HealAutoStop {
 	return a.heal.stop(p.UserID, domain.FormatTimestamp(a.Now()))
 }
 
@@ -607,7 +578,7 @@ type healState struct {
 
 type healUser struct {
 	lastScan *ScanResult
-	lastRun  *RunResult
+	lastRun  *api.HealRun
 	task     *autoTask
 }
 
@@ -638,7 +609,7 @@ func (h *healState) setScan(userID string, r ScanResult) {
 	h.user(userID).lastScan = &r
 }
 
-func (h *healState) setRun(userID string, r RunResult) {
+func (h *healState) setRun(userID string, r api.HealRun) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	h.user(userID).lastRun = &r
@@ -651,12 +622,12 @@ func (h *healState) status(userID string) HealStatus {
 	return HealStatus{AutoRunning: u.task != nil, LastScan: u.lastScan, LastRepair: u.lastRun}
 }
 
-func (t *autoTask) view(userID string) AutoTask {
+func (t *autoTask) view(userID string) api.HealAutoTask {
 	id, started := t.id, t.startedAt
-	return AutoTask{PeriodSeconds: t.period, Running: true, StartedAt: &started, TaskID: &id, UserID: userID}
+	return api.HealAutoTask{PeriodSeconds: t.period, Running: true, StartedAt: &started, TaskID: &id, UserID: userID}
 }
 
-func (h *healState) start(a *App, userID, id string, period int) AutoTask {
+func (h *healState) start(a *App, userID, id string, period int) api.HealAutoTask {
 	h.mu.Lock()
 	u := h.user(userID)
 	old := u.task
@@ -666,7 +637,7 @@ func (h *healState) start(a *App, userID, id string, period int) AutoTask {
 	}
 	if h.closed {
 		h.mu.Unlock()
-		return AutoTask{PeriodSeconds: period, UserID: userID}
+		return api.HealAutoTask{PeriodSeconds: period, UserID: userID}
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	now := time.Now() // the task's periods count on the runtime's timers (schedule.Loop)
@@ -700,19 +671,19 @@ func (a *App) runAutoTask(ctx context.Context, t *autoTask, userID string) {
 	})
 }
 
-func (h *healState) stop(userID, now string) AutoStop {
+func (h *healState) stop(userID, now string) api.HealAutoStop {
 	h.mu.Lock()
 	u := h.user(userID)
 	t := u.task
 	u.task = nil
 	h.mu.Unlock()
 	if t == nil {
-		return AutoStop{UserID: userID}
+		return api.HealAutoStop{UserID: userID}
 	}
 	t.cancel()
 	<-t.done
 	id, started := t.id, t.startedAt
-	return AutoStop{Running: false, StartedAt: &started, Stopped: true, StoppedAt: &now, TaskID: &id, UserID: userID}
+	return api.HealAutoStop{Running: false, StartedAt: &started, Stopped: true, StoppedAt: &now, TaskID: &id, UserID: userID}
 }
 
 // StopHealTasks ends every periodic heal task of this process; none starts

@@ -21,20 +21,17 @@ import (
 	"github.com/auditchain/auditchain/pkg/verify"
 )
 
-// Quota is the daily event quota as responses show it (SPEC.md "Quota").
-type Quota = api.Quota
-
-func (a *App) quota(used int64) Quota {
+func (a *App) quota(used int64) api.Quota {
 	limit := int64(a.Cfg.DailyEventQuota)
-	return Quota{Limit: limit, Remaining: max(0, limit-used), UsedToday: used}
+	return api.Quota{Limit: limit, Remaining: max(0, limit-used), UsedToday: used}
 }
 
 // AppendResult is the outcome of one append.
 type AppendResult struct {
 	Event    store.Event
-	Epoch    domain.EpochStamp
-	Quota    Quota
-	Advisory *domain.DedupAdvisory
+	Epoch    api.EpochStamp
+	Quota    api.Quota
+	Advisory *api.DedupAdvisory
 	// Replayed is true when the event_id was already stored with identical
 	// content: the stored event is answered and nothing is written.
 	Replayed bool
@@ -71,7 +68,7 @@ func (a *App) appendEvent(ctx context.Context, p Principal, in domain.EventInput
 	if err != nil {
 		return a.refuseAppend(ctx, nil, p.UserID, &in, now, err)
 	}
-	var advisory *domain.DedupAdvisory
+	var advisory *api.DedupAdvisory
 	out, err := a.w.Append(ctx, writer.Append{Event: &e, Quota: a.quotaOf(now), Locked: in.MachineID != nil,
 		Place: func(ctx context.Context, head store.Head, q store.Querier) error {
 			advisory = nil
@@ -142,7 +139,7 @@ func (a *App) appendNext(ctx context.Context, p Principal, in domain.EventInput,
 		return a.refuseAppend(ctx, nil, p.UserID, &in, now, err)
 	}
 	e := store.Event{UserID: p.UserID}
-	var advisory *domain.DedupAdvisory
+	var advisory *api.DedupAdvisory
 	out, err := a.w.Append(ctx, writer.Append{Event: &e, Quota: a.quotaOf(now), Locked: in.MachineID != nil,
 		Place: func(ctx context.Context, head store.Head, q store.Querier) error {
 			advisory = nil
@@ -193,7 +190,7 @@ func ServiceSets(field string) *domain.Error {
 }
 
 // appendedResult is the answer of an append that stored out at now.
-func (a *App) appendedResult(out writer.Appended, advisory *domain.DedupAdvisory, now time.Time) AppendResult {
+func (a *App) appendedResult(out writer.Appended, advisory *api.DedupAdvisory, now time.Time) AppendResult {
 	return AppendResult{Event: out.Event, Quota: a.quota(out.QuotaUsed), Advisory: advisory,
 		Epoch: domain.NewEpochStamp(a.Cfg.EpochAnchor, now)}
 }
@@ -206,7 +203,7 @@ func (a *App) replayResult(r *replayed, now time.Time) AppendResult {
 // appendAdvisory is the dedup advisory of e, a tool call about to extend
 // head. It is about the events before e: the head is held, or the append's
 // compare-and-set requires it unchanged.
-func (a *App) appendAdvisory(ctx context.Context, q store.Querier, e *store.Event, head store.Head) (*domain.DedupAdvisory, error) {
+func (a *App) appendAdvisory(ctx context.Context, q store.Querier, e *store.Event, head store.Head) (*api.DedupAdvisory, error) {
 	if e.SemanticKey == nil || e.Tool == nil {
 		return nil, nil
 	}
@@ -475,7 +472,7 @@ func sameEvent(stored *store.Event, in *domain.EventInput) bool {
 
 // dedupAdvisory decides whether an appended tool call repeats one within the
 // window, with the same code as the policy probe.
-func (a *App) dedupAdvisory(ctx context.Context, q store.Querier, userID, tool, key string, intent domain.Intent, tip int64) (*domain.DedupAdvisory, error) {
+func (a *App) dedupAdvisory(ctx context.Context, q store.Querier, userID, tool, key string, intent domain.Intent, tip int64) (*api.DedupAdvisory, error) {
 	d, err := a.decideDedup(ctx, q, userID, tool, key, intent, tip)
 	if err != nil {
 		return nil, err

@@ -5,8 +5,9 @@
 // A host adapter (hosts.go) turns the host's stdin into a host-neutral Call
 // and a Verdict back into the host's answer; the Runner asks the gate,
 // meters one use, and records tool_call and tool_result events through a
-// Service (pkg/client in production); events that cannot be sent go to the
-// Spool and reach the service later through the batch route.
+// Service (pkg/client in production), each numbered by the service at the
+// chain's tip; events that cannot be sent go to the Spool and reach the
+// service later the same way.
 //
 // The package must stay cheap to start: it imports pkg/client and pkg/api,
 // never the server's packages.
@@ -75,13 +76,6 @@ type Call struct {
 	inputCanon bool
 }
 
-// Decisions, as the record spells them (SPEC.md "Event": decision).
-const (
-	Allow = api.DecisionAllow
-	Ask   = api.DecisionAsk
-	Deny  = api.DecisionDeny
-)
-
 // Verdict is the hook's answer to one call.
 type Verdict struct {
 	// Decision is allow, ask or deny. Allow passes the call on to the
@@ -110,18 +104,18 @@ func ParsePolicy(s string) (Policy, error) {
 }
 
 // Service is what the hook needs from auditchain. ClientService implements
-// it with pkg/client.
+// it with pkg/client. Neither method takes a place on the chain: the
+// service numbers what the hook records, so no tip is read or kept, and a
+// tip a client's own events took to 2^52 (the highest sequence a client may
+// choose) stops nothing the hook records.
 type Service interface {
 	// GateCall checks the gate, meters one use when it authorizes and
 	// records the tool_call, in one commit (POST /v1/tool-calls).
 	GateCall(ctx context.Context, req api.ToolCallRequest) (*api.ToolCallResponse, error)
-	// Append appends one event at the chain's tip, following it when other
-	// writers moved it (POST /v1/events).
-	Append(ctx context.Context, ev *api.EventInput) error
-	// Tip reads the chain tip (GET /v1/chain/tip).
-	Tip(ctx context.Context) (*api.ChainTip, error)
-	// AppendBatch sends rows as they are (POST /v1/events/batch).
-	AppendBatch(ctx context.Context, rows []api.EventInput) (*api.BatchResponse, error)
+	// AppendNext records one event at the chain's tip (POST
+	// /v1/events/append). The same event sent again is answered with the
+	// one stored, at the place it took.
+	AppendNext(ctx context.Context, ev *api.NextEventInput) error
 }
 
 // Runner handles calls for one configuration.
@@ -171,7 +165,7 @@ func (r *Runner) Handle(ctx context.Context, c *Call) (Verdict, error) {
 		}
 		r.record(ctx, resultEvent(c, r.now()))
 	}
-	return Verdict{Decision: Allow}, nil
+	return Verdict{Decision: api.DecisionAllow}, nil
 }
 
 // Refused records a tool_call the hook could not decide (err), answered
@@ -193,7 +187,7 @@ func (r *Runner) Refused(ctx context.Context, c *Call, decision string, err erro
 // may run: a refused call has no result (Gemini runs no AfterTool for a
 // blocked call), so it leaves nothing behind.
 func (r *Runner) remember(c *Call, decision string) {
-	if !c.derived || decision == Deny || r.Spool == nil {
+	if !c.derived || decision == api.DecisionDeny || r.Spool == nil {
 		return
 	}
 	if err := r.Spool.RememberCall(c); err != nil {
@@ -230,13 +224,13 @@ func (r *Runner) pre(ctx context.Context, c *Call) (Verdict, error) {
 	sub := r.Subagent(c)
 	// The main agent's calls that no grant covers are decided by the
 	// policy; a sub-agent without a grant is always refused.
-	noGrant := Deny
+	noGrant := api.DecisionDeny
 	if sub == r.MainAgent {
 		switch r.Policy {
 		case PolicyRecord:
-			noGrant = Allow
+			noGrant = api.DecisionAllow
 		case PolicyAsk:
-			noGrant = Ask
+			noGrant = api.DecisionAsk
 		}
 	}
 	// One request: the gate's check, the use and the tool_call event are
@@ -249,16 +243,16 @@ func (r *Runner) pre(ctx context.Context, c *Call) (Verdict, error) {
 		return Verdict{}, fmt.Errorf("ask the gate: %w", err)
 	}
 	switch res.Decision {
-	case Allow:
-		return Verdict{Decision: Allow}, nil
-	case Ask:
-		return Verdict{Decision: Ask, Reason: refusal(res.GateStatus, res.Reason, "") + "; policy: ask"}, nil
+	case api.DecisionAllow:
+		return Verdict{Decision: api.DecisionAllow}, nil
+	case api.DecisionAsk:
+		return Verdict{Decision: api.DecisionAsk, Reason: refusal(res.GateStatus, res.Reason, "") + "; policy: ask"}, nil
 	}
 	var proposal string
 	if res.ProposalID != nil {
 		proposal = *res.ProposalID
 	}
-	return Verdict{Decision: Deny, Reason: refusal(res.GateStatus, res.Reason, proposal)}, nil
+	return Verdict{Decision: api.DecisionDeny, Reason: refusal(res.GateStatus, res.Reason, proposal)}, nil
 }
 
 // refusal is the reason a refused call gives the host: the gate's status and
@@ -275,8 +269,8 @@ func refusal(status, reason, proposalID string) string {
 }
 
 // record appends ev, or spools it when that fails.
-func (r *Runner) record(ctx context.Context, ev *api.EventInput) {
-	err := r.Service.Append(ctx, ev)
+func (r *Runner) record(ctx context.Context, ev *api.NextEventInput) {
+	err := r.Service.AppendNext(ctx, ev)
 	if err == nil || client.IsCode(err, "event_id_conflict") {
 		// A conflict: this event id (derived from the host's ids) is on the
 		// record already, from an earlier run of the same hook.

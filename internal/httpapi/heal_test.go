@@ -25,6 +25,7 @@ import (
 	"github.com/auditchain/auditchain/internal/domain"
 	"github.com/auditchain/auditchain/internal/store"
 	"github.com/auditchain/auditchain/internal/store/storetest"
+	"github.com/auditchain/auditchain/pkg/api"
 	"github.com/auditchain/auditchain/pkg/verify"
 )
 
@@ -143,9 +144,9 @@ func TestHealFindsAndRepairsInjectedDamage(t *testing.T) {
 		// Scan: exactly the three injected findings.
 		s := decodeAs[app.ScanResult](t, e.do("POST", "/v1/heal/scan", c.token, nil))
 		after16 := int64(16)
-		wantBreaks := []app.Break{{Sequence: 14, EventID: c.ids[14], ExpectedPrevHash: &c.hashes[13], FoundPrevHash: ptr("sha256:" + strings.Repeat("b", 64))}}
-		wantGaps := []app.Gap{{AfterSequence: &after16, MissingFrom: 17, MissingTo: 17}}
-		wantSigs := []app.SignatureFailure{{Sequence: 8, EventID: c.ids[8], MachineID: "m1", Reason: "invalid"}}
+		wantBreaks := []verify.Break{{Sequence: 14, EventID: c.ids[14], ExpectedPrevHash: &c.hashes[13], FoundPrevHash: ptr("sha256:" + strings.Repeat("b", 64))}}
+		wantGaps := []verify.Gap{{AfterSequence: &after16, MissingFrom: 17, MissingTo: 17}}
+		wantSigs := []api.HealSignatureFailure{{Sequence: 8, EventID: c.ids[8], MachineID: "m1", Reason: "invalid"}}
 		if d := cmp.Diff(wantBreaks, s.Breaks); d != "" {
 			t.Errorf("breaks (-want +got):\n%s", d)
 		}
@@ -165,7 +166,7 @@ func TestHealFindsAndRepairsInjectedDamage(t *testing.T) {
 		}
 
 		// Dry run (the default): counts, writes nothing.
-		dry := decodeAs[app.RunResult](t, e.do("POST", "/v1/heal/run", c.token, nil))
+		dry := decodeAs[api.HealRun](t, e.do("POST", "/v1/heal/run", c.token, nil))
 		if !dry.DryRun || dry.WouldWrite != 3 || dry.Written != 0 || dry.Skipped != 0 || dry.Breaks != 1 || dry.Gaps != 1 || dry.SignatureFailures != 1 {
 			t.Fatalf("dry run: %+v", dry)
 		}
@@ -174,7 +175,7 @@ func TestHealFindsAndRepairsInjectedDamage(t *testing.T) {
 		}
 
 		// A real run appends one chain_repair per finding at the tip.
-		run := decodeAs[app.RunResult](t, e.do("POST", "/v1/heal/run", c.token, map[string]any{"dry_run": false}))
+		run := decodeAs[api.HealRun](t, e.do("POST", "/v1/heal/run", c.token, map[string]any{"dry_run": false}))
 		if run.DryRun || run.Written != 3 || run.Skipped != 0 || run.WouldWrite != 0 || len(run.Actions) != 3 {
 			t.Fatalf("run: %+v", run)
 		}
@@ -206,7 +207,7 @@ func TestHealFindsAndRepairsInjectedDamage(t *testing.T) {
 		}
 
 		// A second run writes nothing new; scan still reports what is in the chain.
-		again := decodeAs[app.RunResult](t, e.do("POST", "/v1/heal/run", c.token, map[string]any{"dry_run": false}))
+		again := decodeAs[api.HealRun](t, e.do("POST", "/v1/heal/run", c.token, map[string]any{"dry_run": false}))
 		if again.Written != 0 || again.Skipped != 3 || again.WouldWrite != 0 {
 			t.Fatalf("second run: %+v", again)
 		}
@@ -255,7 +256,7 @@ func TestHealRunTwoReplicasNeverDoubleWrite(t *testing.T) {
 				t.Errorf("run: %d %s", r.Status, r.Body)
 				return
 			}
-			var res app.RunResult
+			var res api.HealRun
 			json.Unmarshal(r.Body, &res)
 			written.Add(int64(res.Written))
 		})
@@ -293,7 +294,7 @@ func TestHealAutoStartStop(t *testing.T) {
 			check  func(t *testing.T, r response)
 		}{
 			{"stop when not running", "POST", "/v1/heal/auto/stop", nil, func(t *testing.T, r response) {
-				s := decodeAs[app.AutoStop](t, r)
+				s := decodeAs[api.HealAutoStop](t, r)
 				if s.Stopped || s.Running || s.TaskID != nil || s.StoppedAt != nil || s.UserID != c.user {
 					t.Fatalf("%+v", s)
 				}
@@ -305,7 +306,7 @@ func TestHealAutoStartStop(t *testing.T) {
 				wantProblem(t, r, 422, "validation_error")
 			}},
 			{"start with the default period", "POST", "/v1/heal/auto/start", nil, func(t *testing.T, r response) {
-				s := decodeAs[app.AutoTask](t, r)
+				s := decodeAs[api.HealAutoTask](t, r)
 				if !s.Running || s.PeriodSeconds != 300 || s.TaskID == nil || s.StartedAt == nil {
 					t.Fatalf("%+v", s)
 				}
@@ -315,19 +316,19 @@ func TestHealAutoStartStop(t *testing.T) {
 				}
 			}},
 			{"start again, same period: the same task", "POST", "/v1/heal/auto/start", map[string]any{"period_seconds": 300}, func(t *testing.T, r response) {
-				s := decodeAs[app.AutoTask](t, r)
+				s := decodeAs[api.HealAutoTask](t, r)
 				if !s.Running || s.TaskID == nil || *s.TaskID != firstTask {
 					t.Fatalf("%+v, want task %s", s, firstTask)
 				}
 			}},
 			{"start with another period replaces the task", "POST", "/v1/heal/auto/start", map[string]any{"period_seconds": 60}, func(t *testing.T, r response) {
-				s := decodeAs[app.AutoTask](t, r)
+				s := decodeAs[api.HealAutoTask](t, r)
 				if !s.Running || s.PeriodSeconds != 60 || s.TaskID == nil || *s.TaskID == firstTask {
 					t.Fatalf("%+v, want a new task", s)
 				}
 			}},
 			{"stop", "POST", "/v1/heal/auto/stop", nil, func(t *testing.T, r response) {
-				s := decodeAs[app.AutoStop](t, r)
+				s := decodeAs[api.HealAutoStop](t, r)
 				if !s.Stopped || s.Running || s.TaskID == nil || s.StoppedAt == nil || s.StartedAt == nil {
 					t.Fatalf("%+v", s)
 				}
@@ -336,7 +337,7 @@ func TestHealAutoStartStop(t *testing.T) {
 				}
 			}},
 			{"stop again", "POST", "/v1/heal/auto/stop", nil, func(t *testing.T, r response) {
-				if s := decodeAs[app.AutoStop](t, r); s.Stopped {
+				if s := decodeAs[api.HealAutoStop](t, r); s.Stopped {
 					t.Fatalf("%+v", s)
 				}
 			}},
@@ -350,7 +351,7 @@ func TestHealAutoStartStop(t *testing.T) {
 		if status().AutoRunning {
 			t.Fatal("shutdown left the task running")
 		}
-		if s := decodeAs[app.AutoTask](t, e.do("POST", "/v1/heal/auto/start", c.token, nil)); s.Running {
+		if s := decodeAs[api.HealAutoTask](t, e.do("POST", "/v1/heal/auto/start", c.token, nil)); s.Running {
 			t.Fatalf("a task started after shutdown: %+v", s)
 		}
 	})
