@@ -15,7 +15,7 @@ import (
 	"github.com/auditchain/auditchain/pkg/api"
 )
 
-// findingJSON is a finding (verify.Break, verify.Gap or api.HealSignatureFailure:
+// findingJSON is a finding (api.HealBreak, api.HealGap or api.HealSignatureFailure:
 // plain fields that always encode) as an api.HealRepairAction carries it.
 func findingJSON(detail any) json.RawMessage {
 	b, err := json.Marshal(detail)

@@ -23,37 +23,19 @@ import (
 	"github.com/auditchain/auditchain/pkg/verify"
 )
 
-// ScanResult is SPEC.md's Scan result.
-type ScanResult struct {
-	Breaks            []verify.Break             `json:"breaks"`
-	Gaps              []verify.Gap               `json:"gaps"`
-	SignatureFailures []api.HealSignatureFailure `json:"signature_failures"`
-	MerkleRootStatus  string                     `json:"merkle_root_status"`
-	// MerkleRootDetail says why the root reads mismatch (null when ok).
-	MerkleRootDetail *string `json:"merkle_root_detail"`
-	Clean            bool    `json:"clean"`
-	// TotalEvents counts the events in scope (the machine's when filtered);
-	// Verified those of them with no finding.
-	TotalEvents int64   `json:"total_events"`
-	Verified    int64   `json:"verified"`
-	ScannedAt   string  `json:"scanned_at"`
-	MachineID   *string `json:"machine_id"`
-	UserID      string  `json:"user_id"`
-}
-
 // finding is one break, gap or signature failure with its stable key.
 type finding struct {
 	kind     string
 	key      string
 	sequence int64 // the event the finding is attached to (sorting)
-	detail   any   // verify.Break, verify.Gap or api.HealSignatureFailure
+	detail   any   // api.HealBreak, api.HealGap or api.HealSignatureFailure
 }
 
-func breakKey(b verify.Break) string {
+func breakKey(b api.HealBreak) string {
 	return fmt.Sprintf("break:%d:%s:%s:%s", b.Sequence, b.EventID, strOrNull(b.ExpectedPrevHash), strOrNull(b.FoundPrevHash))
 }
 
-func gapKey(g verify.Gap) string {
+func gapKey(g api.HealGap) string {
 	after := "null"
 	if g.AfterSequence != nil {
 		after = fmt.Sprint(*g.AfterSequence)
@@ -73,10 +55,10 @@ func strOrNull(s *string) string {
 }
 
 // HealScan answers POST /v1/heal/scan. It writes nothing.
-func (a *App) HealScan(ctx context.Context, p Principal, machineID *string) (ScanResult, error) {
+func (a *App) HealScan(ctx context.Context, p Principal, machineID *string) (api.HealScan, error) {
 	res, _, err := a.scan(ctx, p.UserID, machineID)
 	if err != nil {
-		return ScanResult{}, err
+		return api.HealScan{}, err
 	}
 	a.heal.setScan(p.UserID, res)
 	return res, nil
@@ -119,11 +101,11 @@ type signedEvent struct {
 // scan streams the chain once. The snapshot is the head read after the newest
 // block: every event with sequence ≤ the head's, the stored tree of the head's
 // size, and a block never larger than that.
-func (a *App) scan(ctx context.Context, userID string, machineID *string) (ScanResult, []finding, error) {
+func (a *App) scan(ctx context.Context, userID string, machineID *string) (api.HealScan, []finding, error) {
 	if machineID != nil && *machineID == "" {
-		return ScanResult{}, nil, domain.Validation(domain.FieldError{Field: "machine_id", Message: "must not be empty; null scans every machine"})
+		return api.HealScan{}, nil, domain.Validation(domain.FieldError{Field: "machine_id", Message: "must not be empty; null scans every machine"})
 	}
-	res := ScanResult{Breaks: []verify.Break{}, Gaps: []verify.Gap{}, SignatureFailures: []api.HealSignatureFailure{}, MerkleRootStatus: RootOK,
+	res := api.HealScan{Breaks: []api.HealBreak{}, Gaps: []api.HealGap{}, SignatureFailures: []api.HealSignatureFailure{}, MerkleRootStatus: RootOK,
 		MachineID: machineID, UserID: userID}
 	block, err := a.Store.LastBlock(ctx, nil, userID)
 	hasBlock := err == nil
@@ -229,20 +211,20 @@ func (a *App) scan(ctx context.Context, userID string, machineID *string) (ScanR
 		// hole itself is the finding.
 		switch {
 		case pos == 0 && e.Sequence > 0:
-			g := verify.Gap{MissingFrom: 0, MissingTo: e.Sequence - 1}
+			g := api.HealGap{MissingFrom: 0, MissingTo: e.Sequence - 1}
 			add(finding{kind: FindingGap, key: gapKey(g), sequence: e.Sequence, detail: g})
 		case pos == 0:
 			if e.PrevHash != nil {
-				b := verify.Break{Sequence: e.Sequence, EventID: e.EventID, FoundPrevHash: e.PrevHash}
+				b := api.HealBreak{Sequence: e.Sequence, EventID: e.EventID, FoundPrevHash: e.PrevHash}
 				add(finding{kind: FindingBreak, key: breakKey(b), sequence: e.Sequence, detail: b})
 			}
 		case e.Sequence > prevSeq+1:
 			after := prevSeq
-			g := verify.Gap{AfterSequence: &after, MissingFrom: prevSeq + 1, MissingTo: e.Sequence - 1}
+			g := api.HealGap{AfterSequence: &after, MissingFrom: prevSeq + 1, MissingTo: e.Sequence - 1}
 			add(finding{kind: FindingGap, key: gapKey(g), sequence: e.Sequence, detail: g})
 		case e.PrevHash == nil || *e.PrevHash != prevHash:
 			expected := prevHash
-			b := verify.Break{Sequence: e.Sequence, EventID: e.EventID, ExpectedPrevHash: &expected, FoundPrevHash: e.PrevHash}
+			b := api.HealBreak{Sequence: e.Sequence, EventID: e.EventID, ExpectedPrevHash: &expected, FoundPrevHash: e.PrevHash}
 			add(finding{kind: FindingBreak, key: breakKey(b), sequence: e.Sequence, detail: b})
 		}
 		// Signature against the machine's key in force at the event's leaf.
@@ -344,9 +326,9 @@ func (a *App) scan(ctx context.Context, userID string, machineID *string) (ScanR
 	})
 	for _, f := range findings {
 		switch d := f.detail.(type) {
-		case verify.Break:
+		case api.HealBreak:
 			res.Breaks = append(res.Breaks, d)
-		case verify.Gap:
+		case api.HealGap:
 			res.Gaps = append(res.Gaps, d)
 		case api.HealSignatureFailure:
 			res.SignatureFailures = append(res.SignatureFailures, d)

@@ -9,16 +9,9 @@ import (
 	"github.com/auditchain/auditchain/pkg/api"
 )
 
-// HealStatus is the answer of GET /v1/heal/status.
-type HealStatus struct {
-	AutoRunning bool         `json:"auto_running"`
-	LastScan    *ScanResult  `json:"last_scan"`
-	LastRepair  *api.HealRun `json:"last_repair"`
-}
-
 // HealStatus answers GET /v1/heal/status from this process's cache (SPEC.md:
 // per account and per process).
-func (a *App) HealStatus(p Principal) HealStatus {
+func (a *App) HealStatus(p Principal) api.HealStatus {
 	return a.heal.status(p.UserID)
 }
 
@@ -31,7 +24,7 @@ type healState struct {
 }
 
 type healUser struct {
-	lastScan *ScanResult
+	lastScan *api.HealScan
 	lastRun  *api.HealRun
 	task     *autoTask
 }
@@ -48,7 +41,7 @@ func (h *healState) user(id string) *healUser {
 	return u
 }
 
-func (h *healState) setScan(userID string, r ScanResult) {
+func (h *healState) setScan(userID string, r api.HealScan) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	h.user(userID).lastScan = &r
@@ -60,9 +53,9 @@ func (h *healState) setRun(userID string, r api.HealRun) {
 	h.user(userID).lastRun = &r
 }
 
-func (h *healState) status(userID string) HealStatus {
+func (h *healState) status(userID string) api.HealStatus {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	u := h.user(userID)
-	return HealStatus{AutoRunning: u.task != nil, LastScan: u.lastScan, LastRepair: u.lastRun}
+	return api.HealStatus{AutoRunning: u.task != nil, LastScan: u.lastScan, LastRepair: u.lastRun}
 }

@@ -100,7 +100,7 @@ func TestHealScanReportsABrokenStoredTree(t *testing.T) {
 			t.Run(tc.name, func(t *testing.T) {
 				c := buildSignedChain(t, e, "tree-"+strings.ReplaceAll(tc.name, " ", "-")+"@example.com")
 				execDB(t, e, tc.damage, accountOf(t, e.store, c.user))
-				s := decodeAs[app.ScanResult](t, e.do("POST", "/v1/heal/scan", c.token, nil))
+				s := decodeAs[api.HealScan](t, e.do("POST", "/v1/heal/scan", c.token, nil))
 				if s.Clean || s.MerkleRootStatus != "mismatch" || s.MerkleRootDetail == nil || !strings.Contains(*s.MerkleRootDetail, tc.detail) {
 					t.Fatalf("scan of a stored tree %s: %+v (detail %v)", tc.name, s, ptrText(s.MerkleRootDetail))
 				}
@@ -113,11 +113,11 @@ func TestHealScanCleanChain(t *testing.T) {
 	eachEnv(t, func(t *testing.T, e *env) {
 		c := buildSignedChain(t, e, "clean@example.com")
 		c.addN(t, 3) // past the newest block: the stored tree alone covers the tail
-		s := decodeAs[app.ScanResult](t, e.do("POST", "/v1/heal/scan", c.token, nil))
+		s := decodeAs[api.HealScan](t, e.do("POST", "/v1/heal/scan", c.token, nil))
 		if !s.Clean || s.MerkleRootStatus != "ok" || s.TotalEvents != 15 || s.Verified != 15 || s.UserID != c.user || s.MachineID != nil {
 			t.Fatalf("clean chain: %+v", s)
 		}
-		s = decodeAs[app.ScanResult](t, e.do("POST", "/v1/heal/scan", c.token, map[string]any{"machine_id": "m1"}))
+		s = decodeAs[api.HealScan](t, e.do("POST", "/v1/heal/scan", c.token, map[string]any{"machine_id": "m1"}))
 		if !s.Clean || s.TotalEvents != 6 || s.Verified != 6 || *s.MachineID != "m1" {
 			t.Fatalf("machine m1: %+v", s)
 		}
@@ -125,7 +125,7 @@ func TestHealScanCleanChain(t *testing.T) {
 		wantProblem(t, e.do("POST", "/v1/heal/scan", c.token, map[string]any{"nope": 1}), 422, "validation_error")
 
 		empty := newIntegChain(e, "empty@example.com")
-		s = decodeAs[app.ScanResult](t, e.do("POST", "/v1/heal/scan", empty.token, nil))
+		s = decodeAs[api.HealScan](t, e.do("POST", "/v1/heal/scan", empty.token, nil))
 		if !s.Clean || s.TotalEvents != 0 || s.MerkleRootStatus != "ok" {
 			t.Fatalf("empty chain: %+v", s)
 		}
@@ -142,10 +142,10 @@ func TestHealFindsAndRepairsInjectedDamage(t *testing.T) {
 		tipBefore := e.tip(c.token)
 
 		// Scan: exactly the three injected findings.
-		s := decodeAs[app.ScanResult](t, e.do("POST", "/v1/heal/scan", c.token, nil))
+		s := decodeAs[api.HealScan](t, e.do("POST", "/v1/heal/scan", c.token, nil))
 		after16 := int64(16)
-		wantBreaks := []verify.Break{{Sequence: 14, EventID: c.ids[14], ExpectedPrevHash: &c.hashes[13], FoundPrevHash: ptr("sha256:" + strings.Repeat("b", 64))}}
-		wantGaps := []verify.Gap{{AfterSequence: &after16, MissingFrom: 17, MissingTo: 17}}
+		wantBreaks := []api.HealBreak{{Sequence: 14, EventID: c.ids[14], ExpectedPrevHash: &c.hashes[13], FoundPrevHash: ptr("sha256:" + strings.Repeat("b", 64))}}
+		wantGaps := []api.HealGap{{AfterSequence: &after16, MissingFrom: 17, MissingTo: 17}}
 		wantSigs := []api.HealSignatureFailure{{Sequence: 8, EventID: c.ids[8], MachineID: "m1", Reason: "invalid"}}
 		if d := cmp.Diff(wantBreaks, s.Breaks); d != "" {
 			t.Errorf("breaks (-want +got):\n%s", d)
@@ -160,7 +160,7 @@ func TestHealFindsAndRepairsInjectedDamage(t *testing.T) {
 			t.Fatalf("scan: %+v", s)
 		}
 		// The machine filter keeps m1's findings only.
-		m := decodeAs[app.ScanResult](t, e.do("POST", "/v1/heal/scan", c.token, map[string]any{"machine_id": "m1"}))
+		m := decodeAs[api.HealScan](t, e.do("POST", "/v1/heal/scan", c.token, map[string]any{"machine_id": "m1"}))
 		if len(m.Breaks) != 0 || len(m.Gaps) != 0 || len(m.SignatureFailures) != 1 || m.TotalEvents != 6 || m.Verified != 5 {
 			t.Fatalf("scan of m1: %+v", m)
 		}
@@ -224,18 +224,18 @@ func TestHealFindsAndRepairsInjectedDamage(t *testing.T) {
 		if got := rowsOf(e.notices(c.token, "", 50), domain.NoticeChainRepairRun); len(got["in_app"]) != 1 {
 			t.Fatalf("chain.repair_run rows: %v, want one in_app row", got)
 		}
-		s2 := decodeAs[app.ScanResult](t, e.do("POST", "/v1/heal/scan", c.token, nil))
+		s2 := decodeAs[api.HealScan](t, e.do("POST", "/v1/heal/scan", c.token, nil))
 		if len(s2.Breaks) != 1 || len(s2.Gaps) != 1 || len(s2.SignatureFailures) != 1 || s2.TotalEvents != 22 {
 			t.Fatalf("scan after repair: %+v", s2)
 		}
 
-		st := decodeAs[app.HealStatus](t, e.do("GET", "/v1/heal/status", c.token, nil))
+		st := decodeAs[api.HealStatus](t, e.do("GET", "/v1/heal/status", c.token, nil))
 		if st.AutoRunning || st.LastScan == nil || st.LastRepair == nil || st.LastRepair.Skipped != 3 {
 			t.Fatalf("status: %+v", st)
 		}
 		// The cache is per account.
 		other := newIntegChain(e, "other@example.com")
-		if st := decodeAs[app.HealStatus](t, e.do("GET", "/v1/heal/status", other.token, nil)); st.LastScan != nil || st.LastRepair != nil {
+		if st := decodeAs[api.HealStatus](t, e.do("GET", "/v1/heal/status", other.token, nil)); st.LastScan != nil || st.LastRepair != nil {
 			t.Fatalf("another account's status: %+v", st)
 		}
 	})
@@ -282,8 +282,8 @@ func TestHealAutoStartStop(t *testing.T) {
 	eachEnv(t, func(t *testing.T, e *env) {
 		var firstTask string
 		c := buildSignedChain(t, e, "auto@example.com")
-		status := func() app.HealStatus {
-			return decodeAs[app.HealStatus](t, e.do("GET", "/v1/heal/status", c.token, nil))
+		status := func() api.HealStatus {
+			return decodeAs[api.HealStatus](t, e.do("GET", "/v1/heal/status", c.token, nil))
 		}
 
 		for _, tc := range []struct {
