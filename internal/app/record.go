@@ -14,7 +14,6 @@ import (
 	"time"
 
 	"github.com/auditchain/auditchain/internal/app/writer"
-	"github.com/auditchain/auditchain/internal/chain"
 	"github.com/auditchain/auditchain/internal/domain"
 	"github.com/auditchain/auditchain/internal/store"
 	"github.com/auditchain/auditchain/pkg/api"
@@ -427,7 +426,7 @@ func (a *App) prepareEvent(p Principal, in *domain.EventInput, surface string, n
 		m := ts.UnixMicro()
 		e.TSMicros = &m
 	}
-	hash, err := chain.PayloadHash(hashedOf(&e))
+	hash, err := verify.PayloadHash(hashedOf(&e))
 	if err != nil {
 		return e, domain.Validation(domain.FieldError{Field: "raw", Message: "cannot be canonicalised (RFC 8785): " + err.Error()})
 	}
@@ -465,8 +464,8 @@ func sameEvent(stored *store.Event, in *domain.EventInput) bool {
 	if len(probe.Raw) > 0 && bytes.Equal(bytes.TrimSpace(probe.Raw), []byte("null")) {
 		probe.Raw = nil
 	}
-	a, err1 := chain.PayloadHash(h)
-	b, err2 := chain.PayloadHash(probe)
+	a, err1 := verify.PayloadHash(h)
+	b, err2 := verify.PayloadHash(probe)
 	return err1 == nil && err2 == nil && a == b
 }
 
