@@ -11,7 +11,6 @@ import (
 	"encoding/base64"
 	"encoding/json"
 	"fmt"
-	"github.com/auditchain/auditchain/pkg/api"
 	"reflect"
 	"regexp"
 	"strings"
@@ -19,9 +18,10 @@ import (
 	"time"
 
 	"github.com/auditchain/auditchain/internal/app/writer"
-	"github.com/auditchain/auditchain/internal/chain"
+	"github.com/auditchain/auditchain/internal/delegation"
 	"github.com/auditchain/auditchain/internal/domain"
 	"github.com/auditchain/auditchain/internal/store"
+	"github.com/auditchain/auditchain/pkg/api"
 )
 
 // Chain event types the gate writes (CONTRACT.md "The record": server-written grant.*).
@@ -131,7 +131,7 @@ func (a *App) CreateGrant(ctx context.Context, p Principal, req GrantRequest) (G
 		return GrantCreated{}, err
 	}
 	// Signing needs nothing the transaction decides, so it happens outside it.
-	token, err := chain.IssueToken(recordJSON, a.ServiceKey, a.Rand)
+	token, err := delegation.IssueToken(recordJSON, a.ServiceKey, a.Rand)
 	if err != nil {
 		return GrantCreated{}, err
 	}
