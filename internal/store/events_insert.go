@@ -106,9 +106,9 @@ func eventRow(account any, e *Event) [eventColumnCount]any {
 // absent): the account; what the service sets per request (surface,
 // api_key_id, created_at); and what a batch's rows mostly lack, or share
 // (machine_id, parent_id, signature, signature_key, semantic_key, below_tip). Binding is
-// a sixth of the single writer's work per batched row on SQLite
-// (docs/performance.md "Sixth round"), and a 500-row chunk binds 10,500
-// values otherwise. Content columns are left out: each combination of shared
+// a large part of the single writer's work per batched row on SQLite
+// (docs/performance.md), and a chunk binds every column of every row
+// otherwise. Content columns are left out: each combination of shared
 // columns is a statement of its own to prepare and cache, and these few
 // combinations cover the batches a client sends.
 var sharedEventColumns = [eventColumnCount]bool{0: true, 10: true, 11: true, 12: true, 13: true, 16: true, 17: true, 19: true, 20: true,
@@ -222,8 +222,8 @@ func (s *Store) parameter(n int) string {
 
 // placeholder is the SQL placeholder of the n-th (1-based) argument of a
 // generated statement with many arguments. Older SQLite drivers bound $N
-// parameters by looking each name up in a list, O(n²) over thousands of them
-// (85 % of a 500-row batch insert's CPU then); modernc.org/sqlite v1.60 maps
+// parameters by looking each name up in a list, O(n²) over thousands of them;
+// modernc.org/sqlite v1.60 maps
 // $N and ?N to the argument directly, and positional ? still skips reading
 // each parameter's name.
 func (s *Store) placeholder(n int) string {

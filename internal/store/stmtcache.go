@@ -15,8 +15,8 @@ import (
 )
 
 // SQLite via database/sql parses every statement anew on each call (the driver
-// has no statement cache), and on the single writer that parsing was a fifth of
-// an append's CPU. cachingConnector wraps the driver's connections so each
+// has no statement cache), and on the single writer every append waits for
+// that parsing. cachingConnector wraps the driver's connections so each
 // connection prepares a single-statement query once and reuses it. A cached
 // statement whose rows are still open is never re-executed (that would reset
 // the open rows): a second, uncached statement serves the nested call.

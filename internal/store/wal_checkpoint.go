@@ -12,9 +12,9 @@ import (
 // A WAL checkpoint copies the pages committed to the WAL back into the
 // database file and fsyncs it. Run by SQLite's automatic checkpoint it happens
 // inside the writer's COMMIT, so every few thousand appends one group commit
-// stalled for the whole copy (20–30 ms, five times a normal batch) and every
-// request queued behind it waited too: that stall was the append p99
-// (docs/performance.md, "Round of 2026-11-22").
+// stalled for the whole copy, several normal batches long, and every request
+// queued behind it waited too: that stall was the append p99
+// (docs/performance.md).
 //
 // Instead the writer's connection counts the WAL frames it commits and, past
 // walCheckpointEveryFrames, asks a background goroutine to checkpoint PASSIVE on a
@@ -32,8 +32,8 @@ import (
 // a single append writes about twelve (one page of each B-tree its row
 // touches), a batch row well under one, since a batch's rows share their pages.
 // Counted in events, batch ingest checkpointed — and the writer caught up, with
-// an fsync of the database file — about twenty times as often as appends for
-// the same WAL (docs/performance.md "Sixth round").
+// an fsync of the database file — far more often than appends for the same
+// WAL (docs/performance.md).
 const (
 	// walCheckpointEveryFrames is the WAL frames committed between background
 	// checkpoints: ~94 MiB of 4 KiB pages, about 2,000 single appends.

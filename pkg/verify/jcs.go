@@ -19,8 +19,8 @@ import (
 // caller hashing many events allocates little. Heal scans and VerifyExport use it.
 // The common case builds the canonical bytes directly — the keys of
 // HashedEvent in RFC 8785 order, RFC 8785 string escaping, raw copied when it
-// is already canonical and given to jcs otherwise — which is several times
-// faster than CanonicalEvent; anything unusual (a
+// is already canonical and given to jcs otherwise — without CanonicalEvent's
+// marshalling of the whole event and parsing it again; anything unusual (a
 // sequence beyond 2^53, invalid UTF-8, a raw jcs rejects) takes
 // CanonicalEvent itself. A differential test and fuzz target hold the two equal.
 func EventHash(e *HashedEvent, scratch []byte) ([]byte, Hash, error) {
