@@ -234,7 +234,7 @@ type unreachable struct{ err error }
 func (u unreachable) GateCall(context.Context, api.ToolCallRequest) (*api.ToolCallResponse, error) {
 	return nil, u.err
 }
-func (u unreachable) AppendNext(context.Context, *api.NextEventInput) error { return u.err }
+func (u unreachable) AppendNext(context.Context, *api.EventInput) error { return u.err }
 
 func hookFlushCmd(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) error {
 	fs := newFlags("hook flush", "usage: auditchain hook flush [--url URL] [--spool DIR]\n\nSends the events earlier hook runs spooled while the service was unreachable.\n")

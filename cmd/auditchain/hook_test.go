@@ -382,7 +382,7 @@ func TestHookConcurrentCallsKeepOneChain(t *testing.T) {
 // lossyService stores an event and then loses its answer.
 type lossyService struct{ hook.Service }
 
-func (l lossyService) AppendNext(ctx context.Context, ev *api.NextEventInput) error {
+func (l lossyService) AppendNext(ctx context.Context, ev *api.EventInput) error {
 	if err := l.Service.AppendNext(ctx, ev); err != nil {
 		return err
 	}
@@ -397,7 +397,7 @@ type interleavingService struct {
 	sent  int
 }
 
-func (s *interleavingService) AppendNext(ctx context.Context, ev *api.NextEventInput) error {
+func (s *interleavingService) AppendNext(ctx context.Context, ev *api.EventInput) error {
 	if s.sent++; s.sent == 2 {
 		if _, err := s.other.Append(ctx, client.Event{EventType: "note", Raw: map[string]any{"by": "another writer"}}); err != nil {
 			return err
@@ -408,11 +408,11 @@ func (s *interleavingService) AppendNext(ctx context.Context, ev *api.NextEventI
 
 // spoolResults puts n tool_result rows, prefix-0 to prefix-(n-1), a second
 // apart, into sp, each changed by edit first when edit is not nil.
-func spoolResults(t *testing.T, sp *hook.Spool, prefix string, n int, edit func(i int, ev *api.NextEventInput)) {
+func spoolResults(t *testing.T, sp *hook.Spool, prefix string, n int, edit func(i int, ev *api.EventInput)) {
 	t.Helper()
 	for i := range n {
 		ts := client.FormatTimestamp(time.Date(2026, 11, 27, 1, 0, i, 0, time.UTC))
-		ev := &api.NextEventInput{EventID: fmt.Sprintf("%s-%d", prefix, i), EventType: api.EventToolResult,
+		ev := &api.EventInput{EventID: new(fmt.Sprintf("%s-%d", prefix, i)), EventType: new(api.EventToolResult),
 			Raw: json.RawMessage(fmt.Sprintf(`{"n":%d}`, i)), TS: &ts}
 		if edit != nil {
 			edit(i, ev)
@@ -474,8 +474,8 @@ func TestHookFlushSendsAnEarlierVersionsSpool(t *testing.T) {
 		}
 		ts := "2026-11-27T01:00:00.000000Z"
 		rows := []api.EventInput{
-			{EventID: "evt-old-0", EventType: api.EventToolResult, Sequence: *tip.Sequence + 1, PrevHash: tip.PayloadHash, Raw: json.RawMessage(`{"n":0}`), TS: &ts},
-			{EventID: "evt-old-1", EventType: api.EventToolResult, Sequence: *tip.Sequence + 2, PrevHash: strp("sha256:" + strings.Repeat("0", 64)), Raw: json.RawMessage(`{"n":1}`), TS: &ts},
+			{EventID: new("evt-old-0"), EventType: new(api.EventToolResult), Sequence: new(*tip.Sequence + 1), PrevHash: tip.PayloadHash, Raw: json.RawMessage(`{"n":0}`), TS: &ts},
+			{EventID: new("evt-old-1"), EventType: new(api.EventToolResult), Sequence: new(*tip.Sequence + 2), PrevHash: strp("sha256:" + strings.Repeat("0", 64)), Raw: json.RawMessage(`{"n":1}`), TS: &ts},
 		}
 		if res, err := w.c.AppendBatch(ctx, api.BatchRequest{Events: rows[:1]}); err != nil || res.Ingested != 1 {
 			t.Fatalf("the first row, stored before its answer was lost: %+v, %v", res, err)
@@ -487,7 +487,7 @@ func TestHookFlushSendsAnEarlierVersionsSpool(t *testing.T) {
 			if err := os.MkdirAll(filepath.Join(sp.Dir, "events"), 0o700); err != nil {
 				t.Fatal(err)
 			}
-			if err := os.WriteFile(filepath.Join(sp.Dir, "events", fmt.Sprintf("20261127T0100000%d-%s.json", i, r.EventID)), b, 0o600); err != nil {
+			if err := os.WriteFile(filepath.Join(sp.Dir, "events", fmt.Sprintf("20261127T0100000%d-%s.json", i, *r.EventID)), b, 0o600); err != nil {
 				t.Fatal(err)
 			}
 		}
@@ -513,9 +513,9 @@ func TestHookFlushHoldsARefusedRow(t *testing.T) {
 		w := newHookWorld(t, dsn)
 		ctx := context.Background()
 		sp := &hook.Spool{Dir: t.TempDir()}
-		spoolResults(t, sp, "evt-held", 4, func(i int, ev *api.NextEventInput) {
+		spoolResults(t, sp, "evt-held", 4, func(i int, ev *api.EventInput) {
 			if i == 1 {
-				ev.EventType = strings.Repeat("x", 300) // over the service's bound: refused
+				ev.EventType = new(strings.Repeat("x", 300)) // over the service's bound: refused
 			}
 		})
 		svc := &hook.ClientService{C: w.c}

@@ -157,8 +157,8 @@ func pushTipTo2To52(t *testing.T, url, token string) api.ChainTip {
 		t.Fatal(err)
 	}
 	ctx := context.Background()
-	res, err := c.AppendBatch(ctx, api.BatchRequest{Events: []api.EventInput{{EventID: "evt-client-top", EventType: "note",
-		Sequence: domain.MaxClientSequence}}})
+	res, err := c.AppendBatch(ctx, api.BatchRequest{Events: []api.EventInput{{EventID: new("evt-client-top"), EventType: new("note"),
+		Sequence: new(int64(domain.MaxClientSequence))}}})
 	if err != nil || res.Ingested != 1 {
 		t.Fatalf("a batch row at 2^52: %+v, %v", res, err)
 	}

@@ -31,12 +31,12 @@ import (
 // unreadable names, by index, the rows the HTTP layer could not read as an
 // event (a key or a value that does not fit the event's form); each is
 // refused in errors, and counts against the rate like any other row.
-func (a *App) AppendBatch(ctx context.Context, p Principal, clientMachine *string, rows []domain.EventInput, unreadable map[int]domain.FieldError) (api.BatchResponse, error) {
+func (a *App) AppendBatch(ctx context.Context, p Principal, clientMachine *string, rows []api.EventInput, unreadable map[int]domain.FieldError) (api.BatchResponse, error) {
 	if err := checkBatchSize(len(rows)); err != nil {
 		return api.BatchResponse{}, err
 	}
 	res := api.BatchResponse{ClientMachine: clientMachine, Errors: []api.BatchRowError{}}
-	inputs := make([]*domain.EventInput, len(rows))
+	inputs := make([]*api.EventInput, len(rows))
 	for i := range rows {
 		if fe, bad := unreadable[i]; bad {
 			res.Errors = append(res.Errors, api.BatchRowError{Index: i, Code: domain.CodeValidation, Field: fe.Field, Message: fe.Message})
@@ -62,13 +62,13 @@ func checkBatchSize(n int) error {
 }
 
 // appendBatch stores the rows of inputs that parsed (nil: refused in res.Errors).
-func (a *App) appendBatch(ctx context.Context, p Principal, res api.BatchResponse, inputs []*domain.EventInput) (api.BatchResponse, error) {
+func (a *App) appendBatch(ctx context.Context, p Principal, res api.BatchResponse, inputs []*api.EventInput) (api.BatchResponse, error) {
 	out, err := a.storeBatch(ctx, p, res, inputs)
 	a.noteRefusal(ctx, p.UserID, err)
 	return out, err
 }
 
-func (a *App) storeBatch(ctx context.Context, p Principal, res api.BatchResponse, inputs []*domain.EventInput) (api.BatchResponse, error) {
+func (a *App) storeBatch(ctx context.Context, p Principal, res api.BatchResponse, inputs []*api.EventInput) (api.BatchResponse, error) {
 	rowCount := len(inputs)
 	now := a.Now()
 	// Canonical hashing (JCS) of every row happens here, before the writer
@@ -162,7 +162,7 @@ var errBatchNeedsLookup = errors.New("the batch needs its ids looked up")
 
 // belowTip lists the rows' sequences at or below the tip: only those can be
 // stored already (a resent batch, or history imported below the tip).
-func belowTip(inputs []*domain.EventInput, head store.Head) []int64 {
+func belowTip(inputs []*api.EventInput, head store.Head) []int64 {
 	var out []int64
 	for _, in := range inputs {
 		if in != nil && !head.Empty() && *in.Sequence <= head.LastSequence {
@@ -184,7 +184,7 @@ type stored struct {
 // outcome to r. found is what the lookup found; nil means nothing was looked
 // up (every row is above the tip), and a stored id (or a quota refusal, which
 // may count stored rows) then ends the attempt with errBatchNeedsLookup.
-func (a *App) storeBatchRows(ctx context.Context, t *writer.Tx, p Principal, r api.BatchResponse, inputs []*domain.EventInput,
+func (a *App) storeBatchRows(ctx context.Context, t *writer.Tx, p Principal, r api.BatchResponse, inputs []*api.EventInput,
 	prepared []store.Event, prepareErrs []error, found *stored, now time.Time) (api.BatchResponse, error) {
 	r.Errors = slices.Clone(r.Errors)
 	var rows []store.Event
@@ -272,7 +272,7 @@ func (f *stored) owner(seq int64) (string, bool) {
 }
 
 // checkBatchRowShape is the row's first shape problem, if any.
-func checkBatchRowShape(i int, in *domain.EventInput) *api.BatchRowError {
+func checkBatchRowShape(i int, in *api.EventInput) *api.BatchRowError {
 	if errs := domain.ValidateBatchRowShape(in); len(errs) > 0 {
 		return &api.BatchRowError{Index: i, EventID: in.EventID, Code: domain.CodeValidation, Field: errs[0].Field, Message: errs[0].Message}
 	}

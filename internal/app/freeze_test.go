@@ -20,6 +20,7 @@ import (
 	"github.com/auditchain/auditchain/internal/config"
 	"github.com/auditchain/auditchain/internal/domain"
 	"github.com/auditchain/auditchain/internal/store/storetest"
+	"github.com/auditchain/auditchain/pkg/api"
 )
 
 // No client input can freeze an account (CONTRACT.md "Batch": the 2^52 cap
@@ -64,13 +65,13 @@ func TestNoClientInputFreezesAnAccount(t *testing.T) {
 			p := app.Principal{UserID: acct.UserID, KeyID: "k", Kind: "api_key"}
 			other := app.Principal{UserID: acct.UserID, KeyID: "k2", Kind: "api_key"}
 			var history []string
-			input := func(i int) domain.EventInput {
+			input := func(i int) api.EventInput {
 				id, typ := fmt.Sprintf("evt-r%d-%d", round, i), "tool_call"
 				seq := sequences[r.IntN(len(sequences))]
 				if r.IntN(3) == 0 {
 					seq = r.Int64N(200)
 				}
-				in := domain.EventInput{EventID: &id, EventType: &typ, Sequence: &seq, Raw: json.RawMessage(`{}`)}
+				in := api.EventInput{EventID: &id, EventType: &typ, Sequence: &seq, Raw: json.RawMessage(`{}`)}
 				switch r.IntN(3) {
 				case 0:
 					if tip, err := a.ChainTip(ctx, p); err == nil && tip.LastHash != nil {
@@ -118,7 +119,7 @@ func TestNoClientInputFreezesAnAccount(t *testing.T) {
 					// service numbers.
 					calls++
 					id, typ := fmt.Sprintf("evt-r%d-next%d", round, calls), "tool_result"
-					res, err := a.AppendNext(ctx, p, domain.EventInput{EventID: &id, EventType: &typ, Raw: json.RawMessage(`{"ok":true}`)}, "mcp")
+					res, err := a.AppendNext(ctx, p, api.EventInput{EventID: &id, EventType: &typ, Raw: json.RawMessage(`{"ok":true}`)}, "mcp")
 					if err == nil && (res.Event.EventID != id || res.Replayed) {
 						err = fmt.Errorf("recorded %s (replayed %v)", res.Event.EventID, res.Replayed)
 					}
@@ -189,7 +190,7 @@ func TestNoClientInputFreezesAnAccount(t *testing.T) {
 					_, err := a.Append(ctx, p, input(i), "rest")
 					history = append(history, fmt.Sprintf("append: %v", err))
 				case 2, 3:
-					rows := make([]domain.EventInput, 1+r.IntN(6))
+					rows := make([]api.EventInput, 1+r.IntN(6))
 					for k := range rows {
 						rows[k] = input(100*i + k)
 					}

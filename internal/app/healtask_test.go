@@ -11,6 +11,7 @@ import (
 	"github.com/auditchain/auditchain/internal/app/apptest"
 	"github.com/auditchain/auditchain/internal/domain"
 	"github.com/auditchain/auditchain/internal/store/storetest"
+	"github.com/auditchain/auditchain/pkg/api"
 )
 
 // The periodic heal task runs on the scheduler's wait loop (schedule.Loop),
@@ -38,7 +39,7 @@ func TestHealTaskScansOncePerPeriodOnTheSchedulersLoop(t *testing.T) {
 					prev = tip.LastHash
 				}
 				s := seq
-				if _, err := a.Append(ctx, p, domain.EventInput{EventID: &id, EventType: &typ, Sequence: &s, PrevHash: prev}, "rest"); err != nil {
+				if _, err := a.Append(ctx, p, api.EventInput{EventID: &id, EventType: &typ, Sequence: &s, PrevHash: prev}, "rest"); err != nil {
 					t.Fatal(err)
 				}
 			}

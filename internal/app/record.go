@@ -42,13 +42,13 @@ type AppendResult struct {
 // chain head (409), and the machine's signature (401). A retry of a stored
 // event is answered with it (an idempotent replay). The write seam decides
 // how the event is stored (writer.Append); the rules are all here.
-func (a *App) Append(ctx context.Context, p Principal, in domain.EventInput, surface string) (AppendResult, error) {
+func (a *App) Append(ctx context.Context, p Principal, in api.EventInput, surface string) (AppendResult, error) {
 	res, err := a.appendEvent(ctx, p, in, surface)
 	a.noteRefusal(ctx, p.UserID, err)
 	return res, err
 }
 
-func (a *App) appendEvent(ctx context.Context, p Principal, in domain.EventInput, surface string) (AppendResult, error) {
+func (a *App) appendEvent(ctx context.Context, p Principal, in api.EventInput, surface string) (AppendResult, error) {
 	now := a.Now()
 	if in.PayloadHash != nil {
 		return a.refuseAppend(ctx, nil, p.UserID, &in, now, ServiceSets("payload_hash"))
@@ -111,13 +111,13 @@ func (a *App) appendEvent(ctx context.Context, p Principal, in domain.EventInput
 // shape (422), the machine's signature (401); a resend of a stored event_id
 // with the same content, at whatever sequence it got, is answered with the
 // stored event; other content is 409 event_id_conflict.
-func (a *App) AppendNext(ctx context.Context, p Principal, in domain.EventInput, surface string) (AppendResult, error) {
+func (a *App) AppendNext(ctx context.Context, p Principal, in api.EventInput, surface string) (AppendResult, error) {
 	res, err := a.appendNext(ctx, p, in, surface)
 	a.noteRefusal(ctx, p.UserID, err)
 	return res, err
 }
 
-func (a *App) appendNext(ctx context.Context, p Principal, in domain.EventInput, surface string) (AppendResult, error) {
+func (a *App) appendNext(ctx context.Context, p Principal, in api.EventInput, surface string) (AppendResult, error) {
 	now := a.Now()
 	for _, f := range []struct {
 		name string
@@ -218,7 +218,7 @@ func (a *App) RefuseBody(ctx context.Context, p Principal, cause error) error {
 	if !errors.As(cause, &de) || de.Code == domain.CodeBodyTooLarge {
 		return cause
 	}
-	_, err := a.refuseAppend(ctx, nil, p.UserID, &domain.EventInput{}, a.Now(), cause)
+	_, err := a.refuseAppend(ctx, nil, p.UserID, &api.EventInput{}, a.Now(), cause)
 	a.noteRefusal(ctx, p.UserID, err)
 	return err
 }
@@ -254,7 +254,7 @@ func (r *replayed) Error() string { return "event " + r.event.EventID + " is alr
 // ambiguously committed) event is a replay (*replayed), and an event_id
 // stored with other content is 409 event_id_conflict. Only a refused append
 // pays these reads.
-func (a *App) refuseAppend(ctx context.Context, q store.Querier, userID string, in *domain.EventInput, now time.Time, cause error) (AppendResult, error) {
+func (a *App) refuseAppend(ctx context.Context, q store.Querier, userID string, in *api.EventInput, now time.Time, cause error) (AppendResult, error) {
 	used, err := a.Store.QuotaUsed(ctx, q, userID, domain.QuotaDay(now))
 	if err != nil {
 		return AppendResult{}, err
@@ -304,7 +304,7 @@ func conflictOf(stored *store.Event) error {
 
 // preverify checks in's signature against the machine's current key, if any,
 // and returns that key's fingerprint ("" when the machine has no key).
-func (a *App) preverify(ctx context.Context, userID string, in *domain.EventInput) (string, error) {
+func (a *App) preverify(ctx context.Context, userID string, in *api.EventInput) (string, error) {
 	if in.MachineID == nil {
 		return "", nil
 	}
@@ -321,7 +321,7 @@ func (a *App) preverify(ctx context.Context, userID string, in *domain.EventInpu
 // recheckSignature, under the head's lock (which a key registration also
 // takes), verifies in again if the machine's key is no longer the one
 // preverify used.
-func (a *App) recheckSignature(ctx context.Context, q store.Querier, userID string, in *domain.EventInput, verifiedWith string) error {
+func (a *App) recheckSignature(ctx context.Context, q store.Querier, userID string, in *api.EventInput, verifiedWith string) error {
 	k, err := a.Store.CurrentSigningKey(ctx, q, userID, *in.MachineID)
 	switch {
 	case errors.Is(err, store.ErrNotFound):
@@ -347,7 +347,7 @@ var (
 			"(standard base64 Ed25519 over the RFC 8785 bytes of raw)"}
 )
 
-func verifySignature(k store.SigningKey, in *domain.EventInput) error {
+func verifySignature(k store.SigningKey, in *api.EventInput) error {
 	if in.Signature == nil {
 		return errSignatureMissing.With("machine_id", k.MachineID)
 	}
@@ -364,7 +364,7 @@ func verifySignature(k store.SigningKey, in *domain.EventInput) error {
 
 // checkContinuity applies SPEC.md's chain rules against the head (locked, or
 // read for an optimistic append whose write then requires it unchanged).
-func checkContinuity(head store.Head, in *domain.EventInput) error {
+func checkContinuity(head store.Head, in *api.EventInput) error {
 	if head.Empty() {
 		if in.PrevHash != nil {
 			return &domain.Error{Code: domain.CodePrevHashGenesis,
@@ -400,7 +400,7 @@ func (a *App) quotaExceeded(used int64) error {
 // needs no database: ts when absent, payload_hash and the dedup semantic key.
 // It runs before the writer takes the request, so the single SQLite writer
 // never spends its time on JSON canonicalisation.
-func (a *App) prepareEvent(p Principal, in *domain.EventInput, surface string, now time.Time) (store.Event, error) {
+func (a *App) prepareEvent(p Principal, in *api.EventInput, surface string, now time.Time) (store.Event, error) {
 	e := store.Event{
 		UserID: p.UserID, Sequence: *in.Sequence, EventID: *in.EventID, EventType: *in.EventType,
 		PrevHash: in.PrevHash, Decision: in.Decision, Tool: in.Tool, MachineID: in.MachineID, ParentID: in.ParentID,
@@ -450,7 +450,7 @@ func hashedOf(e *store.Event) *verify.HashedEvent {
 // (the server set it on the first attempt); one without a sequence (the
 // service numbers it: POST /v1/events/append) matches at whatever place the
 // stored event took.
-func sameEvent(stored *store.Event, in *domain.EventInput) bool {
+func sameEvent(stored *store.Event, in *api.EventInput) bool {
 	h := hashedOf(stored)
 	probe := &verify.HashedEvent{EventID: *in.EventID, EventType: *in.EventType, Sequence: stored.Sequence, PrevHash: stored.PrevHash,
 		Raw: in.Raw, Decision: in.Decision, Tool: in.Tool, MachineID: in.MachineID, ParentID: in.ParentID, TS: in.TS,
@@ -549,7 +549,7 @@ func (a *App) appendServerEvent(ctx context.Context, t *writer.Tx, p Principal, 
 	}
 	now := a.Now()
 	e := store.Event{UserID: p.UserID}
-	in := domain.EventInput{EventID: &id, EventType: &ev.EventType, Raw: raw, Tool: ev.Tool}
+	in := api.EventInput{EventID: &id, EventType: &ev.EventType, Raw: raw, Tool: ev.Tool}
 	out, err := t.Append(ctx, writer.Append{Event: &e, Place: func(ctx context.Context, head store.Head, _ store.Querier) error {
 		var err error
 		e, err = a.numberAtTip(p, head, in, serviceSurface, now)
@@ -565,7 +565,7 @@ func (a *App) appendServerEvent(ctx context.Context, t *writer.Tx, p Principal, 
 // and its results, and POST /v1/events/append. The 2^52 cap binds only the
 // sequences clients choose (CONTRACT.md "Batch": the space above is the
 // service's), so it is not checked here; only the top of int64 is.
-func (a *App) numberAtTip(p Principal, head store.Head, in domain.EventInput, surface string, now time.Time) (store.Event, error) {
+func (a *App) numberAtTip(p Principal, head store.Head, in api.EventInput, surface string, now time.Time) (store.Event, error) {
 	if head.LastSequence == math.MaxInt64 {
 		return store.Event{}, fmt.Errorf("the chain of %s ends at the largest sequence: nothing can be appended after it", p.UserID)
 	}

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/auditchain/auditchain/internal/domain"
+	"github.com/auditchain/auditchain/pkg/api"
 )
 
 // Only calls of cacheable tools carry a dedup key: the gate looks no other
@@ -24,7 +25,7 @@ func TestOnlyCacheableToolCallsCarryADedupKey(t *testing.T) {
 		{"tool_call", "write_file", false},
 		{"note", "read_file", false},
 	} {
-		in := domain.EventInput{EventID: str("e-" + c.tool), EventType: str(c.eventType), Sequence: &seq,
+		in := api.EventInput{EventID: str("e-" + c.tool), EventType: str(c.eventType), Sequence: &seq,
 			Tool: str(c.tool), Raw: json.RawMessage(`{"tool_input":{"path":"/etc/hosts"}}`)}
 		e, err := a.prepareEvent(Principal{UserID: "u"}, &in, "rest", a.Now())
 		if err != nil {

@@ -107,7 +107,7 @@ func (a *App) gateToolCall(ctx context.Context, p Principal, req ToolCallRequest
 	if err != nil {
 		// An account over its daily quota gets 429 whatever it sent, as on
 		// POST /v1/events (CONTRACT.md "Batch").
-		_, err = a.refuseAppend(ctx, nil, p.UserID, &domain.EventInput{}, now, err)
+		_, err = a.refuseAppend(ctx, nil, p.UserID, &api.EventInput{}, now, err)
 		return ToolCallResult{}, err
 	}
 	// The usual request stores everything it carries in one write. When an
@@ -194,7 +194,7 @@ func (a *App) writeToolCall(ctx context.Context, p Principal, req ToolCallReques
 		}
 		// The service numbers the call after the tip it holds. The
 		// client's fields were checked before the write (checkToolCall).
-		in := domain.EventInput{EventID: &req.EventID, EventType: &eventType, Raw: raw, Decision: &out.Decision,
+		in := api.EventInput{EventID: &req.EventID, EventType: &eventType, Raw: raw, Decision: &out.Decision,
 			Tool: &req.Tool, ParentID: req.ParentID, TS: req.TS}
 		e, err := a.numberAtTip(p, head, in, req.Surface, now)
 		if err != nil {
@@ -289,7 +289,7 @@ func checkToolCall(req *ToolCallRequest) (map[string]json.RawMessage, error) {
 	}
 	// The event's shape, with the sequence the write assigns standing in.
 	eventType, zero := api.EventToolCall, int64(0)
-	probe := domain.EventInput{EventID: &req.EventID, EventType: &eventType, Sequence: &zero, Raw: req.Raw,
+	probe := api.EventInput{EventID: &req.EventID, EventType: &eventType, Sequence: &zero, Raw: req.Raw,
 		Tool: &req.Tool, ParentID: req.ParentID, TS: req.TS, Decision: &req.noGrant}
 	if req.EventID == "" {
 		probe.EventID = nil
@@ -330,9 +330,9 @@ func checkToolCall(req *ToolCallRequest) (map[string]json.RawMessage, error) {
 }
 
 // input is r as an event at seq.
-func (r *ToolResult) input(seq int64) domain.EventInput {
+func (r *ToolResult) input(seq int64) api.EventInput {
 	eventType := api.EventToolResult
-	in := domain.EventInput{EventID: &r.EventID, EventType: &eventType, Sequence: &seq, Raw: r.Raw, Tool: r.Tool,
+	in := api.EventInput{EventID: &r.EventID, EventType: &eventType, Sequence: &seq, Raw: r.Raw, Tool: r.Tool,
 		ParentID: r.ParentID, TS: r.TS}
 	if r.EventID == "" {
 		in.EventID = nil

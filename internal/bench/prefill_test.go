@@ -10,6 +10,7 @@ import (
 	"github.com/auditchain/auditchain/internal/config"
 	"github.com/auditchain/auditchain/internal/domain"
 	"github.com/auditchain/auditchain/internal/store"
+	"github.com/auditchain/auditchain/pkg/api"
 )
 
 // A directly prefilled account must be exactly what the append path would
@@ -53,7 +54,7 @@ func TestDirectPrefillIsAValidChain(t *testing.T) {
 			t.Fatal(err)
 		}
 		id, typ, seq := "evt-after-prefill", domain.EventTypeToolCall, want
-		res, err := a.Append(ctx, p, domain.EventInput{EventID: &id, EventType: &typ, Sequence: &seq, PrevHash: tip.LastHash}, "rest")
+		res, err := a.Append(ctx, p, api.EventInput{EventID: &id, EventType: &typ, Sequence: &seq, PrevHash: tip.LastHash}, "rest")
 		if err != nil {
 			t.Fatalf("account %d: append after the prefill: %v", i, err)
 		}

@@ -5,6 +5,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/auditchain/auditchain/pkg/api"
 )
 
 // FuzzParseTimestamp: any input either fails cleanly or round-trips to an
@@ -41,7 +43,7 @@ func FuzzValidateEventShape(f *testing.F) {
 		f.Add([]byte(s))
 	}
 	f.Fuzz(func(t *testing.T, body []byte) {
-		var in EventInput
+		var in api.EventInput
 		if json.Unmarshal(body, &in) != nil {
 			return
 		}

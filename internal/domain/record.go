@@ -1,10 +1,11 @@
 package domain
 
 import (
-	"encoding/json"
 	"fmt"
 	"strings"
 	"time"
+
+	"github.com/auditchain/auditchain/pkg/api"
 )
 
 // Surfaces are the values of the X-SVC-Surface header (SPEC.md "POST /v1/events").
@@ -72,37 +73,18 @@ func ValidHash(h string) bool {
 	return true
 }
 
-// EventInput is an event as a client sends it (the input fields of SPEC.md's Event).
-type EventInput struct {
-	EventID      *string         `json:"event_id"`
-	EventType    *string         `json:"event_type"`
-	Sequence     *int64          `json:"sequence"`
-	PrevHash     *string         `json:"prev_hash"`
-	Raw          json.RawMessage `json:"raw"`
-	Decision     *string         `json:"decision"`
-	Tool         *string         `json:"tool"`
-	MachineID    *string         `json:"machine_id"`
-	ParentID     *string         `json:"parent_id"`
-	Signature    *string         `json:"signature"`
-	SignatureKey *string         `json:"signature_key"`
-	TS           *string         `json:"ts"`
-	// PayloadHash is computed by the service on single append; a client value is
-	// refused there (a server field), and checked against the computed one in batches.
-	PayloadHash *string `json:"payload_hash"`
-}
-
 // ValidateEventShape checks the fields every stored event needs and the form of
 // the optional ones, for a single append, whose prev_hash must be a hash (it
 // must equal the last stored payload_hash). It returns every problem, named
 // by field.
-func ValidateEventShape(in *EventInput) []FieldError { return validateShape(in, true) }
+func ValidateEventShape(in *api.EventInput) []FieldError { return validateShape(in, true) }
 
 // ValidateBatchRowShape is ValidateEventShape for a batch row, which is
 // checked for shape only (CONTRACT.md "Batch"): its prev_hash is stored as
 // sent, any string of at most 256 bytes (or null).
-func ValidateBatchRowShape(in *EventInput) []FieldError { return validateShape(in, false) }
+func ValidateBatchRowShape(in *api.EventInput) []FieldError { return validateShape(in, false) }
 
-func validateShape(in *EventInput, hashedPrev bool) []FieldError {
+func validateShape(in *api.EventInput, hashedPrev bool) []FieldError {
 	var errs []FieldError
 	bad := func(field, msg string) { errs = append(errs, FieldError{Field: field, Message: msg}) }
 	switch {

@@ -7,48 +7,50 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/auditchain/auditchain/pkg/api"
 )
 
 func ptr[T any](v T) *T { return &v }
 
 func TestValidateEventShape(t *testing.T) {
-	ok := func() EventInput {
-		return EventInput{EventID: ptr("evt-00ab"), EventType: ptr("tool_call"), Sequence: ptr(int64(0))}
+	ok := func() api.EventInput {
+		return api.EventInput{EventID: ptr("evt-00ab"), EventType: ptr("tool_call"), Sequence: ptr(int64(0))}
 	}
 	tests := []struct {
 		name      string
-		mutate    func(*EventInput)
+		mutate    func(*api.EventInput)
 		wantField string
 	}{
-		{"minimal event", func(*EventInput) {}, ""},
-		{"missing event_id", func(e *EventInput) { e.EventID = nil }, "event_id"},
-		{"event_id without prefix", func(e *EventInput) { e.EventID = ptr("abc") }, "event_id"},
-		{"event_id with space", func(e *EventInput) { e.EventID = ptr("evt-a b") }, "event_id"},
-		{"missing event_type", func(e *EventInput) { e.EventType = nil }, "event_type"},
-		{"empty event_type", func(e *EventInput) { e.EventType = ptr("") }, "event_type"},
-		{"missing sequence", func(e *EventInput) { e.Sequence = nil }, "sequence"},
-		{"negative sequence", func(e *EventInput) { e.Sequence = ptr(int64(-1)) }, "sequence"},
-		{"sequence 2^52", func(e *EventInput) { e.Sequence = ptr(int64(MaxClientSequence)) }, ""},
-		{"sequence 2^52+1", func(e *EventInput) { e.Sequence = ptr(int64(MaxClientSequence + 1)) }, "sequence"},
-		{"sequence 2^63-1", func(e *EventInput) { e.Sequence = ptr(int64(math.MaxInt64)) }, "sequence"},
-		{"prev_hash malformed", func(e *EventInput) { e.PrevHash = ptr("sha256:xyz") }, "prev_hash"},
-		{"prev_hash uppercase hex", func(e *EventInput) {
+		{"minimal event", func(*api.EventInput) {}, ""},
+		{"missing event_id", func(e *api.EventInput) { e.EventID = nil }, "event_id"},
+		{"event_id without prefix", func(e *api.EventInput) { e.EventID = ptr("abc") }, "event_id"},
+		{"event_id with space", func(e *api.EventInput) { e.EventID = ptr("evt-a b") }, "event_id"},
+		{"missing event_type", func(e *api.EventInput) { e.EventType = nil }, "event_type"},
+		{"empty event_type", func(e *api.EventInput) { e.EventType = ptr("") }, "event_type"},
+		{"missing sequence", func(e *api.EventInput) { e.Sequence = nil }, "sequence"},
+		{"negative sequence", func(e *api.EventInput) { e.Sequence = ptr(int64(-1)) }, "sequence"},
+		{"sequence 2^52", func(e *api.EventInput) { e.Sequence = ptr(int64(MaxClientSequence)) }, ""},
+		{"sequence 2^52+1", func(e *api.EventInput) { e.Sequence = ptr(int64(MaxClientSequence + 1)) }, "sequence"},
+		{"sequence 2^63-1", func(e *api.EventInput) { e.Sequence = ptr(int64(math.MaxInt64)) }, "sequence"},
+		{"prev_hash malformed", func(e *api.EventInput) { e.PrevHash = ptr("sha256:xyz") }, "prev_hash"},
+		{"prev_hash uppercase hex", func(e *api.EventInput) {
 			e.PrevHash = ptr("sha256:" + "AB" + string(make([]byte, 0)) + "00000000000000000000000000000000000000000000000000000000000000")
 		}, "prev_hash"},
-		{"raw array", func(e *EventInput) { e.Raw = json.RawMessage(`[1]`) }, "raw"},
-		{"raw null", func(e *EventInput) { e.Raw = json.RawMessage(`null`) }, ""},
-		{"raw object", func(e *EventInput) { e.Raw = json.RawMessage(` {"a":1}`) }, ""},
-		{"decision unknown", func(e *EventInput) { e.Decision = ptr("maybe") }, "decision"},
-		{"decision ask", func(e *EventInput) { e.Decision = ptr("ask") }, ""},
-		{"ts without offset", func(e *EventInput) { e.TS = ptr("2026-11-21T12:00:00") }, "ts"},
-		{"ts with offset", func(e *EventInput) { e.TS = ptr("2026-11-21T12:00:00+02:00") }, ""},
-		{"tool too long", func(e *EventInput) { e.Tool = ptr(strings.Repeat("a", 300)) }, "tool"},
-		{"U+0000 in event_type", func(e *EventInput) { e.EventType = ptr("tool\x00call") }, "event_type"},
-		{"U+0000 in tool", func(e *EventInput) { e.Tool = ptr("ba\x00sh") }, "tool"},
-		{"U+0000 in machine_id", func(e *EventInput) { e.MachineID = ptr("\x00") }, "machine_id"},
-		{"U+0000 in parent_id", func(e *EventInput) { e.ParentID = ptr("evt-1\x00") }, "parent_id"},
-		{"U+0000 in signature", func(e *EventInput) { e.Signature = ptr("\x00") }, "signature"},
-		{"U+0000 in signature_key", func(e *EventInput) { e.SignatureKey = ptr("k\x00") }, "signature_key"},
+		{"raw array", func(e *api.EventInput) { e.Raw = json.RawMessage(`[1]`) }, "raw"},
+		{"raw null", func(e *api.EventInput) { e.Raw = json.RawMessage(`null`) }, ""},
+		{"raw object", func(e *api.EventInput) { e.Raw = json.RawMessage(` {"a":1}`) }, ""},
+		{"decision unknown", func(e *api.EventInput) { e.Decision = ptr("maybe") }, "decision"},
+		{"decision ask", func(e *api.EventInput) { e.Decision = ptr("ask") }, ""},
+		{"ts without offset", func(e *api.EventInput) { e.TS = ptr("2026-11-21T12:00:00") }, "ts"},
+		{"ts with offset", func(e *api.EventInput) { e.TS = ptr("2026-11-21T12:00:00+02:00") }, ""},
+		{"tool too long", func(e *api.EventInput) { e.Tool = ptr(strings.Repeat("a", 300)) }, "tool"},
+		{"U+0000 in event_type", func(e *api.EventInput) { e.EventType = ptr("tool\x00call") }, "event_type"},
+		{"U+0000 in tool", func(e *api.EventInput) { e.Tool = ptr("ba\x00sh") }, "tool"},
+		{"U+0000 in machine_id", func(e *api.EventInput) { e.MachineID = ptr("\x00") }, "machine_id"},
+		{"U+0000 in parent_id", func(e *api.EventInput) { e.ParentID = ptr("evt-1\x00") }, "parent_id"},
+		{"U+0000 in signature", func(e *api.EventInput) { e.Signature = ptr("\x00") }, "signature"},
+		{"U+0000 in signature_key", func(e *api.EventInput) { e.SignatureKey = ptr("k\x00") }, "signature_key"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -280,7 +282,7 @@ func TestEventIDMessageSaysTheRule(t *testing.T) {
 			t.Errorf("%q accepted", id)
 		}
 	}
-	in := EventInput{EventID: ptr("evt-"), EventType: ptr("t"), Sequence: new(int64)}
+	in := api.EventInput{EventID: ptr("evt-"), EventType: ptr("t"), Sequence: new(int64)}
 	errs := ValidateEventShape(&in)
 	if len(errs) != 1 || errs[0].Field != "event_id" {
 		t.Fatalf("errs = %v", errs)

@@ -115,7 +115,7 @@ type Service interface {
 	// AppendNext records one event at the chain's tip (POST
 	// /v1/events/append). The same event sent again is answered with the
 	// one stored, at the place it took.
-	AppendNext(ctx context.Context, ev *api.NextEventInput) error
+	AppendNext(ctx context.Context, ev *api.EventInput) error
 }
 
 // Runner handles calls for one configuration.
@@ -237,7 +237,7 @@ func (r *Runner) pre(ctx context.Context, c *Call) (Verdict, error) {
 	// one commit on the service (POST /v1/tool-calls), which writes the
 	// gate's answer into the event's raw.
 	ev := callEvent(c, r.now(), "", callFacts{})
-	res, err := r.Service.GateCall(ctx, api.ToolCallRequest{Subagent: sub, Tool: c.Tool, EventID: ev.EventID, Raw: ev.Raw,
+	res, err := r.Service.GateCall(ctx, api.ToolCallRequest{Subagent: sub, Tool: c.Tool, EventID: *ev.EventID, Raw: ev.Raw,
 		TS: ev.TS, NoGrant: noGrant})
 	if err != nil {
 		return Verdict{}, fmt.Errorf("ask the gate: %w", err)
@@ -269,21 +269,21 @@ func refusal(status, reason, proposalID string) string {
 }
 
 // record appends ev, or spools it when that fails.
-func (r *Runner) record(ctx context.Context, ev *api.NextEventInput) {
+func (r *Runner) record(ctx context.Context, ev *api.EventInput) {
 	err := r.Service.AppendNext(ctx, ev)
 	if err == nil || client.IsCode(err, "event_id_conflict") {
 		// A conflict: this event id (derived from the host's ids) is on the
 		// record already, from an earlier run of the same hook.
 		return
 	}
-	r.logf("record %s %s: %v", ev.EventType, ev.EventID, err)
+	r.logf("record %s %s: %v", *ev.EventType, *ev.EventID, err)
 	if r.Spool == nil {
-		r.logf("no spool: event %s is lost", ev.EventID)
+		r.logf("no spool: event %s is lost", *ev.EventID)
 		return
 	}
 	if serr := r.Spool.Put(ev); serr != nil {
-		r.logf("spool %s: %v (the event is lost)", ev.EventID, serr)
+		r.logf("spool %s: %v (the event is lost)", *ev.EventID, serr)
 		return
 	}
-	r.logf("spooled %s; `auditchain hook flush` or the next hook run sends it", ev.EventID)
+	r.logf("spooled %s; `auditchain hook flush` or the next hook run sends it", *ev.EventID)
 }

@@ -23,11 +23,19 @@ func (s *ClientService) GateCall(ctx context.Context, req api.ToolCallRequest) (
 // decision, tool, parent and ts — so that a spooled event sent again in a
 // later process is the same event, which the service answers with the one
 // stored.
-func (s *ClientService) AppendNext(ctx context.Context, ev *api.NextEventInput) error {
+func (s *ClientService) AppendNext(ctx context.Context, ev *api.EventInput) error {
 	if ev.Raw == nil {
 		return errors.New("hook: an event without raw")
 	}
-	_, err := s.C.AppendNext(ctx, client.Event{EventID: ev.EventID, EventType: ev.EventType, Raw: ev.Raw,
+	_, err := s.C.AppendNext(ctx, client.Event{EventID: valueOf(ev.EventID), EventType: valueOf(ev.EventType), Raw: ev.Raw,
 		Decision: ev.Decision, Tool: ev.Tool, ParentID: ev.ParentID, TS: ev.TS})
 	return err
+}
+
+// valueOf is *p, or "" for nil (a spool file without the field).
+func valueOf(p *string) string {
+	if p == nil {
+		return ""
+	}
+	return *p
 }

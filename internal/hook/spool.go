@@ -48,7 +48,7 @@ func AccountSpoolDir(base, serviceURL, apiKey string) string {
 // sequence and prev_hash it gave the event, and "assigned"; they are read
 // and not sent: the service numbers the event.)
 type spooled struct {
-	Event api.NextEventInput `json:"event"`
+	Event api.EventInput `json:"event"`
 
 	path string
 }
@@ -57,12 +57,12 @@ func (s *Spool) eventsDir() string { return filepath.Join(s.Dir, "events") }
 
 // Put writes ev to the spool. File names sort in the order events were
 // spooled (ts first), so a flush sends them in that order.
-func (s *Spool) Put(ev *api.NextEventInput) error {
+func (s *Spool) Put(ev *api.EventInput) error {
 	ts := ""
 	if ev.TS != nil {
 		ts = strings.NewReplacer(":", "", "-", "", "+", "", ".", "").Replace(*ev.TS)
 	}
-	return s.write(&spooled{Event: *ev, path: filepath.Join(s.eventsDir(), ts+"-"+ev.EventID+".json")})
+	return s.write(&spooled{Event: *ev, path: filepath.Join(s.eventsDir(), ts+"-"+*ev.EventID+".json")})
 }
 
 func (s *Spool) write(r *spooled) error {

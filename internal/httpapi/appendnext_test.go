@@ -153,6 +153,40 @@ func TestAppendAtTipRefusesAPlace(t *testing.T) {
 	})
 }
 
+// The body is read with the route's own keys: a place field is met, where
+// it stands in the body, as a field the route does not take, whatever its
+// value (so a badly typed sequence is still the service's field, and a
+// problem after it is not the one answered), and an empty event_id or
+// event_type reads as missing.
+func TestAppendAtTipReadsItsOwnKeys(t *testing.T) {
+	eachEnv(t, func(t *testing.T, e *env) {
+		_, key := e.account("keys@example.com")
+		cases := []struct {
+			name, body, field, message string
+		}{
+			{"sequence of the wrong type", `{"event_id":"evt-x","event_type":"t","sequence":"one"}`, "sequence", "set by the service"},
+			{"sequence before a bad event_id", `{"sequence":1,"event_id":5,"event_type":"t"}`, "sequence", "set by the service"},
+			{"bad event_id before sequence", `{"event_id":5,"sequence":1,"event_type":"t"}`, "event_id", "must be a string"},
+			{"payload_hash of the wrong type", `{"event_id":"evt-x","event_type":"t","payload_hash":[1]}`, "payload_hash", "computed by the service"},
+			{"empty event_id", `{"event_id":"","event_type":"t"}`, "event_id", "required"},
+			{"empty event_type", `{"event_id":"evt-x","event_type":""}`, "event_type", "required"},
+		}
+		for _, c := range cases {
+			t.Run(c.name, func(t *testing.T) {
+				m := wantProblem(t, e.do("POST", "/v1/events/append", key, c.body), 422, "validation_error")
+				errs, _ := m["errors"].([]any)
+				if len(errs) != 1 {
+					t.Fatalf("want one field error, got %v", m)
+				}
+				fe := errs[0].(map[string]any)
+				if fe["field"] != c.field || !strings.Contains(fmt.Sprint(fe["message"]), c.message) {
+					t.Fatalf("want %s %q, got %v", c.field, c.message, fe)
+				}
+			})
+		}
+	})
+}
+
 // Idempotent on event_id: a resend of the same content is answered with the
 // stored event at the place it took (header Idempotent-Replayed: true, the
 // quota not charged), even after other events; other content under the id

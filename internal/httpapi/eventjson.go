@@ -7,6 +7,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/auditchain/auditchain/internal/domain"
+	"github.com/auditchain/auditchain/pkg/api"
 )
 
 // A fast path for the bodies of POST /v1/events and /v1/events/batch.
@@ -224,7 +225,7 @@ type eventSlots struct {
 }
 
 // event reads one event object.
-func (s *jsonScan) event() (in domain.EventInput, ok bool) {
+func (s *jsonScan) event() (in api.EventInput, ok bool) {
 	if !s.next('{') {
 		return in, false
 	}
@@ -290,7 +291,7 @@ func (s *jsonScan) end() bool {
 }
 
 // decodeEventFast decodes a single append's body, or says no (ok false).
-func decodeEventFast(body []byte) (domain.EventInput, bool) {
+func decodeEventFast(body []byte) (api.EventInput, bool) {
 	s := jsonScan{b: body}
 	in, ok := s.event()
 	return in, ok && s.end()
@@ -299,7 +300,7 @@ func decodeEventFast(body []byte) (domain.EventInput, bool) {
 // decodeBatchFast decodes a batch body whose keys are exactly
 // "client_machine" and "events", each at most once, events an array of
 // events; or says no (ok false).
-func decodeBatchFast(body []byte) (clientMachine *string, rows []domain.EventInput, ok bool) {
+func decodeBatchFast(body []byte) (clientMachine *string, rows []api.EventInput, ok bool) {
 	s := jsonScan{b: body}
 	if !s.next('{') {
 		return nil, nil, false
@@ -327,7 +328,7 @@ func decodeBatchFast(body []byte) (clientMachine *string, rows []domain.EventInp
 				return nil, nil, false
 			}
 			sawEvents = true
-			rows = make([]domain.EventInput, 0, 64)
+			rows = make([]api.EventInput, 0, 64)
 			for !s.next(']') {
 				if len(rows) > 0 && !s.next(',') {
 					return nil, nil, false

@@ -7,20 +7,20 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/auditchain/auditchain/internal/domain"
+	"github.com/auditchain/auditchain/pkg/api"
 )
 
 // strictEvent is what the body reader makes of an append body (the slow
 // path): one object of the event's exact keys, each once, values of their
 // types, the text rule throughout, nothing after it.
-func strictEvent(b []byte) (domain.EventInput, bool) {
-	in, err := decodeBody[domain.EventInput](b, nil)
+func strictEvent(b []byte) (api.EventInput, bool) {
+	in, err := decodeBody[api.EventInput](b, nil)
 	return in, err == nil
 }
 
 // strictBatch is what the body reader makes of a batch body whose rows all
 // read as events (decodeBatch's path when the fast path says no).
-func strictBatch(b []byte) (*string, []domain.EventInput, bool) {
+func strictBatch(b []byte) (*string, []api.EventInput, bool) {
 	body, err := decodeBody[batchBody](b, nil)
 	return body.ClientMachine, body.Events, err == nil
 }
@@ -175,7 +175,7 @@ func FuzzBatchJSON(f *testing.F) {
 	})
 }
 
-func show(in domain.EventInput) string {
+func show(in api.EventInput) string {
 	b, _ := json.Marshal(in)
 	return fmt.Sprintf("%s (raw %q)", b, in.Raw)
 }

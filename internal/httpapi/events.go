@@ -6,6 +6,7 @@ import (
 	"github.com/auditchain/auditchain/pkg/api"
 	"net/http"
 	"reflect"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -50,7 +51,7 @@ func (s *Server) appendEvent(w http.ResponseWriter, r *http.Request) error {
 	}
 	in, ok := decodeEventFast(body)
 	if !ok {
-		if in, err = decodeBody[domain.EventInput](body, nil); err != nil {
+		if in, err = decodeBody[api.EventInput](body, nil); err != nil {
 			return s.app.RefuseBody(r.Context(), principal(r), err)
 		}
 	}
@@ -80,31 +81,56 @@ func (s *Server) appendNextEvent(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	b, err := decodeBody[api.NextEventInput](body, func(p *inputProblem) error {
-		if p.kind == inputUnknown && p.field == p.key {
-			switch p.key {
-			case "sequence", "prev_hash", "payload_hash":
-				return app.ServiceSets(p.key)
-			}
-		}
-		return p.err()
-	})
+	in, err := decodeNextEvent(body)
 	if err != nil {
 		return s.app.RefuseBody(r.Context(), principal(r), err)
-	}
-	in := domain.EventInput{Raw: b.Raw, Decision: b.Decision, Tool: b.Tool, MachineID: b.MachineID, ParentID: b.ParentID,
-		TS: b.TS, Signature: b.Signature, SignatureKey: b.SignatureKey}
-	if b.EventID != "" { // empty reads as missing: "required"
-		in.EventID = &b.EventID
-	}
-	if b.EventType != "" {
-		in.EventType = &b.EventType
 	}
 	res, err := s.app.AppendNext(r.Context(), principal(r), in, surface)
 	if err != nil {
 		return err
 	}
 	return writeAppended(w, res)
+}
+
+// nextEventType is what the body reader reads POST /v1/events/append's body
+// as: api.EventInput without the fields the service sets there, so that one
+// of them is met, in the body's order, as a key the route does not take.
+var nextEventType = withoutKeys(reflect.TypeFor[api.EventInput](), "sequence", "prev_hash", "payload_hash")
+
+// withoutKeys is the struct type t without the fields of the given json keys.
+func withoutKeys(t reflect.Type, keys ...string) reflect.Type {
+	var fields []reflect.StructField
+	for f := range t.Fields() {
+		if name, _, _ := strings.Cut(f.Tag.Get("json"), ","); !slices.Contains(keys, name) {
+			fields = append(fields, f)
+		}
+	}
+	return reflect.StructOf(fields)
+}
+
+// decodeNextEvent reads POST /v1/events/append's body strictly (decodeBody
+// with nextEventType's keys). An empty event_id or event_type reads as
+// missing ("required").
+func decodeNextEvent(body []byte) (api.EventInput, error) {
+	var in api.EventInput
+	if p := readInput(body, nextEventType); p != nil {
+		if p.kind == inputUnknown && p.field == p.key {
+			switch p.key {
+			case "sequence", "prev_hash", "payload_hash":
+				return in, app.ServiceSets(p.key)
+			}
+		}
+		return in, p.err()
+	}
+	if err := json.Unmarshal(body, &in); err != nil {
+		return in, fmt.Errorf("decode %T after the strict read: %w", in, err)
+	}
+	for _, f := range []**string{&in.EventID, &in.EventType} {
+		if *f != nil && **f == "" {
+			*f = nil
+		}
+	}
+	return in, nil
 }
 
 // batchRequest is a batch body with its rows as sent: the form it is read
@@ -117,10 +143,7 @@ type batchRequest struct {
 func (b *batchRequest) validate() []domain.FieldError { return requireEvents(b.Events == nil) }
 
 // batchBody is a batch body whose rows all read as events.
-type batchBody struct {
-	ClientMachine *string             `json:"client_machine" max:"name"`
-	Events        []domain.EventInput `json:"events"`
-}
+type batchBody api.BatchRequest
 
 func (b *batchBody) validate() []domain.FieldError { return requireEvents(b.Events == nil) }
 
@@ -138,7 +161,7 @@ func requireEvents(missing bool) []domain.FieldError {
 // and the text rule kept throughout, or whose top level is wrong, is refused
 // whole; a row that does not read as an event (a key or a value outside the
 // event's form) is named in unreadable by its index, and the rest still go in.
-func decodeBatch(body []byte) (clientMachine *string, rows []domain.EventInput, unreadable map[int]domain.FieldError, err error) {
+func decodeBatch(body []byte) (clientMachine *string, rows []api.EventInput, unreadable map[int]domain.FieldError, err error) {
 	if m, rows, ok := decodeBatchFast(body); ok {
 		return m, rows, nil, nil
 	}
@@ -155,10 +178,10 @@ func decodeBatch(body []byte) (clientMachine *string, rows []domain.EventInput, 
 	if err != nil {
 		return nil, nil, nil, err
 	}
-	rows = make([]domain.EventInput, len(b.Events))
+	rows = make([]api.EventInput, len(b.Events))
 	unreadable = map[int]domain.FieldError{}
 	for i, raw := range b.Events {
-		if p := readInput(raw, reflect.TypeFor[domain.EventInput]()); p != nil {
+		if p := readInput(raw, reflect.TypeFor[api.EventInput]()); p != nil {
 			unreadable[i] = domain.FieldError{Field: p.field, Message: p.message}
 			continue
 		}

@@ -479,8 +479,8 @@ func proxyFailOpen(t *testing.T, s *httpapitest.Server, top bool) {
 	var from int64 // the sequence the proxy's events start above
 	if top {
 		from = domain.MaxClientSequence
-		res, err := c.AppendBatch(context.Background(), api.BatchRequest{Events: []api.EventInput{{EventID: "evt-client-top",
-			EventType: "note", Sequence: from}}})
+		res, err := c.AppendBatch(context.Background(), api.BatchRequest{Events: []api.EventInput{{EventID: new("evt-client-top"),
+			EventType: new("note"), Sequence: new(int64(from))}}})
 		if err != nil || res.Ingested != 1 {
 			t.Fatalf("a batch row at 2^52: %+v, %v", res, err)
 		}

@@ -7,8 +7,8 @@ import (
 	"testing"
 
 	"github.com/auditchain/auditchain/internal/app"
-	"github.com/auditchain/auditchain/internal/domain"
 	"github.com/auditchain/auditchain/internal/store/storetest"
+	"github.com/auditchain/auditchain/pkg/api"
 )
 
 // An account whose Merkle rows are missing (written before migration 005, or
@@ -32,7 +32,7 @@ func TestAppendOnAnAccountWithoutMerkleRowsBuildsTheTree(t *testing.T) {
 				var prev *string
 				for i := range 4 {
 					id, typ, seq := fmt.Sprintf("evt-%d", i), "tool_call", int64(i)
-					res, err := a.Append(ctx, p, domain.EventInput{EventID: &id, EventType: &typ, Sequence: &seq, PrevHash: prev,
+					res, err := a.Append(ctx, p, api.EventInput{EventID: &id, EventType: &typ, Sequence: &seq, PrevHash: prev,
 						Raw: json.RawMessage(`{}`)}, "rest")
 					if err != nil {
 						t.Fatal(err)
@@ -45,10 +45,10 @@ func TestAppendOnAnAccountWithoutMerkleRowsBuildsTheTree(t *testing.T) {
 				}
 				want := int64(5)
 				if batch {
-					var rows []domain.EventInput
+					var rows []api.EventInput
 					for i := 4; i < 8; i++ {
 						id, typ, seq := fmt.Sprintf("evt-%d", i), "tool_call", int64(i)
-						rows = append(rows, domain.EventInput{EventID: &id, EventType: &typ, Sequence: &seq, Raw: json.RawMessage(`{}`)})
+						rows = append(rows, api.EventInput{EventID: &id, EventType: &typ, Sequence: &seq, Raw: json.RawMessage(`{}`)})
 					}
 					res, err := a.AppendBatch(ctx, p, nil, rows, nil)
 					if err != nil || res.Ingested != 4 {
@@ -57,7 +57,7 @@ func TestAppendOnAnAccountWithoutMerkleRowsBuildsTheTree(t *testing.T) {
 					want = 8
 				} else {
 					id, typ, seq := "evt-4", "tool_call", int64(4)
-					if _, err := a.Append(ctx, p, domain.EventInput{EventID: &id, EventType: &typ, Sequence: &seq, PrevHash: prev,
+					if _, err := a.Append(ctx, p, api.EventInput{EventID: &id, EventType: &typ, Sequence: &seq, PrevHash: prev,
 						Raw: json.RawMessage(`{}`)}, "rest"); err != nil {
 						t.Fatalf("append at leaf 4 without Merkle rows: %v", err)
 					}

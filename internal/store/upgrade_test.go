@@ -15,7 +15,6 @@ import (
 	"github.com/auditchain/auditchain/internal/app"
 	"github.com/auditchain/auditchain/internal/app/apptest"
 	"github.com/auditchain/auditchain/internal/config"
-	"github.com/auditchain/auditchain/internal/domain"
 	"github.com/auditchain/auditchain/internal/merkle"
 	"github.com/auditchain/auditchain/internal/store"
 	"github.com/auditchain/auditchain/internal/store/storetest"
@@ -66,7 +65,7 @@ func testUpgradeKeepsTheRecord(t *testing.T, dsn string, version int64) {
 		for i := range n {
 			id, typ, seq := fmt.Sprintf("evt-%d", i), "tool_call", int64(i)
 			machine := fmt.Sprintf("m%d", i%3)
-			res, err := a.Append(ctx, p, domain.EventInput{EventID: &id, EventType: &typ, Sequence: &seq, PrevHash: prev,
+			res, err := a.Append(ctx, p, api.EventInput{EventID: &id, EventType: &typ, Sequence: &seq, PrevHash: prev,
 				MachineID: &machine, Raw: json.RawMessage(fmt.Sprintf(`{"i":%d}`, i))}, "service")
 			if err != nil {
 				t.Fatalf("append %d: %v", i, err)
@@ -119,7 +118,7 @@ func testUpgradeKeepsTheRecord(t *testing.T, dsn string, version int64) {
 	sameEvents(t, orphanBefore, orphanAfter)
 	checkStoredHashes(t, upgraded, orphan, refStore(t, orphanHashes), orphanEvents)
 	id, typ, seq, machine := "evt-after", "tool_call", int64(n), "m0"
-	res, err := b.Append(ctx, p, domain.EventInput{EventID: &id, EventType: &typ, Sequence: &seq, PrevHash: prev,
+	res, err := b.Append(ctx, p, api.EventInput{EventID: &id, EventType: &typ, Sequence: &seq, PrevHash: prev,
 		MachineID: &machine, Raw: json.RawMessage(`{"after":true}`)}, "rest")
 	if err != nil {
 		t.Fatalf("append after the upgrade: %v", err)

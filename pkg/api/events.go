@@ -4,14 +4,20 @@ import "encoding/json"
 
 // The record (SPEC.md "Event", "Quota", "Epoch stamp"; the Events routes).
 
-// EventInput is the body of POST /v1/events and one row of a batch: the
-// client's fields of an event. event_id, event_type and sequence are
-// required; the service adds payload_hash.
+// EventInput is an event as a client sends it: the body of POST /v1/events,
+// one row of a batch, and, without its place, the body of POST
+// /v1/events/append. The server decodes into it, so a pointer tells an absent
+// field from a zero value (sequence 0 is a value). event_id and event_type
+// are required everywhere, sequence on POST /v1/events and in a batch.
+// Sequence, PrevHash and PayloadHash are the place and the hash: POST
+// /v1/events/append refuses all three (the service numbers the event), and
+// POST /v1/events refuses payload_hash (the service computes it); a batch
+// row may carry payload_hash, checked against the computed one.
 type EventInput struct {
-	EventID   string          `json:"event_id"`
-	EventType string          `json:"event_type"`
-	Sequence  int64           `json:"sequence"`
-	PrevHash  *string         `json:"prev_hash"`
+	EventID   *string         `json:"event_id"`
+	EventType *string         `json:"event_type"`
+	Sequence  *int64          `json:"sequence,omitempty"`
+	PrevHash  *string         `json:"prev_hash,omitempty"`
 	Raw       json.RawMessage `json:"raw,omitempty"`
 	Decision  *string         `json:"decision,omitempty"`
 	Tool      *string         `json:"tool,omitempty"`
@@ -26,24 +32,7 @@ type EventInput struct {
 	// pkg/client sends the key's fingerprint (sha256:<hex> of the 32 bytes).
 	Signature    *string `json:"signature,omitempty"`
 	SignatureKey *string `json:"signature_key,omitempty"`
-}
-
-// NextEventInput is the body of POST /v1/events/append: an event the
-// service numbers at the account's tip, in the write that stores it. It has
-// no sequence, prev_hash or payload_hash: the service sets them (a body
-// carrying one is 422). event_id and event_type are required; the rest is
-// as in EventInput.
-type NextEventInput struct {
-	EventID      string          `json:"event_id"`
-	EventType    string          `json:"event_type"`
-	Raw          json.RawMessage `json:"raw,omitempty"`
-	Decision     *string         `json:"decision,omitempty"`
-	Tool         *string         `json:"tool,omitempty"`
-	MachineID    *string         `json:"machine_id,omitempty"`
-	ParentID     *string         `json:"parent_id,omitempty"`
-	TS           *string         `json:"ts,omitempty"`
-	Signature    *string         `json:"signature,omitempty"`
-	SignatureKey *string         `json:"signature_key,omitempty"`
+	PayloadHash  *string `json:"payload_hash,omitempty"`
 }
 
 // Event is an event as search and the single read show it: without raw,
@@ -122,7 +111,7 @@ type AppendResponse struct {
 
 // BatchRequest is the body of POST /v1/events/batch (at most 500 rows).
 type BatchRequest struct {
-	ClientMachine *string      `json:"client_machine"`
+	ClientMachine *string      `json:"client_machine" max:"name"`
 	Events        []EventInput `json:"events"`
 }
 

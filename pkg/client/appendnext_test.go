@@ -101,7 +101,7 @@ func TestAppendNextAbove2To52(t *testing.T) {
 		ctx := context.Background()
 		c := newClient(t, s, token)
 		const top = 1 << 52
-		if b, err := c.AppendBatch(ctx, api.BatchRequest{Events: []api.EventInput{{EventID: "evt-top", EventType: "note", Sequence: top}}}); err != nil || b.Ingested != 1 {
+		if b, err := c.AppendBatch(ctx, api.BatchRequest{Events: []api.EventInput{{EventID: new("evt-top"), EventType: new("note"), Sequence: new(int64(top))}}}); err != nil || b.Ingested != 1 {
 			t.Fatalf("batch row at 2^52: %+v, %v", b, err)
 		}
 		res, err := c.AppendNext(ctx, client.Event{EventType: "tool_result", Raw: map[string]any{"exit": 0}})

@@ -48,12 +48,10 @@ const maxTipFollows = 16
 // payload_hash against its own, and resends the identical event when an
 // answer is lost (the service answers a resent event with the stored one).
 func (c *Client) Append(ctx context.Context, ev Event) (*api.AppendResponse, error) {
-	n, err := c.eventInput("Append", ev)
+	in, err := c.eventInput("Append", ev)
 	if err != nil {
 		return nil, err
 	}
-	in := api.EventInput{EventID: n.EventID, EventType: n.EventType, Raw: n.Raw, Decision: n.Decision, Tool: n.Tool,
-		MachineID: n.MachineID, ParentID: n.ParentID, TS: n.TS, Signature: n.Signature, SignatureKey: n.SignatureKey}
 
 	c.appendMu.Lock()
 	defer c.appendMu.Unlock()
@@ -65,9 +63,10 @@ func (c *Client) Append(ctx context.Context, ev Event) (*api.AppendResponse, err
 		c.tip = tip
 	}
 	for follows := 0; ; follows++ {
-		in.Sequence, in.PrevHash = 0, nil
+		seq := int64(0)
+		in.Sequence, in.PrevHash = &seq, nil
 		if c.tip.Sequence != nil {
-			in.Sequence = *c.tip.Sequence + 1
+			seq = *c.tip.Sequence + 1
 			in.PrevHash = c.tip.PayloadHash
 		}
 		want, err := verify.PayloadHash(hashedOf(&in))
@@ -96,18 +95,18 @@ func (c *Client) Append(ctx context.Context, ev Event) (*api.AppendResponse, err
 // eventInput is ev as sent, without its place: an event_id made when ev
 // has none (evt- and 32 hex digits), raw in its RFC 8785 bytes, ts stamped
 // once, and the signature over raw when the client has a signer.
-func (c *Client) eventInput(method string, ev Event) (api.NextEventInput, error) {
+func (c *Client) eventInput(method string, ev Event) (api.EventInput, error) {
 	if ev.EventType == "" {
-		return api.NextEventInput{}, fmt.Errorf("client: %s needs an EventType", method)
+		return api.EventInput{}, fmt.Errorf("client: %s needs an EventType", method)
 	}
-	in := api.NextEventInput{EventID: ev.EventID, EventType: ev.EventType, Decision: ev.Decision, Tool: ev.Tool,
+	in := api.EventInput{EventID: new(ev.EventID), EventType: new(ev.EventType), Decision: ev.Decision, Tool: ev.Tool,
 		ParentID: ev.ParentID, TS: ev.TS}
-	if in.EventID == "" {
+	if ev.EventID == "" {
 		var b [16]byte
 		if _, err := rand.Read(b[:]); err != nil {
 			return in, err
 		}
-		in.EventID = "evt-" + hex.EncodeToString(b[:])
+		in.EventID = new("evt-" + hex.EncodeToString(b[:]))
 	}
 	if ev.Raw != nil {
 		raw, err := canonical(ev.Raw)
@@ -150,9 +149,8 @@ func (c *Client) AppendNext(ctx context.Context, ev Event) (*api.AppendResponse,
 	if err != nil {
 		return nil, err
 	}
-	placed := api.EventInput{EventID: in.EventID, EventType: in.EventType, Sequence: out.Event.Sequence, PrevHash: out.Event.PrevHash,
-		Raw: in.Raw, Decision: in.Decision, Tool: in.Tool, MachineID: in.MachineID, ParentID: in.ParentID, TS: in.TS,
-		Signature: in.Signature, SignatureKey: in.SignatureKey}
+	placed := in
+	placed.Sequence, placed.PrevHash = &out.Event.Sequence, out.Event.PrevHash
 	want, err := verify.PayloadHash(hashedOf(&placed))
 	if err != nil {
 		return nil, err
@@ -222,8 +220,10 @@ func (c *Client) SetTip(tip api.ChainTip) {
 	c.appendMu.Unlock()
 }
 
+// hashedOf is the part of in, placed (its Sequence set), that payload_hash
+// covers: what the client checks the service's payload_hash against.
 func hashedOf(in *api.EventInput) *verify.HashedEvent {
-	return &verify.HashedEvent{EventID: in.EventID, EventType: in.EventType, Sequence: in.Sequence, PrevHash: in.PrevHash,
+	return &verify.HashedEvent{EventID: *in.EventID, EventType: *in.EventType, Sequence: *in.Sequence, PrevHash: in.PrevHash,
 		Raw: in.Raw, Decision: in.Decision, Tool: in.Tool, MachineID: in.MachineID, ParentID: in.ParentID, TS: in.TS,
 		Signature: in.Signature, SignatureKey: in.SignatureKey}
 }

@@ -130,7 +130,7 @@ func TestEveryRouteThroughTheClient(t *testing.T) {
 		exact[api.EventRead](t, rec, "GET /v1/events/"+last.Results[0].EventID)
 		must[*api.ChainTip](t)(c.Tip(ctx))
 		exact[api.ChainTip](t, rec, "GET /v1/chain/tip")
-		b := must[*api.BatchResponse](t)(c.AppendBatch(ctx, api.BatchRequest{Events: []api.EventInput{{EventID: "evt-00ff", EventType: "note", Sequence: 4,
+		b := must[*api.BatchResponse](t)(c.AppendBatch(ctx, api.BatchRequest{Events: []api.EventInput{{EventID: new("evt-00ff"), EventType: new("note"), Sequence: new(int64(4)),
 			PrevHash: &last.Results[0].PayloadHash}}}))
 		if b.Ingested != 1 {
 			t.Fatalf("batch %+v", b)
