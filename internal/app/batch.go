@@ -5,13 +5,13 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"github.com/auditchain/auditchain/pkg/api"
 	"slices"
 	"time"
 
 	"github.com/auditchain/auditchain/internal/app/writer"
 	"github.com/auditchain/auditchain/internal/domain"
 	"github.com/auditchain/auditchain/internal/store"
+	"github.com/auditchain/auditchain/pkg/api"
 )
 
 // AppendBatch ingests up to 500 rows (SPEC.md "POST /v1/events/batch",

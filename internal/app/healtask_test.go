@@ -36,7 +36,7 @@ func TestHealTaskScansOncePerPeriodOnTheSchedulersLoop(t *testing.T) {
 					if err != nil {
 						t.Fatal(err)
 					}
-					prev = tip.LastHash
+					prev = tip.PayloadHash
 				}
 				s := seq
 				if _, err := a.Append(ctx, p, api.EventInput{EventID: &id, EventType: &typ, Sequence: &s, PrevHash: prev}, "rest"); err != nil {

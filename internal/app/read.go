@@ -22,8 +22,9 @@ type SearchRequest struct {
 	Tool          *string
 }
 
-// Search answers POST /v1/events/search: newest first, within the caller's account.
-func (a *App) Search(ctx context.Context, p Principal, req SearchRequest) ([]store.Event, int, error) {
+// Search answers POST /v1/events/search: newest first, within the caller's
+// account; the page's limit is returned with it.
+func (a *App) Search(ctx context.Context, p Principal, req SearchRequest) ([]api.Event, int, error) {
 	f := store.SearchFilter{UserID: p.UserID, Cursor: req.Cursor, Decision: req.Decision, EventTypes: req.EventTypes, Tool: req.Tool, Limit: domain.DefSearchLimit}
 	if req.Limit != nil {
 		if *req.Limit < 1 || *req.Limit > domain.MaxSearchLimit {
@@ -60,19 +61,19 @@ func (a *App) Search(ctx context.Context, p Principal, req SearchRequest) ([]sto
 // EventWithAncestry answers GET /v1/events/{event_id}: the event and the chain of
 // prev_hash links behind it, up to 50. Another account's id answers exactly like
 // a missing one.
-func (a *App) EventWithAncestry(ctx context.Context, p Principal, eventID string) (store.Event, []api.Ancestor, error) {
+func (a *App) EventWithAncestry(ctx context.Context, p Principal, eventID string) (api.EventRead, error) {
 	e, err := a.Store.EventByID(ctx, nil, p.UserID, eventID)
 	if errors.Is(err, store.ErrNotFound) {
-		return e, nil, domain.NotFound(domain.CodeEventNotFound, "event")
+		return api.EventRead{}, domain.NotFound(domain.CodeEventNotFound, "event")
 	}
 	if err != nil {
-		return e, nil, err
+		return api.EventRead{}, err
 	}
 	// Normally each link is the event just before, so one query fetches them
 	// all; a broken link falls back to a lookup by payload_hash.
 	window, err := a.Store.EventsBefore(ctx, p.UserID, e.Sequence, domain.MaxAncestry)
 	if err != nil {
-		return e, nil, err
+		return api.EventRead{}, err
 	}
 	byHash := make(map[string]*store.Event, len(window))
 	for i := range window {
@@ -88,7 +89,7 @@ func (a *App) EventWithAncestry(ctx context.Context, p Principal, eventID string
 				break // a break in the chain: the ancestry ends here (heal reports it)
 			}
 			if err != nil {
-				return e, nil, err
+				return api.EventRead{}, err
 			}
 			prev = &found
 		}
@@ -98,7 +99,7 @@ func (a *App) EventWithAncestry(ctx context.Context, p Principal, eventID string
 		ancestry = append(ancestry, api.Ancestor{EventID: prev.EventID, EventType: prev.EventType, Sequence: prev.Sequence, TS: prev.TS})
 		cur = *prev
 	}
-	return e, ancestry, nil
+	return api.EventRead{Event: e.Event, Ancestry: ancestry, UserID: p.UserID}, nil
 }
 
 // RegisterSigningKey answers PUT /v1/machines/{machine_id}/signing-key. A

@@ -27,7 +27,7 @@ func (a *App) quota(used int64) api.Quota {
 
 // AppendResult is the outcome of one append.
 type AppendResult struct {
-	Event    store.Event
+	Event    api.StoredEvent
 	Epoch    api.EpochStamp
 	Quota    api.Quota
 	Advisory *api.DedupAdvisory
@@ -137,7 +137,8 @@ func (a *App) appendNext(ctx context.Context, p Principal, in api.EventInput, su
 	if err != nil {
 		return a.refuseAppend(ctx, nil, p.UserID, &in, now, err)
 	}
-	e := store.Event{UserID: p.UserID}
+	var e store.Event
+	e.UserID = p.UserID
 	var advisory *api.DedupAdvisory
 	out, err := a.w.Append(ctx, writer.Append{Event: &e, Quota: a.quotaOf(now), Locked: in.MachineID != nil,
 		Place: func(ctx context.Context, head store.Head, q store.Querier) error {
@@ -190,13 +191,13 @@ func ServiceSets(field string) *domain.Error {
 
 // appendedResult is the answer of an append that stored out at now.
 func (a *App) appendedResult(out writer.Appended, advisory *api.DedupAdvisory, now time.Time) AppendResult {
-	return AppendResult{Event: out.Event, Quota: a.quota(out.QuotaUsed), Advisory: advisory,
+	return AppendResult{Event: out.Event.StoredEvent, Quota: a.quota(out.QuotaUsed), Advisory: advisory,
 		Epoch: domain.NewEpochStamp(a.Cfg.EpochAnchor, now)}
 }
 
 // replayResult is the answer of an append found stored (nothing written).
 func (a *App) replayResult(r *replayed, now time.Time) AppendResult {
-	return AppendResult{Event: r.event, Quota: a.quota(r.used), Replayed: true, Epoch: domain.NewEpochStamp(a.Cfg.EpochAnchor, now)}
+	return AppendResult{Event: r.event.StoredEvent, Quota: a.quota(r.used), Replayed: true, Epoch: domain.NewEpochStamp(a.Cfg.EpochAnchor, now)}
 }
 
 // appendAdvisory is the dedup advisory of e, a tool call about to extend
@@ -288,7 +289,7 @@ var continuityCodes = map[string]bool{domain.CodePrevHashMismatch: true, domain.
 func (a *App) eventIDConflict(ctx context.Context, userID, eventID string) error {
 	stored, err := a.Store.EventByID(ctx, nil, userID, eventID)
 	if err != nil {
-		stored = store.Event{EventID: eventID, Sequence: -1}
+		stored = store.Event{StoredEvent: api.StoredEvent{Event: api.Event{EventID: eventID, Sequence: -1}}}
 	}
 	return conflictOf(&stored)
 }
@@ -401,11 +402,10 @@ func (a *App) quotaExceeded(used int64) error {
 // It runs before the writer takes the request, so the single SQLite writer
 // never spends its time on JSON canonicalisation.
 func (a *App) prepareEvent(p Principal, in *api.EventInput, surface string, now time.Time) (store.Event, error) {
-	e := store.Event{
-		UserID: p.UserID, Sequence: *in.Sequence, EventID: *in.EventID, EventType: *in.EventType,
-		PrevHash: in.PrevHash, Decision: in.Decision, Tool: in.Tool, MachineID: in.MachineID, ParentID: in.ParentID,
-		Signature: in.Signature, SignatureKey: in.SignatureKey, Surface: surface, CreatedAt: now.UnixMicro(),
-	}
+	e := store.Event{StoredEvent: api.StoredEvent{Event: api.Event{UserID: p.UserID, Sequence: *in.Sequence,
+		EventID: *in.EventID, EventType: *in.EventType, PrevHash: in.PrevHash, Decision: in.Decision,
+		Tool: in.Tool, MachineID: in.MachineID, ParentID: in.ParentID, Surface: surface}, Signature: in.Signature,
+		SignatureKey: in.SignatureKey}, CreatedAt: now.UnixMicro()}
 	if p.KeyID != "" {
 		id := p.KeyID
 		e.APIKeyID = &id
@@ -548,7 +548,8 @@ func (a *App) appendServerEvent(ctx context.Context, t *writer.Tx, p Principal, 
 		return store.Event{}, err
 	}
 	now := a.Now()
-	e := store.Event{UserID: p.UserID}
+	var e store.Event
+	e.UserID = p.UserID
 	in := api.EventInput{EventID: &id, EventType: &ev.EventType, Raw: raw, Tool: ev.Tool}
 	out, err := t.Append(ctx, writer.Append{Event: &e, Place: func(ctx context.Context, head store.Head, _ store.Querier) error {
 		var err error
@@ -583,9 +584,18 @@ func (a *App) newID(prefix string, n int) (string, error) {
 	return prefix + hex.EncodeToString(b), nil
 }
 
-// ChainTip answers GET /v1/chain/tip.
-func (a *App) ChainTip(ctx context.Context, p Principal) (store.Head, error) {
-	return a.Store.Head(ctx, p.UserID)
+// ChainTip answers GET /v1/chain/tip: all null but the count (0) for an
+// empty chain.
+func (a *App) ChainTip(ctx context.Context, p Principal) (api.ChainTip, error) {
+	h, err := a.Store.Head(ctx, p.UserID)
+	if err != nil {
+		return api.ChainTip{}, err
+	}
+	tip := api.ChainTip{PayloadHash: h.LastHash, EventID: h.LastEventID, EventCount: h.EventCount}
+	if !h.Empty() {
+		tip.Sequence = &h.LastSequence
+	}
+	return tip, nil
 }
 
 // Surface validates the X-SVC-Surface header (absent means rest).

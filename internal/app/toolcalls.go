@@ -77,7 +77,7 @@ type ToolCallResult struct {
 	Gate     domain.GateAnswer
 	GrantID  string
 	Metered  bool
-	Event    store.Event
+	Event    api.StoredEvent
 	Quota    api.Quota
 	Epoch    api.EpochStamp
 	Replayed bool
@@ -210,7 +210,7 @@ func (a *App) writeToolCall(ctx context.Context, p Principal, req ToolCallReques
 	if out.Metered {
 		a.countUses(p.UserID, 1)
 	}
-	out.Event = appended.Event
+	out.Event = appended.Event.StoredEvent
 	out.Quota = a.quota(appended.QuotaUsed)
 	out.Epoch = domain.NewEpochStamp(a.Cfg.EpochAnchor, now)
 	return out, nil
@@ -421,7 +421,7 @@ func (a *App) replayToolCall(ctx context.Context, p Principal, req ToolCallReque
 		_ = json.Unmarshal(members[k], &s)
 		return s
 	}
-	out := ToolCallResult{Decision: *stored.Decision, GrantID: text(rawGrantID), Event: *stored, Replayed: true,
+	out := ToolCallResult{Decision: *stored.Decision, GrantID: text(rawGrantID), Event: stored.StoredEvent, Replayed: true,
 		Epoch: domain.NewEpochStamp(a.Cfg.EpochAnchor, now)}
 	out.Gate = domain.GateAnswer{Status: text(rawGateStatus), Subagent: req.Subagent, ProposalID: text(rawProposalID),
 		Reason: "this tool call is already on the record (sequence " + fmt.Sprint(stored.Sequence) + "); it was not metered again"}
@@ -484,7 +484,8 @@ func equalPtr(a, b *string) bool { return (a == nil) == (b == nil) && (a == nil 
 
 // appendToolResult appends r at the tip inside t, charged to the quota.
 func (a *App) appendToolResult(ctx context.Context, t *writer.Tx, p Principal, r *ToolResult, surface string, now time.Time) error {
-	e := store.Event{UserID: p.UserID}
+	var e store.Event
+	e.UserID = p.UserID
 	_, err := t.Append(ctx, writer.Append{Event: &e, Quota: a.quotaOf(now), Place: func(_ context.Context, head store.Head, _ store.Querier) error {
 		var err error
 		e, err = a.numberAtTip(p, head, r.input(0), surface, now) // 0: numbered here

@@ -8,6 +8,7 @@ import (
 
 	"github.com/auditchain/auditchain/internal/domain"
 	"github.com/auditchain/auditchain/internal/store"
+	"github.com/auditchain/auditchain/pkg/api"
 )
 
 // directChunk is how many events one direct-prefill transaction writes.
@@ -73,9 +74,10 @@ func directPrefill(ctx context.Context, db string, accts []account, n int, progr
 					spec = eventSpec{id: id, seq: seq, prevHash: hash, raw: pool.raws[r], tool: tool, decision: decision, ts: ts}
 					canon = appendCanonical(canon[:0], &spec)
 					hbuf = appendHashOf(hbuf[:0], canon)
-					e := store.Event{UserID: a.userID, Sequence: seq, LeafIndex: seq, EventID: string(id), EventType: domain.EventTypeToolCall,
-						PayloadHash: string(hbuf), Raw: pool.raws[r], Decision: &decision, Tool: &tool, TS: ts, TSMicros: &tsMicros,
-						Surface: "rest", CreatedAt: time.Now().UnixMicro()}
+					e := store.Event{StoredEvent: api.StoredEvent{Event: api.Event{UserID: a.userID, Sequence: seq,
+						EventID: string(id), EventType: domain.EventTypeToolCall, PayloadHash: string(hbuf), Decision: &decision,
+						Tool: &tool, TS: ts, Surface: "rest"}, Raw: pool.raws[r]}, LeafIndex: seq, TSMicros: &tsMicros,
+						CreatedAt: time.Now().UnixMicro()}
 					if hash != nil {
 						prev := string(hash)
 						e.PrevHash = &prev

@@ -54,12 +54,16 @@ func TestDirectPrefillIsAValidChain(t *testing.T) {
 			t.Fatal(err)
 		}
 		id, typ, seq := "evt-after-prefill", domain.EventTypeToolCall, want
-		res, err := a.Append(ctx, p, api.EventInput{EventID: &id, EventType: &typ, Sequence: &seq, PrevHash: tip.LastHash}, "rest")
+		res, err := a.Append(ctx, p, api.EventInput{EventID: &id, EventType: &typ, Sequence: &seq, PrevHash: tip.PayloadHash}, "rest")
 		if err != nil {
 			t.Fatalf("account %d: append after the prefill: %v", i, err)
 		}
-		if res.Event.LeafIndex != want || res.Event.MachineSequence != want {
-			t.Fatalf("account %d: next event at leaf %d, machine sequence %d; want %d", i, res.Event.LeafIndex, res.Event.MachineSequence, want)
+		stored, err := st.EventByID(ctx, nil, p.UserID, id)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if stored.LeafIndex != want || res.Event.MachineSequence != want {
+			t.Fatalf("account %d: next event at leaf %d, machine sequence %d; want %d", i, stored.LeafIndex, res.Event.MachineSequence, want)
 		}
 	}
 }

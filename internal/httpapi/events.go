@@ -3,7 +3,6 @@ package httpapi
 import (
 	"encoding/json"
 	"fmt"
-	"github.com/auditchain/auditchain/pkg/api"
 	"net/http"
 	"reflect"
 	"slices"
@@ -14,21 +13,8 @@ import (
 
 	"github.com/auditchain/auditchain/internal/app"
 	"github.com/auditchain/auditchain/internal/domain"
-	"github.com/auditchain/auditchain/internal/store"
+	"github.com/auditchain/auditchain/pkg/api"
 )
-
-// viewOf is an event as search and single reads show it (SPEC.md "Event":
-// without raw, signature and signature_key).
-func viewOf(e *store.Event) api.Event {
-	return api.Event{EventID: e.EventID, EventType: e.EventType, Sequence: e.Sequence, PrevHash: e.PrevHash, PayloadHash: e.PayloadHash,
-		Decision: e.Decision, Tool: e.Tool, MachineID: e.MachineID, ParentID: e.ParentID, TS: e.TS, APIKeyID: e.APIKeyID,
-		UserID: e.UserID, MachineSequence: e.MachineSequence, Surface: e.Surface}
-}
-
-// storedOf is the whole stored event, as the append response shows it.
-func storedOf(e *store.Event) api.StoredEvent {
-	return api.StoredEvent{Event: viewOf(e), Raw: e.Raw, Signature: e.Signature, SignatureKey: e.SignatureKey}
-}
 
 // eventBody reads a single append's X-SVC-Surface and body; a body that
 // cannot be read is refused after the daily quota (app.RefuseBody).
@@ -68,7 +54,7 @@ func writeAppended(w http.ResponseWriter, res app.AppendResult) error {
 	if res.Replayed {
 		w.Header().Set("Idempotent-Replayed", "true")
 	}
-	return writeJSON(w, http.StatusOK, api.AppendResponse{Status: "appended", Event: storedOf(&res.Event), Epoch: res.Epoch,
+	return writeJSON(w, http.StatusOK, api.AppendResponse{Status: "appended", Event: res.Event, Epoch: res.Epoch,
 		Quota: res.Quota, DedupAdvisory: res.Advisory})
 }
 
@@ -246,7 +232,7 @@ var searchBufs = sync.Pool{New: func() any { b := make([]byte, 0, 64<<10); retur
 // (keys sorted, no HTML escaping, a final newline), without reflection: on
 // a 200-event page the reflective encoder was an eighth of the request's CPU.
 // TestAppendSearchResponse holds the two encodings equal.
-func appendSearchResponse(b []byte, evs []store.Event, next *int64, userID string) []byte {
+func appendSearchResponse(b []byte, evs []api.Event, next *int64, userID string) []byte {
 	b = append(b, `{"count":`...)
 	b = strconv.AppendInt(b, int64(len(evs)), 10)
 	b = append(b, `,"next_cursor":`...)
@@ -267,8 +253,8 @@ func appendSearchResponse(b []byte, evs []store.Event, next *int64, userID strin
 	return append(b, "}\n"...)
 }
 
-// appendEventView encodes viewOf(e) as encoding/json would.
-func appendEventView(b []byte, e *store.Event) []byte {
+// appendEventView encodes e as encoding/json would.
+func appendEventView(b []byte, e *api.Event) []byte {
 	b = append(b, `{"event_id":`...)
 	b = appendJSONString(b, e.EventID)
 	b = append(b, `,"event_type":`...)
@@ -323,22 +309,17 @@ func appendJSONString(b []byte, s string) []byte {
 }
 
 func (s *Server) getEvent(w http.ResponseWriter, r *http.Request) error {
-	p := principal(r)
-	e, ancestry, err := s.app.EventWithAncestry(r.Context(), p, r.PathValue("event_id"))
+	read, err := s.app.EventWithAncestry(r.Context(), principal(r), r.PathValue("event_id"))
 	if err != nil {
 		return err
 	}
-	return writeJSON(w, http.StatusOK, api.EventRead{Event: viewOf(&e), Ancestry: ancestry, UserID: p.UserID})
+	return writeJSON(w, http.StatusOK, read)
 }
 
 func (s *Server) chainTip(w http.ResponseWriter, r *http.Request) error {
-	h, err := s.app.ChainTip(r.Context(), principal(r))
+	tip, err := s.app.ChainTip(r.Context(), principal(r))
 	if err != nil {
 		return err
-	}
-	tip := api.ChainTip{PayloadHash: h.LastHash, EventID: h.LastEventID, EventCount: h.EventCount}
-	if !h.Empty() {
-		tip.Sequence = &h.LastSequence
 	}
 	return writeJSON(w, http.StatusOK, tip)
 }

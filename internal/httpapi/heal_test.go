@@ -383,9 +383,8 @@ func fillChain(tb testing.TB, st *store.Store, user string, n int, key ed25519.P
 		var run []store.Event
 		for i := start; i < min(n, start+500); i++ {
 			ts := "2026-11-21T12:00:00.000000+00:00"
-			e := store.Event{UserID: user, Sequence: int64(i), EventID: fmt.Sprintf("evt-%08d", i),
-				EventType: "tool_call", PrevHash: prev, Raw: json.RawMessage(fmt.Sprintf(`{"n":%d,"pad":"%s"}`, i, filler)),
-				Tool: ptr("Bash"), TS: ts, Surface: "rest"}
+			e := store.Event{StoredEvent: api.StoredEvent{Event: api.Event{UserID: user, Sequence: int64(i), EventID: fmt.Sprintf("evt-%08d", i),
+				EventType: "tool_call", PrevHash: prev, Tool: ptr("Bash"), TS: ts, Surface: "rest"}, Raw: json.RawMessage(fmt.Sprintf(`{"n":%d,"pad":"%s"}`, i, filler))}}
 			if key != nil {
 				sig := base64.StdEncoding.EncodeToString(ed25519.Sign(key, e.Raw))
 				e.MachineID, e.Signature = ptr("m1"), &sig

@@ -51,8 +51,12 @@ func eventStreamHandler(a *app.App, done <-chan struct{}) handlerFunc {
 			if err := a.WatchStream(ctx, p.UserID, sub); err != nil {
 				return streamFloor{}, err
 			}
-			h, err := a.ChainTip(ctx, p)
-			return streamFloor{leaves: h.EventCount, sequence: h.LastSequence}, err
+			tip, err := a.ChainTip(ctx, p)
+			fl := streamFloor{leaves: tip.EventCount, sequence: -1} // -1: an empty chain
+			if tip.Sequence != nil {
+				fl.sequence = *tip.Sequence
+			}
+			return fl, err
 		}
 		return serveEventStream(w, r, a.Hub, p.UserID, p.KeyID, a.Cfg.StreamPing, a.Now, done, tip)
 	}

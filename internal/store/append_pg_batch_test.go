@@ -16,6 +16,7 @@ import (
 	"github.com/auditchain/auditchain/internal/merkle"
 	"github.com/auditchain/auditchain/internal/store"
 	"github.com/auditchain/auditchain/internal/store/storetest"
+	"github.com/auditchain/auditchain/pkg/api"
 	"github.com/auditchain/auditchain/pkg/verify"
 )
 
@@ -34,8 +35,9 @@ func threeEvents(t *testing.T, s *store.Store, user string) {
 			if _, err := s.LockHead(ctx, tx, user); err != nil {
 				return err
 			}
-			e := store.Event{UserID: user, Sequence: int64(i), LeafIndex: int64(i), EventID: fmt.Sprintf("evt-%d", i),
-				EventType: "t", PayloadHash: batchPayload(user, i), TS: "2026-11-22T00:00:00Z", Surface: "rest"}
+			e := store.Event{StoredEvent: api.StoredEvent{Event: api.Event{UserID: user, Sequence: int64(i), EventID: fmt.Sprintf("evt-%d", i),
+				EventType: "t", PayloadHash: batchPayload(user, i), TS: "2026-11-22T00:00:00Z", Surface: "rest"}},
+				LeafIndex: int64(i)}
 			if err := insertEvent(ctx, s, tx, &e); err != nil {
 				return err
 			}
@@ -55,8 +57,9 @@ func nextAppend(t *testing.T, s *store.Store, user, eventID string, limit int64)
 	if err != nil || head.EventCount != 3 {
 		t.Fatalf("HeadForAppend(%s) = %+v, %v", user, head, err)
 	}
-	e := &store.Event{UserID: user, Sequence: 3, LeafIndex: 3, EventID: eventID, EventType: "t", PrevHash: head.LastHash,
-		PayloadHash: batchPayload(user, 3), TS: "2026-11-22T00:00:01Z", Surface: "rest"}
+	e := &store.Event{StoredEvent: api.StoredEvent{Event: api.Event{UserID: user, Sequence: 3, EventID: eventID,
+		EventType: "t", PrevHash: head.LastHash, PayloadHash: batchPayload(user, 3), TS: "2026-11-22T00:00:01Z",
+		Surface: "rest"}}, LeafIndex: 3}
 	leaf, err := verify.HashBytes(e.PayloadHash)
 	if err != nil {
 		t.Fatal(err)
@@ -259,9 +262,9 @@ func appendOnHead(t *testing.T, s *store.Store, user, eventID string) store.Appe
 		t.Error(err)
 		return store.Append{}
 	}
-	e := &store.Event{UserID: user, Sequence: head.LastSequence + 1, LeafIndex: head.EventCount, EventID: eventID, EventType: "t",
-		PrevHash: head.LastHash, PayloadHash: fmt.Sprintf("sha256:%064x", sha256.Sum256([]byte(user+eventID))),
-		TS: "2026-11-22T00:00:01Z", Surface: "rest"}
+	e := &store.Event{StoredEvent: api.StoredEvent{Event: api.Event{UserID: user, Sequence: head.LastSequence + 1,
+		EventID: eventID, EventType: "t", PrevHash: head.LastHash, PayloadHash: fmt.Sprintf("sha256:%064x", sha256.Sum256([]byte(user+eventID))),
+		TS: "2026-11-22T00:00:01Z", Surface: "rest"}}, LeafIndex: head.EventCount}
 	leaf, _ := verify.HashBytes(e.PayloadHash)
 	hs, err := merkle.AppendLeaf(head.EventCount, leaf, hashes)
 	if err != nil {

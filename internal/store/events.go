@@ -6,29 +6,16 @@ import (
 	"encoding/json"
 	"errors"
 	"strings"
+
+	"github.com/auditchain/auditchain/pkg/api"
 )
 
-// Event is a stored event row.
+// Event is a stored event row: the event as the API shows it whole
+// (api.StoredEvent, whose fields it promotes) and the row's own columns.
 type Event struct {
-	UserID          string
-	Sequence        int64
+	api.StoredEvent // Raw is nil when raw was absent or null
 	LeafIndex       int64
-	EventID         string
-	EventType       string
-	PrevHash        *string
-	PayloadHash     string
-	Raw             json.RawMessage // nil when raw was absent or null
-	Decision        *string
-	Tool            *string
-	MachineID       *string
-	ParentID        *string
-	Signature       *string
-	SignatureKey    *string
-	TS              string
 	TSMicros        *int64
-	Surface         string
-	APIKeyID        *string
-	MachineSequence int64
 	SemanticKey     *string
 	CreatedAt       int64
 	// BelowTip marks an event stored below the account's tip (a batch row
@@ -49,7 +36,8 @@ const eventFields = `sequence, leaf_index, event_id, event_type, prev_hash, payl
 
 // scanEvent reads a row of eventFields of the account userID.
 func scanEvent(r scanner, userID string) (Event, error) {
-	e := Event{UserID: userID}
+	var e Event
+	e.UserID = userID
 	var raw sql.NullString
 	var belowTip sql.NullInt64
 	err := r.Scan(&e.Sequence, &e.LeafIndex, &e.EventID, &e.EventType, &e.PrevHash, &e.PayloadHash, &raw,

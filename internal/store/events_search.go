@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"strings"
 
+	"github.com/auditchain/auditchain/pkg/api"
 	"github.com/jackc/pgx/v5"
 )
 
@@ -22,23 +23,22 @@ type SearchFilter struct {
 	Limit      int
 }
 
-// Search returns matching events, newest first. Only the fields a search
-// result shows are read: Raw, Signature, SignatureKey, LeafIndex, TSMicros,
-// SemanticKey and CreatedAt stay zero.
-func (s *Store) Search(ctx context.Context, f SearchFilter) ([]Event, error) {
+// Search returns matching events, newest first, as a search result shows
+// them: only those columns are read.
+func (s *Store) Search(ctx context.Context, f SearchFilter) ([]api.Event, error) {
 	account, err := s.accountKey(ctx, nil, f.UserID)
 	if err != nil {
 		return nil, err
 	}
 	q, args := s.searchStatement(account, f)
-	out := make([]Event, 0, min(f.Limit, 1000))
+	out := make([]api.Event, 0, min(f.Limit, 1000))
 	rows, err := s.read.QueryContext(ctx, q, args...)
 	if err != nil {
 		return nil, err
 	}
 	defer rows.Close()
 	for rows.Next() {
-		e := Event{UserID: f.UserID}
+		e := api.Event{UserID: f.UserID}
 		if err := rows.Scan(&e.Sequence, &e.EventID, &e.EventType, &e.PrevHash, &e.PayloadHash, &e.Decision, &e.Tool,
 			&e.MachineID, &e.ParentID, &e.TS, &e.APIKeyID, &e.MachineSequence, &e.Surface); err != nil {
 			return nil, err

@@ -12,6 +12,7 @@ import (
 	"github.com/auditchain/auditchain/internal/merkle"
 	"github.com/auditchain/auditchain/internal/store"
 	"github.com/auditchain/auditchain/internal/store/storetest"
+	"github.com/auditchain/auditchain/pkg/api"
 	"github.com/auditchain/auditchain/pkg/verify"
 )
 
@@ -30,8 +31,8 @@ func TestLeafPositionsFollowChainOrder(t *testing.T) {
 				}
 				h := fmt.Sprintf("sha256:%064x", leaf+1)
 				hashes = append(hashes, h)
-				e := store.Event{UserID: user, Sequence: seq, LeafIndex: int64(leaf), EventID: fmt.Sprintf("evt-%d", leaf),
-					EventType: "t", PayloadHash: h, TS: "2026-11-21T00:00:00Z", Surface: "rest"}
+				e := store.Event{StoredEvent: api.StoredEvent{Event: api.Event{UserID: user, Sequence: seq, EventID: fmt.Sprintf("evt-%d", leaf),
+					EventType: "t", PayloadHash: h, TS: "2026-11-21T00:00:00Z", Surface: "rest"}}, LeafIndex: int64(leaf)}
 				if err := insertEvent(ctx, s, tx, &e); err != nil {
 					return err
 				}
@@ -92,10 +93,11 @@ func TestInsertEventsStoresEveryColumnAsGiven(t *testing.T) {
 		str := func(v string) *string { return &v }
 		num := func(v int64) *int64 { return &v }
 		event := func(i int64, varied bool) store.Event {
-			e := store.Event{UserID: user, Sequence: i, LeafIndex: i, EventID: fmt.Sprintf("evt-%d", i), EventType: "tool_call",
-				PayloadHash: fmt.Sprintf("sha256:%064x", i+1), Raw: []byte(fmt.Sprintf(`{"i":%d}`, i)), Decision: str("allow"),
-				Tool: str("bash"), MachineID: str("m1"), TS: "2026-11-26T00:00:00Z", TSMicros: num(1_790_000_000_000_000 + i),
-				Surface: "rest", APIKeyID: str("key-1"), MachineSequence: i, CreatedAt: 1_790_000_000_000_000}
+			e := store.Event{StoredEvent: api.StoredEvent{Event: api.Event{UserID: user, Sequence: i, EventID: fmt.Sprintf("evt-%d", i),
+				EventType: "tool_call", PayloadHash: fmt.Sprintf("sha256:%064x", i+1), Decision: str("allow"),
+				Tool: str("bash"), MachineID: str("m1"), TS: "2026-11-26T00:00:00Z", Surface: "rest", APIKeyID: str("key-1"),
+				MachineSequence: i}, Raw: []byte(fmt.Sprintf(`{"i":%d}`, i))}, LeafIndex: i, TSMicros: num(1_790_000_000_000_000 + i),
+				CreatedAt: 1_790_000_000_000_000}
 			if i > 0 {
 				e.PrevHash = str(fmt.Sprintf("sha256:%064x", i))
 			}
@@ -149,8 +151,9 @@ func TestRowsStoredBelowTheTipKeepLeafOrder(t *testing.T) {
 		ctx := context.Background()
 		const user = "u-below"
 		event := func(seq int64) store.Event {
-			return store.Event{UserID: user, Sequence: seq, EventID: fmt.Sprintf("evt-%d", seq), EventType: "t",
-				PayloadHash: fmt.Sprintf("sha256:%064x", seq+1), TS: "2026-11-21T00:00:00Z", Surface: "rest"}
+			return store.Event{StoredEvent: api.StoredEvent{Event: api.Event{UserID: user, Sequence: seq, EventID: fmt.Sprintf("evt-%d", seq),
+				EventType: "t", PayloadHash: fmt.Sprintf("sha256:%064x", seq+1), TS: "2026-11-21T00:00:00Z",
+				Surface: "rest"}}}
 		}
 		// Runs in the order a client imports a history: the tip first, then
 		// what lies below it, some above again, with gaps; then a single event.
@@ -257,8 +260,9 @@ func TestRowsStoredFarBelowTheTipKeepLeafOrder(t *testing.T) {
 		run := func(from, to int64) {
 			var evs []store.Event
 			for seq := from; seq < to; seq++ {
-				evs = append(evs, store.Event{UserID: user, Sequence: seq, EventID: fmt.Sprintf("evt-%d", seq), EventType: "t",
-					PayloadHash: fmt.Sprintf("sha256:%064x", seq+1), TS: "2026-11-21T00:00:00Z", Surface: "rest"})
+				evs = append(evs, store.Event{StoredEvent: api.StoredEvent{Event: api.Event{UserID: user, Sequence: seq,
+					EventID: fmt.Sprintf("evt-%d", seq), EventType: "t", PayloadHash: fmt.Sprintf("sha256:%064x", seq+1),
+					TS: "2026-11-21T00:00:00Z", Surface: "rest"}}})
 				leaves = append(leaves, seq)
 			}
 			if err := s.InTx(ctx, func(tx *sql.Tx) error { return insertRun(ctx, s, tx, evs) }); err != nil {

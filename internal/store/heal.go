@@ -136,7 +136,8 @@ func (s *Store) scanRange(ctx context.Context, userID string, lo, hi int64) ([]E
 	defer rows.Close()
 	page := make([]Event, 0, ScanPage)
 	for rows.Next() {
-		e := Event{UserID: userID}
+		var e Event
+		e.UserID = userID
 		var raw []byte // NULL stays nil; scanned once, not through a string
 		if err := rows.Scan(&e.Sequence, &e.LeafIndex, &e.EventID, &e.EventType, &e.PrevHash, &e.PayloadHash, &raw,
 			&e.Decision, &e.Tool, &e.MachineID, &e.ParentID, &e.Signature, &e.SignatureKey, &e.TS, &e.BelowTip); err != nil {

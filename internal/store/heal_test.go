@@ -9,6 +9,7 @@ import (
 
 	"github.com/auditchain/auditchain/internal/store"
 	"github.com/auditchain/auditchain/internal/store/storetest"
+	"github.com/auditchain/auditchain/pkg/api"
 )
 
 // insertSequences stores events with the given sequences for user in one
@@ -23,8 +24,9 @@ func insertSequences(t *testing.T, s *store.Store, user string, seqs []int64) {
 		}
 		for i, seq := range seqs {
 			h := fmt.Sprintf("sha256:%064x", seq+1)
-			if err := insertEvent(ctx, s, tx, &store.Event{UserID: user, Sequence: seq, LeafIndex: head.EventCount + int64(i),
-				EventID: fmt.Sprintf("evt-%d", seq), EventType: "t", PayloadHash: h, TS: "2026-01-01T00:00:00Z", Surface: "rest"}); err != nil {
+			if err := insertEvent(ctx, s, tx, &store.Event{StoredEvent: api.StoredEvent{Event: api.Event{UserID: user,
+				Sequence: seq, EventID: fmt.Sprintf("evt-%d", seq), EventType: "t", PayloadHash: h, TS: "2026-01-01T00:00:00Z",
+				Surface: "rest"}}, LeafIndex: head.EventCount + int64(i)}); err != nil {
 				return err
 			}
 		}

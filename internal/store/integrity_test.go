@@ -20,6 +20,7 @@ import (
 	"github.com/auditchain/auditchain/internal/merkle"
 	"github.com/auditchain/auditchain/internal/store"
 	"github.com/auditchain/auditchain/internal/store/storetest"
+	"github.com/auditchain/auditchain/pkg/api"
 	"github.com/auditchain/auditchain/pkg/verify"
 )
 
@@ -50,8 +51,9 @@ func appendRaw(t *testing.T, s *store.Store, user string, from, to int64) []stri
 // from the two.
 func rawEvent(user string, i, leaf int64) store.Event {
 	sum := sha256.Sum256([]byte(fmt.Sprintf("%s/%d", user, i)))
-	return store.Event{UserID: user, Sequence: i, LeafIndex: leaf, EventID: fmt.Sprintf("evt-%d", i), EventType: "t",
-		PayloadHash: verify.HashPrefix + hex.EncodeToString(sum[:]), TS: "2026-01-01T00:00:00Z", Surface: "rest"}
+	return store.Event{StoredEvent: api.StoredEvent{Event: api.Event{UserID: user, Sequence: i, EventID: fmt.Sprintf("evt-%d", i),
+		EventType: "t", PayloadHash: verify.HashPrefix + hex.EncodeToString(sum[:]), TS: "2026-01-01T00:00:00Z",
+		Surface: "rest"}}, LeafIndex: leaf}
 }
 
 // refStore is the reference tree of the leaves hashes in tlog's stored form.
@@ -417,8 +419,9 @@ func BenchmarkInsertEvent(b *testing.B) {
 					}
 					for range 256 {
 						sum := sha256.Sum256([]byte(fmt.Sprint(i)))
-						e := store.Event{UserID: "u", Sequence: i, LeafIndex: head.EventCount, EventID: fmt.Sprintf("evt-%d", i), EventType: "t",
-							PayloadHash: verify.HashPrefix + hex.EncodeToString(sum[:]), TS: "2026-01-01T00:00:00Z", Surface: "rest"}
+						e := store.Event{StoredEvent: api.StoredEvent{Event: api.Event{UserID: "u", Sequence: i, EventID: fmt.Sprintf("evt-%d", i),
+							EventType: "t", PayloadHash: verify.HashPrefix + hex.EncodeToString(sum[:]), TS: "2026-01-01T00:00:00Z",
+							Surface: "rest"}}, LeafIndex: head.EventCount}
 						if err := insertEvent(ctx, s, tx, &e); err != nil {
 							return err
 						}
@@ -503,10 +506,10 @@ func BenchmarkInsertEvents(b *testing.B) {
 						n := head.EventCount + int64(j)
 						sum := sha256.Sum256([]byte(fmt.Sprintf("%s/%d", user, n)))
 						ts := int64(1_790_000_000_000_000) + n
-						evs[j] = store.Event{UserID: user, Sequence: n, LeafIndex: n, EventID: fmt.Sprintf("evt-%s-%d", user, n),
-							EventType: "tool_call", PayloadHash: verify.HashPrefix + hex.EncodeToString(sum[:]), Raw: raw,
-							Decision: &decisions[n%3], Tool: &tool, TS: "2026-11-26T06:00:00.000000Z", TSMicros: &ts, Surface: "rest",
-							APIKeyID: &keyID, MachineSequence: n, CreatedAt: 1_790_000_000_000_000 + int64(i)}
+						evs[j] = store.Event{StoredEvent: api.StoredEvent{Event: api.Event{UserID: user, Sequence: n, EventID: fmt.Sprintf("evt-%s-%d", user, n),
+							EventType: "tool_call", PayloadHash: verify.HashPrefix + hex.EncodeToString(sum[:]), Decision: &decisions[n%3],
+							Tool: &tool, TS: "2026-11-26T06:00:00.000000Z", Surface: "rest", APIKeyID: &keyID, MachineSequence: n},
+							Raw: raw}, LeafIndex: n, TSMicros: &ts, CreatedAt: 1_790_000_000_000_000 + int64(i)}
 					}
 					return insertRun(ctx, s, tx, evs)
 				})

@@ -354,8 +354,9 @@ func TestUpgradeTo11KeepsTheQuotaAndTheMachineCounters(t *testing.T) {
 				if err != nil {
 					return err
 				}
-				e := store.Event{UserID: "u-head", Sequence: head.LastSequence + 1, EventID: fmt.Sprintf("evt-up-%d", i), EventType: "t",
-					PrevHash: head.LastHash, PayloadHash: fmt.Sprintf("sha256:%064x", 900+i), TS: "2026-11-22T00:00:00Z", Surface: "rest"}
+				e := store.Event{StoredEvent: api.StoredEvent{Event: api.Event{UserID: "u-head", Sequence: head.LastSequence + 1,
+					EventID: fmt.Sprintf("evt-up-%d", i), EventType: "t", PrevHash: head.LastHash, PayloadHash: fmt.Sprintf("sha256:%064x", 900+i),
+					TS: "2026-11-22T00:00:00Z", Surface: "rest"}}}
 				if c.machine != "" {
 					e.MachineID = &c.machine
 				}

@@ -14,6 +14,7 @@ import (
 	"github.com/auditchain/auditchain/internal/merkle"
 	"github.com/auditchain/auditchain/internal/store"
 	"github.com/auditchain/auditchain/internal/store/storetest"
+	"github.com/auditchain/auditchain/pkg/api"
 	"github.com/auditchain/auditchain/pkg/verify"
 )
 
@@ -92,8 +93,9 @@ const (
 // its payload_hash computed (the chain is not advanced: append does that for
 // events it stores).
 func (c *testChain) next(eventID string) *store.Event {
-	e := &store.Event{UserID: c.userID, Sequence: c.seq, EventID: eventID, EventType: "tool_call", PrevHash: c.prev,
-		Raw: json.RawMessage(`{}`), TS: "2026-11-22T12:00:00.000000+00:00", Surface: "rest"}
+	e := &store.Event{StoredEvent: api.StoredEvent{Event: api.Event{UserID: c.userID, Sequence: c.seq, EventID: eventID,
+		EventType: "tool_call", PrevHash: c.prev, TS: "2026-11-22T12:00:00.000000+00:00", Surface: "rest"},
+		Raw: json.RawMessage(`{}`)}}
 	h, err := verify.PayloadHash(&verify.HashedEvent{EventID: e.EventID, EventType: e.EventType, Sequence: e.Sequence,
 		PrevHash: e.PrevHash, Raw: e.Raw, MachineID: e.MachineID, TS: &e.TS})
 	if err != nil {

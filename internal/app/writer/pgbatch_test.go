@@ -10,6 +10,7 @@ import (
 	"golang.org/x/mod/sumdb/tlog"
 
 	"github.com/auditchain/auditchain/internal/store"
+	"github.com/auditchain/auditchain/pkg/api"
 )
 
 // watchedBatcher replaces w's batcher with one of workers workers whose
@@ -96,7 +97,7 @@ func TestPGAppendsQueuedBehindAStatementShareTheNext(t *testing.T) {
 // still queued at shutdown are answered, not left waiting.
 func TestPGBatcherBoundsAndShutdown(t *testing.T) {
 	b := newPGBatcher(nil, time.Minute, 0, 1) // no worker: the queue only fills
-	ca := store.Append{Event: &store.Event{UserID: "u"}}
+	ca := store.Append{Event: &store.Event{StoredEvent: api.StoredEvent{Event: api.Event{UserID: "u"}}}}
 	ctx, cancel := context.WithCancel(context.Background())
 	waiting := make(chan error, 1)
 	queued := make(chan struct{}, 1)
@@ -106,7 +107,7 @@ func TestPGBatcherBoundsAndShutdown(t *testing.T) {
 		waiting <- err
 	}()
 	<-queued
-	other := store.Append{Event: &store.Event{UserID: "v"}}
+	other := store.Append{Event: &store.Event{StoredEvent: api.StoredEvent{Event: api.Event{UserID: "v"}}}}
 	if _, err := b.submit(context.Background(), other); !errors.Is(err, errQueueFull) {
 		t.Fatalf("submit beyond the queue: %v, want append_queue_full", err)
 	}
