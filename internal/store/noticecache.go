@@ -153,3 +153,23 @@ func (c *noticeCache) stamped(userID string, at int64) {
 		a.newest = max(a.newest, at)
 	}
 }
+
+// noticesStamped raises the notice cache's newest stamps to rows'.
+func (s *Store) noticesStamped(rows []Notification) {
+	if s.noticeCache == nil {
+		return
+	}
+	for i, r := range rows {
+		if i+1 == len(rows) || rows[i+1].UserID != r.UserID {
+			s.noticeCache.stamped(r.UserID, r.CreatedAt)
+		}
+	}
+}
+
+// forgetNotices drops userID's entry of the notice cache: a write changes
+// what decides its notices' rows.
+func (s *Store) forgetNotices(userID string) {
+	if s.noticeCache != nil {
+		s.noticeCache.forget(userID)
+	}
+}
