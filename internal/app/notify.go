@@ -166,17 +166,7 @@ func (a *App) insertNoticeRows(ctx context.Context, t *writer.Tx, nc store.Notic
 	if len(rows) == 0 {
 		return 0, nil
 	}
-	stamp := max(a.Now().UnixMicro(), nc.LastCreatedAt+1)
-	for i := range rows {
-		rows[i].CreatedAt += stamp
-		if rows[i].SentAt != nil {
-			sent := rows[i].CreatedAt
-			rows[i].SentAt = &sent
-		}
-		if rows[i].Salt != 0 {
-			rows[i].ID = store.FinalRowID(rows[i].CreatedAt, rows[i].Salt)
-		}
-	}
+	store.StampNotices(rows, nc.Stamp(a.Now().UnixMicro()))
 	stored, err := a.Store.InsertNotifications(ctx, t.SQL(), rows)
 	if err != nil {
 		return 0, err

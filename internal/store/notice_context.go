@@ -30,6 +30,11 @@ type NoticeContext struct {
 	Done bool
 }
 
+// Stamp is the stamp of rows written now (Unix microseconds) for the account
+// nc describes: max(now, its newest + 1), so created_at stays unique per
+// account (InsertNoticeRowsIf's SQL spells the same rule).
+func (nc NoticeContext) Stamp(now int64) int64 { return max(now, nc.LastCreatedAt+1) }
+
 // NoticeContext reads what deciding a notice of typ for userID needs;
 // dedupKey, when not empty, asks whether the notice was written already.
 //
@@ -173,10 +178,8 @@ func (s *Store) GuessedNoticesPay() bool { return s.Dialect == Postgres }
 // InsertNoticeRowsIf writes the rows of one notice of typ for userID, if
 // the account still matches g: the same email presence, endpoint
 // subscription and changed preferences the rows were decided from. It
-// stamps them as InsertNotifications's callers do — consecutive
-// microseconds from max(now, the account's newest + 1), each row's CreatedAt
-// holding its offset (the final rows first) and SentAt (when set) the same
-// offset — and fills in the stamps and the final rows' ids. It reports
+// stamps them (StampNotices) with NoticeContext.Stamp's rule, max(now, the
+// account's newest + 1), computed in the statement. It reports
 // false, having written nothing, when the account no longer matches g. The
 // caller holds the account's lock.
 //
@@ -268,17 +271,7 @@ func (s *Store) InsertNoticeRowsIf(ctx context.Context, tx *sql.Tx, userID, typ 
 			}
 		}
 	}
-	stamp := at - offset
-	for i := range rows {
-		rows[i].CreatedAt += stamp
-		if rows[i].SentAt != nil {
-			sent := rows[i].CreatedAt
-			rows[i].SentAt = &sent
-		}
-		if rows[i].Salt != 0 {
-			rows[i].ID = FinalRowID(rows[i].CreatedAt, rows[i].Salt)
-		}
-	}
+	StampNotices(rows, at-offset)
 	if len(finals) > 0 && len(rest) > 0 {
 		stamped := make([]Notification, 0, len(rest))
 		for _, r := range rows {

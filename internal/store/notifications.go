@@ -70,6 +70,24 @@ func (s *Store) inList(args []any, values []string) (string, []any) {
 	return b.String(), args
 }
 
+// StampNotices stamps rows decided with offsets from their notice's stamp
+// (each row's CreatedAt its offset, 0, 1, …, a notice's final rows first;
+// SentAt, when set, the same offset): created_at becomes stamp + offset, a
+// sent row's sent_at its created_at, and a final row's ID FinalRowID of its
+// created_at. The stamp of an account's rows is NoticeContext.Stamp.
+func StampNotices(rows []Notification, stamp int64) {
+	for i := range rows {
+		rows[i].CreatedAt += stamp
+		if rows[i].SentAt != nil {
+			sent := rows[i].CreatedAt
+			rows[i].SentAt = &sent
+		}
+		if rows[i].Salt != 0 {
+			rows[i].ID = FinalRowID(rows[i].CreatedAt, rows[i].Salt)
+		}
+	}
+}
+
 // InsertNotifications stores notices' rows in tx, a few hundred per
 // statement, and reports how many it stored. A once-only notice (its rows'
 // DedupKey) is marked first (markOnce); the rows of one marked before are
