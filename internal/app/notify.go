@@ -60,70 +60,25 @@ func (n Notice) payload(nt domain.NoticeType) (string, error) {
 
 // notify writes n's rows for userID inside t (CONTRACT.md "Notifications":
 // one row per declared channel the preferences enable, in the same
-// transaction as the change), and once t committed wakes the senders for
-// queued rows. It returns the rows written: none when the account's
-// preferences silence every channel, or a once-only notice was written
-// before.
-//
-// Rows are stamped under the account's lock, each a microsecond above the
-// account's newest, so created_at is unique per account and the list's
-// created_at cursor never loses or repeats a row.
-//
-// What decides the rows (the account's email, endpoints, preferences)
-// rarely changes, so where a round trip costs more than the checks
-// (store.GuessedNoticesPay: PostgreSQL), a notice without a dedup key is
-// decided from what this process last read for the account and type, and
-// written by one statement that checks that still holds
-// (store.InsertNoticeRowsIf); only when it does not, or nothing was read
-// yet, is the context read first. A revoke's transaction thus grows by one
-// statement, not two.
+// transaction as the change; writer.Tx.Notice), and once t committed wakes
+// the senders for queued rows. It returns the rows written: none when the
+// account's preferences silence every channel, or a once-only notice was
+// written before.
 func (a *App) notify(ctx context.Context, t *writer.Tx, userID string, n Notice) ([]store.Notification, error) {
 	nt, ok := domain.LookupNoticeType(n.Type)
 	if !ok {
 		return nil, fmt.Errorf("notify: unknown notice type %q", n.Type)
 	}
-	if _, err := t.Lock(ctx, userID); err != nil {
-		return nil, err
-	}
-	if n.DedupKey == "" && a.Store.GuessedNoticesPay() {
-		if rows, ok, err := a.notifyAsGuessed(ctx, t, userID, nt, n); ok || err != nil {
-			return rows, err
-		}
-	}
-	nc, err := a.Store.NoticeContext(ctx, t.SQL(), userID, nt.Name, n.DedupKey)
+	rows, stored, err := t.Notice(ctx, userID, nt.Name, n.DedupKey, func(r domain.Recipient) ([]store.Notification, error) {
+		return a.noticeRows(userID, nt, r, []Notice{n})
+	})
 	if err != nil {
 		return nil, err
 	}
-	recipient := a.recipientOf(userID, nt.Name, nc)
-	if n.DedupKey != "" && nc.Done {
-		return nil, nil
+	if stored > 0 {
+		a.wakeSenders(t, rows)
 	}
-	rows, err := a.noticeRows(userID, nt, recipient, []Notice{n})
-	if err != nil {
-		return nil, err
-	}
-	_, err = a.insertNoticeRows(ctx, t, nc, rows)
-	return rows, err
-}
-
-// notifyAsGuessed writes n's rows as decided from what this process last
-// read for userID and nt, if that still holds; ok is false when nothing was
-// read yet or it no longer holds (nothing written).
-func (a *App) notifyAsGuessed(ctx context.Context, t *writer.Tx, userID string, nt domain.NoticeType, n Notice) ([]store.Notification, bool, error) {
-	g, ok := a.notices.guess(userID, nt.Name)
-	if !ok {
-		return nil, false, nil
-	}
-	rows, err := a.noticeRows(userID, nt, g.recipient, []Notice{n})
-	if err != nil {
-		return nil, false, err
-	}
-	written, err := a.Store.InsertNoticeRowsIf(ctx, t.SQL(), userID, nt.Name, a.Now().UnixMicro(), g.guess, rows)
-	if err != nil || !written {
-		return nil, false, err
-	}
-	a.wakeSenders(t, rows)
-	return rows, true, nil
+	return rows, nil
 }
 
 // notifyEach writes notices of one type for userID inside t, as notify
@@ -135,13 +90,6 @@ func (a *App) notifyEach(ctx context.Context, t *writer.Tx, userID, typ string, 
 	if !ok {
 		return 0, fmt.Errorf("notify: unknown notice type %q", typ)
 	}
-	if _, err := t.Lock(ctx, userID); err != nil {
-		return 0, err
-	}
-	nc, err := a.Store.NoticeContext(ctx, t.SQL(), userID, nt.Name, "")
-	if err != nil {
-		return 0, err
-	}
 	seen := make(map[string]bool, len(ns))
 	todo := make([]Notice, 0, len(ns))
 	for _, n := range ns {
@@ -150,31 +98,18 @@ func (a *App) notifyEach(ctx context.Context, t *writer.Tx, userID, typ string, 
 			todo = append(todo, n)
 		}
 	}
-	rows, err := a.noticeRows(userID, nt, a.recipientOf(userID, nt.Name, nc), todo)
+	rows, stored, err := t.NoticeEach(ctx, userID, nt.Name, func(r domain.Recipient) ([]store.Notification, error) {
+		return a.noticeRows(userID, nt, r, todo)
+	})
 	if err != nil || len(rows) == 0 { // preferences may silence every channel
-		return 0, err
-	}
-	stored, err := a.insertNoticeRows(ctx, t, nc, rows)
-	// Each notice has the same rows (one per channel decided); a notice
-	// written before has none stored now.
-	return int(stored) / (len(rows) / len(todo)), err
-}
-
-// insertNoticeRows stamps rows (noticeRows's offsets) above the account's
-// newest row as nc read it, writes them, and wakes the senders after commit.
-func (a *App) insertNoticeRows(ctx context.Context, t *writer.Tx, nc store.NoticeContext, rows []store.Notification) (int64, error) {
-	if len(rows) == 0 {
-		return 0, nil
-	}
-	store.StampNotices(rows, nc.Stamp(a.Now().UnixMicro()))
-	stored, err := a.Store.InsertNotifications(ctx, t.SQL(), rows)
-	if err != nil {
 		return 0, err
 	}
 	if stored > 0 {
 		a.wakeSenders(t, rows)
 	}
-	return stored, nil
+	// Each notice has the same rows (one per channel decided); a notice
+	// written before has none stored now.
+	return int(stored) / (len(rows) / len(todo)), nil
 }
 
 // wakeSenders registers, for after t commits, the wake-ups of the senders
@@ -207,7 +142,7 @@ func (a *App) wakeSenders(t *writer.Tx, rows []store.Notification) {
 // order. Each row's CreatedAt holds its offset from the stamp the rows get
 // when written (0, 1, …), and SentAt, for a row sent as it is written
 // (in_app), the same offset. A final row's ID is set when it is stamped
-// (store.FinalRowID).
+// (store.StampNotices).
 func (a *App) noticeRows(userID string, nt domain.NoticeType, r domain.Recipient, ns []Notice) ([]store.Notification, error) {
 	decided := domain.NoticeRows(nt, r)
 	if len(decided) == 0 || len(ns) == 0 {
@@ -307,9 +242,6 @@ type notices struct {
 	mu       sync.Mutex
 	hitHour  time.Time
 	hitNoted map[string]bool
-	// guesses holds, by account and type, what notices were last decided
-	// from (notify); bounded by maxNoticeGuesses.
-	guesses map[noticeKey]noticeGuess
 
 	// Counters for metrics (NotifyStats).
 	attemptsOK, attemptsFailed, webhookSent, webhookFailed atomic.Int64
@@ -335,51 +267,6 @@ func (n *notices) wakeMailer() {
 	case n.mailerWake <- struct{}{}:
 	default:
 	}
-}
-
-// noticeKey names an account's notices of one type.
-type noticeKey struct{ userID, typ string }
-
-// noticeGuess is what an account's rows of a type were last decided from.
-type noticeGuess struct {
-	recipient domain.Recipient
-	guess     store.NoticeGuess
-}
-
-// maxNoticeGuesses bounds the accounts and types remembered; past it the
-// memory starts again (a guess is only ever a saving: InsertNoticeRowsIf
-// checks it).
-const maxNoticeGuesses = 100_000
-
-func (n *notices) guess(userID, typ string) (noticeGuess, bool) {
-	n.mu.Lock()
-	defer n.mu.Unlock()
-	g, ok := n.guesses[noticeKey{userID, typ}]
-	return g, ok
-}
-
-// recipientOf is the recipient nc describes, to decide userID's rows of typ
-// for; where guesses pay, it is remembered for the next notice.
-func (a *App) recipientOf(userID, typ string, nc store.NoticeContext) domain.Recipient {
-	prefs := make(map[string]domain.Preference, len(nc.Prefs))
-	for ch, p := range nc.Prefs {
-		prefs[ch] = domain.Preference{Type: p.Type, Channel: p.Channel, Enabled: p.Enabled, Digest: p.Digest}
-	}
-	r := domain.Recipient{Prefs: prefs, HasEmail: nc.Email != nil, WebhookSubscribe: nc.Subscribed}
-	if a.Store.GuessedNoticesPay() {
-		a.notices.remember(userID, typ, noticeGuess{recipient: r, guess: nc.Guess()})
-	}
-	return r
-}
-
-// remember keeps g as what userID's rows of typ were last decided from.
-func (n *notices) remember(userID, typ string, g noticeGuess) {
-	n.mu.Lock()
-	defer n.mu.Unlock()
-	if n.guesses == nil || len(n.guesses) >= maxNoticeGuesses {
-		n.guesses = make(map[noticeKey]noticeGuess)
-	}
-	n.guesses[noticeKey{userID, typ}] = g
 }
 
 // maxHitMemo bounds the accounts remembered per hour; past it the dedup key

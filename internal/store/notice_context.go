@@ -168,13 +168,6 @@ func PrefsKey(prefs map[string]Preference) string {
 	return b.String()
 }
 
-// GuessedNoticesPay reports whether InsertNoticeRowsIf is the cheaper way
-// to write a notice: on PostgreSQL it saves a round trip and a statement;
-// on SQLite, where a statement costs no round trip, the one statement with
-// its checks costs more than the pair (BenchmarkNoticeRows; figures in
-// docs/performance.md, "Revoke, second round").
-func (s *Store) GuessedNoticesPay() bool { return s.Dialect == Postgres }
-
 // InsertNoticeRowsIf writes the rows of one notice of typ for userID, if
 // the account still matches g: the same email presence, endpoint
 // subscription and changed preferences the rows were decided from. It

@@ -21,8 +21,9 @@ package store
 //     everything is dropped;
 //   - a new writer connection (after a storage fault): everything is dropped.
 //
-// PostgreSQL has no cache: several replicas write one database
-// (InsertNoticeRowsIf checks its guess in the statement instead).
+// PostgreSQL has no such cache: several replicas write one database. Its
+// write engine remembers its last reads instead, and InsertNoticeRowsIf
+// checks them in the statement (internal/app/writer/notice.go).
 
 import (
 	"context"
