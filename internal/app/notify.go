@@ -207,8 +207,7 @@ func (a *App) noticeRows(userID string, nt domain.NoticeType, r domain.Recipient
 // so needs the payload its email or push would carry. An in_app row is sent
 // as it is written, and a pending webhook row (no endpoint took the type)
 // stays pending: neither is ever in an outbox, nor redelivered (only a
-// failed row is), so they store none — a third of a notice's bytes for an
-// account without endpoints.
+// failed row is), so they store none.
 func carriesPayload(d domain.NoticeRow) bool {
 	return d.Channel != domain.ChannelInApp && d.Status != domain.DeliveryPending
 }

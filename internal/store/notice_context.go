@@ -86,9 +86,8 @@ func (s *Store) NoticeContext(ctx context.Context, q Querier, userID, typ, dedup
 // and among the final rows. Not MAX(created_at): a generic plan made while
 // the table is empty (PostgreSQL's pool forces generic plans,
 // docs/decisions/postgres-append.md "Plans") reads every row of the account
-// for MAX until an ANALYZE replans it (docs/performance.md, "Revoke, second
-// round"), while ORDER BY … LIMIT 1 has one plan at every size: one step
-// down the index.
+// for MAX until an ANALYZE replans it, while ORDER BY … LIMIT 1 has one
+// plan at every size: one step down the index.
 func (s *Store) newestNotice(userID string) string {
 	return s.greatest() + `(COALESCE((SELECT created_at FROM notifications WHERE user_id = ` + userID +
 		` ORDER BY created_at DESC LIMIT 1), 0), COALESCE((` + finalNewestSQL(userID) + `), 0))`
@@ -176,10 +175,9 @@ func PrefsKey(prefs map[string]Preference) string {
 // false, having written nothing, when the account no longer matches g. The
 // caller holds the account's lock.
 //
-// It folds NoticeContext's read into the first insert: one statement where
-// the read and the insert were two (a round trip on PostgreSQL, a statement
-// on the SQLite writer), inside the transaction of the change that causes
-// the notice (a revoke's). A notice with final rows and others (an account
+// It folds NoticeContext's read into the first insert: one statement, not
+// a read and an insert (a round trip each on PostgreSQL), inside the
+// transaction of the change that causes the notice (a revoke's). A notice with final rows and others (an account
 // with email: its email row is queued) takes a second, the others' insert.
 func (s *Store) InsertNoticeRowsIf(ctx context.Context, tx *sql.Tx, userID, typ string, now int64, g NoticeGuess, rows []Notification) (bool, error) {
 	if len(rows) == 0 {

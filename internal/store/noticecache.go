@@ -4,8 +4,8 @@ package store
 // "Rows"). A notice is written inside the transaction of the change that
 // causes it (a revoke's), on the one SQLite writer, and reading what decides
 // its rows — the account's newest row, its email, its endpoints, its
-// preferences of the type — was a statement of seven index probes there for
-// every notice. They change rarely, and on SQLite every change made by this
+// preferences of the type — is a statement of several index probes there,
+// for every notice. They change rarely, and on SQLite every change made by this
 // process goes through the writer's one connection and the store functions
 // that write them, which keep this cache exact: a notice's insert raises
 // the account's newest stamp; a preference, an endpoint registered or
