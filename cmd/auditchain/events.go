@@ -24,7 +24,7 @@ commands:
 `
 
 var eventVerbs = []verb{
-	{"append", "usage: auditchain events append --type T [--raw JSON] [--decision D] [--tool T] [--parent ID] [--id ID]\n\nAppends at the tip (read once, followed on a 409), checks payload_hash, and\nresends the same event_id if an answer is lost. --sign-key signs it.\n",
+	{"append", "usage: auditchain events append --type T [--raw JSON] [--decision D] [--tool T] [--parent ID] [--id ID]\n\nAppends at the tip, which the service numbers it at (POST /v1/events/append),\nchecks payload_hash, and resends the same event_id if an answer is lost.\n--sign-key signs it.\n",
 		func(fs *flag.FlagSet) func(context.Context, *client.Client, []string) (any, error) {
 			typ := fs.String("type", "", "event_type (required)")
 			raw := fs.String("raw", "", "the event's structure: a JSON object (hashes and ids, not text)")
@@ -47,7 +47,11 @@ var eventVerbs = []verb{
 					}
 					ev.Raw = json.RawMessage(*raw)
 				}
-				res, err := c.Append(ctx, ev)
+				// The service numbers it: the verb chooses no place, so it
+				// reads no tip and goes on whatever sequence a client's own
+				// events took the tip to (CONTRACT.md "Batch": the 2^52 cap
+				// binds what clients choose).
+				res, err := c.AppendNext(ctx, ev)
 				if err != nil {
 					return nil, err
 				}

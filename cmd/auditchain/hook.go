@@ -224,7 +224,7 @@ func (o *hookOptions) service(now func() time.Time) (*hook.ClientService, error)
 	}
 	c, err := client.New(o.url, o.key, client.WithSurface(client.SurfaceHook), client.WithClock(now),
 		client.WithRetries(1, time.Second))
-	return &hook.ClientService{C: c, TipFile: filepath.Join(o.spoolDir(), "tip.json")}, err
+	return &hook.ClientService{C: c}, err
 }
 
 // unreachable is the Service when no client could be made: every call fails,
@@ -234,11 +234,7 @@ type unreachable struct{ err error }
 func (u unreachable) GateCall(context.Context, api.ToolCallRequest) (*api.ToolCallResponse, error) {
 	return nil, u.err
 }
-func (u unreachable) Append(context.Context, *api.EventInput) error { return u.err }
-func (u unreachable) Tip(context.Context) (*api.ChainTip, error)    { return nil, u.err }
-func (u unreachable) AppendBatch(context.Context, []api.EventInput) (*api.BatchResponse, error) {
-	return nil, u.err
-}
+func (u unreachable) AppendNext(context.Context, *api.NextEventInput) error { return u.err }
 
 func hookFlushCmd(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) error {
 	fs := newFlags("hook flush", "usage: auditchain hook flush [--url URL] [--spool DIR]\n\nSends the events earlier hook runs spooled while the service was unreachable.\n")

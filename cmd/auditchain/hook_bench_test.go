@@ -14,20 +14,24 @@ import (
 	"github.com/auditchain/auditchain/internal/store/storetest"
 )
 
-// The bench's hook workload runs the hook binary (here this test binary,
-// which TestMain turns into `auditchain hook`) against a local server: a
-// tiny run that checks it works, not a measurement.
+// The bench's hook workloads run the hook binary (here this test binary,
+// which TestMain turns into `auditchain hook`) against a local server, before
+// and after a tool: a tiny run that checks they work, not a measurement.
 func TestBenchHookWorkloadRuns(t *testing.T) {
 	storetest.Each(t, func(t *testing.T, dsn string) {
 		s := httpapitest.Start(t, dsn, apptest.Options{})
-		res, err := bench.Run(context.Background(), bench.Options{URL: s.URL, DB: dsn, Workloads: []string{"hook"},
+		res, err := bench.Run(context.Background(), bench.Options{URL: s.URL, DB: dsn, Workloads: []string{"hook", "hook-result"},
 			Duration: 400 * time.Millisecond, HookExe: os.Args[0]})
 		if err != nil {
 			t.Fatal(err)
 		}
-		r := res[0]
-		if r.Error != "" || len(r.Errors) > 0 || r.Ops == 0 || r.Latency.P50 <= 0 || r.Latency.Max < r.Latency.P99 {
-			t.Fatalf("hook workload: %+v", r)
+		for _, r := range res {
+			if r.Error != "" || len(r.Errors) > 0 || r.Ops == 0 || r.Latency.P50 <= 0 || r.Latency.Max < r.Latency.P99 {
+				t.Fatalf("%s workload: %+v", r.Workload, r)
+			}
+		}
+		if len(res) != 2 {
+			t.Fatalf("%d results, want 2", len(res))
 		}
 	})
 }

@@ -9,6 +9,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
 	"net/http"
 	"net/http/httptest"
 	"net/http/httputil"
@@ -155,13 +156,27 @@ func (w *hookWorld) calls(t *testing.T) (calls, results []verify.ExportEvent) {
 // links, blocks.
 func (w *hookWorld) verifyOffline(t *testing.T) verify.Report {
 	t.Helper()
+	return w.verifyOfflineAbove(t, 0)
+}
+
+// verifyOfflineAbove is verifyOffline for a chain on which a client's batch
+// row took the tip to top (a row may leave a gap, CONTRACT.md "Batch"): the
+// one gap just below top is allowed (none when top is 0); every hash, link
+// and block is checked.
+func (w *hookWorld) verifyOfflineAbove(t *testing.T, top int64) verify.Report {
+	t.Helper()
 	ctx := context.Background()
 	pub, err := w.c.ServicePublicKey(ctx)
 	if err != nil {
 		t.Fatal(err)
 	}
 	rep, err := w.c.VerifyExport(ctx, pub)
-	if err != nil || len(rep.Breaks) > 0 || len(rep.Gaps) > 0 {
+	gapBelowTop := top > 0 && len(rep.Gaps) == 1 && rep.Gaps[0].MissingTo == top-1
+	var ve *verify.Error
+	if gapBelowTop && errors.As(err, &ve) && ve.Kind == verify.KindGap {
+		err = nil
+	}
+	if err != nil || len(rep.Breaks) > 0 || (len(rep.Gaps) > 0 && !gapBelowTop) {
 		t.Fatalf("offline verification: %v, breaks %v, gaps %v", err, rep.Breaks, rep.Gaps)
 	}
 	return rep
@@ -272,13 +287,6 @@ func TestHookEndToEnd(t *testing.T) {
 				t.Errorf("%s does not follow and name its call %s", r.res.EventID, r.call.EventID)
 			}
 		}
-		// The processes handed the tip on: the last one kept its own event's.
-		var kept api.ChainTip
-		b, err := os.ReadFile(filepath.Join(hook.AccountSpoolDir(w.env["AUDITCHAIN_HOOK_SPOOL"], w.s.URL, w.env["AUDITCHAIN_API_KEY"]), "tip.json"))
-		if err != nil || json.Unmarshal(b, &kept) != nil || kept.Sequence == nil || *kept.Sequence != call4.Sequence ||
-			*kept.PayloadHash != call4.PayloadHash {
-			t.Errorf("tip kept between runs: %s (%v), want sequence %d", b, err, call4.Sequence)
-		}
 		// Surface hook on every hook event.
 		res, err := w.c.Search(context.Background(), api.SearchRequest{EventTypes: []string{"tool_call", "tool_result"}})
 		if err != nil {
@@ -290,6 +298,43 @@ func TestHookEndToEnd(t *testing.T) {
 			}
 		}
 		w.verifyOffline(t)
+	})
+}
+
+// A client's batch row takes the tip to 2^52, the highest sequence a client
+// may choose: the hook goes on recording above it, nothing spooled — the
+// tool_call through POST /v1/tool-calls, the tool_result through POST
+// /v1/events/append, both numbered by the service — each event linked to
+// the one before. The hook's key holds only the scopes docs/hooks.md names
+// (grants, events:write): it reads nothing.
+func TestHookRecordsAbove2To52(t *testing.T) {
+	storetest.Each(t, func(t *testing.T, dsn string) {
+		w := newHookWorld(t, dsn)
+		top := *pushTipTo2To52(t, w.s.URL, w.env["AUDITCHAIN_API_KEY"]).Sequence
+		key, err := w.c.CreateKey(context.Background(), api.CreateKeyRequest{Scopes: []string{"grants", "events:write"}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		env := maps.Clone(w.env)
+		env["AUDITCHAIN_API_KEY"] = key.APIKey
+		bash := map[string]any{"command": "make"}
+		for _, stdin := range []string{claudeCall("PreToolUse", "toolu_t1", "Bash", bash, nil),
+			claudeCall("PostToolUse", "toolu_t1", "Bash", bash, map[string]any{"tool_response": "done"})} {
+			if out, errOut, exit := hookProcess(t, env, stdin, "--host", "claude-code"); exit != 0 || out != "{}\n" {
+				t.Fatalf("exit %d, stdout %q, stderr %s", exit, out, errOut)
+			}
+		}
+		spool := hook.AccountSpoolDir(env["AUDITCHAIN_HOOK_SPOOL"], w.s.URL, key.APIKey)
+		if files, _ := filepath.Glob(filepath.Join(spool, "*", "*.json")); len(files) != 0 {
+			t.Fatalf("spooled or held: %v; want nothing: the service takes the events above 2^52", files)
+		}
+		evs := w.exported(t)
+		call := evs[hook.EventID("claude-code", "sess-e2e", "toolu_t1", api.EventToolCall)]
+		res := evs[hook.EventID("claude-code", "sess-e2e", "toolu_t1", api.EventToolResult)]
+		if call.Sequence != top+1 || res.Sequence != top+2 || res.ParentID == nil || *res.ParentID != call.EventID {
+			t.Fatalf("call %s at %d, result %s at %d; want them at %d and %d", call.EventID, call.Sequence, res.EventID, res.Sequence, top+1, top+2)
+		}
+		w.verifyOfflineAbove(t, top)
 	})
 }
 
@@ -334,43 +379,40 @@ func TestHookConcurrentCallsKeepOneChain(t *testing.T) {
 	})
 }
 
-// lossyService stores a batch and then loses its answer.
+// lossyService stores an event and then loses its answer.
 type lossyService struct{ hook.Service }
 
-func (l lossyService) AppendBatch(ctx context.Context, rows []api.EventInput) (*api.BatchResponse, error) {
-	if _, err := l.Service.AppendBatch(ctx, rows); err != nil {
-		return nil, err
+func (l lossyService) AppendNext(ctx context.Context, ev *api.NextEventInput) error {
+	if err := l.Service.AppendNext(ctx, ev); err != nil {
+		return err
 	}
-	return nil, errors.New("connection reset (the answer was lost)")
+	return errors.New("connection reset (the answer was lost)")
 }
 
-// interleavingService lets another writer append right after the flush read
-// the tip: the sequence the spool's first row is numbered with is taken by
-// the time the row arrives.
+// interleavingService lets another writer append at the tip the flush's
+// first event was stored at, before the second is sent.
 type interleavingService struct {
 	hook.Service
-	other    *client.Client
-	appended bool
+	other *client.Client
+	sent  int
 }
 
-func (s *interleavingService) Tip(ctx context.Context) (*api.ChainTip, error) {
-	tip, err := s.Service.Tip(ctx)
-	if err == nil && !s.appended {
-		s.appended = true
+func (s *interleavingService) AppendNext(ctx context.Context, ev *api.NextEventInput) error {
+	if s.sent++; s.sent == 2 {
 		if _, err := s.other.Append(ctx, client.Event{EventType: "note", Raw: map[string]any{"by": "another writer"}}); err != nil {
-			return nil, err
+			return err
 		}
 	}
-	return tip, err
+	return s.Service.AppendNext(ctx, ev)
 }
 
 // spoolResults puts n tool_result rows, prefix-0 to prefix-(n-1), a second
 // apart, into sp, each changed by edit first when edit is not nil.
-func spoolResults(t *testing.T, sp *hook.Spool, prefix string, n int, edit func(i int, ev *api.EventInput)) {
+func spoolResults(t *testing.T, sp *hook.Spool, prefix string, n int, edit func(i int, ev *api.NextEventInput)) {
 	t.Helper()
 	for i := range n {
 		ts := client.FormatTimestamp(time.Date(2026, 11, 27, 1, 0, i, 0, time.UTC))
-		ev := &api.EventInput{EventID: fmt.Sprintf("%s-%d", prefix, i), EventType: api.EventToolResult,
+		ev := &api.NextEventInput{EventID: fmt.Sprintf("%s-%d", prefix, i), EventType: api.EventToolResult,
 			Raw: json.RawMessage(fmt.Sprintf(`{"n":%d}`, i)), TS: &ts}
 		if edit != nil {
 			edit(i, ev)
@@ -382,8 +424,8 @@ func spoolResults(t *testing.T, sp *hook.Spool, prefix string, n int, edit func(
 }
 
 // A flush racing another writer never leaves a stored row linked to one
-// that is not: the rows from the taken sequence on are numbered again, and
-// the chain verifies offline with every row once.
+// that is not: the service numbers each row at the tip it finds, after the
+// other writer's event, and the chain verifies offline with every row once.
 func TestHookFlushKeepsLinksWhenAnotherWriterAppends(t *testing.T) {
 	storetest.Each(t, func(t *testing.T, dsn string) {
 		w := newHookWorld(t, dsn)
@@ -396,8 +438,8 @@ func TestHookFlushKeepsLinksWhenAnotherWriterAppends(t *testing.T) {
 		}
 		svc := &interleavingService{Service: &hook.ClientService{C: w.c}, other: other}
 		res, err := sp.Flush(ctx, svc)
-		if err != nil || res.Sent != 3 || res.Left != 0 || !svc.appended {
-			t.Fatalf("flush: %+v, %v (the other writer appended: %v)", res, err, svc.appended)
+		if err != nil || res.Sent != 3 || res.Left != 0 || svc.sent != 3 {
+			t.Fatalf("flush: %+v, %v (%d rows sent)", res, err, svc.sent)
 		}
 		evs := w.exported(t)
 		var note int64 = -1
@@ -408,25 +450,72 @@ func TestHookFlushKeepsLinksWhenAnotherWriterAppends(t *testing.T) {
 		}
 		for i := range 3 {
 			e, ok := evs[fmt.Sprintf("evt-spooled-%d", i)]
-			if !ok || e.Sequence <= note {
-				t.Fatalf("spooled row %d: %+v, want it after the other writer's event at %d", i, e, note)
+			if !ok || (e.Sequence > note) != (i > 0) {
+				t.Fatalf("spooled row %d: %+v; the other writer's event is at %d, after row 0 and before the others", i, e, note)
 			}
 		}
 		w.verifyOffline(t)
 	})
 }
 
+// A spool an earlier version wrote: its files carry the sequence and
+// prev_hash that version gave each event at a flush ("assigned"), and one
+// of them was stored by the batch route before its answer was lost. The
+// flush sends both without their place: the stored one is answered with
+// itself, where it is, the other goes on at the tip (its prev_hash here is
+// one no event has, so a place sent would break the chain).
+func TestHookFlushSendsAnEarlierVersionsSpool(t *testing.T) {
+	storetest.Each(t, func(t *testing.T, dsn string) {
+		w := newHookWorld(t, dsn)
+		ctx := context.Background()
+		tip, err := w.c.Tip(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		ts := "2026-11-27T01:00:00.000000Z"
+		rows := []api.EventInput{
+			{EventID: "evt-old-0", EventType: api.EventToolResult, Sequence: *tip.Sequence + 1, PrevHash: tip.PayloadHash, Raw: json.RawMessage(`{"n":0}`), TS: &ts},
+			{EventID: "evt-old-1", EventType: api.EventToolResult, Sequence: *tip.Sequence + 2, PrevHash: strp("sha256:" + strings.Repeat("0", 64)), Raw: json.RawMessage(`{"n":1}`), TS: &ts},
+		}
+		if res, err := w.c.AppendBatch(ctx, api.BatchRequest{Events: rows[:1]}); err != nil || res.Ingested != 1 {
+			t.Fatalf("the first row, stored before its answer was lost: %+v, %v", res, err)
+		}
+		stored := w.exported(t)["evt-old-0"]
+		sp := &hook.Spool{Dir: t.TempDir()}
+		for i, r := range rows {
+			b, _ := json.Marshal(map[string]any{"assigned": true, "event": r})
+			if err := os.MkdirAll(filepath.Join(sp.Dir, "events"), 0o700); err != nil {
+				t.Fatal(err)
+			}
+			if err := os.WriteFile(filepath.Join(sp.Dir, "events", fmt.Sprintf("20261127T0100000%d-%s.json", i, r.EventID)), b, 0o600); err != nil {
+				t.Fatal(err)
+			}
+		}
+		res, err := sp.Flush(ctx, &hook.ClientService{C: w.c})
+		if err != nil || res.Sent != 2 || res.Left != 0 || res.Held != 0 {
+			t.Fatalf("flush: %+v, %v; want both sent", res, err)
+		}
+		evs := w.exported(t)
+		if again := evs["evt-old-0"]; again.Sequence != stored.Sequence || again.PayloadHash != stored.PayloadHash {
+			t.Errorf("the stored row: at %d, then at %d", stored.Sequence, again.Sequence)
+		}
+		if next := evs["evt-old-1"]; next.Sequence != stored.Sequence+1 || next.PrevHash == nil || *next.PrevHash != stored.PayloadHash {
+			t.Errorf("the other row at %d after %v, want %d after %s", next.Sequence, next.PrevHash, stored.Sequence+1, stored.PayloadHash)
+		}
+		w.verifyOffline(t)
+	})
+}
+
 // A row the service refuses for itself is held out of the way: the rows
-// after it are numbered again without it and stored, linked; a hook run's
-// flush sends only a few rows.
+// after it are stored, linked; a hook run's flush sends only a few rows.
 func TestHookFlushHoldsARefusedRow(t *testing.T) {
 	storetest.Each(t, func(t *testing.T, dsn string) {
 		w := newHookWorld(t, dsn)
 		ctx := context.Background()
 		sp := &hook.Spool{Dir: t.TempDir()}
-		spoolResults(t, sp, "evt-held", 4, func(i int, ev *api.EventInput) {
+		spoolResults(t, sp, "evt-held", 4, func(i int, ev *api.NextEventInput) {
 			if i == 1 {
-				ev.EventType = strings.Repeat("x", 300) // over the service's bound: refused whatever its sequence
+				ev.EventType = strings.Repeat("x", 300) // over the service's bound: refused
 			}
 		})
 		svc := &hook.ClientService{C: w.c}
@@ -451,8 +540,11 @@ func TestHookFlushHoldsARefusedRow(t *testing.T) {
 }
 
 // An outage: the hook refuses the call (fail closed) and spools its events;
-// a flush whose answer is lost leaves them spooled, the next flush stores
-// nothing twice, and the chain, continued past events written meanwhile,
+// meanwhile another hook records a call and a client's batch row takes the
+// tip to 2^52, the highest sequence a client may choose. A flush whose
+// answer is lost leaves the events spooled, the next flush stores nothing
+// twice (the resend is answered with the event stored at its place), the
+// events go on above 2^52 (the service numbers them), and the chain
 // verifies offline.
 func TestHookOutageSpoolsThenFlushesOnce(t *testing.T) {
 	storetest.Each(t, func(t *testing.T, dsn string) {
@@ -499,8 +591,9 @@ func TestHookOutageSpoolsThenFlushesOnce(t *testing.T) {
 			"--host", "claude-code"); out != "{}\n" {
 			t.Fatalf("%s", out)
 		}
-		// A flush whose batch is stored but whose answer is lost: the rows
-		// stay, with the sequences they were sent with.
+		top := *pushTipTo2To52(t, w.s.URL, w.env["AUDITCHAIN_API_KEY"]).Sequence
+		// A flush whose first event is stored but whose answer is lost: the
+		// events stay spooled.
 		sp := &hook.Spool{Dir: spool}
 		if _, err := sp.Flush(context.Background(), lossyService{&hook.ClientService{C: w.c}}); err == nil {
 			t.Fatal("the lossy flush reported no error")
@@ -508,13 +601,22 @@ func TestHookOutageSpoolsThenFlushesOnce(t *testing.T) {
 		if rows, _ := filepath.Glob(filepath.Join(spool, "events", "*.json")); len(rows) != 2 {
 			t.Fatalf("%d files left after a flush without an answer, want 2", len(rows))
 		}
+		var lost verify.ExportEvent
+		for _, e := range w.exported(t) {
+			if e.Sequence > top {
+				lost = e
+			}
+		}
+		if lost.EventID == "" {
+			t.Fatal("the lossy flush stored nothing")
+		}
 		stdout, errOut, exit := hookProcess(t, w.env, "", "flush")
 		if exit != 0 {
 			t.Fatalf("hook flush: exit %d: %s", exit, errOut)
 		}
-		var res struct{ Sent, Left int }
-		if err := json.Unmarshal([]byte(stdout), &res); err != nil || res.Left != 0 {
-			t.Fatalf("hook flush: %s (%v)", stdout, err)
+		var res struct{ Sent, Left, Held int }
+		if err := json.Unmarshal([]byte(stdout), &res); err != nil || res.Sent != 2 || res.Left != 0 || res.Held != 0 {
+			t.Fatalf("hook flush: %s (%v); want both sent", stdout, err)
 		}
 		if rows, _ := filepath.Glob(filepath.Join(spool, "events", "*.json")); len(rows) != 0 {
 			t.Fatalf("%d files left after the flush", len(rows))
@@ -527,6 +629,14 @@ func TestHookOutageSpoolsThenFlushesOnce(t *testing.T) {
 		if res := evs[hook.EventID("claude-code", "sess-e2e", "toolu_o2", api.EventToolResult)]; res.EventID == "" {
 			t.Error("the spooled result is not on the chain")
 		}
+		if again := evs[lost.EventID]; again.Sequence != lost.Sequence || again.PayloadHash != lost.PayloadHash {
+			t.Errorf("the event whose answer was lost: at %d, then at %d after the resend", lost.Sequence, again.Sequence)
+		}
+		for _, id := range []string{call.EventID, hook.EventID("claude-code", "sess-e2e", "toolu_o2", api.EventToolResult)} {
+			if evs[id].Sequence <= top {
+				t.Errorf("spooled %s at %d, want it above the client's row at %d", id, evs[id].Sequence, top)
+			}
+		}
 		if u := w.uses(t, "worker"); u != 1 {
 			t.Errorf("%d uses metered, want 1 (the refused call is not metered)", u)
 		}
@@ -538,7 +648,7 @@ func TestHookOutageSpoolsThenFlushesOnce(t *testing.T) {
 		if len(w.exported(t)) != n {
 			t.Error("the second flush stored events")
 		}
-		w.verifyOffline(t)
+		w.verifyOfflineAbove(t, top)
 	})
 }
 

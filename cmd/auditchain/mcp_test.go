@@ -12,6 +12,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/auditchain/auditchain/internal/app/apptest"
+	"github.com/auditchain/auditchain/internal/domain"
 	"github.com/auditchain/auditchain/internal/httpapi/httpapitest"
 	"github.com/auditchain/auditchain/internal/mcpserver"
 	"github.com/auditchain/auditchain/internal/store/storetest"
@@ -90,6 +91,14 @@ func TestMCPStdioSubprocess(t *testing.T) {
 		if isErr || out["event"].(map[string]any)["surface"] != "mcp_stdio" {
 			t.Fatalf("record_event: %v %v", isErr, out)
 		}
+		// A client's batch row takes the tip to 2^52, the highest sequence a
+		// client may choose: record_event goes on above it, linked, since
+		// the service numbers what it records (POST /v1/events/append).
+		top := pushTipTo2To52(t, s.URL, token)
+		out, isErr = callTool(t, cs, "record_event", map[string]any{"event_type": "note", "raw": map[string]any{"k": "above"}})
+		if ev, _ := out["event"].(map[string]any); isErr || ev["sequence"] != float64(domain.MaxClientSequence+1) || ev["prev_hash"] != *top.PayloadHash {
+			t.Fatalf("record_event above 2^52: %v %v, want sequence %d after %s", isErr, out, domain.MaxClientSequence+1, *top.PayloadHash)
+		}
 		if out, isErr := callTool(t, cs, "gate_check", map[string]any{"subagent": "nobody"}); !isErr || out["code"] != "no_grant" {
 			t.Fatalf("gate_check: %v %v", isErr, out)
 		}
@@ -136,4 +145,26 @@ func TestMCPProxySubprocess(t *testing.T) {
 	if found.Count != 3 {
 		t.Fatalf("%d tool_call/tool_result events, want 3 (allowed call, its result, refused call)", found.Count)
 	}
+}
+
+// pushTipTo2To52 stores one client batch row at 2^52 (the highest sequence a
+// client may choose, CONTRACT.md "Batch") on the account of token and
+// returns the tip it made.
+func pushTipTo2To52(t *testing.T, url, token string) api.ChainTip {
+	t.Helper()
+	c, err := client.New(url, token)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	res, err := c.AppendBatch(ctx, api.BatchRequest{Events: []api.EventInput{{EventID: "evt-client-top", EventType: "note",
+		Sequence: domain.MaxClientSequence}}})
+	if err != nil || res.Ingested != 1 {
+		t.Fatalf("a batch row at 2^52: %+v, %v", res, err)
+	}
+	tip, err := c.Tip(ctx)
+	if err != nil || tip.Sequence == nil || *tip.Sequence != domain.MaxClientSequence {
+		t.Fatalf("the tip after a row at 2^52: %+v, %v", tip, err)
+	}
+	return *tip
 }

@@ -13,6 +13,7 @@ import (
 
 	"github.com/auditchain/auditchain/internal/app"
 	"github.com/auditchain/auditchain/internal/app/apptest"
+	"github.com/auditchain/auditchain/internal/domain"
 	"github.com/auditchain/auditchain/internal/httpapi/httpapitest"
 	"github.com/auditchain/auditchain/internal/store/storetest"
 )
@@ -159,6 +160,15 @@ func TestClientVerbs(t *testing.T) {
 		}
 		if l := runJSON(t, env, 0, "keys", "list"); l["count"] != float64(3) {
 			t.Fatalf("keys list: %v", l)
+		}
+
+		// A client's batch row takes the tip to 2^52, the highest sequence a
+		// client may choose: events append goes on above it, signed and
+		// linked, since the service numbers it (POST /v1/events/append).
+		top := pushTipTo2To52(t, s.URL, token)
+		above := runJSON(t, env, 0, "events", "append", "--type", "tool_call", "--machine", "m1", "--sign-key", keyFile)["event"].(map[string]any)
+		if above["sequence"] != float64(domain.MaxClientSequence+1) || above["prev_hash"] != *top.PayloadHash || above["signature"] == nil {
+			t.Fatalf("events append above 2^52: %v, want sequence %d after %s", above, domain.MaxClientSequence+1, *top.PayloadHash)
 		}
 	})
 }

@@ -10,15 +10,22 @@ import (
 	"strconv"
 )
 
-// The hook workload: `auditchain hook --host claude-code` run as a process
-// per operation, as an agent host runs it before each tool call — process
-// start, the gate's answer, one use metered, the tool_call appended. An
-// operation is one invocation that answered `{}` (authorized) with exit 0.
+// The hook workloads: `auditchain hook --host claude-code` run as a process
+// per operation, as an agent host runs it around each tool call. hook: before
+// the tool — process start, the gate's answer, one use metered, the
+// tool_call appended. hook-result: after it — process start, the
+// tool_result appended. An operation is one invocation that answered `{}`
+// (for hook: authorized) with exit 0.
 
 // hookSetup gives every account a grant for benchSubagent and returns an
 // operation that runs the hook binary (Options.HookExe, default this
-// executable) with a PreToolUse call of its own on the worker's accounts.
-func hookSetup(ctx context.Context, e *env) (func(w *worker) opFunc, error) {
+// executable) with a call of its own for event (PreToolUse or PostToolUse)
+// on the worker's accounts.
+func hookSetup(event string) setupFunc {
+	return func(ctx context.Context, e *env) (func(w *worker) opFunc, error) { return hookOp(ctx, e, event) }
+}
+
+func hookOp(ctx context.Context, e *env, event string) (func(w *worker) opFunc, error) {
 	if _, err := benchGrants(ctx, e); err != nil {
 		return nil, err
 	}
@@ -34,6 +41,10 @@ func hookSetup(ctx context.Context, e *env) (func(w *worker) opFunc, error) {
 		return nil, err
 	}
 	context.AfterFunc(ctx, func() { os.RemoveAll(spool) })
+	var response string // the tool's output, after the tool
+	if event == "PostToolUse" {
+		response = `"tool_response":{"stdout":"ok","stderr":"","interrupted":false},`
+	}
 	return func(w *worker) opFunc {
 		s := newChainState(e, w.id)
 		n := 0
@@ -41,7 +52,7 @@ func hookSetup(ctx context.Context, e *env) (func(w *worker) opFunc, error) {
 			a, _ := s.pick()
 			n++
 			stdin := `{"session_id":"` + e.prefix + `","transcript_path":"/dev/null","cwd":"/","permission_mode":"default",` +
-				`"hook_event_name":"PreToolUse","tool_name":"bash","tool_input":{"command":"true","n":` + strconv.Itoa(n) + `},` +
+				`"hook_event_name":"` + event + `","tool_name":"bash","tool_input":{"command":"true","n":` + strconv.Itoa(n) + `},` + response +
 				`"tool_use_id":"w` + strconv.Itoa(w.id) + "-" + strconv.Itoa(n) + `"}`
 			cmd := exec.CommandContext(ctx, exe, "hook", "--host", "claude-code")
 			// AUDITCHAIN_HOOK_DEBUG: the hook's diagnostics on stderr too

@@ -74,8 +74,10 @@ var workloads = []*workload{
 	{name: "listeners", clients: 1, fixedClients: true, accounts: 1, fixedAccounts: true,
 		keys: func(o *Options) int { return (o.Listeners + streamsPerKey - 1) / streamsPerKey },
 		run:  runListeners, help: "--listeners SSE streams; delivery latency of --events appends to all of them"},
-	{name: "hook", clients: 1, accounts: 1, openLoop: true, run: loadRun(hookSetup),
+	{name: "hook", clients: 1, accounts: 1, openLoop: true, run: loadRun(hookSetup("PreToolUse")),
 		help: "`auditchain hook --host claude-code` run as a process per PreToolUse call (process start, one POST /v1/tool-calls: gate, use, record); --hook-exe: the binary"},
+	{name: "hook-result", clients: 1, accounts: 1, openLoop: true, run: loadRun(hookSetup("PostToolUse")),
+		help: "`auditchain hook --host claude-code` run as a process per PostToolUse call (process start, one POST /v1/events/append: the tool_result); --hook-exe: the binary"},
 }
 
 func lookup(name string) *workload {

@@ -5,8 +5,9 @@
 // A host adapter (hosts.go) turns the host's stdin into a host-neutral Call
 // and a Verdict back into the host's answer; the Runner asks the gate,
 // meters one use, and records tool_call and tool_result events through a
-// Service (pkg/client in production); events that cannot be sent go to the
-// Spool and reach the service later through the batch route.
+// Service (pkg/client in production), each numbered by the service at the
+// chain's tip; events that cannot be sent go to the Spool and reach the
+// service later the same way.
 //
 // The package must stay cheap to start: it imports pkg/client and pkg/api,
 // never the server's packages.
@@ -110,18 +111,18 @@ func ParsePolicy(s string) (Policy, error) {
 }
 
 // Service is what the hook needs from auditchain. ClientService implements
-// it with pkg/client.
+// it with pkg/client. Neither method takes a place on the chain: the
+// service numbers what the hook records, so no tip is read or kept, and a
+// tip a client's own events took to 2^52 (the highest sequence a client may
+// choose) stops nothing the hook records.
 type Service interface {
 	// GateCall checks the gate, meters one use when it authorizes and
 	// records the tool_call, in one commit (POST /v1/tool-calls).
 	GateCall(ctx context.Context, req api.ToolCallRequest) (*api.ToolCallResponse, error)
-	// Append appends one event at the chain's tip, following it when other
-	// writers moved it (POST /v1/events).
-	Append(ctx context.Context, ev *api.EventInput) error
-	// Tip reads the chain tip (GET /v1/chain/tip).
-	Tip(ctx context.Context) (*api.ChainTip, error)
-	// AppendBatch sends rows as they are (POST /v1/events/batch).
-	AppendBatch(ctx context.Context, rows []api.EventInput) (*api.BatchResponse, error)
+	// AppendNext records one event at the chain's tip (POST
+	// /v1/events/append). The same event sent again is answered with the
+	// one stored, at the place it took.
+	AppendNext(ctx context.Context, ev *api.NextEventInput) error
 }
 
 // Runner handles calls for one configuration.
@@ -275,8 +276,8 @@ func refusal(status, reason, proposalID string) string {
 }
 
 // record appends ev, or spools it when that fails.
-func (r *Runner) record(ctx context.Context, ev *api.EventInput) {
-	err := r.Service.Append(ctx, ev)
+func (r *Runner) record(ctx context.Context, ev *api.NextEventInput) {
+	err := r.Service.AppendNext(ctx, ev)
 	if err == nil || client.IsCode(err, "event_id_conflict") {
 		// A conflict: this event id (derived from the host's ids) is on the
 		// record already, from an earlier run of the same hook.

@@ -112,14 +112,14 @@ type resultRaw struct {
 	Failed                *bool  `json:"failed,omitempty"`
 }
 
-func callEvent(c *Call, now time.Time, decision string, f callFacts) *api.EventInput {
+func callEvent(c *Call, now time.Time, decision string, f callFacts) *api.NextEventInput {
 	digest, canon := c.inputDigest()
 	raw := callRaw{Host: c.Host, HookEvent: c.Event, SessionID: c.SessionID, ToolUseID: c.ToolUseID,
 		ToolInputSHA256: digest, ToolInputCanonical: canon, Subagent: f.subagent, AgentID: c.AgentID, HookError: f.hookError}
 	return event(c, api.EventToolCall, now, raw, &decision, nil)
 }
 
-func resultEvent(c *Call, now time.Time) *api.EventInput {
+func resultEvent(c *Call, now time.Time) *api.NextEventInput {
 	digest, canon := HashJSON(c.Response)
 	raw := resultRaw{Host: c.Host, HookEvent: c.Event, SessionID: c.SessionID, ToolUseID: c.ToolUseID,
 		ToolResponseSHA256: digest, ToolResponseCanonical: canon}
@@ -134,7 +134,7 @@ func resultEvent(c *Call, now time.Time) *api.EventInput {
 	return event(c, api.EventToolResult, now, raw, nil, parent)
 }
 
-func event(c *Call, eventType string, now time.Time, raw any, decision, parent *string) *api.EventInput {
+func event(c *Call, eventType string, now time.Time, raw any, decision, parent *string) *api.NextEventInput {
 	b, err := json.Marshal(raw)
 	if err == nil {
 		b, err = jcs.Transform(b)
@@ -148,6 +148,6 @@ func event(c *Call, eventType string, now time.Time, raw any, decision, parent *
 	if c.Tool != "" {
 		tool = &c.Tool
 	}
-	return &api.EventInput{EventID: EventID(c.Host, c.SessionID, c.ToolUseID, eventType), EventType: eventType,
+	return &api.NextEventInput{EventID: EventID(c.Host, c.SessionID, c.ToolUseID, eventType), EventType: eventType,
 		Raw: b, Decision: decision, Tool: tool, ParentID: parent, TS: &ts}
 }

@@ -7,14 +7,14 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"net/http"
 	"os"
 	"path/filepath"
-	"slices"
 	"strings"
 	"time"
 
 	"github.com/auditchain/auditchain/pkg/api"
-	"github.com/auditchain/auditchain/pkg/verify"
+	"github.com/auditchain/auditchain/pkg/client"
 )
 
 // Spool is a directory of events the hook could not send (docs/hooks.md
@@ -43,12 +43,12 @@ func AccountSpoolDir(base, serviceURL, apiKey string) string {
 	return filepath.Join(base, hex.EncodeToString(h[:8]))
 }
 
-// spooled is one file of events/.
+// spooled is one file of events/: the event as the hook made it, sent
+// unchanged at every flush. (Files an earlier version wrote also carry the
+// sequence and prev_hash it gave the event, and "assigned"; they are read
+// and not sent: the service numbers the event.)
 type spooled struct {
-	// Assigned: Event's sequence and prev_hash were given at a flush and
-	// the row may have been stored; it is resent exactly as it is.
-	Assigned bool           `json:"assigned"`
-	Event    api.EventInput `json:"event"`
+	Event api.NextEventInput `json:"event"`
 
 	path string
 }
@@ -57,7 +57,7 @@ func (s *Spool) eventsDir() string { return filepath.Join(s.Dir, "events") }
 
 // Put writes ev to the spool. File names sort in the order events were
 // spooled (ts first), so a flush sends them in that order.
-func (s *Spool) Put(ev *api.EventInput) error {
+func (s *Spool) Put(ev *api.NextEventInput) error {
 	ts := ""
 	if ev.TS != nil {
 		ts = strings.NewReplacer(":", "", "-", "", "+", "", ".", "").Replace(*ev.TS)
@@ -160,17 +160,17 @@ type FlushResult struct {
 // for the operator to read.
 func (s *Spool) heldDir() string { return filepath.Join(s.Dir, "held") }
 
-// Flush sends the spooled events through the batch route, one row per
-// request. Rows get their sequence and prev_hash at the flush, continuing
-// the chain tip, and are written back before they are sent, so that a flush
-// whose answer is lost resends identical rows (the service skips them). A
-// row is removed once the service stored it (ingested or skipped) or names
-// its event_id as already stored. When another writer took a row's sequence
-// meanwhile, that row and every later one are given new sequences from the
-// tip read again: a row is only ever sent after the row it links to was
-// stored, so a concurrent writer can never leave a stored row pointing at
-// one that is not (the batch route checks rows for shape only). Only one
-// flush runs at a time per spool: another caller gets Skipped.
+// Flush sends the spooled events, oldest first, each as it was spooled,
+// through the service's numbered append (POST /v1/events/append): the
+// service gives each its place at the tip, so a flush reads no tip, meets
+// no other writer's sequence, and goes on whatever sequence a client's own
+// events took the tip to. A file is removed once the service answered for
+// its event: stored now, answered with the event stored by an earlier
+// attempt whose answer was lost (the same event sent again), or
+// event_id_conflict (the derived id names this very call, on the record
+// already). An event the service refuses for itself (422, 413) is moved to
+// held/; any other failure ends the flush with the rest left for the next
+// one. Only one flush runs at a time per spool: another caller gets Skipped.
 func (s *Spool) Flush(ctx context.Context, svc Service) (FlushResult, error) {
 	return s.FlushUpTo(ctx, svc, 0)
 }
@@ -189,44 +189,29 @@ func (s *Spool) FlushUpTo(ctx context.Context, svc Service, max int) (FlushResul
 	if err != nil {
 		return FlushResult{}, err
 	}
-	// Rows assigned by an earlier flush first, exactly as they were sent
-	// (the files sort in spooling order; assigned rows come first in it).
-	slices.SortStableFunc(rows, func(a, b *spooled) int {
-		switch {
-		case a.Assigned == b.Assigned:
-			return 0
-		case a.Assigned:
-			return -1
-		}
-		return 1
-	})
 	if max > 0 && len(rows) > max {
 		rows = rows[:max]
 	}
 	var res FlushResult
-	for attempt := 0; len(rows) > 0 && attempt < 4; attempt++ {
-		batch := rows
-		if n := slices.IndexFunc(rows, func(r *spooled) bool { return !r.Assigned }); n > 0 {
-			// The rows an earlier flush numbered go first, as they were
-			// sent; the others are numbered after them, from the tip.
-			batch, rows = rows[:n], rows[n:]
-		} else {
-			if n == 0 {
-				tip, err := svc.Tip(ctx)
-				if err != nil {
-					return s.finish(res), err
-				}
-				if err := s.assign(rows, tip); err != nil {
-					return s.finish(res), err
-				}
+	for _, r := range rows {
+		err := svc.AppendNext(ctx, &r.Event)
+		var pe *client.Error
+		switch {
+		case err == nil || client.IsCode(err, "event_id_conflict"):
+			if err := os.Remove(r.path); err != nil && !errors.Is(err, os.ErrNotExist) {
+				return s.finish(res), err
 			}
-			rows = nil
-		}
-		again, err := s.send(ctx, svc, batch, &res)
-		if err != nil {
+			res.Sent++
+		case errors.As(err, &pe) && (pe.Status == http.StatusUnprocessableEntity || pe.Status == http.StatusRequestEntityTooLarge):
+			// The event itself is refused: a resend cannot cure it, and
+			// it must not stop the events after it.
+			if err := s.hold(r); err != nil {
+				return s.finish(res), err
+			}
+			res.Held++
+		default:
 			return s.finish(res), err
 		}
-		rows = append(again, rows...)
 	}
 	return s.finish(res), nil
 }
@@ -239,83 +224,36 @@ func (s *Spool) finish(res FlushResult) FlushResult {
 	return res
 }
 
-// assign gives rows consecutive sequences after tip, each linked to the one
-// before, and writes them back.
-func (s *Spool) assign(rows []*spooled, tip *api.ChainTip) error {
-	seq := int64(-1)
-	var prev *string
-	if tip.Sequence != nil {
-		seq, prev = *tip.Sequence, tip.PayloadHash
-	}
-	for _, r := range rows {
-		seq++
-		e := &r.Event
-		e.Sequence, e.PrevHash = seq, prev
-		h, err := verify.PayloadHash(&verify.HashedEvent{EventID: e.EventID, EventType: e.EventType, Sequence: e.Sequence,
-			PrevHash: e.PrevHash, Raw: e.Raw, Decision: e.Decision, Tool: e.Tool, MachineID: e.MachineID,
-			ParentID: e.ParentID, TS: e.TS, Signature: e.Signature, SignatureKey: e.SignatureKey})
-		if err != nil {
-			return err
-		}
-		prev = &h
-		r.Assigned = true
-		if err := s.write(r); err != nil {
-			return err
-		}
-	}
-	return nil
-}
-
-// send posts rows one by one, in order, and returns the rows to assign
-// again: from the first whose sequence was taken (or which was refused for
-// another reason, which stays in the spool as it is and is left out of this
-// flush) to the end.
-func (s *Spool) send(ctx context.Context, svc Service, rows []*spooled, res *FlushResult) ([]*spooled, error) {
-	for i, r := range rows {
-		out, err := svc.AppendBatch(ctx, []api.EventInput{r.Event})
-		if err != nil {
-			return nil, err
-		}
-		var refusal *api.BatchRowError
-		if len(out.Errors) > 0 {
-			refusal = &out.Errors[0]
-		}
-		if refusal == nil || refusal.Code == "event_id_conflict" {
-			// Stored now, or stored before (event ids are derived from the
-			// host's ids, so the id names this very call).
-			if err := os.Remove(r.path); err != nil && !errors.Is(err, os.ErrNotExist) {
-				return nil, err
-			}
-			res.Sent++
-			continue
-		}
-		rest := rows[i:]
-		if refusal.Code != "sequence_taken" {
-			// Held for the operator to see; the rows after it link to it,
-			// so they are numbered again without it.
-			if err := s.hold(r); err != nil {
-				return nil, err
-			}
-			res.Held++
-			rest = rows[i+1:]
-		}
-		for _, r := range rest {
-			r.Assigned = false
-			if err := s.write(r); err != nil {
-				return nil, err
-			}
-		}
-		return rest, nil
-	}
-	return nil, nil
-}
-
 // hold moves r to held/.
 func (s *Spool) hold(r *spooled) error {
 	if err := os.MkdirAll(s.heldDir(), 0o700); err != nil {
 		return err
 	}
 	return os.Rename(r.path, filepath.Join(s.heldDir(), filepath.Base(r.path)))
+}
+
+// writeHint replaces path's content through a rename, without syncing: a
+// hint lost in a crash only costs what it spares.
+func writeHint(path string, data []byte) {
+	f, err := os.CreateTemp(filepath.Dir(path), ".hint-*")
+	if err != nil {
+		if os.MkdirAll(filepath.Dir(path), 0o700) != nil {
+			return
+		}
+		if f, err = os.CreateTemp(filepath.Dir(path), ".hint-*"); err != nil {
+			return
+		}
+	}
+	_, err = f.Write(data)
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	if err == nil {
+		err = os.Rename(f.Name(), path)
+	}
+	if err != nil {
+		os.Remove(f.Name())
+	}
 }
 
 // callsDir keeps pairing files for hosts without tool-use ids: one file per

@@ -19,6 +19,7 @@ import (
 	"github.com/auditchain/auditchain/internal/config"
 	"github.com/auditchain/auditchain/internal/domain"
 	"github.com/auditchain/auditchain/internal/store/storetest"
+	"github.com/auditchain/auditchain/pkg/api"
 	"github.com/auditchain/auditchain/pkg/verify"
 )
 
@@ -292,7 +293,8 @@ func TestOverTheQuotaEveryAppendIs429(t *testing.T) {
 // Client sequences above 2^52 are refused with 422 (CONTRACT.md "Batch"),
 // single or batch; 2^52 itself is a client's to use, and the events the
 // service numbers — a revocation, a gated tool call, an event appended at
-// the tip (POST /v1/events/append) — still go on after it.
+// the tip (POST /v1/events/append), the MCP record_event tool over /v1/mcp —
+// still go on after it.
 func TestClientSequencesStopAt2To52(t *testing.T) {
 	eachEnv(t, func(t *testing.T, e *env) {
 		_, key := e.account("big@example.com")
@@ -338,8 +340,25 @@ func TestClientSequencesStopAt2To52(t *testing.T) {
 			hashOf(r.JSON(t)) != hashOf(atTip.JSON(t)) {
 			t.Fatalf("resend above 2^52: %d %s", r.Status, r.Body)
 		}
+		// The MCP record_event tool over /v1/mcp records through that route:
+		// its event goes on at the tip, linked to the one before.
+		call := e.mcpPost(key, "2025-06-18", `{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"record_event",`+
+			`"arguments":{"event_type":"note","raw":{"k":1}}}}`)
+		var rpc struct {
+			Result struct {
+				IsError           bool                      `json:"isError"`
+				StructuredContent struct{ Event api.Event } `json:"structuredContent"`
+			} `json:"result"`
+		}
+		if err := json.Unmarshal(call.Body, &rpc); err != nil || call.Status != 200 || rpc.Result.IsError {
+			t.Fatalf("record_event over /v1/mcp above 2^52: %d %s", call.Status, call.Body)
+		}
+		if got := rpc.Result.StructuredContent.Event; got.Sequence != domain.MaxClientSequence+5 || got.PrevHash == nil ||
+			*got.PrevHash != hashOf(atTip.JSON(t)) || got.Surface != "mcp" {
+			t.Fatalf("record_event above 2^52: %+v, want sequence %d after %s", got, domain.MaxClientSequence+5, hashOf(atTip.JSON(t)))
+		}
 		// A client's own next sequence is still refused there.
-		m := wantProblem(t, e.do("POST", "/v1/events", key, ev("evt-next", domain.MaxClientSequence+5, e.tip(key)["payload_hash"])), 422, "validation_error")
+		m := wantProblem(t, e.do("POST", "/v1/events", key, ev("evt-next", domain.MaxClientSequence+6, e.tip(key)["payload_hash"])), 422, "validation_error")
 		if errs := m["errors"].([]any); errs[0].(map[string]any)["field"] != "sequence" {
 			t.Fatalf("a client sequence above 2^52: %v", m)
 		}

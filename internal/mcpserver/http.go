@@ -25,10 +25,6 @@ import (
 // dialled.
 const inProcessBase = "http://auditchain.in-process"
 
-// maxCachedClients bounds the per-key clients kept between calls (each keeps
-// its key's chain tip, saving a tip read per append).
-const maxCachedClients = 4096
-
 // HTTPHandler serves the tools over streamable HTTP (POST /v1/mcp) to
 // callers the API has already authenticated. Each tool call is a request of
 // pkg/client into api itself, in process, carrying the caller's key and
@@ -44,15 +40,13 @@ type HTTPHandler struct {
 
 	mu      sync.Mutex
 	servers map[string]*mcp.Server // by the caller's scope set
-	clients map[string]*client.Client
 }
 
 // NewHTTPHandler returns the handler. scopes gives the authenticated
 // caller's scopes (empty: an unscoped key); the tool list a caller sees is
 // built from them.
 func NewHTTPHandler(api http.Handler, scopes func(*http.Request) []domain.Scope, log *slog.Logger) *HTTPHandler {
-	h := &HTTPHandler{api: api, scopes: scopes, log: log,
-		servers: map[string]*mcp.Server{}, clients: map[string]*client.Client{}}
+	h := &HTTPHandler{api: api, scopes: scopes, log: log, servers: map[string]*mcp.Server{}}
 	// Stateless with JSON answers: every POST is whole in itself, so no
 	// session outlives its request (abandoned sessions would leak), and
 	// replicas need not share anything. The DNS-rebinding guard is off
@@ -244,26 +238,19 @@ func (h *HTTPHandler) server(r *http.Request) *mcp.Server {
 }
 
 // resolve returns the caller's client: the key of the request the tool
-// call came in.
+// call came in. A client is made per call: none keeps anything a later call
+// needs (record_event sends no place, so no chain tip is kept), and no key
+// stays in memory after its request.
 func (h *HTTPHandler) resolve(_ context.Context, extra Extra) (Service, error) {
 	key := APIKey(extra.Header)
 	if key == "" {
 		return nil, errors.New("the request carries no API key")
-	}
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	if c, ok := h.clients[key]; ok {
-		return c, nil
 	}
 	c, err := client.New(inProcessBase, key, client.WithSurface(client.SurfaceMCP),
 		client.WithHTTPClient(&http.Client{Transport: inProcess{h.api}}), client.WithRetries(0, 0))
 	if err != nil {
 		return nil, err
 	}
-	if len(h.clients) >= maxCachedClients {
-		clear(h.clients)
-	}
-	h.clients[key] = c
 	return c, nil
 }
 

@@ -39,7 +39,7 @@ func (s *recordingService) GateToolCall(_ context.Context, req api.ToolCallReque
 	return &api.ToolCallResponse{Decision: "allow", GateStatus: "authorized", Metered: true}, nil
 }
 
-func (s *recordingService) Append(_ context.Context, ev client.Event) (*api.AppendResponse, error) {
+func (s *recordingService) AppendNext(_ context.Context, ev client.Event) (*api.AppendResponse, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.appended = append(s.appended, ev.EventID)

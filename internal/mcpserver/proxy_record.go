@@ -137,12 +137,14 @@ func (q *recordQueue) requeue(rs []record) {
 	q.armLocked()
 }
 
-// send appends the waiting records one by one, in order. A record the
-// service could not take is kept with those after it, and with retry set
-// tried again after retryIn, which doubles with each failure up to
-// maxRetryDelay; without retry (Flush, at exit) it is logged, and so are
-// the tool_results of a tool_call that could not be written, which are not
-// sent (their parent is not on the record).
+// send appends the waiting records one by one, in order, each numbered by
+// the service at the tip (POST /v1/events/append), so a tip a client's own
+// events took to 2^52 stops none of them. A record the service could not
+// take is kept with those after it, and with retry set tried again after
+// retryIn, which doubles with each failure up to maxRetryDelay; without
+// retry (Flush, at exit) it is logged, and so are the tool_results of a
+// tool_call that could not be written, which are not sent (their parent is
+// not on the record).
 func (q *recordQueue) send(retry bool) {
 	q.sending.Lock()
 	defer q.sending.Unlock()
@@ -163,7 +165,7 @@ func (q *recordQueue) send(retry bool) {
 			q.log.Warn("mcp proxy: a tool_result is not recorded: its fail-open tool_call could not be", "event_id", r.EventID)
 			continue
 		}
-		_, err := q.svc.Append(context.Background(), r.event())
+		_, err := q.svc.AppendNext(context.Background(), r.event())
 		switch {
 		case client.IsCode(err, "event_id_conflict"):
 			// A call that failed to answer carried it after all: it is on

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"net"
 	"slices"
 	"strings"
@@ -14,6 +15,7 @@ import (
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
+	"github.com/auditchain/auditchain/internal/domain"
 	"github.com/auditchain/auditchain/internal/httpapi/httpapitest"
 	"github.com/auditchain/auditchain/internal/mcpserver"
 	"github.com/auditchain/auditchain/pkg/api"
@@ -444,65 +446,91 @@ func (s *downService) GateToolCall(ctx context.Context, req api.ToolCallRequest)
 	return s.Client.GateToolCall(ctx, req)
 }
 
-func (s *downService) Append(ctx context.Context, ev client.Event) (*api.AppendResponse, error) {
+func (s *downService) AppendNext(ctx context.Context, ev client.Event) (*api.AppendResponse, error) {
 	if s.down.Load() {
 		return nil, errDown
 	}
-	return s.Client.Append(ctx, ev)
+	return s.Client.AppendNext(ctx, ev)
 }
 
 // --fail-open: a call let through while the service is away has its
 // tool_call recorded when the service is back, marked fail_open, before its
-// tool_result: no tool_result on the record has a parent that is not.
+// tool_result: no tool_result on the record has a parent that is not. The
+// records the proxy sends alone (the fail-open tool_call, the results after
+// it) go on once a client pushed the tip to 2^52, the highest sequence a
+// client may choose: the service numbers them (POST /v1/events/append), each
+// linked to the event before it (the offline verifier checks every link).
 func TestProxyFailOpenRecordsTheCallBeforeItsResult(t *testing.T) {
 	eachServer(t, func(t *testing.T, s *httpapitest.Server) {
-		_, token := s.Account(t, "failopen@example.com")
-		c, err := client.New(s.URL, token, client.WithRetries(0, 0))
-		if err != nil {
-			t.Fatal(err)
-		}
-		grant(t, c, "worker", 10, "echo")
-		svc := &downService{Client: c}
-		u := newUpstream()
-		upConn, proxyUp := net.Pipe()
-		ss, err := u.server.Connect(context.Background(), &mcp.IOTransport{Reader: upConn, Writer: upConn}, nil)
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { ss.Close() })
-		host, p := proxyHost(t, proxyUp, mcpserver.ProxyOptions{Subagent: "worker", Service: svc, FailOpen: true,
-			Now: func() time.Time { return time.Date(2026, 11, 28, 12, 0, 0, 0, time.UTC) }}, nil)
-
-		svc.down.Store(true)
-		if _, isErr := call(t, host, "echo", map[string]any{"msg": "while away"}); isErr || u.echoes.Load() != 1 {
-			t.Fatalf("fail open: isError %v, %d upstream calls", isErr, u.echoes.Load())
-		}
-		svc.down.Store(false)
-		if _, isErr := call(t, host, "echo", map[string]any{"msg": "back"}); isErr {
-			t.Fatal("the call after the service came back was refused")
-		}
-		p.Flush()
-
-		events := exported(t, s, token)
-		calls, failOpen := 0, 0
-		for _, e := range ofType(events, api.EventToolCall) {
-			calls++
-			if r := rawOf(t, e); r["fail_open"] == true {
-				failOpen++
-				if r["called_at"] != "2026-11-28T12:00:00Z" || *e.Decision != "allow" || r["subagent"] != "worker" {
-					t.Fatalf("the fail-open tool_call is %+v, raw %v", e, r)
-				}
-			}
-		}
-		results := ofType(events, api.EventToolResult)
-		if calls != 2 || failOpen != 1 || len(results) != 2 {
-			t.Fatalf("%d tool_calls (%d fail-open) and %d tool_results, want 2 (1) and 2", calls, failOpen, len(results))
-		}
-		for _, r := range results {
-			parent, ok := events[*r.ParentID]
-			if !ok || parent.Sequence >= r.Sequence {
-				t.Fatalf("the tool_result %s has parent %s, which is not on the record before it", r.EventID, *r.ParentID)
-			}
+		for _, top := range []bool{false, true} {
+			t.Run(map[bool]string{false: "from an empty chain", true: "above 2^52"}[top], func(t *testing.T) {
+				proxyFailOpen(t, s, top)
+			})
 		}
 	})
+}
+
+func proxyFailOpen(t *testing.T, s *httpapitest.Server, top bool) {
+	_, token := s.Account(t, fmt.Sprintf("failopen-%v@example.com", top))
+	c, err := client.New(s.URL, token, client.WithRetries(0, 0))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var from int64 // the sequence the proxy's events start above
+	if top {
+		from = domain.MaxClientSequence
+		res, err := c.AppendBatch(context.Background(), api.BatchRequest{Events: []api.EventInput{{EventID: "evt-client-top",
+			EventType: "note", Sequence: from}}})
+		if err != nil || res.Ingested != 1 {
+			t.Fatalf("a batch row at 2^52: %+v, %v", res, err)
+		}
+	}
+	grant(t, c, "worker", 10, "echo")
+	svc := &downService{Client: c}
+	u := newUpstream()
+	upConn, proxyUp := net.Pipe()
+	ss, err := u.server.Connect(context.Background(), &mcp.IOTransport{Reader: upConn, Writer: upConn}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { ss.Close() })
+	host, p := proxyHost(t, proxyUp, mcpserver.ProxyOptions{Subagent: "worker", Service: svc, FailOpen: true,
+		Now: func() time.Time { return time.Date(2026, 11, 28, 12, 0, 0, 0, time.UTC) }}, nil)
+
+	svc.down.Store(true)
+	if _, isErr := call(t, host, "echo", map[string]any{"msg": "while away"}); isErr || u.echoes.Load() != 1 {
+		t.Fatalf("fail open: isError %v, %d upstream calls", isErr, u.echoes.Load())
+	}
+	svc.down.Store(false)
+	if _, isErr := call(t, host, "echo", map[string]any{"msg": "back"}); isErr {
+		t.Fatal("the call after the service came back was refused")
+	}
+	p.Flush()
+
+	events := exportedFrom(t, s, token, from)
+	calls, failOpen := 0, 0
+	for _, e := range ofType(events, api.EventToolCall) {
+		calls++
+		if r := rawOf(t, e); r["fail_open"] == true {
+			failOpen++
+			if r["called_at"] != "2026-11-28T12:00:00Z" || *e.Decision != "allow" || r["subagent"] != "worker" {
+				t.Fatalf("the fail-open tool_call is %+v, raw %v", e, r)
+			}
+		}
+	}
+	results := ofType(events, api.EventToolResult)
+	if calls != 2 || failOpen != 1 || len(results) != 2 {
+		t.Fatalf("%d tool_calls (%d fail-open) and %d tool_results, want 2 (1) and 2", calls, failOpen, len(results))
+	}
+	for _, r := range results {
+		parent, ok := events[*r.ParentID]
+		if !ok || parent.Sequence >= r.Sequence {
+			t.Fatalf("the tool_result %s has parent %s, which is not on the record before it", r.EventID, *r.ParentID)
+		}
+	}
+	for _, e := range events {
+		if e.Sequence < from {
+			t.Fatalf("%s at %d, below the client's row at %d", e.EventID, e.Sequence, from)
+		}
+	}
 }

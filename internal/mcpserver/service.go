@@ -21,7 +21,10 @@ type Service interface {
 	UseGrant(ctx context.Context, grantID string, req api.UseRequest) (*api.UseResult, error)
 	GateToolCall(ctx context.Context, req api.ToolCallRequest) (*api.ToolCallResponse, error)
 	RevokeGrant(ctx context.Context, grantID string, req api.RevokeRequest) (*api.RevokeResult, error)
-	Append(ctx context.Context, ev client.Event) (*api.AppendResponse, error)
+	// AppendNext records ev at the tip as the service numbers it (POST
+	// /v1/events/append): what the tools and the proxy record chooses no
+	// place, so it goes on whatever sequence a client pushed the tip to.
+	AppendNext(ctx context.Context, ev client.Event) (*api.AppendResponse, error)
 	Search(ctx context.Context, req api.SearchRequest) (*api.SearchResponse, error)
 	Event(ctx context.Context, eventID string) (*api.EventRead, error)
 	Tip(ctx context.Context) (*api.ChainTip, error)

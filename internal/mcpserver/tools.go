@@ -77,7 +77,7 @@ var Tools = []Tool{
 			if in.Raw != nil {
 				ev.Raw = in.Raw
 			}
-			return svc.Append(ctx, ev)
+			return svc.AppendNext(ctx, ev)
 		}),
 	tool("search_events", domain.ScopeEventsRead, readOnly,
 		"Search the account's events, newest first, by event types, tool, decision and a time window (after/before, ISO-8601). limit is 1 to 1000 (default 200); pass next_cursor from a full page as cursor to read on.",

@@ -214,8 +214,8 @@ func (c *Client) ForgetTip() {
 }
 
 // SetTip makes the next Append continue from tip instead of reading it: a
-// tip kept by an earlier process of the same account (auditchain hook keeps
-// one between runs). A stale tip costs the 409 that Append follows.
+// tip kept by an earlier process of the same account. A stale tip costs the
+// 409 that Append follows.
 func (c *Client) SetTip(tip api.ChainTip) {
 	c.appendMu.Lock()
 	c.tip = &tip
