@@ -103,7 +103,7 @@ func hookCmd(ctx context.Context, args []string, getenv func(string) string, std
 		return refuseUnanswerable(stdout, stderr, diag, failClosed, err)
 	}
 	if call.Phase == hook.PhaseOther {
-		return answer(h, call, hook.Verdict{Decision: hook.Allow}, stdout, stderr)
+		return answer(h, call, hook.Verdict{Decision: api.DecisionAllow}, stdout, stderr)
 	}
 	now := time.Now
 	r := &hook.Runner{MainAgent: *agent, Policy: pol, Spool: &hook.Spool{Dir: o.spoolDir()}, Now: now, Log: diag}
@@ -119,9 +119,9 @@ func hookCmd(ctx context.Context, args []string, getenv func(string) string, std
 	}
 	if err != nil {
 		fmt.Fprintf(diag, "auditchain hook: %v\n", err)
-		v = hook.Verdict{Decision: hook.Deny, Reason: "auditchain: refused: " + undecided(err) + "; the hook fails closed"}
+		v = hook.Verdict{Decision: api.DecisionDeny, Reason: "auditchain: refused: " + undecided(err) + "; the hook fails closed"}
 		if !failClosed {
-			v = hook.Verdict{Decision: hook.Allow}
+			v = hook.Verdict{Decision: api.DecisionAllow}
 		}
 		r.Refused(ctx, call, v.Decision, err)
 	}

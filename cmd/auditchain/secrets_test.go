@@ -22,7 +22,7 @@ import (
 	"sync"
 	"testing"
 
-	"github.com/auditchain/auditchain/internal/anchor"
+	"github.com/auditchain/auditchain/internal/anchor/anchortest"
 	"github.com/auditchain/auditchain/internal/mail/mailtest"
 	"github.com/auditchain/auditchain/internal/store/storetest"
 	"github.com/auditchain/auditchain/pkg/client"
@@ -206,7 +206,7 @@ func TestNoSecretInAFullRun(t *testing.T) {
 		smtpd := &mailtest.Server{Mechanisms: []string{"PLAIN"}, Users: map[string]string{"relay": secretMark + "mail"}}
 		smtpd.Start(t, nil)
 		env["AUDITCHAIN_MAIL"] = "smtp://relay:" + secretMark + "mail@" + smtpd.Addr()
-		tsa, err := anchor.NewFakeTSA()
+		tsa, err := anchortest.NewTSA()
 		if err != nil {
 			t.Fatal(err)
 		}

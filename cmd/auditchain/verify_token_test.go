@@ -16,7 +16,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/auditchain/auditchain/internal/chain"
+	"github.com/auditchain/auditchain/internal/delegation"
 	"github.com/auditchain/auditchain/internal/store/storetest"
 	"github.com/auditchain/auditchain/pkg/verify"
 )
@@ -47,7 +47,7 @@ func writeFile(t *testing.T, name string, data []byte) string {
 func TestVerifyTokenChecks(t *testing.T) {
 	pub, priv, _ := ed25519.GenerateKey(rand.Reader)
 	grant := `{"grant_id":"g-0a","subagent":"s","parent_agent":null,"allowed_tools":["a"],"max_tool_calls":3,"expires_at":"2026-11-21T13:00:00.000000+00:00","created_at":"2026-11-21T12:00:00.000000+00:00","action":"granted","epoch":{}}`
-	token, err := chain.IssueToken([]byte(grant), priv, rand.Reader)
+	token, err := delegation.IssueToken([]byte(grant), priv, rand.Reader)
 	if err != nil {
 		t.Fatal(err)
 	}

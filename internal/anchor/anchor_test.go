@@ -12,6 +12,7 @@ import (
 	"github.com/digitorus/timestamp"
 
 	"github.com/auditchain/auditchain/internal/anchor"
+	"github.com/auditchain/auditchain/internal/anchor/anchortest"
 )
 
 func TestNewProvider(t *testing.T) {
@@ -45,7 +46,7 @@ func TestNewProvider(t *testing.T) {
 }
 
 func TestTimestampAgainstFakeTSA(t *testing.T) {
-	tsa, err := anchor.NewFakeTSA()
+	tsa, err := anchortest.NewTSA()
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -88,7 +89,7 @@ func TestTimestampAgainstFakeTSA(t *testing.T) {
 
 // A TSA that stamps something else, or answers garbage, is refused.
 func TestTimestampRefusesWrongAnswers(t *testing.T) {
-	tsa, err := anchor.NewFakeTSA()
+	tsa, err := anchortest.NewTSA()
 	if err != nil {
 		t.Fatal(err)
 	}

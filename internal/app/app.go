@@ -65,7 +65,7 @@ type App struct {
 	// expiryNoticesPerWrite overrides the expiry jobs' transaction size
 	// (0: expiryNoticesPerWrite); tests make it small.
 	expiryNoticesPerWrite int
-	// heal is this process's heal status cache and periodic tasks (heal.go).
+	// heal is this process's heal status cache and periodic tasks (heal_status.go, heal_task.go).
 	heal healState
 	// notices is this process's notification state (notify.go).
 	notices notices

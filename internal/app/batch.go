@@ -14,15 +14,6 @@ import (
 	"github.com/auditchain/auditchain/internal/store"
 )
 
-// BatchRowError reports one refused row of a batch.
-type BatchRowError = api.BatchRowError
-
-// Rate is the per-key batch rate as responses show it.
-type Rate = api.Rate
-
-// BatchResult is the outcome of POST /v1/events/batch.
-type BatchResult = api.BatchResponse
-
 // AppendBatch ingests up to 500 rows (SPEC.md "POST /v1/events/batch",
 // CONTRACT.md "Batch"). Each row is checked for shape only: continuity and
 // signatures are not checked, and prev_hash is stored as sent. A row may
@@ -40,15 +31,15 @@ type BatchResult = api.BatchResponse
 // unreadable names, by index, the rows the HTTP layer could not read as an
 // event (a key or a value that does not fit the event's form); each is
 // refused in errors, and counts against the rate like any other row.
-func (a *App) AppendBatch(ctx context.Context, p Principal, clientMachine *string, rows []domain.EventInput, unreadable map[int]domain.FieldError) (BatchResult, error) {
+func (a *App) AppendBatch(ctx context.Context, p Principal, clientMachine *string, rows []domain.EventInput, unreadable map[int]domain.FieldError) (api.BatchResponse, error) {
 	if err := checkBatchSize(len(rows)); err != nil {
-		return BatchResult{}, err
+		return api.BatchResponse{}, err
 	}
-	res := BatchResult{ClientMachine: clientMachine, Errors: []BatchRowError{}}
+	res := api.BatchResponse{ClientMachine: clientMachine, Errors: []api.BatchRowError{}}
 	inputs := make([]*domain.EventInput, len(rows))
 	for i := range rows {
 		if fe, bad := unreadable[i]; bad {
-			res.Errors = append(res.Errors, BatchRowError{Index: i, Code: domain.CodeValidation, Field: fe.Field, Message: fe.Message})
+			res.Errors = append(res.Errors, api.BatchRowError{Index: i, Code: domain.CodeValidation, Field: fe.Field, Message: fe.Message})
 			continue
 		}
 		if rowErr := checkBatchRowShape(i, &rows[i]); rowErr != nil {
@@ -71,13 +62,13 @@ func checkBatchSize(n int) error {
 }
 
 // appendBatch stores the rows of inputs that parsed (nil: refused in res.Errors).
-func (a *App) appendBatch(ctx context.Context, p Principal, res BatchResult, inputs []*domain.EventInput) (BatchResult, error) {
+func (a *App) appendBatch(ctx context.Context, p Principal, res api.BatchResponse, inputs []*domain.EventInput) (api.BatchResponse, error) {
 	out, err := a.storeBatch(ctx, p, res, inputs)
 	a.noteRefusal(ctx, p.UserID, err)
 	return out, err
 }
 
-func (a *App) storeBatch(ctx context.Context, p Principal, res BatchResult, inputs []*domain.EventInput) (BatchResult, error) {
+func (a *App) storeBatch(ctx context.Context, p Principal, res api.BatchResponse, inputs []*domain.EventInput) (api.BatchResponse, error) {
 	rowCount := len(inputs)
 	now := a.Now()
 	// Canonical hashing (JCS) of every row happens here, before the writer
@@ -108,12 +99,12 @@ func (a *App) storeBatch(ctx context.Context, p Principal, res BatchResult, inpu
 		if !rate.Allowed {
 			return (&domain.Error{Code: domain.CodeRateLimited, RetryAfter: rate.RetryAfter,
 				Detail: fmt.Sprintf("this key may send %d batch events per minute; retry in %d s", a.Cfg.BatchRateLimit, rate.RetryAfter)}).
-				With("rate", Rate{Count: rate.Count, Limit: a.Cfg.BatchRateLimit, Remaining: rate.Remaining})
+				With("rate", api.Rate{Count: rate.Count, Limit: a.Cfg.BatchRateLimit, Remaining: rate.Remaining})
 		}
 		if err := a.Store.SetRateState(ctx, t.SQL(), p.Identity(), rate.NewTAT.UnixMicro()); err != nil {
 			return err
 		}
-		r.Rate = Rate{Count: rate.Count, Limit: a.Cfg.BatchRateLimit, Remaining: rate.Remaining}
+		r.Rate = api.Rate{Count: rate.Count, Limit: a.Cfg.BatchRateLimit, Remaining: rate.Remaining}
 
 		head, err := t.Lock(ctx, p.UserID)
 		if err != nil {
@@ -127,7 +118,7 @@ func (a *App) storeBatch(ctx context.Context, p Principal, res BatchResult, inpu
 		// writer's time per batch.
 		below := belowTip(inputs, head)
 		if len(below) == 0 {
-			var out BatchResult
+			var out api.BatchResponse
 			err := t.Savepoint(ctx, func() error {
 				var err error
 				out, err = a.storeBatchRows(ctx, t, p, r, inputs, prepared, prepareErrs, nil, now)
@@ -158,7 +149,7 @@ func (a *App) storeBatch(ctx context.Context, p Principal, res BatchResult, inpu
 		return nil
 	})
 	if err != nil {
-		return BatchResult{}, err
+		return api.BatchResponse{}, err
 	}
 	return res, nil
 }
@@ -193,8 +184,8 @@ type stored struct {
 // outcome to r. found is what the lookup found; nil means nothing was looked
 // up (every row is above the tip), and a stored id (or a quota refusal, which
 // may count stored rows) then ends the attempt with errBatchNeedsLookup.
-func (a *App) storeBatchRows(ctx context.Context, t *writer.Tx, p Principal, r BatchResult, inputs []*domain.EventInput,
-	prepared []store.Event, prepareErrs []error, found *stored, now time.Time) (BatchResult, error) {
+func (a *App) storeBatchRows(ctx context.Context, t *writer.Tx, p Principal, r api.BatchResponse, inputs []*domain.EventInput,
+	prepared []store.Event, prepareErrs []error, found *stored, now time.Time) (api.BatchResponse, error) {
 	r.Errors = slices.Clone(r.Errors)
 	var rows []store.Event
 	ids := map[string]int{}
@@ -204,7 +195,7 @@ func (a *App) storeBatchRows(ctx context.Context, t *writer.Tx, p Principal, r B
 			continue
 		}
 		refuse := func(code, field, message string) {
-			r.Errors = append(r.Errors, BatchRowError{Index: i, EventID: in.EventID, Code: code, Field: field, Message: message})
+			r.Errors = append(r.Errors, api.BatchRowError{Index: i, EventID: in.EventID, Code: code, Field: field, Message: message})
 		}
 		if first, dup := ids[*in.EventID]; dup {
 			refuse("duplicate_in_batch", "", fmt.Sprintf("event_id also at index %d of this batch", first))
@@ -281,9 +272,9 @@ func (f *stored) owner(seq int64) (string, bool) {
 }
 
 // checkBatchRowShape is the row's first shape problem, if any.
-func checkBatchRowShape(i int, in *domain.EventInput) *BatchRowError {
+func checkBatchRowShape(i int, in *domain.EventInput) *api.BatchRowError {
 	if errs := domain.ValidateBatchRowShape(in); len(errs) > 0 {
-		return &BatchRowError{Index: i, EventID: in.EventID, Code: domain.CodeValidation, Field: errs[0].Field, Message: errs[0].Message}
+		return &api.BatchRowError{Index: i, EventID: in.EventID, Code: domain.CodeValidation, Field: errs[0].Field, Message: errs[0].Message}
 	}
 	return nil
 }

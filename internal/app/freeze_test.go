@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/auditchain/auditchain/internal/anchor"
+	"github.com/auditchain/auditchain/internal/anchor/anchortest"
 	"github.com/auditchain/auditchain/internal/app"
 	"github.com/auditchain/auditchain/internal/app/apptest"
 	"github.com/auditchain/auditchain/internal/config"
@@ -36,7 +37,7 @@ import (
 // histories (math/rand/v2, reproducible by round), on both stores.
 func TestNoClientInputFreezesAnAccount(t *testing.T) {
 	storetest.Each(t, func(t *testing.T, dsn string) {
-		tsa, err := anchor.NewFakeTSA()
+		tsa, err := anchortest.NewTSA()
 		if err != nil {
 			t.Fatal(err)
 		}

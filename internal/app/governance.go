@@ -9,6 +9,7 @@ import (
 	"github.com/auditchain/auditchain/internal/app/writer"
 	"github.com/auditchain/auditchain/internal/domain"
 	"github.com/auditchain/auditchain/internal/store"
+	"github.com/auditchain/auditchain/pkg/api"
 )
 
 // Governance use cases (SPEC.md "Governance", "Proposal (status)"). The rules
@@ -35,8 +36,8 @@ type NewProposal struct {
 // actorOf is the caller as an Actor (CONTRACT.md "Credentials": identity is the
 // API key id, kind api_key, machine the key's machine label). Only the
 // credential decides it: no header or route can change who the caller is.
-func actorOf(p Principal) domain.Actor {
-	return domain.Actor{Identity: p.Identity(), Kind: p.Kind, Machine: p.Machine}
+func actorOf(p Principal) api.Actor {
+	return api.Actor{Identity: p.Identity(), Kind: p.Kind, Machine: p.Machine}
 }
 
 // stamp is the time a governance change is recorded at: now in UTC, at the
@@ -57,8 +58,8 @@ func (a *App) CreateProposal(ctx context.Context, p Principal, in NewProposal) (
 	}
 	sp := store.Proposal{UserID: p.UserID, Proposal: domain.Proposal{
 		ProposalID: id, Status: domain.ProposalProposed, Kind: in.Kind, Note: in.Note,
-		Evidence:   domain.Evidence{BlockedAttempts: in.BlockedAttempts, Threshold: threshold},
-		Subject:    domain.Subject{Subagent: in.Subagent, Tool: in.Tool},
+		Evidence:   api.Evidence{BlockedAttempts: in.BlockedAttempts, Threshold: threshold},
+		Subject:    api.Subject{Subagent: in.Subagent, Tool: in.Tool},
 		ProposedAt: a.stamp(), Proposer: actorOf(p),
 	}}
 	err = a.w.Write(ctx, func(t *writer.Tx) error {
@@ -263,7 +264,7 @@ func proposedRaw(p *domain.Proposal) map[string]any {
 // move, who made it, when and why, and what the proposal governs, so enacted
 // rules can be rebuilt from the chain alone.
 func transitionRaw(p *domain.Proposal, action, from string, reason *string) map[string]any {
-	var actor *domain.Actor
+	var actor *api.Actor
 	var at *time.Time
 	switch action {
 	case domain.ActionRatify:

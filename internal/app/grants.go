@@ -11,7 +11,6 @@ import (
 	"encoding/base64"
 	"encoding/json"
 	"fmt"
-	"github.com/auditchain/auditchain/pkg/api"
 	"reflect"
 	"regexp"
 	"strings"
@@ -19,9 +18,10 @@ import (
 	"time"
 
 	"github.com/auditchain/auditchain/internal/app/writer"
-	"github.com/auditchain/auditchain/internal/chain"
+	"github.com/auditchain/auditchain/internal/delegation"
 	"github.com/auditchain/auditchain/internal/domain"
 	"github.com/auditchain/auditchain/internal/store"
+	"github.com/auditchain/auditchain/pkg/api"
 )
 
 // Chain event types the gate writes (CONTRACT.md "The record": server-written grant.*).
@@ -59,14 +59,9 @@ type GrantRequest struct {
 	ExpiresAt    time.Time
 }
 
-// GrantRecord is the Grant record as every response, the chain event and the
-// delegation token show it (SPEC.md "Grant record"). Its JSON is what the
-// order-bound key signs, so it holds no secret and never changes once written.
-type GrantRecord = api.GrantRecord
-
 // RecordOf renders a grant as its Grant record.
-func RecordOf(g domain.Grant) GrantRecord {
-	r := GrantRecord{GrantID: g.GrantID, Subagent: g.Subagent, AllowedTools: g.AllowedTools, MaxToolCalls: g.MaxToolCalls,
+func RecordOf(g domain.Grant) api.GrantRecord {
+	r := api.GrantRecord{GrantID: g.GrantID, Subagent: g.Subagent, AllowedTools: g.AllowedTools, MaxToolCalls: g.MaxToolCalls,
 		ExpiresAt: domain.FormatTimestamp(g.ExpiresAt), CreatedAt: domain.FormatTimestamp(g.CreatedAt), Action: "granted", Epoch: g.Epoch}
 	if r.AllowedTools == nil {
 		r.AllowedTools = []string{}
@@ -95,7 +90,7 @@ func malformed(code, field, reason string) *domain.Error {
 
 // GrantCreated is the answer of POST /v1/grants.
 type GrantCreated struct {
-	Grant      GrantRecord
+	Grant      api.GrantRecord
 	Status     domain.GateAnswer
 	Delegation json.RawMessage // the delegation token (CONTRACT.md)
 }
@@ -136,7 +131,7 @@ func (a *App) CreateGrant(ctx context.Context, p Principal, req GrantRequest) (G
 		return GrantCreated{}, err
 	}
 	// Signing needs nothing the transaction decides, so it happens outside it.
-	token, err := chain.IssueToken(recordJSON, a.ServiceKey, a.Rand)
+	token, err := delegation.IssueToken(recordJSON, a.ServiceKey, a.Rand)
 	if err != nil {
 		return GrantCreated{}, err
 	}
@@ -581,7 +576,7 @@ func (a *App) RevokeGrant(ctx context.Context, p Principal, grantID, subagent st
 
 // grantRevokedEvent is the raw of a grant.revoked chain event.
 type grantRevokedEvent struct {
-	GrantRecord
+	api.GrantRecord
 	RevokedAt string `json:"revoked_at"`
 }
 
@@ -627,13 +622,13 @@ func domainGrant(r store.Grant) (domain.Grant, error) {
 // epochs caches decoded epoch stamps by their stored JSON. Every grant written
 // on one UTC day carries the same stamp, so the cache holds about one entry per
 // day and spares the status check a JSON decode per candidate grant.
-var epochs sync.Map // string → domain.EpochStamp
+var epochs sync.Map // string → api.EpochStamp
 
-func parseEpoch(raw []byte) (domain.EpochStamp, error) {
+func parseEpoch(raw []byte) (api.EpochStamp, error) {
 	if e, ok := epochs.Load(string(raw)); ok {
-		return e.(domain.EpochStamp), nil
+		return e.(api.EpochStamp), nil
 	}
-	var e domain.EpochStamp
+	var e api.EpochStamp
 	if err := json.Unmarshal(raw, &e); err != nil {
 		return e, err
 	}

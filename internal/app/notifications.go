@@ -17,11 +17,8 @@ import (
 	"github.com/auditchain/auditchain/pkg/api"
 )
 
-// Notification is one row as GET /v1/notifications shows it.
-type Notification = api.Notification
-
-func notificationOf(n store.Notification) Notification {
-	out := Notification{ID: n.ID, Type: n.Type, Channel: n.Channel, Severity: n.Severity, DeliveryStatus: n.DeliveryStatus,
+func notificationOf(n store.Notification) api.Notification {
+	out := api.Notification{ID: n.ID, Type: n.Type, Channel: n.Channel, Severity: n.Severity, DeliveryStatus: n.DeliveryStatus,
 		Digest: n.Digest, CreatedAt: domain.FormatTimestamp(time.UnixMicro(n.CreatedAt))}
 	if n.SentAt != nil {
 		s := domain.FormatTimestamp(time.UnixMicro(*n.SentAt))
@@ -29,9 +26,6 @@ func notificationOf(n store.Notification) Notification {
 	}
 	return out
 }
-
-// NotificationPage is GET /v1/notifications.
-type NotificationPage = api.NotificationPage
 
 // DefaultNotificationPage is SPEC.md's default page size; MaxNotificationPage
 // bounds what a caller may ask.
@@ -43,7 +37,7 @@ const (
 // Notifications lists the caller's rows newest first, after cursor (the
 // created_at of the previous page's last row), of one severity when given.
 // next_cursor is set only when a full page came back (SPEC.md).
-func (a *App) Notifications(ctx context.Context, p Principal, cursor, severity *string, limit int) (NotificationPage, error) {
+func (a *App) Notifications(ctx context.Context, p Principal, cursor, severity *string, limit int) (api.NotificationPage, error) {
 	var errs []domain.FieldError
 	var before *int64
 	if cursor != nil {
@@ -62,13 +56,13 @@ func (a *App) Notifications(ctx context.Context, p Principal, cursor, severity *
 		errs = append(errs, domain.FieldError{Field: "limit", Message: "must be between 1 and " + strconv.Itoa(MaxNotificationPage)})
 	}
 	if len(errs) > 0 {
-		return NotificationPage{}, domain.Validation(errs...)
+		return api.NotificationPage{}, domain.Validation(errs...)
 	}
 	rows, err := a.Store.Notifications(ctx, p.UserID, before, severity, limit)
 	if err != nil {
-		return NotificationPage{}, err
+		return api.NotificationPage{}, err
 	}
-	page := NotificationPage{Notifications: make([]Notification, len(rows))}
+	page := api.NotificationPage{Notifications: make([]api.Notification, len(rows))}
 	for i, r := range rows {
 		page.Notifications[i] = notificationOf(r)
 	}
@@ -121,32 +115,26 @@ type PreferenceInput struct {
 	Digest  *bool   `json:"digest"`
 }
 
-// RejectedPreference is a row PUT refused, with why.
-type RejectedPreference = api.RejectedPreference
-
-// PreferencesResult is PUT /v1/notifications/preferences.
-type PreferencesResult = api.PreferencesResult
-
 // MaxPreferenceRows bounds one PUT: every (type, channel) twice over.
 const MaxPreferenceRows = 64
 
 // PutPreferences stores the rows it can and reports the rest with reasons:
 // accepted rows are stored regardless of rejected ones (SPEC.md).
-func (a *App) PutPreferences(ctx context.Context, p Principal, in []PreferenceInput) (PreferencesResult, error) {
+func (a *App) PutPreferences(ctx context.Context, p Principal, in []PreferenceInput) (api.PreferencesResult, error) {
 	if len(in) > MaxPreferenceRows {
-		return PreferencesResult{}, domain.Validation(domain.FieldError{Field: "preferences",
+		return api.PreferencesResult{}, domain.Validation(domain.FieldError{Field: "preferences",
 			Message: "at most " + strconv.Itoa(MaxPreferenceRows) + " rows"})
 	}
-	res := PreferencesResult{Rejected: []RejectedPreference{}}
+	res := api.PreferencesResult{Rejected: []api.RejectedPreference{}}
 	var ok []domain.Preference
 	for i, r := range in {
 		if r.Type == nil || r.Channel == nil {
-			return PreferencesResult{}, domain.Validation(domain.FieldError{Field: fmt.Sprintf("preferences[%d]", i),
+			return api.PreferencesResult{}, domain.Validation(domain.FieldError{Field: fmt.Sprintf("preferences[%d]", i),
 				Message: "type and channel are required"})
 		}
 		pref := domain.Preference{Type: *r.Type, Channel: *r.Channel, Enabled: r.Enabled == nil || *r.Enabled, Digest: r.Digest != nil && *r.Digest}
 		if reason := domain.CheckPreference(pref); reason != "" {
-			res.Rejected = append(res.Rejected, RejectedPreference{Type: pref.Type, Channel: pref.Channel, Enabled: pref.Enabled,
+			res.Rejected = append(res.Rejected, api.RejectedPreference{Type: pref.Type, Channel: pref.Channel, Enabled: pref.Enabled,
 				Digest: pref.Digest, Reason: reason})
 			continue
 		}
@@ -163,7 +151,7 @@ func (a *App) PutPreferences(ctx context.Context, p Principal, in []PreferenceIn
 			return nil
 		})
 		if err != nil {
-			return PreferencesResult{}, err
+			return api.PreferencesResult{}, err
 		}
 	}
 	res.Accepted = len(ok)
@@ -178,28 +166,25 @@ const (
 	CodeNotFailed           = "notification_not_failed"
 )
 
-// TestResult is POST /v1/notifications/test.
-type TestResult = api.TestNotificationResult
-
 // TestNotification dispatches a notice of typ to the caller's own account
 // as its real emitter would; body and severity go into the email, severity
 // alone into the push (which carries no text: CONTRACT.md "Notifications"),
 // neither into the row. In production only an administrator may; in every
 // environment each call is charged to the account and the deployment
 // (testBudgets: 429 rate_limit_exceeded once one is spent).
-func (a *App) TestNotification(ctx context.Context, p Principal, typ string, body, severity *string) (TestResult, error) {
+func (a *App) TestNotification(ctx context.Context, p Principal, typ string, body, severity *string) (api.TestNotificationResult, error) {
 	res, err := a.testNotification(ctx, p, typ, body, severity)
 	a.noteRefusal(ctx, p.UserID, err)
 	return res, err
 }
 
-func (a *App) testNotification(ctx context.Context, p Principal, typ string, body, severity *string) (TestResult, error) {
+func (a *App) testNotification(ctx context.Context, p Principal, typ string, body, severity *string) (api.TestNotificationResult, error) {
 	if a.Cfg.Production() && !p.IsAdmin {
-		return TestResult{}, domain.Errorf(CodeTestRequiresAdmin, "in production only an administrator may send test notifications")
+		return api.TestNotificationResult{}, domain.Errorf(CodeTestRequiresAdmin, "in production only an administrator may send test notifications")
 	}
 	nt, ok := domain.LookupNoticeType(typ)
 	if !ok {
-		return TestResult{}, domain.Errorf(CodeUnknownNoticeType, "notification type %q is not declared", typ)
+		return api.TestNotificationResult{}, domain.Errorf(CodeUnknownNoticeType, "notification type %q is not declared", typ)
 	}
 	n := Notice{Type: typ, Subject: map[string]any{"test": true}, Title: "test notification", Body: "test notification"}
 	if body != nil {
@@ -207,12 +192,12 @@ func (a *App) testNotification(ctx context.Context, p Principal, typ string, bod
 	}
 	if severity != nil {
 		if !domain.ValidSeverity(*severity) {
-			return TestResult{}, domain.Validation(domain.FieldError{Field: "severity", Message: "must be info, warning or critical"})
+			return api.TestNotificationResult{}, domain.Validation(domain.FieldError{Field: "severity", Message: "must be info, warning or critical"})
 		}
 		n.Severity = *severity
 	}
 	if len(n.Body) > 4096 {
-		return TestResult{}, domain.Validation(domain.FieldError{Field: "body", Message: "at most 4096 bytes"})
+		return api.TestNotificationResult{}, domain.Validation(domain.FieldError{Field: "body", Message: "at most 4096 bytes"})
 	}
 	var rows []store.Notification
 	err := a.w.Write(ctx, func(t *writer.Tx) (err error) {
@@ -223,9 +208,9 @@ func (a *App) testNotification(ctx context.Context, p Principal, typ string, bod
 		return err
 	})
 	if err != nil {
-		return TestResult{}, err
+		return api.TestNotificationResult{}, err
 	}
-	res := TestResult{Dispatched: make([]string, 0, len(rows)), DeliveryStatus: make(map[string]string, len(rows))}
+	res := api.TestNotificationResult{Dispatched: make([]string, 0, len(rows)), DeliveryStatus: make(map[string]string, len(rows))}
 	for _, r := range rows {
 		res.DeliveryStatus[r.Channel] = r.DeliveryStatus
 	}
@@ -240,7 +225,7 @@ func (a *App) testNotification(ctx context.Context, p Principal, typ string, bod
 // Redeliver puts the caller's failed row back in its outbox (CONTRACT.md
 // "Webhooks": it goes back to queued). A row that has not failed answers
 // 409 notification_not_failed; another account's row is 404, as a missing one.
-func (a *App) Redeliver(ctx context.Context, p Principal, id string) (Notification, error) {
+func (a *App) Redeliver(ctx context.Context, p Principal, id string) (api.Notification, error) {
 	var out store.Notification
 	err := a.w.Write(ctx, func(t *writer.Tx) error {
 		n, err := a.Store.Requeue(ctx, t.SQL(), p.UserID, id)
@@ -261,10 +246,10 @@ func (a *App) Redeliver(ctx context.Context, p Principal, id string) (Notificati
 		return nil
 	})
 	if errors.Is(err, store.ErrNotFound) {
-		return Notification{}, domain.NotFound(CodeNotificationMissing, "notification")
+		return api.Notification{}, domain.NotFound(CodeNotificationMissing, "notification")
 	}
 	if err != nil {
-		return Notification{}, err
+		return api.Notification{}, err
 	}
 	return notificationOf(out), nil
 }

@@ -180,15 +180,12 @@ func noticeEmail(to string, r store.Notification) mail.Message {
 	return mail.Message{To: to, Kind: r.Type, Subject: subject, Body: b.String()}
 }
 
-// DigestResult is POST /v1/notifications/digest/run.
-type DigestResult = api.DigestRunResult
-
 // RunDigest rolls userID's email rows held for the digest in the last 24
 // hours, not yet digested, into one plain-text email of counts by type
 // (CONTRACT.md "Notifications"). A second run in a row sends nothing; a
 // digest the mailer could not send leaves its rows for the next run.
-func (a *App) RunDigest(ctx context.Context, userID string) (DigestResult, error) {
-	res := DigestResult{Grouped: map[string]int{}, UserID: userID}
+func (a *App) RunDigest(ctx context.Context, userID string) (api.DigestRunResult, error) {
+	res := api.DigestRunResult{Grouped: map[string]int{}, UserID: userID}
 	acct, err := a.Store.Account(ctx, userID)
 	if err != nil {
 		if errors.Is(err, store.ErrNotFound) {

@@ -3,13 +3,13 @@ package app
 import (
 	"context"
 	"errors"
-	"github.com/auditchain/auditchain/pkg/api"
 	"time"
 
 	"github.com/auditchain/auditchain/internal/app/writer"
-	"github.com/auditchain/auditchain/internal/chain"
 	"github.com/auditchain/auditchain/internal/domain"
 	"github.com/auditchain/auditchain/internal/store"
+	"github.com/auditchain/auditchain/pkg/api"
+	"github.com/auditchain/auditchain/pkg/verify"
 )
 
 // SearchRequest is the body of POST /v1/events/search.
@@ -57,13 +57,10 @@ func (a *App) Search(ctx context.Context, p Principal, req SearchRequest) ([]sto
 	return evs, f.Limit, err
 }
 
-// Ancestor is one link of an event's ancestry.
-type Ancestor = api.Ancestor
-
 // EventWithAncestry answers GET /v1/events/{event_id}: the event and the chain of
 // prev_hash links behind it, up to 50. Another account's id answers exactly like
 // a missing one.
-func (a *App) EventWithAncestry(ctx context.Context, p Principal, eventID string) (store.Event, []Ancestor, error) {
+func (a *App) EventWithAncestry(ctx context.Context, p Principal, eventID string) (store.Event, []api.Ancestor, error) {
 	e, err := a.Store.EventByID(ctx, nil, p.UserID, eventID)
 	if errors.Is(err, store.ErrNotFound) {
 		return e, nil, domain.NotFound(domain.CodeEventNotFound, "event")
@@ -81,7 +78,7 @@ func (a *App) EventWithAncestry(ctx context.Context, p Principal, eventID string
 	for i := range window {
 		byHash[window[i].PayloadHash] = &window[i]
 	}
-	ancestry := []Ancestor{}
+	ancestry := []api.Ancestor{}
 	cur := e
 	for len(ancestry) < domain.MaxAncestry && cur.PrevHash != nil {
 		prev, ok := byHash[*cur.PrevHash]
@@ -98,7 +95,7 @@ func (a *App) EventWithAncestry(ctx context.Context, p Principal, eventID string
 		if prev.Sequence >= cur.Sequence {
 			break // a link pointing forward would loop
 		}
-		ancestry = append(ancestry, Ancestor{EventID: prev.EventID, EventType: prev.EventType, Sequence: prev.Sequence, TS: prev.TS})
+		ancestry = append(ancestry, api.Ancestor{EventID: prev.EventID, EventType: prev.EventType, Sequence: prev.Sequence, TS: prev.TS})
 		cur = *prev
 	}
 	return e, ancestry, nil
@@ -119,11 +116,11 @@ func (a *App) RegisterSigningKey(ctx context.Context, p Principal, machineID, pu
 		return store.SigningKey{}, domain.Errorf(domain.CodeMachineMismatch,
 			"this key is bound to machine %q: it registers that machine's signing key only", p.Machine).With("machine", p.Machine)
 	}
-	pub, err := chain.ParsePublicKey(publicKey)
+	pub, err := verify.ParsePublicKey(publicKey)
 	if err != nil {
 		return store.SigningKey{}, domain.Validation(domain.FieldError{Field: "public_key", Message: err.Error()})
 	}
-	k := store.SigningKey{UserID: p.UserID, MachineID: machineID, PublicKey: publicKey, Fingerprint: chain.Fingerprint(pub),
+	k := store.SigningKey{UserID: p.UserID, MachineID: machineID, PublicKey: publicKey, Fingerprint: verify.Fingerprint(pub),
 		RegisteredAt: a.Now().UnixMicro()}
 	// Under the head's lock, so that no append races the change: the key is
 	// in force from the registration's own event on (which no machine signs).
@@ -152,16 +149,8 @@ func (a *App) RegisterSigningKey(ctx context.Context, p Principal, machineID, pu
 	return k, err
 }
 
-// Machine is one machine of the account with its keys (fingerprints only):
-// GET /v1/machines's row.
-type Machine = api.Machine
-
-// MachineKey is one registered key, identified by its fingerprint; it
-// applies from leaf FromLeaf on.
-type MachineKey = api.MachineKey
-
 // Machines answers GET /v1/machines.
-func (a *App) Machines(ctx context.Context, p Principal) ([]Machine, error) {
+func (a *App) Machines(ctx context.Context, p Principal) ([]api.Machine, error) {
 	seen, err := a.Store.Machines(ctx, p.UserID)
 	if err != nil {
 		return nil, err
@@ -170,13 +159,13 @@ func (a *App) Machines(ctx context.Context, p Principal) ([]Machine, error) {
 	if err != nil {
 		return nil, err
 	}
-	byID := map[string]*Machine{}
+	byID := map[string]*api.Machine{}
 	var order []string
-	get := func(id string) *Machine {
+	get := func(id string) *api.Machine {
 		if m, ok := byID[id]; ok {
 			return m
 		}
-		m := &Machine{MachineID: id, Keys: []MachineKey{}}
+		m := &api.Machine{MachineID: id, Keys: []api.MachineKey{}}
 		byID[id] = m
 		order = append(order, id)
 		return m
@@ -186,11 +175,11 @@ func (a *App) Machines(ctx context.Context, p Principal) ([]Machine, error) {
 	}
 	for _, k := range keys {
 		m := get(k.MachineID)
-		m.Keys = append(m.Keys, MachineKey{Fingerprint: k.Fingerprint, RegisteredAt: time.UnixMicro(k.RegisteredAt).UTC().Format(time.RFC3339Nano), FromLeaf: k.FromLeaf})
+		m.Keys = append(m.Keys, api.MachineKey{Fingerprint: k.Fingerprint, RegisteredAt: time.UnixMicro(k.RegisteredAt).UTC().Format(time.RFC3339Nano), FromLeaf: k.FromLeaf})
 		fp := k.Fingerprint
 		m.CurrentFingerprint = &fp
 	}
-	out := make([]Machine, 0, len(order))
+	out := make([]api.Machine, 0, len(order))
 	for _, id := range order {
 		out = append(out, *byID[id])
 	}

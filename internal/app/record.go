@@ -8,32 +8,29 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"github.com/auditchain/auditchain/pkg/api"
 	"io"
 	"math"
 	"slices"
 	"time"
 
 	"github.com/auditchain/auditchain/internal/app/writer"
-	"github.com/auditchain/auditchain/internal/chain"
 	"github.com/auditchain/auditchain/internal/domain"
 	"github.com/auditchain/auditchain/internal/store"
+	"github.com/auditchain/auditchain/pkg/api"
+	"github.com/auditchain/auditchain/pkg/verify"
 )
 
-// Quota is the daily event quota as responses show it (SPEC.md "Quota").
-type Quota = api.Quota
-
-func (a *App) quota(used int64) Quota {
+func (a *App) quota(used int64) api.Quota {
 	limit := int64(a.Cfg.DailyEventQuota)
-	return Quota{Limit: limit, Remaining: max(0, limit-used), UsedToday: used}
+	return api.Quota{Limit: limit, Remaining: max(0, limit-used), UsedToday: used}
 }
 
 // AppendResult is the outcome of one append.
 type AppendResult struct {
 	Event    store.Event
-	Epoch    domain.EpochStamp
-	Quota    Quota
-	Advisory *domain.DedupAdvisory
+	Epoch    api.EpochStamp
+	Quota    api.Quota
+	Advisory *api.DedupAdvisory
 	// Replayed is true when the event_id was already stored with identical
 	// content: the stored event is answered and nothing is written.
 	Replayed bool
@@ -70,7 +67,7 @@ func (a *App) appendEvent(ctx context.Context, p Principal, in domain.EventInput
 	if err != nil {
 		return a.refuseAppend(ctx, nil, p.UserID, &in, now, err)
 	}
-	var advisory *domain.DedupAdvisory
+	var advisory *api.DedupAdvisory
 	out, err := a.w.Append(ctx, writer.Append{Event: &e, Quota: a.quotaOf(now), Locked: in.MachineID != nil,
 		Place: func(ctx context.Context, head store.Head, q store.Querier) error {
 			advisory = nil
@@ -141,7 +138,7 @@ func (a *App) appendNext(ctx context.Context, p Principal, in domain.EventInput,
 		return a.refuseAppend(ctx, nil, p.UserID, &in, now, err)
 	}
 	e := store.Event{UserID: p.UserID}
-	var advisory *domain.DedupAdvisory
+	var advisory *api.DedupAdvisory
 	out, err := a.w.Append(ctx, writer.Append{Event: &e, Quota: a.quotaOf(now), Locked: in.MachineID != nil,
 		Place: func(ctx context.Context, head store.Head, q store.Querier) error {
 			advisory = nil
@@ -192,7 +189,7 @@ func ServiceSets(field string) *domain.Error {
 }
 
 // appendedResult is the answer of an append that stored out at now.
-func (a *App) appendedResult(out writer.Appended, advisory *domain.DedupAdvisory, now time.Time) AppendResult {
+func (a *App) appendedResult(out writer.Appended, advisory *api.DedupAdvisory, now time.Time) AppendResult {
 	return AppendResult{Event: out.Event, Quota: a.quota(out.QuotaUsed), Advisory: advisory,
 		Epoch: domain.NewEpochStamp(a.Cfg.EpochAnchor, now)}
 }
@@ -205,7 +202,7 @@ func (a *App) replayResult(r *replayed, now time.Time) AppendResult {
 // appendAdvisory is the dedup advisory of e, a tool call about to extend
 // head. It is about the events before e: the head is held, or the append's
 // compare-and-set requires it unchanged.
-func (a *App) appendAdvisory(ctx context.Context, q store.Querier, e *store.Event, head store.Head) (*domain.DedupAdvisory, error) {
+func (a *App) appendAdvisory(ctx context.Context, q store.Querier, e *store.Event, head store.Head) (*api.DedupAdvisory, error) {
 	if e.SemanticKey == nil || e.Tool == nil {
 		return nil, nil
 	}
@@ -354,12 +351,12 @@ func verifySignature(k store.SigningKey, in *domain.EventInput) error {
 	if in.Signature == nil {
 		return errSignatureMissing.With("machine_id", k.MachineID)
 	}
-	pub, err := chain.ParsePublicKey(k.PublicKey)
+	pub, err := verify.ParsePublicKey(k.PublicKey)
 	if err != nil {
 		// A key stored before weak keys were refused verifies nothing.
 		return errWeakSigningKey.With("machine_id", k.MachineID)
 	}
-	if chain.VerifyEventSignature(ed25519.PublicKey(pub), in.Raw, *in.Signature) != nil {
+	if verify.VerifyEventSignature(ed25519.PublicKey(pub), in.Raw, *in.Signature) != nil {
 		return errSignature.With("machine_id", k.MachineID)
 	}
 	return nil
@@ -429,7 +426,7 @@ func (a *App) prepareEvent(p Principal, in *domain.EventInput, surface string, n
 		m := ts.UnixMicro()
 		e.TSMicros = &m
 	}
-	hash, err := chain.PayloadHash(hashedOf(&e))
+	hash, err := verify.PayloadHash(hashedOf(&e))
 	if err != nil {
 		return e, domain.Validation(domain.FieldError{Field: "raw", Message: "cannot be canonicalised (RFC 8785): " + err.Error()})
 	}
@@ -441,9 +438,9 @@ func (a *App) prepareEvent(p Principal, in *domain.EventInput, surface string, n
 }
 
 // hashedOf is the part of a stored event that payload_hash covers.
-func hashedOf(e *store.Event) *chain.HashedEvent {
+func hashedOf(e *store.Event) *verify.HashedEvent {
 	ts := e.TS
-	return &chain.HashedEvent{EventID: e.EventID, EventType: e.EventType, Sequence: e.Sequence, PrevHash: e.PrevHash,
+	return &verify.HashedEvent{EventID: e.EventID, EventType: e.EventType, Sequence: e.Sequence, PrevHash: e.PrevHash,
 		Raw: e.Raw, Decision: e.Decision, Tool: e.Tool, MachineID: e.MachineID, ParentID: e.ParentID, TS: &ts,
 		Signature: e.Signature, SignatureKey: e.SignatureKey}
 }
@@ -455,7 +452,7 @@ func hashedOf(e *store.Event) *chain.HashedEvent {
 // stored event took.
 func sameEvent(stored *store.Event, in *domain.EventInput) bool {
 	h := hashedOf(stored)
-	probe := &chain.HashedEvent{EventID: *in.EventID, EventType: *in.EventType, Sequence: stored.Sequence, PrevHash: stored.PrevHash,
+	probe := &verify.HashedEvent{EventID: *in.EventID, EventType: *in.EventType, Sequence: stored.Sequence, PrevHash: stored.PrevHash,
 		Raw: in.Raw, Decision: in.Decision, Tool: in.Tool, MachineID: in.MachineID, ParentID: in.ParentID, TS: in.TS,
 		Signature: in.Signature, SignatureKey: in.SignatureKey}
 	if in.Sequence != nil {
@@ -467,14 +464,14 @@ func sameEvent(stored *store.Event, in *domain.EventInput) bool {
 	if len(probe.Raw) > 0 && bytes.Equal(bytes.TrimSpace(probe.Raw), []byte("null")) {
 		probe.Raw = nil
 	}
-	a, err1 := chain.PayloadHash(h)
-	b, err2 := chain.PayloadHash(probe)
+	a, err1 := verify.PayloadHash(h)
+	b, err2 := verify.PayloadHash(probe)
 	return err1 == nil && err2 == nil && a == b
 }
 
 // dedupAdvisory decides whether an appended tool call repeats one within the
 // window, with the same code as the policy probe.
-func (a *App) dedupAdvisory(ctx context.Context, q store.Querier, userID, tool, key string, intent domain.Intent, tip int64) (*domain.DedupAdvisory, error) {
+func (a *App) dedupAdvisory(ctx context.Context, q store.Querier, userID, tool, key string, intent domain.Intent, tip int64) (*api.DedupAdvisory, error) {
 	d, err := a.decideDedup(ctx, q, userID, tool, key, intent, tip)
 	if err != nil {
 		return nil, err

@@ -34,9 +34,6 @@ type Mailer interface {
 	Send(ctx context.Context, msg mail.Message) error
 }
 
-// AcceptanceInput is one legal document a new account's sign-in accepts.
-type AcceptanceInput = api.AcceptanceInput
-
 // OTPSent is the answer of POST /v1/auth/otp/request.
 type OTPSent struct {
 	ExpiresAt time.Time
@@ -53,7 +50,7 @@ var errBadEmail = domain.Validation(domain.FieldError{Field: "email", Message: "
 // deployment's budgets (otpBudgets); a request that could not be mailed is
 // charged nothing. The code is stored only as a hash, and a new code
 // supersedes the earlier ones.
-func (a *App) RequestOTP(ctx context.Context, client, rawEmail string, acceptances []AcceptanceInput) (OTPSent, error) {
+func (a *App) RequestOTP(ctx context.Context, client, rawEmail string, acceptances []api.AcceptanceInput) (OTPSent, error) {
 	email, ok := domain.NormalizeEmail(rawEmail)
 	if !ok {
 		return OTPSent{}, errBadEmail
@@ -131,8 +128,8 @@ func (a *App) RequestOTP(ctx context.Context, client, rawEmail string, acceptanc
 // checkNewAccountAcceptances requires, for an email without an account, an
 // acceptance of every required document at its current version (CONTRACT.md
 // "Credentials").
-func (a *App) checkNewAccountAcceptances(acceptances []AcceptanceInput) error {
-	given := map[string]AcceptanceInput{}
+func (a *App) checkNewAccountAcceptances(acceptances []api.AcceptanceInput) error {
+	given := map[string]api.AcceptanceInput{}
 	for _, in := range acceptances {
 		d, ok := a.Legal.Get(in.DocumentID)
 		if !ok || in.Version != d.Version || in.ContentHash != d.ContentHash {
@@ -266,7 +263,7 @@ func (a *App) VerifyOTP(ctx context.Context, rawEmail, code string) (SignedIn, e
 // recordSignInAcceptances records, for an account a verified code created,
 // the acceptances its request carried (source signin).
 func (a *App) recordSignInAcceptances(ctx context.Context, t *writer.Tx, acct store.Account, stored []byte, now time.Time) error {
-	var accepted []AcceptanceInput
+	var accepted []api.AcceptanceInput
 	if len(stored) > 0 {
 		if err := json.Unmarshal(stored, &accepted); err != nil {
 			return fmt.Errorf("stored acceptances of a sign-in code: %w", err)

@@ -54,7 +54,7 @@ type ToolCallRequest struct {
 	// Surface is the caller's X-SVC-Surface, stored with the events.
 	Surface string
 	// Results are tool_result events of earlier calls, recorded in the same
-	// commit before this call (at most MaxToolCallResults): a caller that
+	// commit before this call (at most api.MaxToolCallResults): a caller that
 	// records each result with its next call pays one commit per call.
 	Results []ToolResult
 }
@@ -68,9 +68,6 @@ type ToolResult struct {
 	TS       *string
 }
 
-// MaxToolCallResults bounds the results one tool call carries.
-const MaxToolCallResults = api.MaxToolCallResults
-
 // ToolCallResult is the outcome of a gated tool call.
 type ToolCallResult struct {
 	Decision string
@@ -81,8 +78,8 @@ type ToolCallResult struct {
 	GrantID  string
 	Metered  bool
 	Event    store.Event
-	Quota    Quota
-	Epoch    domain.EpochStamp
+	Quota    api.Quota
+	Epoch    api.EpochStamp
 	Replayed bool
 }
 
@@ -311,8 +308,8 @@ func checkToolCall(req *ToolCallRequest) (map[string]json.RawMessage, error) {
 			return nil, MalformedToolCall("raw."+k, "is written by the service from the gate's answer; do not send it")
 		}
 	}
-	if len(req.Results) > MaxToolCallResults {
-		return nil, MalformedToolCall("results", fmt.Sprintf("at most %d results go with one call", MaxToolCallResults))
+	if len(req.Results) > api.MaxToolCallResults {
+		return nil, MalformedToolCall("results", fmt.Sprintf("at most %d results go with one call", api.MaxToolCallResults))
 	}
 	seen := map[string]bool{req.EventID: true}
 	for i := range req.Results {
@@ -484,13 +481,6 @@ func countGateMembers(members map[string]json.RawMessage) int {
 }
 
 func equalPtr(a, b *string) bool { return (a == nil) == (b == nil) && (a == nil || *a == *b) }
-
-// resultIDTaken refuses a write whose tool_result's event_id is stored.
-type resultIDTaken struct{ result ToolResult }
-
-func (r *resultIDTaken) Error() string {
-	return "tool_result " + r.result.EventID + " is already stored"
-}
 
 // appendToolResult appends r at the tip inside t, charged to the quota.
 func (a *App) appendToolResult(ctx context.Context, t *writer.Tx, p Principal, r *ToolResult, surface string, now time.Time) error {

@@ -209,22 +209,10 @@ func (a *App) RunUsageFlusher(ctx context.Context, tick Ticker) {
 	}
 }
 
-// Usage is GET /v1/dashboard/usage (CONTRACT.md "Usage").
-type Usage = api.Usage
-
-// UsageEvents are the account's events today and in all, and its quota.
-type UsageEvents = api.UsageEvents
-
-// UsageGrants counts the account's grants by state, and today's uses.
-type UsageGrants = api.UsageGrants
-
-// UsageCalls are today's credentialed calls by capability and by surface.
-type UsageCalls = api.UsageCalls
-
 // DashboardUsage answers the caller's account: the stored counts plus this
 // replica's not yet flushed (another replica's unflushed counts, at most one
 // flush interval, show once flushed).
-func (a *App) DashboardUsage(ctx context.Context, p Principal) (Usage, error) {
+func (a *App) DashboardUsage(ctx context.Context, p Principal) (api.Usage, error) {
 	now := a.Now().UTC()
 	day := domain.QuotaDay(now)
 	// Under the flush lock, no batch is between the meter and the database.
@@ -232,16 +220,16 @@ func (a *App) DashboardUsage(ctx context.Context, p Principal) (Usage, error) {
 	defer a.meter.flushMu.Unlock()
 	f, err := a.Store.AccountFigures(ctx, p.UserID, now)
 	if err != nil {
-		return Usage{}, err
+		return api.Usage{}, err
 	}
 	today, err := a.Store.QuotaUsed(ctx, nil, p.UserID, day)
 	if err != nil {
-		return Usage{}, err
+		return api.Usage{}, err
 	}
-	u := Usage{Day: day, TreeSize: f.TreeSize, Proposals: f.Proposals, Notifications: f.Notifications,
-		Events: UsageEvents{Today: today, Total: f.EventsTotal, QuotaLimit: int64(a.Cfg.DailyEventQuota),
+	u := api.Usage{Day: day, TreeSize: f.TreeSize, Proposals: f.Proposals, Notifications: f.Notifications,
+		Events: api.UsageEvents{Today: today, Total: f.EventsTotal, QuotaLimit: int64(a.Cfg.DailyEventQuota),
 			QuotaRemaining: max(0, int64(a.Cfg.DailyEventQuota)-today)},
-		Grants: UsageGrants{Live: f.GrantsLive, Expired: f.GrantsExpired, Revoked: f.GrantsRevoked}}
+		Grants: api.UsageGrants{Live: f.GrantsLive, Expired: f.GrantsExpired, Revoked: f.GrantsRevoked}}
 	read := func(kind string) (map[string]int64, error) {
 		m, err := a.Store.Usage(ctx, p.UserID, kind, day, day)
 		if err != nil {
@@ -253,18 +241,18 @@ func (a *App) DashboardUsage(ctx context.Context, p Principal) (Usage, error) {
 		return m, nil
 	}
 	if u.Gate, err = read(UsageGate); err != nil {
-		return Usage{}, err
+		return api.Usage{}, err
 	}
 	uses, err := read(UsageUses)
 	if err != nil {
-		return Usage{}, err
+		return api.Usage{}, err
 	}
 	u.Grants.UsesToday = uses["uses"]
 	if u.CallsToday.ByCapability, err = read(UsageCapability); err != nil {
-		return Usage{}, err
+		return api.Usage{}, err
 	}
 	if u.CallsToday.BySurface, err = read(UsageSurface); err != nil {
-		return Usage{}, err
+		return api.Usage{}, err
 	}
 	return u, nil
 }

@@ -35,50 +35,44 @@ const (
 	CodeTooManyWebhooks   = "too_many_webhooks"
 )
 
-// Webhook is an endpoint as listed: never its secret.
-type Webhook = api.Webhook
-
-// NewWebhook is POST /v1/webhooks's answer: the only time the secret is shown.
-type NewWebhook = api.WebhookCreated
-
-func webhookOf(w store.Webhook) Webhook {
-	return Webhook{ID: w.ID, URL: w.URL, Types: w.Types, CreatedAt: domain.FormatTimestamp(w.CreatedAt)}
+func webhookOf(w store.Webhook) api.Webhook {
+	return api.Webhook{ID: w.ID, URL: w.URL, Types: w.Types, CreatedAt: domain.FormatTimestamp(w.CreatedAt)}
 }
 
 // CreateWebhook registers url for types (every type with a webhook channel
 // when types is nil). A target that is not http(s) or resolves to a
 // loopback, private, link-local or metadata address is refused, unless the
 // operator allowed private targets.
-func (a *App) CreateWebhook(ctx context.Context, p Principal, url string, types []string) (NewWebhook, error) {
+func (a *App) CreateWebhook(ctx context.Context, p Principal, url string, types []string) (api.WebhookCreated, error) {
 	if len(url) > MaxWebhookURLBytes {
-		return NewWebhook{}, domain.Validation(domain.FieldError{Field: "url", Message: "at most 2048 bytes"})
+		return api.WebhookCreated{}, domain.Validation(domain.FieldError{Field: "url", Message: "at most 2048 bytes"})
 	}
 	if types == nil {
 		types = domain.WebhookTypes()
 	}
 	if len(types) == 0 {
-		return NewWebhook{}, domain.Validation(domain.FieldError{Field: "types", Message: "must name at least one type (omit it for every type)"})
+		return api.WebhookCreated{}, domain.Validation(domain.FieldError{Field: "types", Message: "must name at least one type (omit it for every type)"})
 	}
 	if bad := domain.InvalidWebhookTypes(types); len(bad) > 0 {
-		return NewWebhook{}, domain.Validation(domain.FieldError{Field: "types",
+		return api.WebhookCreated{}, domain.Validation(domain.FieldError{Field: "types",
 			Message: "not a notification type with a webhook channel: " + strings.Join(bad, ", ")})
 	}
 	types = slices.Compact(slices.Sorted(slices.Values(types)))
 	if err := a.Egress.CheckURL(ctx, url); err != nil {
 		if ctx.Err() != nil {
-			return NewWebhook{}, ctx.Err()
+			return api.WebhookCreated{}, ctx.Err()
 		}
 		// Every other reason (scheme, address, a name that does not
 		// resolve) is the caller's to fix.
-		return NewWebhook{}, (&domain.Error{Code: CodeWebhookURLRefused, Detail: err.Error()}).With("url", url)
+		return api.WebhookCreated{}, (&domain.Error{Code: CodeWebhookURLRefused, Detail: err.Error()}).With("url", url)
 	}
 	secret, err := webhook.NewSecret(a.Rand)
 	if err != nil {
-		return NewWebhook{}, err
+		return api.WebhookCreated{}, err
 	}
 	id, err := uuid.NewV7FromReader(a.Rand)
 	if err != nil {
-		return NewWebhook{}, err
+		return api.WebhookCreated{}, err
 	}
 	w := store.Webhook{ID: id.String(), UserID: p.UserID, URL: url, Types: types, Secret: secret,
 		CreatedAt: a.Now().UTC().Truncate(time.Microsecond)}
@@ -97,18 +91,18 @@ func (a *App) CreateWebhook(ctx context.Context, p Principal, url string, types 
 		return a.Store.CreateWebhook(ctx, t.SQL(), w)
 	})
 	if err != nil {
-		return NewWebhook{}, err
+		return api.WebhookCreated{}, err
 	}
-	return NewWebhook{Webhook: webhookOf(w), Secret: secret}, nil
+	return api.WebhookCreated{Webhook: webhookOf(w), Secret: secret}, nil
 }
 
 // Webhooks lists the caller's endpoints without secrets.
-func (a *App) Webhooks(ctx context.Context, p Principal) ([]Webhook, error) {
+func (a *App) Webhooks(ctx context.Context, p Principal) ([]api.Webhook, error) {
 	ws, err := a.Store.Webhooks(ctx, nil, p.UserID, "")
 	if err != nil {
 		return nil, err
 	}
-	out := make([]Webhook, len(ws))
+	out := make([]api.Webhook, len(ws))
 	for i, w := range ws {
 		out[i] = webhookOf(w)
 	}
@@ -127,12 +121,9 @@ func (a *App) DeleteWebhook(ctx context.Context, p Principal, id string) error {
 	return err
 }
 
-// Delivery is one attempt as GET /v1/webhooks/{id}/deliveries lists it.
-type Delivery = api.WebhookDelivery
-
 // WebhookDeliveries lists the attempts to deliver to the caller's endpoint
 // id, newest first.
-func (a *App) WebhookDeliveries(ctx context.Context, p Principal, id string) ([]Delivery, error) {
+func (a *App) WebhookDeliveries(ctx context.Context, p Principal, id string) ([]api.WebhookDelivery, error) {
 	ok, err := a.Store.WebhookExists(ctx, p.UserID, id)
 	if err != nil {
 		return nil, err
@@ -144,9 +135,9 @@ func (a *App) WebhookDeliveries(ctx context.Context, p Principal, id string) ([]
 	if err != nil {
 		return nil, err
 	}
-	out := make([]Delivery, len(ds))
+	out := make([]api.WebhookDelivery, len(ds))
 	for i, d := range ds {
-		out[i] = Delivery{NotificationID: d.NotificationID, Attempt: d.Attempt, StatusCode: d.StatusCode, Error: d.Error,
+		out[i] = api.WebhookDelivery{NotificationID: d.NotificationID, Attempt: d.Attempt, StatusCode: d.StatusCode, Error: d.Error,
 			DurationMS: float64(d.Duration.Microseconds()) / 1000, CreatedAt: domain.FormatTimestamp(d.CreatedAt)}
 	}
 	return out, nil

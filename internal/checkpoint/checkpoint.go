@@ -16,15 +16,6 @@ import (
 	"github.com/auditchain/auditchain/pkg/verify"
 )
 
-// Re-exported from pkg/verify so service code has one import for blocks.
-var (
-	Origin    = verify.Origin
-	BlockHash = verify.BlockHash
-)
-
-// Checkpoint is a verified, parsed block; see verify.Checkpoint.
-type Checkpoint = verify.Checkpoint
-
 // Signer signs one account's checkpoints: an Ed25519 note signer whose key
 // name is the origin, so the note's signature line reads "— <origin> ...".
 type Signer struct {
@@ -66,29 +57,16 @@ func Body(origin string, size uint64, root [32]byte, prev *[32]byte) []byte {
 	return b
 }
 
-// Sign returns the signed note of a block: Body signed by key under origin.
-// prevBlockHash is BlockHash of the previous block's signed note, nil for
-// block 0. Ed25519 is deterministic, so the same inputs give the same bytes.
-func Sign(origin string, size uint64, root [32]byte, prevBlockHash *[32]byte, key ed25519.PrivateKey) ([]byte, error) {
-	s, err := NewSigner(origin, key)
-	if err != nil {
-		return nil, err
-	}
-	return s.SignBlock(size, root, prevBlockHash)
-}
-
-// SignBlock is Sign with a prepared signer.
+// SignBlock returns the signed note of a block: Body signed under the
+// signer's origin. prevBlockHash is BlockHash of the previous block's signed
+// note, nil for block 0. Ed25519 is deterministic, so the same inputs give the
+// same bytes.
 func (s *Signer) SignBlock(size uint64, root [32]byte, prevBlockHash *[32]byte) ([]byte, error) {
 	msg, err := note.Sign(&note.Note{Text: string(Body(s.origin, size, root, prevBlockHash))}, s)
 	if err != nil {
 		return nil, fmt.Errorf("checkpoint: sign: %w", err)
 	}
 	return msg, nil
-}
-
-// Open verifies and parses a block's signed note; see verify.OpenCheckpoint.
-func Open(signedNote []byte, servicePub ed25519.PublicKey, origin string) (Checkpoint, error) {
-	return verify.OpenCheckpoint(signedNote, servicePub, origin)
 }
 
 // Block is a sealed block as the store keeps it.

@@ -20,10 +20,24 @@ func testKey(seed string) ed25519.PrivateKey {
 	return ed25519.NewKeyFromSeed(s[:])
 }
 
+// sign is the signed note of block 0 of size and root under origin.
+func sign(t *testing.T, origin string, size uint64, root [32]byte, key ed25519.PrivateKey) []byte {
+	t.Helper()
+	s, err := NewSigner(origin, key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	n, err := s.SignBlock(size, root, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return n
+}
+
 func TestSignOpenRoundTrip(t *testing.T) {
 	key := testKey("service")
 	pub := key.Public().(ed25519.PublicKey)
-	origin := Origin(userID)
+	origin := verify.Origin(userID)
 	s, err := NewSigner(origin, key)
 	if err != nil {
 		t.Fatal(err)
@@ -46,12 +60,11 @@ func TestSignOpenRoundTrip(t *testing.T) {
 	if !strings.Contains(string(b1.Note), "\nprev "+b0.Hash.String()+"\n\n— "+origin+" ") {
 		t.Fatalf("note lacks the prev line and origin-named signature:\n%s", b1.Note)
 	}
-	again, err := Sign(origin, 5, root, nil, key)
-	if err != nil || string(again) != string(b0.Note) {
-		t.Fatalf("Sign is not deterministic: %v", err)
+	if again := sign(t, origin, 5, root, key); string(again) != string(b0.Note) {
+		t.Fatal("SignBlock is not deterministic")
 	}
 
-	cp, err := Open(b1.Note, pub, origin)
+	cp, err := verify.OpenCheckpoint(b1.Note, pub, origin)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -80,15 +93,9 @@ func TestSignOpenRoundTrip(t *testing.T) {
 func TestOpenRejects(t *testing.T) {
 	key := testKey("service")
 	pub := key.Public().(ed25519.PublicKey)
-	origin := Origin(userID)
-	good, err := Sign(origin, 3, sha256.Sum256([]byte("r")), nil, key)
-	if err != nil {
-		t.Fatal(err)
-	}
-	other, err := Sign(Origin("someone-else"), 3, sha256.Sum256([]byte("r")), nil, key)
-	if err != nil {
-		t.Fatal(err)
-	}
+	origin := verify.Origin(userID)
+	good := sign(t, origin, 3, sha256.Sum256([]byte("r")), key)
+	other := sign(t, verify.Origin("someone-else"), 3, sha256.Sum256([]byte("r")), key)
 	tamperedRoot := []byte(strings.Replace(string(good), "\n3\n", "\n4\n", 1))
 	badSig := append([]byte(nil), good...)
 	badSig[len(badSig)-3] ^= 1
@@ -105,9 +112,9 @@ func TestOpenRejects(t *testing.T) {
 		{"not a note", []byte("hello\n"), pub, verify.ErrCheckpointMalformed},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			_, err := Open(tc.note, tc.pub, origin)
+			_, err := verify.OpenCheckpoint(tc.note, tc.pub, origin)
 			if !errors.Is(err, tc.want) {
-				t.Fatalf("Open = %v, want %v", err, tc.want)
+				t.Fatalf("OpenCheckpoint = %v, want %v", err, tc.want)
 			}
 		})
 	}
@@ -140,7 +147,7 @@ func TestParseCheckpointBody(t *testing.T) {
 func TestBlockVerifier(t *testing.T) {
 	key := testKey("service")
 	pub := key.Public().(ed25519.PublicKey)
-	s, _ := NewSigner(Origin(userID), key)
+	s, _ := NewSigner(verify.Origin(userID), key)
 	var blocks []Block
 	var prev *Block
 	for i := range 4 {
@@ -152,7 +159,7 @@ func TestBlockVerifier(t *testing.T) {
 		prev = &blocks[len(blocks)-1]
 	}
 	run := func(idx []int) error {
-		bv, err := verify.NewBlockVerifier(Origin(userID), pub)
+		bv, err := verify.NewBlockVerifier(verify.Origin(userID), pub)
 		if err != nil {
 			t.Fatal(err)
 		}

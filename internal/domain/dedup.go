@@ -236,18 +236,14 @@ func DecideDedup(p DedupPolicy, tool, semanticKey string, intent Intent, candida
 	return d
 }
 
-// DedupAdvisory is the dedup_advisory member of an append response: present
-// only when the appended tool call repeats one within the window.
-type DedupAdvisory = api.DedupAdvisory
-
 // Advisory is d as a dedup_advisory; ok is false unless d is a hit. The
 // append path decides with the tip before the appended event and candidates
 // that exclude it, so the advisory equals what a probe just before would say.
-func (d DedupDecision) Advisory() (a DedupAdvisory, ok bool) {
+func (d DedupDecision) Advisory() (a api.DedupAdvisory, ok bool) {
 	if d.DedupStatus != DedupHit {
-		return DedupAdvisory{}, false
+		return api.DedupAdvisory{}, false
 	}
-	return DedupAdvisory{SemanticKey: d.SemanticKey, DedupStatus: d.DedupStatus, DedupAction: d.DedupAction,
+	return api.DedupAdvisory{SemanticKey: d.SemanticKey, DedupStatus: d.DedupStatus, DedupAction: d.DedupAction,
 		CachedFromEventID: *d.CachedFromEventID, CachedFromSequence: *d.CachedFromSequence, CachedAt: *d.CachedAt,
 		WindowEvents: d.WindowEvents, WindowSeconds: d.WindowSeconds}, true
 }

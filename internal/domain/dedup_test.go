@@ -5,6 +5,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/auditchain/auditchain/pkg/api"
 	"github.com/google/go-cmp/cmp"
 )
 
@@ -257,7 +258,7 @@ func TestAdvisory(t *testing.T) {
 	}
 	hit := DecideDedup(p, "grep", "k", IntentNone, []PriorCall{{EventID: "evt-1", Sequence: 4, TS: now, SemanticKey: "k"}}, 5, now)
 	a, ok := hit.Advisory()
-	want := DedupAdvisory{SemanticKey: "k", DedupStatus: "hit", DedupAction: "reuse", CachedFromEventID: "evt-1",
+	want := api.DedupAdvisory{SemanticKey: "k", DedupStatus: "hit", DedupAction: "reuse", CachedFromEventID: "evt-1",
 		CachedFromSequence: 4, CachedAt: "2026-03-01T12:00:00+00:00", WindowEvents: 50, WindowSeconds: 300}
 	if diff := cmp.Diff(want, a); !ok || diff != "" {
 		t.Errorf("Advisory ok=%v (-want +got):\n%s", ok, diff)

@@ -7,13 +7,6 @@ import (
 	"time"
 )
 
-// EpochStamp is the server-assigned stamp of SPEC.md "Epoch stamp", computed by
-// the formula of CONTRACT.md "The record".
-type EpochStamp = api.EpochStamp
-
-// EpochPhase is the accumulated phase part of an EpochStamp.
-type EpochPhase = api.EpochPhase
-
 const (
 	EpochScheme = "svc-epoch-v1"
 	PhaseScheme = "epoch-accumulation-v1"
@@ -31,7 +24,7 @@ var DefaultEpochAnchor = time.Date(2025, 1, 1, 0, 0, 0, 0, time.UTC)
 // truncate (round toward negative infinity), so the whole part always equals
 // cycle_number and the quadrant is that of the exact fraction: truncation never
 // moves a value across a quarter boundary, which are multiples of 0.25.
-func NewEpochStamp(anchor, now time.Time) EpochStamp {
+func NewEpochStamp(anchor, now time.Time) api.EpochStamp {
 	anchorDay := time.Date(anchor.Year(), anchor.Month(), anchor.Day(), 0, 0, 0, 0, time.UTC)
 	n := now.UTC()
 	day := time.Date(n.Year(), n.Month(), n.Day(), 0, 0, 0, 0, time.UTC)
@@ -62,13 +55,13 @@ func NewEpochStamp(anchor, now time.Time) EpochStamp {
 		whole, rest := new(big.Int).QuoRem(neg, big.NewInt(1_000_000), new(big.Int))
 		phase = fmt.Sprintf("-%d.%06d", whole.Int64(), rest.Int64())
 	}
-	return EpochStamp{
+	return api.EpochStamp{
 		Anchor:     anchorDay.Format(time.DateOnly),
 		DateUTC:    day.Format(time.DateOnly),
 		EpochIndex: index,
 		Quadrant:   quadrant,
 		Scheme:     EpochScheme,
-		Phase: EpochPhase{
+		Phase: api.EpochPhase{
 			AccumulatedPhase: phase,
 			CycleNumber:      cycle.Int64(),
 			EpochIndex:       index,

@@ -4,6 +4,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/auditchain/auditchain/pkg/api"
 	"github.com/google/go-cmp/cmp"
 )
 
@@ -40,10 +41,10 @@ func TestEpochStamp(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			got := NewEpochStamp(anchor, tt.now)
-			want := EpochStamp{
+			want := api.EpochStamp{
 				Anchor: "2025-01-01", DateUTC: tt.now.UTC().Format(time.DateOnly), EpochIndex: tt.wantIndex,
 				Quadrant: tt.wantQuad, Scheme: "svc-epoch-v1",
-				Phase: EpochPhase{AccumulatedPhase: tt.wantPhase, CycleNumber: tt.wantCycle, EpochIndex: tt.wantIndex, Scheme: "epoch-accumulation-v1"},
+				Phase: api.EpochPhase{AccumulatedPhase: tt.wantPhase, CycleNumber: tt.wantCycle, EpochIndex: tt.wantIndex, Scheme: "epoch-accumulation-v1"},
 			}
 			if diff := cmp.Diff(want, got); diff != "" {
 				t.Fatalf("stamp mismatch (-want +got):\n%s", diff)

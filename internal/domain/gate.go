@@ -9,6 +9,7 @@ package domain
 import (
 	"encoding/json"
 	"fmt"
+	"github.com/auditchain/auditchain/pkg/api"
 	"slices"
 	"time"
 )
@@ -62,7 +63,7 @@ type Grant struct {
 	ExpiresAt    time.Time
 	CreatedAt    time.Time
 	RevokedAt    *time.Time
-	Epoch        EpochStamp
+	Epoch        api.EpochStamp
 	Uses         int64
 }
 

@@ -11,36 +11,23 @@ import (
 	"time"
 )
 
-// Actor is the identity behind a proposal transition (SPEC.md "Actor";
-// CONTRACT.md "Credentials": identity is the API key id or the session id, kind
-// is api_key or session, machine is the key's machine label).
-type Actor = api.Actor
-
-// Evidence is why a proposal was made (SPEC.md "Proposal" evidence).
-// Threshold is the configured threshold when the proposal was made, not a value
-// the client chooses.
-type Evidence = api.Evidence
-
-// Subject names what a proposal governs. Tool nil means the whole sub-agent.
-type Subject = api.Subject
-
 // Proposal is SPEC.md's Proposal resource. The *_at and actor pairs are set
 // together by the transition that names them and are null until then.
 type Proposal struct {
-	ProposalID string     `json:"proposal_id"`
-	Status     string     `json:"status"`
-	Kind       string     `json:"kind"`
-	Note       *string    `json:"note"`
-	Evidence   Evidence   `json:"evidence"`
-	Subject    Subject    `json:"subject"`
-	ProposedAt time.Time  `json:"proposed_at"`
-	Proposer   Actor      `json:"proposer"`
-	RatifiedAt *time.Time `json:"ratified_at"`
-	Ratifier   *Actor     `json:"ratifier"`
-	EnactedAt  *time.Time `json:"enacted_at"`
-	Enactor    *Actor     `json:"enactor"`
-	RejectedAt *time.Time `json:"rejected_at"`
-	Rejector   *Actor     `json:"rejector"`
+	ProposalID string       `json:"proposal_id"`
+	Status     string       `json:"status"`
+	Kind       string       `json:"kind"`
+	Note       *string      `json:"note"`
+	Evidence   api.Evidence `json:"evidence"`
+	Subject    api.Subject  `json:"subject"`
+	ProposedAt time.Time    `json:"proposed_at"`
+	Proposer   api.Actor    `json:"proposer"`
+	RatifiedAt *time.Time   `json:"ratified_at"`
+	Ratifier   *api.Actor   `json:"ratifier"`
+	EnactedAt  *time.Time   `json:"enacted_at"`
+	Enactor    *api.Actor   `json:"enactor"`
+	RejectedAt *time.Time   `json:"rejected_at"`
+	Rejector   *api.Actor   `json:"rejector"`
 }
 
 // Proposal statuses (SPEC.md "Proposal (status)").
@@ -102,7 +89,7 @@ func EventType(action string) string {
 // (docs/decisions/governance.md).
 //
 // An unknown action is a programming error in the caller and answers 500.
-func Transition(p Proposal, action string, caller Actor, now time.Time) (Proposal, *Error) {
+func Transition(p Proposal, action string, caller api.Actor, now time.Time) (Proposal, *Error) {
 	at := now.UTC()
 	who := caller
 	switch action {

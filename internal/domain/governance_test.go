@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/auditchain/auditchain/pkg/api"
 	"github.com/google/go-cmp/cmp"
 )
 
@@ -71,9 +72,9 @@ func specExpect(t *testing.T, from, action, caller string) (wantNext, wantCode s
 
 var (
 	govT0         = time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)
-	actorProposer = Actor{Identity: "0195a1c2-0000-7000-8000-000000000001", Kind: "api_key", Machine: "ci-runner"}
-	actorOther    = Actor{Identity: "0195a1c2-0000-7000-8000-000000000002", Kind: "session", Machine: ""}
-	actorThird    = Actor{Identity: "0195a1c2-0000-7000-8000-000000000003", Kind: "api_key", Machine: "laptop"}
+	actorProposer = api.Actor{Identity: "0195a1c2-0000-7000-8000-000000000001", Kind: "api_key", Machine: "ci-runner"}
+	actorOther    = api.Actor{Identity: "0195a1c2-0000-7000-8000-000000000002", Kind: "session", Machine: ""}
+	actorThird    = api.Actor{Identity: "0195a1c2-0000-7000-8000-000000000003", Kind: "api_key", Machine: "laptop"}
 )
 
 func govPtr[T any](v T) *T { return &v }
@@ -84,8 +85,8 @@ func fixtureProposal() Proposal {
 		Status:     ProposalProposed,
 		Kind:       KindDenyScope,
 		Note:       govPtr("shell refused five times"),
-		Evidence:   Evidence{BlockedAttempts: 5, Threshold: 3},
-		Subject:    Subject{Subagent: "coder", Tool: govPtr("shell")},
+		Evidence:   api.Evidence{BlockedAttempts: 5, Threshold: 3},
+		Subject:    api.Subject{Subagent: "coder", Tool: govPtr("shell")},
 		ProposedAt: govT0,
 		Proposer:   actorProposer,
 	}
@@ -95,7 +96,7 @@ func fixtureProposal() Proposal {
 func proposalIn(t *testing.T, status string) Proposal {
 	t.Helper()
 	p := fixtureProposal()
-	step := func(action string, caller Actor, min int) {
+	step := func(action string, caller api.Actor, min int) {
 		var err *Error
 		if p, err = Transition(p, action, caller, govT0.Add(time.Duration(min)*time.Minute)); err != nil {
 			t.Fatalf("reaching %s: %s: %v", status, action, err)
@@ -114,7 +115,7 @@ func proposalIn(t *testing.T, status string) Proposal {
 }
 
 // withTransitionStamp is want: p with the one *_at/actor pair action sets.
-func withTransitionStamp(p Proposal, next, action string, caller Actor, at time.Time) Proposal {
+func withTransitionStamp(p Proposal, next, action string, caller api.Actor, at time.Time) Proposal {
 	p.Status = next
 	switch action {
 	case ActionRatify:
@@ -192,7 +193,7 @@ func TestRatifyPrecedence(t *testing.T) {
 	tests := []struct {
 		name     string
 		from     string
-		caller   Actor
+		caller   api.Actor
 		wantCode string
 	}{
 		{"proposer on proposed", ProposalProposed, actorProposer, CodeSeparationOfPowers},
@@ -203,9 +204,9 @@ func TestRatifyPrecedence(t *testing.T) {
 		// or machine is still the proposer; a different identity on the same
 		// machine is not.
 		{"proposer identity via a session", ProposalProposed,
-			Actor{Identity: actorProposer.Identity, Kind: "session", Machine: "elsewhere"}, CodeSeparationOfPowers},
+			api.Actor{Identity: actorProposer.Identity, Kind: "session", Machine: "elsewhere"}, CodeSeparationOfPowers},
 		{"other identity on the proposer's machine", ProposalProposed,
-			Actor{Identity: actorThird.Identity, Kind: "api_key", Machine: actorProposer.Machine}, ""},
+			api.Actor{Identity: actorThird.Identity, Kind: "api_key", Machine: actorProposer.Machine}, ""},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -266,7 +267,7 @@ func TestEventType(t *testing.T) {
 // with their status, terminal states absorb.
 func TestTransitionRandomWalk(t *testing.T) {
 	r := rand.New(rand.NewPCG(2026, 3))
-	callers := []Actor{actorProposer, actorOther, actorThird}
+	callers := []api.Actor{actorProposer, actorOther, actorThird}
 	for walk := range 500 {
 		p := fixtureProposal()
 		now := govT0

@@ -76,13 +76,6 @@ type Call struct {
 	inputCanon bool
 }
 
-// Decisions, as the record spells them (SPEC.md "Event": decision).
-const (
-	Allow = api.DecisionAllow
-	Ask   = api.DecisionAsk
-	Deny  = api.DecisionDeny
-)
-
 // Verdict is the hook's answer to one call.
 type Verdict struct {
 	// Decision is allow, ask or deny. Allow passes the call on to the
@@ -172,7 +165,7 @@ func (r *Runner) Handle(ctx context.Context, c *Call) (Verdict, error) {
 		}
 		r.record(ctx, resultEvent(c, r.now()))
 	}
-	return Verdict{Decision: Allow}, nil
+	return Verdict{Decision: api.DecisionAllow}, nil
 }
 
 // Refused records a tool_call the hook could not decide (err), answered
@@ -194,7 +187,7 @@ func (r *Runner) Refused(ctx context.Context, c *Call, decision string, err erro
 // may run: a refused call has no result (Gemini runs no AfterTool for a
 // blocked call), so it leaves nothing behind.
 func (r *Runner) remember(c *Call, decision string) {
-	if !c.derived || decision == Deny || r.Spool == nil {
+	if !c.derived || decision == api.DecisionDeny || r.Spool == nil {
 		return
 	}
 	if err := r.Spool.RememberCall(c); err != nil {
@@ -231,13 +224,13 @@ func (r *Runner) pre(ctx context.Context, c *Call) (Verdict, error) {
 	sub := r.Subagent(c)
 	// The main agent's calls that no grant covers are decided by the
 	// policy; a sub-agent without a grant is always refused.
-	noGrant := Deny
+	noGrant := api.DecisionDeny
 	if sub == r.MainAgent {
 		switch r.Policy {
 		case PolicyRecord:
-			noGrant = Allow
+			noGrant = api.DecisionAllow
 		case PolicyAsk:
-			noGrant = Ask
+			noGrant = api.DecisionAsk
 		}
 	}
 	// One request: the gate's check, the use and the tool_call event are
@@ -250,16 +243,16 @@ func (r *Runner) pre(ctx context.Context, c *Call) (Verdict, error) {
 		return Verdict{}, fmt.Errorf("ask the gate: %w", err)
 	}
 	switch res.Decision {
-	case Allow:
-		return Verdict{Decision: Allow}, nil
-	case Ask:
-		return Verdict{Decision: Ask, Reason: refusal(res.GateStatus, res.Reason, "") + "; policy: ask"}, nil
+	case api.DecisionAllow:
+		return Verdict{Decision: api.DecisionAllow}, nil
+	case api.DecisionAsk:
+		return Verdict{Decision: api.DecisionAsk, Reason: refusal(res.GateStatus, res.Reason, "") + "; policy: ask"}, nil
 	}
 	var proposal string
 	if res.ProposalID != nil {
 		proposal = *res.ProposalID
 	}
-	return Verdict{Decision: Deny, Reason: refusal(res.GateStatus, res.Reason, proposal)}, nil
+	return Verdict{Decision: api.DecisionDeny, Reason: refusal(res.GateStatus, res.Reason, proposal)}, nil
 }
 
 // refusal is the reason a refused call gives the host: the gate's status and

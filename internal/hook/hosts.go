@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
+	"github.com/auditchain/auditchain/pkg/api"
 	"slices"
 	"strings"
 )
@@ -97,12 +98,12 @@ func parseClaude(host string, stdin []byte) (*Call, error) {
 // claudeAnswer is PreToolUse's decision JSON; ask becomes deny when the host
 // has no ask.
 func claudeAnswer(c *Call, v Verdict, ask bool) []byte {
-	if c.Phase != PhasePre || v.Decision == Allow {
+	if c.Phase != PhasePre || v.Decision == api.DecisionAllow {
 		return empty
 	}
 	d := v.Decision
-	if d == Ask && !ask {
-		d = Deny
+	if d == api.DecisionAsk && !ask {
+		d = api.DecisionDeny
 	}
 	return encode(map[string]any{"hookSpecificOutput": map[string]string{
 		"hookEventName": c.Event, "permissionDecision": d, "permissionDecisionReason": v.Reason}})
@@ -139,7 +140,7 @@ func (codex) Parse(stdin []byte) (*Call, error) {
 // reason, so stderr is that one line and nothing else.
 func (codex) Answer(c *Call, v Verdict) ([]byte, int, string) {
 	out := claudeAnswer(c, v, false)
-	if c.Phase == PhasePre && v.Decision != Allow {
+	if c.Phase == PhasePre && v.Decision != api.DecisionAllow {
 		return out, 2, OneLine(v.Reason)
 	}
 	return out, 0, ""
@@ -182,10 +183,10 @@ func (gemini) Parse(stdin []byte) (*Call, error) {
 
 // Answer: {"decision":"deny","reason":…} on exit 0; Gemini has no ask.
 func (gemini) Answer(c *Call, v Verdict) ([]byte, int, string) {
-	if c.Phase != PhasePre || v.Decision == Allow {
+	if c.Phase != PhasePre || v.Decision == api.DecisionAllow {
 		return empty, 0, ""
 	}
-	return encode(map[string]string{"decision": Deny, "reason": v.Reason}), 0, ""
+	return encode(map[string]string{"decision": api.DecisionDeny, "reason": v.Reason}), 0, ""
 }
 
 type cursor struct{}
@@ -261,7 +262,7 @@ func (cursor) Parse(stdin []byte) (*Call, error) {
 
 // Answer: {"permission":…,"user_message":…,"agent_message":…} on exit 0.
 func (cursor) Answer(c *Call, v Verdict) ([]byte, int, string) {
-	if c.Phase != PhasePre || v.Decision == Allow {
+	if c.Phase != PhasePre || v.Decision == api.DecisionAllow {
 		return empty, 0, ""
 	}
 	return encode(map[string]string{"permission": v.Decision, "user_message": v.Reason, "agent_message": v.Reason}), 0, ""

@@ -11,7 +11,7 @@ import (
 
 	"github.com/digitorus/timestamp"
 
-	"github.com/auditchain/auditchain/internal/anchor"
+	"github.com/auditchain/auditchain/internal/anchor/anchortest"
 	"github.com/auditchain/auditchain/internal/app"
 	"github.com/auditchain/auditchain/internal/config"
 	"github.com/auditchain/auditchain/internal/store/storetest"
@@ -78,7 +78,7 @@ func TestCronAnchorProviderConfiguration(t *testing.T) {
 }
 
 func TestCronAnchorRFC3161(t *testing.T) {
-	tsa, err := anchor.NewFakeTSA()
+	tsa, err := anchortest.NewTSA()
 	if err != nil {
 		t.Fatal(err)
 	}

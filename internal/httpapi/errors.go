@@ -98,12 +98,6 @@ func writeError(w http.ResponseWriter, r *http.Request, log *slog.Logger, err er
 	})
 }
 
-// StatusOf is the HTTP status of an error code, and whether the code has one.
-func StatusOf(code string) (int, bool) {
-	s, ok := statusOf[code]
-	return s, ok
-}
-
 // statusOf maps every error code to its HTTP status: SPEC.md's tables where
 // they give one, CONTRACT.md and docs/decisions otherwise. The codes live
 // beside their rules (domain, app); the status is the HTTP layer's alone.

@@ -25,6 +25,7 @@ import (
 	"github.com/auditchain/auditchain/internal/domain"
 	"github.com/auditchain/auditchain/internal/store"
 	"github.com/auditchain/auditchain/internal/store/storetest"
+	"github.com/auditchain/auditchain/pkg/api"
 	"github.com/auditchain/auditchain/pkg/verify"
 )
 
@@ -99,7 +100,7 @@ func TestHealScanReportsABrokenStoredTree(t *testing.T) {
 			t.Run(tc.name, func(t *testing.T) {
 				c := buildSignedChain(t, e, "tree-"+strings.ReplaceAll(tc.name, " ", "-")+"@example.com")
 				execDB(t, e, tc.damage, accountOf(t, e.store, c.user))
-				s := decodeAs[app.ScanResult](t, e.do("POST", "/v1/heal/scan", c.token, nil))
+				s := decodeAs[api.HealScan](t, e.do("POST", "/v1/heal/scan", c.token, nil))
 				if s.Clean || s.MerkleRootStatus != "mismatch" || s.MerkleRootDetail == nil || !strings.Contains(*s.MerkleRootDetail, tc.detail) {
 					t.Fatalf("scan of a stored tree %s: %+v (detail %v)", tc.name, s, ptrText(s.MerkleRootDetail))
 				}
@@ -112,11 +113,11 @@ func TestHealScanCleanChain(t *testing.T) {
 	eachEnv(t, func(t *testing.T, e *env) {
 		c := buildSignedChain(t, e, "clean@example.com")
 		c.addN(t, 3) // past the newest block: the stored tree alone covers the tail
-		s := decodeAs[app.ScanResult](t, e.do("POST", "/v1/heal/scan", c.token, nil))
+		s := decodeAs[api.HealScan](t, e.do("POST", "/v1/heal/scan", c.token, nil))
 		if !s.Clean || s.MerkleRootStatus != "ok" || s.TotalEvents != 15 || s.Verified != 15 || s.UserID != c.user || s.MachineID != nil {
 			t.Fatalf("clean chain: %+v", s)
 		}
-		s = decodeAs[app.ScanResult](t, e.do("POST", "/v1/heal/scan", c.token, map[string]any{"machine_id": "m1"}))
+		s = decodeAs[api.HealScan](t, e.do("POST", "/v1/heal/scan", c.token, map[string]any{"machine_id": "m1"}))
 		if !s.Clean || s.TotalEvents != 6 || s.Verified != 6 || *s.MachineID != "m1" {
 			t.Fatalf("machine m1: %+v", s)
 		}
@@ -124,7 +125,7 @@ func TestHealScanCleanChain(t *testing.T) {
 		wantProblem(t, e.do("POST", "/v1/heal/scan", c.token, map[string]any{"nope": 1}), 422, "validation_error")
 
 		empty := newIntegChain(e, "empty@example.com")
-		s = decodeAs[app.ScanResult](t, e.do("POST", "/v1/heal/scan", empty.token, nil))
+		s = decodeAs[api.HealScan](t, e.do("POST", "/v1/heal/scan", empty.token, nil))
 		if !s.Clean || s.TotalEvents != 0 || s.MerkleRootStatus != "ok" {
 			t.Fatalf("empty chain: %+v", s)
 		}
@@ -141,11 +142,11 @@ func TestHealFindsAndRepairsInjectedDamage(t *testing.T) {
 		tipBefore := e.tip(c.token)
 
 		// Scan: exactly the three injected findings.
-		s := decodeAs[app.ScanResult](t, e.do("POST", "/v1/heal/scan", c.token, nil))
+		s := decodeAs[api.HealScan](t, e.do("POST", "/v1/heal/scan", c.token, nil))
 		after16 := int64(16)
-		wantBreaks := []app.Break{{Sequence: 14, EventID: c.ids[14], ExpectedPrevHash: &c.hashes[13], FoundPrevHash: ptr("sha256:" + strings.Repeat("b", 64))}}
-		wantGaps := []app.Gap{{AfterSequence: &after16, MissingFrom: 17, MissingTo: 17}}
-		wantSigs := []app.SignatureFailure{{Sequence: 8, EventID: c.ids[8], MachineID: "m1", Reason: "invalid"}}
+		wantBreaks := []api.HealBreak{{Sequence: 14, EventID: c.ids[14], ExpectedPrevHash: &c.hashes[13], FoundPrevHash: ptr("sha256:" + strings.Repeat("b", 64))}}
+		wantGaps := []api.HealGap{{AfterSequence: &after16, MissingFrom: 17, MissingTo: 17}}
+		wantSigs := []api.HealSignatureFailure{{Sequence: 8, EventID: c.ids[8], MachineID: "m1", Reason: "invalid"}}
 		if d := cmp.Diff(wantBreaks, s.Breaks); d != "" {
 			t.Errorf("breaks (-want +got):\n%s", d)
 		}
@@ -159,13 +160,13 @@ func TestHealFindsAndRepairsInjectedDamage(t *testing.T) {
 			t.Fatalf("scan: %+v", s)
 		}
 		// The machine filter keeps m1's findings only.
-		m := decodeAs[app.ScanResult](t, e.do("POST", "/v1/heal/scan", c.token, map[string]any{"machine_id": "m1"}))
+		m := decodeAs[api.HealScan](t, e.do("POST", "/v1/heal/scan", c.token, map[string]any{"machine_id": "m1"}))
 		if len(m.Breaks) != 0 || len(m.Gaps) != 0 || len(m.SignatureFailures) != 1 || m.TotalEvents != 6 || m.Verified != 5 {
 			t.Fatalf("scan of m1: %+v", m)
 		}
 
 		// Dry run (the default): counts, writes nothing.
-		dry := decodeAs[app.RunResult](t, e.do("POST", "/v1/heal/run", c.token, nil))
+		dry := decodeAs[api.HealRun](t, e.do("POST", "/v1/heal/run", c.token, nil))
 		if !dry.DryRun || dry.WouldWrite != 3 || dry.Written != 0 || dry.Skipped != 0 || dry.Breaks != 1 || dry.Gaps != 1 || dry.SignatureFailures != 1 {
 			t.Fatalf("dry run: %+v", dry)
 		}
@@ -174,7 +175,7 @@ func TestHealFindsAndRepairsInjectedDamage(t *testing.T) {
 		}
 
 		// A real run appends one chain_repair per finding at the tip.
-		run := decodeAs[app.RunResult](t, e.do("POST", "/v1/heal/run", c.token, map[string]any{"dry_run": false}))
+		run := decodeAs[api.HealRun](t, e.do("POST", "/v1/heal/run", c.token, map[string]any{"dry_run": false}))
 		if run.DryRun || run.Written != 3 || run.Skipped != 0 || run.WouldWrite != 0 || len(run.Actions) != 3 {
 			t.Fatalf("run: %+v", run)
 		}
@@ -206,7 +207,7 @@ func TestHealFindsAndRepairsInjectedDamage(t *testing.T) {
 		}
 
 		// A second run writes nothing new; scan still reports what is in the chain.
-		again := decodeAs[app.RunResult](t, e.do("POST", "/v1/heal/run", c.token, map[string]any{"dry_run": false}))
+		again := decodeAs[api.HealRun](t, e.do("POST", "/v1/heal/run", c.token, map[string]any{"dry_run": false}))
 		if again.Written != 0 || again.Skipped != 3 || again.WouldWrite != 0 {
 			t.Fatalf("second run: %+v", again)
 		}
@@ -223,18 +224,18 @@ func TestHealFindsAndRepairsInjectedDamage(t *testing.T) {
 		if got := rowsOf(e.notices(c.token, "", 50), domain.NoticeChainRepairRun); len(got["in_app"]) != 1 {
 			t.Fatalf("chain.repair_run rows: %v, want one in_app row", got)
 		}
-		s2 := decodeAs[app.ScanResult](t, e.do("POST", "/v1/heal/scan", c.token, nil))
+		s2 := decodeAs[api.HealScan](t, e.do("POST", "/v1/heal/scan", c.token, nil))
 		if len(s2.Breaks) != 1 || len(s2.Gaps) != 1 || len(s2.SignatureFailures) != 1 || s2.TotalEvents != 22 {
 			t.Fatalf("scan after repair: %+v", s2)
 		}
 
-		st := decodeAs[app.HealStatus](t, e.do("GET", "/v1/heal/status", c.token, nil))
+		st := decodeAs[api.HealStatus](t, e.do("GET", "/v1/heal/status", c.token, nil))
 		if st.AutoRunning || st.LastScan == nil || st.LastRepair == nil || st.LastRepair.Skipped != 3 {
 			t.Fatalf("status: %+v", st)
 		}
 		// The cache is per account.
 		other := newIntegChain(e, "other@example.com")
-		if st := decodeAs[app.HealStatus](t, e.do("GET", "/v1/heal/status", other.token, nil)); st.LastScan != nil || st.LastRepair != nil {
+		if st := decodeAs[api.HealStatus](t, e.do("GET", "/v1/heal/status", other.token, nil)); st.LastScan != nil || st.LastRepair != nil {
 			t.Fatalf("another account's status: %+v", st)
 		}
 	})
@@ -255,7 +256,7 @@ func TestHealRunTwoReplicasNeverDoubleWrite(t *testing.T) {
 				t.Errorf("run: %d %s", r.Status, r.Body)
 				return
 			}
-			var res app.RunResult
+			var res api.HealRun
 			json.Unmarshal(r.Body, &res)
 			written.Add(int64(res.Written))
 		})
@@ -281,8 +282,8 @@ func TestHealAutoStartStop(t *testing.T) {
 	eachEnv(t, func(t *testing.T, e *env) {
 		var firstTask string
 		c := buildSignedChain(t, e, "auto@example.com")
-		status := func() app.HealStatus {
-			return decodeAs[app.HealStatus](t, e.do("GET", "/v1/heal/status", c.token, nil))
+		status := func() api.HealStatus {
+			return decodeAs[api.HealStatus](t, e.do("GET", "/v1/heal/status", c.token, nil))
 		}
 
 		for _, tc := range []struct {
@@ -293,7 +294,7 @@ func TestHealAutoStartStop(t *testing.T) {
 			check  func(t *testing.T, r response)
 		}{
 			{"stop when not running", "POST", "/v1/heal/auto/stop", nil, func(t *testing.T, r response) {
-				s := decodeAs[app.AutoStop](t, r)
+				s := decodeAs[api.HealAutoStop](t, r)
 				if s.Stopped || s.Running || s.TaskID != nil || s.StoppedAt != nil || s.UserID != c.user {
 					t.Fatalf("%+v", s)
 				}
@@ -305,7 +306,7 @@ func TestHealAutoStartStop(t *testing.T) {
 				wantProblem(t, r, 422, "validation_error")
 			}},
 			{"start with the default period", "POST", "/v1/heal/auto/start", nil, func(t *testing.T, r response) {
-				s := decodeAs[app.AutoTask](t, r)
+				s := decodeAs[api.HealAutoTask](t, r)
 				if !s.Running || s.PeriodSeconds != 300 || s.TaskID == nil || s.StartedAt == nil {
 					t.Fatalf("%+v", s)
 				}
@@ -315,19 +316,19 @@ func TestHealAutoStartStop(t *testing.T) {
 				}
 			}},
 			{"start again, same period: the same task", "POST", "/v1/heal/auto/start", map[string]any{"period_seconds": 300}, func(t *testing.T, r response) {
-				s := decodeAs[app.AutoTask](t, r)
+				s := decodeAs[api.HealAutoTask](t, r)
 				if !s.Running || s.TaskID == nil || *s.TaskID != firstTask {
 					t.Fatalf("%+v, want task %s", s, firstTask)
 				}
 			}},
 			{"start with another period replaces the task", "POST", "/v1/heal/auto/start", map[string]any{"period_seconds": 60}, func(t *testing.T, r response) {
-				s := decodeAs[app.AutoTask](t, r)
+				s := decodeAs[api.HealAutoTask](t, r)
 				if !s.Running || s.PeriodSeconds != 60 || s.TaskID == nil || *s.TaskID == firstTask {
 					t.Fatalf("%+v, want a new task", s)
 				}
 			}},
 			{"stop", "POST", "/v1/heal/auto/stop", nil, func(t *testing.T, r response) {
-				s := decodeAs[app.AutoStop](t, r)
+				s := decodeAs[api.HealAutoStop](t, r)
 				if !s.Stopped || s.Running || s.TaskID == nil || s.StoppedAt == nil || s.StartedAt == nil {
 					t.Fatalf("%+v", s)
 				}
@@ -336,7 +337,7 @@ func TestHealAutoStartStop(t *testing.T) {
 				}
 			}},
 			{"stop again", "POST", "/v1/heal/auto/stop", nil, func(t *testing.T, r response) {
-				if s := decodeAs[app.AutoStop](t, r); s.Stopped {
+				if s := decodeAs[api.HealAutoStop](t, r); s.Stopped {
 					t.Fatalf("%+v", s)
 				}
 			}},
@@ -350,7 +351,7 @@ func TestHealAutoStartStop(t *testing.T) {
 		if status().AutoRunning {
 			t.Fatal("shutdown left the task running")
 		}
-		if s := decodeAs[app.AutoTask](t, e.do("POST", "/v1/heal/auto/start", c.token, nil)); s.Running {
+		if s := decodeAs[api.HealAutoTask](t, e.do("POST", "/v1/heal/auto/start", c.token, nil)); s.Running {
 			t.Fatalf("a task started after shutdown: %+v", s)
 		}
 	})

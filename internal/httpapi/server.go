@@ -100,9 +100,9 @@ func NewServer(a *app.App, log *slog.Logger, openapiJSON []byte) *Server {
 	}
 	counter("auditchain_store_io_faults_total",
 		"SQLite connections given up after a storage fault (I/O error, full disk, corruption) and replaced.", "",
-		func() int64 { return a.Store.IOFaults() + a.Store.CheckpointFaults() })
+		func() int64 { return a.Store.IOFaults() + a.Store.WALCheckpointFaults() })
 	counter("auditchain_store_wal_checkpoints_total",
-		"SQLite WAL checkpoints run in the background, off the writer (0 on PostgreSQL).", "", a.Store.Checkpoints)
+		"SQLite WAL checkpoints run in the background, off the writer (0 on PostgreSQL).", "", a.Store.WALCheckpoints)
 	counter("auditchain_pg_appends_total", pgAppendsHelp, "path=optimistic", func() int64 { return a.WriteStats().OptimisticAppends })
 	counter("auditchain_pg_appends_total", pgAppendsHelp, "path=locked", func() int64 { return a.WriteStats().LockedAppends })
 	counter("auditchain_pg_head_cache_total", headCacheHelp, "result=hit", func() int64 { return a.WriteStats().HeadCacheHits })

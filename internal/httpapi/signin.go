@@ -8,7 +8,6 @@ import (
 	"net/http"
 	"time"
 
-	"github.com/auditchain/auditchain/internal/app"
 	"github.com/auditchain/auditchain/internal/domain"
 	"github.com/auditchain/auditchain/internal/legal"
 	"github.com/auditchain/auditchain/internal/store"
@@ -17,7 +16,7 @@ import (
 
 type otpRequest struct {
 	Email       *string               `json:"email" max:"name"`
-	Acceptances []app.AcceptanceInput `json:"acceptances" max:"list"`
+	Acceptances []api.AcceptanceInput `json:"acceptances" max:"list"`
 }
 
 func (b *otpRequest) validate() []domain.FieldError {

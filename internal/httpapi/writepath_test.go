@@ -15,7 +15,6 @@ import (
 	"github.com/transparency-dev/merkle/proof"
 	"github.com/transparency-dev/merkle/rfc6962"
 
-	"github.com/auditchain/auditchain/internal/app"
 	"github.com/auditchain/auditchain/internal/config"
 	"github.com/auditchain/auditchain/internal/domain"
 	"github.com/auditchain/auditchain/internal/store/storetest"
@@ -217,10 +216,17 @@ func TestImportedHistoryVerifiesAndHeals(t *testing.T) {
 
 		// Heal scans the same findings, with the root in leaf order ok.
 		scan := e.do("POST", "/v1/heal/scan", key, map[string]any{}).JSON(t)
-		var sr app.ScanResult
+		var sr api.HealScan
 		remarshal(t, scan, &sr)
-		if sr.MerkleRootStatus != "ok" || sr.TotalEvents != size || !reflect.DeepEqual(sr.Gaps, wantGaps) || !reflect.DeepEqual(sr.Breaks, wantBreaks) {
-			t.Fatalf("heal scan: %+v (detail %v)\nwant gaps %v breaks %v", sr, ptrText(sr.MerkleRootDetail), wantGaps, wantBreaks)
+		healGaps, healBreaks := make([]api.HealGap, len(wantGaps)), make([]api.HealBreak, len(wantBreaks))
+		for i, g := range wantGaps {
+			healGaps[i] = api.HealGap(g)
+		}
+		for i, b := range wantBreaks {
+			healBreaks[i] = api.HealBreak(b)
+		}
+		if sr.MerkleRootStatus != "ok" || sr.TotalEvents != size || !reflect.DeepEqual(sr.Gaps, healGaps) || !reflect.DeepEqual(sr.Breaks, healBreaks) {
+			t.Fatalf("heal scan: %+v (detail %v)\nwant gaps %v breaks %v", sr, ptrText(sr.MerkleRootDetail), healGaps, healBreaks)
 		}
 		run := e.do("POST", "/v1/heal/run", key, map[string]any{"dry_run": false}).JSON(t)
 		findings := float64(len(wantGaps) + len(wantBreaks))
@@ -384,7 +390,7 @@ func TestHealFindsTipLeavesOutOfOrder(t *testing.T) {
 				t.Fatal(err)
 			}
 		}
-		var sr app.ScanResult
+		var sr api.HealScan
 		remarshal(t, e.do("POST", "/v1/heal/scan", key, map[string]any{}).JSON(t), &sr)
 		if sr.MerkleRootStatus != "mismatch" || sr.MerkleRootDetail == nil || !strings.Contains(*sr.MerkleRootDetail, "before the leaf") {
 			t.Fatalf("heal scan of swapped tip leaves: %+v (detail %v)", sr, ptrText(sr.MerkleRootDetail))

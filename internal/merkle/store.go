@@ -9,9 +9,9 @@ import (
 )
 
 // HashStore is an in-memory tree: the stored hashes in one dense slice, so
-// stored-hash index i is hashes[i]. It is the reference HashReader for tests
-// and for tools that rebuild a tree from an export; the service keeps the same
-// rows in SQL.
+// stored-hash index i is hashes[i]. The service keeps the same rows in SQL;
+// this is the reference the tests hold them to (merkle's own, the store's and
+// the writer's), so it is not in a _test file: tests of other packages use it.
 type HashStore struct {
 	leaves int64
 	hashes []tlog.Hash

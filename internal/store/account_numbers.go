@@ -14,7 +14,7 @@ import (
 // On SQLite it is the account's number (account_numbers.num), not its 36-byte
 // user_id: every key of those tables' B-trees begins with it, and the single
 // writer's time per appended row is mostly spent seeking and splitting them,
-// which integer keys make cheaper (docs/performance.md "Sixth round"). On
+// which integer keys make cheaper (docs/performance.md). On
 // PostgreSQL the column holds the user_id itself. Statements are shared; only
 // the value bound for the account differs: accountKey for reads,
 // accountKeyForWrite inside a write transaction.

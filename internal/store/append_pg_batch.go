@@ -62,11 +62,12 @@ const AppendBatchConns = 4
 // batchSessionParams are the batch pool's session settings.
 //
 // Plans: its one statement runs with a generic plan (planning it on each
-// execution cost PostgreSQL more than a quarter of its CPU), and a generic
-// plan is made once, at the session's first executions — when the tables may
-// still be empty and the arrays' length is unknown (PostgreSQL assumes 10
-// rows). Then a hash join over a sequential scan of chain_heads looks
-// cheapest, and it stays the plan when the table holds a million accounts.
+// execution was a large part of PostgreSQL's CPU: docs/decisions/
+// postgres-append.md "Plans"), and a generic plan is made once, at the
+// session's first executions — when the tables may still be empty and the
+// arrays' length is unknown (PostgreSQL assumes 10 rows). Then a hash join
+// over a sequential scan of chain_heads looks cheapest, and it stays the plan
+// when the table holds a million accounts.
 // With hash and merge joins and sequential scans off, the only plan left
 // reads each account's rows through their primary keys, whatever the tables'
 // sizes; the statement's other joins are between its own CTEs of at most a

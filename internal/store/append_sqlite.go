@@ -12,7 +12,7 @@ import (
 // quota (a client event) and counts an event without a machine; then the
 // row and its Merkle rows. Three statements (four for an event of a named
 // machine, whose counter stays in machine_heads): each costs the single
-// writer more than the row it writes (docs/performance.md "Fourth round").
+// writer more than the row it writes (docs/performance.md).
 // The outcomes come in the order of CONTRACT.md: the quota first, then the
 // event_id's unique key.
 func (s *Store) appendEventSQLite(ctx context.Context, tx *sql.Tx, a Append) (Appended, error) {

@@ -15,16 +15,16 @@ func OpenAtVersion(ctx context.Context, dsn string, version int64) (*Store, erro
 	return OpenWith(ctx, dsn, Options{MaxConns: 4, migrateUpTo: version})
 }
 
-// CheckpointRan returns a channel that hears of every background checkpoint
+// WALCheckpointRan returns a channel that hears of every background checkpoint
 // run from now on. Call it before the writes that should start one.
-func (s *Store) CheckpointRan() <-chan struct{} {
-	s.ckpt.ran = make(chan struct{}, 1)
-	return s.ckpt.ran
+func (s *Store) WALCheckpointRan() <-chan struct{} {
+	s.walCkpt.ran = make(chan struct{}, 1)
+	return s.walCkpt.ran
 }
 
-// AfterCheckpointRound makes fn run after each round of a background
+// AfterWALCheckpointRound makes fn run after each round of a background
 // checkpoint. Set it before the run.
-func (s *Store) AfterCheckpointRound(fn func()) { s.ckpt.afterRound = fn }
+func (s *Store) AfterWALCheckpointRound(fn func()) { s.walCkpt.afterRound = fn }
 
 // SearchStatement is the statement and arguments Search sends for f.
 func (s *Store) SearchStatement(f SearchFilter) (string, []any) {

@@ -17,10 +17,10 @@ import (
 // consecutive indexes, [StoredHashIndex(0, n), StoredHashIndex(0, n+1)), and a
 // batch's are consecutive across its leaves, so on SQLite a merkle_hashes row
 // holds a run: its hash column is up to maxRunHashes hashes, concatenated,
-// the first at idx. A 500-event batch writes about 250 rows instead of about
-// 1,000 and a single append usually one instead of about two: every row is a
-// B-tree insert by SQLite's single writer, whose time bounds batch ingest
-// (docs/performance.md "Fifth round"). PostgreSQL keeps one hash per row
+// the first at idx. A batch writes about one row per maxRunHashes hashes and
+// a single append usually one row instead of two: every row is a B-tree
+// insert by SQLite's single writer, whose time bounds batch ingest
+// (docs/performance.md). PostgreSQL keeps one hash per row
 // (its one-statement appends check single rows: store/append_pg.go); a row of
 // one hash is a run of one, so the schema and the migrated rows are the same.
 //
@@ -49,8 +49,8 @@ const maxRunReads = 1000
 // as one more row of the statement that reads the hashes an append needs
 // (readTreeSQLite). Not inside the INSERT: a read of the table written makes
 // SQLite copy the new rows to a temporary B-tree first; and not inside the
-// head's UPDATE, where a subquery cost an append more (≈9 µs, +18 % of the
-// store's work per append, BenchmarkInsertEventCharged) than the read.
+// head's UPDATE, where a subquery cost an append more than the read
+// (BenchmarkInsertEventCharged; docs/performance.md).
 const treeEndSQL = `coalesce((SELECT m.idx + length(m.hash) / 32 FROM merkle_hashes m
 	WHERE m.account = ?1 ORDER BY m.idx DESC LIMIT 1), 0)`
 

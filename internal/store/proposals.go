@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/auditchain/auditchain/internal/domain"
+	"github.com/auditchain/auditchain/pkg/api"
 )
 
 // Proposal is a stored governance proposal: the resource as SPEC.md shows it,
@@ -196,7 +197,7 @@ func scanProposal(r scanner) (Proposal, error) {
 		at    sql.NullInt64
 		actor sql.NullString
 		dstAt **time.Time
-		dst   **domain.Actor
+		dst   **api.Actor
 	}{
 		{ratifiedAt, ratifier, &p.RatifiedAt, &p.Ratifier},
 		{enactedAt, enactor, &p.EnactedAt, &p.Enactor},
@@ -207,7 +208,7 @@ func scanProposal(r scanner) (Proposal, error) {
 			*st.dstAt = &t
 		}
 		if st.actor.Valid {
-			var a domain.Actor
+			var a api.Actor
 			if err := json.Unmarshal([]byte(st.actor.String), &a); err != nil {
 				return p, fmt.Errorf("proposal %s actor: %w", p.ProposalID, err)
 			}
@@ -217,7 +218,7 @@ func scanProposal(r scanner) (Proposal, error) {
 	return p, nil
 }
 
-func nullableJSON(v *domain.Actor) (any, error) {
+func nullableJSON(v *api.Actor) (any, error) {
 	if v == nil {
 		return nil, nil
 	}

@@ -12,6 +12,7 @@ import (
 	"github.com/auditchain/auditchain/internal/domain"
 	"github.com/auditchain/auditchain/internal/store"
 	"github.com/auditchain/auditchain/internal/store/storetest"
+	"github.com/auditchain/auditchain/pkg/api"
 )
 
 func TestProposalsRoundTrip(t *testing.T) {
@@ -22,8 +23,8 @@ func TestProposalsRoundTrip(t *testing.T) {
 		mk := func(user, id string, seq int64, subagent string, tool *string) store.Proposal {
 			return store.Proposal{UserID: user, Seq: seq, Proposal: domain.Proposal{
 				ProposalID: id, Status: domain.ProposalProposed, Kind: domain.KindDenyScope, Note: &note,
-				Evidence: domain.Evidence{BlockedAttempts: 4, Threshold: 3}, Subject: domain.Subject{Subagent: subagent, Tool: tool},
-				ProposedAt: t0, Proposer: domain.Actor{Identity: "k1", Kind: "api_key", Machine: "m"},
+				Evidence: api.Evidence{BlockedAttempts: 4, Threshold: 3}, Subject: api.Subject{Subagent: subagent, Tool: tool},
+				ProposedAt: t0, Proposer: api.Actor{Identity: "k1", Kind: "api_key", Machine: "m"},
 			}}
 		}
 		ps := []store.Proposal{mk("u1", "prop-1", 0, "a", &tool), mk("u1", "prop-2", 1, "b", nil), mk("u1", "prop-3", 2, "a", nil), mk("u2", "prop-4", 0, "a", nil)}
@@ -64,7 +65,7 @@ func TestProposalsRoundTrip(t *testing.T) {
 
 		// A transition under the row lock: stamps, actors and reasons persist.
 		t1 := t0.Add(time.Minute)
-		ratifier := domain.Actor{Identity: "k2", Kind: "api_key", Machine: "n"}
+		ratifier := api.Actor{Identity: "k2", Kind: "api_key", Machine: "n"}
 		if err := s.InTx(ctx, func(tx *sql.Tx) error {
 			p, err := s.ProposalForUpdate(ctx, tx, "u1", "prop-1")
 			if err != nil {

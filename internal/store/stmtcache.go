@@ -15,8 +15,8 @@ import (
 )
 
 // SQLite via database/sql parses every statement anew on each call (the driver
-// has no statement cache), and on the single writer that parsing was a fifth of
-// an append's CPU. cachingConnector wraps the driver's connections so each
+// has no statement cache), and on the single writer every append waits for
+// that parsing. cachingConnector wraps the driver's connections so each
 // connection prepares a single-statement query once and reuses it. A cached
 // statement whose rows are still open is never re-executed (that would reset
 // the open rows): a second, uncached statement serves the nested call.
@@ -41,7 +41,7 @@ type cachingConnector struct {
 	faults, opened *atomic.Int64
 	// committed, when set (the writer's connections), hears of every commit
 	// with the WAL frames the connection wrote since the last one
-	// (checkpoint.go counts them).
+	// (wal_checkpoint.go counts them).
 	committed func(frames int64)
 	// settled, when set (the writer's connections), hears of every
 	// transaction's end and every savepoint rolled back; undone: writes

@@ -46,13 +46,13 @@ type Store struct {
 	// ioFaults counts SQLite connections discarded after a storage fault;
 	// writeConns counts connections the SQLite writer opened.
 	ioFaults, writeConns atomic.Int64
-	// ckpt checkpoints the WAL off the writer (SQLite; checkpoint.go).
-	ckpt *checkpointer
+	// walCkpt checkpoints the WAL off the writer (SQLite; wal_checkpoint.go).
+	walCkpt *walCheckpointer
 	// noticeCache remembers what decides notices' rows (SQLite; noticecache.go).
 	noticeCache *noticeCache
 	// numbers are the accounts' numbers (SQLite; account_numbers.go).
 	numbers *accountNumbers
-	// inserts caches the texts of batch inserts (events.go).
+	// inserts caches the texts of batch inserts (events_insert.go).
 	inserts insertTexts
 	// batch serves AppendAcross (PostgreSQL; append_pg_batch.go): a
 	// pool whose sessions plan with index lookups only.
@@ -126,7 +126,7 @@ func openSQLite(path string, readers int) (*Store, error) {
 		// (and other temporary structures) in memory, and cache 64 MiB of pages.
 		"&_pragma=temp_store(memory)&_pragma=cache_size(-65536)" +
 		// SQLite's own checkpoint runs inside the writer's COMMIT: here it is
-		// only the backstop of the background checkpointer (checkpoint.go).
+		// only the backstop of the background WAL checkpointer (wal_checkpoint.go).
 		fmt.Sprintf("&_pragma=wal_autocheckpoint(%d)", walAutocheckpointPages) +
 		// A WAL that grew past this (a run that outpaced the checkpoints) is
 		// cut back to it when it starts over, instead of keeping its size.
@@ -136,9 +136,9 @@ func openSQLite(path string, readers int) (*Store, error) {
 	// SQLite decodes %HH escapes in URI filenames.
 	path = strings.NewReplacer("%", "%25", "?", "%3F", "#", "%23").Replace(path)
 	drv := sqlite.Driver{}
-	st := &Store{Dialect: SQLite, ckpt: newCheckpointer(), noticeCache: &noticeCache{}}
+	st := &Store{Dialect: SQLite, walCkpt: newWALCheckpointer(), noticeCache: &noticeCache{}}
 	write := sql.OpenDB(cachingConnector{dsn: "file:" + path + "?" + pragmas + "&_txlock=immediate", driver: &drv, faults: &st.ioFaults, opened: &st.writeConns,
-		committed: st.ckpt.committed, settled: st.noticeCache.writerSettled})
+		committed: st.walCkpt.committed, settled: st.noticeCache.writerSettled})
 	write.SetMaxOpenConns(1)
 	write.SetMaxIdleConns(1)
 	write.SetConnMaxLifetime(0)
@@ -147,11 +147,11 @@ func openSQLite(path string, readers int) (*Store, error) {
 	read.SetMaxIdleConns(readers)
 	read.SetConnMaxLifetime(0)
 	st.read, st.write, st.Location = read, write, "sqlite:"+abs
-	ckpt := sql.OpenDB(cachingConnector{dsn: "file:" + path + "?" + pragmas, driver: &drv, faults: &st.ckpt.faults})
+	ckpt := sql.OpenDB(cachingConnector{dsn: "file:" + path + "?" + pragmas, driver: &drv, faults: &st.walCkpt.faults})
 	ckpt.SetMaxOpenConns(1)
 	ckpt.SetMaxIdleConns(1)
 	ckpt.SetConnMaxLifetime(0)
-	st.ckpt.start(ckpt)
+	st.walCkpt.start(ckpt)
 	// They read a few rows of account_numbers, once per account: a small page cache.
 	numbers := sql.OpenDB(cachingConnector{dsn: "file:" + path + "?" + pragmas + "&_pragma=query_only(1)&_pragma=cache_size(-256)", driver: &drv, faults: &st.ioFaults})
 	numbers.SetMaxOpenConns(numberConns)
@@ -255,8 +255,8 @@ func (s *Store) Close() error {
 	if s.Dialect == Postgres {
 		s.claims.closeClaims()
 	}
-	if s.ckpt != nil {
-		err = s.ckpt.close()
+	if s.walCkpt != nil {
+		err = s.walCkpt.close()
 	}
 	if s.batch != nil {
 		err = s.batch.Close()
@@ -435,4 +435,11 @@ func IsUniqueViolation(err error) bool {
 	}
 	msg := err.Error()
 	return strings.Contains(msg, "UNIQUE constraint failed") || strings.Contains(msg, "SQLSTATE 23505")
+}
+
+// Querier is what both *sql.DB and *sql.Tx offer.
+type Querier interface {
+	ExecContext(ctx context.Context, query string, args ...any) (sql.Result, error)
+	QueryContext(ctx context.Context, query string, args ...any) (*sql.Rows, error)
+	QueryRowContext(ctx context.Context, query string, args ...any) *sql.Row
 }

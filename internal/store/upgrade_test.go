@@ -19,6 +19,7 @@ import (
 	"github.com/auditchain/auditchain/internal/merkle"
 	"github.com/auditchain/auditchain/internal/store"
 	"github.com/auditchain/auditchain/internal/store/storetest"
+	"github.com/auditchain/auditchain/pkg/api"
 )
 
 // Migrations 007, 009 and 013 rebuild tables that hold the record (events,
@@ -249,7 +250,7 @@ func newUpgradeApp(t *testing.T, st *store.Store) *app.App {
 	return apptest.New(t, st, apptest.Options{Config: func(c *config.Config) { c.DailyEventQuota, c.BatchRateLimit = 1_000_000, 1_000_000 }})
 }
 
-func recordOf(t *testing.T, a *app.App, p app.Principal) (app.ScanResult, app.ChainVerification, []store.Event) {
+func recordOf(t *testing.T, a *app.App, p app.Principal) (api.HealScan, app.ChainVerification, []store.Event) {
 	t.Helper()
 	ctx := context.Background()
 	scan, err := a.HealScan(ctx, p, nil)

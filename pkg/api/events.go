@@ -80,7 +80,8 @@ type Quota struct {
 	UsedToday int64 `json:"used_today"`
 }
 
-// EpochStamp is SPEC.md's Epoch stamp.
+// EpochStamp is SPEC.md's Epoch stamp, server-assigned by the formula of
+// CONTRACT.md "The record".
 type EpochStamp struct {
 	Anchor     string     `json:"anchor"`
 	DateUTC    string     `json:"date_utc"`

@@ -2,7 +2,9 @@ package api
 
 // Governance (SPEC.md "Proposal", the Governance routes).
 
-// Actor is who made a proposal's transition.
+// Actor is who made a proposal's transition (SPEC.md "Actor"; CONTRACT.md
+// "Credentials": identity is the API key id or the session id, kind is
+// api_key or session, machine is the key's machine label).
 type Actor struct {
 	Identity string `json:"identity"`
 	Kind     string `json:"kind"`

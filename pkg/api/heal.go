@@ -35,13 +35,16 @@ type HealScan struct {
 	Gaps              []HealGap              `json:"gaps"`
 	SignatureFailures []HealSignatureFailure `json:"signature_failures"`
 	MerkleRootStatus  string                 `json:"merkle_root_status"`
-	MerkleRootDetail  *string                `json:"merkle_root_detail"`
-	Clean             bool                   `json:"clean"`
-	TotalEvents       int64                  `json:"total_events"`
-	Verified          int64                  `json:"verified"`
-	ScannedAt         string                 `json:"scanned_at"`
-	MachineID         *string                `json:"machine_id"`
-	UserID            string                 `json:"user_id"`
+	// MerkleRootDetail says why the root reads mismatch (null when ok).
+	MerkleRootDetail *string `json:"merkle_root_detail"`
+	Clean            bool    `json:"clean"`
+	// TotalEvents counts the events in scope (the machine's when filtered);
+	// Verified those of them with no finding.
+	TotalEvents int64   `json:"total_events"`
+	Verified    int64   `json:"verified"`
+	ScannedAt   string  `json:"scanned_at"`
+	MachineID   *string `json:"machine_id"`
+	UserID      string  `json:"user_id"`
 }
 
 // HealRepairAction is one finding of a run and what was done about it;

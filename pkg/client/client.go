@@ -159,16 +159,13 @@ type Error struct {
 	Title  string
 	Detail string
 	// Errors lists the fields of a 422 validation_error.
-	Errors []FieldError
+	Errors []api.FieldError
 	// Members holds every member of the problem, the ones above included
 	// (expected_prev_hash, remaining, proposal_id, …).
 	Members map[string]json.RawMessage
 	// RetryAfter is the Retry-After header of a 429 or 503, if any.
 	RetryAfter time.Duration
 }
-
-// FieldError is one field of a validation_error.
-type FieldError = api.FieldError
 
 func (e *Error) Error() string {
 	msg := fmt.Sprintf("auditchain: %d %s", e.Status, e.Code)
@@ -365,10 +362,10 @@ func problemOf(resp *http.Response, data []byte, now time.Time) *Error {
 		}
 	}
 	var p struct {
-		Code   string       `json:"code"`
-		Title  string       `json:"title"`
-		Detail string       `json:"detail"`
-		Errors []FieldError `json:"errors"`
+		Code   string           `json:"code"`
+		Title  string           `json:"title"`
+		Detail string           `json:"detail"`
+		Errors []api.FieldError `json:"errors"`
 	}
 	if json.Unmarshal(data, &p) != nil || json.Unmarshal(data, &e.Members) != nil {
 		e.Code = "unreadable_problem"

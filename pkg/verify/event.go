@@ -37,14 +37,15 @@ type HashedEvent struct {
 // HashPrefix marks payload hashes (SPEC.md: form sha256:<hex>).
 const HashPrefix = "sha256:"
 
-// PayloadHash returns "sha256:" + hex(SHA-256(JCS(e))).
+// PayloadHash returns "sha256:" + hex(SHA-256(JCS(e))). It takes EventHash's
+// direct canonical encoder, which TestEventHashMatchesCanonicalEvent and
+// FuzzEventHash hold equal to CanonicalEvent, the reference.
 func PayloadHash(e *HashedEvent) (string, error) {
-	canon, err := CanonicalEvent(e)
+	_, h, err := EventHash(e, nil)
 	if err != nil {
 		return "", err
 	}
-	sum := sha256.Sum256(canon)
-	return HashPrefix + hex.EncodeToString(sum[:]), nil
+	return HashPrefix + hex.EncodeToString(h[:]), nil
 }
 
 // CanonicalEvent returns the RFC 8785 bytes that PayloadHash hashes.

@@ -2,8 +2,8 @@ package verify
 
 // A hand-written decoder for the one line shape that makes up almost all of
 // an export: an event line exactly as ExportWriter writes it. encoding/json
-// spends ~7 µs per such line (reflection, a validating pre-scan, a copy of
-// every string); this reads the fixed keys in their fixed order in one pass.
+// pays for reflection, a validating pre-scan and a copy of every string on
+// each such line; this reads the fixed keys in their fixed order in one pass.
 //
 // It is strict by construction: it accepts only input it decodes to exactly
 // the value encoding/json would produce, and declines everything else —

@@ -3,6 +3,7 @@ package verify
 import (
 	"bytes"
 	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
 	"strings"
 	"testing"
@@ -10,8 +11,8 @@ import (
 	"github.com/gowebpki/jcs"
 )
 
-// The fast canonical form used by VerifyExport must equal CanonicalEvent
-// byte for byte, or both must fail.
+// The fast canonical form used by VerifyExport and PayloadHash must equal
+// CanonicalEvent byte for byte, or both must fail.
 func checkSameHash(t *testing.T, e *HashedEvent) {
 	t.Helper()
 	want, werr := CanonicalEvent(e)
@@ -22,6 +23,11 @@ func checkSameHash(t *testing.T, e *HashedEvent) {
 	if werr == nil && got != Hash(sha256.Sum256(want)) {
 		fast, _, _ := appendCanonicalEvent(nil, e)
 		t.Fatalf("hashes differ\ncanonical %s\nfast      %s", want, fast)
+	}
+	// PayloadHash takes the fast path: its text is the reference's.
+	sum := sha256.Sum256(want)
+	if ph, err := PayloadHash(e); (err != nil) != (werr != nil) || werr == nil && ph != HashPrefix+hex.EncodeToString(sum[:]) {
+		t.Fatalf("PayloadHash = %q, %v; reference %s%x, %v", ph, err, HashPrefix, sum, werr)
 	}
 	// The canonical raw returned on the way is what an event signature signs.
 	if _, _, signed, err := eventHash(e, nil); err == nil && signed != nil {
@@ -54,6 +60,13 @@ func TestEventHashMatchesCanonicalEvent(t *testing.T) {
 		{"largest safe sequence", HashedEvent{Sequence: 1<<53 - 1}},
 		{"negative sequence", HashedEvent{Sequence: -42}},
 		{"invalid utf-8", HashedEvent{EventID: "a\xffb"}},
+		{"beyond 2^53 with escapes and a machine", HashedEvent{EventID: "evt-3", EventType: "t\"q\\\n\u2028", Sequence: 1 << 54,
+			MachineID: s("m"), Signature: s("c2ln"), SignatureKey: s("k"), TS: s("x")}},
+		{"raw with surrogates and controls", HashedEvent{EventID: "evt-4", EventType: "t", Sequence: 3,
+			Raw: json.RawMessage(`{"b":"\ud83d\ude00","a":"\u0001"}`), TS: s("x")}},
+		{"raw unsorted, nested, decimals", HashedEvent{EventID: "evt-2", EventType: "tool_call", Sequence: 7, PrevHash: s("sha256:00"),
+			Tool: s("Bash"), Raw: json.RawMessage(`{"z":1,"a":{"y":[1,2.50,"\u00e9"],"b":null},"n":1e3}`), Decision: s("allow"),
+			TS: s("2026-11-21T00:00:00.5+01:00")}},
 	} {
 		t.Run(tc.name, func(t *testing.T) { checkSameHash(t, &tc.e) })
 	}

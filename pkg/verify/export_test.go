@@ -857,7 +857,8 @@ func TestTamperedExports(t *testing.T) {
 			name: "checkpoint of another account", base: full, kind: verify.KindCheckpointOrigin, seq: -1, block: 0,
 			mutate: func(t *testing.T, ls []string) []string {
 				i := find(t, ls, "checkpoint", 0)
-				n, _ := checkpoint.Sign(verify.Origin("someone-else"), 4, c.blocks[0].Root, nil, serviceKey)
+				s, _ := checkpoint.NewSigner(verify.Origin("someone-else"), serviceKey)
+				n, _ := s.SignBlock(4, c.blocks[0].Root, nil)
 				b, _ := json.Marshal(map[string]any{"kind": "checkpoint", "checkpoint": verify.ExportCheckpoint{Block: 0, Note: string(n)}})
 				ls[i] = string(b)
 				return ls

@@ -19,8 +19,8 @@ import (
 )
 
 // These tests mint tokens with their own small issuer (mint), written from
-// CONTRACT.md rather than shared with internal/chain, so the verifier is checked
-// against the contract and internal/chain's tests check IssueToken against the
+// CONTRACT.md rather than shared with internal/delegation, so the verifier is checked
+// against the contract and internal/delegation's tests check IssueToken against the
 // verifier.
 
 // sampleGrant is a Grant record (SPEC.md "Grant record"), epoch included.

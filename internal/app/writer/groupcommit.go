@@ -102,8 +102,8 @@ func (g *groupCommitter) loop() {
 			}
 		}
 		// Between two transactions: finish a background checkpoint's work
-		// (store/checkpoint.go) so that the WAL can start over.
-		g.store.CatchUpCheckpoint(context.Background())
+		// (store/wal_checkpoint.go) so that the WAL can start over.
+		g.store.CatchUpWALCheckpoint(context.Background())
 		g.commit(batch)
 	}
 }

@@ -1,8 +1,7 @@
-package chain
-
-// Issuing delegation tokens (CONTRACT.md "Delegation tokens"). The layout and
-// the checks are pkg/verify's; this file only signs. docs/delegation-tokens.md
-// describes the bytes for auditors.
+// Package delegation issues delegation tokens (CONTRACT.md "Delegation
+// tokens"). The layout and the checks are pkg/verify's; this package only
+// signs. docs/delegation-tokens.md describes the bytes for auditors.
+package delegation
 
 import (
 	"bytes"

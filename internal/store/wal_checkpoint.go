@@ -7,17 +7,17 @@ import (
 	"sync/atomic"
 )
 
-// Checkpoints off the writer (SQLite).
+// WAL checkpoints off the writer (SQLite).
 //
 // A WAL checkpoint copies the pages committed to the WAL back into the
 // database file and fsyncs it. Run by SQLite's automatic checkpoint it happens
 // inside the writer's COMMIT, so every few thousand appends one group commit
-// stalled for the whole copy (20–30 ms, five times a normal batch) and every
-// request queued behind it waited too: that stall was the append p99
-// (docs/performance.md, "Round of 2026-11-22").
+// stalled for the whole copy, several normal batches long, and every request
+// queued behind it waited too: that stall was the append p99
+// (docs/performance.md).
 //
 // Instead the writer's connection counts the WAL frames it commits and, past
-// checkpointEveryFrames, asks a background goroutine to checkpoint PASSIVE on a
+// walCheckpointEveryFrames, asks a background goroutine to checkpoint PASSIVE on a
 // connection of its own: the bulk copy runs on the other core while the writer
 // goes on committing. A passive checkpoint stops at the frames that existed
 // when it began, and SQLite only rewinds the WAL once every frame is copied, so
@@ -32,35 +32,35 @@ import (
 // a single append writes about twelve (one page of each B-tree its row
 // touches), a batch row well under one, since a batch's rows share their pages.
 // Counted in events, batch ingest checkpointed — and the writer caught up, with
-// an fsync of the database file — about twenty times as often as appends for
-// the same WAL (docs/performance.md "Sixth round").
+// an fsync of the database file — far more often than appends for the same
+// WAL (docs/performance.md).
 const (
-	// checkpointEveryFrames is the WAL frames committed between background
+	// walCheckpointEveryFrames is the WAL frames committed between background
 	// checkpoints: ~94 MiB of 4 KiB pages, about 2,000 single appends.
-	checkpointEveryFrames = 24000
+	walCheckpointEveryFrames = 24000
 	// walAutocheckpointPages is SQLite's own checkpoint, the backstop.
 	walAutocheckpointPages = 40000
-	// catchUpFrames is what the writer may be left to copy; checkpointRounds
+	// catchUpFrames is what the writer may be left to copy; walCheckpointRounds
 	// bounds the background runs that shrink the remainder down to it.
-	catchUpFrames    = 300
-	checkpointRounds = 8
+	catchUpFrames       = 300
+	walCheckpointRounds = 8
 )
 
-type checkpointer struct {
+type walCheckpointer struct {
 	db *sql.DB
 	// frames counts the WAL frames committed since the last background
-	// checkpoint began; every is its threshold (checkpointEveryFrames; tests
+	// checkpoint began; every is its threshold (walCheckpointEveryFrames; tests
 	// lower it).
 	frames atomic.Int64
 	every  int64
 	kick   chan struct{}
 	// copied is set when a background checkpoint left the writer a small
-	// remainder to copy (CatchUpCheckpoint).
+	// remainder to copy (CatchUpWALCheckpoint).
 	copied  atomic.Bool
 	stop    chan struct{}
 	stopped sync.WaitGroup
 	closing sync.Once
-	// runs counts background checkpoints (Store.Checkpoints); faults counts
+	// runs counts background checkpoints (Store.WALCheckpoints); faults counts
 	// checkpoint connections replaced after a storage fault. They are kept
 	// apart from Store.IOFaults: the frames a failed checkpoint did not copy
 	// are still in the WAL, so no write of the writer is in doubt.
@@ -71,18 +71,18 @@ type checkpointer struct {
 	afterRound func()
 }
 
-func newCheckpointer() *checkpointer {
-	return &checkpointer{every: checkpointEveryFrames, kick: make(chan struct{}, 1), stop: make(chan struct{})}
+func newWALCheckpointer() *walCheckpointer {
+	return &walCheckpointer{every: walCheckpointEveryFrames, kick: make(chan struct{}, 1), stop: make(chan struct{})}
 }
 
-// start runs the background loop on db, the checkpointer's own connection.
-func (c *checkpointer) start(db *sql.DB) {
+// start runs the background loop on db, the WAL checkpointer's own connection.
+func (c *walCheckpointer) start(db *sql.DB) {
 	c.db = db
 	c.stopped.Add(1)
 	go c.loop()
 }
 
-func (c *checkpointer) loop() {
+func (c *walCheckpointer) loop() {
 	defer c.stopped.Done()
 	for {
 		select {
@@ -116,9 +116,9 @@ func (c *checkpointer) loop() {
 // should catch up (leftover). A reader on an old snapshot can hold the copy
 // back: then the writer must not catch up (it would copy the bulk itself,
 // the stall this avoids); the next run, or SQLite's backstop, goes on.
-func (c *checkpointer) copyBulk() (ran, leftover bool) {
+func (c *walCheckpointer) copyBulk() (ran, leftover bool) {
 	prev := int64(-1)
-	for range checkpointRounds {
+	for range walCheckpointRounds {
 		var busy, log, copied int64
 		err := c.db.QueryRowContext(context.Background(), "PRAGMA wal_checkpoint(PASSIVE)").Scan(&busy, &log, &copied)
 		if c.afterRound != nil {
@@ -144,7 +144,7 @@ func (c *checkpointer) copyBulk() (ran, leftover bool) {
 	return prev >= 0, false
 }
 
-func (c *checkpointer) close() error {
+func (c *walCheckpointer) close() error {
 	var err error
 	c.closing.Do(func() {
 		close(c.stop)
@@ -155,25 +155,25 @@ func (c *checkpointer) close() error {
 }
 
 // Checkpoints is how many background checkpoints completed (0 on PostgreSQL).
-func (s *Store) Checkpoints() int64 {
-	if s.ckpt == nil {
+func (s *Store) WALCheckpoints() int64 {
+	if s.walCkpt == nil {
 		return 0
 	}
-	return s.ckpt.runs.Load()
+	return s.walCkpt.runs.Load()
 }
 
-// CheckpointFaults is how many background checkpoint connections were
+// WALCheckpointFaults is how many background checkpoint connections were
 // replaced after a storage fault (0 on PostgreSQL).
-func (s *Store) CheckpointFaults() int64 {
-	if s.ckpt == nil {
+func (s *Store) WALCheckpointFaults() int64 {
+	if s.walCkpt == nil {
 		return 0
 	}
-	return s.ckpt.faults.Load()
+	return s.walCkpt.faults.Load()
 }
 
 // committed hears of a commit of the writer's connection and the WAL frames
 // it wrote (cachingConn.reportFrames).
-func (c *checkpointer) committed(frames int64) {
+func (c *walCheckpointer) committed(frames int64) {
 	if c.frames.Add(frames) < c.every {
 		return
 	}
@@ -184,11 +184,11 @@ func (c *checkpointer) committed(frames int64) {
 	}
 }
 
-// CatchUpCheckpoint runs on the writer between two transactions: after a
+// CatchUpWALCheckpoint runs on the writer between two transactions: after a
 // background checkpoint it copies the few frames committed meanwhile, so that
 // the WAL can start over. It is a no-op otherwise and on PostgreSQL.
-func (s *Store) CatchUpCheckpoint(ctx context.Context) {
-	c := s.ckpt
+func (s *Store) CatchUpWALCheckpoint(ctx context.Context) {
+	c := s.walCkpt
 	if c == nil || !c.copied.Swap(false) {
 		return
 	}

@@ -26,8 +26,8 @@ func checkpointStore(t *testing.T, everyFrames int64) (*Store, func(rows int)) {
 	if _, err := s.write.Exec(`CREATE TABLE t (k INTEGER PRIMARY KEY, v BLOB)`); err != nil {
 		t.Fatal(err)
 	}
-	s.ckpt.every = everyFrames
-	s.ckpt.frames.Store(0)
+	s.walCkpt.every = everyFrames
+	s.walCkpt.frames.Store(0)
 	write := func(rows int) {
 		t.Helper()
 		tx, err := s.write.BeginTx(ctx, nil)
@@ -55,17 +55,17 @@ func awaitCheckpoint(t *testing.T, ran <-chan struct{}) {
 	}
 }
 
-// The WAL is copied back by the background checkpointer; frames committed
+// The WAL is copied back by the background WAL checkpointer; frames committed
 // during its last round are left to the writer's short catch-up, after which
 // the next transaction starts the WAL over: it does not grow with the writes,
 // and SQLite's own checkpoint (inside a COMMIT) is left with nothing to do.
-func TestCheckpointInTheBackgroundLetsTheWALStartOver(t *testing.T) {
+func TestWALCheckpointInTheBackgroundLetsTheWALStartOver(t *testing.T) {
 	ctx := context.Background()
 	s, write := checkpointStore(t, 800)
-	ran := s.CheckpointRan()
+	ran := s.WALCheckpointRan()
 	for range 10 {
-		write(50)                // ~50 pages each
-		s.CatchUpCheckpoint(ctx) // no background run yet: nothing to do
+		write(50)                   // ~50 pages each
+		s.CatchUpWALCheckpoint(ctx) // no background run yet: nothing to do
 	}
 	select {
 	case <-ran:
@@ -75,17 +75,17 @@ func TestCheckpointInTheBackgroundLetsTheWALStartOver(t *testing.T) {
 	// A commit lands while the background run copies (after its rounds
 	// have looked at the WAL), as under load.
 	rounds := 0
-	s.AfterCheckpointRound(func() {
+	s.AfterWALCheckpointRound(func() {
 		if rounds++; rounds == 2 {
 			write(50)
 		}
 	})
 	write(500) // past the threshold: the commit kicks the background run
 	awaitCheckpoint(t, ran)
-	if s.Checkpoints() != 1 {
-		t.Fatalf("Checkpoints() = %d, want 1", s.Checkpoints())
+	if s.WALCheckpoints() != 1 {
+		t.Fatalf("Checkpoints() = %d, want 1", s.WALCheckpoints())
 	}
-	s.CatchUpCheckpoint(ctx)
+	s.CatchUpWALCheckpoint(ctx)
 	write(1)
 	if got := walFrames(t, s); got > 10 {
 		t.Fatalf("the WAL holds %d frames after the catch-up and one small transaction: it did not start over", got)
@@ -95,10 +95,10 @@ func TestCheckpointInTheBackgroundLetsTheWALStartOver(t *testing.T) {
 // A reader on an old snapshot holds the background copy back. The writer
 // must not then copy the bulk itself in its catch-up (the stall this design
 // avoids): it is left to the next run once the reader is gone.
-func TestCheckpointHeldBackByAReaderIsNotLeftToTheWriter(t *testing.T) {
+func TestWALCheckpointHeldBackByAReaderIsNotLeftToTheWriter(t *testing.T) {
 	ctx := context.Background()
 	s, write := checkpointStore(t, 500)
-	ran := s.CheckpointRan()
+	ran := s.WALCheckpointRan()
 	write(50)
 	reader, err := s.read.BeginTx(ctx, nil)
 	if err != nil {
@@ -112,13 +112,13 @@ func TestCheckpointHeldBackByAReaderIsNotLeftToTheWriter(t *testing.T) {
 		write(50)
 	}
 	awaitCheckpoint(t, ran)
-	if s.ckpt.copied.Load() {
+	if s.walCkpt.copied.Load() {
 		t.Fatal("a run held back by a reader left its copy to the writer")
 	}
 	reader.Rollback()
 	write(600)
 	awaitCheckpoint(t, ran)
-	s.CatchUpCheckpoint(ctx)
+	s.CatchUpWALCheckpoint(ctx)
 	write(1)
 	if got := walFrames(t, s); got > 10 {
 		t.Fatalf("the WAL holds %d frames after the reader left and a second run: it did not start over", got)
@@ -127,7 +127,7 @@ func TestCheckpointHeldBackByAReaderIsNotLeftToTheWriter(t *testing.T) {
 
 // Closing twice is harmless (cleanup paths do).
 func TestStoreCloseTwice(t *testing.T) {
-	s, _ := checkpointStore(t, checkpointEveryFrames)
+	s, _ := checkpointStore(t, walCheckpointEveryFrames)
 	if err := s.Close(); err != nil {
 		t.Fatal(err)
 	}

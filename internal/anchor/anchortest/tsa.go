@@ -1,4 +1,6 @@
-package anchor
+// Package anchortest is a fake RFC 3161 Time-Stamp Authority for the tests
+// of the anchor and of its callers (app, httpapi, cmd/auditchain).
+package anchortest
 
 import (
 	"crypto"
@@ -17,11 +19,11 @@ import (
 	"github.com/digitorus/timestamp"
 )
 
-// FakeTSA is a minimal RFC 3161 Time-Stamp Authority for tests: it answers
+// TSA is a minimal RFC 3161 Time-Stamp Authority for tests: it answers
 // every well-formed request with a token signed by a throwaway self-signed
 // certificate. Serve it with httptest.NewServer. It is not a TSA anyone
 // should trust.
-type FakeTSA struct {
+type TSA struct {
 	Cert *x509.Certificate
 	key  crypto.Signer
 	// Now stamps tokens (nil: time.Now).
@@ -32,8 +34,8 @@ type FakeTSA struct {
 	requests atomic.Int64
 }
 
-// NewFakeTSA makes a FakeTSA with a fresh P-256 key and certificate.
-func NewFakeTSA() (*FakeTSA, error) {
+// NewTSA makes a TSA with a fresh P-256 key and certificate.
+func NewTSA() (*TSA, error) {
 	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
 	if err != nil {
 		return nil, err
@@ -55,14 +57,14 @@ func NewFakeTSA() (*FakeTSA, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &FakeTSA{Cert: cert, key: key}, nil
+	return &TSA{Cert: cert, key: key}, nil
 }
 
 // Requests counts the requests answered (granted or not).
-func (f *FakeTSA) Requests() int64 { return f.requests.Load() }
+func (f *TSA) Requests() int64 { return f.requests.Load() }
 
 // ServeHTTP answers one RFC 3161 request.
-func (f *FakeTSA) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+func (f *TSA) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	f.requests.Add(1)
 	if f.Fail.Load() {
 		http.Error(w, "fake TSA told to fail", http.StatusInternalServerError)

@@ -1,4 +1,4 @@
-package chain_test
+package delegation_test
 
 import (
 	"bytes"
@@ -16,7 +16,7 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 
-	"github.com/auditchain/auditchain/internal/chain"
+	"github.com/auditchain/auditchain/internal/delegation"
 	"github.com/auditchain/auditchain/pkg/verify"
 )
 
@@ -65,7 +65,7 @@ func fixedRand(b byte) io.Reader { return bytes.NewReader(bytes.Repeat([]byte{b}
 
 func issue(t *testing.T, grant string, r io.Reader) []byte {
 	t.Helper()
-	tok, err := chain.IssueToken([]byte(grant), serviceKey, r)
+	tok, err := delegation.IssueToken([]byte(grant), serviceKey, r)
 	if err != nil {
 		t.Fatalf("IssueToken: %v", err)
 	}
@@ -161,7 +161,7 @@ func TestIssueTokenErrors(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			tok, err := chain.IssueToken([]byte(tt.grant), tt.service, tt.rand)
+			tok, err := delegation.IssueToken([]byte(tt.grant), tt.service, tt.rand)
 			if err == nil {
 				t.Fatalf("IssueToken succeeded: %s", tok)
 			}

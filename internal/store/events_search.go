@@ -1,0 +1,118 @@
+package store
+
+// POST /v1/events/search, and the newest event with a dedup semantic key.
+
+import (
+	"context"
+	"fmt"
+	"strings"
+
+	"github.com/jackc/pgx/v5"
+)
+
+// SearchFilter selects events for POST /v1/events/search.
+type SearchFilter struct {
+	UserID     string
+	AfterTS    *int64 // ts strictly after, unix micros
+	BeforeTS   *int64 // ts strictly before
+	Cursor     *int64 // sequence strictly below
+	Decision   *string
+	EventTypes []string
+	Tool       *string
+	Limit      int
+}
+
+// Search returns matching events, newest first. Only the fields a search
+// result shows are read: Raw, Signature, SignatureKey, LeafIndex, TSMicros,
+// SemanticKey and CreatedAt stay zero.
+func (s *Store) Search(ctx context.Context, f SearchFilter) ([]Event, error) {
+	account, err := s.accountKey(ctx, nil, f.UserID)
+	if err != nil {
+		return nil, err
+	}
+	q, args := s.searchStatement(account, f)
+	out := make([]Event, 0, min(f.Limit, 1000))
+	rows, err := s.read.QueryContext(ctx, q, args...)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	for rows.Next() {
+		e := Event{UserID: f.UserID}
+		if err := rows.Scan(&e.Sequence, &e.EventID, &e.EventType, &e.PrevHash, &e.PayloadHash, &e.Decision, &e.Tool,
+			&e.MachineID, &e.ParentID, &e.TS, &e.APIKeyID, &e.MachineSequence, &e.Surface); err != nil {
+			return nil, err
+		}
+		out = append(out, e)
+	}
+	return out, rows.Err()
+}
+
+// searchStatement is what Search sends. On PostgreSQL it is planned with its
+// values (pgx inlines them, safely quoted): whether the time bounds or an
+// event type select few rows decides between an index in sequence order and
+// one whose matches must be sorted, and the pool forces generic plans for
+// every prepared statement (openPostgres).
+func (s *Store) searchStatement(account any, f SearchFilter) (string, []any) {
+	q, args := searchQuery(account, f)
+	if s.Dialect == Postgres {
+		args = append([]any{pgx.QueryExecModeSimpleProtocol}, args...)
+	}
+	return q, args
+}
+
+// searchQuery is the SQL of Search. Every filter but the time bounds has an
+// index that yields the account's rows in sequence order (the primary key,
+// events_type, events_tool, events_decision), so a page reads about limit
+// rows whatever the chain length (TestSearchPlans).
+func searchQuery(account any, f SearchFilter) (string, []any) {
+	var where []string
+	args := []any{account}
+	arg := func(v any) string { args = append(args, v); return fmt.Sprintf("$%d", len(args)) }
+	where = append(where, "account = $1")
+	if f.AfterTS != nil {
+		where = append(where, "ts_micros > "+arg(*f.AfterTS))
+	}
+	if f.BeforeTS != nil {
+		where = append(where, "ts_micros < "+arg(*f.BeforeTS))
+	}
+	if f.Cursor != nil {
+		where = append(where, "sequence < "+arg(*f.Cursor))
+	}
+	if f.Decision != nil {
+		where = append(where, "decision = "+arg(*f.Decision))
+	}
+	if f.Tool != nil {
+		where = append(where, "tool = "+arg(*f.Tool))
+	}
+	if len(f.EventTypes) > 0 {
+		ph := make([]string, len(f.EventTypes))
+		for i, t := range f.EventTypes {
+			ph[i] = arg(t)
+		}
+		where = append(where, "event_type IN ("+strings.Join(ph, ", ")+")")
+	}
+	limit := arg(f.Limit)
+	return `SELECT ` + searchColumns + ` FROM events WHERE ` + strings.Join(where, " AND ") + ` ORDER BY sequence DESC LIMIT ` + limit, args
+}
+
+// searchColumns are the columns a search result shows (SPEC.md "Event": no
+// raw, signature or signature_key). Reading only these matters on SQLite,
+// where the driver pays a locked call per column per row: 13 columns instead
+// of 21 cut the row decoding of a 200-row page by a third.
+const searchColumns = `sequence, event_id, event_type, prev_hash, payload_hash, decision, tool, machine_id, parent_id, ts, api_key_id,
+	machine_sequence, surface`
+
+// LatestSemanticMatch returns the newest event of the account with that dedup
+// semantic key and a sequence of at least minSequence.
+func (s *Store) LatestSemanticMatch(ctx context.Context, q Querier, userID, key string, minSequence int64) (Event, error) {
+	if q == nil {
+		q = s.read
+	}
+	account, err := s.accountKey(ctx, q, userID)
+	if err != nil {
+		return Event{}, err
+	}
+	return scanEvent(q.QueryRowContext(ctx, `SELECT `+eventFields+` FROM events
+		WHERE account = $1 AND semantic_key = $2 AND sequence >= $3 ORDER BY sequence DESC LIMIT 1`, account, key, minSequence), userID)
+}
