@@ -547,16 +547,26 @@ func (a *App) appendServerEvent(ctx context.Context, t *writer.Tx, p Principal, 
 	if err != nil {
 		return store.Event{}, err
 	}
-	now := a.Now()
+	in := api.EventInput{EventID: &id, EventType: &ev.EventType, Raw: raw, Tool: ev.Tool}
+	out, err := a.appendAtTip(ctx, t, p, in, serviceSurface, nil, a.Now())
+	return out.Event, err
+}
+
+// appendAtTip appends in inside t, numbered (numberAtTip) after the head t
+// holds, in the append: how the service's own events, a gated tool call and
+// its results are placed. quota charges the event (nil: a service event,
+// never charged).
+func (a *App) appendAtTip(ctx context.Context, t *writer.Tx, p Principal, in api.EventInput, surface string, quota *store.Quota,
+	now time.Time) (writer.Appended, error) {
 	var e store.Event
 	e.UserID = p.UserID
-	in := api.EventInput{EventID: &id, EventType: &ev.EventType, Raw: raw, Tool: ev.Tool}
-	out, err := t.Append(ctx, writer.Append{Event: &e, Place: func(ctx context.Context, head store.Head, _ store.Querier) error {
-		var err error
-		e, err = a.numberAtTip(p, head, in, serviceSurface, now)
+	return t.Append(ctx, writer.Append{Event: &e, Quota: quota, Place: func(_ context.Context, head store.Head, _ store.Querier) error {
+		next, err := a.numberAtTip(p, head, in, surface, now)
+		if err == nil {
+			e = next
+		}
 		return err
 	}})
-	return out.Event, err
 }
 
 // numberAtTip numbers in after head — sequence tip + 1 and prev_hash the

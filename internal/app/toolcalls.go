@@ -164,8 +164,9 @@ func (a *App) writeToolCall(ctx context.Context, p Principal, req ToolCallReques
 		if err := a.appendToolResults(ctx, t, p, req, now); err != nil {
 			return err
 		}
-		head, err := t.Lock(ctx, p.UserID)
-		if err != nil {
+		// The head is held from here: the gate reads under it, and the call
+		// is numbered after it.
+		if _, err := t.Lock(ctx, p.UserID); err != nil {
 			return err
 		}
 		ans, rows, err := a.gate(ctx, t.SQL(), p.UserID, req.Subagent, &req.Tool, nil, now)
@@ -192,15 +193,10 @@ func (a *App) writeToolCall(ctx context.Context, p Principal, req ToolCallReques
 		if err != nil {
 			return err
 		}
-		// The service numbers the call after the tip it holds. The
-		// client's fields were checked before the write (checkToolCall).
+		// The client's fields were checked before the write (checkToolCall).
 		in := api.EventInput{EventID: &req.EventID, EventType: &eventType, Raw: raw, Decision: &out.Decision,
 			Tool: &req.Tool, ParentID: req.ParentID, TS: req.TS}
-		e, err := a.numberAtTip(p, head, in, req.Surface, now)
-		if err != nil {
-			return err
-		}
-		appended, err = t.Append(ctx, writer.Append{Event: &e, Quota: a.quotaOf(now)})
+		appended, err = a.appendAtTip(ctx, t, p, in, req.Surface, a.quotaOf(now), now)
 		return err
 	})
 	if err != nil {
@@ -216,10 +212,12 @@ func (a *App) writeToolCall(ctx context.Context, p Principal, req ToolCallReques
 	return out, nil
 }
 
-// appendToolResults appends req's results inside t, in order.
+// appendToolResults appends req's results inside t, in order, each at the
+// tip and charged to the quota.
 func (a *App) appendToolResults(ctx context.Context, t *writer.Tx, p Principal, req ToolCallRequest, now time.Time) error {
 	for i := range req.Results {
-		if err := a.appendToolResult(ctx, t, p, &req.Results[i], req.Surface, now); err != nil {
+		// The sequence given is a stand-in: appendAtTip numbers the result.
+		if _, err := a.appendAtTip(ctx, t, p, req.Results[i].input(0), req.Surface, a.quotaOf(now), now); err != nil {
 			return err
 		}
 	}
@@ -481,15 +479,3 @@ func countGateMembers(members map[string]json.RawMessage) int {
 }
 
 func equalPtr(a, b *string) bool { return (a == nil) == (b == nil) && (a == nil || *a == *b) }
-
-// appendToolResult appends r at the tip inside t, charged to the quota.
-func (a *App) appendToolResult(ctx context.Context, t *writer.Tx, p Principal, r *ToolResult, surface string, now time.Time) error {
-	var e store.Event
-	e.UserID = p.UserID
-	_, err := t.Append(ctx, writer.Append{Event: &e, Quota: a.quotaOf(now), Place: func(_ context.Context, head store.Head, _ store.Querier) error {
-		var err error
-		e, err = a.numberAtTip(p, head, r.input(0), surface, now) // 0: numbered here
-		return err
-	}})
-	return err
-}
