@@ -105,9 +105,9 @@ func TestNoClientInputFreezesAnAccount(t *testing.T) {
 				{"tool call", true, func() error {
 					calls++
 					id := fmt.Sprintf("evt-r%d-call%d", round, calls)
-					res, err := a.GateToolCall(ctx, p, app.ToolCallRequest{Subagent: "worker", Tool: "bash", EventID: id,
-						Raw: json.RawMessage(`{"input_sha256":"ab"}`), Surface: "hook",
-						Results: []app.ToolResult{{EventID: id + "-result", Raw: json.RawMessage(`{"ok":true}`)}}})
+					res, err := a.GateToolCall(ctx, p, api.ToolCallRequest{Subagent: new("worker"), Tool: new("bash"), EventID: &id,
+						Raw:     json.RawMessage(`{"input_sha256":"ab"}`),
+						Results: []api.ToolResult{{EventID: new(id + "-result"), Raw: json.RawMessage(`{"ok":true}`)}}}, "hook")
 					if err == nil && res.Event.EventID != id {
 						err = fmt.Errorf("recorded %s", res.Event.EventID)
 					}

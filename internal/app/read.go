@@ -12,19 +12,9 @@ import (
 	"github.com/auditchain/auditchain/pkg/verify"
 )
 
-// SearchRequest is the body of POST /v1/events/search.
-type SearchRequest struct {
-	After, Before *string
-	Cursor        *int64
-	Decision      *string
-	EventTypes    []string
-	Limit         *int
-	Tool          *string
-}
-
 // Search answers POST /v1/events/search: newest first, within the caller's
 // account; the page's limit is returned with it.
-func (a *App) Search(ctx context.Context, p Principal, req SearchRequest) ([]api.Event, int, error) {
+func (a *App) Search(ctx context.Context, p Principal, req api.SearchRequest) ([]api.Event, int, error) {
 	f := store.SearchFilter{UserID: p.UserID, Cursor: req.Cursor, Decision: req.Decision, EventTypes: req.EventTypes, Tool: req.Tool, Limit: domain.DefSearchLimit}
 	if req.Limit != nil {
 		if *req.Limit < 1 || *req.Limit > domain.MaxSearchLimit {

@@ -502,16 +502,9 @@ func (a *App) decideDedup(ctx context.Context, q store.Querier, userID, tool, ke
 	return domain.DecideDedup(policy, tool, key, intent, candidates, tip, a.Now()), nil
 }
 
-// PolicyTestRequest is the body of POST /v1/policy/test.
-type PolicyTestRequest struct {
-	Tool          string
-	ToolInput     json.RawMessage
-	Intent        domain.Intent
-	ParentEventID *string
-}
-
-// PolicyTest predicts what the dedup gate would decide, writing nothing.
-func (a *App) PolicyTest(ctx context.Context, p Principal, req PolicyTestRequest) (domain.DedupDecision, error) {
+// PolicyTest predicts what the dedup gate would decide, writing nothing
+// (POST /v1/policy/test; req's intent is checked by the HTTP body).
+func (a *App) PolicyTest(ctx context.Context, p Principal, req api.PolicyTestRequest) (domain.DedupDecision, error) {
 	key, err := domain.SemanticKey(req.Tool, req.ToolInput)
 	if err != nil {
 		return domain.DedupDecision{}, domain.Validation(domain.FieldError{Field: "tool_input", Message: "must be a JSON object"})
@@ -520,7 +513,11 @@ func (a *App) PolicyTest(ctx context.Context, p Principal, req PolicyTestRequest
 	if err != nil {
 		return domain.DedupDecision{}, err
 	}
-	return a.decideDedup(ctx, nil, p.UserID, req.Tool, key, req.Intent, head.LastSequence)
+	var intent domain.Intent
+	if req.Intent != nil {
+		intent = domain.Intent(*req.Intent)
+	}
+	return a.decideDedup(ctx, nil, p.UserID, req.Tool, key, intent, head.LastSequence)
 }
 
 // serviceSurface marks events the service writes itself.

@@ -35,37 +35,13 @@ const (
 
 var toolCallServerMembers = []string{rawSubagent, rawGateStatus, rawGrantID, rawProposalID, rawNoGrant}
 
-// ToolCallRequest is a gated tool call.
-type ToolCallRequest struct {
-	Subagent string
-	Tool     string
-	// EventID names the tool_call event: a client's retry with the same id
-	// is answered with the stored call, metered once.
-	EventID string
-	// Raw is the client's structure and hashes (a JSON object, or empty).
-	Raw      json.RawMessage
-	TS       *string
-	ParentID *string
-	// NoGrant is the decision recorded when the gate finds no grant for the
-	// sub-agent (status no_grant): allow, ask or deny (nil: deny).
-	NoGrant *string
-	// noGrant is NoGrant checked, with its default.
+// toolCall is a gated tool call as the use case carries it: the request
+// (POST /v1/tool-calls), the caller's X-SVC-Surface, stored with its events,
+// and no_grant checked, with its default (checkToolCall).
+type toolCall struct {
+	api.ToolCallRequest
+	surface string
 	noGrant string
-	// Surface is the caller's X-SVC-Surface, stored with the events.
-	Surface string
-	// Results are tool_result events of earlier calls, recorded in the same
-	// commit before this call (at most api.MaxToolCallResults): a caller that
-	// records each result with its next call pays one commit per call.
-	Results []ToolResult
-}
-
-// ToolResult is a tool_result event sent with a tool call.
-type ToolResult struct {
-	EventID  string
-	ParentID *string
-	Tool     *string
-	Raw      json.RawMessage
-	TS       *string
 }
 
 // ToolCallResult is the outcome of a gated tool call.
@@ -95,13 +71,14 @@ func MalformedToolCall(field, reason string) *domain.Error {
 // decision obeys every grant, use and rule committed before it. Refusals by
 // the gate are decisions (deny), recorded like an allow; the route's errors
 // are for requests that write nothing (422, 429, 409 event_id_conflict).
-func (a *App) GateToolCall(ctx context.Context, p Principal, req ToolCallRequest) (ToolCallResult, error) {
-	res, err := a.gateToolCall(ctx, p, req)
+// surface is the caller's X-SVC-Surface, stored with the events.
+func (a *App) GateToolCall(ctx context.Context, p Principal, req api.ToolCallRequest, surface string) (ToolCallResult, error) {
+	res, err := a.gateToolCall(ctx, p, toolCall{ToolCallRequest: req, surface: surface})
 	a.noteRefusal(ctx, p.UserID, err)
 	return res, err
 }
 
-func (a *App) gateToolCall(ctx context.Context, p Principal, req ToolCallRequest) (ToolCallResult, error) {
+func (a *App) gateToolCall(ctx context.Context, p Principal, req toolCall) (ToolCallResult, error) {
 	now := a.Now()
 	client, err := checkToolCall(&req)
 	if err != nil {
@@ -155,7 +132,7 @@ func (a *App) gateToolCall(ctx context.Context, p Principal, req ToolCallRequest
 
 // writeToolCall is the usual request: its results, then the gate's check,
 // the use and the tool_call, in one write.
-func (a *App) writeToolCall(ctx context.Context, p Principal, req ToolCallRequest, client map[string]json.RawMessage, now time.Time) (ToolCallResult, error) {
+func (a *App) writeToolCall(ctx context.Context, p Principal, req toolCall, client map[string]json.RawMessage, now time.Time) (ToolCallResult, error) {
 	eventType := api.EventToolCall
 	var out ToolCallResult
 	var appended writer.Appended
@@ -169,7 +146,7 @@ func (a *App) writeToolCall(ctx context.Context, p Principal, req ToolCallReques
 		if _, err := t.Lock(ctx, p.UserID); err != nil {
 			return err
 		}
-		ans, rows, err := a.gate(ctx, t.SQL(), p.UserID, req.Subagent, &req.Tool, nil, now)
+		ans, rows, err := a.gate(ctx, t.SQL(), p.UserID, *req.Subagent, req.Tool, nil, now)
 		if err != nil {
 			return err
 		}
@@ -194,9 +171,9 @@ func (a *App) writeToolCall(ctx context.Context, p Principal, req ToolCallReques
 			return err
 		}
 		// The client's fields were checked before the write (checkToolCall).
-		in := api.EventInput{EventID: &req.EventID, EventType: &eventType, Raw: raw, Decision: &out.Decision,
-			Tool: &req.Tool, ParentID: req.ParentID, TS: req.TS}
-		appended, err = a.appendAtTip(ctx, t, p, in, req.Surface, a.quotaOf(now), now)
+		in := api.EventInput{EventID: req.EventID, EventType: &eventType, Raw: raw, Decision: &out.Decision,
+			Tool: req.Tool, ParentID: req.ParentID, TS: req.TS}
+		appended, err = a.appendAtTip(ctx, t, p, in, req.surface, a.quotaOf(now), now)
 		return err
 	})
 	if err != nil {
@@ -214,10 +191,10 @@ func (a *App) writeToolCall(ctx context.Context, p Principal, req ToolCallReques
 
 // appendToolResults appends req's results inside t, in order, each at the
 // tip and charged to the quota.
-func (a *App) appendToolResults(ctx context.Context, t *writer.Tx, p Principal, req ToolCallRequest, now time.Time) error {
+func (a *App) appendToolResults(ctx context.Context, t *writer.Tx, p Principal, req toolCall, now time.Time) error {
 	for i := range req.Results {
 		// The sequence given is a stand-in: appendAtTip numbers the result.
-		if _, err := a.appendAtTip(ctx, t, p, req.Results[i].input(0), req.Surface, a.quotaOf(now), now); err != nil {
+		if _, err := a.appendAtTip(ctx, t, p, resultInput(&req.Results[i], 0), req.surface, a.quotaOf(now), now); err != nil {
 			return err
 		}
 	}
@@ -228,30 +205,30 @@ func (a *App) appendToolResults(ctx context.Context, t *writer.Tx, p Principal, 
 // req without the results stored as sent, and the call when it is stored as
 // sent (nil when it is not stored); an id stored with other content is 409
 // event_id_conflict.
-func (a *App) dropStored(ctx context.Context, userID string, req ToolCallRequest) (ToolCallRequest, *store.Event, error) {
-	ids := []string{req.EventID}
+func (a *App) dropStored(ctx context.Context, userID string, req toolCall) (toolCall, *store.Event, error) {
+	ids := []string{*req.EventID}
 	for _, r := range req.Results {
-		ids = append(ids, r.EventID)
+		ids = append(ids, *r.EventID)
 	}
 	stored, err := a.Store.EventsByIDs(ctx, nil, userID, ids)
 	if err != nil {
 		return req, nil, err
 	}
-	var rest []ToolResult
+	var rest []api.ToolResult
 	for _, r := range req.Results {
-		e, ok := stored[r.EventID]
+		e, ok := stored[*r.EventID]
 		if !ok {
 			rest = append(rest, r)
 			continue
 		}
-		in := r.input(e.Sequence)
+		in := resultInput(&r, e.Sequence)
 		in.PrevHash = e.PrevHash
 		if e.EventType != api.EventToolResult || !sameEvent(&e, &in) {
 			return req, nil, conflictOf(&e)
 		}
 	}
 	req.Results = rest
-	call, ok := stored[req.EventID]
+	call, ok := stored[*req.EventID]
 	if !ok {
 		return req, nil, nil
 	}
@@ -269,11 +246,20 @@ func isConflict(err error) bool {
 
 // checkToolCall checks req's fields before anything is read or written
 // (defaulting NoGrant) and returns the client's raw members.
-func checkToolCall(req *ToolCallRequest) (map[string]json.RawMessage, error) {
-	if err := checkName("subagent", req.Subagent, MalformedToolCall); err != nil {
+func checkToolCall(req *toolCall) (map[string]json.RawMessage, error) {
+	// The HTTP body's check names these when absent; here only against a nil.
+	for _, f := range []struct {
+		name string
+		v    *string
+	}{{"subagent", req.Subagent}, {"tool", req.Tool}, {"event_id", req.EventID}} {
+		if f.v == nil {
+			return nil, MalformedToolCall(f.name, "required")
+		}
+	}
+	if err := checkName("subagent", *req.Subagent, MalformedToolCall); err != nil {
 		return nil, err
 	}
-	if err := checkName("tool", req.Tool, MalformedToolCall); err != nil {
+	if err := checkName("tool", *req.Tool, MalformedToolCall); err != nil {
 		return nil, err
 	}
 	req.noGrant = api.DecisionDeny
@@ -287,11 +273,8 @@ func checkToolCall(req *ToolCallRequest) (map[string]json.RawMessage, error) {
 	}
 	// The event's shape, with the sequence the write assigns standing in.
 	eventType, zero := api.EventToolCall, int64(0)
-	probe := api.EventInput{EventID: &req.EventID, EventType: &eventType, Sequence: &zero, Raw: req.Raw,
-		Tool: &req.Tool, ParentID: req.ParentID, TS: req.TS, Decision: &req.noGrant}
-	if req.EventID == "" {
-		probe.EventID = nil
-	}
+	probe := api.EventInput{EventID: presentID(req.EventID), EventType: &eventType, Sequence: &zero, Raw: req.Raw,
+		Tool: req.Tool, ParentID: req.ParentID, TS: req.TS, Decision: &req.noGrant}
 	if errs := domain.ValidateEventShape(&probe); len(errs) > 0 {
 		return nil, domain.Validation(errs...)
 	}
@@ -309,14 +292,16 @@ func checkToolCall(req *ToolCallRequest) (map[string]json.RawMessage, error) {
 	if len(req.Results) > api.MaxToolCallResults {
 		return nil, MalformedToolCall("results", fmt.Sprintf("at most %d results go with one call", api.MaxToolCallResults))
 	}
-	seen := map[string]bool{req.EventID: true}
+	seen := map[string]bool{*req.EventID: true}
 	for i := range req.Results {
-		in := req.Results[i].input(zero)
+		in := resultInput(&req.Results[i], zero)
 		errs := domain.ValidateEventShape(&in)
-		if seen[req.Results[i].EventID] {
+		if in.EventID != nil && seen[*in.EventID] {
 			errs = append(errs, domain.FieldError{Field: "event_id", Message: "appears twice in the request"})
 		}
-		seen[req.Results[i].EventID] = true
+		if in.EventID != nil {
+			seen[*in.EventID] = true
+		}
 		for j := range errs {
 			errs[j].Field = fmt.Sprintf("results[%d].%s", i, errs[j].Field)
 		}
@@ -327,15 +312,20 @@ func checkToolCall(req *ToolCallRequest) (map[string]json.RawMessage, error) {
 	return members, nil
 }
 
-// input is r as an event at seq.
-func (r *ToolResult) input(seq int64) api.EventInput {
+// resultInput is r as an event at seq.
+func resultInput(r *api.ToolResult, seq int64) api.EventInput {
 	eventType := api.EventToolResult
-	in := api.EventInput{EventID: &r.EventID, EventType: &eventType, Sequence: &seq, Raw: r.Raw, Tool: r.Tool,
+	return api.EventInput{EventID: presentID(r.EventID), EventType: &eventType, Sequence: &seq, Raw: r.Raw, Tool: r.Tool,
 		ParentID: r.ParentID, TS: r.TS}
-	if r.EventID == "" {
-		in.EventID = nil
+}
+
+// presentID is an event_id as the shape check reads it: an empty one is
+// missing ("required").
+func presentID(id *string) *string {
+	if id == nil || *id == "" {
+		return nil
 	}
-	return in
+	return id
 }
 
 // meterToolCall consumes one call of the grant the gate authorized (inside
@@ -379,12 +369,12 @@ func (a *App) meterToolCall(ctx context.Context, t *writer.Tx, userID string, an
 
 // withGateMembers is the tool_call's raw: the client's members and the
 // gate's, with sorted keys (encoding/json sorts map keys).
-func withGateMembers(client map[string]json.RawMessage, req ToolCallRequest, out *ToolCallResult) (json.RawMessage, error) {
+func withGateMembers(client map[string]json.RawMessage, req toolCall, out *ToolCallResult) (json.RawMessage, error) {
 	m := make(map[string]any, len(client)+5)
 	for k, v := range client {
 		m[k] = v
 	}
-	m[rawSubagent] = req.Subagent
+	m[rawSubagent] = *req.Subagent
 	m[rawGateStatus] = out.Gate.Status
 	if out.GrantID != "" {
 		m[rawGrantID] = out.GrantID
@@ -409,7 +399,7 @@ func withGateMembers(client map[string]json.RawMessage, req ToolCallRequest, out
 // replayToolCall answers a tool call stored as sent (dropStored's call):
 // a retry after a lost answer is answered with the stored event and
 // metered no more.
-func (a *App) replayToolCall(ctx context.Context, p Principal, req ToolCallRequest, stored *store.Event, now time.Time) (ToolCallResult, error) {
+func (a *App) replayToolCall(ctx context.Context, p Principal, req toolCall, stored *store.Event, now time.Time) (ToolCallResult, error) {
 	var members map[string]json.RawMessage
 	if err := json.Unmarshal(stored.Raw, &members); err != nil {
 		return ToolCallResult{}, err // dropStored read it as an object
@@ -421,7 +411,7 @@ func (a *App) replayToolCall(ctx context.Context, p Principal, req ToolCallReque
 	}
 	out := ToolCallResult{Decision: *stored.Decision, GrantID: text(rawGrantID), Event: stored.StoredEvent, Replayed: true,
 		Epoch: domain.NewEpochStamp(a.Cfg.EpochAnchor, now)}
-	out.Gate = domain.GateAnswer{Status: text(rawGateStatus), Subagent: req.Subagent, ProposalID: text(rawProposalID),
+	out.Gate = domain.GateAnswer{Status: text(rawGateStatus), Subagent: *req.Subagent, ProposalID: text(rawProposalID),
 		Reason: "this tool call is already on the record (sequence " + fmt.Sprint(stored.Sequence) + "); it was not metered again"}
 	out.Gate.Authorized = out.Gate.Status == domain.GateAuthorized
 	out.Metered = out.Gate.Authorized
@@ -438,8 +428,8 @@ func (a *App) replayToolCall(ctx context.Context, p Principal, req ToolCallReque
 // and, when no_grant decided it, the request's no_grant. Its ts is not
 // compared: the event_id names the call, and a host that runs a hook twice
 // for one tool use stamps each run with its own time.
-func sameToolCall(stored *store.Event, req ToolCallRequest, members map[string]json.RawMessage) bool {
-	if stored.EventType != api.EventToolCall || stored.Decision == nil || stored.Tool == nil || *stored.Tool != req.Tool ||
+func sameToolCall(stored *store.Event, req toolCall, members map[string]json.RawMessage) bool {
+	if stored.EventType != api.EventToolCall || stored.Decision == nil || stored.Tool == nil || *stored.Tool != *req.Tool ||
 		!equalPtr(stored.ParentID, req.ParentID) {
 		return false
 	}
@@ -452,7 +442,7 @@ func sameToolCall(stored *store.Event, req ToolCallRequest, members map[string]j
 		var s string
 		return s, ok && json.Unmarshal(v, &s) == nil
 	}
-	if sub, ok := text(rawSubagent); !ok || sub != req.Subagent {
+	if sub, ok := text(rawSubagent); !ok || sub != *req.Subagent {
 		return false
 	}
 	if ng, ok := text(rawNoGrant); ok && ng != req.noGrant {

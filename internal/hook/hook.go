@@ -237,8 +237,8 @@ func (r *Runner) pre(ctx context.Context, c *Call) (Verdict, error) {
 	// one commit on the service (POST /v1/tool-calls), which writes the
 	// gate's answer into the event's raw.
 	ev := callEvent(c, r.now(), "", callFacts{})
-	res, err := r.Service.GateCall(ctx, api.ToolCallRequest{Subagent: sub, Tool: c.Tool, EventID: *ev.EventID, Raw: ev.Raw,
-		TS: ev.TS, NoGrant: noGrant})
+	res, err := r.Service.GateCall(ctx, api.ToolCallRequest{Subagent: &sub, Tool: &c.Tool, EventID: ev.EventID, Raw: ev.Raw,
+		TS: ev.TS, NoGrant: &noGrant})
 	if err != nil {
 		return Verdict{}, fmt.Errorf("ask the gate: %w", err)
 	}

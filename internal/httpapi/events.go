@@ -200,8 +200,7 @@ func (s *Server) searchEvents(w http.ResponseWriter, r *http.Request) error {
 		return err
 	}
 	p := principal(r)
-	evs, limit, err := s.app.Search(r.Context(), p, app.SearchRequest{After: req.After, Before: req.Before, Cursor: req.Cursor,
-		Decision: req.Decision, EventTypes: req.EventTypes, Limit: req.Limit, Tool: req.Tool})
+	evs, limit, err := s.app.Search(r.Context(), p, req)
 	if err != nil {
 		return err
 	}
@@ -379,11 +378,7 @@ func (s *Server) policyTest(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	var intent domain.Intent
-	if req.Intent != nil {
-		intent = domain.Intent(*req.Intent)
-	}
-	d, err := s.app.PolicyTest(r.Context(), principal(r), app.PolicyTestRequest{Tool: req.Tool, ToolInput: req.ToolInput, Intent: intent, ParentEventID: req.ParentEventID})
+	d, err := s.app.PolicyTest(r.Context(), principal(r), api.PolicyTestRequest(req))
 	if err != nil {
 		return err
 	}

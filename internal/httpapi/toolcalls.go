@@ -1,7 +1,6 @@
 package httpapi
 
 import (
-	"encoding/json"
 	"fmt"
 	"net/http"
 
@@ -10,29 +9,11 @@ import (
 	"github.com/auditchain/auditchain/pkg/api"
 )
 
-// toolCallInput is the body of POST /v1/tool-calls.
-type toolCallInput struct {
-	Subagent *string         `json:"subagent" max:"name"`
-	Tool     *string         `json:"tool" max:"name"`
-	EventID  *string         `json:"event_id"`
-	Raw      json.RawMessage `json:"raw"`
-	TS       *string         `json:"ts"`
-	ParentID *string         `json:"parent_id"`
-	NoGrant  *string         `json:"no_grant"`
-	// Results are tool_result events of earlier calls (app.ToolResult).
-	Results []toolResultInput `json:"results"`
-}
+// toolCallBody is the body of POST /v1/tool-calls (pkg/api's) with its
+// checks.
+type toolCallBody api.ToolCallRequest
 
-// toolResultInput is one of a tool call's results.
-type toolResultInput struct {
-	EventID  *string         `json:"event_id"`
-	ParentID *string         `json:"parent_id"`
-	Tool     *string         `json:"tool"`
-	Raw      json.RawMessage `json:"raw"`
-	TS       *string         `json:"ts"`
-}
-
-func (b *toolCallInput) validate() []domain.FieldError {
+func (b *toolCallBody) validate() []domain.FieldError {
 	var errs []domain.FieldError
 	for _, f := range []struct {
 		name string
@@ -59,17 +40,11 @@ func (s *Server) gateToolCall(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	in, err := decode[toolCallInput](r, s.app.Cfg.MaxBodyBytes, false)
+	req, err := decode[toolCallBody](r, s.app.Cfg.MaxBodyBytes, false)
 	if err != nil {
 		return s.app.RefuseBody(r.Context(), principal(r), err)
 	}
-	req := app.ToolCallRequest{Subagent: *in.Subagent, Tool: *in.Tool, EventID: *in.EventID, Raw: in.Raw, TS: in.TS,
-		ParentID: in.ParentID, Surface: surface}
-	for _, r := range in.Results {
-		req.Results = append(req.Results, app.ToolResult{EventID: *r.EventID, ParentID: r.ParentID, Tool: r.Tool, Raw: r.Raw, TS: r.TS})
-	}
-	req.NoGrant = in.NoGrant
-	res, err := s.app.GateToolCall(r.Context(), principal(r), req)
+	res, err := s.app.GateToolCall(r.Context(), principal(r), api.ToolCallRequest(req), surface)
 	if err != nil {
 		return err
 	}

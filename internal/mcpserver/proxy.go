@@ -542,7 +542,7 @@ func (p *Proxy) toolCall(ctx context.Context, hc *hostCall) {
 	// with the host's next call, or after ResultDelay on its own; it waits
 	// before the host has the answer, so that the next call carries it.
 	raw, _ := json.Marshal(result)
-	p.rec.add(record{ToolResult: api.ToolResult{EventID: ResultEventID(callID), ParentID: &callID, Tool: &name, Raw: raw}})
+	p.rec.add(record{ToolResult: api.ToolResult{EventID: new(ResultEventID(callID)), ParentID: &callID, Tool: &name, Raw: raw}})
 	p.answerForwarded(hc, a, err)
 }
 
@@ -556,7 +556,7 @@ func (p *Proxy) toolCall(ctx context.Context, hc *hostCall) {
 func (p *Proxy) gate(ctx context.Context, tool, callID, argsHash string) json.RawMessage {
 	raw, _ := json.Marshal(map[string]any{"upstream_tool": tool, "arguments_sha256": argsHash})
 	results := p.rec.takeResults()
-	res, err := p.opts.Service.GateToolCall(ctx, api.ToolCallRequest{Subagent: p.opts.Subagent, Tool: tool, EventID: callID, Raw: raw,
+	res, err := p.opts.Service.GateToolCall(ctx, api.ToolCallRequest{Subagent: &p.opts.Subagent, Tool: &tool, EventID: &callID, Raw: raw,
 		Results: results})
 	if err != nil && len(results) > 0 {
 		// They may or may not be on the record: sent again, a result
@@ -585,7 +585,7 @@ func (p *Proxy) gate(ctx context.Context, tool, callID, argsHash string) json.Ra
 	callRaw, _ := json.Marshal(map[string]any{"upstream_tool": tool, "arguments_sha256": argsHash, "subagent": p.opts.Subagent,
 		"fail_open": true, "called_at": p.now().UTC().Format(time.RFC3339Nano),
 		"proxy_error": "the service could not be reached (" + err.Error() + "); --fail-open let the call through"})
-	p.rec.add(record{ToolResult: api.ToolResult{EventID: callID, Tool: &tool, Raw: callRaw}, call: true})
+	p.rec.add(record{ToolResult: api.ToolResult{EventID: &callID, Tool: &tool, Raw: callRaw}, call: true})
 	return nil
 }
 

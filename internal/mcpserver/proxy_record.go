@@ -42,7 +42,7 @@ type record struct {
 }
 
 func (r record) event() client.Event {
-	ev := client.Event{EventID: r.EventID, EventType: api.EventToolResult, Tool: r.Tool, ParentID: r.ParentID, Raw: r.Raw}
+	ev := client.Event{EventID: *r.EventID, EventType: api.EventToolResult, Tool: r.Tool, ParentID: r.ParentID, Raw: r.Raw}
 	if r.call {
 		allow := api.DecisionAllow
 		ev.EventType, ev.Decision = api.EventToolCall, &allow
@@ -162,7 +162,7 @@ func (q *recordQueue) send(retry bool) {
 	var lost map[string]bool // tool_calls not written
 	for i, r := range rs {
 		if r.ParentID != nil && lost[*r.ParentID] {
-			q.log.Warn("mcp proxy: a tool_result is not recorded: its fail-open tool_call could not be", "event_id", r.EventID)
+			q.log.Warn("mcp proxy: a tool_result is not recorded: its fail-open tool_call could not be", "event_id", *r.EventID)
 			continue
 		}
 		_, err := q.svc.AppendNext(context.Background(), r.event())
@@ -170,21 +170,21 @@ func (q *recordQueue) send(retry bool) {
 		case client.IsCode(err, "event_id_conflict"):
 			// A call that failed to answer carried it after all: it is on
 			// the record, stamped with that call's time.
-			q.log.Info("mcp proxy: a record was on the chain already", "event_id", r.EventID)
+			q.log.Info("mcp proxy: a record was on the chain already", "event_id", *r.EventID)
 		case err != nil && retry:
-			q.log.Warn("mcp proxy: recording failed; it is tried again", "event_id", r.EventID, "err", err)
+			q.log.Warn("mcp proxy: recording failed; it is tried again", "event_id", *r.EventID, "err", err)
 			q.mu.Lock()
 			q.retryIn = min(2*cmp.Or(q.retryIn, ResultDelay), maxRetryDelay)
 			q.mu.Unlock()
 			q.requeue(rs[i:])
 			return
 		case err != nil:
-			q.log.Warn("mcp proxy: recording failed", "event_id", r.EventID, "err", err)
+			q.log.Warn("mcp proxy: recording failed", "event_id", *r.EventID, "err", err)
 			if r.call {
 				if lost == nil {
 					lost = map[string]bool{}
 				}
-				lost[r.EventID] = true
+				lost[*r.EventID] = true
 			}
 		}
 	}

@@ -18,13 +18,15 @@ const (
 
 // ToolCallRequest is the body of POST /v1/tool-calls: a tool call through
 // the gate, checked, metered and recorded as one tool_call event in one
-// commit (docs/decisions/tool-calls.md).
+// commit (docs/decisions/tool-calls.md). Subagent, Tool and EventID are
+// required; the server decodes into this type, so an absent field is told
+// from an empty one.
 type ToolCallRequest struct {
-	Subagent string `json:"subagent"`
-	Tool     string `json:"tool"`
+	Subagent *string `json:"subagent" max:"name"`
+	Tool     *string `json:"tool" max:"name"`
 	// EventID names the tool_call event; a retry with the same id is
 	// answered with the stored call and metered no more.
-	EventID string `json:"event_id"`
+	EventID *string `json:"event_id"`
 	// Raw is the caller's structure and hashes (never a tool's text); the
 	// service adds subagent, gate_status, grant_id, proposal_id and
 	// no_grant, which the caller may not send.
@@ -32,8 +34,8 @@ type ToolCallRequest struct {
 	TS       *string         `json:"ts,omitempty"`
 	ParentID *string         `json:"parent_id,omitempty"`
 	// NoGrant is the decision recorded when the gate finds no grant for the
-	// sub-agent: allow, ask or deny (omitted: deny).
-	NoGrant string `json:"no_grant,omitempty"`
+	// sub-agent: allow, ask or deny (nil: deny; "" is refused).
+	NoGrant *string `json:"no_grant,omitempty"`
 	// Results are tool_result events of earlier calls (at most
 	// MaxToolCallResults), recorded in the same commit before this call: a
 	// caller that sends each result with its next call pays one commit per
@@ -50,7 +52,7 @@ const MaxToolCallResults = 16
 // ToolResult is a tool_result event sent with a tool call; the service
 // numbers it at the tip.
 type ToolResult struct {
-	EventID  string          `json:"event_id"`
+	EventID  *string         `json:"event_id"` // required
 	ParentID *string         `json:"parent_id,omitempty"`
 	Tool     *string         `json:"tool,omitempty"`
 	Raw      json.RawMessage `json:"raw,omitempty"`

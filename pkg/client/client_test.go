@@ -199,7 +199,7 @@ func TestWritesWhoseAnswerWasLost(t *testing.T) {
 		drop = &dropFirstAnswer{match: func(r *http.Request) bool { return r.URL.Path == "/v1/tool-calls" }}
 		c = newClient(t, s, token, client.WithHTTPClient(&http.Client{Transport: drop}),
 			client.WithSleep(func(context.Context, time.Duration) error { return nil }))
-		res, err := c.GateToolCall(ctx, api.ToolCallRequest{Subagent: "w", Tool: "t", Raw: json.RawMessage(`{"h":"1"}`)})
+		res, err := c.GateToolCall(ctx, api.ToolCallRequest{Subagent: new("w"), Tool: new("t"), Raw: json.RawMessage(`{"h":"1"}`)})
 		if err != nil || drop.dropped.Load() != 1 || res.Decision != "allow" || !res.Metered {
 			t.Fatalf("tool call after a lost answer: %+v, %v (dropped %d)", res, err, drop.dropped.Load())
 		}

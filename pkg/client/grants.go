@@ -149,16 +149,17 @@ func (c *Client) transition(ctx context.Context, id, action string, reason *stri
 // tool_call event recording the decision, in one commit. A refusal by the
 // gate is a decision in the answer, not an error. The call is resent when
 // its answer is lost: the service answers a resent event_id with the stored
-// call and meters it once (an empty EventID is given a random one first).
+// call and meters it once (a nil or empty EventID is given a random one
+// first).
 // The recorded event becomes the client's chain tip when it is newer, so a
 // following Append needs no tip read.
 func (c *Client) GateToolCall(ctx context.Context, req api.ToolCallRequest) (*api.ToolCallResponse, error) {
-	if req.EventID == "" {
+	if req.EventID == nil || *req.EventID == "" {
 		var b [16]byte
 		if _, err := rand.Read(b[:]); err != nil {
 			return nil, err
 		}
-		req.EventID = "evt-" + hex.EncodeToString(b[:])
+		req.EventID = new("evt-" + hex.EncodeToString(b[:]))
 	}
 	out, err := call[api.ToolCallResponse](ctx, c, request{method: "POST", path: "/v1/tool-calls", body: &req, idempotent: true})
 	if err != nil {

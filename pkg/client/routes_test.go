@@ -191,7 +191,7 @@ func TestEveryRouteThroughTheClient(t *testing.T) {
 		exact[api.GrantStatus](t, rec, "GET /v1/grants/status")
 		must[*api.UseResult](t)(c.UseGrant(ctx, g.Grant.GrantID, api.UseRequest{Subagent: "worker", N: 1}))
 		exact[api.UseResult](t, rec, "POST /v1/grants/"+g.Grant.GrantID+"/use")
-		tc := must[*api.ToolCallResponse](t)(c.GateToolCall(ctx, api.ToolCallRequest{Subagent: "worker", Tool: "search",
+		tc := must[*api.ToolCallResponse](t)(c.GateToolCall(ctx, api.ToolCallRequest{Subagent: new("worker"), Tool: new("search"),
 			Raw: json.RawMessage(`{"input_sha256":"ab"}`)}))
 		exact[api.ToolCallResponse](t, rec, "POST /v1/tool-calls")
 		if tc.Decision != "allow" || !tc.Metered || tc.Uses == nil || *tc.Uses != 2 {
