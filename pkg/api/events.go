@@ -205,6 +205,12 @@ type StreamEvent struct {
 	MachineID *string `json:"machine_id"`
 }
 
+// Stream is the data of the `event` frame announcing e.
+func (e *Event) Stream() StreamEvent {
+	return StreamEvent{EventID: e.EventID, EventType: e.EventType, Sequence: e.Sequence, Tool: e.Tool, Decision: e.Decision,
+		MachineID: e.MachineID}
+}
+
 // StreamLagged is the data of a `lagged` frame: the connection fell behind
 // and ends; what it missed starts at NextLeaf in stored order.
 type StreamLagged struct {

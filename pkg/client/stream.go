@@ -196,8 +196,7 @@ func (s *streamReader) catchUp(ctx context.Context) error {
 		e := missed[i]
 		s.resumed[e.EventID] = true
 		s.seen(e.Sequence)
-		if err := s.deliver(StreamMessage{Kind: "event", Resumed: true, Event: api.StreamEvent{EventID: e.EventID,
-			EventType: e.EventType, Sequence: e.Sequence, Tool: e.Tool, Decision: e.Decision, MachineID: e.MachineID}}); err != nil {
+		if err := s.deliver(StreamMessage{Kind: "event", Resumed: true, Event: e.Stream()}); err != nil {
 			return err
 		}
 	}

@@ -5,7 +5,6 @@ import (
 
 	"github.com/auditchain/auditchain/internal/store"
 	"github.com/auditchain/auditchain/internal/stream"
-	"github.com/auditchain/auditchain/pkg/api"
 )
 
 // How an appended event reaches the stream listeners (docs/decisions/
@@ -17,8 +16,7 @@ import (
 
 // FrameOf is the stream frame announcing e.
 func FrameOf(e *store.Event) stream.Frame {
-	return stream.Frame{StreamEvent: api.StreamEvent{EventID: e.EventID, EventType: e.EventType, Sequence: e.Sequence, Tool: e.Tool, Decision: e.Decision,
-		MachineID: e.MachineID}, Leaf: e.LeafIndex}
+	return stream.Frame{StreamEvent: e.Stream(), Leaf: e.LeafIndex}
 }
 
 // notification fills the channel and payload of e's NOTIFY when the bus
