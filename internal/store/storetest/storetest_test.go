@@ -176,41 +176,34 @@ func schemaOf(t *testing.T, dsn string) []string {
 			UNION ALL SELECT 'function ' || proname || ' ' || md5(prosrc) FROM pg_proc WHERE pronamespace = 'public'::regnamespace
 			UNION ALL SELECT 'trigger ' || tgrelid::regclass::text || ' ' || tgname FROM pg_trigger WHERE NOT tgisinternal`
 	}
-	db := rawDB(t, dsn)
-	rows, err := db.Query(q)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer rows.Close()
-	var out []string
-	for rows.Next() {
-		var s string
-		if err := rows.Scan(&s); err != nil {
-			t.Fatal(err)
-		}
-		out = append(out, s)
-	}
-	if err := rows.Err(); err != nil {
-		t.Fatal(err)
-	}
+	out := column[string](t, dsn, q)
 	slices.Sort(out)
 	return out
 }
 
 func versionsOf(t *testing.T, dsn string) []int64 {
 	t.Helper()
-	rows, err := rawDB(t, dsn).Query(`SELECT version FROM schema_migrations ORDER BY version`)
+	return column[int64](t, dsn, `SELECT version FROM schema_migrations ORDER BY version`)
+}
+
+// column runs q on dsn and returns its one column.
+func column[T any](t *testing.T, dsn, q string) []T {
+	t.Helper()
+	rows, err := rawDB(t, dsn).Query(q)
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer rows.Close()
-	var out []int64
+	var out []T
 	for rows.Next() {
-		var v int64
+		var v T
 		if err := rows.Scan(&v); err != nil {
 			t.Fatal(err)
 		}
 		out = append(out, v)
+	}
+	if err := rows.Err(); err != nil {
+		t.Fatal(err)
 	}
 	return out
 }
