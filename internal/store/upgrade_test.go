@@ -57,7 +57,7 @@ type upgradeRecord struct {
 	scratch                                       *store.Store
 	p, other                                      app.Principal
 	prev                                          *string
-	scanBefore, otherScanBefore                   app.ScanResult
+	scanBefore, otherScanBefore                   api.HealScan
 	verifyBefore, otherVerifyBefore               app.ChainVerification
 	eventsBefore, otherEventsBefore, orphanBefore []store.Event
 	orphanHashes                                  []string
