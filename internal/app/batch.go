@@ -114,8 +114,8 @@ func (a *App) storeBatch(ctx context.Context, p Principal, res api.BatchResponse
 		// rows are all above it (the common case; a retried or imported one
 		// is not) is stored without looking anything up first: the insert's
 		// own unique key finds any id stored anyway, and then the rows are
-		// placed again after the lookup. The lookup was a tenth of the
-		// writer's time per batch.
+		// placed again after the lookup, which is writer time every batch
+		// would pay (docs/performance.md, "Fourth round of 2026-11-22").
 		below := belowTip(inputs, head)
 		if len(below) == 0 {
 			var out api.BatchResponse

@@ -12,15 +12,14 @@ import (
 
 // A fast path for the bodies of POST /v1/events and /v1/events/batch.
 //
-// encoding/json decodes an event in about 4 µs of CPU on a quiet box (it scans
-// the whole body once to validate it, then again to decode by reflection,
-// allocating each field; BenchmarkDecodeBatch), and the strict body reader
-// (decode.go) adds a pass of its own: a fifth of the server's CPU in a
-// profile of batch ingest, on the cores the SQLite writer shares
-// (docs/performance.md "Sixth round"). These functions decode the shape
-// clients send — exact lowercase keys, each once, strings without escapes,
-// an integer sequence, a raw of valid UTF-8 without \u0000 or a lone
-// surrogate — directly, and say no (ok false) to anything else, which then
+// encoding/json scans the whole body once to validate it, then again to
+// decode by reflection, allocating each field, and the strict body reader
+// (decode.go) adds a pass of its own: on batch ingest that is CPU taken from
+// the cores the SQLite writer shares (figures: BenchmarkDecodeBatch,
+// docs/performance.md "Sixth round of 2026-11-26"). These functions decode
+// the shape clients send — exact lowercase keys, each once, strings without
+// escapes, an integer sequence, a raw of valid UTF-8 without \u0000 or a
+// lone surrogate — directly, and say no (ok false) to anything else, which then
 // takes the body reader's path unchanged: an escape in a field, a key in
 // another case or given twice, a number with a fraction, invalid JSON or
 // text, a raw nested deeper than maxRawDepth. Where they say yes, the result

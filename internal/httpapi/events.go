@@ -227,10 +227,10 @@ func (s *Server) searchEvents(w http.ResponseWriter, r *http.Request) error {
 var searchBufs = sync.Pool{New: func() any { b := make([]byte, 0, 64<<10); return &b }}
 
 // appendSearchResponse encodes a search answer exactly as encodeJSON encodes
-// map[string]any{"count", "next_cursor", "results": []eventView, "user_id"}
-// (keys sorted, no HTML escaping, a final newline), without reflection: on
-// a 200-event page the reflective encoder was an eighth of the request's CPU.
-// TestAppendSearchResponse holds the two encodings equal.
+// the api.SearchResponse (no HTML escaping, a final newline), without
+// reflection: a page's encoding is a large share of a search's CPU
+// (docs/performance.md "Search: what a page costs"). TestAppendSearchResponse
+// holds the two encodings equal.
 func appendSearchResponse(b []byte, evs []api.Event, next *int64, userID string) []byte {
 	b = append(b, `{"count":`...)
 	b = strconv.AppendInt(b, int64(len(evs)), 10)
