@@ -289,7 +289,8 @@ var continuityCodes = map[string]bool{domain.CodePrevHashMismatch: true, domain.
 func (a *App) eventIDConflict(ctx context.Context, userID, eventID string) error {
 	stored, err := a.Store.EventByID(ctx, nil, userID, eventID)
 	if err != nil {
-		stored = store.Event{StoredEvent: api.StoredEvent{Event: api.Event{EventID: eventID, Sequence: -1}}}
+		stored = store.Event{}
+		stored.EventID, stored.Sequence = eventID, -1
 	}
 	return conflictOf(&stored)
 }
@@ -402,10 +403,15 @@ func (a *App) quotaExceeded(used int64) error {
 // It runs before the writer takes the request, so the single SQLite writer
 // never spends its time on JSON canonicalisation.
 func (a *App) prepareEvent(p Principal, in *api.EventInput, surface string, now time.Time) (store.Event, error) {
-	e := store.Event{StoredEvent: api.StoredEvent{Event: api.Event{UserID: p.UserID, Sequence: *in.Sequence,
-		EventID: *in.EventID, EventType: *in.EventType, PrevHash: in.PrevHash, Decision: in.Decision,
-		Tool: in.Tool, MachineID: in.MachineID, ParentID: in.ParentID, Surface: surface}, Signature: in.Signature,
-		SignatureKey: in.SignatureKey}, CreatedAt: now.UnixMicro()}
+	e := store.Event{
+		StoredEvent: api.StoredEvent{
+			Event: api.Event{UserID: p.UserID, Sequence: *in.Sequence, EventID: *in.EventID, EventType: *in.EventType,
+				PrevHash: in.PrevHash, Decision: in.Decision, Tool: in.Tool, MachineID: in.MachineID, ParentID: in.ParentID,
+				Surface: surface},
+			Signature: in.Signature, SignatureKey: in.SignatureKey,
+		},
+		CreatedAt: now.UnixMicro(),
+	}
 	if p.KeyID != "" {
 		id := p.KeyID
 		e.APIKeyID = &id
