@@ -284,12 +284,9 @@ func (a *App) newSessionToken() (token string, hash []byte, err error) {
 	if _, err := io.ReadFull(a.Rand, secret); err != nil {
 		return "", nil, err
 	}
-	token = SessionTokenPrefix + base64.RawURLEncoding.EncodeToString(secret)
+	token = api.SessionTokenPrefix + base64.RawURLEncoding.EncodeToString(secret)
 	return token, hashToken(token), nil
 }
-
-// SessionTokenPrefix starts every session token, as TokenPrefix starts keys.
-const SessionTokenPrefix = "acs_"
 
 var errInvalidSession = &domain.Error{Code: domain.CodeInvalidAPIKey,
 	Detail: "the session is unknown, ended or expired; sign in again"}
@@ -300,7 +297,7 @@ var errInvalidSession = &domain.Error{Code: domain.CodeInvalidAPIKey,
 // other at once; on SQLite, this process being the only writer, the read is
 // cached as keys are and dropped by every logout.
 func (a *App) AuthenticateSession(ctx context.Context, token string) (Principal, error) {
-	if !strings.HasPrefix(token, SessionTokenPrefix) || len(token) > 128 {
+	if !strings.HasPrefix(token, api.SessionTokenPrefix) || len(token) > 128 {
 		return Principal{}, errInvalidSession
 	}
 	h := hashToken(token)

@@ -19,6 +19,7 @@ import (
 	"github.com/auditchain/auditchain/internal/config"
 	"github.com/auditchain/auditchain/internal/domain"
 	"github.com/auditchain/auditchain/internal/store/storetest"
+	"github.com/auditchain/auditchain/pkg/api"
 )
 
 // webhookApp is an App over a store of dsn that may deliver to loopback
@@ -121,7 +122,7 @@ func TestTwoReplicasDrainEachRowOnce(t *testing.T) {
 	}
 
 	start := make(chan struct{})
-	results := make([]app.SendResult, 2)
+	results := make([]api.DrainCounts, 2)
 	errs := make([]error, 2)
 	for i, a := range []*app.App{a1, a2} {
 		wg.Go(func() {
@@ -227,7 +228,7 @@ func TestSlowReceiverDoesNotDelayAnother(t *testing.T) {
 			t.Fatalf("queued webhook rows: %d of the slow account, %d of the fast one; want 1 each", len(rowA), len(rowB))
 		}
 
-		var res app.SendResult
+		var res api.DrainCounts
 		var drainErr error
 		go func() {
 			defer close(drained)

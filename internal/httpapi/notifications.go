@@ -174,17 +174,6 @@ func (s *Server) webhookDeliveries(w http.ResponseWriter, r *http.Request) error
 	return writeJSON(w, http.StatusOK, map[string]any{"deliveries": ds})
 }
 
-func (s *Server) cronWebhooks(w http.ResponseWriter, r *http.Request) error {
-	if err := noBody(r, s.app.Cfg.MaxBodyBytes); err != nil {
-		return err
-	}
-	res, err := s.app.DrainWebhooks(r.Context())
-	if err != nil {
-		return err
-	}
-	return writeJSON(w, http.StatusOK, map[string]any{"webhooks": res})
-}
-
 func (s *Server) dashboardUsage(w http.ResponseWriter, r *http.Request) error {
 	u, err := s.app.DashboardUsage(r.Context(), principal(r))
 	if err != nil {

@@ -72,7 +72,7 @@ func (s *Server) verifyOTP(w http.ResponseWriter, r *http.Request) error {
 // HttpOnly, SameSite=Lax, Path=/, Secure in production. An empty token with
 // a past expiry clears it.
 func (s *Server) sessionCookie(token string, expires time.Time) *http.Cookie {
-	c := &http.Cookie{Name: domain.SessionCookie, Value: token, Path: "/", HttpOnly: true, SameSite: http.SameSiteLaxMode,
+	c := &http.Cookie{Name: api.SessionCookie, Value: token, Path: "/", HttpOnly: true, SameSite: http.SameSiteLaxMode,
 		Secure: s.app.Cfg.Production(), Expires: expires.UTC()}
 	if token == "" {
 		c.MaxAge = -1

@@ -20,6 +20,7 @@ import (
 	"github.com/auditchain/auditchain/internal/domain"
 	"github.com/auditchain/auditchain/internal/legal"
 	"github.com/auditchain/auditchain/internal/store/storetest"
+	"github.com/auditchain/auditchain/pkg/api"
 )
 
 var codeInSubject = regexp.MustCompile(`sign-in code: ([0-9]{8})$`)
@@ -92,7 +93,7 @@ func (e *env) signIn(email string) (userID, cookie string) {
 		e.t.Fatalf("otp verify: %d %s", r.Status, r.Body)
 	}
 	for _, c := range r.Cookies {
-		if c.Name == domain.SessionCookie {
+		if c.Name == api.SessionCookie {
 			return r.JSON(e.t)["user_id"].(string), c.Value
 		}
 	}
@@ -103,7 +104,7 @@ func (e *env) signIn(email string) (userID, cookie string) {
 // withSession is e.do with the session cookie instead of an API key.
 func (e *env) withSession(method, path, cookie string, body any, headers ...string) response {
 	e.t.Helper()
-	return e.do(method, path, "", body, append([]string{"Cookie", domain.SessionCookie + "=" + cookie}, headers...)...)
+	return e.do(method, path, "", body, append([]string{"Cookie", api.SessionCookie + "=" + cookie}, headers...)...)
 }
 
 func (e *env) count(table string) int {
@@ -157,7 +158,7 @@ func TestSignInCreatesTheAccountOnTheVerifiedCode(t *testing.T) {
 		}
 		var cookie *http.Cookie
 		for _, c := range r.Cookies {
-			if c.Name == domain.SessionCookie {
+			if c.Name == api.SessionCookie {
 				cookie = c
 			}
 		}

@@ -3,6 +3,13 @@ package api
 // Sign-in (CONTRACT.md "Credentials"): a one-time code mailed, then a
 // session cookie.
 
+// SessionCookie names the session cookie the service sets at sign-in.
+const SessionCookie = "auditchain_session"
+
+// SessionTokenPrefix starts every session token (the cookie's value), so a
+// credential tells by its text whether it is a session or an API key.
+const SessionTokenPrefix = "acs_"
+
 // AcceptanceInput is one legal acceptance carried by a new account's first
 // code request.
 type AcceptanceInput struct {

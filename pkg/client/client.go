@@ -341,7 +341,7 @@ func (c *Client) authorize(req *http.Request) {
 		req.Header.Set("X-API-Key", c.key)
 	}
 	if c.session != "" {
-		req.AddCookie(&http.Cookie{Name: SessionCookie, Value: c.session})
+		req.AddCookie(&http.Cookie{Name: api.SessionCookie, Value: c.session})
 	}
 	if c.cronSecret != "" {
 		req.Header.Set("X-Cron-Secret", c.cronSecret)
