@@ -361,12 +361,7 @@ func problemOf(resp *http.Response, data []byte, now time.Time) *Error {
 			e.RetryAfter = at.Sub(now)
 		}
 	}
-	var p struct {
-		Code   string           `json:"code"`
-		Title  string           `json:"title"`
-		Detail string           `json:"detail"`
-		Errors []api.FieldError `json:"errors"`
-	}
+	var p api.Problem
 	if json.Unmarshal(data, &p) != nil || json.Unmarshal(data, &e.Members) != nil {
 		e.Code = "unreadable_problem"
 		e.Detail = strings.TrimSpace(string(data[:min(len(data), 200)]))
