@@ -1,8 +1,8 @@
 package app
 
 // The delegation gate's use cases (SPEC.md "Grants", CONTRACT.md "Delegation
-// tokens"): write a grant with its token and chain event, answer the gate,
-// meter uses, revoke. Every decision is domain's (DecideGate, GrantState,
+// tokens"): write a grant with its token and chain event, list and revoke
+// grants; the gate's reader is gate.go, metering grant_use.go. Every decision is domain's (DecideGate, GrantState,
 // GrantListState, LiveGrant, Overreach); this file loads their inputs and
 // stores their outcomes. Choices are written down in docs/decisions/gate.md.
 
@@ -11,7 +11,6 @@ import (
 	"encoding/base64"
 	"encoding/json"
 	"fmt"
-	"reflect"
 	"regexp"
 	"strings"
 	"sync"
@@ -238,121 +237,6 @@ func checkName(field, v string, bad func(field, reason string) *domain.Error) er
 	return nil
 }
 
-// GrantStatus is the gate's reader (GET /v1/grants/status): the sub-agent's
-// candidate grants and the enacted governance rules, decided by DecideGate.
-// Every status the service shows (status route, grant response, revoke's
-// status_after, use's refusal) comes from here.
-func (a *App) GrantStatus(ctx context.Context, p Principal, subagent string, tool, grantID *string, now time.Time) (domain.GateAnswer, error) {
-	ans, _, err := a.gate(ctx, nil, p.UserID, subagent, tool, grantID, now)
-	if err == nil {
-		a.countGate(p.UserID, ans.Status)
-	}
-	return ans, err
-}
-
-// gate answers for subagent and returns the candidate rows it decided over.
-//
-// Outside a transaction (q nil) the inputs may come from a.gateCache, which
-// holds exactly what the database would answer (readcache.go); inside one they
-// are always read from the transaction.
-func (a *App) gate(ctx context.Context, q store.Querier, userID, subagent string, tool, grantID *string, now time.Time) (domain.GateAnswer, []store.Grant, error) {
-	in, err := a.gateInputs(ctx, q, userID, subagent, grantID, now)
-	if err != nil {
-		return domain.GateAnswer{}, nil, err
-	}
-	return domain.DecideGate(in.grants, in.rules, now, subagent, tool, grantID), in.rows, nil
-}
-
-// writeGate is a write that changes what the gate reads for userID (grants,
-// uses, enacted rules): readers of a.gateCache bypass it from before the
-// commit until the write ended, whatever happened.
-func (a *App) writeGate(ctx context.Context, userID string, fn func(t *writer.Tx) error) error {
-	return a.w.Write(ctx, func(t *writer.Tx) error {
-		writer.Invalidate(t, a.gateCache, userID)
-		return fn(t)
-	})
-}
-
-// gateKey names one cached gate read of an account: the candidates of a
-// sub-agent, optionally restricted to one grant id, or (rules) the account's
-// enacted rules, which every sub-agent's reads share. The tool is not part of
-// it: the candidates do not depend on it, only the decision does.
-type gateKey struct {
-	subagent string
-	grantID  string
-	oneID    bool
-	rules    bool
-}
-
-// gateRead is what the gate decides over. Its slices are shared by every
-// reader of the cache entry, so nothing may modify them.
-type gateRead struct {
-	rows   []store.Grant
-	grants []domain.Grant
-	rules  []domain.GovernanceRule
-	// atMicros is the wall-clock time (Unix µs, as the query compared it) the
-	// candidates were selected for: grants expired at that time were left out,
-	// which stays right for any later time but not for an earlier one (a clock
-	// stepped back), so such a reader reads afresh.
-	atMicros int64
-}
-
-// maxCachedCandidates keeps the cache's memory bounded by entries: a
-// sub-agent with more live grants than this is read from the database.
-const maxCachedCandidates = 64
-
-func (a *App) gateInputs(ctx context.Context, q store.Querier, userID, subagent string, grantID *string, now time.Time) (gateRead, error) {
-	if q != nil {
-		return a.readGateInputs(ctx, q, userID, subagent, grantID, now)
-	}
-	key := gateKey{subagent: subagent}
-	if grantID != nil {
-		key.grantID, key.oneID = *grantID, true
-	}
-	candidates, ticket, hit := a.gateCache.Get(userID, key)
-	if !hit || now.UnixMicro() < candidates.atMicros {
-		var err error
-		if candidates, err = a.readCandidates(ctx, nil, userID, subagent, grantID, now); err != nil {
-			return gateRead{}, err
-		}
-		if len(candidates.rows) <= maxCachedCandidates {
-			a.gateCache.Put(userID, ticket, key, candidates)
-		}
-	}
-	rules, ticket, hit := a.gateCache.Get(userID, gateKey{rules: true})
-	if !hit {
-		var err error
-		if rules.rules, err = a.EnactedRules(ctx, nil, userID); err != nil {
-			return gateRead{}, err
-		}
-		a.gateCache.Put(userID, ticket, gateKey{rules: true}, rules)
-	}
-	candidates.rules = rules.rules
-	return candidates, nil
-}
-
-// readGateInputs reads the gate's inputs through q, bypassing the cache.
-func (a *App) readGateInputs(ctx context.Context, q store.Querier, userID, subagent string, grantID *string, now time.Time) (gateRead, error) {
-	in, err := a.readCandidates(ctx, q, userID, subagent, grantID, now)
-	if err != nil {
-		return gateRead{}, err
-	}
-	in.rules, err = a.EnactedRules(ctx, q, userID)
-	return in, err
-}
-
-func (a *App) readCandidates(ctx context.Context, q store.Querier, userID, subagent string, grantID *string, now time.Time) (gateRead, error) {
-	rows, err := a.Store.GateCandidates(ctx, q, userID, subagent, grantID, now)
-	if err != nil {
-		return gateRead{}, err
-	}
-	grants, err := domainGrants(rows)
-	if err != nil {
-		return gateRead{}, err
-	}
-	return gateRead{rows: rows, grants: grants, atMicros: now.UnixMicro()}, nil
-}
-
 // ListedGrant is one grant of GET /v1/grants with its state from the gate.
 type ListedGrant struct {
 	Grant       domain.Grant
@@ -383,115 +267,6 @@ func (a *App) ListGrants(ctx context.Context, p Principal, subagent *string) ([]
 		out = append(out, ListedGrant{Grant: g, State: state, StateReason: reason})
 	}
 	return out, nil
-}
-
-// UseResult is the answer of POST /v1/grants/{grant_id}/use.
-type UseResult struct {
-	Grant domain.Grant // after the use
-}
-
-// MalformedUse is the 422 malformed_use answer.
-func MalformedUse(field, reason string) *domain.Error {
-	return malformed(domain.CodeMalformedUse, field, reason)
-}
-
-// UseGrant records n tool calls against grantID of subagent: all of n or
-// nothing. The gate (governance included) must authorize the grant, and n must
-// fit its remaining budget at the moment of the write: the store's conditional
-// UPDATE decides, so concurrent uses on any replica never overspend. A use
-// appends no chain event (docs/decisions/gate.md: the meter is not the record).
-func (a *App) UseGrant(ctx context.Context, p Principal, grantID, subagent string, n int64) (UseResult, error) {
-	if err := checkName("subagent", subagent, MalformedUse); err != nil {
-		return UseResult{}, err
-	}
-	if n < 1 {
-		return UseResult{}, MalformedUse("n", "must be a positive integer")
-	}
-	now := a.Now()
-	ans, rows, err := a.gate(ctx, nil, p.UserID, subagent, nil, &grantID, now)
-	if err != nil {
-		return UseResult{}, err
-	}
-	if ans.Status == domain.GateBudgetExhausted {
-		return UseResult{}, budgetExhausted(*ans.Grant, n)
-	}
-	if !ans.Authorized {
-		return UseResult{}, notAuthorized(ans)
-	}
-	g := *ans.Grant
-	if n > g.Remaining() {
-		return UseResult{}, budgetExhausted(g, n)
-	}
-	row, ok := rowOf(rows, g)
-	if !ok {
-		return UseResult{}, fmt.Errorf("use: matched grant %s not among its rows", g.GrantID)
-	}
-	var uses int64
-	var consumed bool
-	err = a.writeGate(ctx, p.UserID, func(t *writer.Tx) error {
-		// Re-check the gate inside the write, holding the account's head: an
-		// enactment (which takes the same lock) or a newer grant committed since
-		// the check above must be obeyed by this use, not only by the next one.
-		if _, err := t.Lock(ctx, p.UserID); err != nil {
-			return err
-		}
-		again, _, err := a.gate(ctx, t.SQL(), p.UserID, subagent, nil, &grantID, now)
-		if err != nil {
-			return err
-		}
-		if !again.Authorized && again.Status != domain.GateBudgetExhausted {
-			return notAuthorized(again)
-		}
-		uses, consumed, err = a.Store.ConsumeGrantUses(ctx, t.SQL(), p.UserID, row.GrantID, row.Generation, n, now)
-		return err
-	})
-	if err != nil {
-		return UseResult{}, err
-	}
-	if consumed {
-		a.countUses(p.UserID, n)
-		g.Uses = uses
-		return UseResult{Grant: g}, nil
-	}
-	// The grant changed between the check and the write: say what it is now.
-	fresh, err := a.Store.GrantRow(ctx, nil, p.UserID, row.GrantID, row.Generation)
-	if err != nil {
-		return UseResult{}, err
-	}
-	d, err := domainGrant(fresh)
-	if err != nil {
-		return UseResult{}, err
-	}
-	switch st, reason := domain.GrantState(d, now, nil); st {
-	case domain.GateAuthorized, domain.GateBudgetExhausted:
-		return UseResult{}, budgetExhausted(d, n)
-	default:
-		return UseResult{}, notAuthorized(domain.GateAnswer{Status: st, Reason: reason, Subagent: subagent})
-	}
-}
-
-func budgetExhausted(g domain.Grant, n int64) error {
-	return (&domain.Error{Code: domain.CodeBudgetExhausted,
-		Detail: fmt.Sprintf("grant %s has %d of %d tool calls remaining; a use of %d does not fit, so none was recorded",
-			g.GrantID, g.Remaining(), g.MaxToolCalls, n)}).
-		With("uses", g.Uses).With("remaining", g.Remaining()).With("max_tool_calls", g.MaxToolCalls).With("n", n)
-}
-
-// NoGrantToUse is the answer of a use naming a grant id that names nothing
-// (one the text rule refuses before the store is asked): what the gate
-// answers for any unknown id.
-func NoGrantToUse() error {
-	return notAuthorized(domain.GateAnswer{Status: domain.GateNoGrant, Reason: "no grant with that grant_id"})
-}
-
-func notAuthorized(ans domain.GateAnswer) error {
-	e := (&domain.Error{Code: domain.CodeNotAuthorized,
-		Detail: "the gate does not authorize this grant (" + ans.Status + "): " + ans.Reason}).
-		With("gate_status", ans.Status).With("gate_reason", ans.Reason)
-	if ans.ProposalID != "" {
-		e = e.With("proposal_id", ans.ProposalID)
-	}
-	return e
 }
 
 // RevokeResult is the answer of POST /v1/grants/{grant_id}/revoke.
@@ -603,64 +378,4 @@ type DelegationPublicKey struct {
 func (a *App) DelegationKey() DelegationPublicKey {
 	return DelegationPublicKey{KeyID: a.ServiceKeyID(), Algorithm: "ed25519",
 		PublicKey: base64.StdEncoding.EncodeToString(a.ServicePublicKey())}
-}
-
-// domainGrant converts a stored row into what the gate decides over.
-func domainGrant(r store.Grant) (domain.Grant, error) {
-	g := domain.Grant{GrantID: r.GrantID, Subagent: r.Subagent, AllowedTools: r.AllowedTools, MaxToolCalls: r.MaxToolCalls,
-		ExpiresAt: r.ExpiresAt, CreatedAt: r.CreatedAt, RevokedAt: r.RevokedAt, Uses: r.Uses}
-	if r.ParentAgent != nil {
-		g.ParentAgent = *r.ParentAgent
-	}
-	var err error
-	if g.Epoch, err = parseEpoch(r.Epoch); err != nil {
-		return g, fmt.Errorf("grant %s: stored epoch: %w", r.GrantID, err)
-	}
-	return g, nil
-}
-
-// epochs caches decoded epoch stamps by their stored JSON. Every grant written
-// on one UTC day carries the same stamp, so the cache holds about one entry per
-// day and spares the status check a JSON decode per candidate grant.
-var epochs sync.Map // string → api.EpochStamp
-
-func parseEpoch(raw []byte) (api.EpochStamp, error) {
-	if e, ok := epochs.Load(string(raw)); ok {
-		return e.(api.EpochStamp), nil
-	}
-	var e api.EpochStamp
-	if err := json.Unmarshal(raw, &e); err != nil {
-		return e, err
-	}
-	epochs.Store(string(raw), e)
-	return e, nil
-}
-
-func domainGrants(rows []store.Grant) ([]domain.Grant, error) {
-	out := make([]domain.Grant, len(rows))
-	for i, r := range rows {
-		var err error
-		if out[i], err = domainGrant(r); err != nil {
-			return nil, err
-		}
-	}
-	return out, nil
-}
-
-// rowOf finds the stored row a decided grant came from. Rows sharing an id
-// differ in generation, which the gate does not see; two rows identical in
-// every field the gate sees answer alike, so the latest generation stands for
-// them.
-func rowOf(rows []store.Grant, g domain.Grant) (store.Grant, bool) {
-	var found *store.Grant
-	for i := range rows {
-		d, err := domainGrant(rows[i])
-		if err == nil && reflect.DeepEqual(d, g) && (found == nil || rows[i].Generation > found.Generation) {
-			found = &rows[i]
-		}
-	}
-	if found == nil {
-		return store.Grant{}, false
-	}
-	return *found, true
 }
