@@ -2,9 +2,10 @@ package app
 
 // The delegation gate's use cases (SPEC.md "Grants", CONTRACT.md "Delegation
 // tokens"): write a grant with its token and chain event, list and revoke
-// grants; the gate's reader is gate.go, metering grant_use.go. Every decision is domain's (DecideGate, GrantState,
-// GrantListState, LiveGrant, Overreach); this file loads their inputs and
-// stores their outcomes. Choices are written down in docs/decisions/gate.md.
+// grants; the gate's reader is gate.go, metering grant_use.go. Every
+// decision is domain's (DecideGate, GrantState, GrantListState, LiveGrant,
+// Overreach); these files load their inputs and store their outcomes.
+// Choices are written down in docs/decisions/gate.md.
 
 import (
 	"context"
