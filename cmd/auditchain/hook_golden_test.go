@@ -101,8 +101,8 @@ func setUpGate(t *testing.T, s *httpapitest.Server) (token string) {
 	}
 	grant := func(id, sub string, expires time.Time, max int64, tools []string) {
 		t.Helper()
-		if _, err := c.CreateGrant(ctx, api.CreateGrantRequest{GrantID: &id, Subagent: sub, ExpiresAt: client.FormatTimestamp(expires),
-			MaxToolCalls: max, AllowedTools: tools}); err != nil {
+		if _, err := c.CreateGrant(ctx, api.CreateGrantRequest{GrantID: &id, Subagent: new(sub), ExpiresAt: new(client.FormatTimestamp(expires)),
+			MaxToolCalls: new(max), AllowedTools: tools}); err != nil {
 			t.Fatalf("grant %s: %v", id, err)
 		}
 	}
@@ -110,11 +110,11 @@ func setUpGate(t *testing.T, s *httpapitest.Server) (token string) {
 	grant("g-0001", "worker", goldenNow.Add(day), 1000, goldenTools)
 	grant("g-0002", "expired", goldenNow.Add(-time.Hour), 10, goldenTools)
 	grant("g-0003", "revoked", goldenNow.Add(day), 10, goldenTools)
-	if _, err := c.RevokeGrant(ctx, "g-0003", api.RevokeRequest{Subagent: "revoked"}); err != nil {
+	if _, err := c.RevokeGrant(ctx, "g-0003", api.RevokeRequest{Subagent: new("revoked")}); err != nil {
 		t.Fatal(err)
 	}
 	grant("g-0004", "spent", goldenNow.Add(day), 1, goldenTools)
-	if _, err := c.UseGrant(ctx, "g-0004", api.UseRequest{Subagent: "spent", N: 1}); err != nil {
+	if _, err := c.UseGrant(ctx, "g-0004", api.UseRequest{Subagent: new("spent"), N: new(int64(1))}); err != nil {
 		t.Fatal(err)
 	}
 	grant("g-0005", "narrow", goldenNow.Add(day), 10, []string{"Read"})

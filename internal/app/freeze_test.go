@@ -20,6 +20,7 @@ import (
 	"github.com/auditchain/auditchain/internal/config"
 	"github.com/auditchain/auditchain/internal/domain"
 	"github.com/auditchain/auditchain/internal/store/storetest"
+	"github.com/auditchain/auditchain/pkg/api"
 )
 
 // No client input can freeze an account (CONTRACT.md "Batch": the 2^52 cap
@@ -125,11 +126,11 @@ func TestNoClientInputFreezesAnAccount(t *testing.T) {
 					return err
 				}},
 				{"grant and revoke", true, func() error {
-					created, err := a.CreateGrant(ctx, p, app.GrantRequest{Subagent: "worker", MaxToolCalls: 5, ExpiresAt: time.Now().Add(time.Hour)})
+					created, err := a.CreateGrant(ctx, p, api.CreateGrantRequest{Subagent: new("worker"), MaxToolCalls: new(int64(5)), ExpiresAt: new(domain.FormatTimestamp(time.Now().Add(time.Hour)))})
 					if err != nil {
 						return err
 					}
-					res, err := a.RevokeGrant(ctx, p, created.Grant.GrantID, "worker")
+					res, err := a.RevokeGrant(ctx, p, created.Grant.GrantID, api.RevokeRequest{Subagent: new("worker")})
 					if err == nil && res.Outcome != app.OutcomeRevoked {
 						err = fmt.Errorf("revoke: %s", res.Outcome)
 					}

@@ -23,12 +23,27 @@ import (
 // candidate grants and the enacted governance rules, decided by DecideGate.
 // Every status the service shows (status route, grant response, revoke's
 // status_after, use's refusal) comes from here.
-func (a *App) GrantStatus(ctx context.Context, p Principal, subagent string, tool, grantID *string, now time.Time) (domain.GateAnswer, error) {
-	ans, _, err := a.gate(ctx, nil, p.UserID, subagent, tool, grantID, now)
-	if err == nil {
-		a.countGate(p.UserID, ans.Status)
+func (a *App) GrantStatus(ctx context.Context, p Principal, q api.GrantStatusQuery, now time.Time) (api.GrantStatus, error) {
+	ans, _, err := a.gate(ctx, nil, p.UserID, q.Subagent, q.Tool, q.GrantID, now)
+	if err != nil {
+		return api.GrantStatus{}, err
 	}
-	return ans, err
+	a.countGate(p.UserID, ans.Status)
+	return gateView(ans), nil
+}
+
+// gateView is a gate answer as the API shows it (SPEC.md "Grant status (gate
+// answer)"): the matched grant's record fields are present only when a grant
+// matched. The embedded record's subagent is the same as the answer's
+// (matching is exact), so the outer field wins harmlessly.
+func gateView(a domain.GateAnswer) api.GrantStatus {
+	v := api.GrantStatus{Status: a.Status, Authorized: a.Authorized, Reason: a.Reason, Subagent: a.Subagent,
+		Uses: a.Uses, Remaining: a.Remaining, ProposalID: a.ProposalID}
+	if a.Grant != nil {
+		rec := recordOf(*a.Grant)
+		v.GrantRecord = &rec
+	}
+	return v
 }
 
 // gate answers for subagent and returns the candidate rows it decided over.

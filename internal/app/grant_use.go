@@ -10,12 +10,8 @@ import (
 
 	"github.com/auditchain/auditchain/internal/app/writer"
 	"github.com/auditchain/auditchain/internal/domain"
+	"github.com/auditchain/auditchain/pkg/api"
 )
-
-// UseResult is the answer of POST /v1/grants/{grant_id}/use.
-type UseResult struct {
-	Grant domain.Grant // after the use
-}
 
 // MalformedUse is the 422 malformed_use answer.
 func MalformedUse(field, reason string) *domain.Error {
@@ -27,31 +23,38 @@ func MalformedUse(field, reason string) *domain.Error {
 // fit its remaining budget at the moment of the write: the store's conditional
 // UPDATE decides, so concurrent uses on any replica never overspend. A use
 // appends no chain event (docs/decisions/gate.md: the meter is not the record).
-func (a *App) UseGrant(ctx context.Context, p Principal, grantID, subagent string, n int64) (UseResult, error) {
+func (a *App) UseGrant(ctx context.Context, p Principal, grantID string, req api.UseRequest) (api.UseResult, error) {
+	if req.Subagent == nil {
+		return api.UseResult{}, required(MalformedUse, "subagent", "the sub-agent's exact name")
+	}
+	if req.N == nil {
+		return api.UseResult{}, required(MalformedUse, "n", "the number of tool calls to record, a positive integer")
+	}
+	subagent, n := *req.Subagent, *req.N
 	if err := checkName("subagent", subagent, MalformedUse); err != nil {
-		return UseResult{}, err
+		return api.UseResult{}, err
 	}
 	if n < 1 {
-		return UseResult{}, MalformedUse("n", "must be a positive integer")
+		return api.UseResult{}, MalformedUse("n", "must be a positive integer")
 	}
 	now := a.Now()
 	ans, rows, err := a.gate(ctx, nil, p.UserID, subagent, nil, &grantID, now)
 	if err != nil {
-		return UseResult{}, err
+		return api.UseResult{}, err
 	}
 	if ans.Status == domain.GateBudgetExhausted {
-		return UseResult{}, budgetExhausted(*ans.Grant, n)
+		return api.UseResult{}, budgetExhausted(*ans.Grant, n)
 	}
 	if !ans.Authorized {
-		return UseResult{}, notAuthorized(ans)
+		return api.UseResult{}, notAuthorized(ans)
 	}
 	g := *ans.Grant
 	if n > g.Remaining() {
-		return UseResult{}, budgetExhausted(g, n)
+		return api.UseResult{}, budgetExhausted(g, n)
 	}
 	row, ok := rowOf(rows, g)
 	if !ok {
-		return UseResult{}, fmt.Errorf("use: matched grant %s not among its rows", g.GrantID)
+		return api.UseResult{}, fmt.Errorf("use: matched grant %s not among its rows", g.GrantID)
 	}
 	var uses int64
 	var consumed bool
@@ -73,27 +76,27 @@ func (a *App) UseGrant(ctx context.Context, p Principal, grantID, subagent strin
 		return err
 	})
 	if err != nil {
-		return UseResult{}, err
+		return api.UseResult{}, err
 	}
 	if consumed {
 		a.countUses(p.UserID, n)
 		g.Uses = uses
-		return UseResult{Grant: g}, nil
+		return useResult(g), nil
 	}
 	// The grant changed between the check and the write: say what it is now.
 	fresh, err := a.Store.GrantRow(ctx, nil, p.UserID, row.GrantID, row.Generation)
 	if err != nil {
-		return UseResult{}, err
+		return api.UseResult{}, err
 	}
 	d, err := domainGrant(fresh)
 	if err != nil {
-		return UseResult{}, err
+		return api.UseResult{}, err
 	}
 	switch st, reason := domain.GrantState(d, now, nil); st {
 	case domain.GateAuthorized, domain.GateBudgetExhausted:
-		return UseResult{}, budgetExhausted(d, n)
+		return api.UseResult{}, budgetExhausted(d, n)
 	default:
-		return UseResult{}, notAuthorized(domain.GateAnswer{Status: st, Reason: reason, Subagent: subagent})
+		return api.UseResult{}, notAuthorized(domain.GateAnswer{Status: st, Reason: reason, Subagent: subagent})
 	}
 }
 
@@ -119,4 +122,14 @@ func notAuthorized(ans domain.GateAnswer) error {
 		e = e.With("proposal_id", ans.ProposalID)
 	}
 	return e
+}
+
+// useResult is the answer of a use: the grant after it.
+func useResult(g domain.Grant) api.UseResult {
+	var parent *string
+	if g.ParentAgent != "" {
+		parent = &g.ParentAgent
+	}
+	return api.UseResult{GrantID: g.GrantID, Outcome: OutcomeConsumed, ParentAgent: parent,
+		Remaining: g.Remaining(), Subagent: g.Subagent, Uses: g.Uses}
 }

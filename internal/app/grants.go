@@ -48,19 +48,8 @@ const (
 // start, `auditchain hook` included.
 var grantIDForm = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`^g-[0-9a-f]{1,64}$`) })
 
-// GrantRequest is a POST /v1/grants body whose keys and value types the HTTP
-// layer already checked (aliases, unknown keys and unreadable values refused).
-type GrantRequest struct {
-	GrantID      *string // nil: generated
-	Subagent     string
-	ParentAgent  *string
-	AllowedTools []string
-	MaxToolCalls int64
-	ExpiresAt    time.Time
-}
-
-// RecordOf renders a grant as its Grant record.
-func RecordOf(g domain.Grant) api.GrantRecord {
+// recordOf renders a grant as its Grant record.
+func recordOf(g domain.Grant) api.GrantRecord {
 	r := api.GrantRecord{GrantID: g.GrantID, Subagent: g.Subagent, AllowedTools: g.AllowedTools, MaxToolCalls: g.MaxToolCalls,
 		ExpiresAt: domain.FormatTimestamp(g.ExpiresAt), CreatedAt: domain.FormatTimestamp(g.CreatedAt), Action: "granted", Epoch: g.Epoch}
 	if r.AllowedTools == nil {
@@ -88,56 +77,37 @@ func malformed(code, field, reason string) *domain.Error {
 		Fields: []domain.FieldError{{Field: field, Message: reason}}}).With("field", field).With("reason", reason)
 }
 
-// GrantCreated is the answer of POST /v1/grants.
-type GrantCreated struct {
-	Grant      api.GrantRecord
-	Status     domain.GateAnswer
-	Delegation json.RawMessage // the delegation token (CONTRACT.md)
-}
-
 // CreateGrant writes a grant: checks its values, refuses a live id (409) and
 // overreach of the parent's live grant (403), signs its delegation token, and
 // stores it with one grant.created chain event in one transaction. Readable but
 // unusable values (past expiry, out-of-range budget) are stored and the status
 // says so (docs/decisions/gate.md).
-func (a *App) CreateGrant(ctx context.Context, p Principal, req GrantRequest) (GrantCreated, error) {
-	if err := checkGrantRequest(&req); err != nil {
-		return GrantCreated{}, err
+func (a *App) CreateGrant(ctx context.Context, p Principal, req api.CreateGrantRequest) (api.GrantCreated, error) {
+	g, err := newGrant(&req)
+	if err != nil {
+		return api.GrantCreated{}, err
 	}
 	now := a.Now().UTC().Truncate(time.Microsecond)
 	id := ""
 	if req.GrantID != nil {
 		id = *req.GrantID
-	} else {
-		var err error
-		if id, err = a.newID("g-", 16); err != nil {
-			return GrantCreated{}, err
-		}
+	} else if id, err = a.newID("g-", 16); err != nil {
+		return api.GrantCreated{}, err
 	}
-	g := domain.Grant{
-		GrantID: id, Subagent: req.Subagent, AllowedTools: req.AllowedTools, MaxToolCalls: req.MaxToolCalls,
-		ExpiresAt: req.ExpiresAt.UTC().Truncate(time.Microsecond), CreatedAt: now,
-		Epoch: domain.NewEpochStamp(a.Cfg.EpochAnchor, now),
-	}
-	if g.AllowedTools == nil {
-		g.AllowedTools = []string{}
-	}
-	if req.ParentAgent != nil {
-		g.ParentAgent = *req.ParentAgent
-	}
-	record := RecordOf(g)
+	g.GrantID, g.CreatedAt, g.Epoch = id, now, domain.NewEpochStamp(a.Cfg.EpochAnchor, now)
+	record := recordOf(g)
 	recordJSON, err := json.Marshal(record)
 	if err != nil {
-		return GrantCreated{}, err
+		return api.GrantCreated{}, err
 	}
 	// Signing needs nothing the transaction decides, so it happens outside it.
 	token, err := delegation.IssueToken(recordJSON, a.ServiceKey, a.Rand)
 	if err != nil {
-		return GrantCreated{}, err
+		return api.GrantCreated{}, err
 	}
 	epochJSON, err := json.Marshal(g.Epoch)
 	if err != nil {
-		return GrantCreated{}, err
+		return api.GrantCreated{}, err
 	}
 
 	err = a.writeGate(ctx, p.UserID, func(t *writer.Tx) error {
@@ -192,38 +162,68 @@ func (a *App) CreateGrant(ctx context.Context, p Principal, req GrantRequest) (G
 		return err
 	})
 	if err != nil {
-		return GrantCreated{}, err
+		return api.GrantCreated{}, err
 	}
 	// Read back through the gate's own reader, restricted to this grant.
 	status, _, err := a.gate(ctx, nil, p.UserID, g.Subagent, nil, &id, now)
 	if err != nil {
-		return GrantCreated{}, err
+		return api.GrantCreated{}, err
 	}
-	return GrantCreated{Grant: record, Status: status, Delegation: token}, nil
+	return api.GrantCreated{Grant: record, Status: gateView(status), Delegation: token}, nil
 }
 
-// checkGrantRequest refuses values no grant can hold (422 malformed_grant).
-func checkGrantRequest(req *GrantRequest) error {
-	if req.GrantID != nil && !grantIDForm().MatchString(*req.GrantID) {
-		return MalformedGrant("grant_id", "must have the form g-<hex> (lowercase hex digits, at most 64), or be omitted to have one generated")
+// newGrant reads the grant a POST /v1/grants body asks for (its id, creation
+// time and epoch are the writer's), or refuses values no grant can hold
+// (422 malformed_grant). The body's keys and value types are the HTTP
+// layer's to check (aliases, unknown keys and unreadable values refused).
+func newGrant(req *api.CreateGrantRequest) (domain.Grant, error) {
+	if req.Subagent == nil {
+		return domain.Grant{}, required(MalformedGrant, "subagent", "the sub-agent's exact name")
 	}
-	if err := checkName("subagent", req.Subagent, MalformedGrant); err != nil {
-		return err
+	if req.ExpiresAt == nil {
+		return domain.Grant{}, required(MalformedGrant, "expires_at", "an absolute ISO-8601 timestamp with a UTC offset, like 2026-01-02T15:04:05+00:00")
+	}
+	expires, err := domain.ParseTimestamp(*req.ExpiresAt)
+	if err != nil {
+		return domain.Grant{}, MalformedGrant("expires_at", fmt.Sprintf("%q is not an ISO-8601 timestamp with a UTC offset, like 2026-01-02T15:04:05+00:00", *req.ExpiresAt))
+	}
+	if req.MaxToolCalls == nil {
+		return domain.Grant{}, required(MalformedGrant, "max_tool_calls", "the budget of tool calls, an integer")
+	}
+	if req.GrantID != nil && !grantIDForm().MatchString(*req.GrantID) {
+		return domain.Grant{}, MalformedGrant("grant_id", "must have the form g-<hex> (lowercase hex digits, at most 64), or be omitted to have one generated")
+	}
+	if err := checkName("subagent", *req.Subagent, MalformedGrant); err != nil {
+		return domain.Grant{}, err
 	}
 	if req.ParentAgent != nil {
 		if err := checkName("parent_agent", *req.ParentAgent, MalformedGrant); err != nil {
-			return err
+			return domain.Grant{}, err
 		}
 	}
 	if len(req.AllowedTools) > MaxGrantTools {
-		return MalformedGrant("allowed_tools", fmt.Sprintf("at most %d tools", MaxGrantTools))
+		return domain.Grant{}, MalformedGrant("allowed_tools", fmt.Sprintf("at most %d tools", MaxGrantTools))
 	}
 	for i, tool := range req.AllowedTools {
 		if err := checkName(fmt.Sprintf("allowed_tools[%d]", i), tool, MalformedGrant); err != nil {
-			return err
+			return domain.Grant{}, err
 		}
 	}
-	return nil
+	g := domain.Grant{Subagent: *req.Subagent, AllowedTools: req.AllowedTools, MaxToolCalls: *req.MaxToolCalls,
+		ExpiresAt: expires.UTC().Truncate(time.Microsecond)}
+	if g.AllowedTools == nil {
+		g.AllowedTools = []string{}
+	}
+	if req.ParentAgent != nil {
+		g.ParentAgent = *req.ParentAgent
+	}
+	return g, nil
+}
+
+// required is the answer to a body without key: bad's code, the key, and
+// what it must hold.
+func required(bad func(field, reason string) *domain.Error, key, what string) error {
+	return bad(key, "required: "+what)
 }
 
 // checkName refuses a blank or oversized name: matching is exact, so a blank
@@ -238,45 +238,30 @@ func checkName(field, v string, bad func(field, reason string) *domain.Error) er
 	return nil
 }
 
-// ListedGrant is one grant of GET /v1/grants with its state from the gate.
-type ListedGrant struct {
-	Grant       domain.Grant
-	State       string
-	StateReason string
-}
-
 // ListGrants lists the account's grants newest first, optionally of one
 // sub-agent, each with GrantListState (the status route's check, governance
 // included).
-func (a *App) ListGrants(ctx context.Context, p Principal, subagent *string) ([]ListedGrant, error) {
+func (a *App) ListGrants(ctx context.Context, p Principal, subagent *string) (api.GrantList, error) {
 	now := a.Now()
 	rows, err := a.Store.Grants(ctx, p.UserID, subagent)
 	if err != nil {
-		return nil, err
+		return api.GrantList{}, err
 	}
 	rules, err := a.EnactedRules(ctx, nil, p.UserID)
 	if err != nil {
-		return nil, err
+		return api.GrantList{}, err
 	}
-	out := make([]ListedGrant, 0, len(rows))
+	out := make([]api.ListedGrant, 0, len(rows))
 	for _, r := range rows {
 		g, err := domainGrant(r)
 		if err != nil {
-			return nil, err
+			return api.GrantList{}, err
 		}
 		state, reason := domain.GrantListState(g, rules, now)
-		out = append(out, ListedGrant{Grant: g, State: state, StateReason: reason})
+		out = append(out, api.ListedGrant{GrantRecord: recordOf(g), State: state, StateReason: reason,
+			Uses: g.Uses, Remaining: g.Remaining(), RevokedAt: formatOpt(g.RevokedAt)})
 	}
-	return out, nil
-}
-
-// RevokeResult is the answer of POST /v1/grants/{grant_id}/revoke.
-type RevokeResult struct {
-	GrantID     string
-	Subagent    string
-	Outcome     string // OutcomeRevoked or OutcomeAlreadyRevoked
-	RevokedAt   time.Time
-	StatusAfter domain.GateAnswer // the sub-agent's status once revoked
+	return api.GrantList{Count: len(out), Grants: out}, nil
 }
 
 // MalformedRevoke is the 422 malformed_revoke answer.
@@ -289,12 +274,17 @@ func MalformedRevoke(field, reason string) *domain.Error {
 // already_revoked and writes nothing; otherwise revoked_at is set and one
 // grant.revoked event is appended in the same transaction, and onGrantRevoked
 // runs there too.
-func (a *App) RevokeGrant(ctx context.Context, p Principal, grantID, subagent string) (RevokeResult, error) {
+func (a *App) RevokeGrant(ctx context.Context, p Principal, grantID string, req api.RevokeRequest) (api.RevokeResult, error) {
+	if req.Subagent == nil {
+		return api.RevokeResult{}, required(MalformedRevoke, "subagent", "the sub-agent's exact name")
+	}
+	subagent := *req.Subagent
 	if err := checkName("subagent", subagent, MalformedRevoke); err != nil {
-		return RevokeResult{}, err
+		return api.RevokeResult{}, err
 	}
 	now := a.Now().UTC().Truncate(time.Microsecond)
-	res := RevokeResult{GrantID: grantID, Subagent: subagent}
+	var outcome string
+	var revokedAt time.Time
 	err := a.writeGate(ctx, p.UserID, func(t *writer.Tx) error {
 		if _, err := t.Lock(ctx, p.UserID); err != nil {
 			return err
@@ -320,7 +310,7 @@ func (a *App) RevokeGrant(ctx context.Context, p Principal, grantID, subagent st
 		}
 		g := *ans.Grant
 		if g.RevokedAt != nil {
-			res.Outcome, res.RevokedAt = OutcomeAlreadyRevoked, *g.RevokedAt
+			outcome, revokedAt = OutcomeAlreadyRevoked, *g.RevokedAt
 			return nil
 		}
 		row, ok := rowOf(mine, g)
@@ -335,19 +325,23 @@ func (a *App) RevokeGrant(ctx context.Context, p Principal, grantID, subagent st
 			return fmt.Errorf("revoke: grant %s changed under the account lock", g.GrantID)
 		}
 		g.RevokedAt = &now
-		res.Outcome, res.RevokedAt = OutcomeRevoked, now
+		outcome, revokedAt = OutcomeRevoked, now
 		if _, err := a.appendServerEvent(ctx, t, p, ServerEvent{EventType: EventGrantRevoked,
-			Raw: grantRevokedEvent{GrantRecord: RecordOf(g), RevokedAt: domain.FormatTimestamp(now)}}); err != nil {
+			Raw: grantRevokedEvent{GrantRecord: recordOf(g), RevokedAt: domain.FormatTimestamp(now)}}); err != nil {
 			return err
 		}
 		return a.onGrantRevoked(ctx, t, p, g)
 	})
 	if err != nil {
-		return RevokeResult{}, err
+		return api.RevokeResult{}, err
 	}
 	// Not a gate check of the caller's: uncounted.
-	res.StatusAfter, _, err = a.gate(ctx, nil, p.UserID, subagent, nil, nil, now)
-	return res, err
+	after, _, err := a.gate(ctx, nil, p.UserID, subagent, nil, nil, now)
+	if err != nil {
+		return api.RevokeResult{}, err
+	}
+	return api.RevokeResult{GrantID: grantID, Outcome: outcome, Subagent: subagent, RevokedAt: domain.FormatTimestamp(revokedAt),
+		StatusAfter: api.RevokeGateState{Authorized: after.Authorized, Reason: after.Reason, Status: after.Status, Subagent: after.Subagent}}, nil
 }
 
 // grantRevokedEvent is the raw of a grant.revoked chain event.
@@ -367,16 +361,18 @@ func (a *App) onGrantRevoked(ctx context.Context, t *writer.Tx, p Principal, g d
 	return err
 }
 
-// DelegationPublicKey is GET /v1/delegation/public-key.
-type DelegationPublicKey struct {
-	KeyID     string `json:"key_id"`
-	Algorithm string `json:"algorithm"`
-	PublicKey string `json:"public_key"`
-}
-
 // DelegationKey publishes the service identity's public half, which verifies
 // every token's binding signature offline.
-func (a *App) DelegationKey() DelegationPublicKey {
-	return DelegationPublicKey{KeyID: a.ServiceKeyID(), Algorithm: "ed25519",
+func (a *App) DelegationKey() api.DelegationPublicKey {
+	return api.DelegationPublicKey{KeyID: a.ServiceKeyID(), Algorithm: "ed25519",
 		PublicKey: base64.StdEncoding.EncodeToString(a.ServicePublicKey())}
+}
+
+// formatOpt is an optional time in the API's form.
+func formatOpt(t *time.Time) *string {
+	if t == nil {
+		return nil
+	}
+	s := domain.FormatTimestamp(*t)
+	return &s
 }

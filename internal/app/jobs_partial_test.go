@@ -35,8 +35,8 @@ func TestGrantExpiryFailingPartWayLeavesWholeAccountsAndResumes(t *testing.T) {
 			}
 			p := app.Principal{UserID: acct.UserID, KeyID: "k", Kind: "api_key"}
 			for g := range 3 {
-				if _, err := a.CreateGrant(ctx, p, app.GrantRequest{Subagent: fmt.Sprintf("worker-%d", g), AllowedTools: []string{"search"},
-					MaxToolCalls: 5, ExpiresAt: a.Now().Add(2 * time.Hour)}); err != nil {
+				if _, err := a.CreateGrant(ctx, p, api.CreateGrantRequest{Subagent: new(fmt.Sprintf("worker-%d", g)), AllowedTools: []string{"search"},
+					MaxToolCalls: new(int64(5)), ExpiresAt: new(domain.FormatTimestamp(a.Now().Add(2 * time.Hour)))}); err != nil {
 					t.Fatal(err)
 				}
 			}

@@ -84,71 +84,10 @@ func grantAliases(key string) []string {
 	return out
 }
 
-// grantInput is the body of POST /v1/grants; names and tools are capped by
-// the gate's rules (app.CreateGrant).
-type grantInput struct {
-	Subagent     *string  `json:"subagent"`
-	ExpiresAt    *string  `json:"expires_at" max:"name"`
-	MaxToolCalls *int64   `json:"max_tool_calls"`
-	AllowedTools []string `json:"allowed_tools"`
-	GrantID      *string  `json:"grant_id" max:"name"`
-	ParentAgent  *string  `json:"parent_agent"`
-}
-
-// useInput is the body of POST /v1/grants/{grant_id}/use.
-type useInput struct {
-	Subagent *string `json:"subagent" max:"name"`
-	N        *int64  `json:"n"`
-}
-
-// revokeInput is the body of POST /v1/grants/{grant_id}/revoke.
-type revokeInput struct {
-	Subagent *string `json:"subagent" max:"name"`
-}
-
 // ---- handlers ---------------------------------------------------------------
 
-// grantRequest reads and checks a POST /v1/grants body (422 malformed_grant).
-func (s *Server) grantRequest(r *http.Request) (app.GrantRequest, error) {
-	spec := grantBody
-	in, err := decodeAs[grantInput](r, s.app.Cfg.MaxBodyBytes, true, spec.refuse)
-	if err != nil {
-		return app.GrantRequest{}, err
-	}
-	req := app.GrantRequest{AllowedTools: in.AllowedTools, GrantID: in.GrantID, ParentAgent: in.ParentAgent}
-	if in.Subagent == nil {
-		return req, required(spec, "subagent", "the sub-agent's exact name")
-	}
-	req.Subagent = *in.Subagent
-	if in.ExpiresAt == nil {
-		return req, required(spec, "expires_at", "an absolute ISO-8601 timestamp with a UTC offset, like 2026-01-02T15:04:05+00:00")
-	}
-	if req.ExpiresAt, err = domain.ParseTimestamp(*in.ExpiresAt); err != nil {
-		return req, spec.bad("expires_at", fmt.Sprintf("%q is not an ISO-8601 timestamp with a UTC offset, like 2026-01-02T15:04:05+00:00", *in.ExpiresAt))
-	}
-	if in.MaxToolCalls == nil {
-		return req, required(spec, "max_tool_calls", "the budget of tool calls, an integer")
-	}
-	req.MaxToolCalls = *in.MaxToolCalls
-	return req, nil
-}
-
-// viewOfAnswer renders a gate answer (SPEC.md "Grant status (gate answer)"):
-// the matched grant's record fields are present only when a grant matched.
-// The embedded record's subagent is the same as the answer's (matching is
-// exact), so the outer field wins harmlessly.
-func viewOfAnswer(a domain.GateAnswer) api.GrantStatus {
-	v := api.GrantStatus{Status: a.Status, Authorized: a.Authorized, Reason: a.Reason, Subagent: a.Subagent,
-		Uses: a.Uses, Remaining: a.Remaining, ProposalID: a.ProposalID}
-	if a.Grant != nil {
-		rec := app.RecordOf(*a.Grant)
-		v.GrantRecord = &rec
-	}
-	return v
-}
-
 func (s *Server) createGrant(w http.ResponseWriter, r *http.Request) error {
-	req, err := s.grantRequest(r)
+	req, err := decodeAs[api.CreateGrantRequest](r, s.app.Cfg.MaxBodyBytes, true, grantBody.refuse)
 	if err != nil {
 		return err
 	}
@@ -156,7 +95,7 @@ func (s *Server) createGrant(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	return writeJSON(w, http.StatusCreated, api.GrantCreated{Grant: res.Grant, Status: viewOfAnswer(res.Status), Delegation: res.Delegation})
+	return writeJSON(w, http.StatusCreated, res)
 }
 
 // malformedQuery is GET grants/status's 422.
@@ -188,72 +127,44 @@ func (s *Server) grantStatus(w http.ResponseWriter, r *http.Request) error {
 	if strings.TrimSpace(subagent) == "" {
 		return malformedQuery("subagent", "must not be blank")
 	}
-	ans, err := s.app.GrantStatus(r.Context(), principal(r), subagent, optionalQuery(r, "tool"), optionalQuery(r, "grant_id"), s.app.Now())
+	ans, err := s.app.GrantStatus(r.Context(), principal(r),
+		api.GrantStatusQuery{Subagent: subagent, Tool: optionalQuery(r, "tool"), GrantID: optionalQuery(r, "grant_id")}, s.app.Now())
 	if err != nil {
 		return err
 	}
-	return writeJSON(w, http.StatusOK, viewOfAnswer(ans))
+	return writeJSON(w, http.StatusOK, ans)
 }
 
 func (s *Server) listGrants(w http.ResponseWriter, r *http.Request) error {
-	gs, err := s.app.ListGrants(r.Context(), principal(r), optionalQuery(r, "subagent"))
+	list, err := s.app.ListGrants(r.Context(), principal(r), optionalQuery(r, "subagent"))
 	if err != nil {
 		return err
 	}
-	out := make([]api.ListedGrant, len(gs))
-	for i, g := range gs {
-		out[i] = api.ListedGrant{GrantRecord: app.RecordOf(g.Grant), State: g.State, StateReason: g.StateReason,
-			Uses: g.Grant.Uses, Remaining: g.Grant.Remaining()}
-		if g.Grant.RevokedAt != nil {
-			t := domain.FormatTimestamp(*g.Grant.RevokedAt)
-			out[i].RevokedAt = &t
-		}
-	}
-	return writeJSON(w, http.StatusOK, api.GrantList{Count: len(out), Grants: out})
+	return writeJSON(w, http.StatusOK, list)
 }
 
 func (s *Server) useGrant(w http.ResponseWriter, r *http.Request) error {
-	spec := useBody
-	in, err := decodeAs[useInput](r, s.app.Cfg.MaxBodyBytes, true, spec.refuse)
+	req, err := decodeAs[api.UseRequest](r, s.app.Cfg.MaxBodyBytes, true, useBody.refuse)
 	if err != nil {
 		return err
 	}
-	if in.Subagent == nil {
-		return required(spec, "subagent", "the sub-agent's exact name")
-	}
-	if in.N == nil {
-		return required(spec, "n", "the number of tool calls to record, a positive integer")
-	}
-	res, err := s.app.UseGrant(r.Context(), principal(r), r.PathValue("grant_id"), *in.Subagent, *in.N)
+	res, err := s.app.UseGrant(r.Context(), principal(r), r.PathValue("grant_id"), req)
 	if err != nil {
 		return err
 	}
-	g := res.Grant
-	var parent *string
-	if g.ParentAgent != "" {
-		parent = &g.ParentAgent
-	}
-	return writeJSON(w, http.StatusOK, api.UseResult{GrantID: g.GrantID, Outcome: app.OutcomeConsumed, ParentAgent: parent,
-		Remaining: g.Remaining(), Subagent: g.Subagent, Uses: g.Uses})
+	return writeJSON(w, http.StatusOK, res)
 }
 
 func (s *Server) revokeGrant(w http.ResponseWriter, r *http.Request) error {
-	spec := revokeBody
-	in, err := decodeAs[revokeInput](r, s.app.Cfg.MaxBodyBytes, true, spec.refuse)
+	req, err := decodeAs[api.RevokeRequest](r, s.app.Cfg.MaxBodyBytes, true, revokeBody.refuse)
 	if err != nil {
 		return err
 	}
-	if in.Subagent == nil {
-		return required(spec, "subagent", "the sub-agent's exact name")
-	}
-	res, err := s.app.RevokeGrant(r.Context(), principal(r), r.PathValue("grant_id"), *in.Subagent)
+	res, err := s.app.RevokeGrant(r.Context(), principal(r), r.PathValue("grant_id"), req)
 	if err != nil {
 		return err
 	}
-	a := res.StatusAfter
-	return writeJSON(w, http.StatusOK, api.RevokeResult{GrantID: res.GrantID, Outcome: res.Outcome, Subagent: res.Subagent,
-		RevokedAt:   domain.FormatTimestamp(res.RevokedAt),
-		StatusAfter: api.RevokeGateState{Authorized: a.Authorized, Reason: a.Reason, Status: a.Status, Subagent: a.Subagent}})
+	return writeJSON(w, http.StatusOK, res)
 }
 
 func (s *Server) delegationPublicKey(w http.ResponseWriter, r *http.Request) error {

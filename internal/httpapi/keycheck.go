@@ -150,7 +150,3 @@ func (spec bodySpec) refuse(p *inputProblem) error {
 	}
 	return spec.bad(key, inside(p.message))
 }
-
-func required(spec bodySpec, key, what string) error {
-	return spec.bad(key, "required: "+what)
-}

@@ -184,12 +184,12 @@ func TestEveryRouteThroughTheClient(t *testing.T) {
 		exact[api.HealAutoStop](t, rec, "POST /v1/heal/auto/stop")
 
 		// Grants and governance.
-		g := must[*api.GrantCreated](t)(c.CreateGrant(ctx, api.CreateGrantRequest{Subagent: "worker", MaxToolCalls: 5,
-			AllowedTools: []string{"search"}, ExpiresAt: client.FormatTimestamp(time.Now().Add(time.Hour))}))
+		g := must[*api.GrantCreated](t)(c.CreateGrant(ctx, api.CreateGrantRequest{Subagent: new("worker"), MaxToolCalls: new(int64(5)),
+			AllowedTools: []string{"search"}, ExpiresAt: new(client.FormatTimestamp(time.Now().Add(time.Hour)))}))
 		exact[api.GrantCreated](t, rec, "POST /v1/grants")
 		must[*api.GrantStatus](t)(c.GrantStatus(ctx, api.GrantStatusQuery{Subagent: "worker"}))
 		exact[api.GrantStatus](t, rec, "GET /v1/grants/status")
-		must[*api.UseResult](t)(c.UseGrant(ctx, g.Grant.GrantID, api.UseRequest{Subagent: "worker", N: 1}))
+		must[*api.UseResult](t)(c.UseGrant(ctx, g.Grant.GrantID, api.UseRequest{Subagent: new("worker"), N: new(int64(1))}))
 		exact[api.UseResult](t, rec, "POST /v1/grants/"+g.Grant.GrantID+"/use")
 		tc := must[*api.ToolCallResponse](t)(c.GateToolCall(ctx, api.ToolCallRequest{Subagent: "worker", Tool: "search",
 			Raw: json.RawMessage(`{"input_sha256":"ab"}`)}))
@@ -204,7 +204,7 @@ func TestEveryRouteThroughTheClient(t *testing.T) {
 		}
 		must[*api.GrantList](t)(c.Grants(ctx, ""))
 		exact[api.GrantList](t, rec, "GET /v1/grants")
-		must[*api.RevokeResult](t)(c.RevokeGrant(ctx, g.Grant.GrantID, api.RevokeRequest{Subagent: "worker"}))
+		must[*api.RevokeResult](t)(c.RevokeGrant(ctx, g.Grant.GrantID, api.RevokeRequest{Subagent: new("worker")}))
 		exact[api.RevokeResult](t, rec, "POST /v1/grants/"+g.Grant.GrantID+"/revoke")
 		must[*api.DelegationPublicKey](t)(c.DelegationPublicKey(ctx))
 		exact[api.DelegationPublicKey](t, rec, "GET /v1/delegation/public-key")
