@@ -4,9 +4,12 @@ import (
 	"bufio"
 	"context"
 	"io"
+	"net/url"
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/auditchain/auditchain/internal/store/storetest"
 )
 
 // serveBanner starts serve, returns what it printed up to and including the
@@ -56,5 +59,19 @@ func TestServeOnAnEmptyStoreTellsHowToCreateTheFirstAccount(t *testing.T) {
 	}
 	if banner := serveBanner(t, dsn); strings.Contains(banner, "no account") {
 		t.Fatalf("serve with an account still printed the hint:\n%s", banner)
+	}
+}
+
+// On PostgreSQL the hint stands in for serve's own --db: the URL's
+// credentials are never printed.
+func TestServeOnAnEmptyPostgresStoreHintsWithoutCredentials(t *testing.T) {
+	dsn := storetest.DSN(t, storetest.Postgres)
+	hint := "auditchain admin create-account --db 'postgres://…' --email you@example.com"
+	banner := serveBanner(t, dsn)
+	if !strings.Contains(banner, hint) {
+		t.Fatalf("serve on an empty store printed:\n%s\nwant the hint %q", banner, hint)
+	}
+	if u, err := url.Parse(dsn); err == nil && u.User != nil && strings.Contains(banner, u.User.String()+"@") {
+		t.Errorf("the banner names the URL's user:\n%s", banner)
 	}
 }

@@ -195,11 +195,7 @@ func hintFirstAccount(ctx context.Context, st *store.Store, stdout io.Writer) er
 	if err != nil || len(ids) > 0 {
 		return err
 	}
-	db := st.Location
-	if st.Dialect == store.Postgres {
-		db = "'postgres://…'" // the same URL as serve's --db; Location has no credentials
-	}
 	fmt.Fprintf(stdout, "auditchain has no account yet; create the first (its API key is shown once) with:\n"+
-		"  auditchain admin create-account --db %s --email you@example.com\n", db)
+		"  auditchain admin create-account --db %s --email you@example.com\n", st.DBFlag())
 	return nil
 }

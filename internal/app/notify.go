@@ -1,17 +1,16 @@
 package app
 
 // Notifications (CONTRACT.md "Notifications"): notices written in the same
-// transaction as the change that causes them, the account's list and
-// preferences, and the test dispatcher. Sending — email after commit, the
-// webhook drain, the digest — is in notify_send.go.
+// transaction as the change that causes them. The account's list,
+// preferences, the test dispatcher and redelivery are in notifications.go;
+// sending — email after commit, the webhook drain, the digest — is in
+// notify_send.go.
 
 import (
 	"cmp"
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
-	"strconv"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -21,7 +20,6 @@ import (
 	"github.com/auditchain/auditchain/internal/app/writer"
 	"github.com/auditchain/auditchain/internal/domain"
 	"github.com/auditchain/auditchain/internal/store"
-	"github.com/auditchain/auditchain/pkg/api"
 )
 
 // Notice is one notice to write for an account.
@@ -60,82 +58,27 @@ func (n Notice) payload(nt domain.NoticeType) (string, error) {
 	return string(b), err
 }
 
-func notificationOf(n store.Notification) api.Notification {
-	out := api.Notification{ID: n.ID, Type: n.Type, Channel: n.Channel, Severity: n.Severity, DeliveryStatus: n.DeliveryStatus,
-		Digest: n.Digest, CreatedAt: domain.FormatTimestamp(time.UnixMicro(n.CreatedAt))}
-	if n.SentAt != nil {
-		s := domain.FormatTimestamp(time.UnixMicro(*n.SentAt))
-		out.SentAt = &s
-	}
-	return out
-}
-
 // notify writes n's rows for userID inside t (CONTRACT.md "Notifications":
 // one row per declared channel the preferences enable, in the same
-// transaction as the change), and once t committed wakes the senders for
-// queued rows. It returns the rows written: none when the account's
-// preferences silence every channel, or a once-only notice was written
-// before.
-//
-// Rows are stamped under the account's lock, each a microsecond above the
-// account's newest, so created_at is unique per account and the list's
-// created_at cursor never loses or repeats a row.
-//
-// What decides the rows (the account's email, endpoints, preferences)
-// rarely changes, so where a round trip costs more than the checks
-// (store.GuessedNoticesPay: PostgreSQL), a notice without a dedup key is
-// decided from what this process last read for the account and type, and
-// written by one statement that checks that still holds
-// (store.InsertNoticeRowsIf); only when it does not, or nothing was read
-// yet, is the context read first. A revoke's transaction thus grows by one
-// statement, not two.
+// transaction as the change; writer.Tx.Notice), and once t committed wakes
+// the senders for queued rows. It returns the rows written: none when the
+// account's preferences silence every channel, or a once-only notice was
+// written before.
 func (a *App) notify(ctx context.Context, t *writer.Tx, userID string, n Notice) ([]store.Notification, error) {
 	nt, ok := domain.LookupNoticeType(n.Type)
 	if !ok {
 		return nil, fmt.Errorf("notify: unknown notice type %q", n.Type)
 	}
-	if _, err := t.Lock(ctx, userID); err != nil {
-		return nil, err
-	}
-	if n.DedupKey == "" && a.Store.GuessedNoticesPay() {
-		if rows, ok, err := a.notifyAsGuessed(ctx, t, userID, nt, n); ok || err != nil {
-			return rows, err
-		}
-	}
-	nc, err := a.Store.NoticeContext(ctx, t.SQL(), userID, nt.Name, n.DedupKey)
+	rows, stored, err := t.Notice(ctx, userID, nt.Name, n.DedupKey, func(r domain.Recipient) ([]store.Notification, error) {
+		return a.noticeRows(userID, nt, r, []Notice{n})
+	})
 	if err != nil {
 		return nil, err
 	}
-	recipient := a.recipientOf(userID, nt.Name, nc)
-	if n.DedupKey != "" && nc.Done {
-		return nil, nil
+	if stored > 0 {
+		a.wakeSenders(t, rows)
 	}
-	rows, err := a.noticeRows(userID, nt, recipient, []Notice{n})
-	if err != nil {
-		return nil, err
-	}
-	_, err = a.insertNoticeRows(ctx, t, nc, rows)
-	return rows, err
-}
-
-// notifyAsGuessed writes n's rows as decided from what this process last
-// read for userID and nt, if that still holds; ok is false when nothing was
-// read yet or it no longer holds (nothing written).
-func (a *App) notifyAsGuessed(ctx context.Context, t *writer.Tx, userID string, nt domain.NoticeType, n Notice) ([]store.Notification, bool, error) {
-	g, ok := a.notices.guess(userID, nt.Name)
-	if !ok {
-		return nil, false, nil
-	}
-	rows, err := a.noticeRows(userID, nt, g.recipient, []Notice{n})
-	if err != nil {
-		return nil, false, err
-	}
-	written, err := a.Store.InsertNoticeRowsIf(ctx, t.SQL(), userID, nt.Name, a.Now().UnixMicro(), g.guess, rows)
-	if err != nil || !written {
-		return nil, false, err
-	}
-	a.wakeSenders(t, rows)
-	return rows, true, nil
+	return rows, nil
 }
 
 // notifyEach writes notices of one type for userID inside t, as notify
@@ -147,13 +90,6 @@ func (a *App) notifyEach(ctx context.Context, t *writer.Tx, userID, typ string, 
 	if !ok {
 		return 0, fmt.Errorf("notify: unknown notice type %q", typ)
 	}
-	if _, err := t.Lock(ctx, userID); err != nil {
-		return 0, err
-	}
-	nc, err := a.Store.NoticeContext(ctx, t.SQL(), userID, nt.Name, "")
-	if err != nil {
-		return 0, err
-	}
 	seen := make(map[string]bool, len(ns))
 	todo := make([]Notice, 0, len(ns))
 	for _, n := range ns {
@@ -162,41 +98,18 @@ func (a *App) notifyEach(ctx context.Context, t *writer.Tx, userID, typ string, 
 			todo = append(todo, n)
 		}
 	}
-	rows, err := a.noticeRows(userID, nt, a.recipientOf(userID, nt.Name, nc), todo)
+	rows, stored, err := t.NoticeEach(ctx, userID, nt.Name, func(r domain.Recipient) ([]store.Notification, error) {
+		return a.noticeRows(userID, nt, r, todo)
+	})
 	if err != nil || len(rows) == 0 { // preferences may silence every channel
-		return 0, err
-	}
-	stored, err := a.insertNoticeRows(ctx, t, nc, rows)
-	// Each notice has the same rows (one per channel decided); a notice
-	// written before has none stored now.
-	return int(stored) / (len(rows) / len(todo)), err
-}
-
-// insertNoticeRows stamps rows (noticeRows's offsets) above the account's
-// newest row as nc read it, writes them, and wakes the senders after commit.
-func (a *App) insertNoticeRows(ctx context.Context, t *writer.Tx, nc store.NoticeContext, rows []store.Notification) (int64, error) {
-	if len(rows) == 0 {
-		return 0, nil
-	}
-	stamp := max(a.Now().UnixMicro(), nc.LastCreatedAt+1)
-	for i := range rows {
-		rows[i].CreatedAt += stamp
-		if rows[i].SentAt != nil {
-			sent := rows[i].CreatedAt
-			rows[i].SentAt = &sent
-		}
-		if rows[i].Salt != 0 {
-			rows[i].ID = store.FinalRowID(rows[i].CreatedAt, rows[i].Salt)
-		}
-	}
-	stored, err := a.Store.InsertNotifications(ctx, t.SQL(), rows)
-	if err != nil {
 		return 0, err
 	}
 	if stored > 0 {
 		a.wakeSenders(t, rows)
 	}
-	return stored, nil
+	// Each notice has the same rows (one per channel decided); a notice
+	// written before has none stored now.
+	return int(stored) / (len(rows) / len(todo)), nil
 }
 
 // wakeSenders registers, for after t commits, the wake-ups of the senders
@@ -229,7 +142,7 @@ func (a *App) wakeSenders(t *writer.Tx, rows []store.Notification) {
 // order. Each row's CreatedAt holds its offset from the stamp the rows get
 // when written (0, 1, …), and SentAt, for a row sent as it is written
 // (in_app), the same offset. A final row's ID is set when it is stamped
-// (store.FinalRowID).
+// (store.StampNotices).
 func (a *App) noticeRows(userID string, nt domain.NoticeType, r domain.Recipient, ns []Notice) ([]store.Notification, error) {
 	decided := domain.NoticeRows(nt, r)
 	if len(decided) == 0 || len(ns) == 0 {
@@ -294,237 +207,9 @@ func (a *App) noticeRows(userID string, nt domain.NoticeType, r domain.Recipient
 // so needs the payload its email or push would carry. An in_app row is sent
 // as it is written, and a pending webhook row (no endpoint took the type)
 // stays pending: neither is ever in an outbox, nor redelivered (only a
-// failed row is), so they store none — a third of a notice's bytes for an
-// account without endpoints.
+// failed row is), so they store none.
 func carriesPayload(d domain.NoticeRow) bool {
 	return d.Channel != domain.ChannelInApp && d.Status != domain.DeliveryPending
-}
-
-// DefaultNotificationPage is SPEC.md's default page size; MaxNotificationPage
-// bounds what a caller may ask.
-const (
-	DefaultNotificationPage = 50
-	MaxNotificationPage     = 500
-)
-
-// Notifications lists the caller's rows newest first, after cursor (the
-// created_at of the previous page's last row), of one severity when given.
-// next_cursor is set only when a full page came back (SPEC.md).
-func (a *App) Notifications(ctx context.Context, p Principal, cursor, severity *string, limit int) (api.NotificationPage, error) {
-	var errs []domain.FieldError
-	var before *int64
-	if cursor != nil {
-		t, err := domain.ParseTimestamp(*cursor)
-		if err != nil {
-			errs = append(errs, domain.FieldError{Field: "cursor", Message: "must be the created_at of a notification (RFC 3339)"})
-		} else {
-			us := t.UnixMicro()
-			before = &us
-		}
-	}
-	if severity != nil && !domain.ValidSeverity(*severity) {
-		errs = append(errs, domain.FieldError{Field: "severity", Message: "must be info, warning or critical"})
-	}
-	if limit < 1 || limit > MaxNotificationPage {
-		errs = append(errs, domain.FieldError{Field: "limit", Message: "must be between 1 and " + strconv.Itoa(MaxNotificationPage)})
-	}
-	if len(errs) > 0 {
-		return api.NotificationPage{}, domain.Validation(errs...)
-	}
-	rows, err := a.Store.Notifications(ctx, p.UserID, before, severity, limit)
-	if err != nil {
-		return api.NotificationPage{}, err
-	}
-	page := api.NotificationPage{Notifications: make([]api.Notification, len(rows))}
-	for i, r := range rows {
-		page.Notifications[i] = notificationOf(r)
-	}
-	if len(rows) == limit {
-		page.NextCursor = &page.Notifications[len(rows)-1].CreatedAt
-	}
-	return page, nil
-}
-
-// PreferenceRow is one row of GET /v1/notifications/preferences.
-type PreferenceRow struct {
-	domain.Preference
-	Mandatory bool   `json:"mandatory"`
-	Severity  string `json:"severity"`
-}
-
-// Preferences lists every (type, declared channel) of the caller's
-// account, the defaults unless changed.
-func (a *App) Preferences(ctx context.Context, p Principal) ([]PreferenceRow, error) {
-	stored, err := a.Store.Preferences(ctx, nil, p.UserID)
-	if err != nil {
-		return nil, err
-	}
-	set := make(map[[2]string]store.Preference, len(stored))
-	for _, s := range stored {
-		set[[2]string{s.Type, s.Channel}] = s
-	}
-	var out []PreferenceRow
-	for _, t := range domain.NoticeTypes {
-		for _, ch := range t.Channels {
-			row := PreferenceRow{Preference: domain.DefaultPreference(t.Name, ch), Mandatory: t.Mandatory, Severity: t.Severity}
-			if s, ok := set[[2]string{t.Name, ch}]; ok {
-				row.Enabled, row.Digest = s.Enabled, s.Digest
-			}
-			if t.Mandatory {
-				row.Enabled = true
-			}
-			out = append(out, row)
-		}
-	}
-	return out, nil
-}
-
-// PreferenceInput is one row of PUT /v1/notifications/preferences; Enabled
-// defaults to true and Digest to false.
-type PreferenceInput struct {
-	Type    *string `json:"type" max:"name"`
-	Channel *string `json:"channel" max:"name"`
-	Enabled *bool   `json:"enabled"`
-	Digest  *bool   `json:"digest"`
-}
-
-// MaxPreferenceRows bounds one PUT: every (type, channel) twice over.
-const MaxPreferenceRows = 64
-
-// PutPreferences stores the rows it can and reports the rest with reasons:
-// accepted rows are stored regardless of rejected ones (SPEC.md).
-func (a *App) PutPreferences(ctx context.Context, p Principal, in []PreferenceInput) (api.PreferencesResult, error) {
-	if len(in) > MaxPreferenceRows {
-		return api.PreferencesResult{}, domain.Validation(domain.FieldError{Field: "preferences",
-			Message: "at most " + strconv.Itoa(MaxPreferenceRows) + " rows"})
-	}
-	res := api.PreferencesResult{Rejected: []api.RejectedPreference{}}
-	var ok []domain.Preference
-	for i, r := range in {
-		if r.Type == nil || r.Channel == nil {
-			return api.PreferencesResult{}, domain.Validation(domain.FieldError{Field: fmt.Sprintf("preferences[%d]", i),
-				Message: "type and channel are required"})
-		}
-		pref := domain.Preference{Type: *r.Type, Channel: *r.Channel, Enabled: r.Enabled == nil || *r.Enabled, Digest: r.Digest != nil && *r.Digest}
-		if reason := domain.CheckPreference(pref); reason != "" {
-			res.Rejected = append(res.Rejected, api.RejectedPreference{Type: pref.Type, Channel: pref.Channel, Enabled: pref.Enabled,
-				Digest: pref.Digest, Reason: reason})
-			continue
-		}
-		ok = append(ok, pref)
-	}
-	if len(ok) > 0 {
-		err := a.w.Write(ctx, func(t *writer.Tx) error {
-			for _, pref := range ok {
-				if err := a.Store.PutPreference(ctx, t.SQL(), p.UserID, store.Preference{Type: pref.Type, Channel: pref.Channel,
-					Enabled: pref.Enabled, Digest: pref.Digest}); err != nil {
-					return err
-				}
-			}
-			return nil
-		})
-		if err != nil {
-			return api.PreferencesResult{}, err
-		}
-	}
-	res.Accepted = len(ok)
-	return res, nil
-}
-
-// Codes of the test dispatcher (SPEC.md "Errors").
-const (
-	CodeTestRequiresAdmin   = "test_endpoint_requires_admin_in_production"
-	CodeUnknownNoticeType   = "unknown_notification_type"
-	CodeNotificationMissing = "notification_not_found"
-	CodeNotFailed           = "notification_not_failed"
-)
-
-// TestNotification dispatches a notice of typ to the caller's own account
-// as its real emitter would; body and severity go into the email, severity
-// alone into the push (which carries no text: CONTRACT.md "Notifications"),
-// neither into the row. In production only an administrator may; in every
-// environment each call is charged to the account and the deployment
-// (testBudgets: 429 rate_limit_exceeded once one is spent).
-func (a *App) TestNotification(ctx context.Context, p Principal, typ string, body, severity *string) (api.TestNotificationResult, error) {
-	res, err := a.testNotification(ctx, p, typ, body, severity)
-	a.noteRefusal(ctx, p.UserID, err)
-	return res, err
-}
-
-func (a *App) testNotification(ctx context.Context, p Principal, typ string, body, severity *string) (api.TestNotificationResult, error) {
-	if a.Cfg.Production() && !p.IsAdmin {
-		return api.TestNotificationResult{}, domain.Errorf(CodeTestRequiresAdmin, "in production only an administrator may send test notifications")
-	}
-	nt, ok := domain.LookupNoticeType(typ)
-	if !ok {
-		return api.TestNotificationResult{}, domain.Errorf(CodeUnknownNoticeType, "notification type %q is not declared", typ)
-	}
-	n := Notice{Type: typ, Subject: map[string]any{"test": true}, Title: "test notification", Body: "test notification"}
-	if body != nil {
-		n.Body = *body
-	}
-	if severity != nil {
-		if !domain.ValidSeverity(*severity) {
-			return api.TestNotificationResult{}, domain.Validation(domain.FieldError{Field: "severity", Message: "must be info, warning or critical"})
-		}
-		n.Severity = *severity
-	}
-	if len(n.Body) > 4096 {
-		return api.TestNotificationResult{}, domain.Validation(domain.FieldError{Field: "body", Message: "at most 4096 bytes"})
-	}
-	var rows []store.Notification
-	err := a.w.Write(ctx, func(t *writer.Tx) (err error) {
-		if err := a.charge(ctx, t, domain.CodeRateLimited, a.testBudgets(p.UserID)...); err != nil {
-			return err
-		}
-		rows, err = a.notify(ctx, t, p.UserID, n)
-		return err
-	})
-	if err != nil {
-		return api.TestNotificationResult{}, err
-	}
-	res := api.TestNotificationResult{Dispatched: make([]string, 0, len(rows)), DeliveryStatus: make(map[string]string, len(rows))}
-	for _, r := range rows {
-		res.DeliveryStatus[r.Channel] = r.DeliveryStatus
-	}
-	for _, ch := range nt.Channels { // in the type's order, not the rows' stamps'
-		if _, ok := res.DeliveryStatus[ch]; ok {
-			res.Dispatched = append(res.Dispatched, ch)
-		}
-	}
-	return res, nil
-}
-
-// Redeliver puts the caller's failed row back in its outbox (CONTRACT.md
-// "Webhooks": it goes back to queued). A row that has not failed answers
-// 409 notification_not_failed; another account's row is 404, as a missing one.
-func (a *App) Redeliver(ctx context.Context, p Principal, id string) (api.Notification, error) {
-	var out store.Notification
-	err := a.w.Write(ctx, func(t *writer.Tx) error {
-		n, err := a.Store.Requeue(ctx, t.SQL(), p.UserID, id)
-		if err != nil {
-			return err
-		}
-		if n.DeliveryStatus != domain.DeliveryFailed {
-			return (&domain.Error{Code: CodeNotFailed,
-				Detail: "only a failed notification can be redelivered; this one is " + n.DeliveryStatus}).With("delivery_status", n.DeliveryStatus)
-		}
-		n.DeliveryStatus, n.SentAt = domain.DeliveryQueued, nil
-		out = n
-		if n.Channel == domain.ChannelEmail {
-			t.AfterCommit(a.notices.wakeMailer)
-		} else {
-			t.AfterCommit(a.kickWebhooks)
-		}
-		return nil
-	})
-	if errors.Is(err, store.ErrNotFound) {
-		return api.Notification{}, domain.NotFound(CodeNotificationMissing, "notification")
-	}
-	if err != nil {
-		return api.Notification{}, err
-	}
-	return notificationOf(out), nil
 }
 
 // noteLimitHit writes the account's rate.limit_hit notice for a 429 it was
@@ -556,9 +241,6 @@ type notices struct {
 	mu       sync.Mutex
 	hitHour  time.Time
 	hitNoted map[string]bool
-	// guesses holds, by account and type, what notices were last decided
-	// from (notify); bounded by maxNoticeGuesses.
-	guesses map[noticeKey]noticeGuess
 
 	// Counters for metrics (NotifyStats).
 	attemptsOK, attemptsFailed, webhookSent, webhookFailed atomic.Int64
@@ -584,51 +266,6 @@ func (n *notices) wakeMailer() {
 	case n.mailerWake <- struct{}{}:
 	default:
 	}
-}
-
-// noticeKey names an account's notices of one type.
-type noticeKey struct{ userID, typ string }
-
-// noticeGuess is what an account's rows of a type were last decided from.
-type noticeGuess struct {
-	recipient domain.Recipient
-	guess     store.NoticeGuess
-}
-
-// maxNoticeGuesses bounds the accounts and types remembered; past it the
-// memory starts again (a guess is only ever a saving: InsertNoticeRowsIf
-// checks it).
-const maxNoticeGuesses = 100_000
-
-func (n *notices) guess(userID, typ string) (noticeGuess, bool) {
-	n.mu.Lock()
-	defer n.mu.Unlock()
-	g, ok := n.guesses[noticeKey{userID, typ}]
-	return g, ok
-}
-
-// recipientOf is the recipient nc describes, to decide userID's rows of typ
-// for; where guesses pay, it is remembered for the next notice.
-func (a *App) recipientOf(userID, typ string, nc store.NoticeContext) domain.Recipient {
-	prefs := make(map[string]domain.Preference, len(nc.Prefs))
-	for ch, p := range nc.Prefs {
-		prefs[ch] = domain.Preference{Type: p.Type, Channel: p.Channel, Enabled: p.Enabled, Digest: p.Digest}
-	}
-	r := domain.Recipient{Prefs: prefs, HasEmail: nc.Email != nil, WebhookSubscribe: nc.Subscribed}
-	if a.Store.GuessedNoticesPay() {
-		a.notices.remember(userID, typ, noticeGuess{recipient: r, guess: nc.Guess()})
-	}
-	return r
-}
-
-// remember keeps g as what userID's rows of typ were last decided from.
-func (n *notices) remember(userID, typ string, g noticeGuess) {
-	n.mu.Lock()
-	defer n.mu.Unlock()
-	if n.guesses == nil || len(n.guesses) >= maxNoticeGuesses {
-		n.guesses = make(map[noticeKey]noticeGuess)
-	}
-	n.guesses[noticeKey{userID, typ}] = g
 }
 
 // maxHitMemo bounds the accounts remembered per hour; past it the dedup key

@@ -202,3 +202,14 @@ func fromMicros(v sql.NullInt64) *time.Time {
 	t := time.UnixMicro(v.Int64).UTC()
 	return &t
 }
+
+// AccountsWithEmail lists every account that has an email, oldest first.
+func (s *Store) AccountsWithEmail(ctx context.Context) ([]Account, error) {
+	return queryAll(ctx, s, nil, func(r scanner) (Account, error) {
+		var a Account
+		var created int64
+		err := r.Scan(&a.UserID, &a.Email, &a.IsAdmin, &created)
+		a.CreatedAt = time.UnixMicro(created).UTC()
+		return a, err
+	}, `SELECT user_id, email, is_admin, created_at FROM accounts WHERE email IS NOT NULL ORDER BY created_at`)
+}

@@ -4,8 +4,8 @@ package store
 // "Rows"). A notice is written inside the transaction of the change that
 // causes it (a revoke's), on the one SQLite writer, and reading what decides
 // its rows — the account's newest row, its email, its endpoints, its
-// preferences of the type — was a statement of seven index probes there for
-// every notice. They change rarely, and on SQLite every change made by this
+// preferences of the type — is a statement of several index probes there,
+// for every notice. They change rarely, and on SQLite every change made by this
 // process goes through the writer's one connection and the store functions
 // that write them, which keep this cache exact: a notice's insert raises
 // the account's newest stamp; a preference, an endpoint registered or
@@ -21,8 +21,9 @@ package store
 //     everything is dropped;
 //   - a new writer connection (after a storage fault): everything is dropped.
 //
-// PostgreSQL has no cache: several replicas write one database
-// (InsertNoticeRowsIf checks its guess in the statement instead).
+// PostgreSQL has no such cache: several replicas write one database. Its
+// write engine remembers its last reads instead, and InsertNoticeRowsIf
+// checks them in the statement (internal/app/writer/notice.go).
 
 import (
 	"context"
@@ -151,5 +152,25 @@ func (c *noticeCache) stamped(userID string, at int64) {
 	defer c.mu.Unlock()
 	if a := c.accounts[userID]; a != nil {
 		a.newest = max(a.newest, at)
+	}
+}
+
+// noticesStamped raises the notice cache's newest stamps to rows'.
+func (s *Store) noticesStamped(rows []Notification) {
+	if s.noticeCache == nil {
+		return
+	}
+	for i, r := range rows {
+		if i+1 == len(rows) || rows[i+1].UserID != r.UserID {
+			s.noticeCache.stamped(r.UserID, r.CreatedAt)
+		}
+	}
+}
+
+// forgetNotices drops userID's entry of the notice cache: a write changes
+// what decides its notices' rows.
+func (s *Store) forgetNotices(userID string) {
+	if s.noticeCache != nil {
+		s.noticeCache.forget(userID)
 	}
 }

@@ -229,9 +229,7 @@ func benchmarkNoticeRows(b *testing.B, s *store.Store) {
 				return err
 			}
 			rs := rows()
-			for j := range rs {
-				rs[j].CreatedAt += max(now.UnixMicro(), nc.LastCreatedAt+1)
-			}
+			store.StampNotices(rs, nc.Stamp(now.UnixMicro()))
 			_, err = s.InsertNotifications(ctx, tx, rs)
 			return err
 		})

@@ -227,6 +227,16 @@ func Redacted(dsn string) string {
 	}
 }
 
+// DBFlag is the --db value to print for opening this store again (serve's
+// first-account hint): the SQLite file as Location names it; for PostgreSQL
+// a stand-in for serve's own --db, since Location has no credentials.
+func (s *Store) DBFlag() string {
+	if s.Dialect == Postgres {
+		return "'postgres://…'"
+	}
+	return s.Location
+}
+
 // redactURL keeps host and database of a postgres URL and drops credentials.
 func redactURL(url string) string {
 	rest := strings.SplitN(url, "://", 2)[1]

@@ -9,17 +9,19 @@
 //     batched with other accounts' appends.
 //
 // A Tx offers what a use case needs besides its own statements: the
-// account's head (Lock), the one way to append an event (Append, AppendRun),
-// and effects — after the commit (AfterCommit: stream frames, waking a
-// sender) and whatever happened (cache marks: Invalidate). A refused write
-// leaves nothing; a trace of the refusal that must outlive the rollback (the
-// rate.limit_hit notice of a 429) is a write of its own, made by the use
-// case after the refusal.
+// account's head (Lock), the one way to append an event (Append, AppendRun)
+// and to write a notice's rows (Notice, NoticeEach), and effects — after
+// the commit (AfterCommit: stream frames, waking a sender) and whatever
+// happened (cache marks: Invalidate). A refused write leaves nothing; a
+// trace of the refusal that must outlive the rollback (the rate.limit_hit
+// notice of a 429) is a write of its own, made by the use case after the
+// refusal.
 //
 // Behind it sit the engines, which the use cases never see: SQLite's group
 // commit (groupcommit.go), PostgreSQL's transactions, optimistic appends,
 // head cache and batch statements (optimistic.go, headcache.go, pgbatch.go),
-// the stream's fan-out across replicas (bus.go, listenmarks.go) and the read
+// each engine's memory of what decides a notice's rows (notice.go), the
+// stream's fan-out across replicas (bus.go, listenmarks.go) and the read
 // caches that only a sole writer may keep (readcache.go). Modelled on
 // tessera's Add: batching is storage's business.
 package writer
@@ -70,6 +72,10 @@ type Writer struct {
 	marks listenMarks
 	// claims serialise claims of queued work per key (SQLite; claim.go).
 	claims claimLocks
+	// guesses remember what notices' rows were last decided from
+	// (PostgreSQL; nil on SQLite, where the store's notice cache serves the
+	// reads: notice.go).
+	guesses *noticeGuesses
 
 	closeOnce sync.Once
 }
@@ -100,6 +106,7 @@ func New(st *store.Store, o Options) *Writer {
 	} else {
 		w.engine = pgEngine{store: st}
 		w.optimistic = newOptimistic(w, cmp.Or(o.StatementTimeout, 15*time.Second))
+		w.guesses = &noticeGuesses{}
 	}
 	return w
 }
