@@ -13,13 +13,13 @@ import (
 	"testing"
 	"time"
 
-	"github.com/auditchain/auditchain/internal/app"
+	"github.com/google/go-cmp/cmp"
+
 	"github.com/auditchain/auditchain/internal/app/apptest"
 	"github.com/auditchain/auditchain/internal/httpapi/httpapitest"
 	"github.com/auditchain/auditchain/internal/store/storetest"
 	"github.com/auditchain/auditchain/pkg/api"
 	"github.com/auditchain/auditchain/pkg/client"
-	"github.com/google/go-cmp/cmp"
 )
 
 var updateHookGolden = flag.Bool("update-hook", false, "rewrite testdata/hook/*.golden")
@@ -90,7 +90,7 @@ func setUpGate(t *testing.T, s *httpapitest.Server) (token string) {
 	t.Helper()
 	ctx := context.Background()
 	userID, token := s.Account(t, "hooks@example.com")
-	other := s.Key(t, userID, app.KeyRequest{Label: "ratifier"})
+	other := s.Key(t, userID, api.CreateKeyRequest{Label: new("ratifier")})
 	c, err := client.New(s.URL, token)
 	if err != nil {
 		t.Fatal(err)

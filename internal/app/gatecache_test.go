@@ -125,16 +125,16 @@ func TestKeyCacheForgetsARevokedKeyAtOnce(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	owner, err := a.Authenticate(ctx, first.Token)
+	owner, err := a.Authenticate(ctx, first.APIKey)
 	if err != nil {
 		t.Fatal(err)
 	}
-	second, err := a.CreateKey(ctx, acct.UserID, app.KeyRequest{Label: "second"})
+	second, err := a.CreateKey(ctx, acct.UserID, api.CreateKeyRequest{Label: new("second")})
 	if err != nil {
 		t.Fatal(err)
 	}
 	for range 3 { // the second and third answers come from the cache
-		if _, err := a.Authenticate(ctx, second.Token); err != nil {
+		if _, err := a.Authenticate(ctx, second.APIKey); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -142,10 +142,10 @@ func TestKeyCacheForgetsARevokedKeyAtOnce(t *testing.T) {
 		t.Fatal(err)
 	}
 	var de *domain.Error
-	if _, err := a.Authenticate(ctx, second.Token); !errors.As(err, &de) || de.Code != domain.CodeInvalidAPIKey {
+	if _, err := a.Authenticate(ctx, second.APIKey); !errors.As(err, &de) || de.Code != domain.CodeInvalidAPIKey {
 		t.Fatalf("revoked key authenticated: err = %v", err)
 	}
-	if _, err := a.Authenticate(ctx, first.Token); err != nil {
+	if _, err := a.Authenticate(ctx, first.APIKey); err != nil {
 		t.Fatalf("the other key must still work: %v", err)
 	}
 }

@@ -279,7 +279,7 @@ func TestSessionIsACredential(t *testing.T) {
 			t.Fatalf("revoke from a session: %d %s", r.Status, r.Body)
 		}
 		// A key cannot describe or end a session.
-		wantProblem(t, e.do("GET", "/v1/auth/session", e.key(user, app.KeyRequest{}), nil), 403, "session_required")
+		wantProblem(t, e.do("GET", "/v1/auth/session", e.key(user, api.CreateKeyRequest{}), nil), 403, "session_required")
 		r := e.withSession("POST", "/v1/auth/logout", cookie, nil)
 		if r.Status != 200 || len(r.Cookies) != 1 || r.Cookies[0].MaxAge >= 0 {
 			t.Fatalf("logout: %d %v", r.Status, r.Cookies)
@@ -321,7 +321,7 @@ func TestCrossSiteRequestsCannotUseTheCookie(t *testing.T) {
 		if r := e.withSession("POST", "/v1/keys", cookie, body, "Sec-Fetch-Site", "same-origin"); r.Status != 201 {
 			t.Fatalf("a same-origin POST with the cookie: %d %s", r.Status, r.Body)
 		}
-		key := e.key(user, app.KeyRequest{})
+		key := e.key(user, api.CreateKeyRequest{})
 		if r := e.do("POST", "/v1/keys", key, body, "Sec-Fetch-Site", "cross-site"); r.Status != 201 {
 			t.Fatalf("a cross-site POST with an API key: %d %s", r.Status, r.Body)
 		}
@@ -405,8 +405,8 @@ func TestLegalAcceptanceNeedsASession(t *testing.T) {
 		user, unscoped := e.account("keys@example.com")
 		d := e.app.LegalDocuments()[0]
 		body := map[string]any{"accepted": true, "document_id": d.ID, "version": d.Version, "content_hash": d.ContentHash}
-		for _, key := range []string{unscoped, e.key(user, app.KeyRequest{Scopes: []string{"events:read"}}),
-			e.key(user, app.KeyRequest{Scopes: []string{"governance", "notifications"}})} {
+		for _, key := range []string{unscoped, e.key(user, api.CreateKeyRequest{Scopes: []string{"events:read"}}),
+			e.key(user, api.CreateKeyRequest{Scopes: []string{"governance", "notifications"}})} {
 			wantProblem(t, e.do("POST", "/v1/legal/accept", key, body), 403, "session_required")
 			wantProblem(t, e.do("POST", "/v1/legal/accept", key, map[string]any{"accepted": "yes"}), 403, "session_required")
 		}

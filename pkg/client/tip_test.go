@@ -8,7 +8,6 @@ import (
 	"sync"
 	"testing"
 
-	"github.com/auditchain/auditchain/internal/app"
 	"github.com/auditchain/auditchain/internal/httpapi/httpapitest"
 	"github.com/auditchain/auditchain/pkg/api"
 	"github.com/auditchain/auditchain/pkg/client"
@@ -78,7 +77,7 @@ func TestAppendFollowsA409(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		second := newClient(t, s, s.Key(t, userID, app.KeyRequest{}))
+		second := newClient(t, s, s.Key(t, userID, api.CreateKeyRequest{}))
 		if _, err := second.Ratify(ctx, p.ProposalID, nil); err != nil {
 			t.Fatal(err)
 		}
