@@ -71,9 +71,9 @@ func (e *env) mailedCode(email string) (string, int) {
 // version, as a sign-in page sends them.
 func (e *env) acceptAll() []map[string]any {
 	var out []map[string]any
-	for _, d := range e.app.LegalDocuments() {
+	for _, d := range e.app.LegalDocuments().Documents {
 		if d.Required {
-			out = append(out, map[string]any{"document_id": d.ID, "version": d.Version, "content_hash": d.ContentHash})
+			out = append(out, map[string]any{"document_id": d.DocumentID, "version": d.Version, "content_hash": d.ContentHash})
 		}
 	}
 	return out
@@ -371,14 +371,14 @@ func TestLegalAcceptance(t *testing.T) {
 	eachEnv(t, func(t *testing.T, e *env) {
 		e.account("accept@example.com")
 		_, cookie := e.signIn("accept@example.com")
-		docs := e.app.LegalDocuments()
+		docs := e.app.LegalDocuments().Documents
 		d := docs[0]
 		body := func(version, hash string) map[string]any {
-			return map[string]any{"accepted": true, "document_id": d.ID, "version": version, "content_hash": hash}
+			return map[string]any{"accepted": true, "document_id": d.DocumentID, "version": version, "content_hash": hash}
 		}
 		wantProblem(t, e.withSession("POST", "/v1/legal/accept", cookie, body("2020-01-01.1", d.ContentHash)), 422, "legal-attestation-invalid")
 		wantProblem(t, e.withSession("POST", "/v1/legal/accept", cookie, body(d.Version, strings.Repeat("0", 64))), 422, "legal-attestation-invalid")
-		wantProblem(t, e.withSession("POST", "/v1/legal/accept", cookie, map[string]any{"accepted": false, "document_id": d.ID, "version": d.Version,
+		wantProblem(t, e.withSession("POST", "/v1/legal/accept", cookie, map[string]any{"accepted": false, "document_id": d.DocumentID, "version": d.Version,
 			"content_hash": d.ContentHash}), 422, "validation_error")
 		if n := e.count("legal_acceptances"); n != 0 {
 			t.Fatalf("%d acceptances recorded by refusals", n)
@@ -403,8 +403,8 @@ func TestLegalAcceptance(t *testing.T) {
 func TestLegalAcceptanceNeedsASession(t *testing.T) {
 	eachEnv(t, func(t *testing.T, e *env) {
 		user, unscoped := e.account("keys@example.com")
-		d := e.app.LegalDocuments()[0]
-		body := map[string]any{"accepted": true, "document_id": d.ID, "version": d.Version, "content_hash": d.ContentHash}
+		d := e.app.LegalDocuments().Documents[0]
+		body := map[string]any{"accepted": true, "document_id": d.DocumentID, "version": d.Version, "content_hash": d.ContentHash}
 		for _, key := range []string{unscoped, e.key(user, api.CreateKeyRequest{Scopes: []string{"events:read"}}),
 			e.key(user, api.CreateKeyRequest{Scopes: []string{"governance", "notifications"}})} {
 			wantProblem(t, e.do("POST", "/v1/legal/accept", key, body), 403, "session_required")
@@ -432,8 +432,8 @@ func TestLegalVersionBumpAndEnforcement(t *testing.T) {
 		e := newEnv(t, dsn, nil)
 		_, key := e.account("bump@example.com")
 		_, cookie := e.signIn("bump@example.com")
-		for _, d := range e.app.LegalDocuments() {
-			e.withSession("POST", "/v1/legal/accept", cookie, map[string]any{"accepted": true, "document_id": d.ID, "version": d.Version, "content_hash": d.ContentHash})
+		for _, d := range e.app.LegalDocuments().Documents {
+			e.withSession("POST", "/v1/legal/accept", cookie, map[string]any{"accepted": true, "document_id": d.DocumentID, "version": d.Version, "content_hash": d.ContentHash})
 		}
 		// The operator publishes a new privacy notice and enforces acceptance.
 		dir := t.TempDir()

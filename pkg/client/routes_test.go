@@ -269,8 +269,8 @@ func TestEveryRouteThroughTheClient(t *testing.T) {
 		}
 		// Accepting is a signed-in person's act: an API key is refused
 		// (the session's acceptance is in auth_test.go).
-		if _, err := c.AcceptLegal(ctx, api.AcceptRequest{Accepted: true, DocumentID: doc.DocumentID,
-			Version: doc.Version, ContentHash: doc.ContentHash}); !client.IsCode(err, "session_required") {
+		if _, err := c.AcceptLegal(ctx, api.AcceptRequest{Accepted: new(true), DocumentID: new(doc.DocumentID),
+			Version: new(doc.Version), ContentHash: new(doc.ContentHash)}); !client.IsCode(err, "session_required") {
 			t.Fatalf("accept with a key: %v", err)
 		}
 		must[*api.Acceptances](t)(c.Acceptances(ctx))
