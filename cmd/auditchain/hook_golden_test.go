@@ -121,8 +121,8 @@ func setUpGate(t *testing.T, s *httpapitest.Server) (token string) {
 	grant("g-0006", "too-long", goldenNow.Add(400*day), 10, goldenTools)
 	grant("g-0007", "zero", goldenNow.Add(day), 0, goldenTools)
 	grant("g-0008", "governed", goldenNow.Add(day), 10, goldenTools)
-	p, err := c.Propose(ctx, api.CreateProposalRequest{Kind: "deny_scope", Subject: api.ProposalSubject{Subagent: "governed"},
-		Evidence: api.ProposalEvidence{BlockedAttempts: 3}})
+	p, err := c.Propose(ctx, api.CreateProposalRequest{Kind: new("deny_scope"), Subject: &api.ProposalSubject{Subagent: new("governed")},
+		Evidence: &api.ProposalEvidence{BlockedAttempts: new(3)}})
 	if err != nil {
 		t.Fatal(err)
 	}

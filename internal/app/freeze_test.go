@@ -137,14 +137,16 @@ func TestNoClientInputFreezesAnAccount(t *testing.T) {
 					return err
 				}},
 				{"proposal ratified and enacted", true, func() error {
-					prop, err := a.CreateProposal(ctx, p, app.NewProposal{Kind: "deny_scope", BlockedAttempts: 3, Subagent: "other"})
+					prop, err := a.CreateProposal(ctx, p, api.CreateProposalRequest{Kind: new("deny_scope"),
+						Subject: &api.ProposalSubject{Subagent: new("other")}, Evidence: &api.ProposalEvidence{BlockedAttempts: new(3)}})
 					if err != nil {
 						return err
 					}
-					if _, err := a.TransitionProposal(ctx, other, prop.ProposalID, domain.ActionRatify, nil); err != nil {
+					id := prop.Proposal.ProposalID
+					if _, err := a.TransitionProposal(ctx, other, id, domain.ActionRatify, api.TransitionRequest{}); err != nil {
 						return err
 					}
-					_, err = a.TransitionProposal(ctx, p, prop.ProposalID, domain.ActionEnact, nil)
+					_, err = a.TransitionProposal(ctx, p, id, domain.ActionEnact, api.TransitionRequest{})
 					return err
 				}},
 				{"signing key", true, func() error {

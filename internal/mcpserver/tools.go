@@ -106,9 +106,9 @@ var Tools = []Tool{
 	tool("propose_rule", domain.ScopeGovernance, additive,
 		"Propose a governance rule about a sub-agent (and optionally one tool): kind deny_scope, allow_scope or policy_note, with the evidence (blocked_attempts, which must reach the service's threshold) and a note. A proposal takes effect only after a person ratifies and enacts it; agents cannot do that.",
 		func(ctx context.Context, svc Service, in ProposeInput) (any, error) {
-			p, err := svc.Propose(ctx, api.CreateProposalRequest{Kind: in.Kind, Note: in.Note,
-				Subject:  api.ProposalSubject{Subagent: in.Subagent, Tool: in.Tool},
-				Evidence: api.ProposalEvidence{BlockedAttempts: in.BlockedAttempts}})
+			p, err := svc.Propose(ctx, api.CreateProposalRequest{Kind: new(in.Kind), Note: in.Note,
+				Subject:  &api.ProposalSubject{Subagent: new(in.Subagent), Tool: in.Tool},
+				Evidence: &api.ProposalEvidence{BlockedAttempts: new(in.BlockedAttempts)}})
 			if err != nil {
 				return nil, err
 			}

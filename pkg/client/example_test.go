@@ -194,8 +194,8 @@ func ExampleClient_Ratify() {
 		panic(err)
 	}
 	reviewer, _ := client.New(baseURL, k.APIKey)
-	p, _ := proposer.Propose(ctx, api.CreateProposalRequest{Kind: "deny_scope",
-		Subject: api.ProposalSubject{Subagent: "worker", Tool: new("shell")}, Evidence: api.ProposalEvidence{BlockedAttempts: 3}})
+	p, _ := proposer.Propose(ctx, api.CreateProposalRequest{Kind: new("deny_scope"),
+		Subject: &api.ProposalSubject{Subagent: new("worker"), Tool: new("shell")}, Evidence: &api.ProposalEvidence{BlockedAttempts: new(3)}})
 	_, err = proposer.Ratify(ctx, p.ProposalID, nil)
 	fmt.Println(client.IsCode(err, "separation_of_powers"))
 	r, _ := reviewer.Ratify(ctx, p.ProposalID, new("reviewed"))

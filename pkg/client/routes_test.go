@@ -211,8 +211,8 @@ func TestEveryRouteThroughTheClient(t *testing.T) {
 		if _, err := client.VerifyDelegation(g.Delegation, servicePub); err != nil {
 			t.Fatalf("delegation token: %v", err)
 		}
-		p := must[*api.Proposal](t)(c.Propose(ctx, api.CreateProposalRequest{Kind: "deny_scope",
-			Subject: api.ProposalSubject{Subagent: "worker", Tool: str("shell")}, Evidence: api.ProposalEvidence{BlockedAttempts: 3}}))
+		p := must[*api.Proposal](t)(c.Propose(ctx, api.CreateProposalRequest{Kind: new("deny_scope"),
+			Subject: &api.ProposalSubject{Subagent: new("worker"), Tool: str("shell")}, Evidence: &api.ProposalEvidence{BlockedAttempts: new(3)}}))
 		exact[api.ProposalResponse](t, rec, "POST /v1/governance/proposals")
 		ratifier := newClient(t, s, k.APIKey, client.WithHTTPClient(hc))
 		must[*api.Proposal](t)(ratifier.Ratify(ctx, p.ProposalID, str("reviewed")))

@@ -72,8 +72,8 @@ func TestAppendFollowsA409(t *testing.T) {
 
 		// Governance: a proposal and its ratification by another key are
 		// governance.proposed and governance.ratified at the tip.
-		p, err := other.Propose(ctx, api.CreateProposalRequest{Kind: "policy_note", Subject: api.ProposalSubject{Subagent: "w"},
-			Evidence: api.ProposalEvidence{BlockedAttempts: 3}})
+		p, err := other.Propose(ctx, api.CreateProposalRequest{Kind: new("policy_note"), Subject: &api.ProposalSubject{Subagent: new("w")},
+			Evidence: &api.ProposalEvidence{BlockedAttempts: new(3)}})
 		if err != nil {
 			t.Fatal(err)
 		}
