@@ -12,7 +12,6 @@ import (
 
 	"github.com/auditchain/auditchain/internal/app"
 	"github.com/auditchain/auditchain/internal/domain"
-	"github.com/auditchain/auditchain/internal/store"
 	"github.com/auditchain/auditchain/pkg/api"
 )
 
@@ -53,7 +52,7 @@ func writeError(w http.ResponseWriter, r *http.Request, log *slog.Logger, err er
 		switch {
 		case errors.Is(err, context.DeadlineExceeded):
 			de = &domain.Error{Code: domain.CodeUnavailable, Detail: "the store did not answer in time; retry", RetryAfter: 1}
-		case store.Unavailable(err):
+		case app.Unavailable(err):
 			de = &domain.Error{Code: domain.CodeUnavailable,
 				Detail: "the store is unavailable; the request was not acknowledged and a write's outcome is unknown — read before retrying (an append retried with the same event_id is answered idempotently)", RetryAfter: 1}
 		}
