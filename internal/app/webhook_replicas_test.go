@@ -46,7 +46,7 @@ func hookAccount(t *testing.T, a *app.App, email, url string) app.Principal {
 		t.Fatal(err)
 	}
 	p := app.Principal{UserID: acct.UserID, KeyID: "k", Kind: "api_key"}
-	if _, err := a.CreateWebhook(ctx, p, url, nil); err != nil {
+	if _, err := a.CreateWebhook(ctx, p, api.CreateWebhookRequest{URL: &url}); err != nil {
 		t.Fatalf("register %s: %v", url, err)
 	}
 	return p
@@ -99,7 +99,7 @@ func TestTwoReplicasDrainEachRowOnce(t *testing.T) {
 	for _, p := range users {
 		wg.Go(func() {
 			for range perAccount {
-				if _, err := a1.TestNotification(ctx, p, domain.NoticeGrantRevoked, nil, nil); err != nil {
+				if _, err := a1.TestNotification(ctx, p, api.TestNotificationRequest{Type: new(domain.NoticeGrantRevoked)}); err != nil {
 					t.Errorf("queue a row: %v", err)
 					return
 				}
@@ -219,7 +219,7 @@ func TestSlowReceiverDoesNotDelayAnother(t *testing.T) {
 		pa := hookAccount(t, a, "slow@example.com", slow.URL)
 		pb := hookAccount(t, a, "fast@example.com", fast.URL)
 		for _, p := range []app.Principal{pa, pb} {
-			if _, err := a.TestNotification(ctx, p, domain.NoticeGrantRevoked, nil, nil); err != nil {
+			if _, err := a.TestNotification(ctx, p, api.TestNotificationRequest{Type: new(domain.NoticeGrantRevoked)}); err != nil {
 				t.Fatal(err)
 			}
 		}

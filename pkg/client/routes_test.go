@@ -229,7 +229,7 @@ func TestEveryRouteThroughTheClient(t *testing.T) {
 		}
 
 		// Notifications, webhooks, usage.
-		must[*api.TestNotificationResult](t)(c.TestNotification(ctx, api.TestNotificationRequest{Type: "grant.revoked"}))
+		must[*api.TestNotificationResult](t)(c.TestNotification(ctx, api.TestNotificationRequest{Type: new("grant.revoked")}))
 		exact[api.TestNotificationResult](t, rec, "POST /v1/notifications/test")
 		np := must[*api.NotificationPage](t)(c.Notifications(ctx, api.NotificationQuery{Limit: 2}))
 		if len(np.Notifications) == 0 {
@@ -239,12 +239,12 @@ func TestEveryRouteThroughTheClient(t *testing.T) {
 		must[*api.Preferences](t)(c.Preferences(ctx))
 		exact[api.Preferences](t, rec, "GET /v1/notifications/preferences")
 		pr := must[*api.PreferencesResult](t)(c.SetPreferences(ctx, api.PreferencesRequest{Preferences: []api.PreferenceInput{
-			{Type: "grant.revoked", Channel: "email", Enabled: new(false)}, {Type: "no.such", Channel: "email"}}}))
+			{Type: new("grant.revoked"), Channel: new("email"), Enabled: new(false)}, {Type: new("no.such"), Channel: new("email")}}}))
 		if pr.Accepted != 1 || len(pr.Rejected) != 1 {
 			t.Fatalf("preferences %+v", pr)
 		}
 		exact[api.PreferencesResult](t, rec, "PUT /v1/notifications/preferences")
-		wh := must[*api.WebhookCreated](t)(c.CreateWebhook(ctx, api.CreateWebhookRequest{URL: "http://127.0.0.1:9/hook"}))
+		wh := must[*api.WebhookCreated](t)(c.CreateWebhook(ctx, api.CreateWebhookRequest{URL: new("http://127.0.0.1:9/hook")}))
 		exact[api.WebhookCreated](t, rec, "POST /v1/webhooks")
 		must[*api.WebhookList](t)(c.Webhooks(ctx))
 		exact[api.WebhookList](t, rec, "GET /v1/webhooks")
