@@ -60,6 +60,17 @@ func TestMain(m *testing.M) {
 		}
 		os.Exit(exitCode(run(context.Background(), args, os.Getenv, os.Stdout, os.Stderr), os.Stderr))
 	}
+	// Under the race detector a process sleeps a second before it exits
+	// (GORACE atexit_sleep_ms, 1000 by default), so that reports from
+	// goroutines still running are printed. The tests start this binary
+	// again — as the hook, the CLI, servers, and the programs agent hosts
+	// run — hundreds of times, and those seconds were most of the package's
+	// time. The processes they start still detect and report races, and
+	// exit 66 on one; only the wait after their last work is dropped. A
+	// GORACE that sets atexit_sleep_ms itself is left as it is.
+	if g := os.Getenv("GORACE"); !strings.Contains(g, "atexit_sleep_ms") {
+		os.Setenv("GORACE", strings.TrimSpace(g+" atexit_sleep_ms=0"))
+	}
 	os.Exit(m.Run())
 }
 

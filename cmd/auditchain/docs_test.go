@@ -43,6 +43,11 @@ func TestNothingPointsOutsideTheRepository(t *testing.T) {
 		if bytes.IndexByte(b, 0) >= 0 {
 			return nil // a built binary, not text we wrote
 		}
+		// Every match of outsidePointer holds "/shared" or "notes/": a file
+		// with neither (most) has no line to look at.
+		if !bytes.Contains(b, []byte("/shared")) && !bytes.Contains(b, []byte("notes/")) {
+			return nil
+		}
 		for i, line := range strings.Split(string(b), "\n") {
 			if outsidePointer.MatchString(line) {
 				t.Errorf("%s:%d points outside the repository: %s", path, i+1, strings.TrimSpace(line))

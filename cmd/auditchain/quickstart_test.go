@@ -90,7 +90,9 @@ func TestREADMEQuickstartRunsAsWritten(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	wrapper := "#!/bin/sh\n" + asCLIEnv + "=1 exec " + strconv.Quote(self) + " \"$@\"\n"
+	// The wrapper passes on GORACE (TestMain's), which the environment below
+	// does not carry: the stand-in's, not the reader's.
+	wrapper := "#!/bin/sh\n" + asCLIEnv + "=1 GORACE=" + strconv.Quote(os.Getenv("GORACE")) + " exec " + strconv.Quote(self) + " \"$@\"\n"
 	if err := os.WriteFile(filepath.Join(bin, "auditchain"), []byte(wrapper), 0o755); err != nil {
 		t.Fatal(err)
 	}

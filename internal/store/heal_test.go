@@ -12,25 +12,17 @@ import (
 )
 
 // insertSequences stores events with the given sequences for user in one
-// transaction (payload hashes are placeholders: only order matters here).
+// run, as batch ingest does (payload hashes are placeholders: only order
+// matters here).
 func insertSequences(t *testing.T, s *store.Store, user string, seqs []int64) {
 	t.Helper()
 	ctx := context.Background()
-	err := s.InTx(ctx, func(tx *sql.Tx) error {
-		head, err := s.LockHead(ctx, tx, user)
-		if err != nil {
-			return err
-		}
-		for i, seq := range seqs {
-			h := fmt.Sprintf("sha256:%064x", seq+1)
-			if err := insertEvent(ctx, s, tx, &store.Event{UserID: user, Sequence: seq, LeafIndex: head.EventCount + int64(i),
-				EventID: fmt.Sprintf("evt-%d", seq), EventType: "t", PayloadHash: h, TS: "2026-01-01T00:00:00Z", Surface: "rest"}); err != nil {
-				return err
-			}
-		}
-		return nil
-	})
-	if err != nil {
+	evs := make([]store.Event, len(seqs))
+	for i, seq := range seqs {
+		evs[i] = store.Event{UserID: user, Sequence: seq, EventID: fmt.Sprintf("evt-%d", seq), EventType: "t",
+			PayloadHash: fmt.Sprintf("sha256:%064x", seq+1), TS: "2026-01-01T00:00:00Z", Surface: "rest"}
+	}
+	if err := s.InTx(ctx, func(tx *sql.Tx) error { return insertRun(ctx, s, tx, evs) }); err != nil {
 		t.Fatal(err)
 	}
 }

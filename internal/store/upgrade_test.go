@@ -32,24 +32,44 @@ import (
 // several accounts and an id the accounts table never had (rows written by a
 // tool or a test), since migration 013 numbers each.
 func TestUpgradeKeepsTheRecord(t *testing.T) {
-	for _, version := range []int64{6, 12} {
-		t.Run(fmt.Sprintf("from version %d", version), func(t *testing.T) {
-			storetest.Each(t, func(t *testing.T, dsn string) { testUpgradeKeepsTheRecord(t, dsn, version) })
-		})
-	}
+	// The record is written once per store kind, by the current service into
+	// a scratch database, and copied into an older database for each version
+	// (copyRecordToVersion), as a binary of that version stored it: the
+	// current store cannot write an older database (its events and Merkle
+	// rows name their account in migration 013's column).
+	storetest.Each(t, func(t *testing.T, scratchDSN string) {
+		rec := writeUpgradeRecord(t, scratchDSN)
+		backend := storetest.SQLite
+		if strings.HasPrefix(scratchDSN, "postgres") {
+			backend = storetest.Postgres
+		}
+		for _, version := range []int64{6, 12} {
+			t.Run(fmt.Sprintf("from version %d", version), func(t *testing.T) {
+				testUpgradeKeepsTheRecord(t, rec, storetest.EmptyDSN(t, backend), version)
+			})
+		}
+	})
 }
 
-func testUpgradeKeepsTheRecord(t *testing.T, dsn string, version int64) {
+// upgradeRecord is the record written at the current version, and what the
+// service read of it before any upgrade.
+type upgradeRecord struct {
+	scratch                                       *store.Store
+	p, other                                      app.Principal
+	prev                                          *string
+	scanBefore, otherScanBefore                   api.HealScan
+	verifyBefore, otherVerifyBefore               app.ChainVerification
+	eventsBefore, otherEventsBefore, orphanBefore []store.Event
+	orphanHashes                                  []string
+}
+
+const (
+	upgradeEvents                      = 1203 // more than one sealed block of 1,000
+	upgradeOrphan, upgradeOrphanEvents = "orphan-without-account", 25
+)
+
+func writeUpgradeRecord(t *testing.T, scratchDSN string) *upgradeRecord {
 	ctx := context.Background()
-	// The current store cannot write an older database (its events and
-	// Merkle rows name their account in migration 013's column), so the
-	// record is written by the current service into a scratch database of
-	// the same kind and copied into the older one in that version's tables
-	// and columns (copyRecordToVersion), as a binary of that version stored it.
-	scratchDSN := storetest.DSN(t, storetest.SQLite)
-	if strings.HasPrefix(dsn, "postgres") {
-		scratchDSN = storetest.DSN(t, storetest.Postgres)
-	}
 	scratch := storetest.Open(t, scratchDSN)
 	a := newUpgradeApp(t, scratch)
 	// Written with the "service" surface and named machines, as before
@@ -76,15 +96,24 @@ func testUpgradeKeepsTheRecord(t *testing.T, dsn string, version int64) {
 		}
 		return p, prev
 	}
-	const n = 1203 // more than one sealed block of 1,000
-	p, prev := chain("upgrade@example.com", n)
-	other, _ := chain("other@example.com", 60)
-	const orphan, orphanEvents = "orphan-without-account", 25
-	orphanHashes := appendRaw(t, scratch, orphan, 0, orphanEvents)
-	scanBefore, verifyBefore, eventsBefore := recordOf(t, a, p)
-	otherScanBefore, otherVerifyBefore, otherEventsBefore := recordOf(t, a, other)
-	orphanBefore := eventsOf(t, scratch, orphan)
+	r := &upgradeRecord{scratch: scratch}
+	r.p, r.prev = chain("upgrade@example.com", upgradeEvents)
+	r.other, _ = chain("other@example.com", 60)
+	r.orphanHashes = appendRaw(t, scratch, upgradeOrphan, 0, upgradeOrphanEvents)
+	r.scanBefore, r.verifyBefore, r.eventsBefore = recordOf(t, a, r.p)
+	r.otherScanBefore, r.otherVerifyBefore, r.otherEventsBefore = recordOf(t, a, r.other)
+	r.orphanBefore = eventsOf(t, scratch, upgradeOrphan)
 	a.Close()
+	return r
+}
+
+func testUpgradeKeepsTheRecord(t *testing.T, r *upgradeRecord, dsn string, version int64) {
+	ctx := context.Background()
+	const n, orphan, orphanEvents = upgradeEvents, upgradeOrphan, upgradeOrphanEvents
+	scratch, p, other, prev := r.scratch, r.p, r.other, r.prev
+	scanBefore, verifyBefore, eventsBefore := r.scanBefore, r.verifyBefore, r.eventsBefore
+	otherScanBefore, otherVerifyBefore, otherEventsBefore := r.otherScanBefore, r.otherVerifyBefore, r.otherEventsBefore
+	orphanBefore, orphanHashes := r.orphanBefore, r.orphanHashes
 
 	old, err := store.OpenAtVersion(ctx, dsn, version)
 	if err != nil {
@@ -296,7 +325,7 @@ func sameEvents(t *testing.T, before, after []store.Event) {
 // machine's continue where they were, and an account with usage but no head
 // row keeps its usage.
 func TestUpgradeTo11KeepsTheQuotaAndTheMachineCounters(t *testing.T) {
-	storetest.Each(t, func(t *testing.T, dsn string) {
+	storetest.EachEmpty(t, func(t *testing.T, dsn string) {
 		ctx := context.Background()
 		old, err := store.OpenAtVersion(ctx, dsn, 10)
 		if err != nil {
@@ -396,7 +425,7 @@ func TestUpgradeTo11KeepsTheQuotaAndTheMachineCounters(t *testing.T) {
 // ahead, then corrected) does not become the account's quota day at the
 // upgrade: today's usage is today's row (found by a reviewer).
 func TestUpgradeTo11KeepsTodaysUsageBesideAStrayLaterDay(t *testing.T) {
-	storetest.Each(t, func(t *testing.T, dsn string) {
+	storetest.EachEmpty(t, func(t *testing.T, dsn string) {
 		ctx := context.Background()
 		old, err := store.OpenAtVersion(ctx, dsn, 10)
 		if err != nil {
@@ -479,7 +508,7 @@ func TestQuotaOfADayJustBeforeTheLastCharged(t *testing.T) {
 // upgrade stays written: the same key afterwards stores nothing, on every
 // channel, and the rows written before keep everything the API shows.
 func TestUpgradeTo21KeepsOnceOnlyNoticesWritten(t *testing.T) {
-	storetest.Each(t, func(t *testing.T, dsn string) {
+	storetest.EachEmpty(t, func(t *testing.T, dsn string) {
 		ctx := context.Background()
 		old, err := store.OpenAtVersion(ctx, dsn, 20)
 		if err != nil {

@@ -2,17 +2,36 @@
 // PostgreSQL whenever AUDITCHAIN_TEST_POSTGRES holds a URL. Each test gets an
 // isolated database: a fresh SQLite file, or a fresh PostgreSQL database that is
 // dropped when the test ends.
+//
+// A fresh database already holds the current schema: it is a copy of a
+// template that the migrations built once, so that a test does not spend its
+// setup re-running every migration (under the race detector, half a second on
+// SQLite). The SQLite template is built once per test binary and kept in
+// memory. The PostgreSQL template is a database on the server named after a
+// digest of the migrations (ac_tmpl_…), built by the first test binary that
+// needs it and kept for later runs, like a build cache; it refuses connections,
+// and dropping it is always safe (ALTER DATABASE … IS_TEMPLATE false, then
+// DROP DATABASE): the next run builds it again. Tests of the migrations
+// themselves take EmptyDSN.
 package storetest
 
 import (
 	"context"
 	"crypto/rand"
+	"crypto/sha256"
 	"database/sql"
 	"encoding/hex"
+	"errors"
+	"fmt"
 	"net/url"
 	"os"
 	"path/filepath"
+	"runtime"
+	"slices"
+	"sync"
 	"testing"
+
+	"github.com/jackc/pgx/v5/pgconn"
 
 	"github.com/auditchain/auditchain/internal/store"
 )
@@ -35,25 +54,51 @@ func Each(t *testing.T, fn func(t *testing.T, dsn string)) {
 	t.Run(string(Postgres), func(t *testing.T) { fn(t, DSN(t, Postgres)) })
 }
 
+// EachEmpty is Each with empty databases (EmptyDSN).
+func EachEmpty(t *testing.T, fn func(t *testing.T, dsn string)) {
+	t.Helper()
+	t.Run(string(SQLite), func(t *testing.T) { fn(t, EmptyDSN(t, SQLite)) })
+	t.Run(string(Postgres), func(t *testing.T) { fn(t, EmptyDSN(t, Postgres)) })
+}
+
 // EachStore is Each with the store opened (and closed at cleanup).
 func EachStore(t *testing.T, fn func(t *testing.T, s *store.Store)) {
 	t.Helper()
 	Each(t, func(t *testing.T, dsn string) { fn(t, Open(t, dsn)) })
 }
 
-// DSN returns the data source of a new, empty database of backend b. On
+// DSN returns the data source of a new database of backend b holding the
+// current schema and nothing else: what opening an empty one makes of it. On
 // PostgreSQL without AUDITCHAIN_TEST_POSTGRES the test is skipped, saying so.
 func DSN(t testing.TB, b Backend) string {
 	t.Helper()
 	switch b {
 	case SQLite:
+		path := filepath.Join(t.TempDir(), "auditchain.db")
+		file, err := sqliteTemplate()
+		if err == nil {
+			err = os.WriteFile(path, file, 0o644)
+		}
+		if err != nil {
+			t.Fatalf("SQLite template: %v", err)
+		}
+		return "sqlite:" + path
+	case Postgres:
+		return freshPostgres(t, adminURL(t), true)
+	}
+	t.Fatalf("unknown backend %q", b)
+	return ""
+}
+
+// EmptyDSN returns the data source of a new, empty database of backend b (for
+// SQLite, a path where no file exists yet), for tests of the migrations.
+func EmptyDSN(t testing.TB, b Backend) string {
+	t.Helper()
+	switch b {
+	case SQLite:
 		return "sqlite:" + filepath.Join(t.TempDir(), "auditchain.db")
 	case Postgres:
-		admin := os.Getenv(PostgresEnv)
-		if admin == "" {
-			t.Skip("PostgreSQL tests skipped: set " + PostgresEnv + " to a postgres:// URL (CI always does)")
-		}
-		return freshPostgres(t, admin)
+		return freshPostgres(t, adminURL(t), false)
 	}
 	t.Fatalf("unknown backend %q", b)
 	return ""
@@ -71,20 +116,93 @@ func Open(t testing.TB, dsn string) *store.Store {
 	return s
 }
 
-func freshPostgres(t testing.TB, admin string) string {
+func adminURL(t testing.TB) string {
+	t.Helper()
+	admin := os.Getenv(PostgresEnv)
+	if admin == "" {
+		t.Skip("PostgreSQL tests skipped: set " + PostgresEnv + " to a postgres:// URL (CI always does)")
+	}
+	return admin
+}
+
+// migrate opens dsn, which applies every migration, and closes it.
+func migrate(dsn string) error {
+	s, err := store.OpenWith(context.Background(), dsn, store.Options{MaxConns: 1})
+	if err != nil {
+		return err
+	}
+	return s.Close()
+}
+
+var sqliteTmpl struct {
+	once sync.Once
+	file []byte
+	err  error
+}
+
+// sqliteTemplate returns the bytes of a SQLite file the migrations built,
+// built on first use. Closing the store checkpoints its write-ahead log into
+// the file and removes it, so the file alone is the database.
+func sqliteTemplate() ([]byte, error) {
+	sqliteTmpl.once.Do(func() {
+		dir, err := os.MkdirTemp("", "auditchain-storetest-")
+		if err != nil {
+			sqliteTmpl.err = err
+			return
+		}
+		defer os.RemoveAll(dir)
+		path := filepath.Join(dir, "template.db")
+		if err := migrate("sqlite:" + path); err != nil {
+			sqliteTmpl.err = err
+			return
+		}
+		if fi, err := os.Stat(path + "-wal"); err == nil && fi.Size() > 0 {
+			sqliteTmpl.err = fmt.Errorf("the template's write-ahead log (%d bytes) outlived its store", fi.Size())
+			return
+		}
+		sqliteTmpl.file, sqliteTmpl.err = os.ReadFile(path)
+	})
+	return sqliteTmpl.file, sqliteTmpl.err
+}
+
+var pgTmpl struct {
+	mu   sync.Mutex
+	name string // built (or found) by this process; "" before
+}
+
+// freshPostgres creates a database (dropped when the test ends), from the
+// migrated template when migrated is set.
+func freshPostgres(t testing.TB, admin string, migrated bool) string {
 	t.Helper()
 	u, err := url.Parse(admin)
 	if err != nil {
 		t.Fatalf("%s: %v", PostgresEnv, err)
 	}
-	var b [6]byte
-	rand.Read(b[:])
-	name := "ac_test_" + hex.EncodeToString(b[:])
 	db, err := sql.Open("pgx", admin)
 	if err != nil {
 		t.Fatalf("connect to PostgreSQL: %v", err)
 	}
-	if _, err := db.Exec("CREATE DATABASE " + name); err != nil {
+	name := randomName("ac_test_")
+	create := func() error {
+		if !migrated {
+			_, err := db.Exec("CREATE DATABASE " + name)
+			return err
+		}
+		tmpl, err := postgresTemplate(db, u)
+		if err == nil {
+			_, err = db.Exec("CREATE DATABASE " + name + " TEMPLATE " + tmpl)
+		}
+		return err
+	}
+	err = create()
+	if pe := (*pgconn.PgError)(nil); migrated && errors.As(err, &pe) && pe.Code == "3D000" {
+		// The template was dropped since this process found it: build it again.
+		pgTmpl.mu.Lock()
+		pgTmpl.name = ""
+		pgTmpl.mu.Unlock()
+		err = create()
+	}
+	if err != nil {
 		db.Close()
 		t.Fatalf("create test database: %v", err)
 	}
@@ -94,6 +212,107 @@ func freshPostgres(t testing.TB, admin string) string {
 			t.Logf("drop test database %s: %v", name, err)
 		}
 	})
-	u.Path = "/" + name
-	return u.String()
+	return withDatabase(u, name)
+}
+
+// postgresTemplate returns the name of the migrated template database, which
+// it builds when the server has none for these migrations.
+func postgresTemplate(db *sql.DB, admin *url.URL) (string, error) {
+	pgTmpl.mu.Lock()
+	defer pgTmpl.mu.Unlock()
+	if pgTmpl.name != "" {
+		return pgTmpl.name, nil
+	}
+	digest, err := migrationsDigest()
+	if err != nil {
+		return "", err
+	}
+	name := templatePrefix + digest
+	if err := ensureTemplate(db, admin, name); err != nil {
+		return "", err
+	}
+	pgTmpl.name = name
+	return name, nil
+}
+
+// templatePrefix begins the template's name (tests name a template of their own).
+var templatePrefix = "ac_tmpl_"
+
+// ensureTemplate builds the migrated template database name unless the server
+// has it. Test binaries running at once may both build it: each builds under
+// a name of its own and renames it into place, and the one that finds the
+// name taken drops its copy.
+func ensureTemplate(db *sql.DB, admin *url.URL, name string) error {
+	var found bool
+	if err := db.QueryRow(`SELECT EXISTS (SELECT 1 FROM pg_database WHERE datname = $1)`, name).Scan(&found); err != nil || found {
+		return err
+	}
+	building := randomName(name + "_")
+	if _, err := db.Exec("CREATE DATABASE " + building); err != nil {
+		return err
+	}
+	err := migrate(withDatabase(admin, building))
+	if err == nil {
+		// No session may connect to a template while it is copied.
+		_, err = db.Exec("ALTER DATABASE " + building + " WITH ALLOW_CONNECTIONS false")
+	}
+	if err == nil {
+		_, err = db.Exec("ALTER DATABASE " + building + " RENAME TO " + name)
+		if pe := (*pgconn.PgError)(nil); errors.As(err, &pe) && pe.Code == "42P04" {
+			err = nil // another binary's template won
+		} else if err == nil {
+			building = ""
+		}
+	}
+	if building != "" {
+		db.Exec("DROP DATABASE IF EXISTS " + building + " WITH (FORCE)")
+	}
+	if err != nil {
+		return fmt.Errorf("build the template %s: %w", name, err)
+	}
+	// Marked a template, it can be dropped only after an ALTER to false.
+	_, err = db.Exec("ALTER DATABASE " + name + " WITH IS_TEMPLATE true")
+	return err
+}
+
+// migrationsDigest names the PostgreSQL schema the migrations build: a digest
+// of their files, read beside this package (test binaries run from the
+// source tree, and are built from the same files the store embeds).
+func migrationsDigest() (string, error) {
+	_, file, _, ok := runtime.Caller(0)
+	if !ok {
+		return "", errors.New("no source path for storetest")
+	}
+	dir := filepath.Join(filepath.Dir(file), "..", "migrations", "postgres")
+	entries, err := os.ReadDir(dir)
+	if err != nil {
+		return "", fmt.Errorf("read the migrations: %w", err)
+	}
+	names := make([]string, 0, len(entries))
+	for _, e := range entries {
+		names = append(names, e.Name())
+	}
+	slices.Sort(names)
+	h := sha256.New()
+	for _, n := range names {
+		body, err := os.ReadFile(filepath.Join(dir, n))
+		if err != nil {
+			return "", fmt.Errorf("read the migrations: %w", err)
+		}
+		fmt.Fprintf(h, "%s\x00%d\x00", n, len(body))
+		h.Write(body)
+	}
+	return hex.EncodeToString(h.Sum(nil))[:16], nil
+}
+
+func randomName(prefix string) string {
+	var b [6]byte
+	rand.Read(b[:])
+	return prefix + hex.EncodeToString(b[:])
+}
+
+func withDatabase(u *url.URL, name string) string {
+	c := *u
+	c.Path = "/" + name
+	return c.String()
 }
