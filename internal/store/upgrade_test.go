@@ -58,7 +58,7 @@ type upgradeRecord struct {
 	p, other                                      app.Principal
 	prev                                          *string
 	scanBefore, otherScanBefore                   api.HealScan
-	verifyBefore, otherVerifyBefore               app.ChainVerification
+	verifyBefore, otherVerifyBefore               api.ChainVerification
 	eventsBefore, otherEventsBefore, orphanBefore []store.Event
 	orphanHashes                                  []string
 }
