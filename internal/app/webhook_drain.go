@@ -239,21 +239,7 @@ func (g *attemptGate) release(account string) {
 	}
 }
 
-// webhookBody is the push of a row (CONTRACT.md "Webhooks"): thin, a prompt
-// to poll, never the fact.
-type webhookBody struct {
-	Type      string      `json:"type"`
-	Timestamp string      `json:"timestamp"`
-	Data      webhookData `json:"data"`
-}
-
-type webhookData struct {
-	NotificationID string         `json:"notification_id"`
-	UserID         string         `json:"user_id"`
-	Severity       string         `json:"severity"`
-	Subject        map[string]any `json:"subject"`
-}
-
+// webhookPush is the push of a row (api.WebhookPayload).
 func webhookPush(r store.Notification) ([]byte, error) {
 	var p noticePayload
 	if err := json.Unmarshal([]byte(r.Payload), &p); err != nil {
@@ -262,8 +248,8 @@ func webhookPush(r store.Notification) ([]byte, error) {
 	if p.Subject == nil {
 		p.Subject = map[string]any{}
 	}
-	return json.Marshal(webhookBody{Type: r.Type, Timestamp: domain.FormatTimestamp(time.UnixMicro(r.CreatedAt)),
-		Data: webhookData{NotificationID: r.ID, UserID: r.UserID, Severity: cmp.Or(p.Severity, r.Severity), Subject: p.Subject}})
+	return json.Marshal(api.WebhookPayload{Type: r.Type, Timestamp: domain.FormatTimestamp(time.UnixMicro(r.CreatedAt)),
+		Data: api.WebhookPayloadData{NotificationID: r.ID, UserID: r.UserID, Severity: cmp.Or(p.Severity, r.Severity), Subject: p.Subject}})
 }
 
 // sendWebhookRows delivers claimed rows to the account's endpoints (outside

@@ -135,6 +135,24 @@ type WebhookList struct {
 	Webhooks []Webhook `json:"webhooks"`
 }
 
+// WebhookPayload is the body of a webhook delivery (CONTRACT.md
+// "Webhooks"), signed as Standard Webhooks: thin, a prompt to poll GET
+// /v1/notifications, never the fact itself.
+type WebhookPayload struct {
+	Type      string             `json:"type"`
+	Timestamp string             `json:"timestamp"`
+	Data      WebhookPayloadData `json:"data"`
+}
+
+// WebhookPayloadData names the notification a push is about; Subject names
+// its object (for grant.revoked: grant_id and subagent).
+type WebhookPayloadData struct {
+	NotificationID string         `json:"notification_id"`
+	UserID         string         `json:"user_id"`
+	Severity       string         `json:"severity"`
+	Subject        map[string]any `json:"subject"`
+}
+
 // WebhookDelivery is one delivery attempt.
 type WebhookDelivery struct {
 	NotificationID string  `json:"notification_id"`
