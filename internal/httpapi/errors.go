@@ -1,7 +1,6 @@
 package httpapi
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -18,18 +17,8 @@ import (
 // problemTypePrefix makes each code a stable URI; a URN needs no web page to resolve.
 const problemTypePrefix = "urn:auditchain:problem:"
 
-// marshalJSON is json.Marshal without HTML escaping: the API answers JSON,
-// never HTML, so "<", ">" and "&" are written as they are (a detail reads
-// sha256:<64 lowercase hex>, not sha256:\u003c64...).
-func marshalJSON(v any) ([]byte, error) {
-	var b bytes.Buffer
-	if err := encodeJSON(&b, v); err != nil {
-		return nil, err
-	}
-	return bytes.TrimSuffix(b.Bytes(), []byte("\n")), nil
-}
-
-// encodeJSON writes v and a newline to w without HTML escaping.
+// encodeJSON writes v and a newline to w without HTML escaping (as
+// api.Marshal).
 func encodeJSON(w io.Writer, v any) error {
 	enc := json.NewEncoder(w)
 	enc.SetEscapeHTML(false)

@@ -127,7 +127,7 @@ func serveEventStream(w http.ResponseWriter, r *http.Request, hub *stream.Hub, u
 
 	// After the header is sent a failed write means the client is gone: the
 	// handler just returns, there is nobody to answer.
-	ready, _ := marshalJSON(struct {
+	ready, _ := api.Marshal(struct {
 		UserID string `json:"user_id"`
 	}{userID})
 	if writeFrame(w, "retry: 3000\nevent: ready", ready) != nil || rc.Flush() != nil {
@@ -178,7 +178,7 @@ func serveEventStream(w http.ResponseWriter, r *http.Request, hub *stream.Hub, u
 			if !ok {
 				// next_leaf: what this connection missed starts there, in
 				// the order events were stored (GET /v1/chain/export?from=).
-				lagged, _ := marshalJSON(api.StreamLagged{LastSequence: last, NextLeaf: nextLeaf})
+				lagged, _ := api.Marshal(api.StreamLagged{LastSequence: last, NextLeaf: nextLeaf})
 				_ = writeFrame(w, "event: lagged", lagged)
 				_ = rc.Flush()
 				return nil

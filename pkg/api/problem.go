@@ -1,10 +1,5 @@
 package api
 
-import (
-	"bytes"
-	"encoding/json"
-)
-
 // Problem is an error answer: RFC 9457 with the spec's code (CONTRACT.md
 // "Errors"). Extra holds every other member the answer carries
 // (expected_prev_hash, remaining, limit, …), written beside these; a reader
@@ -20,9 +15,8 @@ type Problem struct {
 }
 
 // MarshalJSON writes p as one object: the members above, which no member of
-// Extra can replace, and Extra's, keys sorted, without HTML escaping (the
-// API answers JSON, never HTML: a detail reads sha256:<64 lowercase hex>,
-// not sha256:\u003c64...).
+// Extra can replace, and Extra's, keys sorted, without HTML escaping
+// (Marshal).
 func (p Problem) MarshalJSON() ([]byte, error) {
 	m := make(map[string]any, 6+len(p.Extra))
 	for k, v := range p.Extra {
@@ -32,13 +26,7 @@ func (p Problem) MarshalJSON() ([]byte, error) {
 	if len(p.Errors) > 0 {
 		m["errors"] = p.Errors
 	}
-	var b bytes.Buffer
-	enc := json.NewEncoder(&b)
-	enc.SetEscapeHTML(false)
-	if err := enc.Encode(m); err != nil {
-		return nil, err
-	}
-	return bytes.TrimSuffix(b.Bytes(), []byte("\n")), nil
+	return Marshal(m)
 }
 
 // FieldError is one field of a 422 validation_error.
