@@ -367,12 +367,3 @@ func (a *App) DelegationKey() api.DelegationPublicKey {
 	return api.DelegationPublicKey{KeyID: a.ServiceKeyID(), Algorithm: "ed25519",
 		PublicKey: base64.StdEncoding.EncodeToString(a.ServicePublicKey())}
 }
-
-// formatOpt is an optional time in the API's form.
-func formatOpt(t *time.Time) *string {
-	if t == nil {
-		return nil
-	}
-	s := domain.FormatTimestamp(*t)
-	return &s
-}

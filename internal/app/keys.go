@@ -127,14 +127,6 @@ func (a *App) newKey(userID string, req api.CreateKeyRequest) (newKey, error) {
 	return newKey{row: k, token: token}, nil
 }
 
-// deref is an optional text, "" when absent.
-func deref(p *string) string {
-	if p == nil {
-		return ""
-	}
-	return *p
-}
-
 func hashToken(token string) []byte {
 	sum := sha256.Sum256([]byte(token))
 	return sum[:]
