@@ -16,7 +16,6 @@ import (
 	"github.com/auditchain/auditchain/internal/app"
 	"github.com/auditchain/auditchain/internal/config"
 	"github.com/auditchain/auditchain/internal/domain"
-	"github.com/auditchain/auditchain/internal/httpapi"
 	"github.com/auditchain/auditchain/internal/mail"
 	"github.com/auditchain/auditchain/internal/store"
 	"github.com/auditchain/auditchain/pkg/api"
@@ -90,7 +89,7 @@ func adminCmd(ctx context.Context, args []string, getenv func(string) string, st
 			if err != nil {
 				return explain(err)
 			}
-			return printJSON(stdout, accountCreated{UserID: acct.UserID, Email: acct.Email, KeyCreated: httpapi.KeyCreatedView(key)})
+			return printJSON(stdout, accountCreated{UserID: acct.UserID, Email: acct.Email, KeyCreated: key})
 		},
 		"create-key": func(args []string) error {
 			fs, open := newAdmin("create-key", "usage: auditchain admin create-key --user-id UUID [--scopes S,…] [--machine M] [--label L] [--expires-at T] [--db DSN]\n\nPrints the key as POST /v1/keys answers it; the token (api_key) is shown once.\n")
@@ -105,16 +104,15 @@ func adminCmd(ctx context.Context, args []string, getenv func(string) string, st
 			if *userID == "" {
 				return usagef("create-key needs --user-id UUID")
 			}
-			req := app.KeyRequest{Machine: *machine, Label: *label}
+			req := api.CreateKeyRequest{Machine: machine, Label: label}
 			if *scopes != "" {
 				req.Scopes = strings.Split(*scopes, ",")
 			}
 			if *expires != "" {
-				t, err := domain.ParseTimestamp(*expires)
-				if err != nil {
+				if _, err := domain.ParseTimestamp(*expires); err != nil {
 					return usagef("--expires-at: %q is not an RFC 3339 timestamp", *expires)
 				}
-				req.ExpiresAt = &t
+				req.ExpiresAt = expires
 			}
 			a, closeStore, err := open()
 			if err != nil {
@@ -125,7 +123,7 @@ func adminCmd(ctx context.Context, args []string, getenv func(string) string, st
 			if err != nil {
 				return explain(err)
 			}
-			return printJSON(stdout, httpapi.KeyCreatedView(key))
+			return printJSON(stdout, key)
 		},
 		"announce": func(args []string) error {
 			fs, open := newAdmin("announce", "usage: auditchain admin announce --subject S --body-file F [--type T] [--mail M] [--limit-per-day N] [--db DSN]\n")

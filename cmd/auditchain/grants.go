@@ -46,7 +46,7 @@ var grantVerbs = []verb{
 				if exp == "" {
 					exp = time.Now().Add(*expiresIn).UTC().Format("2006-01-02T15:04:05+00:00")
 				}
-				return c.CreateGrant(ctx, api.CreateGrantRequest{Subagent: *subagent, ExpiresAt: exp, MaxToolCalls: *maxCalls,
+				return c.CreateGrant(ctx, api.CreateGrantRequest{Subagent: subagent, ExpiresAt: &exp, MaxToolCalls: maxCalls,
 					AllowedTools: strings.Split(*tools, ","), GrantID: optString(*grantID), ParentAgent: optString(*parent)})
 			}
 		}},
@@ -84,7 +84,7 @@ var grantVerbs = []verb{
 				if *subagent == "" {
 					return nil, usagef("grants use needs --subagent")
 				}
-				return c.UseGrant(ctx, id, api.UseRequest{Subagent: *subagent, N: *n})
+				return c.UseGrant(ctx, id, api.UseRequest{Subagent: subagent, N: n})
 			}
 		}},
 	{"revoke", "usage: auditchain grants revoke GRANT_ID --subagent S\n",
@@ -98,7 +98,7 @@ var grantVerbs = []verb{
 				if *subagent == "" {
 					return nil, usagef("grants revoke needs --subagent")
 				}
-				return c.RevokeGrant(ctx, id, api.RevokeRequest{Subagent: *subagent})
+				return c.RevokeGrant(ctx, id, api.RevokeRequest{Subagent: subagent})
 			}
 		}},
 	{"list", "usage: auditchain grants list [--subagent S]\n",

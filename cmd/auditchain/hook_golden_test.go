@@ -13,13 +13,13 @@ import (
 	"testing"
 	"time"
 
-	"github.com/auditchain/auditchain/internal/app"
+	"github.com/google/go-cmp/cmp"
+
 	"github.com/auditchain/auditchain/internal/app/apptest"
 	"github.com/auditchain/auditchain/internal/httpapi/httpapitest"
 	"github.com/auditchain/auditchain/internal/store/storetest"
 	"github.com/auditchain/auditchain/pkg/api"
 	"github.com/auditchain/auditchain/pkg/client"
-	"github.com/google/go-cmp/cmp"
 )
 
 var updateHookGolden = flag.Bool("update-hook", false, "rewrite testdata/hook/*.golden")
@@ -90,7 +90,7 @@ func setUpGate(t *testing.T, s *httpapitest.Server) (token string) {
 	t.Helper()
 	ctx := context.Background()
 	userID, token := s.Account(t, "hooks@example.com")
-	other := s.Key(t, userID, app.KeyRequest{Label: "ratifier"})
+	other := s.Key(t, userID, api.CreateKeyRequest{Label: new("ratifier")})
 	c, err := client.New(s.URL, token)
 	if err != nil {
 		t.Fatal(err)
@@ -101,8 +101,8 @@ func setUpGate(t *testing.T, s *httpapitest.Server) (token string) {
 	}
 	grant := func(id, sub string, expires time.Time, max int64, tools []string) {
 		t.Helper()
-		if _, err := c.CreateGrant(ctx, api.CreateGrantRequest{GrantID: &id, Subagent: sub, ExpiresAt: client.FormatTimestamp(expires),
-			MaxToolCalls: max, AllowedTools: tools}); err != nil {
+		if _, err := c.CreateGrant(ctx, api.CreateGrantRequest{GrantID: &id, Subagent: new(sub), ExpiresAt: new(client.FormatTimestamp(expires)),
+			MaxToolCalls: new(max), AllowedTools: tools}); err != nil {
 			t.Fatalf("grant %s: %v", id, err)
 		}
 	}
@@ -110,19 +110,19 @@ func setUpGate(t *testing.T, s *httpapitest.Server) (token string) {
 	grant("g-0001", "worker", goldenNow.Add(day), 1000, goldenTools)
 	grant("g-0002", "expired", goldenNow.Add(-time.Hour), 10, goldenTools)
 	grant("g-0003", "revoked", goldenNow.Add(day), 10, goldenTools)
-	if _, err := c.RevokeGrant(ctx, "g-0003", api.RevokeRequest{Subagent: "revoked"}); err != nil {
+	if _, err := c.RevokeGrant(ctx, "g-0003", api.RevokeRequest{Subagent: new("revoked")}); err != nil {
 		t.Fatal(err)
 	}
 	grant("g-0004", "spent", goldenNow.Add(day), 1, goldenTools)
-	if _, err := c.UseGrant(ctx, "g-0004", api.UseRequest{Subagent: "spent", N: 1}); err != nil {
+	if _, err := c.UseGrant(ctx, "g-0004", api.UseRequest{Subagent: new("spent"), N: new(int64(1))}); err != nil {
 		t.Fatal(err)
 	}
 	grant("g-0005", "narrow", goldenNow.Add(day), 10, []string{"Read"})
 	grant("g-0006", "too-long", goldenNow.Add(400*day), 10, goldenTools)
 	grant("g-0007", "zero", goldenNow.Add(day), 0, goldenTools)
 	grant("g-0008", "governed", goldenNow.Add(day), 10, goldenTools)
-	p, err := c.Propose(ctx, api.CreateProposalRequest{Kind: "deny_scope", Subject: api.ProposalSubject{Subagent: "governed"},
-		Evidence: api.ProposalEvidence{BlockedAttempts: 3}})
+	p, err := c.Propose(ctx, api.CreateProposalRequest{Kind: new("deny_scope"), Subject: &api.ProposalSubject{Subagent: new("governed")},
+		Evidence: &api.ProposalEvidence{BlockedAttempts: new(3)}})
 	if err != nil {
 		t.Fatal(err)
 	}

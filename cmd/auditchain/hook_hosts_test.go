@@ -49,7 +49,7 @@ func newHostWorld(t *testing.T, grants ...api.CreateGrantRequest) *hostWorld {
 		t.Fatal(err)
 	}
 	for _, g := range grants {
-		g.ExpiresAt = client.FormatTimestamp(time.Now().Add(24 * time.Hour))
+		g.ExpiresAt = new(client.FormatTimestamp(time.Now().Add(24 * time.Hour)))
 		if _, err := c.CreateGrant(context.Background(), g); err != nil {
 			t.Fatal(err)
 		}
@@ -70,7 +70,7 @@ func newHostWorld(t *testing.T, grants ...api.CreateGrantRequest) *hostWorld {
 
 // grant is a grant of max calls of tools to subagent.
 func grant(subagent string, max int64, tools ...string) api.CreateGrantRequest {
-	return api.CreateGrantRequest{Subagent: subagent, MaxToolCalls: max, AllowedTools: tools}
+	return api.CreateGrantRequest{Subagent: new(subagent), MaxToolCalls: new(max), AllowedTools: tools}
 }
 
 // session is a host session whose environment carries the hook's.

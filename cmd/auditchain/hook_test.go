@@ -76,8 +76,8 @@ func newHookWorld(t *testing.T, dsn string) *hookWorld {
 	}
 	expires := client.FormatTimestamp(time.Now().Add(24 * time.Hour))
 	for _, g := range []api.CreateGrantRequest{
-		{GrantID: strp("g-a11"), Subagent: "worker", ExpiresAt: expires, MaxToolCalls: 10, AllowedTools: []string{"Bash", "Read"}},
-		{GrantID: strp("g-b22"), Subagent: "reviewer", ExpiresAt: expires, MaxToolCalls: 5, AllowedTools: []string{"Read"}},
+		{GrantID: strp("g-a11"), Subagent: new("worker"), ExpiresAt: new(expires), MaxToolCalls: new(int64(10)), AllowedTools: []string{"Bash", "Read"}},
+		{GrantID: strp("g-b22"), Subagent: new("reviewer"), ExpiresAt: new(expires), MaxToolCalls: new(int64(5)), AllowedTools: []string{"Read"}},
 	} {
 		if _, err := c.CreateGrant(context.Background(), g); err != nil {
 			t.Fatal(err)

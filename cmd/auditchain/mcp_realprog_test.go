@@ -114,8 +114,8 @@ func realProxyService(t *testing.T, subagent string, tools ...string) (*httpapit
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := c.CreateGrant(context.Background(), api.CreateGrantRequest{Subagent: subagent, MaxToolCalls: 100, AllowedTools: tools,
-		ExpiresAt: time.Now().Add(time.Hour).UTC().Format(time.RFC3339)}); err != nil {
+	if _, err := c.CreateGrant(context.Background(), api.CreateGrantRequest{Subagent: new(subagent), MaxToolCalls: new(int64(100)), AllowedTools: tools,
+		ExpiresAt: new(time.Now().Add(time.Hour).UTC().Format(time.RFC3339))}); err != nil {
 		t.Fatal(err)
 	}
 	return s, token, c

@@ -116,8 +116,8 @@ func TestMCPProxySubprocess(t *testing.T) {
 		t.Fatal(err)
 	}
 	ctx := context.Background()
-	if _, err := c.CreateGrant(ctx, api.CreateGrantRequest{Subagent: "worker", MaxToolCalls: 1, AllowedTools: []string{"echo"},
-		ExpiresAt: time.Now().Add(time.Hour).UTC().Format(time.RFC3339)}); err != nil {
+	if _, err := c.CreateGrant(ctx, api.CreateGrantRequest{Subagent: new("worker"), MaxToolCalls: new(int64(1)), AllowedTools: []string{"echo"},
+		ExpiresAt: new(time.Now().Add(time.Hour).UTC().Format(time.RFC3339))}); err != nil {
 		t.Fatal(err)
 	}
 	cs := mcpChild(t, "mcp", "proxy", "--url", s.URL, "--api-key", token, "--subagent", "worker", "--",

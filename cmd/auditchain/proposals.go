@@ -69,8 +69,8 @@ var proposalVerbs = []verb{
 				if *kind == "" || *subagent == "" {
 					return nil, usagef("proposals create needs --kind and --subagent")
 				}
-				return c.Propose(ctx, api.CreateProposalRequest{Kind: *kind, Subject: api.ProposalSubject{Subagent: *subagent, Tool: optString(*tool)},
-					Note: optString(*note), Evidence: api.ProposalEvidence{BlockedAttempts: *blocked}})
+				return c.Propose(ctx, api.CreateProposalRequest{Kind: kind, Subject: &api.ProposalSubject{Subagent: subagent, Tool: optString(*tool)},
+					Note: optString(*note), Evidence: &api.ProposalEvidence{BlockedAttempts: blocked}})
 			}
 		}},
 	transitionVerb("ratify", func(c *client.Client) func(context.Context, string, *string) (*api.Proposal, error) { return c.Ratify }),

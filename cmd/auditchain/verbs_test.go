@@ -11,11 +11,11 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/auditchain/auditchain/internal/app"
 	"github.com/auditchain/auditchain/internal/app/apptest"
 	"github.com/auditchain/auditchain/internal/domain"
 	"github.com/auditchain/auditchain/internal/httpapi/httpapitest"
 	"github.com/auditchain/auditchain/internal/store/storetest"
+	"github.com/auditchain/auditchain/pkg/api"
 )
 
 // cliEnv is the environment of a client verb: the service and a key.
@@ -116,7 +116,7 @@ func TestClientVerbs(t *testing.T) {
 		if p := runJSON(t, env, 1, "proposals", "ratify", pid); p["status"] != float64(409) && p["status"] != float64(403) || p["code"] == nil {
 			t.Fatalf("ratify by the proposer: %v, want the problem on stdout with --json", p)
 		}
-		other := cliEnv(s.URL, s.Key(t, userID, app.KeyRequest{Label: "reviewer"}))
+		other := cliEnv(s.URL, s.Key(t, userID, api.CreateKeyRequest{Label: new("reviewer")}))
 		if p := runJSON(t, other, 0, "proposals", "ratify", pid, "--reason", "looked at it"); p["status"] != "ratified" {
 			t.Fatalf("ratify: %v", p)
 		}

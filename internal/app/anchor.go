@@ -17,6 +17,7 @@ import (
 	"github.com/auditchain/auditchain/internal/app/writer"
 	"github.com/auditchain/auditchain/internal/domain"
 	"github.com/auditchain/auditchain/internal/store"
+	"github.com/auditchain/auditchain/pkg/api"
 )
 
 // EventAnchor is the type of the event recording a receipt on the chain.
@@ -29,18 +30,6 @@ const (
 	AnchorCompleted       = "completed"              // every account visited, no failure
 	AnchorCompletedFailed = "completed_with_failures"
 )
-
-// AnchorSweep is the swept object of POST /v1/internal/cron/anchor.
-type AnchorSweep struct {
-	Status       string  `json:"status"`
-	Provider     string  `json:"provider"`
-	Users        int     `json:"users"`
-	Anchored     int     `json:"anchored"`
-	AnchorFailed int     `json:"anchor_failed"`
-	NoRoot       int     `json:"no_root"`
-	Unchanged    int     `json:"unchanged"`
-	Error        *string `json:"error"`
-}
 
 // anchorPage is how many accounts a sweep reads per query.
 const anchorPage = 500
@@ -58,8 +47,8 @@ const anchorTimeout = 30 * time.Second
 
 // AnchorSweep runs the anchor cron once over every account, in id order.
 // One account's failure is counted and logged; the sweep goes on.
-func (a *App) AnchorSweep(ctx context.Context) (AnchorSweep, error) {
-	res := AnchorSweep{Provider: a.Cfg.AnchorProvider}
+func (a *App) AnchorSweep(ctx context.Context) (api.AnchorSweep, error) {
+	res := api.AnchorSweep{Provider: a.Cfg.AnchorProvider}
 	prov, err := anchor.New(a.Cfg.AnchorProvider, a.Cfg.AnchorTSAURL, &http.Client{Timeout: anchorTimeout})
 	if err != nil {
 		msg := err.Error()

@@ -110,6 +110,11 @@ func New(st *store.Store, cfg config.Config, log *slog.Logger) *App {
 // Ready reports whether the store answers (GET /v1/health).
 func (a *App) Ready(ctx context.Context) error { return a.Store.Ping(ctx) }
 
+// Unavailable reports whether err is the store failing for now (down,
+// restarting, unreachable, out of disk: store.Unavailable), so that the
+// request may succeed if retried and a write's outcome is unknown.
+func Unavailable(err error) bool { return store.Unavailable(err) }
+
 // StartBus connects stream fan-out across replicas (writer.StartBus): it
 // returns once listening, and the listener runs until ctx ends.
 func (a *App) StartBus(ctx context.Context, dsn string) error { return a.w.StartBus(ctx, dsn) }

@@ -126,25 +126,27 @@ func TestNoClientInputFreezesAnAccount(t *testing.T) {
 					return err
 				}},
 				{"grant and revoke", true, func() error {
-					created, err := a.CreateGrant(ctx, p, app.GrantRequest{Subagent: "worker", MaxToolCalls: 5, ExpiresAt: time.Now().Add(time.Hour)})
+					created, err := a.CreateGrant(ctx, p, api.CreateGrantRequest{Subagent: new("worker"), MaxToolCalls: new(int64(5)), ExpiresAt: new(domain.FormatTimestamp(time.Now().Add(time.Hour)))})
 					if err != nil {
 						return err
 					}
-					res, err := a.RevokeGrant(ctx, p, created.Grant.GrantID, "worker")
+					res, err := a.RevokeGrant(ctx, p, created.Grant.GrantID, api.RevokeRequest{Subagent: new("worker")})
 					if err == nil && res.Outcome != app.OutcomeRevoked {
 						err = fmt.Errorf("revoke: %s", res.Outcome)
 					}
 					return err
 				}},
 				{"proposal ratified and enacted", true, func() error {
-					prop, err := a.CreateProposal(ctx, p, app.NewProposal{Kind: "deny_scope", BlockedAttempts: 3, Subagent: "other"})
+					prop, err := a.CreateProposal(ctx, p, api.CreateProposalRequest{Kind: new("deny_scope"),
+						Subject: &api.ProposalSubject{Subagent: new("other")}, Evidence: &api.ProposalEvidence{BlockedAttempts: new(3)}})
 					if err != nil {
 						return err
 					}
-					if _, err := a.TransitionProposal(ctx, other, prop.ProposalID, domain.ActionRatify, nil); err != nil {
+					id := prop.Proposal.ProposalID
+					if _, err := a.TransitionProposal(ctx, other, id, domain.ActionRatify, api.TransitionRequest{}); err != nil {
 						return err
 					}
-					_, err = a.TransitionProposal(ctx, p, prop.ProposalID, domain.ActionEnact, nil)
+					_, err = a.TransitionProposal(ctx, p, id, domain.ActionEnact, api.TransitionRequest{})
 					return err
 				}},
 				{"signing key", true, func() error {

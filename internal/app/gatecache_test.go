@@ -13,6 +13,7 @@ import (
 	"github.com/auditchain/auditchain/internal/app/apptest"
 	"github.com/auditchain/auditchain/internal/domain"
 	"github.com/auditchain/auditchain/internal/store/storetest"
+	"github.com/auditchain/auditchain/pkg/api"
 )
 
 // sqliteApp is an App over a fresh SQLite store: the store of which this
@@ -36,8 +37,8 @@ func TestGateCacheNeverServesAStateOlderThanAnAcknowledgedWrite(t *testing.T) {
 	}
 	p := app.Principal{UserID: acct.UserID, KeyID: "k", Kind: "api_key"} // unscoped
 	const budget = 60
-	created, err := a.CreateGrant(ctx, p, app.GrantRequest{Subagent: "worker", AllowedTools: []string{"search"},
-		MaxToolCalls: budget, ExpiresAt: a.Now().Add(time.Hour)})
+	created, err := a.CreateGrant(ctx, p, api.CreateGrantRequest{Subagent: new("worker"), AllowedTools: []string{"search"},
+		MaxToolCalls: new(int64(budget)), ExpiresAt: new(domain.FormatTimestamp(a.Now().Add(time.Hour)))})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -67,7 +68,7 @@ func TestGateCacheNeverServesAStateOlderThanAnAcknowledgedWrite(t *testing.T) {
 				if r%2 == 1 {
 					grantID = &id
 				}
-				ans, err := a.GrantStatus(ctx, p, "worker", nil, grantID, a.Now())
+				ans, err := a.GrantStatus(ctx, p, api.GrantStatusQuery{Subagent: "worker", GrantID: grantID}, a.Now())
 				if err != nil {
 					errs <- err
 					return
@@ -88,19 +89,19 @@ func TestGateCacheNeverServesAStateOlderThanAnAcknowledgedWrite(t *testing.T) {
 		}()
 	}
 	for i := range budget {
-		res, err := a.UseGrant(ctx, p, id, "worker", 1)
+		res, err := a.UseGrant(ctx, p, id, api.UseRequest{Subagent: new("worker"), N: new(int64(1))})
 		if err != nil {
 			t.Fatalf("use %d: %v", i, err)
 		}
-		acknowledged.Store(res.Grant.Uses)
+		acknowledged.Store(res.Uses)
 	}
-	if _, err := a.RevokeGrant(ctx, p, id, "worker"); err != nil {
+	if _, err := a.RevokeGrant(ctx, p, id, api.RevokeRequest{Subagent: new("worker")}); err != nil {
 		t.Fatal(err)
 	}
 	revoked.Store(true)
 	// Give readers a last round after the revoke, then stop them.
 	for range 50 {
-		if ans, err := a.GrantStatus(ctx, p, "worker", nil, nil, a.Now()); err != nil || ans.Status != domain.GateRevoked {
+		if ans, err := a.GrantStatus(ctx, p, api.GrantStatusQuery{Subagent: "worker", GrantID: nil}, a.Now()); err != nil || ans.Status != domain.GateRevoked {
 			t.Fatalf("status after revoke = %+v, %v", ans.Status, err)
 		}
 	}
@@ -124,16 +125,16 @@ func TestKeyCacheForgetsARevokedKeyAtOnce(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	owner, err := a.Authenticate(ctx, first.Token)
+	owner, err := a.Authenticate(ctx, first.APIKey)
 	if err != nil {
 		t.Fatal(err)
 	}
-	second, err := a.CreateKey(ctx, acct.UserID, app.KeyRequest{Label: "second"})
+	second, err := a.CreateKey(ctx, acct.UserID, api.CreateKeyRequest{Label: new("second")})
 	if err != nil {
 		t.Fatal(err)
 	}
 	for range 3 { // the second and third answers come from the cache
-		if _, err := a.Authenticate(ctx, second.Token); err != nil {
+		if _, err := a.Authenticate(ctx, second.APIKey); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -141,10 +142,10 @@ func TestKeyCacheForgetsARevokedKeyAtOnce(t *testing.T) {
 		t.Fatal(err)
 	}
 	var de *domain.Error
-	if _, err := a.Authenticate(ctx, second.Token); !errors.As(err, &de) || de.Code != domain.CodeInvalidAPIKey {
+	if _, err := a.Authenticate(ctx, second.APIKey); !errors.As(err, &de) || de.Code != domain.CodeInvalidAPIKey {
 		t.Fatalf("revoked key authenticated: err = %v", err)
 	}
-	if _, err := a.Authenticate(ctx, first.Token); err != nil {
+	if _, err := a.Authenticate(ctx, first.APIKey); err != nil {
 		t.Fatalf("the other key must still work: %v", err)
 	}
 }
@@ -164,20 +165,20 @@ func TestGateCacheNotUsedForAnEarlierTime(t *testing.T) {
 		t.Fatal(err)
 	}
 	p := app.Principal{UserID: acct.UserID, KeyID: "k", Kind: "api_key"}
-	if _, err := a.CreateGrant(ctx, p, app.GrantRequest{Subagent: "worker", MaxToolCalls: 5, ExpiresAt: noon.Add(time.Hour)}); err != nil {
+	if _, err := a.CreateGrant(ctx, p, api.CreateGrantRequest{Subagent: new("worker"), MaxToolCalls: new(int64(5)), ExpiresAt: new(domain.FormatTimestamp(noon.Add(time.Hour)))}); err != nil {
 		t.Fatal(err)
 	}
 	now = noon.Add(time.Minute)
-	newer, err := a.CreateGrant(ctx, p, app.GrantRequest{Subagent: "worker", MaxToolCalls: 5, ExpiresAt: noon.Add(3 * time.Hour)})
+	newer, err := a.CreateGrant(ctx, p, api.CreateGrantRequest{Subagent: new("worker"), MaxToolCalls: new(int64(5)), ExpiresAt: new(domain.FormatTimestamp(noon.Add(3 * time.Hour)))})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := a.RevokeGrant(ctx, p, newer.Grant.GrantID, "worker"); err != nil {
+	if _, err := a.RevokeGrant(ctx, p, newer.Grant.GrantID, api.RevokeRequest{Subagent: new("worker")}); err != nil {
 		t.Fatal(err)
 	}
 	// A write of the account empties its cache (the revoke's own status
 	// read-back was cached at 12:01), so the next read is cached at 14:00.
-	if _, err := a.CreateGrant(ctx, p, app.GrantRequest{Subagent: "other", MaxToolCalls: 1, ExpiresAt: noon.Add(time.Hour)}); err != nil {
+	if _, err := a.CreateGrant(ctx, p, api.CreateGrantRequest{Subagent: new("other"), MaxToolCalls: new(int64(1)), ExpiresAt: new(domain.FormatTimestamp(noon.Add(time.Hour)))}); err != nil {
 		t.Fatal(err)
 	}
 	for _, step := range []struct {
@@ -188,7 +189,7 @@ func TestGateCacheNotUsedForAnEarlierTime(t *testing.T) {
 		{noon.Add(2 * time.Hour), domain.GateRevoked}, // from the cache
 		{noon.Add(30 * time.Minute), domain.GateAuthorized},
 	} {
-		ans, err := a.GrantStatus(ctx, p, "worker", nil, nil, step.at)
+		ans, err := a.GrantStatus(ctx, p, api.GrantStatusQuery{Subagent: "worker", GrantID: nil}, step.at)
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -1,6 +1,7 @@
 package app
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -23,16 +24,6 @@ const CodeProposalNotFound = "proposal_not_found"
 
 var errProposalNotFound = domain.NotFound(CodeProposalNotFound, "proposal")
 
-// NewProposal is the body of POST /v1/governance/proposals after decoding;
-// Tool is subject.tool or its synonym subject.scope (nil: the whole sub-agent).
-type NewProposal struct {
-	Kind            string
-	Note            *string
-	BlockedAttempts int
-	Subagent        string
-	Tool            *string
-}
-
 // actorOf is the caller as an Actor (CONTRACT.md "Credentials": identity is the
 // API key id, kind api_key, machine the key's machine label). Only the
 // credential decides it: no header or route can change who the caller is.
@@ -45,21 +36,33 @@ func actorOf(p Principal) api.Actor {
 func (a *App) stamp() time.Time { return a.Now().UTC().Truncate(time.Microsecond) }
 
 // CreateProposal stores a new proposal by the caller and appends
-// governance.proposed. The threshold compared and recorded is the configured
-// one, never a client-sent evidence.threshold.
-func (a *App) CreateProposal(ctx context.Context, p Principal, in NewProposal) (domain.Proposal, error) {
+// governance.proposed. The subject's tool is subject.tool or its synonym
+// subject.scope (nil: the whole sub-agent). The threshold compared and
+// recorded is the configured one, never a client-sent evidence.threshold.
+// Which keys the body must hold is the HTTP layer's to check; an absent one
+// reads as its zero here.
+func (a *App) CreateProposal(ctx context.Context, p Principal, req api.CreateProposalRequest) (api.ProposalResponse, error) {
+	var blocked int
+	if req.Evidence != nil && req.Evidence.BlockedAttempts != nil {
+		blocked = *req.Evidence.BlockedAttempts
+	}
+	var subject api.Subject
+	if req.Subject != nil {
+		subject = api.Subject{Subagent: deref(req.Subject.Subagent), Tool: cmp.Or(req.Subject.Tool, req.Subject.Scope)}
+	}
+	kind := deref(req.Kind)
 	threshold := a.Cfg.GovernanceThreshold
-	if err := domain.ValidateNewProposal(in.Kind, in.BlockedAttempts, threshold); err != nil {
-		return domain.Proposal{}, err
+	if err := domain.ValidateNewProposal(kind, blocked, threshold); err != nil {
+		return api.ProposalResponse{}, err
 	}
 	id, err := a.newID("prop-", 16)
 	if err != nil {
-		return domain.Proposal{}, err
+		return api.ProposalResponse{}, err
 	}
 	sp := store.Proposal{UserID: p.UserID, Proposal: domain.Proposal{
-		ProposalID: id, Status: domain.ProposalProposed, Kind: in.Kind, Note: in.Note,
-		Evidence:   api.Evidence{BlockedAttempts: in.BlockedAttempts, Threshold: threshold},
-		Subject:    api.Subject{Subagent: in.Subagent, Tool: in.Tool},
+		ProposalID: id, Status: domain.ProposalProposed, Kind: kind, Note: req.Note,
+		Evidence:   api.Evidence{BlockedAttempts: blocked, Threshold: threshold},
+		Subject:    subject,
 		ProposedAt: a.stamp(), Proposer: actorOf(p),
 	}}
 	err = a.w.Write(ctx, func(t *writer.Tx) error {
@@ -75,9 +78,20 @@ func (a *App) CreateProposal(ctx context.Context, p Principal, in NewProposal) (
 		return err
 	})
 	if err != nil {
-		return domain.Proposal{}, err
+		return api.ProposalResponse{}, err
 	}
-	return sp.Proposal, nil
+	return api.ProposalResponse{Proposal: proposalView(sp.Proposal)}, nil
+}
+
+// proposalView is SPEC.md's Proposal with timestamps in the spec's form.
+func proposalView(p domain.Proposal) api.Proposal {
+	return api.Proposal{
+		ProposalID: p.ProposalID, Status: p.Status, Kind: p.Kind, Note: p.Note, Evidence: p.Evidence, Subject: p.Subject,
+		ProposedAt: domain.FormatTimestamp(p.ProposedAt), Proposer: p.Proposer,
+		RatifiedAt: formatOpt(p.RatifiedAt), Ratifier: p.Ratifier,
+		EnactedAt: formatOpt(p.EnactedAt), Enactor: p.Enactor,
+		RejectedAt: formatOpt(p.RejectedAt), Rejector: p.Rejector,
+	}
 }
 
 // Proposal pages (docs/decisions/strict-input.md "Caps"): GET
@@ -87,30 +101,15 @@ const (
 	MaxProposalPage     = 200
 )
 
-// ProposalQuery is GET /v1/governance/proposals' query: filters by status and
-// exact sub-agent when given; Cursor, the next_cursor of the previous page;
-// Limit, the page size (0: the default).
-type ProposalQuery struct {
-	Status, Subagent *string
-	Cursor           *int64
-	Limit            int
-}
-
-// ProposalPage is a page of proposals, newest first; NextCursor is set only
-// when a full page came back.
-type ProposalPage struct {
-	Proposals  []domain.Proposal
-	NextCursor *int64
-}
-
 // Proposals answers GET /v1/governance/proposals: the account's proposals,
-// newest first, a page at a time.
-func (a *App) Proposals(ctx context.Context, p Principal, q ProposalQuery) (ProposalPage, error) {
-	if q.Status != nil {
-		switch *q.Status {
+// newest first, a page at a time, filtered by status and exact sub-agent when
+// given; NextCursor is set only when a full page came back.
+func (a *App) Proposals(ctx context.Context, p Principal, q api.ProposalQuery) (api.ProposalList, error) {
+	if q.Status != "" {
+		switch q.Status {
 		case domain.ProposalProposed, domain.ProposalRatified, domain.ProposalEnacted, domain.ProposalRejected:
 		default:
-			return ProposalPage{}, domain.Validation(domain.FieldError{Field: "status", Message: "must be one of proposed, ratified, enacted, rejected"})
+			return api.ProposalList{}, domain.Validation(domain.FieldError{Field: "status", Message: "must be one of proposed, ratified, enacted, rejected"})
 		}
 	}
 	limit := q.Limit
@@ -118,19 +117,19 @@ func (a *App) Proposals(ctx context.Context, p Principal, q ProposalQuery) (Prop
 	case limit == 0:
 		limit = DefaultProposalPage
 	case limit < 1 || limit > MaxProposalPage:
-		return ProposalPage{}, domain.Validation(domain.FieldError{Field: "limit", Message: fmt.Sprintf("must be between 1 and %d", MaxProposalPage)})
+		return api.ProposalList{}, domain.Validation(domain.FieldError{Field: "limit", Message: fmt.Sprintf("must be between 1 and %d", MaxProposalPage)})
 	}
 	if q.Cursor != nil && *q.Cursor < 0 {
-		return ProposalPage{}, domain.Validation(domain.FieldError{Field: "cursor", Message: "must be the next_cursor of the previous page"})
+		return api.ProposalList{}, domain.Validation(domain.FieldError{Field: "cursor", Message: "must be the next_cursor of the previous page"})
 	}
-	sps, err := a.Store.Proposals(ctx, store.ProposalFilter{UserID: p.UserID, Status: q.Status, Subagent: q.Subagent,
+	sps, err := a.Store.Proposals(ctx, store.ProposalFilter{UserID: p.UserID, Status: nonEmpty(q.Status), Subagent: nonEmpty(q.Subagent),
 		Before: q.Cursor, Limit: limit})
 	if err != nil {
-		return ProposalPage{}, err
+		return api.ProposalList{}, err
 	}
-	page := ProposalPage{Proposals: make([]domain.Proposal, len(sps))}
+	page := api.ProposalList{Count: len(sps), Proposals: make([]api.Proposal, len(sps))}
 	for i := range sps {
-		page.Proposals[i] = sps[i].Proposal
+		page.Proposals[i] = proposalView(sps[i].Proposal)
 	}
 	if len(sps) == limit {
 		next := sps[len(sps)-1].Seq
@@ -139,13 +138,24 @@ func (a *App) Proposals(ctx context.Context, p Principal, q ProposalQuery) (Prop
 	return page, nil
 }
 
-// Proposal answers GET /v1/governance/proposals/{proposal_id}.
-func (a *App) Proposal(ctx context.Context, p Principal, proposalID string) (domain.Proposal, error) {
-	sp, err := a.Store.ProposalByID(ctx, nil, p.UserID, proposalID)
-	if errors.Is(err, store.ErrNotFound) {
-		return domain.Proposal{}, errProposalNotFound
+// nonEmpty is an optional filter: "" is none.
+func nonEmpty(v string) *string {
+	if v == "" {
+		return nil
 	}
-	return sp.Proposal, err
+	return &v
+}
+
+// Proposal answers GET /v1/governance/proposals/{proposal_id}.
+func (a *App) Proposal(ctx context.Context, p Principal, proposalID string) (api.ProposalResponse, error) {
+	sp, err := a.Store.ProposalByID(ctx, nil, p.UserID, proposalID)
+	switch {
+	case errors.Is(err, store.ErrNotFound):
+		return api.ProposalResponse{}, errProposalNotFound
+	case err != nil:
+		return api.ProposalResponse{}, err
+	}
+	return api.ProposalResponse{Proposal: proposalView(sp.Proposal)}, nil
 }
 
 // TransitionProposal applies action (domain.ActionRatify, ActionEnact,
@@ -155,7 +165,8 @@ func (a *App) Proposal(ctx context.Context, p Principal, proposalID string) (dom
 // A refused transition rolls back: nothing is stored and no event appended.
 // Concurrent transitions of one proposal queue on its lock, so exactly one of
 // them moves it out of any state.
-func (a *App) TransitionProposal(ctx context.Context, p Principal, proposalID, action string, reason *string) (domain.Proposal, error) {
+func (a *App) TransitionProposal(ctx context.Context, p Principal, proposalID, action string, req api.TransitionRequest) (api.ProposalResponse, error) {
+	reason := req.Reason
 	var out domain.Proposal
 	// An enactment changes the rules the gate obeys; every transition tells
 	// the gate's cache, which costs a re-read at most.
@@ -202,7 +213,10 @@ func (a *App) TransitionProposal(ctx context.Context, p Principal, proposalID, a
 		out = sp.Proposal
 		return nil
 	})
-	return out, err
+	if err != nil {
+		return api.ProposalResponse{}, err
+	}
+	return api.ProposalResponse{Proposal: proposalView(out)}, nil
 }
 
 // proposalSubject names a proposal in its notices: ids and the rule's
@@ -239,12 +253,6 @@ func (a *App) enactStamp(ctx context.Context, t *writer.Tx, userID string, now t
 	return now, nil
 }
 
-// governanceSubject is the subject as chain events record it.
-type governanceSubject struct {
-	Subagent string  `json:"subagent"`
-	Tool     *string `json:"tool"`
-}
-
 // proposedRaw is the raw of governance.proposed: the whole new proposal, so the
 // chain alone tells what was proposed, by whom, on what evidence.
 func proposedRaw(p *domain.Proposal) map[string]any {
@@ -254,7 +262,7 @@ func proposedRaw(p *domain.Proposal) map[string]any {
 		"kind":        p.Kind,
 		"note":        p.Note,
 		"evidence":    p.Evidence,
-		"subject":     governanceSubject{Subagent: p.Subject.Subagent, Tool: p.Subject.Tool},
+		"subject":     p.Subject,
 		"actor":       p.Proposer,
 		"at":          domain.FormatTimestamp(p.ProposedAt),
 	}
@@ -280,7 +288,7 @@ func transitionRaw(p *domain.Proposal, action, from string, reason *string) map[
 		"from":        from,
 		"status":      p.Status,
 		"kind":        p.Kind,
-		"subject":     governanceSubject{Subagent: p.Subject.Subagent, Tool: p.Subject.Tool},
+		"subject":     p.Subject,
 		"actor":       actor,
 		"reason":      reason,
 	}

@@ -1,17 +1,17 @@
 package app
 
 // The delegation gate's use cases (SPEC.md "Grants", CONTRACT.md "Delegation
-// tokens"): write a grant with its token and chain event, answer the gate,
-// meter uses, revoke. Every decision is domain's (DecideGate, GrantState,
-// GrantListState, LiveGrant, Overreach); this file loads their inputs and
-// stores their outcomes. Choices are written down in docs/decisions/gate.md.
+// tokens"): write a grant with its token and chain event, list and revoke
+// grants; the gate's reader is gate.go, metering grant_use.go. Every
+// decision is domain's (DecideGate, GrantState, GrantListState, LiveGrant,
+// Overreach); these files load their inputs and store their outcomes.
+// Choices are written down in docs/decisions/gate.md.
 
 import (
 	"context"
 	"encoding/base64"
 	"encoding/json"
 	"fmt"
-	"reflect"
 	"regexp"
 	"strings"
 	"sync"
@@ -48,19 +48,8 @@ const (
 // start, `auditchain hook` included.
 var grantIDForm = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`^g-[0-9a-f]{1,64}$`) })
 
-// GrantRequest is a POST /v1/grants body whose keys and value types the HTTP
-// layer already checked (aliases, unknown keys and unreadable values refused).
-type GrantRequest struct {
-	GrantID      *string // nil: generated
-	Subagent     string
-	ParentAgent  *string
-	AllowedTools []string
-	MaxToolCalls int64
-	ExpiresAt    time.Time
-}
-
-// RecordOf renders a grant as its Grant record.
-func RecordOf(g domain.Grant) api.GrantRecord {
+// recordOf renders a grant as its Grant record.
+func recordOf(g domain.Grant) api.GrantRecord {
 	r := api.GrantRecord{GrantID: g.GrantID, Subagent: g.Subagent, AllowedTools: g.AllowedTools, MaxToolCalls: g.MaxToolCalls,
 		ExpiresAt: domain.FormatTimestamp(g.ExpiresAt), CreatedAt: domain.FormatTimestamp(g.CreatedAt), Action: "granted", Epoch: g.Epoch}
 	if r.AllowedTools == nil {
@@ -88,56 +77,37 @@ func malformed(code, field, reason string) *domain.Error {
 		Fields: []domain.FieldError{{Field: field, Message: reason}}}).With("field", field).With("reason", reason)
 }
 
-// GrantCreated is the answer of POST /v1/grants.
-type GrantCreated struct {
-	Grant      api.GrantRecord
-	Status     domain.GateAnswer
-	Delegation json.RawMessage // the delegation token (CONTRACT.md)
-}
-
 // CreateGrant writes a grant: checks its values, refuses a live id (409) and
 // overreach of the parent's live grant (403), signs its delegation token, and
 // stores it with one grant.created chain event in one transaction. Readable but
 // unusable values (past expiry, out-of-range budget) are stored and the status
 // says so (docs/decisions/gate.md).
-func (a *App) CreateGrant(ctx context.Context, p Principal, req GrantRequest) (GrantCreated, error) {
-	if err := checkGrantRequest(&req); err != nil {
-		return GrantCreated{}, err
+func (a *App) CreateGrant(ctx context.Context, p Principal, req api.CreateGrantRequest) (api.GrantCreated, error) {
+	g, err := newGrant(&req)
+	if err != nil {
+		return api.GrantCreated{}, err
 	}
 	now := a.Now().UTC().Truncate(time.Microsecond)
 	id := ""
 	if req.GrantID != nil {
 		id = *req.GrantID
-	} else {
-		var err error
-		if id, err = a.newID("g-", 16); err != nil {
-			return GrantCreated{}, err
-		}
+	} else if id, err = a.newID("g-", 16); err != nil {
+		return api.GrantCreated{}, err
 	}
-	g := domain.Grant{
-		GrantID: id, Subagent: req.Subagent, AllowedTools: req.AllowedTools, MaxToolCalls: req.MaxToolCalls,
-		ExpiresAt: req.ExpiresAt.UTC().Truncate(time.Microsecond), CreatedAt: now,
-		Epoch: domain.NewEpochStamp(a.Cfg.EpochAnchor, now),
-	}
-	if g.AllowedTools == nil {
-		g.AllowedTools = []string{}
-	}
-	if req.ParentAgent != nil {
-		g.ParentAgent = *req.ParentAgent
-	}
-	record := RecordOf(g)
+	g.GrantID, g.CreatedAt, g.Epoch = id, now, domain.NewEpochStamp(a.Cfg.EpochAnchor, now)
+	record := recordOf(g)
 	recordJSON, err := json.Marshal(record)
 	if err != nil {
-		return GrantCreated{}, err
+		return api.GrantCreated{}, err
 	}
 	// Signing needs nothing the transaction decides, so it happens outside it.
 	token, err := delegation.IssueToken(recordJSON, a.ServiceKey, a.Rand)
 	if err != nil {
-		return GrantCreated{}, err
+		return api.GrantCreated{}, err
 	}
 	epochJSON, err := json.Marshal(g.Epoch)
 	if err != nil {
-		return GrantCreated{}, err
+		return api.GrantCreated{}, err
 	}
 
 	err = a.writeGate(ctx, p.UserID, func(t *writer.Tx) error {
@@ -192,38 +162,68 @@ func (a *App) CreateGrant(ctx context.Context, p Principal, req GrantRequest) (G
 		return err
 	})
 	if err != nil {
-		return GrantCreated{}, err
+		return api.GrantCreated{}, err
 	}
 	// Read back through the gate's own reader, restricted to this grant.
 	status, _, err := a.gate(ctx, nil, p.UserID, g.Subagent, nil, &id, now)
 	if err != nil {
-		return GrantCreated{}, err
+		return api.GrantCreated{}, err
 	}
-	return GrantCreated{Grant: record, Status: status, Delegation: token}, nil
+	return api.GrantCreated{Grant: record, Status: gateView(status), Delegation: token}, nil
 }
 
-// checkGrantRequest refuses values no grant can hold (422 malformed_grant).
-func checkGrantRequest(req *GrantRequest) error {
-	if req.GrantID != nil && !grantIDForm().MatchString(*req.GrantID) {
-		return MalformedGrant("grant_id", "must have the form g-<hex> (lowercase hex digits, at most 64), or be omitted to have one generated")
+// newGrant reads the grant a POST /v1/grants body asks for (its id, creation
+// time and epoch are the writer's), or refuses values no grant can hold
+// (422 malformed_grant). The body's keys and value types are the HTTP
+// layer's to check (aliases, unknown keys and unreadable values refused).
+func newGrant(req *api.CreateGrantRequest) (domain.Grant, error) {
+	if req.Subagent == nil {
+		return domain.Grant{}, required(MalformedGrant, "subagent", "the sub-agent's exact name")
 	}
-	if err := checkName("subagent", req.Subagent, MalformedGrant); err != nil {
-		return err
+	if req.ExpiresAt == nil {
+		return domain.Grant{}, required(MalformedGrant, "expires_at", "an absolute ISO-8601 timestamp with a UTC offset, like 2026-01-02T15:04:05+00:00")
+	}
+	expires, err := domain.ParseTimestamp(*req.ExpiresAt)
+	if err != nil {
+		return domain.Grant{}, MalformedGrant("expires_at", fmt.Sprintf("%q is not an ISO-8601 timestamp with a UTC offset, like 2026-01-02T15:04:05+00:00", *req.ExpiresAt))
+	}
+	if req.MaxToolCalls == nil {
+		return domain.Grant{}, required(MalformedGrant, "max_tool_calls", "the budget of tool calls, an integer")
+	}
+	if req.GrantID != nil && !grantIDForm().MatchString(*req.GrantID) {
+		return domain.Grant{}, MalformedGrant("grant_id", "must have the form g-<hex> (lowercase hex digits, at most 64), or be omitted to have one generated")
+	}
+	if err := checkName("subagent", *req.Subagent, MalformedGrant); err != nil {
+		return domain.Grant{}, err
 	}
 	if req.ParentAgent != nil {
 		if err := checkName("parent_agent", *req.ParentAgent, MalformedGrant); err != nil {
-			return err
+			return domain.Grant{}, err
 		}
 	}
 	if len(req.AllowedTools) > MaxGrantTools {
-		return MalformedGrant("allowed_tools", fmt.Sprintf("at most %d tools", MaxGrantTools))
+		return domain.Grant{}, MalformedGrant("allowed_tools", fmt.Sprintf("at most %d tools", MaxGrantTools))
 	}
 	for i, tool := range req.AllowedTools {
 		if err := checkName(fmt.Sprintf("allowed_tools[%d]", i), tool, MalformedGrant); err != nil {
-			return err
+			return domain.Grant{}, err
 		}
 	}
-	return nil
+	g := domain.Grant{Subagent: *req.Subagent, AllowedTools: req.AllowedTools, MaxToolCalls: *req.MaxToolCalls,
+		ExpiresAt: expires.UTC().Truncate(time.Microsecond)}
+	if g.AllowedTools == nil {
+		g.AllowedTools = []string{}
+	}
+	if req.ParentAgent != nil {
+		g.ParentAgent = *req.ParentAgent
+	}
+	return g, nil
+}
+
+// required is the answer to a body without key: bad's code, the key, and
+// what it must hold.
+func required(bad func(field, reason string) *domain.Error, key, what string) error {
+	return bad(key, "required: "+what)
 }
 
 // checkName refuses a blank or oversized name: matching is exact, so a blank
@@ -238,269 +238,30 @@ func checkName(field, v string, bad func(field, reason string) *domain.Error) er
 	return nil
 }
 
-// GrantStatus is the gate's reader (GET /v1/grants/status): the sub-agent's
-// candidate grants and the enacted governance rules, decided by DecideGate.
-// Every status the service shows (status route, grant response, revoke's
-// status_after, use's refusal) comes from here.
-func (a *App) GrantStatus(ctx context.Context, p Principal, subagent string, tool, grantID *string, now time.Time) (domain.GateAnswer, error) {
-	ans, _, err := a.gate(ctx, nil, p.UserID, subagent, tool, grantID, now)
-	if err == nil {
-		a.countGate(p.UserID, ans.Status)
-	}
-	return ans, err
-}
-
-// gate answers for subagent and returns the candidate rows it decided over.
-//
-// Outside a transaction (q nil) the inputs may come from a.gateCache, which
-// holds exactly what the database would answer (readcache.go); inside one they
-// are always read from the transaction.
-func (a *App) gate(ctx context.Context, q store.Querier, userID, subagent string, tool, grantID *string, now time.Time) (domain.GateAnswer, []store.Grant, error) {
-	in, err := a.gateInputs(ctx, q, userID, subagent, grantID, now)
-	if err != nil {
-		return domain.GateAnswer{}, nil, err
-	}
-	return domain.DecideGate(in.grants, in.rules, now, subagent, tool, grantID), in.rows, nil
-}
-
-// writeGate is a write that changes what the gate reads for userID (grants,
-// uses, enacted rules): readers of a.gateCache bypass it from before the
-// commit until the write ended, whatever happened.
-func (a *App) writeGate(ctx context.Context, userID string, fn func(t *writer.Tx) error) error {
-	return a.w.Write(ctx, func(t *writer.Tx) error {
-		writer.Invalidate(t, a.gateCache, userID)
-		return fn(t)
-	})
-}
-
-// gateKey names one cached gate read of an account: the candidates of a
-// sub-agent, optionally restricted to one grant id, or (rules) the account's
-// enacted rules, which every sub-agent's reads share. The tool is not part of
-// it: the candidates do not depend on it, only the decision does.
-type gateKey struct {
-	subagent string
-	grantID  string
-	oneID    bool
-	rules    bool
-}
-
-// gateRead is what the gate decides over. Its slices are shared by every
-// reader of the cache entry, so nothing may modify them.
-type gateRead struct {
-	rows   []store.Grant
-	grants []domain.Grant
-	rules  []domain.GovernanceRule
-	// atMicros is the wall-clock time (Unix µs, as the query compared it) the
-	// candidates were selected for: grants expired at that time were left out,
-	// which stays right for any later time but not for an earlier one (a clock
-	// stepped back), so such a reader reads afresh.
-	atMicros int64
-}
-
-// maxCachedCandidates keeps the cache's memory bounded by entries: a
-// sub-agent with more live grants than this is read from the database.
-const maxCachedCandidates = 64
-
-func (a *App) gateInputs(ctx context.Context, q store.Querier, userID, subagent string, grantID *string, now time.Time) (gateRead, error) {
-	if q != nil {
-		return a.readGateInputs(ctx, q, userID, subagent, grantID, now)
-	}
-	key := gateKey{subagent: subagent}
-	if grantID != nil {
-		key.grantID, key.oneID = *grantID, true
-	}
-	candidates, ticket, hit := a.gateCache.Get(userID, key)
-	if !hit || now.UnixMicro() < candidates.atMicros {
-		var err error
-		if candidates, err = a.readCandidates(ctx, nil, userID, subagent, grantID, now); err != nil {
-			return gateRead{}, err
-		}
-		if len(candidates.rows) <= maxCachedCandidates {
-			a.gateCache.Put(userID, ticket, key, candidates)
-		}
-	}
-	rules, ticket, hit := a.gateCache.Get(userID, gateKey{rules: true})
-	if !hit {
-		var err error
-		if rules.rules, err = a.EnactedRules(ctx, nil, userID); err != nil {
-			return gateRead{}, err
-		}
-		a.gateCache.Put(userID, ticket, gateKey{rules: true}, rules)
-	}
-	candidates.rules = rules.rules
-	return candidates, nil
-}
-
-// readGateInputs reads the gate's inputs through q, bypassing the cache.
-func (a *App) readGateInputs(ctx context.Context, q store.Querier, userID, subagent string, grantID *string, now time.Time) (gateRead, error) {
-	in, err := a.readCandidates(ctx, q, userID, subagent, grantID, now)
-	if err != nil {
-		return gateRead{}, err
-	}
-	in.rules, err = a.EnactedRules(ctx, q, userID)
-	return in, err
-}
-
-func (a *App) readCandidates(ctx context.Context, q store.Querier, userID, subagent string, grantID *string, now time.Time) (gateRead, error) {
-	rows, err := a.Store.GateCandidates(ctx, q, userID, subagent, grantID, now)
-	if err != nil {
-		return gateRead{}, err
-	}
-	grants, err := domainGrants(rows)
-	if err != nil {
-		return gateRead{}, err
-	}
-	return gateRead{rows: rows, grants: grants, atMicros: now.UnixMicro()}, nil
-}
-
-// ListedGrant is one grant of GET /v1/grants with its state from the gate.
-type ListedGrant struct {
-	Grant       domain.Grant
-	State       string
-	StateReason string
-}
-
 // ListGrants lists the account's grants newest first, optionally of one
 // sub-agent, each with GrantListState (the status route's check, governance
 // included).
-func (a *App) ListGrants(ctx context.Context, p Principal, subagent *string) ([]ListedGrant, error) {
+func (a *App) ListGrants(ctx context.Context, p Principal, subagent *string) (api.GrantList, error) {
 	now := a.Now()
 	rows, err := a.Store.Grants(ctx, p.UserID, subagent)
 	if err != nil {
-		return nil, err
+		return api.GrantList{}, err
 	}
 	rules, err := a.EnactedRules(ctx, nil, p.UserID)
 	if err != nil {
-		return nil, err
+		return api.GrantList{}, err
 	}
-	out := make([]ListedGrant, 0, len(rows))
+	out := make([]api.ListedGrant, 0, len(rows))
 	for _, r := range rows {
 		g, err := domainGrant(r)
 		if err != nil {
-			return nil, err
+			return api.GrantList{}, err
 		}
 		state, reason := domain.GrantListState(g, rules, now)
-		out = append(out, ListedGrant{Grant: g, State: state, StateReason: reason})
+		out = append(out, api.ListedGrant{GrantRecord: recordOf(g), State: state, StateReason: reason,
+			Uses: g.Uses, Remaining: g.Remaining(), RevokedAt: formatOpt(g.RevokedAt)})
 	}
-	return out, nil
-}
-
-// UseResult is the answer of POST /v1/grants/{grant_id}/use.
-type UseResult struct {
-	Grant domain.Grant // after the use
-}
-
-// MalformedUse is the 422 malformed_use answer.
-func MalformedUse(field, reason string) *domain.Error {
-	return malformed(domain.CodeMalformedUse, field, reason)
-}
-
-// UseGrant records n tool calls against grantID of subagent: all of n or
-// nothing. The gate (governance included) must authorize the grant, and n must
-// fit its remaining budget at the moment of the write: the store's conditional
-// UPDATE decides, so concurrent uses on any replica never overspend. A use
-// appends no chain event (docs/decisions/gate.md: the meter is not the record).
-func (a *App) UseGrant(ctx context.Context, p Principal, grantID, subagent string, n int64) (UseResult, error) {
-	if err := checkName("subagent", subagent, MalformedUse); err != nil {
-		return UseResult{}, err
-	}
-	if n < 1 {
-		return UseResult{}, MalformedUse("n", "must be a positive integer")
-	}
-	now := a.Now()
-	ans, rows, err := a.gate(ctx, nil, p.UserID, subagent, nil, &grantID, now)
-	if err != nil {
-		return UseResult{}, err
-	}
-	if ans.Status == domain.GateBudgetExhausted {
-		return UseResult{}, budgetExhausted(*ans.Grant, n)
-	}
-	if !ans.Authorized {
-		return UseResult{}, notAuthorized(ans)
-	}
-	g := *ans.Grant
-	if n > g.Remaining() {
-		return UseResult{}, budgetExhausted(g, n)
-	}
-	row, ok := rowOf(rows, g)
-	if !ok {
-		return UseResult{}, fmt.Errorf("use: matched grant %s not among its rows", g.GrantID)
-	}
-	var uses int64
-	var consumed bool
-	err = a.writeGate(ctx, p.UserID, func(t *writer.Tx) error {
-		// Re-check the gate inside the write, holding the account's head: an
-		// enactment (which takes the same lock) or a newer grant committed since
-		// the check above must be obeyed by this use, not only by the next one.
-		if _, err := t.Lock(ctx, p.UserID); err != nil {
-			return err
-		}
-		again, _, err := a.gate(ctx, t.SQL(), p.UserID, subagent, nil, &grantID, now)
-		if err != nil {
-			return err
-		}
-		if !again.Authorized && again.Status != domain.GateBudgetExhausted {
-			return notAuthorized(again)
-		}
-		uses, consumed, err = a.Store.ConsumeGrantUses(ctx, t.SQL(), p.UserID, row.GrantID, row.Generation, n, now)
-		return err
-	})
-	if err != nil {
-		return UseResult{}, err
-	}
-	if consumed {
-		a.countUses(p.UserID, n)
-		g.Uses = uses
-		return UseResult{Grant: g}, nil
-	}
-	// The grant changed between the check and the write: say what it is now.
-	fresh, err := a.Store.GrantRow(ctx, nil, p.UserID, row.GrantID, row.Generation)
-	if err != nil {
-		return UseResult{}, err
-	}
-	d, err := domainGrant(fresh)
-	if err != nil {
-		return UseResult{}, err
-	}
-	switch st, reason := domain.GrantState(d, now, nil); st {
-	case domain.GateAuthorized, domain.GateBudgetExhausted:
-		return UseResult{}, budgetExhausted(d, n)
-	default:
-		return UseResult{}, notAuthorized(domain.GateAnswer{Status: st, Reason: reason, Subagent: subagent})
-	}
-}
-
-func budgetExhausted(g domain.Grant, n int64) error {
-	return (&domain.Error{Code: domain.CodeBudgetExhausted,
-		Detail: fmt.Sprintf("grant %s has %d of %d tool calls remaining; a use of %d does not fit, so none was recorded",
-			g.GrantID, g.Remaining(), g.MaxToolCalls, n)}).
-		With("uses", g.Uses).With("remaining", g.Remaining()).With("max_tool_calls", g.MaxToolCalls).With("n", n)
-}
-
-// NoGrantToUse is the answer of a use naming a grant id that names nothing
-// (one the text rule refuses before the store is asked): what the gate
-// answers for any unknown id.
-func NoGrantToUse() error {
-	return notAuthorized(domain.GateAnswer{Status: domain.GateNoGrant, Reason: "no grant with that grant_id"})
-}
-
-func notAuthorized(ans domain.GateAnswer) error {
-	e := (&domain.Error{Code: domain.CodeNotAuthorized,
-		Detail: "the gate does not authorize this grant (" + ans.Status + "): " + ans.Reason}).
-		With("gate_status", ans.Status).With("gate_reason", ans.Reason)
-	if ans.ProposalID != "" {
-		e = e.With("proposal_id", ans.ProposalID)
-	}
-	return e
-}
-
-// RevokeResult is the answer of POST /v1/grants/{grant_id}/revoke.
-type RevokeResult struct {
-	GrantID     string
-	Subagent    string
-	Outcome     string // OutcomeRevoked or OutcomeAlreadyRevoked
-	RevokedAt   time.Time
-	StatusAfter domain.GateAnswer // the sub-agent's status once revoked
+	return api.GrantList{Count: len(out), Grants: out}, nil
 }
 
 // MalformedRevoke is the 422 malformed_revoke answer.
@@ -513,12 +274,17 @@ func MalformedRevoke(field, reason string) *domain.Error {
 // already_revoked and writes nothing; otherwise revoked_at is set and one
 // grant.revoked event is appended in the same transaction, and onGrantRevoked
 // runs there too.
-func (a *App) RevokeGrant(ctx context.Context, p Principal, grantID, subagent string) (RevokeResult, error) {
+func (a *App) RevokeGrant(ctx context.Context, p Principal, grantID string, req api.RevokeRequest) (api.RevokeResult, error) {
+	if req.Subagent == nil {
+		return api.RevokeResult{}, required(MalformedRevoke, "subagent", "the sub-agent's exact name")
+	}
+	subagent := *req.Subagent
 	if err := checkName("subagent", subagent, MalformedRevoke); err != nil {
-		return RevokeResult{}, err
+		return api.RevokeResult{}, err
 	}
 	now := a.Now().UTC().Truncate(time.Microsecond)
-	res := RevokeResult{GrantID: grantID, Subagent: subagent}
+	var outcome string
+	var revokedAt time.Time
 	err := a.writeGate(ctx, p.UserID, func(t *writer.Tx) error {
 		if _, err := t.Lock(ctx, p.UserID); err != nil {
 			return err
@@ -544,7 +310,7 @@ func (a *App) RevokeGrant(ctx context.Context, p Principal, grantID, subagent st
 		}
 		g := *ans.Grant
 		if g.RevokedAt != nil {
-			res.Outcome, res.RevokedAt = OutcomeAlreadyRevoked, *g.RevokedAt
+			outcome, revokedAt = OutcomeAlreadyRevoked, *g.RevokedAt
 			return nil
 		}
 		row, ok := rowOf(mine, g)
@@ -559,19 +325,23 @@ func (a *App) RevokeGrant(ctx context.Context, p Principal, grantID, subagent st
 			return fmt.Errorf("revoke: grant %s changed under the account lock", g.GrantID)
 		}
 		g.RevokedAt = &now
-		res.Outcome, res.RevokedAt = OutcomeRevoked, now
+		outcome, revokedAt = OutcomeRevoked, now
 		if _, err := a.appendServerEvent(ctx, t, p, ServerEvent{EventType: EventGrantRevoked,
-			Raw: grantRevokedEvent{GrantRecord: RecordOf(g), RevokedAt: domain.FormatTimestamp(now)}}); err != nil {
+			Raw: grantRevokedEvent{GrantRecord: recordOf(g), RevokedAt: domain.FormatTimestamp(now)}}); err != nil {
 			return err
 		}
 		return a.onGrantRevoked(ctx, t, p, g)
 	})
 	if err != nil {
-		return RevokeResult{}, err
+		return api.RevokeResult{}, err
 	}
 	// Not a gate check of the caller's: uncounted.
-	res.StatusAfter, _, err = a.gate(ctx, nil, p.UserID, subagent, nil, nil, now)
-	return res, err
+	after, _, err := a.gate(ctx, nil, p.UserID, subagent, nil, nil, now)
+	if err != nil {
+		return api.RevokeResult{}, err
+	}
+	return api.RevokeResult{GrantID: grantID, Outcome: outcome, Subagent: subagent, RevokedAt: domain.FormatTimestamp(revokedAt),
+		StatusAfter: api.RevokeGateState{Authorized: after.Authorized, Reason: after.Reason, Status: after.Status, Subagent: after.Subagent}}, nil
 }
 
 // grantRevokedEvent is the raw of a grant.revoked chain event.
@@ -591,76 +361,9 @@ func (a *App) onGrantRevoked(ctx context.Context, t *writer.Tx, p Principal, g d
 	return err
 }
 
-// DelegationPublicKey is GET /v1/delegation/public-key.
-type DelegationPublicKey struct {
-	KeyID     string `json:"key_id"`
-	Algorithm string `json:"algorithm"`
-	PublicKey string `json:"public_key"`
-}
-
 // DelegationKey publishes the service identity's public half, which verifies
 // every token's binding signature offline.
-func (a *App) DelegationKey() DelegationPublicKey {
-	return DelegationPublicKey{KeyID: a.ServiceKeyID(), Algorithm: "ed25519",
+func (a *App) DelegationKey() api.DelegationPublicKey {
+	return api.DelegationPublicKey{KeyID: a.ServiceKeyID(), Algorithm: "ed25519",
 		PublicKey: base64.StdEncoding.EncodeToString(a.ServicePublicKey())}
-}
-
-// domainGrant converts a stored row into what the gate decides over.
-func domainGrant(r store.Grant) (domain.Grant, error) {
-	g := domain.Grant{GrantID: r.GrantID, Subagent: r.Subagent, AllowedTools: r.AllowedTools, MaxToolCalls: r.MaxToolCalls,
-		ExpiresAt: r.ExpiresAt, CreatedAt: r.CreatedAt, RevokedAt: r.RevokedAt, Uses: r.Uses}
-	if r.ParentAgent != nil {
-		g.ParentAgent = *r.ParentAgent
-	}
-	var err error
-	if g.Epoch, err = parseEpoch(r.Epoch); err != nil {
-		return g, fmt.Errorf("grant %s: stored epoch: %w", r.GrantID, err)
-	}
-	return g, nil
-}
-
-// epochs caches decoded epoch stamps by their stored JSON. Every grant written
-// on one UTC day carries the same stamp, so the cache holds about one entry per
-// day and spares the status check a JSON decode per candidate grant.
-var epochs sync.Map // string → api.EpochStamp
-
-func parseEpoch(raw []byte) (api.EpochStamp, error) {
-	if e, ok := epochs.Load(string(raw)); ok {
-		return e.(api.EpochStamp), nil
-	}
-	var e api.EpochStamp
-	if err := json.Unmarshal(raw, &e); err != nil {
-		return e, err
-	}
-	epochs.Store(string(raw), e)
-	return e, nil
-}
-
-func domainGrants(rows []store.Grant) ([]domain.Grant, error) {
-	out := make([]domain.Grant, len(rows))
-	for i, r := range rows {
-		var err error
-		if out[i], err = domainGrant(r); err != nil {
-			return nil, err
-		}
-	}
-	return out, nil
-}
-
-// rowOf finds the stored row a decided grant came from. Rows sharing an id
-// differ in generation, which the gate does not see; two rows identical in
-// every field the gate sees answer alike, so the latest generation stands for
-// them.
-func rowOf(rows []store.Grant, g domain.Grant) (store.Grant, bool) {
-	var found *store.Grant
-	for i := range rows {
-		d, err := domainGrant(rows[i])
-		if err == nil && reflect.DeepEqual(d, g) && (found == nil || rows[i].Generation > found.Generation) {
-			found = &rows[i]
-		}
-	}
-	if found == nil {
-		return store.Grant{}, false
-	}
-	return *found, true
 }

@@ -18,6 +18,7 @@ import (
 	"github.com/auditchain/auditchain/internal/domain"
 	"github.com/auditchain/auditchain/internal/merkle"
 	"github.com/auditchain/auditchain/internal/store"
+	"github.com/auditchain/auditchain/pkg/api"
 	"github.com/auditchain/auditchain/pkg/verify"
 )
 
@@ -109,12 +110,6 @@ func sealSizes(from, n int64) []int64 {
 	return append(out, n)
 }
 
-// BlockPage is one page of GET /v1/chain/blocks.
-type BlockPage struct {
-	Blocks     []store.BlockRow
-	NextCursor *int64
-}
-
 // MaxBlockPage bounds GET /v1/chain/blocks?limit.
 const (
 	MaxBlockPage = 1000
@@ -122,21 +117,48 @@ const (
 )
 
 // Blocks lists the account's blocks from index cursor on, sealing the tip first.
-func (a *App) Blocks(ctx context.Context, p Principal, cursor int64, limit int) (BlockPage, error) {
+func (a *App) Blocks(ctx context.Context, p Principal, cursor int64, limit int) (api.BlockPage, error) {
 	if _, _, err := a.Seal(ctx, p.UserID); err != nil {
-		return BlockPage{}, err
+		return api.BlockPage{}, err
 	}
 	bs, err := a.Store.Blocks(ctx, p.UserID, cursor, limit+1)
 	if err != nil {
-		return BlockPage{}, err
+		return api.BlockPage{}, err
 	}
-	page := BlockPage{Blocks: bs}
+	page := api.BlockPage{Origin: verify.Origin(p.UserID), ServiceKeyID: a.ServiceKeyID(), UserID: p.UserID}
 	if len(bs) > limit {
-		page.Blocks = bs[:limit]
 		next := bs[limit].Index
 		page.NextCursor = &next
+		bs = bs[:limit]
+	}
+	page.Count, page.Blocks = len(bs), make([]api.Block, len(bs))
+	for i := range bs {
+		page.Blocks[i] = *blockView(&bs[i])
 	}
 	return page, nil
+}
+
+// blockView is a chain block as the API shows it (nil for none); created_at
+// keeps encoding/json's form of a time.
+func blockView(b *store.BlockRow) *api.Block {
+	if b == nil {
+		return nil
+	}
+	out := &api.Block{Index: b.Index, TreeSize: int64(b.Size), RootHash: b.Root.String(), BlockHash: b.Hash.String(),
+		Note: string(b.Note), CreatedAt: time.UnixMicro(b.CreatedAt).UTC().Format(time.RFC3339Nano)}
+	if b.PrevHash != nil {
+		out.PrevBlockHash = new(b.PrevHash.String())
+	}
+	return out
+}
+
+// hashStrings is hs in their API form (standard base64).
+func hashStrings(hs []verify.Hash) []string {
+	out := make([]string, len(hs))
+	for i, h := range hs {
+		out[i] = h.String()
+	}
+	return out
 }
 
 // Reasons GET /v1/chain/verify reports for its first bad block. The first
@@ -150,30 +172,20 @@ const (
 	ReasonMerkleRoot          = string(verify.KindMerkleRoot)          // the events do not give the signed root
 )
 
-// ChainVerification is the answer of GET /v1/chain/verify.
-type ChainVerification struct {
-	Valid bool
-	// Blocks counts the blocks that verified (all of them when Valid).
-	Blocks        int64
-	FirstBadBlock *int64
-	// TreeSize is the size of the newest block, which covers the whole chain.
-	TreeSize int64
-	Reason   string
-	Detail   string
-}
-
 // VerifyChain seals the tip, then rechecks every block in order: its service
 // signature, origin and prev link (verify.BlockVerifier), its stored columns,
 // its root against the stored Merkle tree, and its root against a tree rebuilt
 // from the events themselves — each payload_hash recomputed from the stored
 // fields — streamed in leaf order with constant memory. A changed, deleted or
-// reordered event row therefore fails at the first block covering it.
-func (a *App) VerifyChain(ctx context.Context, p Principal) (ChainVerification, error) {
+// reordered event row therefore fails at the first block covering it. Blocks
+// counts the blocks that verified (all of them when Valid); TreeSize is the
+// size of the newest block, which covers the whole chain.
+func (a *App) VerifyChain(ctx context.Context, p Principal) (api.ChainVerification, error) {
 	last, ok, err := a.Seal(ctx, p.UserID)
 	if err != nil || !ok {
-		return ChainVerification{Valid: true}, err
+		return api.ChainVerification{Valid: true}, err
 	}
-	res := ChainVerification{Valid: true, TreeSize: int64(last.Size)}
+	res := api.ChainVerification{Valid: true, TreeSize: int64(last.Size)}
 	bv, err := verify.NewBlockVerifier(verify.Origin(p.UserID), a.ServicePublicKey())
 	if err != nil {
 		return res, err
@@ -192,13 +204,13 @@ func (a *App) VerifyChain(ctx context.Context, p Principal) (ChainVerification, 
 		}
 		fail := func(reason, format string, args ...any) error {
 			i := b.Index
-			res.Valid, res.FirstBadBlock, res.Reason, res.Detail = false, &i, reason, fmt.Sprintf(format, args...)
+			res.Valid, res.FirstBadBlock, res.Reason, res.Detail = false, &i, &reason, new(fmt.Sprintf(format, args...))
 			return errStop
 		}
 		if b.Index != res.Blocks { // BlockVerifier lets a fragment start anywhere; the stored chain starts at 0
 			missing := res.Blocks
-			res.Valid, res.FirstBadBlock, res.Reason = false, &missing, ReasonBlockLink
-			res.Detail = fmt.Sprintf("block %d is missing; the next stored block is %d", missing, b.Index)
+			res.Valid, res.FirstBadBlock, res.Reason = false, &missing, new(ReasonBlockLink)
+			res.Detail = new(fmt.Sprintf("block %d is missing; the next stored block is %d", missing, b.Index))
 			return errStop
 		}
 		cp, err := bv.Next(b.Index, b.Note)
@@ -276,63 +288,57 @@ func (a *App) events(ctx context.Context, userID string, from, to int64, errp *e
 	}
 }
 
-// InclusionProof is the answer of GET /v1/chain/proof/inclusion.
-type InclusionProof struct {
-	Event    store.Event
-	TreeSize int64
-	LeafHash verify.Hash
-	Proof    []verify.Hash
-	Root     verify.Hash
-	// Block is the block of exactly TreeSize, whose signed note signs Root;
-	// nil when the caller asked for a size no block has.
-	Block *store.BlockRow
-}
-
 // InclusionProof proves the event is leaf LeafIndex of the tree of treeSize
-// (nil: the newest block's size, sealing the tip first).
-func (a *App) InclusionProof(ctx context.Context, p Principal, eventID string, treeSize *int64) (InclusionProof, error) {
+// (nil: the newest block's size, sealing the tip first). Its checkpoint is
+// the block of exactly that size, whose signed note signs the root; nil when
+// the caller asked for a size no block has.
+func (a *App) InclusionProof(ctx context.Context, p Principal, eventID string, treeSize *int64) (api.InclusionProof, error) {
 	last, _, err := a.Seal(ctx, p.UserID)
 	if err != nil {
-		return InclusionProof{}, err
+		return api.InclusionProof{}, err
 	}
 	e, err := a.Store.EventByID(ctx, nil, p.UserID, eventID)
 	if errors.Is(err, store.ErrNotFound) {
-		return InclusionProof{}, domain.NotFound(domain.CodeEventNotFound, "event "+eventID)
+		return api.InclusionProof{}, domain.NotFound(domain.CodeEventNotFound, "event "+eventID)
 	}
 	if err != nil {
-		return InclusionProof{}, err
+		return api.InclusionProof{}, err
 	}
 	size := int64(last.Size)
 	if treeSize != nil {
 		head, err := a.Store.Head(ctx, p.UserID)
 		if err != nil {
-			return InclusionProof{}, err
+			return api.InclusionProof{}, err
 		}
 		if *treeSize <= e.LeafIndex || *treeSize > head.EventCount {
-			return InclusionProof{}, badParam(CodeInvalidTreeSize, "tree_size",
+			return api.InclusionProof{}, badParam(CodeInvalidTreeSize, "tree_size",
 				"tree_size must be above the event's leaf_index %d and at most the tree size %d", e.LeafIndex, head.EventCount)
 		}
 		size = *treeSize
 	}
 	if size <= e.LeafIndex { // appended after the seal above; cannot happen for a stored event, but never prove outside the tree
-		return InclusionProof{}, badParam(CodeInvalidTreeSize, "tree_size", "the event is not yet in a sealed tree; retry")
+		return api.InclusionProof{}, badParam(CodeInvalidTreeSize, "tree_size", "the event is not yet in a sealed tree; retry")
 	}
 	r := a.Store.HashReader(ctx, nil, p.UserID)
 	proof, err := merkle.InclusionProof(e.LeafIndex, size, r)
 	if err != nil {
-		return InclusionProof{}, err
+		return api.InclusionProof{}, err
 	}
 	root, err := merkle.Root(size, r)
 	if err != nil {
-		return InclusionProof{}, err
+		return api.InclusionProof{}, err
 	}
 	leaf, err := verify.HashBytes(e.PayloadHash)
 	if err != nil {
-		return InclusionProof{}, err
+		return api.InclusionProof{}, err
 	}
-	res := InclusionProof{Event: e, TreeSize: size, LeafHash: verify.LeafHash(leaf), Proof: proof, Root: root}
-	res.Block, err = a.blockOfSize(ctx, p.UserID, size)
-	return res, err
+	block, err := a.blockOfSize(ctx, p.UserID, size)
+	if err != nil {
+		return api.InclusionProof{}, err
+	}
+	return api.InclusionProof{EventID: e.EventID, Sequence: e.Sequence, LeafIndex: e.LeafIndex, PayloadHash: e.PayloadHash,
+		LeafHash: verify.LeafHash(leaf).String(), TreeSize: size, Proof: hashStrings(proof), RootHash: root.String(),
+		Checkpoint: blockView(block), Origin: verify.Origin(p.UserID)}, nil
 }
 
 func (a *App) blockOfSize(ctx context.Context, userID string, size int64) (*store.BlockRow, error) {
@@ -346,51 +352,51 @@ func (a *App) blockOfSize(ctx context.Context, userID string, size int64) (*stor
 	return &b, nil
 }
 
-// ConsistencyProof is the answer of GET /v1/chain/proof/consistency.
-type ConsistencyProof struct {
-	First, Second           int64
-	Proof                   []verify.Hash
-	FirstRoot, SecondRoot   verify.Hash
-	FirstBlock, SecondBlock *store.BlockRow
-}
-
 // ConsistencyProof proves the tree of size first is a prefix of the tree of
 // size second (nil: the newest block's size, sealing the tip first).
-func (a *App) ConsistencyProof(ctx context.Context, p Principal, first int64, second *int64) (ConsistencyProof, error) {
+func (a *App) ConsistencyProof(ctx context.Context, p Principal, first int64, second *int64) (api.ConsistencyProof, error) {
 	last, _, err := a.Seal(ctx, p.UserID)
 	if err != nil {
-		return ConsistencyProof{}, err
+		return api.ConsistencyProof{}, err
 	}
 	head, err := a.Store.Head(ctx, p.UserID)
 	if err != nil {
-		return ConsistencyProof{}, err
+		return api.ConsistencyProof{}, err
 	}
 	n2 := int64(last.Size)
 	if second != nil {
 		if *second < 0 || *second > head.EventCount {
-			return ConsistencyProof{}, badParam(CodeInvalidTreeSize, "second", "second must be between 0 and the tree size %d", head.EventCount)
+			return api.ConsistencyProof{}, badParam(CodeInvalidTreeSize, "second", "second must be between 0 and the tree size %d", head.EventCount)
 		}
 		n2 = *second
 	}
 	if first < 0 || first > n2 {
-		return ConsistencyProof{}, badParam(CodeInvalidTreeSize, "first", "first must be between 0 and second (%d)", n2)
+		return api.ConsistencyProof{}, badParam(CodeInvalidTreeSize, "first", "first must be between 0 and second (%d)", n2)
 	}
 	r := a.Store.HashReader(ctx, nil, p.UserID)
-	res := ConsistencyProof{First: first, Second: n2}
-	if res.Proof, err = merkle.ConsistencyProof(first, n2, r); err != nil {
-		return res, err
+	proof, err := merkle.ConsistencyProof(first, n2, r)
+	if err != nil {
+		return api.ConsistencyProof{}, err
 	}
-	if res.FirstRoot, err = merkle.Root(first, r); err != nil {
-		return res, err
+	firstRoot, err := merkle.Root(first, r)
+	if err != nil {
+		return api.ConsistencyProof{}, err
 	}
-	if res.SecondRoot, err = merkle.Root(n2, r); err != nil {
-		return res, err
+	secondRoot, err := merkle.Root(n2, r)
+	if err != nil {
+		return api.ConsistencyProof{}, err
 	}
-	if res.FirstBlock, err = a.blockOfSize(ctx, p.UserID, first); err != nil {
-		return res, err
+	firstBlock, err := a.blockOfSize(ctx, p.UserID, first)
+	if err != nil {
+		return api.ConsistencyProof{}, err
 	}
-	res.SecondBlock, err = a.blockOfSize(ctx, p.UserID, n2)
-	return res, err
+	secondBlock, err := a.blockOfSize(ctx, p.UserID, n2)
+	if err != nil {
+		return api.ConsistencyProof{}, err
+	}
+	return api.ConsistencyProof{First: first, Second: n2, Proof: hashStrings(proof), FirstRoot: firstRoot.String(),
+		SecondRoot: secondRoot.String(), FirstCheckpoint: blockView(firstBlock), SecondCheckpoint: blockView(secondBlock),
+		Origin: verify.Origin(p.UserID)}, nil
 }
 
 // Export is a prepared GET /v1/chain/export: the range is checked and the tip

@@ -19,6 +19,7 @@ import (
 	"github.com/auditchain/auditchain/internal/domain"
 	"github.com/auditchain/auditchain/internal/mail"
 	"github.com/auditchain/auditchain/internal/store"
+	"github.com/auditchain/auditchain/pkg/api"
 )
 
 // Windows of the jobs (SPEC.md "Limits").
@@ -29,19 +30,12 @@ const (
 	OperatorDigestHours = 48
 )
 
-// GrantExpiry is the grant-expiry job's answer (swept).
-type GrantExpiry struct {
-	Expiring int `json:"expiring"`
-	Notified int `json:"notified"`
-	Users    int `json:"users"`
-}
-
 // GrantExpirySweep dispatches grant.expiring_24h for each live grant that
 // expires within a day, once per grant and expires_at (the dedup key): a
 // second run notifies nobody. Notices are written account by account, each
 // account's in one transaction, while the next accounts' grants are read
 // and checked against the notices written before.
-func (a *App) GrantExpirySweep(ctx context.Context) (GrantExpiry, error) {
+func (a *App) GrantExpirySweep(ctx context.Context) (api.GrantExpiry, error) {
 	now := a.Now().UTC()
 	type account struct {
 		userID   string
@@ -67,7 +61,7 @@ func (a *App) GrantExpirySweep(ctx context.Context) (GrantExpiry, error) {
 			}
 		})
 	}()
-	var res GrantExpiry
+	var res api.GrantExpiry
 	open := true // next, until the reader is done
 	for {
 		// Accounts are written a few thousand notices to a transaction: a
@@ -181,24 +175,17 @@ type expiringPayload struct {
 	Severity string `json:"severity"`
 }
 
-// KeyExpiry is the key-expiry job's answer (swept).
-type KeyExpiry struct {
-	Scanned   int `json:"scanned"`
-	Warned24h int `json:"warned_24h"`
-	Warned7d  int `json:"warned_7d"`
-}
-
 // KeyExpirySweep warns each account whose key expires within 7 days
 // (key.expiring_7d) or 24 hours (key.expiring_24h), once per key and
 // window. A key first seen inside the last day gets the 24-hour warning
 // only.
-func (a *App) KeyExpirySweep(ctx context.Context) (KeyExpiry, error) {
+func (a *App) KeyExpirySweep(ctx context.Context) (api.KeyExpiry, error) {
 	now := a.Now().UTC()
 	keys, err := a.Store.KeysExpiring(ctx, now, now.Add(KeyExpiryWindow7d))
 	if err != nil {
-		return KeyExpiry{}, err
+		return api.KeyExpiry{}, err
 	}
-	res := KeyExpiry{Scanned: len(keys)}
+	res := api.KeyExpiry{Scanned: len(keys)}
 	for _, k := range keys {
 		typ, window := domain.NoticeKeyExpiring7d, "7d"
 		if !k.ExpiresAt.After(now.Add(KeyExpiryWindow24h)) {
@@ -229,17 +216,10 @@ func (a *App) KeyExpirySweep(ctx context.Context) (KeyExpiry, error) {
 	return res, nil
 }
 
-// DigestSweep is the digest job's answer (swept).
-type DigestSweep struct {
-	DigestsSent int            `json:"digests_sent"`
-	Grouped     map[string]int `json:"grouped"`
-	Users       int            `json:"users"`
-}
-
 // DigestAll runs each account's digest (as digest/run does) for the accounts
 // holding email for it; grouped sums the digests sent by type.
-func (a *App) DigestAll(ctx context.Context) (DigestSweep, error) {
-	res := DigestSweep{Grouped: map[string]int{}}
+func (a *App) DigestAll(ctx context.Context) (api.DigestSweep, error) {
+	res := api.DigestSweep{Grouped: map[string]int{}}
 	accounts, err := a.Store.AccountsHoldingDigest(ctx, a.Now().Add(-DigestWindow))
 	if err != nil {
 		return res, err
@@ -261,38 +241,9 @@ func (a *App) DigestAll(ctx context.Context) (DigestSweep, error) {
 	return res, nil
 }
 
-// OperatorDigest is the admin-digest job's answer.
-type OperatorDigest struct {
-	Counts         OperatorCounts `json:"counts"`
-	DeliveryStatus string         `json:"delivery_status"`
-	Provider       string         `json:"provider"`
-	Recipient      *string        `json:"recipient"`
-}
-
 // NotRecorded is the status of a figure the service does not record
 // (SPEC.md: reported as null with a status of 'not recorded', not zero).
 const NotRecorded = "not recorded"
-
-// OperatorCounts are the members of admin-digest's counts.
-type OperatorCounts struct {
-	AccountsNew            int64            `json:"accounts_new"`
-	AccountsTotal          int64            `json:"accounts_total"`
-	CallsByCapability      map[string]int64 `json:"calls_by_capability"`
-	CallsTotal             int64            `json:"calls_total"`
-	DeliveriesFailed       *int64           `json:"deliveries_failed"`
-	Errors                 *int64           `json:"errors"`
-	ErrorsStatus           string           `json:"errors_status"`
-	GrantsCreated          int64            `json:"grants_created"`
-	GrantsRevoked          int64            `json:"grants_revoked"`
-	KeysCreated            int64            `json:"keys_created"`
-	MCPCalls               *int64           `json:"mcp_calls"`
-	MCPCallsStatus         string           `json:"mcp_calls_status"`
-	NotificationsTotal     int64            `json:"notifications_total"`
-	Since                  string           `json:"since"`
-	Until                  string           `json:"until"`
-	WebhookQueuePendingNow int64            `json:"webhook_queue_pending_now"`
-	WindowHours            int              `json:"window_hours"`
-}
 
 // Delivery statuses of the operator digest.
 const (
@@ -307,28 +258,28 @@ const (
 // until name it; every count is over that window. errors, mcp_calls and
 // webhook failures are not recorded: null with status 'not recorded'.
 // Without an operator email nothing is sent (not_configured).
-func (a *App) AdminDigest(ctx context.Context) (OperatorDigest, error) {
+func (a *App) AdminDigest(ctx context.Context) (api.OperatorDigest, error) {
 	until := a.Now().UTC().Truncate(time.Microsecond)
 	since := until.Add(-OperatorDigestHours * time.Hour).Truncate(24 * time.Hour)
 	if err := a.FlushUsage(ctx); err != nil {
-		return OperatorDigest{}, err
+		return api.OperatorDigest{}, err
 	}
 	f, err := a.Store.OperatorFigures(ctx, since, until)
 	if err != nil {
-		return OperatorDigest{}, err
+		return api.OperatorDigest{}, err
 	}
 	calls, err := a.Store.Usage(ctx, "", UsageCapability, domain.QuotaDay(since), domain.QuotaDay(until))
 	if err != nil {
-		return OperatorDigest{}, err
+		return api.OperatorDigest{}, err
 	}
-	c := OperatorCounts{AccountsNew: f.AccountsNew, AccountsTotal: f.AccountsTotal, CallsByCapability: calls,
+	c := api.OperatorCounts{AccountsNew: f.AccountsNew, AccountsTotal: f.AccountsTotal, CallsByCapability: calls,
 		ErrorsStatus: NotRecorded, MCPCallsStatus: NotRecorded, GrantsCreated: f.GrantsCreated, GrantsRevoked: f.GrantsRevoked,
 		KeysCreated: f.KeysCreated, NotificationsTotal: f.NotificationsTotal, Since: domain.FormatTimestamp(since),
 		Until: domain.FormatTimestamp(until), WebhookQueuePendingNow: f.WebhookQueuePendingNow, WindowHours: OperatorDigestHours}
 	for _, n := range calls {
 		c.CallsTotal += n
 	}
-	res := OperatorDigest{Counts: c, DeliveryStatus: OperatorDigestNotConfigured, Provider: mailProvider(a.Mail)}
+	res := api.OperatorDigest{Counts: c, DeliveryStatus: OperatorDigestNotConfigured, Provider: mailProvider(a.Mail)}
 	if a.Cfg.OperatorEmail == "" {
 		return res, nil
 	}
@@ -350,7 +301,7 @@ func mailProvider(m Mailer) string {
 	return "custom"
 }
 
-func operatorDigestEmail(to string, c OperatorCounts) mail.Message {
+func operatorDigestEmail(to string, c api.OperatorCounts) mail.Message {
 	var b strings.Builder
 	fmt.Fprintf(&b, "auditchain operator summary, %s to %s (%d-hour window, from midnight UTC)\n\n", c.Since, c.Until, c.WindowHours)
 	line := func(name string, v any) { fmt.Fprintf(&b, "%-28s %v\n", name, v) }

@@ -12,6 +12,7 @@ import (
 	"github.com/auditchain/auditchain/internal/app/apptest"
 	"github.com/auditchain/auditchain/internal/domain"
 	"github.com/auditchain/auditchain/internal/store/storetest"
+	"github.com/auditchain/auditchain/pkg/api"
 )
 
 // A grant-expiry run whose write fails part-way (CONTRACT.md "Operator
@@ -34,8 +35,8 @@ func TestGrantExpiryFailingPartWayLeavesWholeAccountsAndResumes(t *testing.T) {
 			}
 			p := app.Principal{UserID: acct.UserID, KeyID: "k", Kind: "api_key"}
 			for g := range 3 {
-				if _, err := a.CreateGrant(ctx, p, app.GrantRequest{Subagent: fmt.Sprintf("worker-%d", g), AllowedTools: []string{"search"},
-					MaxToolCalls: 5, ExpiresAt: a.Now().Add(2 * time.Hour)}); err != nil {
+				if _, err := a.CreateGrant(ctx, p, api.CreateGrantRequest{Subagent: new(fmt.Sprintf("worker-%d", g)), AllowedTools: []string{"search"},
+					MaxToolCalls: new(int64(5)), ExpiresAt: new(domain.FormatTimestamp(a.Now().Add(2 * time.Hour)))}); err != nil {
 					t.Fatal(err)
 				}
 			}
@@ -96,10 +97,10 @@ func TestGrantExpiryFailingPartWayLeavesWholeAccountsAndResumes(t *testing.T) {
 		if _, err := st.WriteDB().ExecContext(ctx, drop); err != nil {
 			t.Fatal(err)
 		}
-		if res, err := a.GrantExpirySweep(ctx); err != nil || res != (app.GrantExpiry{Expiring: 12, Notified: 3 * unwritten, Users: unwritten}) {
+		if res, err := a.GrantExpirySweep(ctx); err != nil || res != (api.GrantExpiry{Expiring: 12, Notified: 3 * unwritten, Users: unwritten}) {
 			t.Fatalf("run after the failure: %+v, %v; want the %d unwritten accounts' grants notified", res, err, unwritten)
 		}
-		if res, err := a.GrantExpirySweep(ctx); err != nil || res != (app.GrantExpiry{Expiring: 12}) {
+		if res, err := a.GrantExpirySweep(ctx); err != nil || res != (api.GrantExpiry{Expiring: 12}) {
 			t.Fatalf("third run: %+v, %v; want nobody notified", res, err)
 		}
 		for i, u := range users {

@@ -18,6 +18,7 @@ import (
 	"github.com/auditchain/auditchain/internal/config"
 	"github.com/auditchain/auditchain/internal/domain"
 	"github.com/auditchain/auditchain/internal/store"
+	"github.com/auditchain/auditchain/pkg/api"
 )
 
 // Principal is the authenticated caller of a request: an API key, or a
@@ -53,44 +54,62 @@ func (p Principal) Unscoped() bool { return len(p.Scopes) == 0 }
 // TokenPrefix starts every API key token, so leaked keys are recognisable by scanners.
 const TokenPrefix = "ac_"
 
-// NewKey is a key as created: Token is shown once and never stored.
-type NewKey struct {
-	Key   store.APIKey
-	Token string
+// newKey is a key as created: the token is shown once and never stored.
+type newKey struct {
+	row   store.APIKey
+	token string
+}
+
+// created is the key as POST /v1/keys answers it (CONTRACT.md
+// "Credentials"), the token shown this once.
+func (k newKey) created() api.KeyCreated {
+	return api.KeyCreated{Key: keyOf(k.row), APIKey: k.token}
+}
+
+// keyOf is a key's metadata as every listing shows it (a team's included);
+// the token never appears.
+func keyOf(k store.APIKey) api.Key {
+	scopes := k.Scopes
+	if scopes == nil {
+		scopes = []string{}
+	}
+	return api.Key{ID: k.ID, Prefix: k.Prefix, Machine: k.Machine, Label: k.Label, Scopes: scopes,
+		CreatedAt: domain.FormatTimestamp(k.CreatedAt), ExpiresAt: formatOpt(k.ExpiresAt), RevokedAt: formatOpt(k.RevokedAt)}
 }
 
 // MaxKeyTextBytes caps a key's machine and label.
 const MaxKeyTextBytes = 200
 
-// KeyRequest describes a key to create.
-type KeyRequest struct {
-	Scopes    []string
-	Machine   string
-	Label     string
-	ExpiresAt *time.Time
-}
-
-func (a *App) newKey(userID string, req KeyRequest) (NewKey, error) {
+func (a *App) newKey(userID string, req api.CreateKeyRequest) (newKey, error) {
+	var expires *time.Time
+	if req.ExpiresAt != nil {
+		t, err := domain.ParseTimestamp(*req.ExpiresAt)
+		if err != nil {
+			return newKey{}, domain.Validation(domain.FieldError{Field: "expires_at", Message: "must be an ISO-8601 timestamp with a UTC offset, like 2026-01-02T15:04:05+00:00"})
+		}
+		expires = &t
+	}
 	scopes, err := domain.ParseScopes(req.Scopes)
 	if err != nil {
-		return NewKey{}, domain.Validation(domain.FieldError{Field: "scopes", Message: err.Error()})
+		return newKey{}, domain.Validation(domain.FieldError{Field: "scopes", Message: err.Error()})
 	}
 	now := a.Now().UTC()
-	if req.ExpiresAt != nil && !req.ExpiresAt.After(now) {
-		return NewKey{}, domain.Validation(domain.FieldError{Field: "expires_at", Message: "must be in the future"})
+	if expires != nil && !expires.After(now) {
+		return newKey{}, domain.Validation(domain.FieldError{Field: "expires_at", Message: "must be in the future"})
 	}
-	for _, f := range []struct{ name, v string }{{"machine", req.Machine}, {"label", req.Label}} {
+	machine, label := deref(req.Machine), deref(req.Label)
+	for _, f := range []struct{ name, v string }{{"machine", machine}, {"label", label}} {
 		if len(f.v) > MaxKeyTextBytes {
-			return NewKey{}, domain.Validation(domain.FieldError{Field: f.name, Message: fmt.Sprintf("must be at most %d bytes", MaxKeyTextBytes)})
+			return newKey{}, domain.Validation(domain.FieldError{Field: f.name, Message: fmt.Sprintf("must be at most %d bytes", MaxKeyTextBytes)})
 		}
 	}
 	secret := make([]byte, 32)
 	if _, err := io.ReadFull(a.Rand, secret); err != nil {
-		return NewKey{}, fmt.Errorf("key entropy: %w", err)
+		return newKey{}, fmt.Errorf("key entropy: %w", err)
 	}
 	id, err := uuid.NewV7FromReader(a.Rand)
 	if err != nil {
-		return NewKey{}, fmt.Errorf("key id: %w", err)
+		return newKey{}, fmt.Errorf("key id: %w", err)
 	}
 	token := TokenPrefix + base64.RawURLEncoding.EncodeToString(secret)
 	names := make([]string, len(scopes))
@@ -99,13 +118,13 @@ func (a *App) newKey(userID string, req KeyRequest) (NewKey, error) {
 	}
 	k := store.APIKey{
 		ID: id.String(), UserID: userID, Hash: hashToken(token), Prefix: token[:len(TokenPrefix)+8],
-		Machine: req.Machine, Label: req.Label, Scopes: names, CreatedAt: now,
+		Machine: machine, Label: label, Scopes: names, CreatedAt: now,
 	}
-	if req.ExpiresAt != nil {
-		t := req.ExpiresAt.UTC()
+	if expires != nil {
+		t := expires.UTC()
 		k.ExpiresAt = &t
 	}
-	return NewKey{Key: k, Token: token}, nil
+	return newKey{row: k, token: token}, nil
 }
 
 func hashToken(token string) []byte {
@@ -121,37 +140,37 @@ type AccountRequest struct {
 }
 
 // CreateAccount stores an account with one unscoped key.
-func (a *App) CreateAccount(ctx context.Context, req AccountRequest) (store.Account, NewKey, error) {
+func (a *App) CreateAccount(ctx context.Context, req AccountRequest) (store.Account, api.KeyCreated, error) {
 	var email *string
 	if !req.NoEmail {
 		e, ok := domain.NormalizeEmail(req.Email)
 		if !ok {
-			return store.Account{}, NewKey{}, domain.Validation(domain.FieldError{Field: "email", Message: "must be one plain address like name@example.com (or use --no-email)"})
+			return store.Account{}, api.KeyCreated{}, domain.Validation(domain.FieldError{Field: "email", Message: "must be one plain address like name@example.com (or use --no-email)"})
 		}
 		email = &e
 	}
 	id, err := uuid.NewV7FromReader(a.Rand)
 	if err != nil {
-		return store.Account{}, NewKey{}, err
+		return store.Account{}, api.KeyCreated{}, err
 	}
 	acct := store.Account{UserID: id.String(), Email: email, IsAdmin: req.Admin, CreatedAt: a.Now().UTC()}
-	key, err := a.newKey(acct.UserID, KeyRequest{})
+	key, err := a.newKey(acct.UserID, api.CreateKeyRequest{})
 	if err != nil {
-		return store.Account{}, NewKey{}, err
+		return store.Account{}, api.KeyCreated{}, err
 	}
 	err = a.w.Write(ctx, func(t *writer.Tx) error {
-		if err := a.Store.CreateAccountWithKey(ctx, t.SQL(), acct, key.Key); err != nil {
+		if err := a.Store.CreateAccountWithKey(ctx, t.SQL(), acct, key.row); err != nil {
 			return err
 		}
-		return a.keyCreated(ctx, t, key.Key)
+		return a.keyCreated(ctx, t, key.row)
 	})
 	switch {
 	case errors.Is(err, store.ErrConflict):
-		return store.Account{}, NewKey{}, domain.Errorf(domain.CodeAccountExists, "an account with that email already exists")
+		return store.Account{}, api.KeyCreated{}, domain.Errorf(domain.CodeAccountExists, "an account with that email already exists")
 	case err != nil:
-		return store.Account{}, NewKey{}, err
+		return store.Account{}, api.KeyCreated{}, err
 	}
-	return acct, key, nil
+	return acct, key.created(), nil
 }
 
 // CodeTooManyKeys answers a key over --max-keys-per-account (429).
@@ -159,10 +178,10 @@ const CodeTooManyKeys = "too_many_keys"
 
 // CreateKey stores a new key for userID, unless the account already holds
 // --max-keys-per-account live keys (429 too_many_keys: revoke one first).
-func (a *App) CreateKey(ctx context.Context, userID string, req KeyRequest) (NewKey, error) {
+func (a *App) CreateKey(ctx context.Context, userID string, req api.CreateKeyRequest) (api.KeyCreated, error) {
 	key, err := a.newKey(userID, req)
 	if err != nil {
-		return NewKey{}, err
+		return api.KeyCreated{}, err
 	}
 	err = a.w.Write(ctx, func(t *writer.Tx) error {
 		// Under the account's lock, so that concurrent creations on any
@@ -178,18 +197,18 @@ func (a *App) CreateKey(ctx context.Context, userID string, req KeyRequest) (New
 			return domain.Errorf(CodeTooManyKeys, "the account holds %d live keys, its limit; revoke one first", n).
 				With("limit", limit)
 		}
-		if err := a.Store.CreateKey(ctx, t.SQL(), key.Key); err != nil {
+		if err := a.Store.CreateKey(ctx, t.SQL(), key.row); err != nil {
 			return err
 		}
-		return a.keyCreated(ctx, t, key.Key)
+		return a.keyCreated(ctx, t, key.row)
 	})
 	switch {
 	case errors.Is(err, store.ErrNotFound):
-		return NewKey{}, domain.NotFound(domain.CodeAccountNotFound, "account")
+		return api.KeyCreated{}, domain.NotFound(domain.CodeAccountNotFound, "account")
 	case err != nil:
-		return NewKey{}, err
+		return api.KeyCreated{}, err
 	}
-	return key, nil
+	return key.created(), nil
 }
 
 // keyCreated writes the key.created notice of k (CONTRACT.md: a key is
@@ -206,16 +225,29 @@ func (a *App) keyCreated(ctx context.Context, t *writer.Tx, k store.APIKey) erro
 	return err
 }
 
-// Keys lists the caller's keys (metadata only).
-func (a *App) Keys(ctx context.Context, p Principal) ([]store.APIKey, error) {
-	return a.Store.Keys(ctx, p.UserID)
+// Keys lists the caller's keys (metadata only, newest first).
+func (a *App) Keys(ctx context.Context, p Principal) (api.KeyList, error) {
+	keys, err := a.Store.Keys(ctx, p.UserID)
+	if err != nil {
+		return api.KeyList{}, err
+	}
+	return api.KeyList{Count: len(keys), Keys: keysOf(keys)}, nil
+}
+
+// keysOf is keys as a listing shows them.
+func keysOf(keys []store.APIKey) []api.Key {
+	out := make([]api.Key, len(keys))
+	for i, k := range keys {
+		out[i] = keyOf(k)
+	}
+	return out
 }
 
 // RevokeKey revokes one of the caller's keys; another account's key id answers
 // exactly like a missing one.
-func (a *App) RevokeKey(ctx context.Context, p Principal, keyID string) (store.APIKey, error) {
+func (a *App) RevokeKey(ctx context.Context, p Principal, keyID string) (api.KeyRevoked, error) {
 	if _, err := uuid.Parse(keyID); err != nil {
-		return store.APIKey{}, domain.NotFound(domain.CodeKeyNotFound, "key")
+		return api.KeyRevoked{}, domain.NotFound(domain.CodeKeyNotFound, "key")
 	}
 	var k store.APIKey
 	err := a.w.Write(ctx, func(t *writer.Tx) error {
@@ -224,10 +256,13 @@ func (a *App) RevokeKey(ctx context.Context, p Principal, keyID string) (store.A
 		k, err = a.Store.RevokeKey(ctx, t.SQL(), p.UserID, keyID, a.Now())
 		return err
 	})
-	if errors.Is(err, store.ErrNotFound) {
-		return k, domain.NotFound(domain.CodeKeyNotFound, "key")
+	switch {
+	case errors.Is(err, store.ErrNotFound):
+		return api.KeyRevoked{}, domain.NotFound(domain.CodeKeyNotFound, "key")
+	case err != nil:
+		return api.KeyRevoked{}, err
 	}
-	return k, err
+	return api.KeyRevoked{Key: keyOf(k)}, nil
 }
 
 var (

@@ -7,6 +7,8 @@ package app
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"slices"
 	"time"
 
@@ -14,6 +16,7 @@ import (
 	"github.com/auditchain/auditchain/internal/domain"
 	"github.com/auditchain/auditchain/internal/legal"
 	"github.com/auditchain/auditchain/internal/store"
+	"github.com/auditchain/auditchain/pkg/api"
 )
 
 // Sources of an acceptance (SPEC.md "Acceptance").
@@ -22,25 +25,35 @@ const (
 	SourceSignIn = "signin"
 )
 
-// LegalDocuments are the documents served, required ones first.
-func (a *App) LegalDocuments() []legal.Document { return a.Legal.Documents() }
-
-// LegalDocument is one document, or 404 unknown_legal_document.
-func (a *App) LegalDocument(id string) (legal.Document, error) {
-	d, ok := a.Legal.Get(id)
-	if !ok {
-		return d, domain.NotFound(domain.CodeUnknownLegalDocument, "legal document")
+// LegalDocuments are the documents served, required ones first, and how
+// they are accepted.
+func (a *App) LegalDocuments() api.LegalDocuments {
+	docs := a.Legal.Documents()
+	out := make([]api.LegalDocument, len(docs))
+	for i, d := range docs {
+		out[i] = api.LegalDocument{DocumentID: d.ID, Title: d.Title, Summary: d.Summary, Version: d.Version,
+			ContentHash: d.ContentHash, MediaType: "text/markdown", Required: d.Required, Status: d.Status, TextURL: d.TextURL()}
 	}
-	return d, nil
+	return api.LegalDocuments{Documents: out, AcceptRoute: "/v1/legal/accept", AcceptanceMode: "clickwrap",
+		GateEnforced: a.Cfg.LegalEnforce, Notice: legal.Notice, RequiredDocumentIDs: a.Legal.RequiredIDs()}
 }
 
-// RequiredDocumentIDs are the documents every account must accept.
-func (a *App) RequiredDocumentIDs() []string { return a.Legal.RequiredIDs() }
+// LegalText is one document's text, byte for byte the text its listed
+// content_hash is the SHA-256 of, or 404 unknown_legal_document.
+func (a *App) LegalText(id string) (api.LegalText, error) {
+	d, ok := a.Legal.Get(id)
+	if !ok {
+		return api.LegalText{}, domain.NotFound(domain.CodeUnknownLegalDocument, "legal document")
+	}
+	sum := sha256.Sum256(d.Text)
+	return api.LegalText{Text: string(d.Text), Version: d.Version, ContentHash: hex.EncodeToString(sum[:])}, nil
+}
 
-// AcceptedLegal is the answer of POST /v1/legal/accept.
-type AcceptedLegal struct {
-	Acceptance store.Acceptance
-	Unmet      []string
+// acceptanceOf is a stored acceptance as the API shows it (current: the
+// list's only).
+func acceptanceOf(a store.Acceptance) api.Acceptance {
+	return api.Acceptance{DocumentID: a.DocumentID, Version: a.Version, ContentHash: a.ContentHash, Status: "accepted",
+		RecordedAt: domain.FormatTimestamp(a.RecordedAt), Source: a.Source, UserID: a.UserID, Email: a.Email}
 }
 
 // AcceptLegal records the caller's acceptance of the current version of one
@@ -48,17 +61,18 @@ type AcceptedLegal struct {
 // accepted must be true; version and content_hash must be the served ones
 // (422 legal-attestation-invalid, nothing recorded). Accepting a version
 // already accepted answers the first record.
-func (a *App) AcceptLegal(ctx context.Context, p Principal, documentID, version, contentHash string, accepted bool) (AcceptedLegal, error) {
+func (a *App) AcceptLegal(ctx context.Context, p Principal, req api.AcceptRequest) (api.AcceptResult, error) {
 	acct, err := a.legalAcceptor(ctx, p)
 	if err != nil {
-		return AcceptedLegal{}, err
+		return api.AcceptResult{}, err
 	}
-	if !accepted {
-		return AcceptedLegal{}, domain.Validation(domain.FieldError{Field: "accepted", Message: "must be true to record an acceptance"})
+	if req.Accepted == nil || !*req.Accepted {
+		return api.AcceptResult{}, domain.Validation(domain.FieldError{Field: "accepted", Message: "must be true to record an acceptance"})
 	}
+	documentID := deref(req.DocumentID)
 	d, ok := a.Legal.Get(documentID)
-	if !ok || version != d.Version || contentHash != d.ContentHash {
-		return AcceptedLegal{}, attestationInvalid(documentID)
+	if !ok || deref(req.Version) != d.Version || deref(req.ContentHash) != d.ContentHash {
+		return api.AcceptResult{}, attestationInvalid(documentID)
 	}
 	rec := store.Acceptance{UserID: p.UserID, DocumentID: d.ID, Version: d.Version, ContentHash: d.ContentHash,
 		Source: SourcePortal, Email: *acct.Email, RecordedAt: a.Now().UTC().Truncate(time.Microsecond)}
@@ -72,14 +86,14 @@ func (a *App) AcceptLegal(ctx context.Context, p Principal, documentID, version,
 		return err
 	})
 	if err != nil {
-		return AcceptedLegal{}, err
+		return api.AcceptResult{}, err
 	}
 	for _, r := range all { // the record that stands: the first of this version
 		if r.DocumentID == d.ID && r.Version == d.Version {
 			rec = r
 		}
 	}
-	return AcceptedLegal{Acceptance: rec, Unmet: a.unmet(all)}, nil
+	return api.AcceptResult{Acceptance: acceptanceOf(rec), Status: "recorded", UnmetDocumentIDs: a.unmet(all)}, nil
 }
 
 // CheckLegalAcceptor refuses a caller who may not accept a legal document,
@@ -108,34 +122,22 @@ func (a *App) legalAcceptor(ctx context.Context, p Principal) (store.Account, er
 	return acct, nil
 }
 
-// LegalStatus is the answer of GET /v1/legal/acceptances.
-type LegalStatus struct {
-	Acceptances []ListedAcceptance
-	Email       *string
-	Required    []string
-	Unmet       []string
-}
-
-// ListedAcceptance is an acceptance and whether its version is the one
-// served now.
-type ListedAcceptance struct {
-	store.Acceptance
-	Current bool
-}
-
-// LegalAcceptances lists the caller's acceptances.
-func (a *App) LegalAcceptances(ctx context.Context, p Principal) (LegalStatus, error) {
+// LegalAcceptances lists the caller's acceptances, each saying whether its
+// version is the one served now.
+func (a *App) LegalAcceptances(ctx context.Context, p Principal) (api.Acceptances, error) {
 	acct, err := a.Store.Account(ctx, p.UserID)
 	if err != nil {
-		return LegalStatus{}, err
+		return api.Acceptances{}, err
 	}
 	all, err := a.Store.Acceptances(ctx, nil, p.UserID)
 	if err != nil {
-		return LegalStatus{}, err
+		return api.Acceptances{}, err
 	}
-	out := LegalStatus{Acceptances: make([]ListedAcceptance, len(all)), Email: acct.Email, Required: a.Legal.RequiredIDs(), Unmet: a.unmet(all)}
+	out := api.Acceptances{Acceptances: make([]api.Acceptance, len(all)), Email: acct.Email,
+		RequiredDocumentIDs: a.Legal.RequiredIDs(), UnmetDocumentIDs: a.unmet(all)}
 	for i, r := range all {
-		out.Acceptances[i] = ListedAcceptance{Acceptance: r, Current: a.current(r)}
+		out.Acceptances[i] = acceptanceOf(r)
+		out.Acceptances[i].Current = new(a.current(r))
 	}
 	return out, nil
 }

@@ -72,28 +72,23 @@ func (a *App) Notifications(ctx context.Context, p Principal, cursor, severity *
 	return page, nil
 }
 
-// PreferenceRow is one row of GET /v1/notifications/preferences.
-type PreferenceRow struct {
-	domain.Preference
-	Mandatory bool   `json:"mandatory"`
-	Severity  string `json:"severity"`
-}
-
 // Preferences lists every (type, declared channel) of the caller's
 // account, the defaults unless changed.
-func (a *App) Preferences(ctx context.Context, p Principal) ([]PreferenceRow, error) {
+func (a *App) Preferences(ctx context.Context, p Principal) (api.Preferences, error) {
 	stored, err := a.Store.Preferences(ctx, nil, p.UserID)
 	if err != nil {
-		return nil, err
+		return api.Preferences{}, err
 	}
 	set := make(map[[2]string]store.Preference, len(stored))
 	for _, s := range stored {
 		set[[2]string{s.Type, s.Channel}] = s
 	}
-	var out []PreferenceRow
+	var out []api.Preference
 	for _, t := range domain.NoticeTypes {
 		for _, ch := range t.Channels {
-			row := PreferenceRow{Preference: domain.DefaultPreference(t.Name, ch), Mandatory: t.Mandatory, Severity: t.Severity}
+			d := domain.DefaultPreference(t.Name, ch)
+			row := api.Preference{Type: d.Type, Channel: d.Channel, Enabled: d.Enabled, Digest: d.Digest,
+				Mandatory: t.Mandatory, Severity: t.Severity}
 			if s, ok := set[[2]string{t.Name, ch}]; ok {
 				row.Enabled, row.Digest = s.Enabled, s.Digest
 			}
@@ -103,16 +98,7 @@ func (a *App) Preferences(ctx context.Context, p Principal) ([]PreferenceRow, er
 			out = append(out, row)
 		}
 	}
-	return out, nil
-}
-
-// PreferenceInput is one row of PUT /v1/notifications/preferences; Enabled
-// defaults to true and Digest to false.
-type PreferenceInput struct {
-	Type    *string `json:"type" max:"name"`
-	Channel *string `json:"channel" max:"name"`
-	Enabled *bool   `json:"enabled"`
-	Digest  *bool   `json:"digest"`
+	return api.Preferences{Preferences: out}, nil
 }
 
 // MaxPreferenceRows bounds one PUT: every (type, channel) twice over.
@@ -120,7 +106,8 @@ const MaxPreferenceRows = 64
 
 // PutPreferences stores the rows it can and reports the rest with reasons:
 // accepted rows are stored regardless of rejected ones (SPEC.md).
-func (a *App) PutPreferences(ctx context.Context, p Principal, in []PreferenceInput) (api.PreferencesResult, error) {
+func (a *App) PutPreferences(ctx context.Context, p Principal, req api.PreferencesRequest) (api.PreferencesResult, error) {
+	in := req.Preferences
 	if len(in) > MaxPreferenceRows {
 		return api.PreferencesResult{}, domain.Validation(domain.FieldError{Field: "preferences",
 			Message: "at most " + strconv.Itoa(MaxPreferenceRows) + " rows"})
@@ -172,8 +159,8 @@ const (
 // neither into the row. In production only an administrator may; in every
 // environment each call is charged to the account and the deployment
 // (testBudgets: 429 rate_limit_exceeded once one is spent).
-func (a *App) TestNotification(ctx context.Context, p Principal, typ string, body, severity *string) (api.TestNotificationResult, error) {
-	res, err := a.testNotification(ctx, p, typ, body, severity)
+func (a *App) TestNotification(ctx context.Context, p Principal, req api.TestNotificationRequest) (api.TestNotificationResult, error) {
+	res, err := a.testNotification(ctx, p, deref(req.Type), req.Body, req.Severity)
 	a.noteRefusal(ctx, p.UserID, err)
 	return res, err
 }
@@ -225,7 +212,7 @@ func (a *App) testNotification(ctx context.Context, p Principal, typ string, bod
 // Redeliver puts the caller's failed row back in its outbox (CONTRACT.md
 // "Webhooks": it goes back to queued). A row that has not failed answers
 // 409 notification_not_failed; another account's row is 404, as a missing one.
-func (a *App) Redeliver(ctx context.Context, p Principal, id string) (api.Notification, error) {
+func (a *App) Redeliver(ctx context.Context, p Principal, id string) (api.NotificationRedelivered, error) {
 	var out store.Notification
 	err := a.w.Write(ctx, func(t *writer.Tx) error {
 		n, err := a.Store.Requeue(ctx, t.SQL(), p.UserID, id)
@@ -246,10 +233,10 @@ func (a *App) Redeliver(ctx context.Context, p Principal, id string) (api.Notifi
 		return nil
 	})
 	if errors.Is(err, store.ErrNotFound) {
-		return api.Notification{}, domain.NotFound(CodeNotificationMissing, "notification")
+		return api.NotificationRedelivered{}, domain.NotFound(CodeNotificationMissing, "notification")
 	}
 	if err != nil {
-		return api.Notification{}, err
+		return api.NotificationRedelivered{}, err
 	}
-	return notificationOf(out), nil
+	return api.NotificationRedelivered{Notification: notificationOf(out)}, nil
 }

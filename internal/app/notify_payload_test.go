@@ -9,6 +9,7 @@ import (
 	"github.com/auditchain/auditchain/internal/app/apptest"
 	"github.com/auditchain/auditchain/internal/domain"
 	"github.com/auditchain/auditchain/internal/store/storetest"
+	"github.com/auditchain/auditchain/pkg/api"
 )
 
 // A row stores the payload its email or push would carry only when it may
@@ -25,12 +26,12 @@ func TestNoticeRowsStoreThePayloadOnlyWhereTheyMayBeSent(t *testing.T) {
 			t.Fatal(err)
 		}
 		p := app.Principal{UserID: acct.UserID, KeyID: "k", Kind: "api_key"}
-		g, err := a.CreateGrant(ctx, p, app.GrantRequest{Subagent: "collector", AllowedTools: []string{"search"}, MaxToolCalls: 5,
-			ExpiresAt: a.Now().Add(time.Hour)})
+		g, err := a.CreateGrant(ctx, p, api.CreateGrantRequest{Subagent: new("collector"), AllowedTools: []string{"search"}, MaxToolCalls: new(int64(5)),
+			ExpiresAt: new(domain.FormatTimestamp(a.Now().Add(time.Hour)))})
 		if err != nil {
 			t.Fatal(err)
 		}
-		if _, err := a.RevokeGrant(ctx, p, g.Grant.GrantID, "collector"); err != nil {
+		if _, err := a.RevokeGrant(ctx, p, g.Grant.GrantID, api.RevokeRequest{Subagent: new("collector")}); err != nil {
 			t.Fatal(err)
 		}
 		rows, err := st.Notifications(ctx, acct.UserID, nil, nil, 50)

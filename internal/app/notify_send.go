@@ -37,14 +37,8 @@ const (
 	DigestWindow = 24 * time.Hour
 )
 
-// SendResult counts what a pass over an outbox did.
-type SendResult struct {
-	Drained int `json:"drained"`
-	Sent    int `json:"sent"`
-	Failed  int `json:"failed"`
-}
-
-func (r *SendResult) add(o SendResult) {
+// addCounts adds what one pass over an outbox did to r.
+func addCounts(r *api.DrainCounts, o api.DrainCounts) {
 	r.Drained, r.Sent, r.Failed = r.Drained+o.Drained, r.Sent+o.Sent, r.Failed+o.Failed
 }
 
@@ -52,16 +46,16 @@ func (r *SendResult) add(o SendResult) {
 // queued row first, until none is left (rows queued during the pass
 // included, up to the pass's bounds): each through the mailer (which tries
 // up to three times), then sent or failed.
-func (a *App) SendQueuedEmail(ctx context.Context) (SendResult, error) {
+func (a *App) SendQueuedEmail(ctx context.Context) (api.DrainCounts, error) {
 	accounts, err := a.Store.QueuedAccounts(ctx, domain.ChannelEmail, outboxAccounts)
 	if err != nil {
-		return SendResult{}, err
+		return api.DrainCounts{}, err
 	}
-	var total SendResult
+	var total api.DrainCounts
 	var first error
 	for _, userID := range accounts {
 		res, err := a.passAccount(ctx, domain.ChannelEmail, userID, a.sendEmailRows)
-		total.add(res)
+		addCounts(&total, res)
 		if err != nil && first == nil {
 			first = fmt.Errorf("email outbox of %s: %w", userID, err)
 		}
@@ -72,18 +66,18 @@ func (a *App) SendQueuedEmail(ctx context.Context) (SendResult, error) {
 // outboxSender prepares the sending of claimed rows inside the claim's
 // transaction (reading what it needs), and returns work, which sends
 // outside any database write, and settle, which records the outcome.
-type outboxSender func(ctx context.Context, t *writer.Tx, rows []store.Notification) (work func() SendResult, settle func(*writer.Tx) error, err error)
+type outboxSender func(ctx context.Context, t *writer.Tx, rows []store.Notification) (work func() api.DrainCounts, settle func(*writer.Tx) error, err error)
 
 // maxClaimsPerPass bounds one account's claims in one pass.
 const maxClaimsPerPass = 100
 
-func (a *App) passAccount(ctx context.Context, channel, userID string, send outboxSender) (SendResult, error) {
-	var total SendResult
+func (a *App) passAccount(ctx context.Context, channel, userID string, send outboxSender) (api.DrainCounts, error) {
+	var total api.DrainCounts
 	for range maxClaimsPerPass {
 		var (
-			work   func() SendResult
+			work   func() api.DrainCounts
 			settle func(*writer.Tx) error
-			res    SendResult
+			res    api.DrainCounts
 			took   bool
 		)
 		err := a.w.Claim(ctx, channel+"/"+userID,
@@ -109,21 +103,21 @@ func (a *App) passAccount(ctx context.Context, channel, userID string, send outb
 		if err != nil || !took {
 			return total, err
 		}
-		total.add(res)
+		addCounts(&total, res)
 	}
 	return total, nil
 }
 
 // sendEmailRows mails claimed rows to their account's address. It runs
 // inside the claim's transaction and returns how to settle them.
-func (a *App) sendEmailRows(ctx context.Context, t *writer.Tx, rows []store.Notification) (func() SendResult, func(*writer.Tx) error, error) {
+func (a *App) sendEmailRows(ctx context.Context, t *writer.Tx, rows []store.Notification) (func() api.DrainCounts, func(*writer.Tx) error, error) {
 	acct, err := a.Store.AccountIn(ctx, t.SQL(), rows[0].UserID)
 	if err != nil {
 		return nil, nil, err
 	}
 	outcome := make([]string, len(rows))
 	sentAt := make([]*int64, len(rows))
-	work := func() (res SendResult) {
+	work := func() (res api.DrainCounts) {
 		for i, r := range rows {
 			res.Drained++
 			if acct.Email == nil {

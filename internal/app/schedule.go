@@ -15,6 +15,7 @@ import (
 	"github.com/auditchain/auditchain/internal/app/writer"
 	"github.com/auditchain/auditchain/internal/domain"
 	"github.com/auditchain/auditchain/internal/schedule"
+	"github.com/auditchain/auditchain/pkg/api"
 )
 
 // Job names: the cron routes' last path segment.
@@ -171,45 +172,16 @@ func (a *App) kickWebhooks() {
 	}
 }
 
-// JobView is one job in GET /v1/internal/jobs.
-type JobView struct {
-	Job     string       `json:"job"`
-	Cadence string       `json:"cadence"`
-	NextRun *string      `json:"next_run"`
-	Running bool         `json:"running"`
-	LastRun *JobRunView  `json:"last_run"`
-	Replica *JobRunLocal `json:"this_replica"`
-}
-
-// JobRunView is a job's newest scheduled period, run by whichever replica.
-type JobRunView struct {
-	Period     string   `json:"period"`
-	Replica    string   `json:"replica"`
-	StartedAt  string   `json:"started_at"`
-	FinishedAt *string  `json:"finished_at"`
-	DurationMS *float64 `json:"duration_ms"`
-	Outcome    string   `json:"outcome"` // ok, failed, or running (also: a replica that died mid-run)
-	Error      *string  `json:"error"`
-}
-
-// JobRunLocal is this replica's last run of a job (scheduled, kicked or
-// skipped).
-type JobRunLocal struct {
-	Trigger    string  `json:"trigger"`
-	StartedAt  string  `json:"started_at"`
-	DurationMS float64 `json:"duration_ms"`
-	Outcome    string  `json:"outcome"`
-	Error      *string `json:"error"`
-}
-
 // JobsStatus is GET /v1/internal/jobs: every job, its cadence, the newest
 // period any replica ran and how it went, and this replica's view (next
 // run, last run) when its scheduler runs.
-func (a *App) JobsStatus(ctx context.Context) (scheduler bool, replica string, jobs []JobView, err error) {
+func (a *App) JobsStatus(ctx context.Context) (api.JobsStatus, error) {
 	last, err := a.Store.LastJobRuns(ctx)
 	if err != nil {
-		return false, "", nil, err
+		return api.JobsStatus{}, err
 	}
+	var scheduler bool
+	var jobs []api.JobView
 	r := a.runner()
 	if r == nil {
 		r = a.newRunner() // not started: cadence and next due time only
@@ -217,13 +189,13 @@ func (a *App) JobsStatus(ctx context.Context) (scheduler bool, replica string, j
 		scheduler = true
 	}
 	for _, st := range r.Status() {
-		v := JobView{Job: st.Name, Cadence: st.Cadence, Running: st.Running}
+		v := api.JobView{Job: st.Name, Cadence: st.Cadence, Running: st.Running}
 		if scheduler {
 			next := domain.FormatTimestamp(st.Next)
 			v.NextRun = &next
 		}
 		if run, ok := last[st.Name]; ok {
-			lv := &JobRunView{Period: domain.FormatTimestamp(run.Period), Replica: run.Replica, StartedAt: domain.FormatTimestamp(run.StartedAt), Error: run.Error, Outcome: "running"}
+			lv := &api.JobRunView{Period: domain.FormatTimestamp(run.Period), Replica: run.Replica, StartedAt: domain.FormatTimestamp(run.StartedAt), Error: run.Error, Outcome: "running"}
 			if run.FinishedAt != nil {
 				f := domain.FormatTimestamp(*run.FinishedAt)
 				d := float64(run.FinishedAt.Sub(run.StartedAt).Microseconds()) / 1000
@@ -235,7 +207,7 @@ func (a *App) JobsStatus(ctx context.Context) (scheduler bool, replica string, j
 			v.LastRun = lv
 		}
 		if st.Last != nil {
-			l := &JobRunLocal{Trigger: string(st.Last.Trigger), StartedAt: domain.FormatTimestamp(st.Last.Started),
+			l := &api.JobRunLocal{Trigger: string(st.Last.Trigger), StartedAt: domain.FormatTimestamp(st.Last.Started),
 				DurationMS: float64(st.Last.Duration.Microseconds()) / 1000, Outcome: st.Last.Outcome()}
 			if st.Last.Err != "" {
 				e := st.Last.Err
@@ -245,5 +217,5 @@ func (a *App) JobsStatus(ctx context.Context) (scheduler bool, replica string, j
 		}
 		jobs = append(jobs, v)
 	}
-	return scheduler, a.replicaID(), jobs, nil
+	return api.JobsStatus{Jobs: jobs, Replica: a.replicaID(), Scheduler: scheduler}, nil
 }

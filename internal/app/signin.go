@@ -34,11 +34,6 @@ type Mailer interface {
 	Send(ctx context.Context, msg mail.Message) error
 }
 
-// OTPSent is the answer of POST /v1/auth/otp/request.
-type OTPSent struct {
-	ExpiresAt time.Time
-}
-
 var errBadEmail = domain.Validation(domain.FieldError{Field: "email", Message: "must be one plain address like name@example.com"})
 
 // RequestOTP mails a one-time code to email for a request from client (the
@@ -50,30 +45,31 @@ var errBadEmail = domain.Validation(domain.FieldError{Field: "email", Message: "
 // deployment's budgets (otpBudgets); a request that could not be mailed is
 // charged nothing. The code is stored only as a hash, and a new code
 // supersedes the earlier ones.
-func (a *App) RequestOTP(ctx context.Context, client, rawEmail string, acceptances []api.AcceptanceInput) (OTPSent, error) {
-	email, ok := domain.NormalizeEmail(rawEmail)
+func (a *App) RequestOTP(ctx context.Context, client string, req api.OTPRequest) (api.OTPSent, error) {
+	acceptances := req.Acceptances
+	email, ok := domain.NormalizeEmail(deref(req.Email))
 	if !ok {
-		return OTPSent{}, errBadEmail
+		return api.OTPSent{}, errBadEmail
 	}
 	var stored []byte
 	switch _, err := a.Store.AccountByEmail(ctx, nil, email); {
 	case errors.Is(err, store.ErrNotFound):
 		if err := a.checkNewAccountAcceptances(acceptances); err != nil {
-			return OTPSent{}, err
+			return api.OTPSent{}, err
 		}
 		if stored, err = json.Marshal(acceptances); err != nil {
-			return OTPSent{}, err
+			return api.OTPSent{}, err
 		}
 	case err != nil:
-		return OTPSent{}, err
+		return api.OTPSent{}, err
 	}
 	code, err := a.newOTP()
 	if err != nil {
-		return OTPSent{}, err
+		return api.OTPSent{}, err
 	}
 	id, err := a.newID("otp-", 16)
 	if err != nil {
-		return OTPSent{}, err
+		return api.OTPSent{}, err
 	}
 	now := a.Now().UTC()
 	c := store.OTPCode{ID: id, Email: email, CodeHash: otpHash(id, email, code), Acceptances: stored,
@@ -98,7 +94,7 @@ func (a *App) RequestOTP(ctx context.Context, client, rawEmail string, acceptanc
 		return a.Store.InsertOTPCode(ctx, t.SQL(), c)
 	})
 	if err != nil {
-		return OTPSent{}, err
+		return api.OTPSent{}, err
 	}
 	msg := mail.Message{To: email, Kind: "sign_in_code", Subject: "Your auditchain sign-in code: " + code,
 		Body: fmt.Sprintf("Your auditchain sign-in code is\n\n    %s\n\nIt works once, until %s (%d minutes). "+
@@ -117,12 +113,12 @@ func (a *App) RequestOTP(ctx context.Context, client, rawEmail string, acceptanc
 			}
 			return a.refund(ctx, t, budgets...)
 		}); err != nil {
-			return OTPSent{}, err
+			return api.OTPSent{}, err
 		}
-		return OTPSent{}, &domain.Error{Code: domain.CodeMailUnavailable, RetryAfter: 30,
+		return api.OTPSent{}, &domain.Error{Code: domain.CodeMailUnavailable, RetryAfter: 30,
 			Detail: "the sign-in code could not be mailed; try again shortly"}
 	}
-	return OTPSent{ExpiresAt: c.ExpiresAt}, nil
+	return api.OTPSent{Status: "sent", ExpiresAt: domain.FormatTimestamp(c.ExpiresAt)}, nil
 }
 
 // checkNewAccountAcceptances requires, for an email without an account, an
@@ -173,11 +169,11 @@ func otpHash(id, email, code string) []byte {
 	return sum[:]
 }
 
-// SignedIn is the answer of POST /v1/auth/otp/verify: the session, and its
-// token, which only the cookie carries.
+// SignedIn is the answer of POST /v1/auth/otp/verify and the session it
+// started: Token is the session's token, which only the cookie carries, and
+// ExpiresAt the cookie's expiry.
 type SignedIn struct {
-	UserID    string
-	Email     string
+	api.SignedIn
 	Token     string
 	ExpiresAt time.Time
 }
@@ -190,8 +186,9 @@ var errInvalidCode = &domain.Error{Code: domain.CodeInvalidOrExpiredCode,
 // account is created then, with the acceptances its request carried. A
 // wrong code counts against its code (domain.OTPMaxAttempts burn it); any
 // failure is the same 401 and writes no session.
-func (a *App) VerifyOTP(ctx context.Context, rawEmail, code string) (SignedIn, error) {
-	email, ok := domain.NormalizeEmail(rawEmail)
+func (a *App) VerifyOTP(ctx context.Context, req api.OTPVerify) (SignedIn, error) {
+	code := deref(req.Code)
+	email, ok := domain.NormalizeEmail(deref(req.Email))
 	if !ok {
 		return SignedIn{}, errInvalidCode
 	}
@@ -223,7 +220,8 @@ func (a *App) VerifyOTP(ctx context.Context, rawEmail, code string) (SignedIn, e
 	if err != nil {
 		return SignedIn{}, err
 	}
-	out := SignedIn{Email: email, Token: token, ExpiresAt: now.Add(a.Cfg.SessionTTL)}
+	out := SignedIn{SignedIn: api.SignedIn{Email: email}, Token: token, ExpiresAt: now.Add(a.Cfg.SessionTTL)}
+	out.SessionExpiresAt = domain.FormatTimestamp(out.ExpiresAt)
 	err = a.w.Write(ctx, func(t *writer.Tx) error {
 		spent, err := a.Store.SpendOTPCode(ctx, t.SQL(), c.ID, now, domain.OTPMaxAttempts)
 		if err != nil {
@@ -284,12 +282,9 @@ func (a *App) newSessionToken() (token string, hash []byte, err error) {
 	if _, err := io.ReadFull(a.Rand, secret); err != nil {
 		return "", nil, err
 	}
-	token = SessionTokenPrefix + base64.RawURLEncoding.EncodeToString(secret)
+	token = api.SessionTokenPrefix + base64.RawURLEncoding.EncodeToString(secret)
 	return token, hashToken(token), nil
 }
-
-// SessionTokenPrefix starts every session token, as TokenPrefix starts keys.
-const SessionTokenPrefix = "acs_"
 
 var errInvalidSession = &domain.Error{Code: domain.CodeInvalidAPIKey,
 	Detail: "the session is unknown, ended or expired; sign in again"}
@@ -300,7 +295,7 @@ var errInvalidSession = &domain.Error{Code: domain.CodeInvalidAPIKey,
 // other at once; on SQLite, this process being the only writer, the read is
 // cached as keys are and dropped by every logout.
 func (a *App) AuthenticateSession(ctx context.Context, token string) (Principal, error) {
-	if !strings.HasPrefix(token, SessionTokenPrefix) || len(token) > 128 {
+	if !strings.HasPrefix(token, api.SessionTokenPrefix) || len(token) > 128 {
 		return Principal{}, errInvalidSession
 	}
 	h := hashToken(token)
@@ -335,27 +330,19 @@ type knownSession struct {
 // cached session (they are rare).
 const sessionCacheScope = ""
 
-// SessionInfo is the answer of GET /v1/auth/session.
-type SessionInfo struct {
-	UserID    string
-	Email     string
-	Admin     bool
-	ExpiresAt time.Time
-}
-
 var errSessionRequired = &domain.Error{Code: domain.CodeSessionRequired,
 	Detail: "this route describes or ends a signed-in session: send the session cookie"}
 
 // Session describes the caller's session.
-func (a *App) Session(ctx context.Context, p Principal) (SessionInfo, error) {
+func (a *App) Session(ctx context.Context, p Principal) (api.Session, error) {
 	if p.Kind != KindSession {
-		return SessionInfo{}, errSessionRequired
+		return api.Session{}, errSessionRequired
 	}
 	s, acct, err := a.sessionByID(ctx, p)
 	if err != nil {
-		return SessionInfo{}, err
+		return api.Session{}, err
 	}
-	info := SessionInfo{UserID: s.UserID, Admin: acct.IsAdmin, ExpiresAt: s.ExpiresAt}
+	info := api.Session{UserID: s.UserID, Admin: acct.IsAdmin, ExpiresAt: domain.FormatTimestamp(s.ExpiresAt)}
 	if acct.Email != nil {
 		info.Email = *acct.Email
 	}

@@ -19,6 +19,7 @@ import (
 	"github.com/auditchain/auditchain/internal/domain"
 	"github.com/auditchain/auditchain/internal/mail"
 	"github.com/auditchain/auditchain/internal/store"
+	"github.com/auditchain/auditchain/pkg/api"
 )
 
 var (
@@ -30,13 +31,6 @@ var (
 		Detail: "only an owner of the team may do this"}
 )
 
-// OrgDetail is GET /v1/orgs/{org_id}.
-type OrgDetail struct {
-	Org          store.MemberOrg
-	MemberCount  int
-	InvitedCount int
-}
-
 // Removal reasons a team.member_removed notice names.
 const (
 	removedByOwner   = "removed"
@@ -47,21 +41,22 @@ const (
 
 // CreateOrg creates a team whose owner is the caller. Members are known by
 // email, so the caller's account needs one.
-func (a *App) CreateOrg(ctx context.Context, p Principal, name string) (store.MemberOrg, error) {
+func (a *App) CreateOrg(ctx context.Context, p Principal, req api.CreateTeamRequest) (api.TeamCreated, error) {
+	name := deref(req.Name)
 	if why := domain.CheckTeamName(name); why != "" {
-		return store.MemberOrg{}, domain.Validation(domain.FieldError{Field: "name", Message: why})
+		return api.TeamCreated{}, domain.Validation(domain.FieldError{Field: "name", Message: why})
 	}
 	acct, err := a.Store.Account(ctx, p.UserID)
 	if err != nil {
-		return store.MemberOrg{}, err
+		return api.TeamCreated{}, err
 	}
 	if acct.Email == nil {
-		return store.MemberOrg{}, &domain.Error{Code: domain.CodeAccountHasNoEmail,
+		return api.TeamCreated{}, &domain.Error{Code: domain.CodeAccountHasNoEmail,
 			Detail: "team members are known by email: an account without one cannot own a team"}
 	}
 	id, err := a.newID(domain.OrgIDPrefix, domain.OrgIDBytes)
 	if err != nil {
-		return store.MemberOrg{}, err
+		return api.TeamCreated{}, err
 	}
 	now := a.Now().UTC()
 	org := store.Org{OrgID: id, Name: name, OwnerUserID: p.UserID, CreatedAt: now}
@@ -82,43 +77,77 @@ func (a *App) CreateOrg(ctx context.Context, p Principal, name string) (store.Me
 		return a.Store.CreateOrg(ctx, t.SQL(), org, owner)
 	})
 	if err != nil {
-		return store.MemberOrg{}, err
+		return api.TeamCreated{}, err
 	}
-	return store.MemberOrg{Org: org, Role: domain.RoleOwner}, nil
+	return api.TeamCreated{Org: teamOf(store.MemberOrg{Org: org, Role: domain.RoleOwner})}, nil
 }
 
 // Orgs lists the teams the caller owns or has joined, never one it is only
 // invited to.
-func (a *App) Orgs(ctx context.Context, p Principal) ([]store.MemberOrg, error) {
-	return a.Store.OrgsOf(ctx, p.UserID)
+func (a *App) Orgs(ctx context.Context, p Principal) (api.TeamList, error) {
+	orgs, err := a.Store.OrgsOf(ctx, p.UserID)
+	if err != nil {
+		return api.TeamList{}, err
+	}
+	out := api.TeamList{Orgs: make([]api.Team, len(orgs))}
+	for i, o := range orgs {
+		out.Orgs[i] = teamOf(o)
+	}
+	return out, nil
 }
 
 // Org describes a team to one of its members.
-func (a *App) Org(ctx context.Context, p Principal, orgID string) (OrgDetail, error) {
+func (a *App) Org(ctx context.Context, p Principal, orgID string) (api.TeamDetail, error) {
 	org, err := a.memberOrg(ctx, p, orgID)
 	if err != nil {
-		return OrgDetail{}, err
+		return api.TeamDetail{}, err
 	}
 	active, invited, err := a.Store.OrgCounts(ctx, nil, orgID, a.Now())
-	return OrgDetail{Org: org, MemberCount: active, InvitedCount: invited}, err
+	if err != nil {
+		return api.TeamDetail{}, err
+	}
+	return api.TeamDetail{Org: teamOf(org), MemberCount: active, InvitedCount: invited}, nil
 }
 
 // OrgMembers lists a team's active members and live invitations to one of
 // its members.
-func (a *App) OrgMembers(ctx context.Context, p Principal, orgID string) ([]store.OrgMember, error) {
+func (a *App) OrgMembers(ctx context.Context, p Principal, orgID string) (api.TeamMembers, error) {
 	if _, err := a.memberOrg(ctx, p, orgID); err != nil {
-		return nil, err
+		return api.TeamMembers{}, err
 	}
-	return a.Store.OrgMembers(ctx, orgID, a.Now())
+	members, err := a.Store.OrgMembers(ctx, orgID, a.Now())
+	if err != nil {
+		return api.TeamMembers{}, err
+	}
+	out := api.TeamMembers{OrgID: orgID, Members: make([]api.TeamMember, len(members))}
+	for i, m := range members {
+		out.Members[i] = teamMemberOf(m)
+	}
+	return out, nil
 }
 
 // OrgKeys lists the key metadata of every active member of a team, to one
 // of its members.
-func (a *App) OrgKeys(ctx context.Context, p Principal, orgID string) ([]store.APIKey, error) {
+func (a *App) OrgKeys(ctx context.Context, p Principal, orgID string) (api.TeamKeys, error) {
 	if _, err := a.memberOrg(ctx, p, orgID); err != nil {
-		return nil, err
+		return api.TeamKeys{}, err
 	}
-	return a.Store.OrgKeys(ctx, orgID)
+	keys, err := a.Store.OrgKeys(ctx, orgID)
+	if err != nil {
+		return api.TeamKeys{}, err
+	}
+	return api.TeamKeys{OrgID: orgID, Keys: keysOf(keys)}, nil
+}
+
+// teamOf is a team as one of its members sees it.
+func teamOf(o store.MemberOrg) api.Team {
+	return api.Team{OrgID: o.OrgID, Name: o.Name, OwnerUserID: o.OwnerUserID, CreatedAt: domain.FormatTimestamp(o.CreatedAt), Role: o.Role}
+}
+
+// teamMemberOf is a member or an invitation as the API shows it.
+func teamMemberOf(m store.OrgMember) api.TeamMember {
+	return api.TeamMember{OrgID: m.OrgID, UserID: m.UserID, Email: m.Email, Role: m.Role, Status: m.Status,
+		CreatedAt: domain.FormatTimestamp(m.CreatedAt)}
 }
 
 // memberOrg reads the team as the caller, an active member, sees it; any
@@ -162,10 +191,13 @@ func (a *App) lockOrgAs(ctx context.Context, t *writer.Tx, orgID string, p Princ
 // (inviteBudgets: 429 rate_limit_exceeded once one is spent). If the mailer
 // cannot take the invitation it is withdrawn again, its charge given back,
 // and the caller gets 503 mail_unavailable.
-func (a *App) Invite(ctx context.Context, p Principal, orgID string, rawEmail, role *string) (store.OrgMember, error) {
-	m, err := a.invite(ctx, p, orgID, rawEmail, role)
+func (a *App) Invite(ctx context.Context, p Principal, orgID string, req api.InviteRequest) (api.TeamMemberResponse, error) {
+	m, err := a.invite(ctx, p, orgID, req.Email, req.Role)
 	a.noteRefusal(ctx, p.UserID, err)
-	return m, err
+	if err != nil {
+		return api.TeamMemberResponse{}, err
+	}
+	return api.TeamMemberResponse{Member: teamMemberOf(m)}, nil
 }
 
 func (a *App) invite(ctx context.Context, p Principal, orgID string, rawEmail, role *string) (store.OrgMember, error) {
@@ -298,16 +330,16 @@ func invitationMail(org store.Org, m store.OrgMember, inviter string) mail.Messa
 // the caller signed in with the invited email, by session or by a key of
 // its account). Without a live invitation for the caller's email, however
 // the team stands, the answer is 404 invitation_not_found.
-func (a *App) AcceptInvitation(ctx context.Context, p Principal, orgID string) (store.OrgMember, error) {
+func (a *App) AcceptInvitation(ctx context.Context, p Principal, orgID string) (api.TeamMemberResponse, error) {
 	if !domain.ValidOrgID(orgID) {
-		return store.OrgMember{}, errInvitationNotFound
+		return api.TeamMemberResponse{}, errInvitationNotFound
 	}
 	acct, err := a.Store.Account(ctx, p.UserID)
 	if err != nil {
-		return store.OrgMember{}, err
+		return api.TeamMemberResponse{}, err
 	}
 	if acct.Email == nil {
-		return store.OrgMember{}, errInvitationNotFound
+		return api.TeamMemberResponse{}, errInvitationNotFound
 	}
 	now := a.Now().UTC()
 	var m store.OrgMember
@@ -330,7 +362,10 @@ func (a *App) AcceptInvitation(ctx context.Context, p Principal, orgID string) (
 		}
 		return a.notifyTeam(ctx, t, orgID, nil, Notice{Type: domain.NoticeTeamMemberJoined, Subject: teamSubject(org, m)})
 	})
-	return m, err
+	if err != nil {
+		return api.TeamMemberResponse{}, err
+	}
+	return api.TeamMemberResponse{Member: teamMemberOf(m)}, nil
 }
 
 // RemoveOrgMember deletes the member row of email from a team: an owner

@@ -26,6 +26,7 @@ import (
 	"github.com/auditchain/auditchain/internal/domain"
 	"github.com/auditchain/auditchain/internal/notify/webhook"
 	"github.com/auditchain/auditchain/internal/store"
+	"github.com/auditchain/auditchain/pkg/api"
 )
 
 // Bounds of the drain, per process.
@@ -107,7 +108,7 @@ func (d *webhookDrain) end(userID string, stop bool) (done, leftOut bool) {
 // it: it serves every account with queued webhook rows that no sender of
 // this process serves yet, and answers what those senders did once they
 // are done (rows of an account another sender is serving are that sender's).
-func (a *App) DrainWebhooks(ctx context.Context) (SendResult, error) {
+func (a *App) DrainWebhooks(ctx context.Context) (api.DrainCounts, error) {
 	return a.drainWebhooks(ctx, ctx, true)
 }
 
@@ -130,14 +131,14 @@ func (a *App) dispatchWebhooks(ctx context.Context) error {
 // drainWebhooks lists the accounts with queued rows (oldest row first) and
 // starts a sender on senderCtx for each that has none; with wait it waits
 // for them and adds up what they did, else their failures are logged.
-func (a *App) drainWebhooks(ctx, senderCtx context.Context, wait bool) (SendResult, error) {
+func (a *App) drainWebhooks(ctx, senderCtx context.Context, wait bool) (api.DrainCounts, error) {
 	accounts, err := a.Store.QueuedAccounts(ctx, domain.ChannelWebhook, outboxAccounts)
 	if err != nil {
-		return SendResult{}, err
+		return api.DrainCounts{}, err
 	}
 	var (
 		mu    sync.Mutex
-		total SendResult
+		total api.DrainCounts
 		errs  []error
 		mine  sync.WaitGroup
 	)
@@ -159,14 +160,14 @@ func (a *App) drainWebhooks(ctx, senderCtx context.Context, wait bool) (SendResu
 			}
 			mu.Lock()
 			defer mu.Unlock()
-			total.add(res)
+			addCounts(&total, res)
 			if err != nil {
 				errs = append(errs, err)
 			}
 		})
 	}
 	if !wait {
-		return SendResult{}, nil
+		return api.DrainCounts{}, nil
 	}
 	mine.Wait()
 	if len(errs) > 0 {
@@ -177,13 +178,13 @@ func (a *App) drainWebhooks(ctx, senderCtx context.Context, wait bool) (SendResu
 
 // serveWebhooks is userID's sender: passes over its outbox until a pass
 // ends with nothing found queued meanwhile.
-func (a *App) serveWebhooks(ctx context.Context, userID string) (SendResult, error) {
+func (a *App) serveWebhooks(ctx context.Context, userID string) (api.DrainCounts, error) {
 	ctx, cancel := context.WithTimeout(ctx, senderTimeout)
 	defer cancel()
-	var total SendResult
+	var total api.DrainCounts
 	for {
 		res, err := a.passAccount(ctx, domain.ChannelWebhook, userID, a.sendWebhookRows)
-		total.add(res)
+		addCounts(&total, res)
 		done, leftOut := a.hooks.end(userID, err != nil || ctx.Err() != nil)
 		if leftOut {
 			a.kickWebhooks()
@@ -238,21 +239,7 @@ func (g *attemptGate) release(account string) {
 	}
 }
 
-// webhookBody is the push of a row (CONTRACT.md "Webhooks"): thin, a prompt
-// to poll, never the fact.
-type webhookBody struct {
-	Type      string      `json:"type"`
-	Timestamp string      `json:"timestamp"`
-	Data      webhookData `json:"data"`
-}
-
-type webhookData struct {
-	NotificationID string         `json:"notification_id"`
-	UserID         string         `json:"user_id"`
-	Severity       string         `json:"severity"`
-	Subject        map[string]any `json:"subject"`
-}
-
+// webhookPush is the push of a row (api.WebhookPayload).
 func webhookPush(r store.Notification) ([]byte, error) {
 	var p noticePayload
 	if err := json.Unmarshal([]byte(r.Payload), &p); err != nil {
@@ -261,13 +248,13 @@ func webhookPush(r store.Notification) ([]byte, error) {
 	if p.Subject == nil {
 		p.Subject = map[string]any{}
 	}
-	return json.Marshal(webhookBody{Type: r.Type, Timestamp: domain.FormatTimestamp(time.UnixMicro(r.CreatedAt)),
-		Data: webhookData{NotificationID: r.ID, UserID: r.UserID, Severity: cmp.Or(p.Severity, r.Severity), Subject: p.Subject}})
+	return json.Marshal(api.WebhookPayload{Type: r.Type, Timestamp: domain.FormatTimestamp(time.UnixMicro(r.CreatedAt)),
+		Data: api.WebhookPayloadData{NotificationID: r.ID, UserID: r.UserID, Severity: cmp.Or(p.Severity, r.Severity), Subject: p.Subject}})
 }
 
 // sendWebhookRows delivers claimed rows to the account's endpoints (outside
 // any transaction) and returns how to settle them.
-func (a *App) sendWebhookRows(ctx context.Context, t *writer.Tx, rows []store.Notification) (func() SendResult, func(*writer.Tx) error, error) {
+func (a *App) sendWebhookRows(ctx context.Context, t *writer.Tx, rows []store.Notification) (func() api.DrainCounts, func(*writer.Tx) error, error) {
 	userID := rows[0].UserID
 	hooks, err := a.Store.Webhooks(ctx, t.SQL(), userID, "")
 	if err != nil {
@@ -282,7 +269,7 @@ func (a *App) sendWebhookRows(ctx context.Context, t *writer.Tx, rows []store.No
 	outcome := make([]string, len(rows))
 	sentAt := make([]*int64, len(rows))
 	var deliveries []store.Delivery
-	work := func() SendResult {
+	work := func() api.DrainCounts {
 		return a.deliverRows(ctx, userID, hooks, rows, bodies, outcome, sentAt, &deliveries)
 	}
 	return work, func(t *writer.Tx) error {
@@ -326,7 +313,7 @@ type webhookTried struct {
 // backoff, up to webhookAttempts in all. Cut short (ctx), it starts nothing
 // more and returns once its attempts in flight have ended.
 func (a *App) deliverRows(ctx context.Context, userID string, hooks []store.Webhook, rows []store.Notification, bodies [][]byte,
-	outcome []string, sentAt []*int64, deliveries *[]store.Delivery) SendResult {
+	outcome []string, sentAt []*int64, deliveries *[]store.Delivery) api.DrainCounts {
 	queues := make([][]webhookTry, len(hooks)) // per endpoint: first attempts in row order, then retries
 	left := 0                                  // tries queued or in flight
 	for h, hook := range hooks {
@@ -413,7 +400,7 @@ func (a *App) deliverRows(ctx context.Context, userID string, hooks []store.Webh
 			cancelled = nil // from here the loop only collects what is in flight
 		}
 	}
-	var res SendResult
+	var res api.DrainCounts
 	now := a.Now().UnixMicro()
 	for i := range rows {
 		res.Drained++

@@ -15,6 +15,7 @@ import (
 	"github.com/auditchain/auditchain/internal/app"
 	"github.com/auditchain/auditchain/internal/domain"
 	"github.com/auditchain/auditchain/internal/store/storetest"
+	"github.com/auditchain/auditchain/pkg/api"
 )
 
 // 50 accounts whose receivers never answer, 8 rows queued for each and all
@@ -68,7 +69,7 @@ func TestHangingReceiversDoNotDelayAnotherAccount(t *testing.T) {
 		// Each queued row kicks the scheduler, as in serve.
 		for _, p := range hangers {
 			for range rowsEach {
-				if _, err := a.TestNotification(ctx, p, domain.NoticeGrantRevoked, nil, nil); err != nil {
+				if _, err := a.TestNotification(ctx, p, api.TestNotificationRequest{Type: new(domain.NoticeGrantRevoked)}); err != nil {
 					t.Fatal(err)
 				}
 			}
@@ -89,7 +90,7 @@ func TestHangingReceiversDoNotDelayAnotherAccount(t *testing.T) {
 		}
 
 		queued := time.Now()
-		if _, err := a.TestNotification(ctx, ph, domain.NoticeGrantRevoked, nil, nil); err != nil {
+		if _, err := a.TestNotification(ctx, ph, api.TestNotificationRequest{Type: new(domain.NoticeGrantRevoked)}); err != nil {
 			t.Fatal(err)
 		}
 		select {

@@ -19,6 +19,7 @@ import (
 	"github.com/auditchain/auditchain/internal/config"
 	"github.com/auditchain/auditchain/internal/domain"
 	"github.com/auditchain/auditchain/internal/store/storetest"
+	"github.com/auditchain/auditchain/pkg/api"
 )
 
 // webhookApp is an App over a store of dsn that may deliver to loopback
@@ -45,7 +46,7 @@ func hookAccount(t *testing.T, a *app.App, email, url string) app.Principal {
 		t.Fatal(err)
 	}
 	p := app.Principal{UserID: acct.UserID, KeyID: "k", Kind: "api_key"}
-	if _, err := a.CreateWebhook(ctx, p, url, nil); err != nil {
+	if _, err := a.CreateWebhook(ctx, p, api.CreateWebhookRequest{URL: &url}); err != nil {
 		t.Fatalf("register %s: %v", url, err)
 	}
 	return p
@@ -98,7 +99,7 @@ func TestTwoReplicasDrainEachRowOnce(t *testing.T) {
 	for _, p := range users {
 		wg.Go(func() {
 			for range perAccount {
-				if _, err := a1.TestNotification(ctx, p, domain.NoticeGrantRevoked, nil, nil); err != nil {
+				if _, err := a1.TestNotification(ctx, p, api.TestNotificationRequest{Type: new(domain.NoticeGrantRevoked)}); err != nil {
 					t.Errorf("queue a row: %v", err)
 					return
 				}
@@ -121,7 +122,7 @@ func TestTwoReplicasDrainEachRowOnce(t *testing.T) {
 	}
 
 	start := make(chan struct{})
-	results := make([]app.SendResult, 2)
+	results := make([]api.DrainCounts, 2)
 	errs := make([]error, 2)
 	for i, a := range []*app.App{a1, a2} {
 		wg.Go(func() {
@@ -218,7 +219,7 @@ func TestSlowReceiverDoesNotDelayAnother(t *testing.T) {
 		pa := hookAccount(t, a, "slow@example.com", slow.URL)
 		pb := hookAccount(t, a, "fast@example.com", fast.URL)
 		for _, p := range []app.Principal{pa, pb} {
-			if _, err := a.TestNotification(ctx, p, domain.NoticeGrantRevoked, nil, nil); err != nil {
+			if _, err := a.TestNotification(ctx, p, api.TestNotificationRequest{Type: new(domain.NoticeGrantRevoked)}); err != nil {
 				t.Fatal(err)
 			}
 		}
@@ -227,7 +228,7 @@ func TestSlowReceiverDoesNotDelayAnother(t *testing.T) {
 			t.Fatalf("queued webhook rows: %d of the slow account, %d of the fast one; want 1 each", len(rowA), len(rowB))
 		}
 
-		var res app.SendResult
+		var res api.DrainCounts
 		var drainErr error
 		go func() {
 			defer close(drained)

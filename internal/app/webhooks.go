@@ -39,11 +39,12 @@ func webhookOf(w store.Webhook) api.Webhook {
 	return api.Webhook{ID: w.ID, URL: w.URL, Types: w.Types, CreatedAt: domain.FormatTimestamp(w.CreatedAt)}
 }
 
-// CreateWebhook registers url for types (every type with a webhook channel
-// when types is nil). A target that is not http(s) or resolves to a
-// loopback, private, link-local or metadata address is refused, unless the
-// operator allowed private targets.
-func (a *App) CreateWebhook(ctx context.Context, p Principal, url string, types []string) (api.WebhookCreated, error) {
+// CreateWebhook registers the request's url for its types (every type with a
+// webhook channel when types is nil). A target that is not http(s) or
+// resolves to a loopback, private, link-local or metadata address is
+// refused, unless the operator allowed private targets.
+func (a *App) CreateWebhook(ctx context.Context, p Principal, req api.CreateWebhookRequest) (api.WebhookCreated, error) {
+	url, types := deref(req.URL), req.Types
 	if len(url) > MaxWebhookURLBytes {
 		return api.WebhookCreated{}, domain.Validation(domain.FieldError{Field: "url", Message: "at most 2048 bytes"})
 	}
@@ -96,17 +97,17 @@ func (a *App) CreateWebhook(ctx context.Context, p Principal, url string, types 
 	return api.WebhookCreated{Webhook: webhookOf(w), Secret: secret}, nil
 }
 
-// Webhooks lists the caller's endpoints without secrets.
-func (a *App) Webhooks(ctx context.Context, p Principal) ([]api.Webhook, error) {
+// Webhooks lists the caller's endpoints without secrets, oldest first.
+func (a *App) Webhooks(ctx context.Context, p Principal) (api.WebhookList, error) {
 	ws, err := a.Store.Webhooks(ctx, nil, p.UserID, "")
 	if err != nil {
-		return nil, err
+		return api.WebhookList{}, err
 	}
 	out := make([]api.Webhook, len(ws))
 	for i, w := range ws {
 		out[i] = webhookOf(w)
 	}
-	return out, nil
+	return api.WebhookList{Webhooks: out}, nil
 }
 
 var errWebhookNotFound = domain.NotFound(CodeWebhookNotFound, "webhook")
@@ -123,22 +124,22 @@ func (a *App) DeleteWebhook(ctx context.Context, p Principal, id string) error {
 
 // WebhookDeliveries lists the attempts to deliver to the caller's endpoint
 // id, newest first.
-func (a *App) WebhookDeliveries(ctx context.Context, p Principal, id string) ([]api.WebhookDelivery, error) {
+func (a *App) WebhookDeliveries(ctx context.Context, p Principal, id string) (api.WebhookDeliveries, error) {
 	ok, err := a.Store.WebhookExists(ctx, p.UserID, id)
 	if err != nil {
-		return nil, err
+		return api.WebhookDeliveries{}, err
 	}
 	if !ok {
-		return nil, errWebhookNotFound
+		return api.WebhookDeliveries{}, errWebhookNotFound
 	}
 	ds, err := a.Store.Deliveries(ctx, id, MaxDeliveriesListed)
 	if err != nil {
-		return nil, err
+		return api.WebhookDeliveries{}, err
 	}
 	out := make([]api.WebhookDelivery, len(ds))
 	for i, d := range ds {
 		out[i] = api.WebhookDelivery{NotificationID: d.NotificationID, Attempt: d.Attempt, StatusCode: d.StatusCode, Error: d.Error,
 			DurationMS: float64(d.Duration.Microseconds()) / 1000, CreatedAt: domain.FormatTimestamp(d.CreatedAt)}
 	}
-	return out, nil
+	return api.WebhookDeliveries{Deliveries: out}, nil
 }

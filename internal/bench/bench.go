@@ -26,6 +26,7 @@ import (
 	"github.com/auditchain/auditchain/internal/config"
 	"github.com/auditchain/auditchain/internal/domain"
 	"github.com/auditchain/auditchain/internal/store"
+	"github.com/auditchain/auditchain/pkg/api"
 )
 
 // Options configure one `auditchain bench` invocation.
@@ -354,7 +355,7 @@ func provision(ctx context.Context, db string, n, extraKeys int, sessionPrefix s
 		if err != nil {
 			return nil, err
 		}
-		out[i] = account{userID: acct.UserID, keyID: key.Key.ID, key: key.Token}
+		out[i] = account{userID: acct.UserID, keyID: key.ID, key: key.APIKey}
 		if sessionPrefix != "" {
 			if out[i].key, err = signIn(ctx, sa, catcher, *acct.Email); err != nil {
 				return nil, fmt.Errorf("sign in %s: %w", *acct.Email, err)
@@ -362,11 +363,11 @@ func provision(ctx context.Context, db string, n, extraKeys int, sessionPrefix s
 		}
 	}
 	for range extraKeys {
-		k, err := a.CreateKey(ctx, out[0].userID, app.KeyRequest{Label: "bench"})
+		k, err := a.CreateKey(ctx, out[0].userID, api.CreateKeyRequest{Label: new("bench")})
 		if err != nil {
 			return nil, err
 		}
-		out[0].keys = append(out[0].keys, k.Token)
+		out[0].keys = append(out[0].keys, k.APIKey)
 	}
 	return out, nil
 }

@@ -11,8 +11,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/auditchain/auditchain/internal/app"
-	"github.com/auditchain/auditchain/internal/domain"
+	"github.com/auditchain/auditchain/pkg/api"
 )
 
 // client is the generator's one HTTP client: a single Transport keeps enough
@@ -81,8 +80,8 @@ func (c *client) do(ctx context.Context, method, path, key string, body []byte, 
 		req.Header["Mcp-Protocol-Version"] = mcpVersion
 	}
 	switch {
-	case strings.HasPrefix(key, app.SessionTokenPrefix):
-		req.Header["Cookie"] = []string{domain.SessionCookie + "=" + key}
+	case strings.HasPrefix(key, api.SessionTokenPrefix):
+		req.Header["Cookie"] = []string{api.SessionCookie + "=" + key}
 	case key != "":
 		req.Header["X-Api-Key"] = []string{key}
 	}

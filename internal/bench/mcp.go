@@ -24,8 +24,8 @@ func runMCPProxy(ctx context.Context, e *env, res Result) (Result, error) {
 	if err != nil {
 		return res, err
 	}
-	if _, err := c.CreateGrant(ctx, api.CreateGrantRequest{Subagent: benchSubagent, MaxToolCalls: 1_000_000_000,
-		AllowedTools: []string{"echo"}, ExpiresAt: time.Now().UTC().Add(48 * time.Hour).Format(time.RFC3339)}); err != nil {
+	if _, err := c.CreateGrant(ctx, api.CreateGrantRequest{Subagent: new(benchSubagent), MaxToolCalls: new(int64(1_000_000_000)),
+		AllowedTools: []string{"echo"}, ExpiresAt: new(time.Now().UTC().Add(48 * time.Hour).Format(time.RFC3339))}); err != nil {
 		return res, fmt.Errorf("create grant: %w", err)
 	}
 	up := mcp.NewServer(&mcp.Implementation{Name: "bench-upstream", Version: "1"}, nil)

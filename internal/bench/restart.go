@@ -12,6 +12,7 @@ import (
 
 	"github.com/auditchain/auditchain/internal/app"
 	"github.com/auditchain/auditchain/internal/store"
+	"github.com/auditchain/auditchain/pkg/api"
 )
 
 // runRestart measures how long a restarted server takes to be useful on a
@@ -115,10 +116,10 @@ func longestChain(ctx context.Context, db string) (account, int64, error) {
 	}
 	ap := app.New(st, provisionConfig(), slog.New(slog.DiscardHandler))
 	defer ap.Close()
-	k, err := ap.CreateKey(ctx, a.userID, app.KeyRequest{Label: "bench-restart"})
+	k, err := ap.CreateKey(ctx, a.userID, api.CreateKeyRequest{Label: new("bench-restart")})
 	if err != nil {
 		return a, 0, err
 	}
-	a.keyID, a.key = k.Key.ID, k.Token
+	a.keyID, a.key = k.ID, k.APIKey
 	return a, n, nil
 }

@@ -17,6 +17,7 @@ import (
 	"github.com/auditchain/auditchain/internal/domain"
 	"github.com/auditchain/auditchain/internal/mail"
 	"github.com/auditchain/auditchain/internal/store"
+	"github.com/auditchain/auditchain/pkg/api"
 )
 
 // codeCatcher is the mailer of the bench's in-process app: it keeps the
@@ -71,14 +72,14 @@ func benchEmail(prefix string, i int) string {
 
 // signIn requests a code for email and verifies it: the session token.
 func signIn(ctx context.Context, a *app.App, c *codeCatcher, email string) (string, error) {
-	if _, err := a.RequestOTP(ctx, "", email, nil); err != nil {
+	if _, err := a.RequestOTP(ctx, "", api.OTPRequest{Email: &email}); err != nil {
 		return "", err
 	}
 	code, err := c.code(email)
 	if err != nil {
 		return "", err
 	}
-	s, err := a.VerifyOTP(ctx, email, code)
+	s, err := a.VerifyOTP(ctx, api.OTPVerify{Email: &email, Code: &code})
 	if err != nil {
 		return "", err
 	}
@@ -121,7 +122,7 @@ func otpVerifySetup(ctx context.Context, e *env) (func(w *worker) opFunc, error)
 					errs[g] = err
 					return
 				}
-				if _, err := a.RequestOTP(ctx, "", email, nil); err != nil {
+				if _, err := a.RequestOTP(ctx, "", api.OTPRequest{Email: &email}); err != nil {
 					errs[g] = err
 					return
 				}

@@ -22,8 +22,8 @@ type Error struct {
 
 // FieldError names one invalid field of a request.
 type FieldError struct {
-	Field   string `json:"field"`
-	Message string `json:"message"`
+	Field   string
+	Message string
 }
 
 func (e *Error) Error() string { return e.Code + ": " + e.Detail }

@@ -11,23 +11,25 @@ import (
 	"time"
 )
 
-// Proposal is SPEC.md's Proposal resource. The *_at and actor pairs are set
-// together by the transition that names them and are null until then.
+// Proposal is SPEC.md's Proposal resource as the rules see it (the API's
+// form, timestamps as text, is api.Proposal, made in app). The *_at and
+// actor pairs are set together by the transition that names them and are
+// nil until then.
 type Proposal struct {
-	ProposalID string       `json:"proposal_id"`
-	Status     string       `json:"status"`
-	Kind       string       `json:"kind"`
-	Note       *string      `json:"note"`
-	Evidence   api.Evidence `json:"evidence"`
-	Subject    api.Subject  `json:"subject"`
-	ProposedAt time.Time    `json:"proposed_at"`
-	Proposer   api.Actor    `json:"proposer"`
-	RatifiedAt *time.Time   `json:"ratified_at"`
-	Ratifier   *api.Actor   `json:"ratifier"`
-	EnactedAt  *time.Time   `json:"enacted_at"`
-	Enactor    *api.Actor   `json:"enactor"`
-	RejectedAt *time.Time   `json:"rejected_at"`
-	Rejector   *api.Actor   `json:"rejector"`
+	ProposalID string
+	Status     string
+	Kind       string
+	Note       *string
+	Evidence   api.Evidence
+	Subject    api.Subject
+	ProposedAt time.Time
+	Proposer   api.Actor
+	RatifiedAt *time.Time
+	Ratifier   *api.Actor
+	EnactedAt  *time.Time
+	Enactor    *api.Actor
+	RejectedAt *time.Time
+	Rejector   *api.Actor
 }
 
 // Proposal statuses (SPEC.md "Proposal (status)").

@@ -119,10 +119,10 @@ func ValidSeverity(s string) bool {
 
 // Preference is one (type, channel) row of an account's preferences.
 type Preference struct {
-	Type    string `json:"type"`
-	Channel string `json:"channel"`
-	Enabled bool   `json:"enabled"`
-	Digest  bool   `json:"digest"`
+	Type    string
+	Channel string
+	Enabled bool
+	Digest  bool
 }
 
 // Reasons a preference row is rejected (CONTRACT.md "Notifications").

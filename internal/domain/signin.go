@@ -17,8 +17,6 @@ const (
 	OTPMaxAttempts = 5
 	// OTPRequestsPerHour bounds the codes one email can be sent in any hour.
 	OTPRequestsPerHour = 5
-	// SessionCookie names the session cookie.
-	SessionCookie = "auditchain_session"
 	// DefaultSessionTTL is --session-ttl's default.
 	DefaultSessionTTL = 168 * time.Hour
 )

@@ -12,15 +12,15 @@ import (
 	"github.com/digitorus/timestamp"
 
 	"github.com/auditchain/auditchain/internal/anchor/anchortest"
-	"github.com/auditchain/auditchain/internal/app"
 	"github.com/auditchain/auditchain/internal/config"
 	"github.com/auditchain/auditchain/internal/store/storetest"
+	"github.com/auditchain/auditchain/pkg/api"
 )
 
-func (e *env) sweepAnchor(t *testing.T) app.AnchorSweep {
+func (e *env) sweepAnchor(t *testing.T) api.AnchorSweep {
 	t.Helper()
 	var out struct {
-		Swept app.AnchorSweep `json:"swept"`
+		Swept api.AnchorSweep `json:"swept"`
 	}
 	r := e.do("POST", "/v1/internal/cron/anchor", "", nil, "X-Cron-Secret", "s")
 	if r.Status != 200 {

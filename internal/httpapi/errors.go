@@ -1,7 +1,6 @@
 package httpapi
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -12,47 +11,14 @@ import (
 
 	"github.com/auditchain/auditchain/internal/app"
 	"github.com/auditchain/auditchain/internal/domain"
-	"github.com/auditchain/auditchain/internal/store"
+	"github.com/auditchain/auditchain/pkg/api"
 )
-
-// problem is the RFC 9457 body every error answers with (CONTRACT.md "Errors").
-type problem struct {
-	Type   string              `json:"type"`
-	Title  string              `json:"title"`
-	Status int                 `json:"status"`
-	Detail string              `json:"detail"`
-	Code   string              `json:"code"`
-	Errors []domain.FieldError `json:"errors,omitempty"`
-	Extra  map[string]any      `json:"-"`
-}
 
 // problemTypePrefix makes each code a stable URI; a URN needs no web page to resolve.
 const problemTypePrefix = "urn:auditchain:problem:"
 
-func (p problem) MarshalJSON() ([]byte, error) {
-	m := make(map[string]any, 6+len(p.Extra))
-	for k, v := range p.Extra {
-		m[k] = v
-	}
-	m["type"], m["title"], m["status"], m["detail"], m["code"] = p.Type, p.Title, p.Status, p.Detail, p.Code
-	if len(p.Errors) > 0 {
-		m["errors"] = p.Errors
-	}
-	return marshalJSON(m)
-}
-
-// marshalJSON is json.Marshal without HTML escaping: the API answers JSON,
-// never HTML, so "<", ">" and "&" are written as they are (a detail reads
-// sha256:<64 lowercase hex>, not sha256:\u003c64...).
-func marshalJSON(v any) ([]byte, error) {
-	var b bytes.Buffer
-	if err := encodeJSON(&b, v); err != nil {
-		return nil, err
-	}
-	return bytes.TrimSuffix(b.Bytes(), []byte("\n")), nil
-}
-
-// encodeJSON writes v and a newline to w without HTML escaping.
+// encodeJSON writes v and a newline to w without HTML escaping (as
+// api.Marshal).
 func encodeJSON(w io.Writer, v any) error {
 	enc := json.NewEncoder(w)
 	enc.SetEscapeHTML(false)
@@ -75,7 +41,7 @@ func writeError(w http.ResponseWriter, r *http.Request, log *slog.Logger, err er
 		switch {
 		case errors.Is(err, context.DeadlineExceeded):
 			de = &domain.Error{Code: domain.CodeUnavailable, Detail: "the store did not answer in time; retry", RetryAfter: 1}
-		case store.Unavailable(err):
+		case app.Unavailable(err):
 			de = &domain.Error{Code: domain.CodeUnavailable,
 				Detail: "the store is unavailable; the request was not acknowledged and a write's outcome is unknown — read before retrying (an append retried with the same event_id is answered idempotently)", RetryAfter: 1}
 		}
@@ -92,10 +58,22 @@ func writeError(w http.ResponseWriter, r *http.Request, log *slog.Logger, err er
 	w.Header().Set("Content-Type", "application/problem+json")
 	w.Header().Set("X-Content-Type-Options", "nosniff")
 	w.WriteHeader(status)
-	_ = encodeJSON(w, problem{
+	_ = encodeJSON(w, api.Problem{
 		Type: problemTypePrefix + de.Code, Title: http.StatusText(status), Status: status,
-		Detail: de.Detail, Code: de.Code, Errors: de.Fields, Extra: de.Extra,
+		Detail: de.Detail, Code: de.Code, Errors: fieldErrors(de.Fields), Extra: de.Extra,
 	})
+}
+
+// fieldErrors is a validation failure's fields as the problem lists them.
+func fieldErrors(fs []domain.FieldError) []api.FieldError {
+	if len(fs) == 0 {
+		return nil
+	}
+	out := make([]api.FieldError, len(fs))
+	for i, f := range fs {
+		out[i] = api.FieldError{Field: f.Field, Message: f.Message}
+	}
+	return out
 }
 
 // statusOf maps every error code to its HTTP status: SPEC.md's tables where

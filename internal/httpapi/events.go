@@ -298,7 +298,7 @@ func appendJSONString(b []byte, s string) []byte {
 	for i := 0; i < len(s); i++ {
 		c := s[i]
 		if c < 0x20 || c >= 0x80 || c == '"' || c == '\\' {
-			q, _ := marshalJSON(s)
+			q, _ := api.Marshal(s)
 			return append(b, q...)
 		}
 	}

@@ -12,7 +12,9 @@ import (
 	"github.com/auditchain/auditchain/internal/app"
 	"github.com/auditchain/auditchain/internal/buildinfo"
 	"github.com/auditchain/auditchain/internal/config"
+	"github.com/auditchain/auditchain/internal/domain"
 	"github.com/auditchain/auditchain/internal/store/storetest"
+	"github.com/auditchain/auditchain/pkg/api"
 )
 
 func TestHealthAndOpenAPIArePublic(t *testing.T) {
@@ -97,7 +99,7 @@ func TestAuthenticationFailures(t *testing.T) {
 	eachEnv(t, func(t *testing.T, e *env) {
 		user, root := e.account("a@example.com")
 		exp := e.clock.Now().Add(time.Hour)
-		expiring := e.key(user, app.KeyRequest{ExpiresAt: &exp})
+		expiring := e.key(user, api.CreateKeyRequest{ExpiresAt: new(domain.FormatTimestamp(exp))})
 
 		wantProblem(t, e.do("GET", "/v1/keys", "", nil), 401, "missing_token")
 		wantProblem(t, e.do("GET", "/v1/keys", "ac_unknownunknownunknownunknownunknownunknown", nil), 401, "invalid_or_expired_api_key")
@@ -133,17 +135,17 @@ func TestScopeMissingOnEveryRoute(t *testing.T) {
 			case rt.Access == "public" || rt.Access == "cron":
 				return
 			case rt.Access == "session":
-				k := e.key(user, app.KeyRequest{})
+				k := e.key(user, api.CreateKeyRequest{})
 				wantProblem(t, e.do(method, path, k, nil), 403, "session_required")
 				return
 			case rt.Access == "any":
-				k := e.key(user, app.KeyRequest{Scopes: []string{"orgs"}})
+				k := e.key(user, api.CreateKeyRequest{Scopes: []string{"orgs"}})
 				if r := e.do(method, path, k, nil); r.Status == 401 || r.Status == 403 {
 					t.Fatalf("any credential refused: %d %s", r.Status, r.Body)
 				}
 				return
 			case rt.Access == "unscoped":
-				k := e.key(user, app.KeyRequest{Scopes: []string{"governance", "grants", "notifications", "events:write", "events:read", "orgs"}})
+				k := e.key(user, api.CreateKeyRequest{Scopes: []string{"governance", "grants", "notifications", "events:write", "events:read", "orgs"}})
 				m := wantProblem(t, e.do(method, path, k, nil), 403, "scope_missing")
 				if m["scope"] != "unscoped" {
 					t.Fatalf("scope member = %v", m["scope"])
@@ -163,7 +165,7 @@ func TestScopeMissingOnEveryRoute(t *testing.T) {
 						}
 					}
 				}
-				k := e.key(user, app.KeyRequest{Scopes: held})
+				k := e.key(user, api.CreateKeyRequest{Scopes: held})
 				m := wantProblem(t, e.do(method, path, k, nil), 403, "scope_missing")
 				if m["scope"] != need {
 					t.Fatalf("key holding %v: scope member = %v, want %s", held, m["scope"], need)
@@ -173,7 +175,7 @@ func TestScopeMissingOnEveryRoute(t *testing.T) {
 				return // a stream never ends by itself; stream_test.go covers it
 			}
 			// With the scope the route is reached (whatever it answers next).
-			k := e.key(user, app.KeyRequest{Scopes: needs})
+			k := e.key(user, api.CreateKeyRequest{Scopes: needs})
 			if r := e.do(method, path, k, nil); r.Status == 401 || (r.Status == 403 && r.JSON(t)["code"] == "scope_missing") {
 				t.Fatalf("key holding %v refused: %d %s", needs, r.Status, r.Body)
 			}

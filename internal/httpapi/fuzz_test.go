@@ -60,7 +60,7 @@ func FuzzRequestBodies(f *testing.F) {
 			}
 			req := httptest.NewRequest(method, pattern, bytes.NewReader(body))
 			req.Header.Set("Content-Type", "application/json")
-			req.Header.Set("X-API-Key", key.Token)
+			req.Header.Set("X-API-Key", key.APIKey)
 			rec := httptest.NewRecorder()
 			h.ServeHTTP(rec, req)
 			if rec.Code >= 500 {

@@ -14,10 +14,10 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 
-	"github.com/auditchain/auditchain/internal/app"
 	"github.com/auditchain/auditchain/internal/config"
 	"github.com/auditchain/auditchain/internal/domain"
 	"github.com/auditchain/auditchain/internal/store/storetest"
+	"github.com/auditchain/auditchain/pkg/api"
 )
 
 // Governance end to end (SPEC.md "Governance", "Proposal (status)").
@@ -31,11 +31,11 @@ type govIdentity struct{ id, token, machine string }
 
 func (e *env) govIdentity(userID, machine string) govIdentity {
 	e.t.Helper()
-	k, err := e.app.CreateKey(context.Background(), userID, app.KeyRequest{Machine: machine})
+	k, err := e.app.CreateKey(context.Background(), userID, api.CreateKeyRequest{Machine: new(machine)})
 	if err != nil {
 		e.t.Fatalf("create key: %v", err)
 	}
-	return govIdentity{id: k.Key.ID, token: k.Token, machine: machine}
+	return govIdentity{id: k.ID, token: k.APIKey, machine: machine}
 }
 
 // propose creates a proposal and returns it; it fails unless 201.

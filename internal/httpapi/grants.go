@@ -2,33 +2,22 @@ package httpapi
 
 // The gate's routes (SPEC.md "Grants", CONTRACT.md "Delegation tokens"). The
 // grant bodies are read by the one body reader (decode.go) and its problems
-// answered with the route's own code (bodySpec.refuse), so that a near-miss
-// key (subagent_name, expiry_seconds, ...) is refused naming the key the
-// client meant, before anything is written.
+// answered with the route's own code (bodySpec.refuse, keycheck.go), so that
+// a near-miss key (subagent_name, expiry_seconds, ...) is refused naming the
+// key the client meant, before anything is written.
 
 import (
 	"errors"
 	"fmt"
-	"github.com/auditchain/auditchain/pkg/api"
 	"net/http"
 	"strings"
-	"unicode"
 
 	"github.com/auditchain/auditchain/internal/app"
 	"github.com/auditchain/auditchain/internal/domain"
+	"github.com/auditchain/auditchain/pkg/api"
 )
 
 // ---- request bodies --------------------------------------------------------
-
-// bodySpec describes a route's JSON object body: its exact keys, the near
-// misses recognised for each, and the keys only the server sets.
-type bodySpec struct {
-	bad     func(field, reason string) *domain.Error
-	keys    []string          // the exact keys, in the order missing ones are reported
-	aliases map[string]string // a known near miss → the exact key
-	server  map[string]string // a key the server assigns → why it cannot be sent
-	types   map[string]string // what a key's value must be, when it is not
-}
 
 var grantBody = bodySpec{
 	bad:  app.MalformedGrant,
@@ -84,16 +73,6 @@ var revokeBody = bodySpec{
 	aliases: aliasTable(map[string][]string{"subagent": grantAliases("subagent")}),
 }
 
-func aliasTable(m map[string][]string) map[string]string {
-	out := map[string]string{}
-	for key, aliases := range m {
-		for _, a := range aliases {
-			out[a] = key
-		}
-	}
-	return out
-}
-
 // grantAliases lists the near misses grantBody knows for key.
 func grantAliases(key string) []string {
 	var out []string
@@ -105,191 +84,10 @@ func grantAliases(key string) []string {
 	return out
 }
 
-// checkKey refuses a key that is not exactly one of spec.keys.
-func (spec bodySpec) checkKey(key string) *domain.Error {
-	for _, k := range spec.keys {
-		if key == k {
-			return nil
-		}
-	}
-	if why, ok := spec.server[key]; ok {
-		return spec.bad(key, why+"; do not send it").With("key", key)
-	}
-	if meant := spec.nearMiss(key); meant != "" {
-		return spec.bad(meant, fmt.Sprintf("unknown key %q: the key is %q", key, meant)+aliasHint(meant, key)).With("key", key)
-	}
-	return spec.bad(key, fmt.Sprintf("unknown key %q; the keys are exactly %s", key, strings.Join(spec.keys, ", "))).With("key", key)
-}
-
-// aliasHint adds what a near miss usually means to get the value right too.
-func aliasHint(meant, sent string) string {
-	if meant == "expires_at" {
-		return " (an absolute ISO-8601 timestamp with a UTC offset, like 2026-01-02T15:04:05+00:00, not a duration)"
-	}
-	return ""
-}
-
-// nearMiss names the key a client most likely meant by key, or "".
-func (spec bodySpec) nearMiss(key string) string {
-	if k, ok := spec.aliases[key]; ok {
-		return k
-	}
-	norm := normalizeKey(key)
-	if k, ok := spec.aliases[norm]; ok {
-		return k
-	}
-	for a, k := range spec.aliases {
-		if normalizeKey(a) == norm {
-			return k
-		}
-	}
-	best, bestDist := "", 3
-	for _, k := range spec.keys {
-		nk := normalizeKey(k)
-		if nk == norm {
-			return k
-		}
-		if len(nk) < 5 {
-			continue // too short for a distance to mean anything
-		}
-		if d := editDistance(nk, norm); d < bestDist {
-			best, bestDist = k, d
-		}
-	}
-	return best
-}
-
-// normalizeKey folds case and drops separators: subAgent, Sub-Agent and
-// sub_agent all read "subagent".
-func normalizeKey(k string) string {
-	var b strings.Builder
-	for _, r := range k {
-		if unicode.IsLetter(r) || unicode.IsDigit(r) {
-			b.WriteRune(unicode.ToLower(r))
-		}
-	}
-	return b.String()
-}
-
-// editDistance is the Levenshtein distance of a and b (bytes).
-func editDistance(a, b string) int {
-	prev := make([]int, len(b)+1)
-	cur := make([]int, len(b)+1)
-	for j := range prev {
-		prev[j] = j
-	}
-	for i := 1; i <= len(a); i++ {
-		cur[0] = i
-		for j := 1; j <= len(b); j++ {
-			cost := 1
-			if a[i-1] == b[j-1] {
-				cost = 0
-			}
-			cur[j] = min(prev[j]+1, cur[j-1]+1, prev[j-1]+cost)
-		}
-		prev, cur = cur, prev
-	}
-	return prev[len(b)]
-}
-
-// grantInput is the body of POST /v1/grants; names and tools are capped by
-// the gate's rules (app.CreateGrant).
-type grantInput struct {
-	Subagent     *string  `json:"subagent"`
-	ExpiresAt    *string  `json:"expires_at" max:"name"`
-	MaxToolCalls *int64   `json:"max_tool_calls"`
-	AllowedTools []string `json:"allowed_tools"`
-	GrantID      *string  `json:"grant_id" max:"name"`
-	ParentAgent  *string  `json:"parent_agent"`
-}
-
-// useInput is the body of POST /v1/grants/{grant_id}/use.
-type useInput struct {
-	Subagent *string `json:"subagent" max:"name"`
-	N        *int64  `json:"n"`
-}
-
-// revokeInput is the body of POST /v1/grants/{grant_id}/revoke.
-type revokeInput struct {
-	Subagent *string `json:"subagent" max:"name"`
-}
-
-// refuse answers what the body reader found with spec's code. field is
-// always one of the body's keys (the one meant, for a near miss); reason says
-// what was wrong, naming the path inside the key when there is one.
-func (spec bodySpec) refuse(p *inputProblem) error {
-	key, _, _ := strings.Cut(p.field, ".")
-	key, _, _ = strings.Cut(key, "[")
-	inside := func(reason string) string {
-		if p.field != key {
-			return p.field + ": " + reason
-		}
-		return reason
-	}
-	switch {
-	case p.kind == inputSyntax:
-		return spec.bad("", "the body is not valid JSON")
-	case p.field == "" && p.kind == inputType:
-		return spec.bad("", "the body must be one JSON object with the keys "+strings.Join(spec.keys, ", "))
-	case (p.kind == inputUnknown || p.kind == inputCase) && p.field == p.key:
-		return spec.checkKey(p.key)
-	case p.kind == inputDuplicate && p.field == p.key:
-		return spec.bad(p.key, "appears more than once").With("key", p.key)
-	case p.kind == inputType:
-		if hint, ok := spec.types[key]; ok {
-			return spec.bad(key, inside(hint+", got "+p.got))
-		}
-	}
-	return spec.bad(key, inside(p.message))
-}
-
-func required(spec bodySpec, key, what string) error {
-	return spec.bad(key, "required: "+what)
-}
-
 // ---- handlers ---------------------------------------------------------------
 
-// grantRequest reads and checks a POST /v1/grants body (422 malformed_grant).
-func (s *Server) grantRequest(r *http.Request) (app.GrantRequest, error) {
-	spec := grantBody
-	in, err := decodeAs[grantInput](r, s.app.Cfg.MaxBodyBytes, true, spec.refuse)
-	if err != nil {
-		return app.GrantRequest{}, err
-	}
-	req := app.GrantRequest{AllowedTools: in.AllowedTools, GrantID: in.GrantID, ParentAgent: in.ParentAgent}
-	if in.Subagent == nil {
-		return req, required(spec, "subagent", "the sub-agent's exact name")
-	}
-	req.Subagent = *in.Subagent
-	if in.ExpiresAt == nil {
-		return req, required(spec, "expires_at", "an absolute ISO-8601 timestamp with a UTC offset, like 2026-01-02T15:04:05+00:00")
-	}
-	if req.ExpiresAt, err = domain.ParseTimestamp(*in.ExpiresAt); err != nil {
-		return req, spec.bad("expires_at", fmt.Sprintf("%q is not an ISO-8601 timestamp with a UTC offset, like 2026-01-02T15:04:05+00:00", *in.ExpiresAt))
-	}
-	if in.MaxToolCalls == nil {
-		return req, required(spec, "max_tool_calls", "the budget of tool calls, an integer")
-	}
-	req.MaxToolCalls = *in.MaxToolCalls
-	return req, nil
-}
-
-// viewOfAnswer renders a gate answer (SPEC.md "Grant status (gate answer)"):
-// the matched grant's record fields are present only when a grant matched.
-// The embedded record's subagent is the same as the answer's (matching is
-// exact), so the outer field wins harmlessly.
-func viewOfAnswer(a domain.GateAnswer) api.GrantStatus {
-	v := api.GrantStatus{Status: a.Status, Authorized: a.Authorized, Reason: a.Reason, Subagent: a.Subagent,
-		Uses: a.Uses, Remaining: a.Remaining, ProposalID: a.ProposalID}
-	if a.Grant != nil {
-		rec := app.RecordOf(*a.Grant)
-		v.GrantRecord = &rec
-	}
-	return v
-}
-
 func (s *Server) createGrant(w http.ResponseWriter, r *http.Request) error {
-	req, err := s.grantRequest(r)
+	req, err := decodeAs[api.CreateGrantRequest](r, s.app.Cfg.MaxBodyBytes, true, grantBody.refuse)
 	if err != nil {
 		return err
 	}
@@ -297,7 +95,7 @@ func (s *Server) createGrant(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	return writeJSON(w, http.StatusCreated, api.GrantCreated{Grant: res.Grant, Status: viewOfAnswer(res.Status), Delegation: res.Delegation})
+	return writeJSON(w, http.StatusCreated, res)
 }
 
 // malformedQuery is GET grants/status's 422.
@@ -329,72 +127,44 @@ func (s *Server) grantStatus(w http.ResponseWriter, r *http.Request) error {
 	if strings.TrimSpace(subagent) == "" {
 		return malformedQuery("subagent", "must not be blank")
 	}
-	ans, err := s.app.GrantStatus(r.Context(), principal(r), subagent, optionalQuery(r, "tool"), optionalQuery(r, "grant_id"), s.app.Now())
+	ans, err := s.app.GrantStatus(r.Context(), principal(r),
+		api.GrantStatusQuery{Subagent: subagent, Tool: optionalQuery(r, "tool"), GrantID: optionalQuery(r, "grant_id")}, s.app.Now())
 	if err != nil {
 		return err
 	}
-	return writeJSON(w, http.StatusOK, viewOfAnswer(ans))
+	return writeJSON(w, http.StatusOK, ans)
 }
 
 func (s *Server) listGrants(w http.ResponseWriter, r *http.Request) error {
-	gs, err := s.app.ListGrants(r.Context(), principal(r), optionalQuery(r, "subagent"))
+	list, err := s.app.ListGrants(r.Context(), principal(r), optionalQuery(r, "subagent"))
 	if err != nil {
 		return err
 	}
-	out := make([]api.ListedGrant, len(gs))
-	for i, g := range gs {
-		out[i] = api.ListedGrant{GrantRecord: app.RecordOf(g.Grant), State: g.State, StateReason: g.StateReason,
-			Uses: g.Grant.Uses, Remaining: g.Grant.Remaining()}
-		if g.Grant.RevokedAt != nil {
-			t := domain.FormatTimestamp(*g.Grant.RevokedAt)
-			out[i].RevokedAt = &t
-		}
-	}
-	return writeJSON(w, http.StatusOK, api.GrantList{Count: len(out), Grants: out})
+	return writeJSON(w, http.StatusOK, list)
 }
 
 func (s *Server) useGrant(w http.ResponseWriter, r *http.Request) error {
-	spec := useBody
-	in, err := decodeAs[useInput](r, s.app.Cfg.MaxBodyBytes, true, spec.refuse)
+	req, err := decodeAs[api.UseRequest](r, s.app.Cfg.MaxBodyBytes, true, useBody.refuse)
 	if err != nil {
 		return err
 	}
-	if in.Subagent == nil {
-		return required(spec, "subagent", "the sub-agent's exact name")
-	}
-	if in.N == nil {
-		return required(spec, "n", "the number of tool calls to record, a positive integer")
-	}
-	res, err := s.app.UseGrant(r.Context(), principal(r), r.PathValue("grant_id"), *in.Subagent, *in.N)
+	res, err := s.app.UseGrant(r.Context(), principal(r), r.PathValue("grant_id"), req)
 	if err != nil {
 		return err
 	}
-	g := res.Grant
-	var parent *string
-	if g.ParentAgent != "" {
-		parent = &g.ParentAgent
-	}
-	return writeJSON(w, http.StatusOK, api.UseResult{GrantID: g.GrantID, Outcome: app.OutcomeConsumed, ParentAgent: parent,
-		Remaining: g.Remaining(), Subagent: g.Subagent, Uses: g.Uses})
+	return writeJSON(w, http.StatusOK, res)
 }
 
 func (s *Server) revokeGrant(w http.ResponseWriter, r *http.Request) error {
-	spec := revokeBody
-	in, err := decodeAs[revokeInput](r, s.app.Cfg.MaxBodyBytes, true, spec.refuse)
+	req, err := decodeAs[api.RevokeRequest](r, s.app.Cfg.MaxBodyBytes, true, revokeBody.refuse)
 	if err != nil {
 		return err
 	}
-	if in.Subagent == nil {
-		return required(spec, "subagent", "the sub-agent's exact name")
-	}
-	res, err := s.app.RevokeGrant(r.Context(), principal(r), r.PathValue("grant_id"), *in.Subagent)
+	res, err := s.app.RevokeGrant(r.Context(), principal(r), r.PathValue("grant_id"), req)
 	if err != nil {
 		return err
 	}
-	a := res.StatusAfter
-	return writeJSON(w, http.StatusOK, api.RevokeResult{GrantID: res.GrantID, Outcome: res.Outcome, Subagent: res.Subagent,
-		RevokedAt:   domain.FormatTimestamp(res.RevokedAt),
-		StatusAfter: api.RevokeGateState{Authorized: a.Authorized, Reason: a.Reason, Status: a.Status, Subagent: a.Subagent}})
+	return writeJSON(w, http.StatusOK, res)
 }
 
 func (s *Server) delegationPublicKey(w http.ResponseWriter, r *http.Request) error {

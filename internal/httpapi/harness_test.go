@@ -18,7 +18,7 @@ import (
 	"github.com/getkin/kin-openapi/routers"
 	"github.com/getkin/kin-openapi/routers/gorillamux"
 
-	"github.com/auditchain/auditchain/api"
+	openapi "github.com/auditchain/auditchain/api"
 	"github.com/auditchain/auditchain/api/openapidoc"
 	"github.com/auditchain/auditchain/internal/app"
 	"github.com/auditchain/auditchain/internal/app/apptest"
@@ -27,6 +27,7 @@ import (
 	"github.com/auditchain/auditchain/internal/mail"
 	"github.com/auditchain/auditchain/internal/store"
 	"github.com/auditchain/auditchain/internal/store/storetest"
+	"github.com/auditchain/auditchain/pkg/api"
 )
 
 // clock is a settable time source shared by a test and the server it drives.
@@ -68,7 +69,7 @@ var (
 func loadDoc(t testing.TB) (*openapi3.T, []byte) {
 	docOnce.Do(func() {
 		docT, docErr = openapidoc.Load()
-		docJSON = api.OpenAPIJSON()
+		docJSON = openapi.OpenAPIJSON()
 	})
 	if docErr != nil {
 		t.Fatalf("openapi: %v", docErr)
@@ -150,17 +151,17 @@ func (e *env) newAccount(req app.AccountRequest) (string, string) {
 	if err != nil {
 		e.t.Fatalf("create account: %v", err)
 	}
-	return acct.UserID, key.Token
+	return acct.UserID, key.APIKey
 }
 
 // key creates a key for userID with the given scopes.
-func (e *env) key(userID string, req app.KeyRequest) string {
+func (e *env) key(userID string, req api.CreateKeyRequest) string {
 	e.t.Helper()
 	k, err := e.app.CreateKey(context.Background(), userID, req)
 	if err != nil {
 		e.t.Fatalf("create key: %v", err)
 	}
-	return k.Token
+	return k.APIKey
 }
 
 // response is a received answer, already checked against the OpenAPI document.

@@ -131,7 +131,7 @@ func TestHealScanCleanChain(t *testing.T) {
 			t.Fatalf("empty chain: %+v", s)
 		}
 		// A read-only key without the governance capability is refused.
-		ro := e.key(c.user, app.KeyRequest{Scopes: []string{"events:read"}})
+		ro := e.key(c.user, api.CreateKeyRequest{Scopes: []string{"events:read"}})
 		wantProblem(t, e.do("POST", "/v1/heal/scan", ro, nil), 403, "scope_missing")
 	})
 }

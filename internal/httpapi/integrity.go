@@ -7,37 +7,10 @@ package httpapi
 import (
 	"net/http"
 	"strconv"
-	"time"
 
 	"github.com/auditchain/auditchain/internal/app"
 	"github.com/auditchain/auditchain/internal/domain"
-	"github.com/auditchain/auditchain/internal/store"
-	"github.com/auditchain/auditchain/pkg/api"
-	"github.com/auditchain/auditchain/pkg/verify"
 )
-
-// blockOf is a chain block as the API shows it (nil for none); created_at
-// keeps encoding/json's form of a time.
-func blockOf(b *store.BlockRow) *api.Block {
-	if b == nil {
-		return nil
-	}
-	out := &api.Block{Index: b.Index, TreeSize: int64(b.Size), RootHash: b.Root.String(), BlockHash: b.Hash.String(),
-		Note: string(b.Note), CreatedAt: time.UnixMicro(b.CreatedAt).UTC().Format(time.RFC3339Nano)}
-	if b.PrevHash != nil {
-		out.PrevBlockHash = new(b.PrevHash.String())
-	}
-	return out
-}
-
-// hashStrings is hs in their API form (standard base64).
-func hashStrings(hs []verify.Hash) []string {
-	out := make([]string, len(hs))
-	for i, h := range hs {
-		out[i] = h.String()
-	}
-	return out
-}
 
 // queryInt reads an optional non-negative integer query parameter; a present
 // but unreadable value is a 400 with code and the parameter's name.
@@ -72,17 +45,11 @@ func (s *Server) chainBlocks(w http.ResponseWriter, r *http.Request) error {
 	if cursor != nil {
 		from = *cursor
 	}
-	p := principal(r)
-	page, err := s.app.Blocks(r.Context(), p, from, int(limit))
+	page, err := s.app.Blocks(r.Context(), principal(r), from, int(limit))
 	if err != nil {
 		return err
 	}
-	out := api.BlockPage{Count: len(page.Blocks), Blocks: make([]api.Block, len(page.Blocks)), NextCursor: page.NextCursor,
-		Origin: verify.Origin(p.UserID), ServiceKeyID: s.app.ServiceKeyID(), UserID: p.UserID}
-	for i := range page.Blocks {
-		out.Blocks[i] = *blockOf(&page.Blocks[i])
-	}
-	return writeJSON(w, http.StatusOK, out)
+	return writeJSON(w, http.StatusOK, page)
 }
 
 func (s *Server) chainVerify(w http.ResponseWriter, r *http.Request) error {
@@ -90,11 +57,7 @@ func (s *Server) chainVerify(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	out := api.ChainVerification{Valid: v.Valid, Blocks: v.Blocks, FirstBadBlock: v.FirstBadBlock, TreeSize: v.TreeSize}
-	if !v.Valid {
-		out.Reason, out.Detail = &v.Reason, &v.Detail
-	}
-	return writeJSON(w, http.StatusOK, out)
+	return writeJSON(w, http.StatusOK, v)
 }
 
 func (s *Server) inclusionProof(w http.ResponseWriter, r *http.Request) error {
@@ -107,15 +70,11 @@ func (s *Server) inclusionProof(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	p := principal(r)
-	pr, err := s.app.InclusionProof(r.Context(), p, id, size)
+	pr, err := s.app.InclusionProof(r.Context(), principal(r), id, size)
 	if err != nil {
 		return err
 	}
-	return writeJSON(w, http.StatusOK, api.InclusionProof{EventID: pr.Event.EventID, Sequence: pr.Event.Sequence,
-		LeafIndex: pr.Event.LeafIndex, PayloadHash: pr.Event.PayloadHash, LeafHash: pr.LeafHash.String(),
-		TreeSize: pr.TreeSize, Proof: hashStrings(pr.Proof), RootHash: pr.Root.String(), Checkpoint: blockOf(pr.Block),
-		Origin: verify.Origin(p.UserID)})
+	return writeJSON(w, http.StatusOK, pr)
 }
 
 func (s *Server) consistencyProof(w http.ResponseWriter, r *http.Request) error {
@@ -131,14 +90,11 @@ func (s *Server) consistencyProof(w http.ResponseWriter, r *http.Request) error 
 	if err != nil {
 		return err
 	}
-	p := principal(r)
-	pr, err := s.app.ConsistencyProof(r.Context(), p, *first, second)
+	pr, err := s.app.ConsistencyProof(r.Context(), principal(r), *first, second)
 	if err != nil {
 		return err
 	}
-	return writeJSON(w, http.StatusOK, api.ConsistencyProof{First: pr.First, Second: pr.Second, Proof: hashStrings(pr.Proof),
-		FirstRoot: pr.FirstRoot.String(), SecondRoot: pr.SecondRoot.String(), FirstCheckpoint: blockOf(pr.FirstBlock),
-		SecondCheckpoint: blockOf(pr.SecondBlock), Origin: verify.Origin(p.UserID)})
+	return writeJSON(w, http.StatusOK, pr)
 }
 
 func (s *Server) chainExport(w http.ResponseWriter, r *http.Request) error {

@@ -8,10 +8,10 @@ import (
 	"testing"
 	"time"
 
-	"github.com/auditchain/auditchain/internal/app"
 	"github.com/auditchain/auditchain/internal/config"
 	"github.com/auditchain/auditchain/internal/domain"
 	"github.com/auditchain/auditchain/internal/store/storetest"
+	"github.com/auditchain/auditchain/pkg/api"
 )
 
 func (e *env) cron(t *testing.T, job string) map[string]any {
@@ -23,7 +23,12 @@ func (e *env) cron(t *testing.T, job string) map[string]any {
 	return r.JSON(t)
 }
 
-func appKeyRequest(expires *time.Time) app.KeyRequest { return app.KeyRequest{ExpiresAt: expires} }
+func appKeyRequest(expires *time.Time) api.CreateKeyRequest {
+	if expires == nil {
+		return api.CreateKeyRequest{}
+	}
+	return api.CreateKeyRequest{ExpiresAt: new(domain.FormatTimestamp(*expires))}
+}
 
 func swept(t *testing.T, m map[string]any) string {
 	t.Helper()

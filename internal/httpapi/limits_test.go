@@ -7,9 +7,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/auditchain/auditchain/internal/app"
 	"github.com/auditchain/auditchain/internal/config"
 	"github.com/auditchain/auditchain/internal/store/storetest"
+	"github.com/auditchain/auditchain/pkg/api"
 )
 
 // streamStatus opens a stream with key and answers its status; a stream that
@@ -65,7 +65,7 @@ func TestStreamsPerAccount(t *testing.T) {
 	storetest.Each(t, func(t *testing.T, dsn string) {
 		e := newEnv(t, dsn, func(c *config.Config) { c.MaxStreams = 2 })
 		user, k1 := e.account("a@example.com")
-		k2 := e.key(user, app.KeyRequest{})
+		k2 := e.key(user, api.CreateKeyRequest{})
 		_, other := e.account("b@example.com")
 		if code, _, _ := e.streamStatus(k1); code != 200 {
 			t.Fatal(code)
@@ -117,7 +117,7 @@ func TestStreamsAcrossReplicasShareTheCaps(t *testing.T) {
 	cfg := func(c *config.Config) { c.MaxStreams = 3 }
 	a, b := newEnv(t, dsn, cfg), newEnv(t, dsn, cfg)
 	user, k1 := a.account("a@example.com")
-	k2 := a.key(user, app.KeyRequest{})
+	k2 := a.key(user, api.CreateKeyRequest{})
 	if code, _, _ := a.streamStatus(k1); code != 200 {
 		t.Fatal(code)
 	}

@@ -9,6 +9,7 @@ import (
 
 	"github.com/auditchain/auditchain/internal/app"
 	"github.com/auditchain/auditchain/internal/domain"
+	"github.com/auditchain/auditchain/pkg/api"
 )
 
 func (s *Server) listNotifications(w http.ResponseWriter, r *http.Request) error {
@@ -32,14 +33,14 @@ func (s *Server) getPreferences(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	return writeJSON(w, http.StatusOK, map[string]any{"preferences": prefs})
+	return writeJSON(w, http.StatusOK, prefs)
 }
 
-type putPreferencesRequest struct {
-	Preferences []app.PreferenceInput `json:"preferences"` // at most app.MaxPreferenceRows
-}
+// preferencesBody is PUT /v1/notifications/preferences' body: preferences
+// is required (app.MaxPreferenceRows rows at most, app's check).
+type preferencesBody api.PreferencesRequest
 
-func (b *putPreferencesRequest) validate() []domain.FieldError {
+func (b *preferencesBody) validate() []domain.FieldError {
 	if b.Preferences == nil {
 		return []domain.FieldError{{Field: "preferences", Message: "required"}}
 	}
@@ -47,24 +48,22 @@ func (b *putPreferencesRequest) validate() []domain.FieldError {
 }
 
 func (s *Server) putPreferences(w http.ResponseWriter, r *http.Request) error {
-	req, err := decode[putPreferencesRequest](r, s.app.Cfg.MaxBodyBytes, false)
+	req, err := decode[preferencesBody](r, s.app.Cfg.MaxBodyBytes, false)
 	if err != nil {
 		return err
 	}
-	res, err := s.app.PutPreferences(r.Context(), principal(r), req.Preferences)
+	res, err := s.app.PutPreferences(r.Context(), principal(r), api.PreferencesRequest(req))
 	if err != nil {
 		return err
 	}
 	return writeJSON(w, http.StatusOK, res)
 }
 
-type testNotificationRequest struct {
-	Type     *string `json:"type" max:"name"`
-	Body     *string `json:"body" max:"note"`
-	Severity *string `json:"severity" max:"name"`
-}
+// testNotificationBody is POST /v1/notifications/test's body: type is
+// required.
+type testNotificationBody api.TestNotificationRequest
 
-func (b *testNotificationRequest) validate() []domain.FieldError {
+func (b *testNotificationBody) validate() []domain.FieldError {
 	if b.Type == nil {
 		return []domain.FieldError{{Field: "type", Message: "required"}}
 	}
@@ -78,22 +77,22 @@ func (s *Server) testNotification(w http.ResponseWriter, r *http.Request) error 
 	if s.app.Cfg.Production() && !p.IsAdmin {
 		return domain.Errorf(app.CodeTestRequiresAdmin, "in production only an administrator may send test notifications")
 	}
-	req, err := decode[testNotificationRequest](r, s.app.Cfg.MaxBodyBytes, false)
+	req, err := decode[testNotificationBody](r, s.app.Cfg.MaxBodyBytes, false)
 	if err != nil {
 		return err
 	}
-	res, err := s.app.TestNotification(r.Context(), p, *req.Type, req.Body, req.Severity)
+	res, err := s.app.TestNotification(r.Context(), p, api.TestNotificationRequest(req))
 	if err != nil {
 		return err
 	}
 	return writeJSON(w, http.StatusOK, res)
 }
 
-type digestRunRequest struct {
-	UserID *string `json:"user_id" max:"name"`
-}
+// digestRunBody is POST /v1/notifications/digest/run's body: user_id is
+// required.
+type digestRunBody api.DigestRunRequest
 
-func (b *digestRunRequest) validate() []domain.FieldError {
+func (b *digestRunBody) validate() []domain.FieldError {
 	if b.UserID == nil {
 		return []domain.FieldError{{Field: "user_id", Message: "required"}}
 	}
@@ -101,7 +100,7 @@ func (b *digestRunRequest) validate() []domain.FieldError {
 }
 
 func (s *Server) runDigest(w http.ResponseWriter, r *http.Request) error {
-	req, err := decode[digestRunRequest](r, s.app.Cfg.MaxBodyBytes, false)
+	req, err := decode[digestRunBody](r, s.app.Cfg.MaxBodyBytes, false)
 	if err != nil {
 		return err
 	}
@@ -120,15 +119,13 @@ func (s *Server) redeliverNotification(w http.ResponseWriter, r *http.Request) e
 	if err != nil {
 		return err
 	}
-	return writeJSON(w, http.StatusOK, map[string]any{"notification": n})
+	return writeJSON(w, http.StatusOK, n)
 }
 
-type createWebhookRequest struct {
-	URL   *string  `json:"url" max:"url"`
-	Types []string `json:"types" max:"list" each:"name"`
-}
+// webhookBody is POST /v1/webhooks' body: url is required.
+type webhookBody api.CreateWebhookRequest
 
-func (b *createWebhookRequest) validate() []domain.FieldError {
+func (b *webhookBody) validate() []domain.FieldError {
 	if b.URL == nil {
 		return []domain.FieldError{{Field: "url", Message: "required"}}
 	}
@@ -136,11 +133,11 @@ func (b *createWebhookRequest) validate() []domain.FieldError {
 }
 
 func (s *Server) createWebhook(w http.ResponseWriter, r *http.Request) error {
-	req, err := decode[createWebhookRequest](r, s.app.Cfg.MaxBodyBytes, false)
+	req, err := decode[webhookBody](r, s.app.Cfg.MaxBodyBytes, false)
 	if err != nil {
 		return err
 	}
-	hook, err := s.app.CreateWebhook(r.Context(), principal(r), *req.URL, req.Types)
+	hook, err := s.app.CreateWebhook(r.Context(), principal(r), api.CreateWebhookRequest(req))
 	if err != nil {
 		return err
 	}
@@ -152,7 +149,7 @@ func (s *Server) listWebhooks(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	return writeJSON(w, http.StatusOK, map[string]any{"webhooks": hooks})
+	return writeJSON(w, http.StatusOK, hooks)
 }
 
 func (s *Server) deleteWebhook(w http.ResponseWriter, r *http.Request) error {
@@ -171,18 +168,7 @@ func (s *Server) webhookDeliveries(w http.ResponseWriter, r *http.Request) error
 	if err != nil {
 		return err
 	}
-	return writeJSON(w, http.StatusOK, map[string]any{"deliveries": ds})
-}
-
-func (s *Server) cronWebhooks(w http.ResponseWriter, r *http.Request) error {
-	if err := noBody(r, s.app.Cfg.MaxBodyBytes); err != nil {
-		return err
-	}
-	res, err := s.app.DrainWebhooks(r.Context())
-	if err != nil {
-		return err
-	}
-	return writeJSON(w, http.StatusOK, map[string]any{"webhooks": res})
+	return writeJSON(w, http.StatusOK, ds)
 }
 
 func (s *Server) dashboardUsage(w http.ResponseWriter, r *http.Request) error {

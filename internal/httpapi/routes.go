@@ -179,12 +179,12 @@ func (s *Server) routes() []route {
 		{"GET /v1/dashboard/usage", anyKey, s.dashboardUsage},
 
 		// Operator cron (SPEC.md "Operator cron").
-		{"POST /v1/internal/cron/admin-digest", cron, cronJob(s, "", s.app.AdminDigest)},
-		{"POST /v1/internal/cron/anchor", cron, s.cronAnchor},
-		{"POST /v1/internal/cron/digest", cron, cronJob(s, "swept", s.app.DigestAll)},
-		{"POST /v1/internal/cron/grant-expiry", cron, cronJob(s, "swept", s.app.GrantExpirySweep)},
-		{"POST /v1/internal/cron/key-expiry", cron, cronJob(s, "swept", s.app.KeyExpirySweep)},
-		{"POST /v1/internal/cron/webhooks", cron, s.cronWebhooks},
+		{"POST /v1/internal/cron/admin-digest", cron, cronJob(s, s.app.AdminDigest)},
+		{"POST /v1/internal/cron/anchor", cron, cronJob(s, swept(s.app.AnchorSweep))},
+		{"POST /v1/internal/cron/digest", cron, cronJob(s, swept(s.app.DigestAll))},
+		{"POST /v1/internal/cron/grant-expiry", cron, cronJob(s, swept(s.app.GrantExpirySweep))},
+		{"POST /v1/internal/cron/key-expiry", cron, cronJob(s, swept(s.app.KeyExpirySweep))},
+		{"POST /v1/internal/cron/webhooks", cron, cronJob(s, drained(s.app.DrainWebhooks))},
 		{"GET /v1/internal/jobs", cron, s.jobs},
 	}
 }

@@ -24,6 +24,7 @@ import (
 	"github.com/auditchain/auditchain/internal/mail"
 	"github.com/auditchain/auditchain/internal/mcpserver"
 	"github.com/auditchain/auditchain/internal/metrics"
+	"github.com/auditchain/auditchain/pkg/api"
 )
 
 // handlerFunc is a route handler; a non-nil error is answered by writeError.
@@ -364,7 +365,7 @@ func (s *Server) authenticate(r *http.Request) (app.Principal, error) {
 	if key := r.Header.Get("X-API-Key"); key != "" {
 		return s.app.Authenticate(r.Context(), key)
 	}
-	c, err := r.Cookie(domain.SessionCookie)
+	c, err := r.Cookie(api.SessionCookie)
 	if err != nil || c.Value == "" {
 		return s.app.Authenticate(r.Context(), "") // missing_token
 	}

@@ -20,6 +20,7 @@ import (
 	"github.com/auditchain/auditchain/internal/domain"
 	"github.com/auditchain/auditchain/internal/legal"
 	"github.com/auditchain/auditchain/internal/store/storetest"
+	"github.com/auditchain/auditchain/pkg/api"
 )
 
 var codeInSubject = regexp.MustCompile(`sign-in code: ([0-9]{8})$`)
@@ -70,9 +71,9 @@ func (e *env) mailedCode(email string) (string, int) {
 // version, as a sign-in page sends them.
 func (e *env) acceptAll() []map[string]any {
 	var out []map[string]any
-	for _, d := range e.app.LegalDocuments() {
+	for _, d := range e.app.LegalDocuments().Documents {
 		if d.Required {
-			out = append(out, map[string]any{"document_id": d.ID, "version": d.Version, "content_hash": d.ContentHash})
+			out = append(out, map[string]any{"document_id": d.DocumentID, "version": d.Version, "content_hash": d.ContentHash})
 		}
 	}
 	return out
@@ -92,7 +93,7 @@ func (e *env) signIn(email string) (userID, cookie string) {
 		e.t.Fatalf("otp verify: %d %s", r.Status, r.Body)
 	}
 	for _, c := range r.Cookies {
-		if c.Name == domain.SessionCookie {
+		if c.Name == api.SessionCookie {
 			return r.JSON(e.t)["user_id"].(string), c.Value
 		}
 	}
@@ -103,7 +104,7 @@ func (e *env) signIn(email string) (userID, cookie string) {
 // withSession is e.do with the session cookie instead of an API key.
 func (e *env) withSession(method, path, cookie string, body any, headers ...string) response {
 	e.t.Helper()
-	return e.do(method, path, "", body, append([]string{"Cookie", domain.SessionCookie + "=" + cookie}, headers...)...)
+	return e.do(method, path, "", body, append([]string{"Cookie", api.SessionCookie + "=" + cookie}, headers...)...)
 }
 
 func (e *env) count(table string) int {
@@ -157,7 +158,7 @@ func TestSignInCreatesTheAccountOnTheVerifiedCode(t *testing.T) {
 		}
 		var cookie *http.Cookie
 		for _, c := range r.Cookies {
-			if c.Name == domain.SessionCookie {
+			if c.Name == api.SessionCookie {
 				cookie = c
 			}
 		}
@@ -278,7 +279,7 @@ func TestSessionIsACredential(t *testing.T) {
 			t.Fatalf("revoke from a session: %d %s", r.Status, r.Body)
 		}
 		// A key cannot describe or end a session.
-		wantProblem(t, e.do("GET", "/v1/auth/session", e.key(user, app.KeyRequest{}), nil), 403, "session_required")
+		wantProblem(t, e.do("GET", "/v1/auth/session", e.key(user, api.CreateKeyRequest{}), nil), 403, "session_required")
 		r := e.withSession("POST", "/v1/auth/logout", cookie, nil)
 		if r.Status != 200 || len(r.Cookies) != 1 || r.Cookies[0].MaxAge >= 0 {
 			t.Fatalf("logout: %d %v", r.Status, r.Cookies)
@@ -320,7 +321,7 @@ func TestCrossSiteRequestsCannotUseTheCookie(t *testing.T) {
 		if r := e.withSession("POST", "/v1/keys", cookie, body, "Sec-Fetch-Site", "same-origin"); r.Status != 201 {
 			t.Fatalf("a same-origin POST with the cookie: %d %s", r.Status, r.Body)
 		}
-		key := e.key(user, app.KeyRequest{})
+		key := e.key(user, api.CreateKeyRequest{})
 		if r := e.do("POST", "/v1/keys", key, body, "Sec-Fetch-Site", "cross-site"); r.Status != 201 {
 			t.Fatalf("a cross-site POST with an API key: %d %s", r.Status, r.Body)
 		}
@@ -370,14 +371,14 @@ func TestLegalAcceptance(t *testing.T) {
 	eachEnv(t, func(t *testing.T, e *env) {
 		e.account("accept@example.com")
 		_, cookie := e.signIn("accept@example.com")
-		docs := e.app.LegalDocuments()
+		docs := e.app.LegalDocuments().Documents
 		d := docs[0]
 		body := func(version, hash string) map[string]any {
-			return map[string]any{"accepted": true, "document_id": d.ID, "version": version, "content_hash": hash}
+			return map[string]any{"accepted": true, "document_id": d.DocumentID, "version": version, "content_hash": hash}
 		}
 		wantProblem(t, e.withSession("POST", "/v1/legal/accept", cookie, body("2020-01-01.1", d.ContentHash)), 422, "legal-attestation-invalid")
 		wantProblem(t, e.withSession("POST", "/v1/legal/accept", cookie, body(d.Version, strings.Repeat("0", 64))), 422, "legal-attestation-invalid")
-		wantProblem(t, e.withSession("POST", "/v1/legal/accept", cookie, map[string]any{"accepted": false, "document_id": d.ID, "version": d.Version,
+		wantProblem(t, e.withSession("POST", "/v1/legal/accept", cookie, map[string]any{"accepted": false, "document_id": d.DocumentID, "version": d.Version,
 			"content_hash": d.ContentHash}), 422, "validation_error")
 		if n := e.count("legal_acceptances"); n != 0 {
 			t.Fatalf("%d acceptances recorded by refusals", n)
@@ -402,10 +403,10 @@ func TestLegalAcceptance(t *testing.T) {
 func TestLegalAcceptanceNeedsASession(t *testing.T) {
 	eachEnv(t, func(t *testing.T, e *env) {
 		user, unscoped := e.account("keys@example.com")
-		d := e.app.LegalDocuments()[0]
-		body := map[string]any{"accepted": true, "document_id": d.ID, "version": d.Version, "content_hash": d.ContentHash}
-		for _, key := range []string{unscoped, e.key(user, app.KeyRequest{Scopes: []string{"events:read"}}),
-			e.key(user, app.KeyRequest{Scopes: []string{"governance", "notifications"}})} {
+		d := e.app.LegalDocuments().Documents[0]
+		body := map[string]any{"accepted": true, "document_id": d.DocumentID, "version": d.Version, "content_hash": d.ContentHash}
+		for _, key := range []string{unscoped, e.key(user, api.CreateKeyRequest{Scopes: []string{"events:read"}}),
+			e.key(user, api.CreateKeyRequest{Scopes: []string{"governance", "notifications"}})} {
 			wantProblem(t, e.do("POST", "/v1/legal/accept", key, body), 403, "session_required")
 			wantProblem(t, e.do("POST", "/v1/legal/accept", key, map[string]any{"accepted": "yes"}), 403, "session_required")
 		}
@@ -431,8 +432,8 @@ func TestLegalVersionBumpAndEnforcement(t *testing.T) {
 		e := newEnv(t, dsn, nil)
 		_, key := e.account("bump@example.com")
 		_, cookie := e.signIn("bump@example.com")
-		for _, d := range e.app.LegalDocuments() {
-			e.withSession("POST", "/v1/legal/accept", cookie, map[string]any{"accepted": true, "document_id": d.ID, "version": d.Version, "content_hash": d.ContentHash})
+		for _, d := range e.app.LegalDocuments().Documents {
+			e.withSession("POST", "/v1/legal/accept", cookie, map[string]any{"accepted": true, "document_id": d.DocumentID, "version": d.Version, "content_hash": d.ContentHash})
 		}
 		// The operator publishes a new privacy notice and enforces acceptance.
 		dir := t.TempDir()

@@ -9,8 +9,8 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/auditchain/auditchain/internal/app"
 	"github.com/auditchain/auditchain/internal/store"
+	"github.com/auditchain/auditchain/pkg/api"
 	"github.com/auditchain/auditchain/pkg/verify"
 )
 
@@ -39,7 +39,7 @@ var forgedSignature = base64.StdEncoding.EncodeToString(append([]byte{1}, make([
 func TestSigningKeyRules(t *testing.T) {
 	eachEnv(t, func(t *testing.T, e *env) {
 		user, key := e.account("a@example.com")
-		bound := e.key(user, app.KeyRequest{Machine: "build-9"})
+		bound := e.key(user, api.CreateKeyRequest{Machine: new("build-9")})
 		before := e.fingerprint()
 		for _, weak := range weakSigningKeys {
 			m := wantProblem(t, e.do("PUT", "/v1/machines/m1/signing-key", key, map[string]any{"public_key": weak}), 422, "validation_error")

@@ -13,6 +13,7 @@ import (
 	"github.com/auditchain/auditchain/internal/app"
 	"github.com/auditchain/auditchain/internal/domain"
 	"github.com/auditchain/auditchain/internal/stream"
+	"github.com/auditchain/auditchain/pkg/api"
 )
 
 // streamWriteGrace bounds how long one burst of stream frames may take to write.
@@ -130,7 +131,7 @@ func serveEventStream(w http.ResponseWriter, r *http.Request, hub *stream.Hub, u
 
 	// After the header is sent a failed write means the client is gone: the
 	// handler just returns, there is nobody to answer.
-	ready, _ := marshalJSON(struct {
+	ready, _ := api.Marshal(struct {
 		UserID string `json:"user_id"`
 	}{userID})
 	if writeFrame(w, "retry: 3000\nevent: ready", ready) != nil || rc.Flush() != nil {
@@ -181,10 +182,7 @@ func serveEventStream(w http.ResponseWriter, r *http.Request, hub *stream.Hub, u
 			if !ok {
 				// next_leaf: what this connection missed starts there, in
 				// the order events were stored (GET /v1/chain/export?from=).
-				lagged, _ := marshalJSON(struct {
-					LastSequence *int64 `json:"last_sequence"`
-					NextLeaf     *int64 `json:"next_leaf"`
-				}{last, nextLeaf})
+				lagged, _ := api.Marshal(api.StreamLagged{LastSequence: last, NextLeaf: nextLeaf})
 				_ = writeFrame(w, "event: lagged", lagged)
 				_ = rc.Flush()
 				return nil
@@ -200,8 +198,8 @@ func serveEventStream(w http.ResponseWriter, r *http.Request, hub *stream.Hub, u
 // writeFrame writes one SSE frame: head lines, then data (single-line JSON or
 // digits, so one data line suffices), then the blank line ending the frame.
 // The pieces go straight into the response's buffer: one frame reaches every
-// listener of the account, and a per-frame allocation per listener was most
-// of the garbage (and so of the peak RSS) of 5,000 listeners.
+// listener of the account, so a buffer built per frame would be garbage made
+// once per listener (docs/performance.md "Stream listeners").
 func writeFrame(w io.Writer, head string, data []byte) error {
 	if _, err := io.WriteString(w, head); err != nil {
 		return err

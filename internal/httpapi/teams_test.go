@@ -79,7 +79,7 @@ func (e *env) crew() crew {
 func (e *env) team(c crew) string {
 	e.t.Helper()
 	ctx := context.Background()
-	org, err := e.app.CreateOrg(ctx, e.as(c.owner), "Platform")
+	org, err := e.app.CreateOrg(ctx, e.as(c.owner), papi.CreateTeamRequest{Name: new("Platform")})
 	if err != nil {
 		e.t.Fatal(err)
 	}
@@ -88,16 +88,16 @@ func (e *env) team(c crew) string {
 		role   string
 		accept bool
 	}{{c.member, "member", true}, {c.viewer, "viewer", true}, {c.target, "member", true}, {c.invitee, "viewer", false}} {
-		if _, err := e.app.Invite(ctx, e.as(c.owner), org.OrgID, &inv.who.email, &inv.role); err != nil {
+		if _, err := e.app.Invite(ctx, e.as(c.owner), org.Org.OrgID, papi.InviteRequest{Email: &inv.who.email, Role: &inv.role}); err != nil {
 			e.t.Fatal(err)
 		}
 		if inv.accept {
-			if _, err := e.app.AcceptInvitation(ctx, e.as(inv.who), org.OrgID); err != nil {
+			if _, err := e.app.AcceptInvitation(ctx, e.as(inv.who), org.Org.OrgID); err != nil {
 				e.t.Fatal(err)
 			}
 		}
 	}
-	return org.OrgID
+	return org.Org.OrgID
 }
 
 // orgRoutePath fills a team route's path.
@@ -280,7 +280,7 @@ func TestCreateOrg(t *testing.T) {
 
 		// At most domain.MaxOwnedTeams teams per owner.
 		for range domain.MaxOwnedTeams - 2 {
-			if _, err := e.app.CreateOrg(context.Background(), e.as(owner), "More"); err != nil {
+			if _, err := e.app.CreateOrg(context.Background(), e.as(owner), papi.CreateTeamRequest{Name: new("More")}); err != nil {
 				t.Fatal(err)
 			}
 		}
@@ -412,7 +412,7 @@ func TestInvite(t *testing.T) {
 		owner := e.as(c.owner)
 		for i := 2; i < domain.MaxPendingInvitations; i++ {
 			email, role := fmt.Sprintf("bulk-%d@example.com", i), "viewer"
-			if _, err := e.app.Invite(context.Background(), owner, orgID, &email, &role); err != nil {
+			if _, err := e.app.Invite(context.Background(), owner, orgID, papi.InviteRequest{Email: &email, Role: &role}); err != nil {
 				t.Fatal(err)
 			}
 		}
@@ -505,9 +505,9 @@ func TestAcceptInvitation(t *testing.T) {
 
 		// A key limited to orgs, of the account holding the email, accepts too.
 		guest := e.person("guest@example.com")
-		limited := e.key(guest.userID, app.KeyRequest{Scopes: []string{"orgs"}})
+		limited := e.key(guest.userID, papi.CreateKeyRequest{Scopes: []string{"orgs"}})
 		email, role := guest.email, "member"
-		if _, err := e.app.Invite(context.Background(), e.as(c.owner), orgID, &email, &role); err != nil {
+		if _, err := e.app.Invite(context.Background(), e.as(c.owner), orgID, papi.InviteRequest{Email: &email, Role: &role}); err != nil {
 			t.Fatal(err)
 		}
 		if r := e.do("POST", accept, limited, nil); r.Status != 200 {
@@ -517,7 +517,7 @@ func TestAcceptInvitation(t *testing.T) {
 		// A withdrawn invitation cannot be accepted.
 		late := e.person("late@example.com")
 		email = late.email
-		if _, err := e.app.Invite(context.Background(), e.as(c.owner), orgID, &email, &role); err != nil {
+		if _, err := e.app.Invite(context.Background(), e.as(c.owner), orgID, papi.InviteRequest{Email: &email, Role: &role}); err != nil {
 			t.Fatal(err)
 		}
 		if r := e.do("DELETE", "/v1/orgs/"+orgID+"/members/"+late.email, c.owner.key, nil); r.Status != 204 {
@@ -533,8 +533,8 @@ func TestOrgKeys(t *testing.T) {
 	eachTeamEnv(t, func(t *testing.T, e *env) {
 		c := e.crew()
 		orgID := e.team(c)
-		labelled := e.key(c.member.userID, app.KeyRequest{Scopes: []string{"events:read"}, Machine: "ci-1", Label: "deploy"})
-		revoked, err := e.app.CreateKey(context.Background(), c.viewer.userID, app.KeyRequest{})
+		labelled := e.key(c.member.userID, papi.CreateKeyRequest{Scopes: []string{"events:read"}, Machine: new("ci-1"), Label: new("deploy")})
+		revoked, err := e.app.CreateKey(context.Background(), c.viewer.userID, papi.CreateKeyRequest{})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -544,7 +544,7 @@ func TestOrgKeys(t *testing.T) {
 		r := e.do("GET", "/v1/orgs/"+orgID+"/keys", c.viewer.key, nil)
 		var keys papi.TeamKeys
 		mustJSON(t, r, &keys)
-		for _, secret := range []string{labelled, revoked.Token, c.owner.key, c.member.key, c.viewer.key, c.target.key} {
+		for _, secret := range []string{labelled, revoked.APIKey, c.owner.key, c.member.key, c.viewer.key, c.target.key} {
 			if strings.Contains(string(r.Body), secret) {
 				t.Fatal("a key token was listed")
 			}
@@ -610,7 +610,7 @@ func TestRemoveMembersAndTheLastOwner(t *testing.T) {
 		// A second owner: now the first may leave, and the team names the second.
 		second := e.person("second@example.com")
 		email, role := second.email, "owner"
-		if _, err := e.app.Invite(context.Background(), e.as(c.owner), orgID, &email, &role); err != nil {
+		if _, err := e.app.Invite(context.Background(), e.as(c.owner), orgID, papi.InviteRequest{Email: &email, Role: &role}); err != nil {
 			t.Fatal(err)
 		}
 		if _, err := e.app.AcceptInvitation(context.Background(), e.as(second), orgID); err != nil {
@@ -682,20 +682,20 @@ func TestTeamChangesAreNoticesToMembers(t *testing.T) {
 func TestConcurrentAcceptsMakeOneMember(t *testing.T) {
 	eachTeamEnv(t, func(t *testing.T, e *env) {
 		owner := e.person("owner@example.com")
-		org, err := e.app.CreateOrg(context.Background(), e.as(owner), "Race")
+		org, err := e.app.CreateOrg(context.Background(), e.as(owner), papi.CreateTeamRequest{Name: new("Race")})
 		if err != nil {
 			t.Fatal(err)
 		}
 		for i := range 12 {
 			guest := e.person(fmt.Sprintf("guest-%d@example.com", i))
-			second := e.key(guest.userID, app.KeyRequest{Scopes: []string{"orgs"}})
+			second := e.key(guest.userID, papi.CreateKeyRequest{Scopes: []string{"orgs"}})
 			email, role := guest.email, "member"
-			if _, err := e.app.Invite(context.Background(), e.as(owner), org.OrgID, &email, &role); err != nil {
+			if _, err := e.app.Invite(context.Background(), e.as(owner), org.Org.OrgID, papi.InviteRequest{Email: &email, Role: &role}); err != nil {
 				t.Fatal(err)
 			}
 			got := e.race(
-				raceCall{"POST", "/v1/orgs/" + org.OrgID + "/accept", guest.key},
-				raceCall{"POST", "/v1/orgs/" + org.OrgID + "/accept", second})
+				raceCall{"POST", "/v1/orgs/" + org.Org.OrgID + "/accept", guest.key},
+				raceCall{"POST", "/v1/orgs/" + org.Org.OrgID + "/accept", second})
 			slices.SortFunc(got, func(a, b response) int { return a.Status - b.Status })
 			if got[0].Status != 200 {
 				t.Fatalf("round %d: no accept succeeded: %d %s / %d %s", i, got[0].Status, got[0].Body, got[1].Status, got[1].Body)
@@ -703,12 +703,12 @@ func TestConcurrentAcceptsMakeOneMember(t *testing.T) {
 			wantProblem(t, got[1], 404, "invitation_not_found")
 			var n int
 			if err := e.store.DB().QueryRow(`SELECT count(*) FROM org_members WHERE org_id = $1 AND email = $2 AND status = 'active' AND user_id = $3`,
-				org.OrgID, guest.email, guest.userID).Scan(&n); err != nil || n != 1 {
+				org.Org.OrgID, guest.email, guest.userID).Scan(&n); err != nil || n != 1 {
 				t.Fatalf("round %d: %d active rows (%v)", i, n, err)
 			}
 		}
 		var d papi.TeamDetail
-		mustJSON(t, e.do("GET", "/v1/orgs/"+org.OrgID, owner.key, nil), &d)
+		mustJSON(t, e.do("GET", "/v1/orgs/"+org.Org.OrgID, owner.key, nil), &d)
 		if d.MemberCount != 13 || d.InvitedCount != 0 {
 			t.Fatalf("after the races %+v", d)
 		}
@@ -722,18 +722,18 @@ func TestConcurrentRemovalsKeepAnOwner(t *testing.T) {
 		for i := range 8 {
 			a := e.person(fmt.Sprintf("a-%d@example.com", i))
 			b := e.person(fmt.Sprintf("b-%d@example.com", i))
-			org, err := e.app.CreateOrg(context.Background(), e.as(a), "Two owners")
+			org, err := e.app.CreateOrg(context.Background(), e.as(a), papi.CreateTeamRequest{Name: new("Two owners")})
 			if err != nil {
 				t.Fatal(err)
 			}
 			email, role := b.email, "owner"
-			if _, err := e.app.Invite(context.Background(), e.as(a), org.OrgID, &email, &role); err != nil {
+			if _, err := e.app.Invite(context.Background(), e.as(a), org.Org.OrgID, papi.InviteRequest{Email: &email, Role: &role}); err != nil {
 				t.Fatal(err)
 			}
-			if _, err := e.app.AcceptInvitation(context.Background(), e.as(b), org.OrgID); err != nil {
+			if _, err := e.app.AcceptInvitation(context.Background(), e.as(b), org.Org.OrgID); err != nil {
 				t.Fatal(err)
 			}
-			path := func(p person) string { return "/v1/orgs/" + org.OrgID + "/members/" + p.email }
+			path := func(p person) string { return "/v1/orgs/" + org.Org.OrgID + "/members/" + p.email }
 			leave := i%2 == 0
 			var got []response
 			if leave { // each leaves: one 204, one 409 last_owner
@@ -752,11 +752,11 @@ func TestConcurrentRemovalsKeepAnOwner(t *testing.T) {
 			}
 			var owners int
 			var named string
-			if err := e.store.DB().QueryRow(`SELECT count(*) FROM org_members WHERE org_id = $1 AND role = 'owner' AND status = 'active'`, org.OrgID).Scan(&owners); err != nil {
+			if err := e.store.DB().QueryRow(`SELECT count(*) FROM org_members WHERE org_id = $1 AND role = 'owner' AND status = 'active'`, org.Org.OrgID).Scan(&owners); err != nil {
 				t.Fatal(err)
 			}
 			if err := e.store.DB().QueryRow(`SELECT m.email FROM orgs o JOIN org_members m ON m.org_id = o.org_id AND m.user_id = o.owner_user_id
-				WHERE o.org_id = $1 AND m.role = 'owner' AND m.status = 'active'`, org.OrgID).Scan(&named); err != nil {
+				WHERE o.org_id = $1 AND m.role = 'owner' AND m.status = 'active'`, org.Org.OrgID).Scan(&named); err != nil {
 				t.Fatalf("round %d: owner_user_id names no active owner: %v", i, err)
 			}
 			if owners != 1 {

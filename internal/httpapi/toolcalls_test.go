@@ -8,7 +8,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/auditchain/auditchain/internal/app"
 	"github.com/auditchain/auditchain/internal/config"
 	"github.com/auditchain/auditchain/internal/store/storetest"
 	"github.com/auditchain/auditchain/pkg/api"
@@ -210,7 +209,7 @@ func TestToolCallRefusalsWriteNothing(t *testing.T) {
 		}
 		// A key without one of the two scopes is refused (foundation_test
 		// covers every pairing).
-		onlyGrants := e.key(user, app.KeyRequest{Scopes: []string{"grants"}})
+		onlyGrants := e.key(user, api.CreateKeyRequest{Scopes: []string{"grants"}})
 		wantProblem(t, e.do("POST", "/v1/tool-calls", onlyGrants, toolCallBody("evt-bad-2", "s", "bash")), 403, "scope_missing")
 		e.unchanged(t, user, key, before)
 	})

@@ -35,8 +35,8 @@ func TestDirectCallsAnswerAsTheSDKDoes(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		g, err := c.CreateGrant(ctx, api.CreateGrantRequest{Subagent: "worker", MaxToolCalls: 3, AllowedTools: []string{"bash"},
-			ExpiresAt: client.FormatTimestamp(time.Now().Add(time.Hour))})
+		g, err := c.CreateGrant(ctx, api.CreateGrantRequest{Subagent: new("worker"), MaxToolCalls: new(int64(3)), AllowedTools: []string{"bash"},
+			ExpiresAt: new(client.FormatTimestamp(time.Now().Add(time.Hour)))})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -147,8 +147,8 @@ func FuzzDirectCall(f *testing.F) {
 	if err != nil {
 		f.Fatal(err)
 	}
-	if _, err := c.CreateGrant(context.Background(), api.CreateGrantRequest{Subagent: "worker", MaxToolCalls: 3,
-		AllowedTools: []string{"bash"}, ExpiresAt: client.FormatTimestamp(time.Now().Add(24 * time.Hour))}); err != nil {
+	if _, err := c.CreateGrant(context.Background(), api.CreateGrantRequest{Subagent: new("worker"), MaxToolCalls: new(int64(3)),
+		AllowedTools: []string{"bash"}, ExpiresAt: new(client.FormatTimestamp(time.Now().Add(24 * time.Hour)))}); err != nil {
 		f.Fatal(err)
 	}
 	h := mcpserver.NewHTTPHandler(s.Handler, func(*http.Request) []domain.Scope { return nil }, slog.New(slog.DiscardHandler))

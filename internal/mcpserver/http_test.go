@@ -11,8 +11,8 @@ import (
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
-	"github.com/auditchain/auditchain/internal/app"
 	"github.com/auditchain/auditchain/internal/httpapi/httpapitest"
+	"github.com/auditchain/auditchain/pkg/api"
 )
 
 // withHeader adds one header to every request.
@@ -44,7 +44,7 @@ func TestStreamableHTTP(t *testing.T) {
 	eachServer(t, func(t *testing.T, s *httpapitest.Server) {
 		ctx := context.Background()
 		userID, token := s.Account(t, "http@example.com")
-		readOnly := s.Key(t, userID, app.KeyRequest{Scopes: []string{"events:read"}})
+		readOnly := s.Key(t, userID, api.CreateKeyRequest{Scopes: []string{"events:read"}})
 
 		cs, err := overHTTP(t, s, "X-API-Key", readOnly)
 		if err != nil {

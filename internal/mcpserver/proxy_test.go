@@ -123,8 +123,8 @@ func proxyRefused(t *testing.T, host *mcp.ClientSession, name string, args any) 
 
 func grant(t *testing.T, c *client.Client, subagent string, max int64, tools ...string) {
 	t.Helper()
-	if _, err := c.CreateGrant(context.Background(), api.CreateGrantRequest{Subagent: subagent, MaxToolCalls: max,
-		AllowedTools: tools, ExpiresAt: time.Now().Add(time.Hour).UTC().Format(time.RFC3339)}); err != nil {
+	if _, err := c.CreateGrant(context.Background(), api.CreateGrantRequest{Subagent: new(subagent), MaxToolCalls: new(max),
+		AllowedTools: tools, ExpiresAt: new(time.Now().Add(time.Hour).UTC().Format(time.RFC3339))}); err != nil {
 		t.Fatal(err)
 	}
 }

@@ -50,8 +50,8 @@ var Tools = []Tool{
 	tool("delegate", domain.ScopeGrants, additive,
 		"Create a grant for a child sub-agent: which tools it may call (allowed_tools; empty means any tool), how many calls (max_tool_calls) and until when (expires_at, an absolute ISO-8601 timestamp with offset, e.g. 2026-12-01T00:00:00Z). With parent_agent set, the child's grant must fit inside the parent's live grant; a grant reaching beyond it is refused (overreach) and nothing is written. Returns the grant, the gate's status for it and a signed delegation token.",
 		func(ctx context.Context, svc Service, in DelegateInput) (any, error) {
-			return svc.CreateGrant(ctx, api.CreateGrantRequest{Subagent: in.Subagent, ExpiresAt: in.ExpiresAt,
-				MaxToolCalls: in.MaxToolCalls, AllowedTools: in.AllowedTools, GrantID: in.GrantID, ParentAgent: in.ParentAgent})
+			return svc.CreateGrant(ctx, api.CreateGrantRequest{Subagent: new(in.Subagent), ExpiresAt: new(in.ExpiresAt),
+				MaxToolCalls: new(in.MaxToolCalls), AllowedTools: in.AllowedTools, GrantID: in.GrantID, ParentAgent: in.ParentAgent})
 		}),
 	tool("record_use", domain.ScopeGrants, additive,
 		"Consume n calls (default 1) of a grant's budget for a sub-agent, atomically: the whole n must fit the remaining budget or nothing is consumed and the result is an error (budget_exhausted). Returns uses and remaining. Record every call the sub-agent makes under the grant.",
@@ -60,12 +60,12 @@ var Tools = []Tool{
 			if in.N != nil {
 				n = *in.N
 			}
-			return svc.UseGrant(ctx, in.GrantID, api.UseRequest{Subagent: in.Subagent, N: n})
+			return svc.UseGrant(ctx, in.GrantID, api.UseRequest{Subagent: new(in.Subagent), N: &n})
 		}),
 	tool("revoke_grant", domain.ScopeGrants, destructive,
 		"Revoke a sub-agent's grant: from now on the gate refuses the sub-agent under it (and under the grants delegated from it). Returns the gate's answer for the sub-agent afterwards. Revoking an already revoked grant changes nothing.",
 		func(ctx context.Context, svc Service, in RevokeInput) (any, error) {
-			return svc.RevokeGrant(ctx, in.GrantID, api.RevokeRequest{Subagent: in.Subagent})
+			return svc.RevokeGrant(ctx, in.GrantID, api.RevokeRequest{Subagent: new(in.Subagent)})
 		}),
 	tool("record_event", domain.ScopeEventsWrite, additive,
 		"Append an event to the account's hash-linked record: what an agent was allowed to do and did. Give event_type (e.g. tool_call, tool_result, note), and optionally tool, decision (allow, ask or deny), parent_id (the event this one follows from) and raw, a JSON object of structure and hashes (ids, SHA-256 digests, counts) — never secrets or free text you would not publish. The service keeps the sequence and the hash links: never compute or pass a hash of the chain. Give event_id only to retry an append whose answer you lost.",
@@ -106,9 +106,9 @@ var Tools = []Tool{
 	tool("propose_rule", domain.ScopeGovernance, additive,
 		"Propose a governance rule about a sub-agent (and optionally one tool): kind deny_scope, allow_scope or policy_note, with the evidence (blocked_attempts, which must reach the service's threshold) and a note. A proposal takes effect only after a person ratifies and enacts it; agents cannot do that.",
 		func(ctx context.Context, svc Service, in ProposeInput) (any, error) {
-			p, err := svc.Propose(ctx, api.CreateProposalRequest{Kind: in.Kind, Note: in.Note,
-				Subject:  api.ProposalSubject{Subagent: in.Subagent, Tool: in.Tool},
-				Evidence: api.ProposalEvidence{BlockedAttempts: in.BlockedAttempts}})
+			p, err := svc.Propose(ctx, api.CreateProposalRequest{Kind: new(in.Kind), Note: in.Note,
+				Subject:  &api.ProposalSubject{Subagent: new(in.Subagent), Tool: in.Tool},
+				Evidence: &api.ProposalEvidence{BlockedAttempts: new(in.BlockedAttempts)}})
 			if err != nil {
 				return nil, err
 			}

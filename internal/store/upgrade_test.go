@@ -57,7 +57,7 @@ type upgradeRecord struct {
 	p, other                                      app.Principal
 	prev                                          *string
 	scanBefore, otherScanBefore                   api.HealScan
-	verifyBefore, otherVerifyBefore               app.ChainVerification
+	verifyBefore, otherVerifyBefore               api.ChainVerification
 	eventsBefore, otherEventsBefore, orphanBefore []store.Event
 	orphanHashes                                  []string
 }
@@ -278,7 +278,7 @@ func newUpgradeApp(t *testing.T, st *store.Store) *app.App {
 	return apptest.New(t, st, apptest.Options{Config: func(c *config.Config) { c.DailyEventQuota, c.BatchRateLimit = 1_000_000, 1_000_000 }})
 }
 
-func recordOf(t *testing.T, a *app.App, p app.Principal) (api.HealScan, app.ChainVerification, []store.Event) {
+func recordOf(t *testing.T, a *app.App, p app.Principal) (api.HealScan, api.ChainVerification, []store.Event) {
 	t.Helper()
 	ctx := context.Background()
 	scan, err := a.HealScan(ctx, p, nil)

@@ -3,6 +3,13 @@ package api
 // Sign-in (CONTRACT.md "Credentials"): a one-time code mailed, then a
 // session cookie.
 
+// SessionCookie names the session cookie the service sets at sign-in.
+const SessionCookie = "auditchain_session"
+
+// SessionTokenPrefix starts every session token (the cookie's value), so a
+// credential tells by its text whether it is a session or an API key.
+const SessionTokenPrefix = "acs_"
+
 // AcceptanceInput is one legal acceptance carried by a new account's first
 // code request.
 type AcceptanceInput struct {
@@ -11,10 +18,10 @@ type AcceptanceInput struct {
 	ContentHash string `json:"content_hash" max:"name"`
 }
 
-// OTPRequest is the body of POST /v1/auth/otp/request.
+// OTPRequest is the body of POST /v1/auth/otp/request; Email is required.
 type OTPRequest struct {
-	Email       string            `json:"email"`
-	Acceptances []AcceptanceInput `json:"acceptances,omitempty"`
+	Email       *string           `json:"email" max:"name"`
+	Acceptances []AcceptanceInput `json:"acceptances,omitempty" max:"list"`
 }
 
 // OTPSent answers POST /v1/auth/otp/request (202).
@@ -23,10 +30,10 @@ type OTPSent struct {
 	ExpiresAt string `json:"expires_at"`
 }
 
-// OTPVerify is the body of POST /v1/auth/otp/verify.
+// OTPVerify is the body of POST /v1/auth/otp/verify; both are required.
 type OTPVerify struct {
-	Email string `json:"email"`
-	Code  string `json:"code"`
+	Email *string `json:"email" max:"name"`
+	Code  *string `json:"code" max:"name"`
 }
 
 // SignedIn answers POST /v1/auth/otp/verify; the session itself is the

@@ -63,21 +63,36 @@ type ProposalQuery struct {
 	Cursor   *int64 // nil for the first page; then the previous page's NextCursor
 }
 
-// CreateProposalRequest is the body of POST /v1/governance/proposals.
+// CreateProposalRequest is the body of POST /v1/governance/proposals: Kind,
+// Subject (with its subagent) and Evidence (with blocked_attempts) are
+// required.
 type CreateProposalRequest struct {
-	Kind     string           `json:"kind"` // deny_scope, allow_scope or policy_note
-	Subject  ProposalSubject  `json:"subject"`
-	Note     *string          `json:"note,omitempty"`
-	Evidence ProposalEvidence `json:"evidence"`
+	Kind     *string           `json:"kind" max:"name"` // deny_scope, allow_scope or policy_note
+	Subject  *ProposalSubject  `json:"subject"`
+	Note     *string           `json:"note,omitempty" max:"note"`
+	Evidence *ProposalEvidence `json:"evidence"`
 }
 
-// ProposalSubject is the subject as a proposal is created with it.
+// ProposalSubject is the subject as a proposal is created with it: Tool nil
+// means the whole sub-agent.
 type ProposalSubject struct {
-	Subagent string  `json:"subagent"`
-	Tool     *string `json:"tool,omitempty"`
+	Subagent *string `json:"subagent" max:"name"`
+	Tool     *string `json:"tool,omitempty" max:"name"`
+	// Scope is a synonym of Tool (SPEC.md), stored as tool; when both are
+	// given they must be equal.
+	Scope *string `json:"scope,omitempty" max:"name"`
 }
 
 // ProposalEvidence is the evidence a proposal is created with.
 type ProposalEvidence struct {
-	BlockedAttempts int `json:"blocked_attempts"`
+	BlockedAttempts *int `json:"blocked_attempts"`
+	// Threshold is accepted and ignored: the configured threshold decides
+	// and is what the proposal records.
+	Threshold *int `json:"threshold,omitempty"`
+}
+
+// TransitionRequest is the body of the ratify, enact and reject routes; the
+// whole body may be absent or null.
+type TransitionRequest struct {
+	Reason *string `json:"reason,omitempty" max:"reason"`
 }

@@ -42,13 +42,15 @@ type GrantStatusQuery struct {
 	GrantID  *string // nil: the most recent live grant of the sub-agent
 }
 
-// CreateGrantRequest is the body of POST /v1/grants.
+// CreateGrantRequest is the body of POST /v1/grants: Subagent, ExpiresAt
+// and MaxToolCalls are required (nil is absent; 0 is a budget), names and
+// tools are capped by the gate's rules.
 type CreateGrantRequest struct {
-	Subagent     string   `json:"subagent"`
-	ExpiresAt    string   `json:"expires_at"` // ISO-8601 with a UTC offset
-	MaxToolCalls int64    `json:"max_tool_calls"`
+	Subagent     *string  `json:"subagent"`
+	ExpiresAt    *string  `json:"expires_at" max:"name"` // ISO-8601 with a UTC offset
+	MaxToolCalls *int64   `json:"max_tool_calls"`
 	AllowedTools []string `json:"allowed_tools"`
-	GrantID      *string  `json:"grant_id,omitempty"`
+	GrantID      *string  `json:"grant_id,omitempty" max:"name"`
 	ParentAgent  *string  `json:"parent_agent,omitempty"`
 }
 
@@ -76,11 +78,11 @@ type GrantList struct {
 	Grants []ListedGrant `json:"grants"`
 }
 
-// UseRequest is the body of POST /v1/grants/{grant_id}/use: the whole N must
-// fit the remaining budget.
+// UseRequest is the body of POST /v1/grants/{grant_id}/use: both are
+// required, and the whole N must fit the remaining budget.
 type UseRequest struct {
-	Subagent string `json:"subagent"`
-	N        int64  `json:"n"`
+	Subagent *string `json:"subagent" max:"name"`
+	N        *int64  `json:"n"`
 }
 
 // UseResult answers POST /v1/grants/{grant_id}/use.
@@ -93,9 +95,10 @@ type UseResult struct {
 	Uses        int64   `json:"uses"`
 }
 
-// RevokeRequest is the body of POST /v1/grants/{grant_id}/revoke.
+// RevokeRequest is the body of POST /v1/grants/{grant_id}/revoke; Subagent
+// is required.
 type RevokeRequest struct {
-	Subagent string `json:"subagent"`
+	Subagent *string `json:"subagent" max:"name"`
 }
 
 // RevokeResult answers POST /v1/grants/{grant_id}/revoke: Outcome is revoked

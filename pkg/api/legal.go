@@ -48,12 +48,12 @@ type Acceptance struct {
 	Current     *bool  `json:"current,omitempty"`
 }
 
-// AcceptRequest is the body of POST /v1/legal/accept.
+// AcceptRequest is the body of POST /v1/legal/accept; every key is required.
 type AcceptRequest struct {
-	Accepted    bool   `json:"accepted"`
-	ContentHash string `json:"content_hash"`
-	DocumentID  string `json:"document_id"`
-	Version     string `json:"version"`
+	Accepted    *bool   `json:"accepted"`
+	ContentHash *string `json:"content_hash" max:"name"`
+	DocumentID  *string `json:"document_id" max:"name"`
+	Version     *string `json:"version" max:"name"`
 }
 
 // AcceptResult answers POST /v1/legal/accept.

@@ -50,16 +50,17 @@ type Preferences struct {
 	Preferences []Preference `json:"preferences"`
 }
 
-// PreferenceInput is one row of PUT /v1/notifications/preferences; Enabled
-// nil means true, Digest nil false.
+// PreferenceInput is one row of PUT /v1/notifications/preferences: Type and
+// Channel are required; Enabled nil means true, Digest nil false.
 type PreferenceInput struct {
-	Type    string `json:"type"`
-	Channel string `json:"channel"`
-	Enabled *bool  `json:"enabled,omitempty"`
-	Digest  *bool  `json:"digest,omitempty"`
+	Type    *string `json:"type" max:"name"`
+	Channel *string `json:"channel" max:"name"`
+	Enabled *bool   `json:"enabled,omitempty"`
+	Digest  *bool   `json:"digest,omitempty"`
 }
 
-// PreferencesRequest is the body of PUT /v1/notifications/preferences.
+// PreferencesRequest is the body of PUT /v1/notifications/preferences;
+// Preferences is required (at most 64 rows).
 type PreferencesRequest struct {
 	Preferences []PreferenceInput `json:"preferences"`
 }
@@ -80,11 +81,12 @@ type PreferencesResult struct {
 	Rejected []RejectedPreference `json:"rejected"`
 }
 
-// TestNotificationRequest is the body of POST /v1/notifications/test.
+// TestNotificationRequest is the body of POST /v1/notifications/test; Type
+// is required.
 type TestNotificationRequest struct {
-	Type     string  `json:"type"`
-	Body     *string `json:"body,omitempty"`
-	Severity *string `json:"severity,omitempty"`
+	Type     *string `json:"type" max:"name"`
+	Body     *string `json:"body,omitempty" max:"note"`
+	Severity *string `json:"severity,omitempty" max:"name"`
 }
 
 // TestNotificationResult answers POST /v1/notifications/test.
@@ -93,9 +95,10 @@ type TestNotificationResult struct {
 	DeliveryStatus map[string]string `json:"delivery_status"`
 }
 
-// DigestRunRequest is the body of POST /v1/notifications/digest/run.
+// DigestRunRequest is the body of POST /v1/notifications/digest/run; UserID
+// is required.
 type DigestRunRequest struct {
-	UserID string `json:"user_id"`
+	UserID *string `json:"user_id" max:"name"`
 }
 
 // DigestRunResult answers POST /v1/notifications/digest/run.
@@ -113,11 +116,11 @@ type Webhook struct {
 	CreatedAt string   `json:"created_at"`
 }
 
-// CreateWebhookRequest is the body of POST /v1/webhooks; Types nil means
-// every type with a webhook channel.
+// CreateWebhookRequest is the body of POST /v1/webhooks: URL is required;
+// Types nil means every type with a webhook channel.
 type CreateWebhookRequest struct {
-	URL   string   `json:"url"`
-	Types []string `json:"types,omitempty"`
+	URL   *string  `json:"url" max:"url"`
+	Types []string `json:"types,omitempty" max:"list" each:"name"`
 }
 
 // WebhookCreated answers POST /v1/webhooks (201): Secret (whsec_…) signs
@@ -130,6 +133,24 @@ type WebhookCreated struct {
 // WebhookList answers GET /v1/webhooks (oldest first).
 type WebhookList struct {
 	Webhooks []Webhook `json:"webhooks"`
+}
+
+// WebhookPayload is the body of a webhook delivery (CONTRACT.md
+// "Webhooks"), signed as Standard Webhooks: thin, a prompt to poll GET
+// /v1/notifications, never the fact itself.
+type WebhookPayload struct {
+	Type      string             `json:"type"`
+	Timestamp string             `json:"timestamp"`
+	Data      WebhookPayloadData `json:"data"`
+}
+
+// WebhookPayloadData names the notification a push is about; Subject names
+// its object (for grant.revoked: grant_id and subagent).
+type WebhookPayloadData struct {
+	NotificationID string         `json:"notification_id"`
+	UserID         string         `json:"user_id"`
+	Severity       string         `json:"severity"`
+	Subject        map[string]any `json:"subject"`
 }
 
 // WebhookDelivery is one delivery attempt.

@@ -11,9 +11,6 @@ import (
 
 // Sign-in, sessions, the operator's cron routes and the API document.
 
-// SessionCookie is the name of the session cookie the service sets.
-const SessionCookie = "auditchain_session"
-
 // RequestOTP mails a one-time sign-in code (POST /v1/auth/otp/request;
 // public). A new account's first request carries the acceptances of every
 // required legal document. Not resent: each request mails a code.
@@ -35,7 +32,7 @@ func (c *Client) VerifyOTP(ctx context.Context, req api.OTPVerify) (*api.SignedI
 		return nil, "", err
 	}
 	for _, ck := range resp.Cookies() {
-		if ck.Name == SessionCookie {
+		if ck.Name == api.SessionCookie {
 			return &out, ck.Value, nil
 		}
 	}

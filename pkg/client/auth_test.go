@@ -65,11 +65,11 @@ func TestSignInSessionsCronAndTheDocument(t *testing.T) {
 				accepts = append(accepts, api.AcceptanceInput{DocumentID: d.DocumentID, Version: d.Version, ContentHash: d.ContentHash})
 			}
 		}
-		if _, err := anon.RequestOTP(ctx, api.OTPRequest{Email: "new@example.com", Acceptances: accepts}); err != nil {
+		if _, err := anon.RequestOTP(ctx, api.OTPRequest{Email: new("new@example.com"), Acceptances: accepts}); err != nil {
 			t.Fatal(err)
 		}
 		exact[api.OTPSent](t, rec, "POST /v1/auth/otp/request")
-		in, token, err := anon.VerifyOTP(ctx, api.OTPVerify{Email: "new@example.com", Code: box.lastCode(t)})
+		in, token, err := anon.VerifyOTP(ctx, api.OTPVerify{Email: new("new@example.com"), Code: new(box.lastCode(t))})
 		if err != nil || token == "" || in.Email != "new@example.com" {
 			t.Fatalf("verify: %+v, token %q, %v", in, token, err)
 		}
@@ -80,8 +80,8 @@ func TestSignInSessionsCronAndTheDocument(t *testing.T) {
 		}
 		exact[api.Session](t, rec, "GET /v1/auth/session")
 		first := docs.Documents[0]
-		if _, err := signed.AcceptLegal(ctx, api.AcceptRequest{Accepted: true, DocumentID: first.DocumentID,
-			Version: first.Version, ContentHash: first.ContentHash}); err != nil {
+		if _, err := signed.AcceptLegal(ctx, api.AcceptRequest{Accepted: new(true), DocumentID: new(first.DocumentID),
+			Version: new(first.Version), ContentHash: new(first.ContentHash)}); err != nil {
 			t.Fatal(err)
 		}
 		exact[api.AcceptResult](t, rec, "POST /v1/legal/accept")

@@ -341,7 +341,7 @@ func (c *Client) authorize(req *http.Request) {
 		req.Header.Set("X-API-Key", c.key)
 	}
 	if c.session != "" {
-		req.AddCookie(&http.Cookie{Name: SessionCookie, Value: c.session})
+		req.AddCookie(&http.Cookie{Name: api.SessionCookie, Value: c.session})
 	}
 	if c.cronSecret != "" {
 		req.Header.Set("X-Cron-Secret", c.cronSecret)
@@ -361,12 +361,7 @@ func problemOf(resp *http.Response, data []byte, now time.Time) *Error {
 			e.RetryAfter = at.Sub(now)
 		}
 	}
-	var p struct {
-		Code   string           `json:"code"`
-		Title  string           `json:"title"`
-		Detail string           `json:"detail"`
-		Errors []api.FieldError `json:"errors"`
-	}
+	var p api.Problem
 	if json.Unmarshal(data, &p) != nil || json.Unmarshal(data, &e.Members) != nil {
 		e.Code = "unreadable_problem"
 		e.Detail = strings.TrimSpace(string(data[:min(len(data), 200)]))

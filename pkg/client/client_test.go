@@ -80,8 +80,8 @@ func TestAppendFollowsTheTipAcrossServerWrittenEvents(t *testing.T) {
 			}
 		}
 		// The service appends grant.created at the tip.
-		if _, err := c.CreateGrant(ctx, api.CreateGrantRequest{Subagent: "worker", MaxToolCalls: 3,
-			ExpiresAt: client.FormatTimestamp(time.Now().Add(time.Hour))}); err != nil {
+		if _, err := c.CreateGrant(ctx, api.CreateGrantRequest{Subagent: new("worker"), MaxToolCalls: new(int64(3)),
+			ExpiresAt: new(client.FormatTimestamp(time.Now().Add(time.Hour)))}); err != nil {
 			t.Fatal(err)
 		}
 		res, err := c.Append(ctx, client.Event{EventType: "tool_result", Raw: map[string]any{"ok": true}})
@@ -182,8 +182,8 @@ func TestWritesWhoseAnswerWasLost(t *testing.T) {
 			client.WithSleep(func(context.Context, time.Duration) error { return nil }))
 		ctx := context.Background()
 		id := "g-10571"
-		_, err := c.CreateGrant(ctx, api.CreateGrantRequest{GrantID: &id, Subagent: "w", MaxToolCalls: 3, AllowedTools: []string{"t"},
-			ExpiresAt: client.FormatTimestamp(time.Now().Add(time.Hour))})
+		_, err := c.CreateGrant(ctx, api.CreateGrantRequest{GrantID: &id, Subagent: new("w"), MaxToolCalls: new(int64(3)), AllowedTools: []string{"t"},
+			ExpiresAt: new(client.FormatTimestamp(time.Now().Add(time.Hour)))})
 		if !errors.Is(err, client.ErrAnswerLost) || !client.IsCode(err, "grant_id_exists") {
 			t.Fatalf("CreateGrant after a lost answer: %v, want ErrAnswerLost wrapping grant_id_exists", err)
 		}
@@ -191,8 +191,8 @@ func TestWritesWhoseAnswerWasLost(t *testing.T) {
 			t.Fatalf("grants: %+v, %v", gs, err)
 		}
 		// Without a lost answer, the same conflict is a plain *Error.
-		if _, err := c.CreateGrant(ctx, api.CreateGrantRequest{GrantID: &id, Subagent: "w", MaxToolCalls: 3,
-			ExpiresAt: client.FormatTimestamp(time.Now().Add(time.Hour))}); errors.Is(err, client.ErrAnswerLost) || !client.IsCode(err, "grant_id_exists") {
+		if _, err := c.CreateGrant(ctx, api.CreateGrantRequest{GrantID: &id, Subagent: new("w"), MaxToolCalls: new(int64(3)),
+			ExpiresAt: new(client.FormatTimestamp(time.Now().Add(time.Hour)))}); errors.Is(err, client.ErrAnswerLost) || !client.IsCode(err, "grant_id_exists") {
 			t.Fatalf("a second CreateGrant: %v", err)
 		}
 
@@ -290,8 +290,8 @@ func TestErrorsCarryTheProblemsCodeAndMembers(t *testing.T) {
 		_, token := s.Account(t, "errors@example.com")
 		c := newClient(t, s, token)
 		ctx := context.Background()
-		g, err := c.CreateGrant(ctx, api.CreateGrantRequest{Subagent: "worker", MaxToolCalls: 2, AllowedTools: []string{"search"},
-			ExpiresAt: client.FormatTimestamp(time.Now().Add(time.Hour))})
+		g, err := c.CreateGrant(ctx, api.CreateGrantRequest{Subagent: new("worker"), MaxToolCalls: new(int64(2)), AllowedTools: []string{"search"},
+			ExpiresAt: new(client.FormatTimestamp(time.Now().Add(time.Hour)))})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -302,7 +302,7 @@ func TestErrorsCarryTheProblemsCodeAndMembers(t *testing.T) {
 		if st, err := c.GrantStatus(ctx, api.GrantStatusQuery{Subagent: "worker", Tool: str("shell")}); err != nil || st.Authorized || st.Status != "tool_not_allowed" {
 			t.Fatalf("status for another tool: %+v, %v", st, err)
 		}
-		_, err = c.UseGrant(ctx, g.Grant.GrantID, api.UseRequest{Subagent: "worker", N: 3})
+		_, err = c.UseGrant(ctx, g.Grant.GrantID, api.UseRequest{Subagent: new("worker"), N: new(int64(3))})
 		var pe *client.Error
 		if !errors.As(err, &pe) || pe.Status != 409 || pe.Code != "budget_exhausted" {
 			t.Fatalf("use over budget: %v", err)
@@ -314,7 +314,7 @@ func TestErrorsCarryTheProblemsCodeAndMembers(t *testing.T) {
 		if !client.IsCode(err, "budget_exhausted") {
 			t.Fatal("IsCode")
 		}
-		_, err = c.CreateGrant(ctx, api.CreateGrantRequest{Subagent: "worker", MaxToolCalls: 2, ExpiresAt: "tomorrow"})
+		_, err = c.CreateGrant(ctx, api.CreateGrantRequest{Subagent: new("worker"), MaxToolCalls: new(int64(2)), ExpiresAt: new("tomorrow")})
 		if !errors.As(err, &pe) || pe.Status != 422 || pe.Detail == "" {
 			t.Fatalf("bad expiry: %v", err)
 		}

@@ -142,8 +142,8 @@ func ExampleClient_GrantStatus() {
 	baseURL, apiKey := exampleAccount()
 	c, _ := client.New(baseURL, apiKey)
 	ctx := context.Background()
-	g, err := c.CreateGrant(ctx, api.CreateGrantRequest{Subagent: "researcher", MaxToolCalls: 2,
-		AllowedTools: []string{"search"}, ExpiresAt: client.FormatTimestamp(time.Now().Add(time.Hour))})
+	g, err := c.CreateGrant(ctx, api.CreateGrantRequest{Subagent: new("researcher"), MaxToolCalls: new(int64(2)),
+		AllowedTools: []string{"search"}, ExpiresAt: new(client.FormatTimestamp(time.Now().Add(time.Hour)))})
 	if err != nil {
 		panic(err)
 	}
@@ -154,7 +154,7 @@ func ExampleClient_GrantStatus() {
 		}
 		fmt.Println(tool, st.Status, st.Authorized)
 	}
-	used, _ := c.UseGrant(ctx, g.Grant.GrantID, api.UseRequest{Subagent: "researcher", N: 2})
+	used, _ := c.UseGrant(ctx, g.Grant.GrantID, api.UseRequest{Subagent: new("researcher"), N: new(int64(2))})
 	fmt.Println("remaining", used.Remaining)
 	st, _ := c.GrantStatus(ctx, api.GrantStatusQuery{Subagent: "researcher"})
 	fmt.Println(st.Status)
@@ -171,9 +171,9 @@ func ExampleError() {
 	baseURL, apiKey := exampleAccount()
 	c, _ := client.New(baseURL, apiKey)
 	ctx := context.Background()
-	g, _ := c.CreateGrant(ctx, api.CreateGrantRequest{Subagent: "worker", MaxToolCalls: 1,
-		ExpiresAt: client.FormatTimestamp(time.Now().Add(time.Hour))})
-	_, err := c.UseGrant(ctx, g.Grant.GrantID, api.UseRequest{Subagent: "worker", N: 5})
+	g, _ := c.CreateGrant(ctx, api.CreateGrantRequest{Subagent: new("worker"), MaxToolCalls: new(int64(1)),
+		ExpiresAt: new(client.FormatTimestamp(time.Now().Add(time.Hour)))})
+	_, err := c.UseGrant(ctx, g.Grant.GrantID, api.UseRequest{Subagent: new("worker"), N: new(int64(5))})
 	var pe *client.Error
 	if errors.As(err, &pe) {
 		var remaining int
@@ -194,15 +194,15 @@ func ExampleClient_Ratify() {
 		panic(err)
 	}
 	reviewer, _ := client.New(baseURL, k.APIKey)
-	p, _ := proposer.Propose(ctx, api.CreateProposalRequest{Kind: "deny_scope",
-		Subject: api.ProposalSubject{Subagent: "worker", Tool: new("shell")}, Evidence: api.ProposalEvidence{BlockedAttempts: 3}})
+	p, _ := proposer.Propose(ctx, api.CreateProposalRequest{Kind: new("deny_scope"),
+		Subject: &api.ProposalSubject{Subagent: new("worker"), Tool: new("shell")}, Evidence: &api.ProposalEvidence{BlockedAttempts: new(3)}})
 	_, err = proposer.Ratify(ctx, p.ProposalID, nil)
 	fmt.Println(client.IsCode(err, "separation_of_powers"))
 	r, _ := reviewer.Ratify(ctx, p.ProposalID, new("reviewed"))
 	e, _ := reviewer.Enact(ctx, p.ProposalID, nil)
 	fmt.Println(r.Status, e.Status)
-	_, _ = proposer.CreateGrant(ctx, api.CreateGrantRequest{Subagent: "worker", MaxToolCalls: 5,
-		ExpiresAt: client.FormatTimestamp(time.Now().Add(time.Hour))})
+	_, _ = proposer.CreateGrant(ctx, api.CreateGrantRequest{Subagent: new("worker"), MaxToolCalls: new(int64(5)),
+		ExpiresAt: new(client.FormatTimestamp(time.Now().Add(time.Hour)))})
 	st, _ := proposer.GrantStatus(ctx, api.GrantStatusQuery{Subagent: "worker", Tool: new("shell")})
 	fmt.Println(st.Status, st.ProposalID == p.ProposalID)
 	// Output:

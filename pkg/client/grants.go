@@ -135,7 +135,7 @@ func (c *Client) Reject(ctx context.Context, id string, reason *string) (*api.Pr
 func (c *Client) transition(ctx context.Context, id, action string, reason *string) (*api.Proposal, error) {
 	var body any
 	if reason != nil {
-		body = map[string]string{"reason": *reason}
+		body = api.TransitionRequest{Reason: reason}
 	}
 	out, err := call[api.ProposalResponse](ctx, c, request{method: "POST", path: "/v1/governance/proposals/" + escape(id) + "/" + action, body: body})
 	if err != nil {

@@ -49,7 +49,7 @@ func (c *Client) TestNotification(ctx context.Context, req api.TestNotificationR
 // DigestSent false, so a lost answer is resent safely.
 func (c *Client) RunDigest(ctx context.Context, userID string) (*api.DigestRunResult, error) {
 	return call[api.DigestRunResult](ctx, c, request{method: http.MethodPost, path: "/v1/notifications/digest/run",
-		body: api.DigestRunRequest{UserID: userID}, idempotent: true})
+		body: api.DigestRunRequest{UserID: &userID}, idempotent: true})
 }
 
 // Redeliver puts a failed row back in its outbox (POST

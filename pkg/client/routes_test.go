@@ -184,12 +184,12 @@ func TestEveryRouteThroughTheClient(t *testing.T) {
 		exact[api.HealAutoStop](t, rec, "POST /v1/heal/auto/stop")
 
 		// Grants and governance.
-		g := must[*api.GrantCreated](t)(c.CreateGrant(ctx, api.CreateGrantRequest{Subagent: "worker", MaxToolCalls: 5,
-			AllowedTools: []string{"search"}, ExpiresAt: client.FormatTimestamp(time.Now().Add(time.Hour))}))
+		g := must[*api.GrantCreated](t)(c.CreateGrant(ctx, api.CreateGrantRequest{Subagent: new("worker"), MaxToolCalls: new(int64(5)),
+			AllowedTools: []string{"search"}, ExpiresAt: new(client.FormatTimestamp(time.Now().Add(time.Hour)))}))
 		exact[api.GrantCreated](t, rec, "POST /v1/grants")
 		must[*api.GrantStatus](t)(c.GrantStatus(ctx, api.GrantStatusQuery{Subagent: "worker"}))
 		exact[api.GrantStatus](t, rec, "GET /v1/grants/status")
-		must[*api.UseResult](t)(c.UseGrant(ctx, g.Grant.GrantID, api.UseRequest{Subagent: "worker", N: 1}))
+		must[*api.UseResult](t)(c.UseGrant(ctx, g.Grant.GrantID, api.UseRequest{Subagent: new("worker"), N: new(int64(1))}))
 		exact[api.UseResult](t, rec, "POST /v1/grants/"+g.Grant.GrantID+"/use")
 		tc := must[*api.ToolCallResponse](t)(c.GateToolCall(ctx, api.ToolCallRequest{Subagent: new("worker"), Tool: new("search"),
 			Raw: json.RawMessage(`{"input_sha256":"ab"}`)}))
@@ -204,15 +204,15 @@ func TestEveryRouteThroughTheClient(t *testing.T) {
 		}
 		must[*api.GrantList](t)(c.Grants(ctx, ""))
 		exact[api.GrantList](t, rec, "GET /v1/grants")
-		must[*api.RevokeResult](t)(c.RevokeGrant(ctx, g.Grant.GrantID, api.RevokeRequest{Subagent: "worker"}))
+		must[*api.RevokeResult](t)(c.RevokeGrant(ctx, g.Grant.GrantID, api.RevokeRequest{Subagent: new("worker")}))
 		exact[api.RevokeResult](t, rec, "POST /v1/grants/"+g.Grant.GrantID+"/revoke")
 		must[*api.DelegationPublicKey](t)(c.DelegationPublicKey(ctx))
 		exact[api.DelegationPublicKey](t, rec, "GET /v1/delegation/public-key")
 		if _, err := client.VerifyDelegation(g.Delegation, servicePub); err != nil {
 			t.Fatalf("delegation token: %v", err)
 		}
-		p := must[*api.Proposal](t)(c.Propose(ctx, api.CreateProposalRequest{Kind: "deny_scope",
-			Subject: api.ProposalSubject{Subagent: "worker", Tool: str("shell")}, Evidence: api.ProposalEvidence{BlockedAttempts: 3}}))
+		p := must[*api.Proposal](t)(c.Propose(ctx, api.CreateProposalRequest{Kind: new("deny_scope"),
+			Subject: &api.ProposalSubject{Subagent: new("worker"), Tool: str("shell")}, Evidence: &api.ProposalEvidence{BlockedAttempts: new(3)}}))
 		exact[api.ProposalResponse](t, rec, "POST /v1/governance/proposals")
 		ratifier := newClient(t, s, k.APIKey, client.WithHTTPClient(hc))
 		must[*api.Proposal](t)(ratifier.Ratify(ctx, p.ProposalID, str("reviewed")))
@@ -229,7 +229,7 @@ func TestEveryRouteThroughTheClient(t *testing.T) {
 		}
 
 		// Notifications, webhooks, usage.
-		must[*api.TestNotificationResult](t)(c.TestNotification(ctx, api.TestNotificationRequest{Type: "grant.revoked"}))
+		must[*api.TestNotificationResult](t)(c.TestNotification(ctx, api.TestNotificationRequest{Type: new("grant.revoked")}))
 		exact[api.TestNotificationResult](t, rec, "POST /v1/notifications/test")
 		np := must[*api.NotificationPage](t)(c.Notifications(ctx, api.NotificationQuery{Limit: 2}))
 		if len(np.Notifications) == 0 {
@@ -239,12 +239,12 @@ func TestEveryRouteThroughTheClient(t *testing.T) {
 		must[*api.Preferences](t)(c.Preferences(ctx))
 		exact[api.Preferences](t, rec, "GET /v1/notifications/preferences")
 		pr := must[*api.PreferencesResult](t)(c.SetPreferences(ctx, api.PreferencesRequest{Preferences: []api.PreferenceInput{
-			{Type: "grant.revoked", Channel: "email", Enabled: new(false)}, {Type: "no.such", Channel: "email"}}}))
+			{Type: new("grant.revoked"), Channel: new("email"), Enabled: new(false)}, {Type: new("no.such"), Channel: new("email")}}}))
 		if pr.Accepted != 1 || len(pr.Rejected) != 1 {
 			t.Fatalf("preferences %+v", pr)
 		}
 		exact[api.PreferencesResult](t, rec, "PUT /v1/notifications/preferences")
-		wh := must[*api.WebhookCreated](t)(c.CreateWebhook(ctx, api.CreateWebhookRequest{URL: "http://127.0.0.1:9/hook"}))
+		wh := must[*api.WebhookCreated](t)(c.CreateWebhook(ctx, api.CreateWebhookRequest{URL: new("http://127.0.0.1:9/hook")}))
 		exact[api.WebhookCreated](t, rec, "POST /v1/webhooks")
 		must[*api.WebhookList](t)(c.Webhooks(ctx))
 		exact[api.WebhookList](t, rec, "GET /v1/webhooks")
@@ -269,8 +269,8 @@ func TestEveryRouteThroughTheClient(t *testing.T) {
 		}
 		// Accepting is a signed-in person's act: an API key is refused
 		// (the session's acceptance is in auth_test.go).
-		if _, err := c.AcceptLegal(ctx, api.AcceptRequest{Accepted: true, DocumentID: doc.DocumentID,
-			Version: doc.Version, ContentHash: doc.ContentHash}); !client.IsCode(err, "session_required") {
+		if _, err := c.AcceptLegal(ctx, api.AcceptRequest{Accepted: new(true), DocumentID: new(doc.DocumentID),
+			Version: new(doc.Version), ContentHash: new(doc.ContentHash)}); !client.IsCode(err, "session_required") {
 			t.Fatalf("accept with a key: %v", err)
 		}
 		must[*api.Acceptances](t)(c.Acceptances(ctx))

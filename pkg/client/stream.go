@@ -155,10 +155,24 @@ func (s *streamReader) frame(ctx context.Context, event, data string) error {
 		s.seen(e.Sequence)
 		return s.deliver(StreamMessage{Kind: "event", Event: e})
 	case "lagged":
-		// The connection ends after this frame; the reconnection's catch-up
-		// reads what it missed.
+		// The service fell behind this connection and ends it after this
+		// frame; so does the reader, and the reconnection's catch-up reads
+		// what it missed from the last sequence delivered.
+		var l api.StreamLagged
+		if err := json.Unmarshal([]byte(data), &l); err != nil {
+			return fmt.Errorf("client: stream frame: %w", err)
+		}
+		return fmt.Errorf("client: the stream lagged after sequence %s", seqText(l.LastSequence))
 	}
 	return nil
+}
+
+// seqText is a sequence for a message ("none" for nil).
+func seqText(seq *int64) string {
+	if seq == nil {
+		return "none"
+	}
+	return strconv.FormatInt(*seq, 10)
 }
 
 func (s *streamReader) seen(seq int64) {

@@ -8,7 +8,6 @@ import (
 	"sync"
 	"testing"
 
-	"github.com/auditchain/auditchain/internal/app"
 	"github.com/auditchain/auditchain/internal/httpapi/httpapitest"
 	"github.com/auditchain/auditchain/pkg/api"
 	"github.com/auditchain/auditchain/pkg/client"
@@ -73,12 +72,12 @@ func TestAppendFollowsA409(t *testing.T) {
 
 		// Governance: a proposal and its ratification by another key are
 		// governance.proposed and governance.ratified at the tip.
-		p, err := other.Propose(ctx, api.CreateProposalRequest{Kind: "policy_note", Subject: api.ProposalSubject{Subagent: "w"},
-			Evidence: api.ProposalEvidence{BlockedAttempts: 3}})
+		p, err := other.Propose(ctx, api.CreateProposalRequest{Kind: new("policy_note"), Subject: &api.ProposalSubject{Subagent: new("w")},
+			Evidence: &api.ProposalEvidence{BlockedAttempts: new(3)}})
 		if err != nil {
 			t.Fatal(err)
 		}
-		second := newClient(t, s, s.Key(t, userID, app.KeyRequest{}))
+		second := newClient(t, s, s.Key(t, userID, api.CreateKeyRequest{}))
 		if _, err := second.Ratify(ctx, p.ProposalID, nil); err != nil {
 			t.Fatal(err)
 		}

@@ -8,11 +8,12 @@ import (
 	"net/http/httptest"
 	"testing"
 
-	"github.com/auditchain/auditchain/api"
+	openapi "github.com/auditchain/auditchain/api"
 	"github.com/auditchain/auditchain/internal/app"
 	"github.com/auditchain/auditchain/internal/app/apptest"
 	"github.com/auditchain/auditchain/internal/httpapi"
 	"github.com/auditchain/auditchain/internal/store/storetest"
+	"github.com/auditchain/auditchain/pkg/api"
 )
 
 // Server is a running API: URL is its base (http://127.0.0.1:port).
@@ -29,7 +30,7 @@ func Start(tb testing.TB, dsn string, o apptest.Options) *Server {
 	tb.Helper()
 	st := storetest.Open(tb, dsn)
 	a := apptest.New(tb, st, o)
-	h := httpapi.NewServer(a, a.Log, api.OpenAPIJSON())
+	h := httpapi.NewServer(a, a.Log, openapi.OpenAPIJSON())
 	srv := httptest.NewServer(h)
 	tb.Cleanup(srv.Close)
 	return &Server{URL: srv.URL, App: a, Handler: h, HTTP: srv}
@@ -43,15 +44,15 @@ func (s *Server) Account(tb testing.TB, email string) (userID, token string) {
 	if err != nil {
 		tb.Fatalf("create account: %v", err)
 	}
-	return acct.UserID, key.Token
+	return acct.UserID, key.APIKey
 }
 
 // Key creates another key of userID.
-func (s *Server) Key(tb testing.TB, userID string, req app.KeyRequest) string {
+func (s *Server) Key(tb testing.TB, userID string, req api.CreateKeyRequest) string {
 	tb.Helper()
 	k, err := s.App.CreateKey(context.Background(), userID, req)
 	if err != nil {
 		tb.Fatalf("create key: %v", err)
 	}
-	return k.Token
+	return k.APIKey
 }
