@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/http"
+	"regexp"
 	"slices"
 	"strings"
 	"testing"
@@ -17,7 +18,7 @@ import (
 	"github.com/auditchain/auditchain/pkg/api"
 )
 
-func TestHealthAndOpenAPIArePublic(t *testing.T) {
+func TestHealthOpenAPIAndMetricsArePublic(t *testing.T) {
 	eachEnv(t, func(t *testing.T, e *env) {
 		r := e.do("GET", "/v1/health", "", nil)
 		if r.Status != 200 || r.JSON(t)["status"] != "ok" {
@@ -28,17 +29,64 @@ func TestHealthAndOpenAPIArePublic(t *testing.T) {
 		if err := json.Unmarshal(r.Body, &doc); err != nil || r.Status != 200 || doc["openapi"] != "3.1.0" {
 			t.Fatalf("openapi.json: %d %v", r.Status, err)
 		}
+		r = e.do("GET", "/metrics", "", nil)
+		if r.Status != 200 || r.Header.Get("Content-Type") != "text/plain; version=0.0.4; charset=utf-8" ||
+			!strings.Contains(string(r.Body), "# TYPE auditchain_http_requests_total counter") {
+			t.Fatalf("metrics: %d %q %.200s", r.Status, r.Header.Get("Content-Type"), r.Body)
+		}
 	})
 }
 
-// Every route of routes.go is in the OpenAPI document, with the same method.
+// Every route of routes.go is in the OpenAPI document, with the same method,
+// and its operation has a unique lowerCamel
+// operationId and tags the document declares with a description (client
+// generators name methods and group them by these), and the document has
+// no operation the server does not serve.
 func TestOpenAPICoversEveryRoute(t *testing.T) {
 	e := newEnv(t, storetest.DSN(t, storetest.SQLite), nil)
+	declared := map[string]bool{}
+	for _, tag := range e.doc.Tags {
+		if tag.Description == "" {
+			t.Errorf("tag %q has no description", tag.Name)
+		}
+		declared[tag.Name] = true
+	}
+	lowerCamel := regexp.MustCompile(`^[a-z][a-zA-Z0-9]*$`)
+	ids := map[string]string{}
+	served := map[string]bool{}
 	for _, rt := range e.handler.RouteTable() {
+		served[rt.Pattern] = true
 		method, path, _ := strings.Cut(rt.Pattern, " ")
 		item := e.doc.Paths.Find(path)
 		if item == nil || item.GetOperation(method) == nil {
 			t.Errorf("%s is served but not documented in api/openapi.yaml", rt.Pattern)
+			continue
+		}
+		op := item.GetOperation(method)
+		switch id := op.OperationID; {
+		case id == "":
+			t.Errorf("%s has no operationId", rt.Pattern)
+		case !lowerCamel.MatchString(id):
+			t.Errorf("%s: operationId %q is not lowerCamel", rt.Pattern, id)
+		case ids[id] != "":
+			t.Errorf("operationId %q names both %s and %s", id, ids[id], rt.Pattern)
+		default:
+			ids[id] = rt.Pattern
+		}
+		if len(op.Tags) == 0 {
+			t.Errorf("%s has no tags", rt.Pattern)
+		}
+		for _, tag := range op.Tags {
+			if !declared[tag] {
+				t.Errorf("%s: tag %q is not declared in the document's tags", rt.Pattern, tag)
+			}
+		}
+	}
+	for path, item := range e.doc.Paths.Map() {
+		for method := range item.Operations() {
+			if !served[method+" "+path] {
+				t.Errorf("api/openapi.yaml documents %s %s, which routes.go does not serve", method, path)
+			}
 		}
 	}
 }

@@ -52,3 +52,9 @@ func (s *Server) openAPI(w http.ResponseWriter, r *http.Request) error {
 	_, err := w.Write(s.openapi)
 	return err
 }
+
+// metrics writes the Prometheus exposition of this replica's registry.
+func (s *Server) metrics(w http.ResponseWriter, r *http.Request) error {
+	s.registry.ServeHTTP(w, r)
+	return nil
+}

@@ -87,6 +87,8 @@ func (s *Server) routes() []route {
 		// Operations and documents.
 		{"GET /v1/health", public, s.health},
 		{"GET /v1/openapi.json", public, s.openAPI},
+		// Prometheus scrapes outside /v1 (docs/operations.md lists the metrics).
+		{"GET /metrics", public, s.metrics},
 
 		// Credentials (CONTRACT.md "Credentials").
 		{"POST /v1/auth/otp/request", public, s.requestOTP},

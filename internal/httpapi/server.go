@@ -143,7 +143,6 @@ func NewServer(a *app.App, log *slog.Logger, openapiJSON []byte) *Server {
 			s.literal[path] = append(s.literal[path], method)
 		}
 	}
-	s.mux.Handle("GET /metrics", s.registry)
 	s.agents = mcpserver.NewHTTPHandler(s, func(r *http.Request) []domain.Scope { return principal(r).Scopes }, log)
 	return s
 }

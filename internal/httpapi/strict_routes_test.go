@@ -52,6 +52,7 @@ const (
 var strictCases = map[string]strictCase{
 	"GET /v1/health":       {},
 	"GET /v1/openapi.json": {},
+	"GET /metrics":         {},
 
 	"POST /v1/auth/otp/request": {body: `{"email":"new@example.com","acceptances":[{"document_id":"beta_terms","version":"2026-01-01.1","content_hash":"ab"}]}`},
 	"POST /v1/auth/otp/verify":  {body: `{"email":"new@example.com","code":"12345678"}`},
