@@ -10,6 +10,7 @@ import (
 
 	"github.com/auditchain/auditchain/internal/app/writer"
 	"github.com/auditchain/auditchain/internal/domain"
+	"github.com/auditchain/auditchain/internal/metrics"
 	"github.com/auditchain/auditchain/internal/store"
 	"github.com/auditchain/auditchain/pkg/api"
 )
@@ -254,6 +255,7 @@ func (a *App) storeBatchRows(ctx context.Context, t *writer.Tx, p Principal, r a
 		return r, err
 	}
 	r.Ingested, r.Quota = len(rows), a.quota(out.QuotaUsed)
+	t.AfterCommit(func() { metrics.EventsAppended.Add(uint64(len(rows)), metrics.AppendBatch) })
 	return r, nil
 }
 

@@ -9,6 +9,7 @@ import (
 
 	"github.com/auditchain/auditchain/internal/app/writer"
 	"github.com/auditchain/auditchain/internal/domain"
+	"github.com/auditchain/auditchain/internal/metrics"
 	"github.com/auditchain/auditchain/internal/store"
 	"github.com/auditchain/auditchain/pkg/api"
 )
@@ -80,6 +81,7 @@ func (a *App) CreateProposal(ctx context.Context, p Principal, req api.CreatePro
 	if err != nil {
 		return api.ProposalResponse{}, err
 	}
+	metrics.ProposalTransitions.Inc("propose")
 	return api.ProposalResponse{Proposal: proposalView(sp.Proposal)}, nil
 }
 
@@ -216,6 +218,7 @@ func (a *App) TransitionProposal(ctx context.Context, p Principal, proposalID, a
 	if err != nil {
 		return api.ProposalResponse{}, err
 	}
+	metrics.ProposalTransitions.Inc(action)
 	return api.ProposalResponse{Proposal: proposalView(out)}, nil
 }
 

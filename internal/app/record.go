@@ -15,6 +15,7 @@ import (
 
 	"github.com/auditchain/auditchain/internal/app/writer"
 	"github.com/auditchain/auditchain/internal/domain"
+	"github.com/auditchain/auditchain/internal/metrics"
 	"github.com/auditchain/auditchain/internal/store"
 	"github.com/auditchain/auditchain/pkg/api"
 	"github.com/auditchain/auditchain/pkg/verify"
@@ -99,6 +100,7 @@ func (a *App) appendEvent(ctx context.Context, p Principal, in api.EventInput, s
 	case err != nil:
 		return AppendResult{}, err
 	}
+	metrics.EventsAppended.Inc(metrics.AppendSingle)
 	return a.appendedResult(out, advisory, now), nil
 }
 
@@ -174,6 +176,7 @@ func (a *App) appendNext(ctx context.Context, p Principal, in api.EventInput, su
 	case err != nil:
 		return AppendResult{}, err
 	}
+	metrics.EventsAppended.Inc(metrics.AppendNext)
 	return a.appendedResult(out, advisory, now), nil
 }
 
@@ -563,13 +566,21 @@ func (a *App) appendAtTip(ctx context.Context, t *writer.Tx, p Principal, in api
 	now time.Time) (writer.Appended, error) {
 	var e store.Event
 	e.UserID = p.UserID
-	return t.Append(ctx, writer.Append{Event: &e, Quota: quota, Place: func(_ context.Context, head store.Head, _ store.Querier) error {
+	out, err := t.Append(ctx, writer.Append{Event: &e, Quota: quota, Place: func(_ context.Context, head store.Head, _ store.Querier) error {
 		next, err := a.numberAtTip(p, head, in, surface, now)
 		if err == nil {
 			e = next
 		}
 		return err
 	}})
+	if err == nil {
+		kind := metrics.AppendToolCall // the only charged events placed here
+		if quota == nil {
+			kind = metrics.AppendService
+		}
+		t.AfterCommit(func() { metrics.EventsAppended.Inc(kind) })
+	}
+	return out, err
 }
 
 // numberAtTip numbers in after head — sequence tip + 1 and prev_hash the

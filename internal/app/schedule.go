@@ -55,12 +55,11 @@ func (a *App) Jobs() []schedule.Job {
 	}
 }
 
-// jobState is this process's scheduler and its counters.
+// jobState is this process's scheduler and its replica id.
 type jobState struct {
 	mu      sync.Mutex
 	runner  *schedule.Runner
 	replica string
-	counts  map[[2]string]int64 // (job, outcome) → runs
 }
 
 // StartJobs runs the jobs on their cadence until ctx ends (serve, unless
@@ -119,15 +118,9 @@ func (a *App) AcquireJobPeriod(ctx context.Context, job string, period time.Time
 	return ok, err
 }
 
-// recordRun counts a run and, for a scheduled period this replica ran,
-// records how it went on the period's row.
+// recordRun records how a scheduled period this replica ran went, on the
+// period's row (the runner counts every run for metrics).
 func (a *App) recordRun(r schedule.Run) {
-	a.jobs.mu.Lock()
-	if a.jobs.counts == nil {
-		a.jobs.counts = map[[2]string]int64{}
-	}
-	a.jobs.counts[[2]string{r.Job, r.Outcome()}]++
-	a.jobs.mu.Unlock()
 	if r.Trigger != schedule.TriggerSchedule || r.Skipped {
 		return
 	}
@@ -139,18 +132,6 @@ func (a *App) recordRun(r schedule.Run) {
 	if err != nil {
 		a.Log.Error("recording a job run failed", "job", r.Job, "err", err)
 	}
-}
-
-// JobRunCounts reports runs by job and outcome (ok, failed, skipped) in this
-// process, for metrics.
-func (a *App) JobRunCounts() map[[2]string]int64 {
-	a.jobs.mu.Lock()
-	defer a.jobs.mu.Unlock()
-	out := make(map[[2]string]int64, len(a.jobs.counts))
-	for k, v := range a.jobs.counts {
-		out[k] = v
-	}
-	return out
 }
 
 // replicaID names this process in job_runs: random, made once.

@@ -16,6 +16,7 @@ import (
 
 	"github.com/auditchain/auditchain/internal/app/writer"
 	"github.com/auditchain/auditchain/internal/domain"
+	"github.com/auditchain/auditchain/internal/metrics"
 	"github.com/auditchain/auditchain/internal/store"
 	"github.com/auditchain/auditchain/pkg/api"
 )
@@ -135,6 +136,7 @@ func (a *App) CountCall(userID, capability, surface string) {
 }
 
 func (a *App) countGate(userID, status string) {
+	metrics.GateDecisions.Inc(status)
 	a.meter.add(accountDay{userID, usageDay(a.Now())}, UsageGate, status, 1)
 }
 

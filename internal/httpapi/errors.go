@@ -11,6 +11,7 @@ import (
 
 	"github.com/auditchain/auditchain/internal/app"
 	"github.com/auditchain/auditchain/internal/domain"
+	"github.com/auditchain/auditchain/internal/metrics"
 	"github.com/auditchain/auditchain/pkg/api"
 )
 
@@ -52,6 +53,7 @@ func writeError(w http.ResponseWriter, r *http.Request, log *slog.Logger, err er
 		log.ErrorContext(r.Context(), "error code has no HTTP status", "code", de.Code, "route", r.Pattern)
 		status = http.StatusInternalServerError
 	}
+	metrics.Refusals.Inc(de.Code)
 	if de.RetryAfter > 0 {
 		w.Header().Set("Retry-After", strconv.Itoa(de.RetryAfter))
 	}

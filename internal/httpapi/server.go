@@ -79,6 +79,7 @@ func NewServer(a *app.App, log *slog.Logger, openapiJSON []byte) *Server {
 	s.requests = s.registry.NewCounterVec("auditchain_http_requests_total", "HTTP requests by route pattern and status.", "route", "status")
 	s.latency = s.registry.NewHistogramVec("auditchain_http_request_duration_seconds", "HTTP request latency by route pattern.",
 		[]float64{.0005, .001, .0025, .005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5}, "route")
+	s.registry.RegisterDomain()
 	// counter is a counter read from the app when scraped; label, when not
 	// empty, is "name=value".
 	counter := func(name, help, label string, count func() int64) {
@@ -91,7 +92,6 @@ func NewServer(a *app.App, log *slog.Logger, openapiJSON []byte) *Server {
 	const (
 		pgAppendsHelp      = "Client appends on PostgreSQL by path: optimistic (one statement) or locked (events of a machine, and fallbacks)."
 		headCacheHelp      = "Optimistic appends on PostgreSQL against this replica's cached head: hit (stored without reading the head), stale (another replica or path had appended; read again)."
-		mailHelp           = "Messages the mailer (--mail) sent, or failed to send after every attempt."
 		webhookAttemptHelp = "Webhook delivery attempts by this replica: ok (2xx) or failed (anything else, refused targets and timeouts included)."
 		webhookRowHelp     = "Webhook notification rows this replica's drains settled: sent (every endpoint took it) or failed (after three attempts)."
 		rollbackHelp       = "Batch statements of optimistic appends on PostgreSQL that rolled back, their appends then sent one by one, by reason: refusal (quota or event_id after the compare-and-set), deadlock, lock_timeout (a head held over 100 ms), other."
@@ -117,23 +117,12 @@ func NewServer(a *app.App, log *slog.Logger, openapiJSON []byte) *Server {
 	counter("auditchain_pg_append_batch_rollbacks_total", rollbackHelp, "reason=deadlock", rollbacks(func(_, d, _, _ int64) int64 { return d }))
 	counter("auditchain_pg_append_batch_rollbacks_total", rollbackHelp, "reason=lock_timeout", rollbacks(func(_, _, l, _ int64) int64 { return l }))
 	counter("auditchain_pg_append_batch_rollbacks_total", rollbackHelp, "reason=other", rollbacks(func(_, _, _, o int64) int64 { return o }))
-	counter("auditchain_mail_messages_total", mailHelp, "outcome=sent", mailStat(a, func(s mail.Stats) uint64 { return s.Sent }))
-	counter("auditchain_mail_messages_total", mailHelp, "outcome=failed", mailStat(a, func(s mail.Stats) uint64 { return s.Failed }))
 	counter("auditchain_mail_retries_total", "Mail delivery attempts repeated after a temporary failure.", "",
 		mailStat(a, func(s mail.Stats) uint64 { return s.Retries }))
 	counter("auditchain_webhook_attempts_total", webhookAttemptHelp, "outcome=ok", func() int64 { return a.NotifyStats().AttemptsOK })
 	counter("auditchain_webhook_attempts_total", webhookAttemptHelp, "outcome=failed", func() int64 { return a.NotifyStats().AttemptsFailed })
 	counter("auditchain_webhook_rows_total", webhookRowHelp, "outcome=sent", func() int64 { return a.NotifyStats().RowsSent })
 	counter("auditchain_webhook_rows_total", webhookRowHelp, "outcome=failed", func() int64 { return a.NotifyStats().RowsFailed })
-	s.registry.Collector("auditchain_job_runs_total",
-		"Operator job runs in this process by job and outcome: ok, failed (an error or a panic), skipped (another replica had the period, or the previous run was still going).",
-		"counter", func() []metrics.Sample {
-			var out []metrics.Sample
-			for k, n := range a.JobRunCounts() {
-				out = append(out, metrics.Sample{Labels: []metrics.Label{{Name: "job", Value: k[0]}, {Name: "outcome", Value: k[1]}}, Value: float64(n)})
-			}
-			return out
-		})
 	s.registry.RegisterRuntime(processStart)
 
 	s.literal = map[string][]string{}

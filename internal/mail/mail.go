@@ -13,6 +13,7 @@
 package mail
 
 import (
+	"cmp"
 	"context"
 	"crypto/rand"
 	"crypto/x509"
@@ -28,6 +29,8 @@ import (
 	"time"
 
 	gomail "github.com/wneessen/go-mail"
+
+	"github.com/auditchain/auditchain/internal/metrics"
 )
 
 // Provider names, as the admin digest reports them.
@@ -198,7 +201,7 @@ func (m *Mailer) Stats() Stats {
 func (m *Mailer) Send(ctx context.Context, msg Message) error {
 	l, err := m.compose(msg)
 	if err != nil {
-		m.failed.Add(1)
+		m.count(msg.Kind, false)
 		return err
 	}
 	for attempt := 0; ; attempt++ {
@@ -207,28 +210,41 @@ func (m *Mailer) Send(ctx context.Context, msg Message) error {
 		}
 		err = m.attempt(ctx, l)
 		if err == nil {
-			m.sent.Add(1)
+			m.count(msg.Kind, true)
 			return nil
 		}
 		switch {
 		case ctx.Err() != nil:
-			m.failed.Add(1)
+			m.count(msg.Kind, false)
 			return fmt.Errorf("mail: sending via %s stopped: %w (last attempt: %w)", m.provider, ctx.Err(), err)
 		case errors.As(err, new(*permanentError)):
-			m.failed.Add(1)
+			m.count(msg.Kind, false)
 			return fmt.Errorf("mail: sending via %s refused (not retried): %w", m.provider, err)
 		case attempt+1 >= m.attempts:
-			m.failed.Add(1)
+			m.count(msg.Kind, false)
 			return fmt.Errorf("mail: sending via %s failed after %s: %w", m.provider, attemptsText(m.attempts), err)
 		}
 		wait := m.backoff(attempt)
 		m.log.Warn("mail attempt failed; retrying", "provider", m.provider,
 			"attempt", attempt+1, "of", m.attempts, "retry_in", wait, "message_id", l.messageID, "error", err)
 		if cerr := sleep(ctx, wait); cerr != nil {
-			m.failed.Add(1)
+			m.count(msg.Kind, false)
 			return fmt.Errorf("mail: sending via %s stopped: %w (last attempt: %w)", m.provider, cerr, err)
 		}
 	}
+}
+
+// count adds a message sent, or failed, to the mailer's Stats and to the
+// process's auditchain_mail_messages_total under its kind.
+func (m *Mailer) count(kind string, sent bool) {
+	outcome := "failed"
+	if sent {
+		m.sent.Add(1)
+		outcome = "sent"
+	} else {
+		m.failed.Add(1)
+	}
+	metrics.MailMessages.Inc(cmp.Or(kind, "other"), outcome)
 }
 
 // attempt is one bounded try.

@@ -99,8 +99,9 @@ func (r *Registry) Collector(name, help, kind string, f func() []Sample) {
 
 // CounterVec is a counter per combination of label values.
 type CounterVec struct {
-	names  []string
-	series sync.Map // joined label values → *counterSeries
+	name, help string
+	names      []string
+	series     sync.Map // joined label values → *counterSeries
 }
 
 type counterSeries struct {
@@ -108,10 +109,22 @@ type counterSeries struct {
 	n      atomic.Uint64
 }
 
+// NewCounterVec returns a counter family with the given label names, which
+// no registry exposes until Register adds it: the domain's counters are
+// declared once per process (domain.go) and exposed by each server's registry.
+func NewCounterVec(name, help string, labelNames ...string) *CounterVec {
+	return &CounterVec{name: name, help: help, names: labelNames}
+}
+
 // NewCounterVec registers a counter family with the given label names.
 func (r *Registry) NewCounterVec(name, help string, labelNames ...string) *CounterVec {
-	v := &CounterVec{names: labelNames}
-	r.addCollector(name, help, "counter", func(s []Sample) []Sample {
+	v := NewCounterVec(name, help, labelNames...)
+	r.Register(v)
+	return v
+}
+
+func (v *CounterVec) register(r *Registry) {
+	r.addCollector(v.name, v.help, "counter", func(s []Sample) []Sample {
 		v.series.Range(func(_, c any) bool {
 			cs := c.(*counterSeries)
 			s = append(s, Sample{Labels: labelsOf(v.names, cs.values), Value: float64(cs.n.Load())})
@@ -119,24 +132,27 @@ func (r *Registry) NewCounterVec(name, help string, labelNames ...string) *Count
 		})
 		return s
 	})
-	return v
 }
 
 // Inc adds one to the series of values (one per label name).
-func (v *CounterVec) Inc(values ...string) {
+func (v *CounterVec) Inc(values ...string) { v.Add(1, values...) }
+
+// Add adds n to the series of values (one per label name).
+func (v *CounterVec) Add(n uint64, values ...string) {
 	key := strings.Join(values, "\xff")
 	c, ok := v.series.Load(key)
 	if !ok {
 		c, _ = v.series.LoadOrStore(key, &counterSeries{values: slices.Clone(values)})
 	}
-	c.(*counterSeries).n.Add(1)
+	c.(*counterSeries).n.Add(n)
 }
 
 // HistogramVec is a histogram per value of one label.
 type HistogramVec struct {
-	label   string
-	buckets []float64 // upper bounds, ascending; +Inf is implied
-	series  sync.Map  // label value → *histogram
+	name, help string
+	label      string
+	buckets    []float64 // upper bounds, ascending; +Inf is implied
+	series     sync.Map  // label value → *histogram
 }
 
 type histogram struct {
@@ -144,15 +160,36 @@ type histogram struct {
 	sumBits atomic.Uint64
 }
 
+// NewHistogramVec returns a histogram family with one label, exposed once
+// Register adds it to a registry.
+func NewHistogramVec(name, help string, buckets []float64, label string) *HistogramVec {
+	v := &HistogramVec{name: name, help: help, label: label, buckets: slices.Clone(buckets)}
+	slices.Sort(v.buckets)
+	return v
+}
+
 // NewHistogramVec registers a histogram family with one label.
 func (r *Registry) NewHistogramVec(name, help string, buckets []float64, label string) *HistogramVec {
-	v := &HistogramVec{label: label, buckets: slices.Clone(buckets)}
-	slices.Sort(v.buckets)
-	f := r.family(name, help, "histogram")
+	v := NewHistogramVec(name, help, buckets, label)
+	r.Register(v)
+	return v
+}
+
+func (v *HistogramVec) register(r *Registry) {
+	f := r.family(v.name, v.help, "histogram")
 	r.mu.Lock()
 	f.hist = v
 	r.mu.Unlock()
-	return v
+}
+
+// Vec is a family a registry can expose: a *CounterVec or a *HistogramVec.
+type Vec interface{ register(*Registry) }
+
+// Register exposes each family in r, after those registered before.
+func (r *Registry) Register(vs ...Vec) {
+	for _, v := range vs {
+		v.register(r)
+	}
 }
 
 // Observe records x in the series of value.

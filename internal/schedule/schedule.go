@@ -12,6 +12,8 @@ import (
 	"runtime/debug"
 	"sync"
 	"time"
+
+	"github.com/auditchain/auditchain/internal/metrics"
 )
 
 // Job is one scheduled job.
@@ -217,7 +219,7 @@ func (r *Runner) Kick(name string) {
 // RunNow runs job name once in the calling goroutine, after any run of it in
 // progress in this process has ended, and returns the job's error (or
 // ErrUnknownJob, or ctx's error if ctx ends while waiting). It takes no lease:
-// the cron routes call it, and their caller chooses the replica. The run is
+// its caller chooses the replica. The run is
 // recorded like any other and bounded by Options.Timeout.
 func (r *Runner) RunNow(ctx context.Context, name string) error {
 	j := r.byName[name]
@@ -403,6 +405,10 @@ func (r *Runner) record(j *job, run Run) {
 			"duration", run.Duration, "err", run.Err)
 	default:
 		r.log.Debug("job run", "job", j.Name, "trigger", run.Trigger, "period", run.Period, "duration", run.Duration)
+	}
+	metrics.JobRuns.Inc(run.Job, run.Outcome())
+	if !run.Skipped {
+		metrics.JobDuration.Observe(run.Job, run.Duration.Seconds())
 	}
 	if r.onRun != nil {
 		r.onRun(run)

@@ -22,6 +22,8 @@ import (
 	"time"
 
 	"code.dny.dev/ssrf"
+
+	"github.com/auditchain/auditchain/internal/metrics"
 )
 
 // userAgent names us to receivers, which often log or filter by it.
@@ -42,6 +44,9 @@ type Attempt struct {
 	Err        string        // "" when OK; else a short reason without internals ("status 500", "timeout after 10s")
 	Duration   time.Duration // from start to the answer read (or the failure)
 	OK         bool          // the receiver answered 2xx
+	// Outcome classes the attempt for metrics: metrics.WebhookOK,
+	// WebhookHTTPError, WebhookTimeout, WebhookRefused or WebhookError.
+	Outcome string
 }
 
 // errAttemptTimeout tells the attempt's own deadline from the caller's
@@ -55,23 +60,25 @@ func (e *Egress) Deliver(ctx context.Context, d Delivery) Attempt {
 	start := time.Now()
 	a := e.attempt(ctx, d)
 	a.Duration = time.Since(start)
+	metrics.WebhookDeliveries.Inc(a.Outcome)
+	metrics.WebhookDeliveryDuration.Observe(a.Outcome, a.Duration.Seconds())
 	return a
 }
 
 func (e *Egress) attempt(ctx context.Context, d Delivery) Attempt {
 	u, err := parseURL(d.URL)
 	if err != nil {
-		return Attempt{Err: err.Error()}
+		return Attempt{Err: err.Error(), Outcome: metrics.WebhookRefused}
 	}
 	signature, err := Sign(d.Secret, d.MsgID, d.Timestamp, d.Body)
 	if err != nil {
-		return Attempt{Err: err.Error()}
+		return Attempt{Err: err.Error(), Outcome: metrics.WebhookError}
 	}
 	ctx, cancel := context.WithTimeoutCause(ctx, e.timeout, errAttemptTimeout)
 	defer cancel()
 	req, err := http.NewRequestWithContext(ctx, http.MethodPost, u.String(), bytes.NewReader(d.Body))
 	if err != nil {
-		return Attempt{Err: "webhook url is not a valid url"}
+		return Attempt{Err: "webhook url is not a valid url", Outcome: metrics.WebhookRefused}
 	}
 	req.Header.Set("Content-Type", "application/json")
 	req.Header.Set("User-Agent", userAgent)
@@ -81,7 +88,7 @@ func (e *Egress) attempt(ctx context.Context, d Delivery) Attempt {
 
 	resp, err := e.client.Do(req)
 	if err != nil {
-		return Attempt{Err: e.reason(ctx, err)}
+		return Attempt{Err: e.reason(ctx, err), Outcome: failureOutcome(ctx, err)}
 	}
 	// The status is the answer. The body is read only so that the connection
 	// can be reused, and never past MaxBody: closing with more unread drops
@@ -89,16 +96,29 @@ func (e *Egress) attempt(ctx context.Context, d Delivery) Attempt {
 	_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, e.maxBody))
 	resp.Body.Close()
 
-	a := Attempt{StatusCode: resp.StatusCode}
+	a := Attempt{StatusCode: resp.StatusCode, Outcome: metrics.WebhookHTTPError}
 	switch {
 	case resp.StatusCode >= 200 && resp.StatusCode < 300:
-		a.OK = true
+		a.OK, a.Outcome = true, metrics.WebhookOK
 	case resp.StatusCode >= 300 && resp.StatusCode < 400:
 		a.Err = fmt.Sprintf("redirect not followed (status %d)", resp.StatusCode)
 	default:
 		a.Err = fmt.Sprintf("status %d", resp.StatusCode)
 	}
 	return a
+}
+
+// failureOutcome classes a failed request as reason words it: the guard's
+// refusal, the attempt's own timeout, or any other transport failure.
+func failureOutcome(ctx context.Context, err error) string {
+	var refused *refusedError
+	switch {
+	case errors.As(err, &refused), errors.Is(err, ssrf.ErrProhibitedIP):
+		return metrics.WebhookRefused
+	case errors.Is(context.Cause(ctx), errAttemptTimeout):
+		return metrics.WebhookTimeout
+	}
+	return metrics.WebhookError
 }
 
 // reason turns a failed request into an Attempt.Err: short, and without
