@@ -17,7 +17,10 @@ func benchCmd(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	var wrap string
 	var serverArgs multiFlag
 	fs.StringVar(&o.URL, "url", "", "target running server(s), comma-separated (default: start one on a temporary SQLite database per run)")
-	fs.StringVar(&o.DB, "db", "", "store: with --url the server's (to create bench accounts); without, the started server's")
+	fs.StringVar(&o.DB, "db", "", "store: with --url the server's (bench accounts are created there by admin create-account); without, the started server's")
+	fs.StringVar(&o.Exe, "server-exe", "", "the auditchain binary run as the server and as admin (default: $"+bench.ServerExeEnv+", else this one)")
+	fs.StringVar(&o.MailSink, "mail-sink", "", "address of the generator's SMTP sink for sign-in codes (default: a free loopback port given to the started server; with --url: required by otp-verify and --session)")
+	fs.StringVar(&o.AccountFile, "account-file", "", "with --db: keep the prefilled account here; --prefill 0 with the same file measures its chain again")
 	fs.IntVar(&o.ServerPID, "server-pid", 0, "with --url: PID of a server on this machine, to report its CPU and RSS")
 	fs.StringVar(&wrap, "server-wrap", "", "command prefix for the started server, e.g. a strace fsync-delay recipe")
 	fs.Var(&serverArgs, "server-arg", "extra flag for the started server (repeatable)")
@@ -26,9 +29,8 @@ func benchCmd(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	fs.Float64Var(&o.Rate, "rate", 0, "open loop: operations per second, latency from each one's due time (0: closed loop)")
 	fs.IntVar(&o.Clients, "clients", 0, "concurrent clients (default per workload: 64; batch 4; search 16; heal-scan 1)")
 	fs.IntVar(&o.Accounts, "accounts", 0, "accounts (default 100 where the workload uses several)")
-	fs.IntVar(&o.Prefill, "prefill", -1, "events prefilled on the first account (-1: 100000 for search, heal-scan and restart, 0 for sequential and hot; 0 with --db: reuse its longest chain)")
-	fs.BoolVar(&o.DirectPrefill, "direct-prefill", false, "write the prefill straight into the store before the server starts (fast; unsigned)")
-	fs.IntVar(&o.FillOthers, "fill-others", 0, "with --direct-prefill: events on every account but the first")
+	fs.IntVar(&o.Prefill, "prefill", -1, "events prefilled on the first account (-1: 100000 for search, heal-scan and restart, 0 for sequential and hot; 0 with --account-file: its saved chain)")
+	fs.IntVar(&o.FillOthers, "fill-others", 0, "events on every account but the first, by batches")
 	fs.IntVar(&o.BatchSize, "batch-size", 500, "events per batch call (batch, prefill)")
 	fs.IntVar(&o.Listeners, "listeners", 5000, "SSE streams (listeners)")
 	fs.IntVar(&o.Events, "events", 100, "events appended to the listeners")

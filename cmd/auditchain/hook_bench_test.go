@@ -18,9 +18,10 @@ import (
 // which TestMain turns into `auditchain hook`) against a local server, before
 // and after a tool: a tiny run that checks they work, not a measurement.
 func TestBenchHookWorkloadRuns(t *testing.T) {
+	exe := cliWrapper(t)
 	storetest.Each(t, func(t *testing.T, dsn string) {
 		s := httpapitest.Start(t, dsn, apptest.Options{})
-		res, err := bench.Run(context.Background(), bench.Options{URL: s.URL, DB: dsn, Workloads: []string{"hook", "hook-result"},
+		res, err := bench.Run(context.Background(), bench.Options{URL: s.URL, DB: dsn, Exe: exe, Workloads: []string{"hook", "hook-result"},
 			Duration: 400 * time.Millisecond, HookExe: os.Args[0]})
 		if err != nil {
 			t.Fatal(err)
@@ -42,6 +43,21 @@ func TestBenchHookWorkloadRuns(t *testing.T) {
 // sqlite: file that does not exist, so the bench starts the store as an
 // empty file.
 func TestBenchForeignServerOnAScratchStore(t *testing.T) {
+	res, err := bench.Run(context.Background(), bench.Options{Exe: cliWrapper(t), Workloads: []string{"append"}, Accounts: 2, Clients: 2,
+		Duration: 300 * time.Millisecond, Warmup: time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r := res[0]; r.Error != "" || r.Ops == 0 {
+		t.Fatalf("append against another build: %+v", r)
+	}
+}
+
+// cliWrapper is an executable file that runs this test binary as the
+// auditchain command (TestMain's asCLIEnv): the bench runs it as serve and
+// as admin create-account.
+func cliWrapper(t *testing.T) string {
+	t.Helper()
 	self, err := os.Executable()
 	if err != nil {
 		t.Fatal(err)
@@ -51,12 +67,5 @@ func TestBenchForeignServerOnAScratchStore(t *testing.T) {
 	if err := os.WriteFile(exe, []byte(wrapper), 0o755); err != nil {
 		t.Fatal(err)
 	}
-	res, err := bench.Run(context.Background(), bench.Options{Exe: exe, Workloads: []string{"append"}, Accounts: 2, Clients: 2,
-		Duration: 300 * time.Millisecond, Warmup: time.Millisecond})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if r := res[0]; r.Error != "" || r.Ops == 0 {
-		t.Fatalf("append against another build: %+v", r)
-	}
+	return exe
 }

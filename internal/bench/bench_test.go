@@ -8,6 +8,8 @@ import (
 	"log/slog"
 	"math"
 	"net/http/httptest"
+	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -21,7 +23,29 @@ import (
 	"github.com/auditchain/auditchain/internal/store"
 )
 
-// startServer runs the API in-process over a fresh SQLite store, quotas lifted.
+// auditchainExe is the auditchain binary TestMain builds: the bench runs it
+// as the server and as admin create-account.
+var auditchainExe string
+
+func TestMain(m *testing.M) {
+	dir, err := os.MkdirTemp("", "bench-test-")
+	if err != nil {
+		panic(err)
+	}
+	auditchainExe = filepath.Join(dir, "auditchain")
+	build := exec.Command("go", "build", "-o", auditchainExe, "github.com/auditchain/auditchain/cmd/auditchain")
+	build.Stdout, build.Stderr = os.Stderr, os.Stderr
+	if err := build.Run(); err != nil {
+		panic("build auditchain: " + err.Error())
+	}
+	code := m.Run()
+	os.RemoveAll(dir)
+	os.Exit(code)
+}
+
+// startServer runs the API in-process over a fresh SQLite store, quotas
+// lifted: the bench targets it with URL, and creates its accounts in its
+// store with the built binary's admin.
 func startServer(t *testing.T) (url, dsn string) {
 	t.Helper()
 	dsn = "sqlite:" + filepath.Join(t.TempDir(), "bench.db")
@@ -48,14 +72,14 @@ func TestAppendAndBatchEndToEnd(t *testing.T) {
 	url, dsn := startServer(t)
 	var progress bytes.Buffer
 	res, err := bench.Run(context.Background(), bench.Options{
-		URL: url, DB: dsn, Workloads: []string{"append", "batch", "hot"},
+		URL: url, DB: dsn, Exe: auditchainExe, Workloads: []string{"append", "batch", "hot", "tool-call"},
 		Duration: 700 * time.Millisecond, Clients: 4, Accounts: 6, BatchSize: 50, Progress: &progress,
 	})
 	if err != nil {
 		t.Fatalf("run: %v\n%s", err, progress.String())
 	}
-	if len(res) != 3 {
-		t.Fatalf("%d results, want 3", len(res))
+	if len(res) != 4 {
+		t.Fatalf("%d results, want 4", len(res))
 	}
 	for _, r := range res {
 		if r.Error != "" || len(r.Errors) > 0 || r.Ops == 0 || r.OpsPerSec <= 0 || r.Latency.P50 <= 0 || r.Latency.Max < r.Latency.P99 {
@@ -73,7 +97,7 @@ func TestAppendAndBatchEndToEnd(t *testing.T) {
 		t.Fatal(err)
 	}
 	var doc struct{ Results []bench.Result }
-	if err := json.Unmarshal(js.Bytes(), &doc); err != nil || len(doc.Results) != 3 || doc.Results[0].Ops != res[0].Ops {
+	if err := json.Unmarshal(js.Bytes(), &doc); err != nil || len(doc.Results) != 4 || doc.Results[0].Ops != res[0].Ops {
 		t.Fatalf("json round trip: %v\n%s", err, js.String())
 	}
 }
@@ -81,7 +105,7 @@ func TestAppendAndBatchEndToEnd(t *testing.T) {
 // Routes other people are building answer 501 here: the workload must say so.
 func TestUnbuiltRouteIsReported(t *testing.T) {
 	url, dsn := startServer(t)
-	res, err := bench.Run(context.Background(), bench.Options{URL: url, DB: dsn, Workloads: []string{"heal-scan"},
+	res, err := bench.Run(context.Background(), bench.Options{URL: url, DB: dsn, Exe: auditchainExe, Workloads: []string{"heal-scan"},
 		Duration: 200 * time.Millisecond, Prefill: 100, BatchSize: 50})
 	if err != nil {
 		t.Fatal(err)
@@ -103,7 +127,7 @@ func TestBadOptions(t *testing.T) {
 
 func TestRestartNeedsItsOwnServer(t *testing.T) {
 	url, dsn := startServer(t)
-	res, err := bench.Run(context.Background(), bench.Options{URL: url, DB: dsn, Workloads: []string{"restart"}, Prefill: 10, BatchSize: 10})
+	res, err := bench.Run(context.Background(), bench.Options{URL: url, DB: dsn, Exe: auditchainExe, Workloads: []string{"restart"}, Prefill: 10, BatchSize: 10})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -112,10 +136,13 @@ func TestRestartNeedsItsOwnServer(t *testing.T) {
 	}
 }
 
-// --prefill 0 on a store that already holds a chain measures that chain again.
-func TestPrefillZeroReusesTheLongestChain(t *testing.T) {
-	url, dsn := startServer(t)
-	o := bench.Options{URL: url, DB: dsn, Workloads: []string{"search"}, Duration: 200 * time.Millisecond, Prefill: 300, BatchSize: 100}
+// With --account-file, the prefilled account is kept, and --prefill 0 on
+// the same store measures its chain again.
+func TestPrefillZeroReusesTheSavedAccount(t *testing.T) {
+	dsn := "sqlite:" + filepath.Join(t.TempDir(), "kept.db")
+	file := filepath.Join(t.TempDir(), "account.json")
+	o := bench.Options{Exe: auditchainExe, DB: dsn, AccountFile: file, Workloads: []string{"search"},
+		Duration: 200 * time.Millisecond, Prefill: 300, BatchSize: 100}
 	if res, err := bench.Run(context.Background(), o); err != nil || res[0].Error != "" {
 		t.Fatalf("first run: %v %s", err, res[0].Error)
 	}
@@ -126,11 +153,26 @@ func TestPrefillZeroReusesTheLongestChain(t *testing.T) {
 	}
 }
 
+// --fill-others puts its events on every account but the first, through the
+// batch route.
+func TestFillOthers(t *testing.T) {
+	dsn := "sqlite:" + filepath.Join(t.TempDir(), "fill.db")
+	res, err := bench.Run(context.Background(), bench.Options{Exe: auditchainExe, DB: dsn, Workloads: []string{"search"},
+		Duration: 200 * time.Millisecond, Prefill: 100, Accounts: 4, FillOthers: 30, BatchSize: 50})
+	if err != nil || res[0].Error != "" || res[0].Ops == 0 {
+		t.Fatalf("search with --fill-others: %v %+v", err, res[0])
+	}
+	if n := count(t, dsn, `SELECT count(*) FROM events`); n != 100+3*30 {
+		t.Fatalf("%d events stored, want %d", n, 100+3*30)
+	}
+}
+
 // otp-verify spends one prepared code per operation in an open loop at 200
-// verifications a second unless told otherwise, every one signing in.
+// verifications a second unless told otherwise, every one signing in; the
+// codes reach the generator through the started server's SMTP mail.
 func TestOTPVerifyWorkload(t *testing.T) {
-	url, dsn := startServer(t)
-	res, err := bench.Run(context.Background(), bench.Options{URL: url, DB: dsn, Workloads: []string{"otp-verify"},
+	dsn := "sqlite:" + filepath.Join(t.TempDir(), "otp.db")
+	res, err := bench.Run(context.Background(), bench.Options{Exe: auditchainExe, DB: dsn, Workloads: []string{"otp-verify"},
 		Duration: 300 * time.Millisecond, Clients: 4})
 	if err != nil {
 		t.Fatal(err)
@@ -139,16 +181,7 @@ func TestOTPVerifyWorkload(t *testing.T) {
 	if r.Error != "" || len(r.Errors) > 0 || r.Mode != "open" || r.Rate != 200 || r.Ops < 30 {
 		t.Fatalf("otp-verify: %+v", r)
 	}
-	st, err := store.Open(context.Background(), dsn)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer st.Close()
-	var sessions int64
-	if err := st.DB().QueryRow(`SELECT count(*) FROM sessions`).Scan(&sessions); err != nil {
-		t.Fatal(err)
-	}
-	if sessions < r.Ops {
+	if sessions := count(t, dsn, `SELECT count(*) FROM sessions`); sessions < r.Ops {
 		t.Fatalf("%d sessions stored for %d verifications", sessions, r.Ops)
 	}
 }
@@ -156,8 +189,8 @@ func TestOTPVerifyWorkload(t *testing.T) {
 // --session authenticates the workload's requests with session cookies: the
 // events it appends carry no API key.
 func TestSessionCredentialWorkload(t *testing.T) {
-	url, dsn := startServer(t)
-	res, err := bench.Run(context.Background(), bench.Options{URL: url, DB: dsn, Workloads: []string{"append", "gate-status"},
+	dsn := "sqlite:" + filepath.Join(t.TempDir(), "session.db")
+	res, err := bench.Run(context.Background(), bench.Options{Exe: auditchainExe, DB: dsn, Workloads: []string{"append", "gate-status"},
 		Duration: 300 * time.Millisecond, Clients: 2, Accounts: 3, Session: true})
 	if err != nil {
 		t.Fatal(err)
@@ -167,16 +200,22 @@ func TestSessionCredentialWorkload(t *testing.T) {
 			t.Fatalf("%s with sessions: %+v", r.Workload, r)
 		}
 	}
-	st, err := store.Open(context.Background(), dsn)
+	byKey := count(t, dsn, `SELECT count(api_key_id) FROM events`)
+	bySession := count(t, dsn, `SELECT count(*) - count(api_key_id) FROM events`)
+	if byKey != 0 || bySession < res[0].Ops {
+		t.Fatalf("events by key %d, by session %d; %d appends measured", byKey, bySession, res[0].Ops)
+	}
+}
+
+// Against a running server, sign-in codes need a sink the server mails to.
+func TestSessionWithURLNeedsAMailSink(t *testing.T) {
+	url, dsn := startServer(t)
+	res, err := bench.Run(context.Background(), bench.Options{URL: url, DB: dsn, Exe: auditchainExe, Workloads: []string{"append"},
+		Duration: 100 * time.Millisecond, Session: true})
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer st.Close()
-	var byKey, bySession int64
-	if err := st.DB().QueryRow(`SELECT count(api_key_id), count(*) - count(api_key_id) FROM events`).Scan(&byKey, &bySession); err != nil {
-		t.Fatal(err)
-	}
-	if byKey != 0 || bySession < res[0].Ops {
-		t.Fatalf("events by key %d, by session %d; %d appends measured", byKey, bySession, res[0].Ops)
+	if e := res[0].Error; !strings.Contains(e, "--mail-sink") {
+		t.Fatalf("--session against --url without --mail-sink: error %q", e)
 	}
 }

@@ -13,7 +13,7 @@ import (
 func TestGrantExpiryWorkload(t *testing.T) {
 	url, dsn := startWebhookServer(t) // the bench's cron secret
 	const grants = 150
-	res, err := bench.Run(context.Background(), bench.Options{URL: url, DB: dsn, Workloads: []string{"grant-expiry"},
+	res, err := bench.Run(context.Background(), bench.Options{URL: url, DB: dsn, Exe: auditchainExe, Workloads: []string{"grant-expiry"},
 		Accounts: 3, Prefill: grants})
 	if err != nil {
 		t.Fatal(err)

@@ -12,7 +12,7 @@ import (
 // authorized, and the proxy workload reports its overhead over direct calls.
 func TestMCPWorkloads(t *testing.T) {
 	url, dsn := startServer(t)
-	res, err := bench.Run(context.Background(), bench.Options{URL: url, DB: dsn, Workloads: []string{"mcp-gate", "mcp-proxy"},
+	res, err := bench.Run(context.Background(), bench.Options{URL: url, DB: dsn, Exe: auditchainExe, Workloads: []string{"mcp-gate", "mcp-proxy"},
 		Duration: time.Second, Warmup: 100 * time.Millisecond, Clients: 2, Accounts: 2})
 	if err != nil {
 		t.Fatal(err)

@@ -62,7 +62,7 @@ func count(t *testing.T, dsn, query string, args ...any) int64 {
 func TestWebhookDeliverWorkload(t *testing.T) {
 	url, dsn := startWebhookServer(t)
 	const rows = 300
-	res, err := bench.Run(context.Background(), bench.Options{URL: url, DB: dsn, Workloads: []string{"webhook-deliver"},
+	res, err := bench.Run(context.Background(), bench.Options{URL: url, DB: dsn, Exe: auditchainExe, Workloads: []string{"webhook-deliver"},
 		Accounts: 3, Prefill: rows})
 	if err != nil {
 		t.Fatal(err)
@@ -87,7 +87,7 @@ func TestWebhookDeliverWorkload(t *testing.T) {
 // Without the cron secret the drain is refused and the workload says so.
 func TestWebhookDeliverNeedsTheCronSecret(t *testing.T) {
 	url, dsn := startServer(t)
-	res, err := bench.Run(context.Background(), bench.Options{URL: url, DB: dsn, Workloads: []string{"webhook-deliver"},
+	res, err := bench.Run(context.Background(), bench.Options{URL: url, DB: dsn, Exe: auditchainExe, Workloads: []string{"webhook-deliver"},
 		Accounts: 1, Prefill: 5})
 	if err != nil {
 		t.Fatal(err)
@@ -102,7 +102,7 @@ func TestWebhookDeliverNeedsTheCronSecret(t *testing.T) {
 // --prefill grants are spent; each revoke wrote its grant.revoked notice.
 func TestRevokeWorkload(t *testing.T) {
 	url, dsn := startServer(t)
-	res, err := bench.Run(context.Background(), bench.Options{URL: url, DB: dsn, Workloads: []string{"revoke"},
+	res, err := bench.Run(context.Background(), bench.Options{URL: url, DB: dsn, Exe: auditchainExe, Workloads: []string{"revoke"},
 		Duration: 400 * time.Millisecond, Warmup: 100 * time.Millisecond, Rate: 200, Clients: 4, Accounts: 3})
 	if err != nil {
 		t.Fatal(err)
@@ -121,7 +121,7 @@ func TestRevokeWorkload(t *testing.T) {
 	}
 
 	// Closed loop: 150 grants, all revoked, then the workers stop.
-	res, err = bench.Run(context.Background(), bench.Options{URL: url, DB: dsn, Workloads: []string{"revoke"},
+	res, err = bench.Run(context.Background(), bench.Options{URL: url, DB: dsn, Exe: auditchainExe, Workloads: []string{"revoke"},
 		Duration: 20 * time.Second, Clients: 4, Accounts: 3, Prefill: 150})
 	if err != nil {
 		t.Fatal(err)

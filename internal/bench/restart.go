@@ -3,16 +3,10 @@ package bench
 import (
 	"bytes"
 	"context"
-	"database/sql"
 	"errors"
 	"fmt"
-	"log/slog"
 	"path/filepath"
 	"time"
-
-	"github.com/auditchain/auditchain/internal/app"
-	"github.com/auditchain/auditchain/internal/store"
-	"github.com/auditchain/auditchain/pkg/api"
 )
 
 // runRestart measures how long a restarted server takes to be useful on a
@@ -95,31 +89,4 @@ func runRestart(ctx context.Context, e *env, res Result) (Result, error) {
 		res.Server = &ServerStats{PeakRSSMB: float64(s.hwmKB) / 1024, RSSMB: float64(s.rssKB) / 1024}
 	}
 	return res, nil
-}
-
-// longestChain returns the account of db with the most events, with a new
-// key, and its event count (0 when db holds no event).
-func longestChain(ctx context.Context, db string) (account, int64, error) {
-	st, err := store.Open(ctx, db)
-	if err != nil {
-		return account{}, 0, err
-	}
-	defer st.Close()
-	var a account
-	var n int64
-	err = st.DB().QueryRowContext(ctx, `SELECT user_id, event_count FROM chain_heads ORDER BY event_count DESC LIMIT 1`).Scan(&a.userID, &n)
-	if errors.Is(err, sql.ErrNoRows) {
-		return a, 0, nil
-	}
-	if err != nil {
-		return a, 0, err
-	}
-	ap := app.New(st, provisionConfig(), slog.New(slog.DiscardHandler))
-	defer ap.Close()
-	k, err := ap.CreateKey(ctx, a.userID, api.CreateKeyRequest{Label: new("bench-restart")})
-	if err != nil {
-		return a, 0, err
-	}
-	a.keyID, a.key = k.ID, k.APIKey
-	return a, n, nil
 }

@@ -6,13 +6,11 @@ import (
 	"crypto/ed25519"
 	"crypto/rand"
 	"encoding/base64"
-	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
 	mrand "math/rand/v2"
 	"strconv"
-	"time"
 )
 
 // workload is one named load.
@@ -25,15 +23,18 @@ type workload struct {
 	prefill       bool // uses --prefill
 	defPrefill    int  // --prefill when not given
 	// prefillRows: --prefill counts what the workload prepares itself over
-	// HTTP (queued notices, grants), not chain events: no --direct-prefill,
-	// no reuse of a store's longest chain.
+	// HTTP (queued notices, grants), not chain events: no reuse of a saved
+	// chain (--account-file).
 	prefillRows bool
-	serverArgs  []string // serve flags the workload needs (before --server-arg)
-	openLoop    bool     // --rate applies
-	defRate     float64  // --rate when not given (0: closed loop)
-	keys        func(o *Options) int
-	run         func(ctx context.Context, e *env, res Result) (Result, error)
-	help        string
+	// signsIn: the workload reads sign-in codes the server mails, so the
+	// started server mails to the generator's SMTP sink.
+	signsIn    bool
+	serverArgs []string // serve flags the workload needs (before --server-arg)
+	openLoop   bool     // --rate applies
+	defRate    float64  // --rate when not given (0: closed loop)
+	keys       func(o *Options) int
+	run        func(ctx context.Context, e *env, res Result) (Result, error)
+	help       string
 }
 
 var workloads = []*workload{
@@ -51,11 +52,13 @@ var workloads = []*workload{
 		help: "GET /v1/grants/status for a live grant"},
 	{name: "grant-use", clients: 64, accounts: 100, openLoop: true, run: loadRun(grantSetup(grantUse)),
 		help: "POST /v1/grants/{id}/use n=1 on a large budget"},
+	{name: "tool-call", clients: 64, accounts: 100, openLoop: true, run: loadRun(grantSetup(toolCall)),
+		help: "POST /v1/tool-calls for a live grant: the gate's check, one use and the tool_call event in one commit"},
 	{name: "mcp-gate", clients: 64, accounts: 100, openLoop: true, run: loadRun(grantSetup(mcpGate)),
 		help: "the gate_check tool through POST /v1/mcp (a stateless JSON-RPC tools/call) for a live grant"},
 	{name: "mcp-proxy", clients: 1, accounts: 1, fixedAccounts: true, run: runMCPProxy,
 		help: "a tools/call through `auditchain mcp proxy`'s gate and record to an in-process upstream, against the same call direct: p50 overhead in extra"},
-	{name: "otp-verify", clients: 64, accounts: 1, fixedAccounts: true, openLoop: true, defRate: 200, run: loadRun(otpVerifySetup),
+	{name: "otp-verify", clients: 64, accounts: 1, fixedAccounts: true, openLoop: true, defRate: 200, signsIn: true, run: loadRun(otpVerifySetup),
 		help: "POST /v1/auth/otp/verify, each with a code prepared for its own account (open loop, --rate default 200)"},
 	{name: "revoke", clients: 64, accounts: 100, openLoop: true, prefill: true, defPrefill: 20000, prefillRows: true,
 		run: runRevoke, help: "POST /v1/grants/{id}/revoke, each of a distinct live grant prepared before the run (open loop: rate × time; closed: --prefill, default 20000)"},
@@ -66,7 +69,7 @@ var workloads = []*workload{
 		serverArgs: jobServerArgs, run: runGrantExpiry,
 		help: "--prefill grants (default 100,000) all expiring within a day, then POST /v1/internal/cron/grant-expiry twice: the first run notifies every grant, the second none"},
 	{name: "search", clients: 16, accounts: 1, prefill: true, defPrefill: 100000, openLoop: true,
-		run: loadRun(searchSetup), help: "POST /v1/events/search limit 200 on an account of --prefill events (other --accounts: --fill-others each)"},
+		run: loadRun(searchSetup), help: "POST /v1/events/search limit 200 on an account of --prefill events (other --accounts: --fill-others events each)"},
 	{name: "heal-scan", clients: 1, accounts: 1, fixedAccounts: true, prefill: true, defPrefill: 100000, openLoop: true,
 		run: loadRun(healSetup), help: "POST /v1/heal/scan over an account of --prefill events (--signed: signed events)"},
 	{name: "restart", clients: 1, fixedClients: true, accounts: 1, fixedAccounts: true, prefill: true, defPrefill: 100000,
@@ -297,128 +300,6 @@ func readTip(ctx context.Context, w *worker, key string, t *tip, buf *bytes.Buff
 	return nil
 }
 
-// batchTS is the ts of batch rows: sent, so the client knows the payload hash
-// and can link the chain without asking the server.
-func batchTS() string { return time.Now().UTC().Format("2006-01-02T15:04:05.000000+00:00") }
-
-// batcher builds linked batches for one client.
-type batcher struct {
-	e       *env
-	pool    *rawPool
-	machine string
-	ts      string
-	size    int
-}
-
-// appendBatch sends size linked events to account a from tip t.
-func (b *batcher) appendBatch(ctx context.Context, w *worker, s *chainState, a int, t *tip) error {
-	e := b.e
-	seq := t.seq
-	s.hbuf = append(s.hbuf[:0], t.hash...)
-	hash := s.hbuf
-	if t.hash == nil {
-		hash = nil
-	}
-	n := t.n
-	w.body = append(w.body[:0], `{"events":[`...)
-	for k := range b.size {
-		if k > 0 {
-			w.body = append(w.body, ',')
-		}
-		r := int((n + int64(w.id)*31) % rawPoolSize)
-		s.id = appendEventID(s.id[:0], e.prefix, w.id, n)
-		n++
-		seq++
-		spec := eventSpec{id: s.id, seq: seq, prevHash: hash, raw: b.pool.raws[r], tool: benchTools[seq%3],
-			decision: benchDecisions[(seq/3)%3], machine: b.machine, ts: b.ts}
-		if b.pool.sigs != nil {
-			spec.sig = b.pool.sigs[r]
-		}
-		start := len(w.body)
-		w.body = appendCanonical(w.body, &spec)
-		hash = appendHashOf(s.hbuf[:0], w.body[start:])
-		s.hbuf = hash
-	}
-	w.body = append(w.body, "]}"...)
-	t.n = n
-	if _, err := w.c.do(ctx, "POST", "/v1/events/batch", e.accounts[a].key, w.body, &w.resp); err != nil {
-		if ab := notBuilt(err); ab != nil {
-			return ab
-		}
-		_ = readTip(ctx, w, e.accounts[a].key, t, &s.sbuf)
-		return err
-	}
-	var res struct {
-		Ingested int               `json:"ingested"`
-		Skipped  int               `json:"skipped"`
-		Errors   []json.RawMessage `json:"errors"`
-	}
-	if err := json.Unmarshal(w.resp.Bytes(), &res); err != nil {
-		return fmt.Errorf("batch answer: %w", err)
-	}
-	e.stored.Add(int64(res.Ingested))
-	if res.Ingested != b.size || len(res.Errors) > 0 {
-		if err := readTip(ctx, w, e.accounts[a].key, t, &s.sbuf); err != nil {
-			return err
-		}
-		first := ""
-		if len(res.Errors) > 0 {
-			first = ": " + string(res.Errors[0])
-		}
-		return fmt.Errorf("batch rows refused (ingested %d of %d)%s", res.Ingested, b.size, first)
-	}
-	t.seq = seq
-	t.hash = append(t.hash[:0], hash...)
-	return nil
-}
-
-func batchSetup(ctx context.Context, e *env) (func(w *worker) opFunc, error) {
-	b := &batcher{e: e, pool: newRawPool(nil), ts: batchTS(), size: e.o.BatchSize}
-	return func(w *worker) opFunc {
-		s := newChainState(e, w.id)
-		return func(ctx context.Context, w *worker) (int, error) {
-			a, t := s.pick()
-			return b.size, b.appendBatch(ctx, w, s, a, t)
-		}
-	}, nil
-}
-
-// prefill appends n linked events to account a in batches, fast.
-func prefill(ctx context.Context, e *env, a, n int, signed bool) error {
-	if e.prefilled {
-		return nil // written by directPrefill before the server started
-	}
-	b := &batcher{e: e, ts: batchTS(), size: e.o.BatchSize}
-	if signed {
-		pub, priv, err := ed25519.GenerateKey(rand.Reader)
-		if err != nil {
-			return err
-		}
-		if err := registerMachineKeys(ctx, e, pub); err != nil {
-			return err
-		}
-		b.pool, b.machine = newRawPool(priv), benchMachine
-	} else {
-		b.pool = newRawPool(nil)
-	}
-	w := &worker{id: 1 << 20, e: e, c: e.c, errs: map[string]int64{}}
-	s := &chainState{accts: []int{a}, tips: []tip{{seq: -1}}}
-	start := time.Now()
-	last := start
-	for done := 0; done < n; {
-		b.size = min(e.o.BatchSize, n-done)
-		if err := b.appendBatch(ctx, w, s, a, &s.tips[0]); err != nil {
-			return fmt.Errorf("prefill: %w", err)
-		}
-		done += b.size
-		if time.Since(last) > 5*time.Second || done == n {
-			last = time.Now()
-			fmt.Fprintf(e.progress, "bench: prefilled %d/%d events (%.0f/s)\n", done, n, float64(done)/time.Since(start).Seconds())
-		}
-	}
-	return nil
-}
-
 func searchSetup(ctx context.Context, e *env) (func(w *worker) opFunc, error) {
 	if err := prefill(ctx, e, 0, e.prefill, e.o.Signed); err != nil {
 		return nil, err
@@ -482,99 +363,4 @@ func healSetup(ctx context.Context, e *env) (func(w *worker) opFunc, error) {
 			return r.Total, nil
 		}
 	}, nil
-}
-
-const benchSubagent = "bench-sub"
-
-// grantSetup creates one live grant per account (large budget, a day to live);
-// use selects the metering workload instead of the status check.
-// What a grant workload's operation is.
-type grantOp int
-
-const (
-	gateStatus grantOp = iota // GET /v1/grants/status
-	grantUse                  // POST /v1/grants/{id}/use
-	mcpGate                   // the gate_check tool over POST /v1/mcp
-)
-
-// benchGrants creates one live grant for benchSubagent per account (a large
-// budget, two days to live) and returns their ids, by account.
-func benchGrants(ctx context.Context, e *env) ([]string, error) {
-	expires := time.Now().UTC().Add(48 * time.Hour).Format(time.RFC3339)
-	ids := make([]string, len(e.accounts))
-	var resp bytes.Buffer
-	for i, a := range e.accounts {
-		gid, err := createGrant(ctx, e, a.key, benchSubagent, 1000000000, expires, &resp)
-		if err != nil {
-			return nil, err
-		}
-		ids[i] = gid
-	}
-	return ids, nil
-}
-
-// createGrant creates a grant of subagent (tools bash, read_file, grep) with
-// a random id and returns the id the service answers.
-func createGrant(ctx context.Context, e *env, key, subagent string, max int64, expires string, resp *bytes.Buffer) (string, error) {
-	var id [12]byte
-	_, _ = rand.Read(id[:])
-	gid := "g-" + hex.EncodeToString(id[:])
-	body := []byte(`{"grant_id":"` + gid + `","subagent":"` + subagent + `","expires_at":"` + expires +
-		`","max_tool_calls":` + strconv.FormatInt(max, 10) + `,"allowed_tools":["bash","read_file","grep"]}`)
-	if _, err := e.c.do(ctx, "POST", "/v1/grants", key, body, resp); err != nil {
-		if ab := notBuilt(err); ab != nil {
-			return "", ab
-		}
-		return "", fmt.Errorf("create grant: %w: %s", err, resp.Bytes())
-	}
-	var r struct {
-		Grant struct {
-			ID string `json:"grant_id"`
-		} `json:"grant"`
-	}
-	if json.Unmarshal(resp.Bytes(), &r) == nil && r.Grant.ID != "" {
-		gid = r.Grant.ID
-	}
-	return gid, nil
-}
-
-func grantSetup(op grantOp) setupFunc {
-	return func(ctx context.Context, e *env) (func(w *worker) opFunc, error) {
-		ids, err := benchGrants(ctx, e)
-		if err != nil {
-			return nil, err
-		}
-		type grant struct{ statusURL, useURL string }
-		grants := make([]grant, len(ids))
-		for i, gid := range ids {
-			grants[i] = grant{statusURL: "/v1/grants/status?subagent=" + benchSubagent + "&tool=bash",
-				useURL: "/v1/grants/" + gid + "/use"}
-		}
-		useBody := []byte(`{"subagent":"` + benchSubagent + `","n":1}`)
-		mcpBody := []byte(`{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"gate_check","arguments":{"subagent":"` +
-			benchSubagent + `","tool":"bash"}}}`)
-		authorized := []byte(`"authorized":true`)
-		return func(w *worker) opFunc {
-			s := newChainState(e, w.id)
-			return func(ctx context.Context, w *worker) (int, error) {
-				a, _ := s.pick()
-				var err error
-				switch op {
-				case grantUse:
-					_, err = w.c.do(ctx, "POST", grants[a].useURL, e.accounts[a].key, useBody, &w.resp)
-				case gateStatus:
-					_, err = w.c.do(ctx, "GET", grants[a].statusURL, e.accounts[a].key, nil, &w.resp)
-				case mcpGate:
-					_, err = w.c.do(ctx, "POST", mcpPath, e.accounts[a].key, mcpBody, &w.resp)
-				}
-				if op != grantUse && err == nil && !bytes.Contains(w.resp.Bytes(), authorized) {
-					err = fmt.Errorf("gate did not answer authorized: %.200s", w.resp.Bytes())
-				}
-				if ab := notBuilt(err); ab != nil {
-					return 0, ab
-				}
-				return 1, err
-			}
-		}, nil
-	}
 }
