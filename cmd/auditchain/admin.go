@@ -97,7 +97,7 @@ func adminCmd(ctx context.Context, args []string, getenv func(string) string, st
 			defer closeStore()
 			acct, key, err := a.CreateAccount(ctx, app.AccountRequest{Email: *email, NoEmail: *noEmail, Admin: *isAdmin})
 			if err != nil {
-				return explain(err)
+				return explainAccountExists(err, a.Store, *email)
 			}
 			return printJSON(stdout, accountCreated{UserID: acct.UserID, Email: acct.Email, KeyCreated: key})
 		},

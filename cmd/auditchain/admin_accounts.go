@@ -89,3 +89,16 @@ func userIDByEmail(ctx context.Context, a *app.App, email string) (string, error
 	}
 	return acct.UserID, err
 }
+
+// explainAccountExists is create-account's error, saying on account_exists
+// how to get a key to the account that exists (so the README's bootstrap may
+// be run again): admin create-key --email, or signing in by code.
+func explainAccountExists(err error, st *store.Store, email string) error {
+	var de *domain.Error
+	if !errors.As(err, &de) || de.Code != domain.CodeAccountExists {
+		return explain(err)
+	}
+	return fmt.Errorf("%s: an account with the email %s exists already; for a new key to it run\n"+
+		"  auditchain admin create-key --db %s --email %s\n"+
+		"or sign in with a code mailed to that address (README \"Sign in\")", de.Code, email, st.DBFlag(), shellQuote(email))
+}
