@@ -82,6 +82,10 @@ func Open(signed []byte, pub ed25519.PublicKey) (State, error) {
 	n, err := note.Open(signed, note.VerifierList(v))
 	if err != nil {
 		var unverified *note.UnverifiedNoteError
+		var invalid *note.InvalidSignatureError
+		if errors.As(err, &invalid) {
+			return State{}, fmt.Errorf("%w (%s): the signature does not match the text (the file was altered)", ErrSignature, verify.ServiceKeyID(pub))
+		}
 		if errors.As(err, &unverified) {
 			s, perr := parse(unverified.Note.Text)
 			if perr == nil {
