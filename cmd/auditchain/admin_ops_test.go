@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"encoding/base64"
 	"encoding/json"
 	"errors"
 	"os"
@@ -294,4 +295,40 @@ func hasKey(keys []store.APIKey, id string) bool {
 		}
 	}
 	return false
+}
+
+// With --service-key-file the key is not in the store: check and pin take
+// the same file (or AUDITCHAIN_SERVICE_KEY_FILE); without it check refuses,
+// and with another key the newest block does not verify.
+func TestAdminCheckWithAServiceKeyFile(t *testing.T) {
+	dir := t.TempDir()
+	keyFile := func(name, seed string) string {
+		p := filepath.Join(dir, name)
+		if err := os.WriteFile(p, []byte(base64.StdEncoding.EncodeToString([]byte(strings.Repeat(seed, 32)))+"\n"), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		return p
+	}
+	k1, k2 := keyFile("k1", "a"), keyFile("k2", "b")
+	dsn := storetest.DSN(t, storetest.SQLite)
+	base, _ := startServe(t, map[string]string{"AUDITCHAIN_DB": dsn}, "--service-key-file", k1)
+	_, key := adminAccount(t, dsn, "keyfile@example.com")
+	appendEvents(t, map[string]string{"AUDITCHAIN_URL": base, "AUDITCHAIN_API_KEY": key}, 2)
+	pin := filepath.Join(dir, "pin")
+	if _, errOut, err := runOut(t, getenvOf(map[string]string{"AUDITCHAIN_SERVICE_KEY_FILE": k1}), "admin", "pin", "--db", dsn, "--to", pin); err != nil {
+		t.Fatalf("admin pin with the key file from the environment: %v\n%s", err, errOut)
+	}
+	if rep, err := adminCheck(t, dsn, "--service-key-file", k1, "--pin-state", pin); err != nil || !rep.OK {
+		t.Fatalf("check with the serving key: %v %+v", err, rep)
+	}
+	if _, _, err := runOut(t, noEnv, "admin", "check", "--db", dsn); err == nil || !strings.Contains(err.Error(), "no service key") {
+		t.Fatalf("check without the key file: %v", err)
+	}
+	rep, err := adminCheck(t, dsn, "--service-key-file", k2)
+	if err == nil || rep.OK || !strings.Contains(*rep.Accounts[0].MerkleRootDetail, "does not verify") {
+		t.Fatalf("check with another key: %v %+v", err, rep.Accounts)
+	}
+	if _, _, err := runOut(t, noEnv, "admin", "check", "--db", dsn, "--service-key-file", k2, "--pin-state", pin); err == nil || !strings.Contains(err.Error(), "not signed by this service key") {
+		t.Fatalf("check of the pin with another key: %v", err)
+	}
 }
