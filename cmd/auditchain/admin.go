@@ -1,7 +1,8 @@
 package main
 
 // `auditchain admin`: create-account, create-key and announce, on the store
-// named by --db, also while the server runs on it.
+// named by --db, also while the server runs on it. The operator's commands
+// (backup, check, pin, list-accounts) are in admin_*.go.
 
 import (
 	"context"
@@ -25,8 +26,12 @@ const adminUsage = `usage: auditchain admin <command> [flags]
 
 commands:
   create-account  create an account and its first unscoped key
-  create-key      create another key for an account
+  create-key      create another key for an account (by --user-id or --email)
+  list-accounts   list the accounts: user_id, email, created, events
   announce        mail a mandatory notice to every account with an email
+  backup          copy a sqlite: store while serve runs (PostgreSQL: pg_dump)
+  check           check every account's chain, tree, newest block and pin
+  pin             write the pinned state that check and serve --pin-state hold the store to
 
 Each works on the store named by --db (default $AUDITCHAIN_DB, else
 sqlite:./data/auditchain.db), also while the server runs on it, and names the
@@ -65,7 +70,12 @@ func adminCmd(ctx context.Context, args []string, getenv func(string) string, st
 		}
 		return err
 	}
+	env := adminEnv{ctx: ctx, getenv: getenv, stdout: stdout, stderr: stderr, newAdmin: newAdmin, noArgs: noArgs}
 	return group("admin", adminUsage, args, stdout, stderr, map[string]func([]string) error{
+		"list-accounts": env.listAccounts,
+		"backup":        env.backup,
+		"check":         env.check,
+		"pin":           env.pin,
 		"create-account": func(args []string) error {
 			fs, open := newAdmin("create-account", "usage: auditchain admin create-account --email EMAIL [--admin] [--db DSN]\n       auditchain admin create-account --no-email [--db DSN]\n\nPrints the account and its first key (unscoped) as JSON; the token (api_key) is shown once.\n")
 			email := fs.String("email", "", "account email")
@@ -87,13 +97,14 @@ func adminCmd(ctx context.Context, args []string, getenv func(string) string, st
 			defer closeStore()
 			acct, key, err := a.CreateAccount(ctx, app.AccountRequest{Email: *email, NoEmail: *noEmail, Admin: *isAdmin})
 			if err != nil {
-				return explain(err)
+				return explainAccountExists(err, a.Store, *email)
 			}
 			return printJSON(stdout, accountCreated{UserID: acct.UserID, Email: acct.Email, KeyCreated: key})
 		},
 		"create-key": func(args []string) error {
-			fs, open := newAdmin("create-key", "usage: auditchain admin create-key --user-id UUID [--scopes S,…] [--machine M] [--label L] [--expires-at T] [--db DSN]\n\nPrints the key as POST /v1/keys answers it; the token (api_key) is shown once.\n")
+			fs, open := newAdmin("create-key", "usage: auditchain admin create-key --user-id UUID [--scopes S,…] [--machine M] [--label L] [--expires-at T] [--db DSN]\n       auditchain admin create-key --email ADDR [flags as above]\n\nPrints the key as POST /v1/keys answers it; the token (api_key) is shown once.\nWith --email, the key is for the account that address owns (a lost key's way back).\n")
 			userID := fs.String("user-id", "", "account user_id (UUID)")
+			email := fs.String("email", "", "the account's email, instead of --user-id")
 			scopes := fs.String("scopes", "", "comma-separated scopes (empty: unscoped)")
 			machine := fs.String("machine", "", "machine label")
 			label := fs.String("label", "", "key label")
@@ -101,8 +112,8 @@ func adminCmd(ctx context.Context, args []string, getenv func(string) string, st
 			if err := noArgs(fs, args); err != nil {
 				return err
 			}
-			if *userID == "" {
-				return usagef("create-key needs --user-id UUID")
+			if (*userID == "") == (*email == "") {
+				return usagef("create-key needs --user-id UUID or --email ADDR (one of them)")
 			}
 			req := api.CreateKeyRequest{Machine: machine, Label: label}
 			if *scopes != "" {
@@ -119,6 +130,11 @@ func adminCmd(ctx context.Context, args []string, getenv func(string) string, st
 				return err
 			}
 			defer closeStore()
+			if *email != "" {
+				if *userID, err = userIDByEmail(ctx, a, *email); err != nil {
+					return err
+				}
+			}
 			key, err := a.CreateKey(ctx, *userID, req)
 			if err != nil {
 				return explain(err)

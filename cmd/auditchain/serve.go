@@ -72,6 +72,9 @@ func serve(ctx context.Context, args []string, getenv func(string) string, stdou
 	if err := a.LoadServiceKey(ctx); err != nil {
 		return err
 	}
+	if err := checkPinState(ctx, st, a.ServicePublicKey(), cfg.PinState); err != nil {
+		return err
+	}
 	busCtx, stopBus := context.WithCancel(context.WithoutCancel(ctx))
 	defer stopBus()
 	if err := a.StartBus(busCtx, cfg.DB); err != nil {

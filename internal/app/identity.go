@@ -4,11 +4,13 @@ import (
 	"context"
 	"crypto/ed25519"
 	"encoding/base64"
+	"errors"
 	"fmt"
 	"io"
 	"os"
 	"strings"
 
+	"github.com/auditchain/auditchain/internal/store"
 	"github.com/auditchain/auditchain/pkg/verify"
 )
 
@@ -21,6 +23,20 @@ const serviceKeySetting = "service_identity_key"
 // otherwise it is created once, stored in the database, and every replica and
 // restart uses the same key (docs/operations.md "Service identity key").
 func (a *App) LoadServiceKey(ctx context.Context) error {
+	return a.loadServiceKey(ctx, true)
+}
+
+// ErrNoServiceKey is returned by ReadServiceKey on a store that holds no
+// service key and without --service-key-file.
+var ErrNoServiceKey = errors.New("the store holds no service key (serve creates it on its first start) and no --service-key-file was given")
+
+// ReadServiceKey is LoadServiceKey for the commands that only read a store
+// (admin check): it never creates a key, so checking a copy changes nothing.
+func (a *App) ReadServiceKey(ctx context.Context) error {
+	return a.loadServiceKey(ctx, false)
+}
+
+func (a *App) loadServiceKey(ctx context.Context, create bool) error {
 	var seed []byte
 	if path := a.Cfg.ServiceKeyFile; path != "" {
 		b, err := os.ReadFile(path)
@@ -31,6 +47,15 @@ func (a *App) LoadServiceKey(ctx context.Context) error {
 		if err != nil || len(seed) != ed25519.SeedSize {
 			return fmt.Errorf("service key file %s must hold the standard base64 of a 32-byte Ed25519 seed", path)
 		}
+	} else if !create {
+		var err error
+		seed, err = a.Store.Setting(ctx, serviceKeySetting)
+		if errors.Is(err, store.ErrNotFound) {
+			return ErrNoServiceKey
+		}
+		if err != nil {
+			return fmt.Errorf("service key: %w", err)
+		}
 	} else {
 		fresh := make([]byte, ed25519.SeedSize)
 		if _, err := io.ReadFull(a.Rand, fresh); err != nil {
@@ -40,9 +65,9 @@ func (a *App) LoadServiceKey(ctx context.Context) error {
 		if seed, err = a.Store.SettingOnce(ctx, serviceKeySetting, fresh); err != nil {
 			return fmt.Errorf("service key: %w", err)
 		}
-		if len(seed) != ed25519.SeedSize {
-			return fmt.Errorf("stored service key has %d bytes, want %d", len(seed), ed25519.SeedSize)
-		}
+	}
+	if len(seed) != ed25519.SeedSize {
+		return fmt.Errorf("stored service key has %d bytes, want %d", len(seed), ed25519.SeedSize)
 	}
 	a.ServiceKey = ed25519.NewKeyFromSeed(seed)
 	return nil

@@ -42,6 +42,7 @@ type Config struct {
 	LogLevel            string
 	MaxBodyBytes        int64
 	ServiceKeyFile      string
+	PinState            string // a pin-state file the store must hold (serve refuses to start otherwise)
 	DBMaxConns          int
 	DebugAddr           string
 	ShutdownTimeout     time.Duration
@@ -147,6 +148,7 @@ func Parse(args []string, getenv func(string) string, stderr io.Writer) (Config,
 	integer(&c.DBMaxConns, "db-max-conns", 32, "PostgreSQL pool size per replica")
 	str(&c.DebugAddr, "debug-addr", "", "serve net/http/pprof on this separate address (never on --addr)")
 	str(&c.ServiceKeyFile, "service-key-file", "", "Ed25519 service identity key file (default: kept in the store)")
+	str(&c.PinState, "pin-state", "", "pin-state `FILE` written by auditchain admin pin: refuse to start when the store is behind it (a restore rolled accounts back)")
 	duration(&c.ShutdownTimeout, "shutdown-timeout", 30*time.Second, "how long in-flight requests may take on SIGTERM")
 	duration(&c.RequestTimeout, "request-timeout", 15*time.Second, "how long a request may wait on the store before it answers 503 (streams, exports, heal and cron runs are not cut)")
 	integer(&c.OTPLimitPerClient, "otp-limit-per-client", DefaultOTPLimitPerClient, "sign-in codes mailed per client address per hour (an IPv6 client: per /64)")

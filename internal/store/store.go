@@ -60,6 +60,9 @@ type Store struct {
 	batchFallbacks struct{ refusals, deadlocks, lockTimeouts, other atomic.Int64 }
 	// claims holds this replica's outbox claim locks (PostgreSQL; claimlocks.go).
 	claims claimSession
+	// sqliteDSN opens a connection that may write, beside the pools
+	// (SQLite; backup.go).
+	sqliteDSN string
 }
 
 // IOFaults is how many SQLite connections were given up after a storage fault
@@ -147,6 +150,7 @@ func openSQLite(path string, readers int) (*Store, error) {
 	read.SetMaxIdleConns(readers)
 	read.SetConnMaxLifetime(0)
 	st.read, st.write, st.Location = read, write, "sqlite:"+abs
+	st.sqliteDSN = "file:" + path + "?" + pragmas
 	ckpt := sql.OpenDB(cachingConnector{dsn: "file:" + path + "?" + pragmas, driver: &drv, faults: &st.walCkpt.faults})
 	ckpt.SetMaxOpenConns(1)
 	ckpt.SetMaxIdleConns(1)

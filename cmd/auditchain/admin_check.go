@@ -1,0 +1,412 @@
+package main
+
+// `auditchain admin check` and `auditchain admin pin` (docs/operations.md
+// "Verify a store" and "Pinned state"), and serve's --pin-state.
+
+import (
+	"context"
+	"crypto/ed25519"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"github.com/auditchain/auditchain/internal/app"
+	"github.com/auditchain/auditchain/internal/pinstate"
+	"github.com/auditchain/auditchain/internal/store"
+)
+
+const checkUsage = `usage: auditchain admin check [--pin-state FILE] [--service-key-file FILE] [--strict] [--json] [--quiet] [--db DSN]
+
+Checks every account of the store, reading only: each event's payload_hash
+recomputed from its stored fields, the prev_hash links and sequence gaps, the
+Merkle root of the events against the stored tree and against the newest
+signed block (its signature verified with the service key), and, with
+--pin-state, that the store holds each pinned account's block and tree
+(nothing rolled back). Witness cosignatures are not checked: the service has
+no witnesses yet.
+
+One line per account (--json: a report); exits 1 when any account does not
+match. Breaks, gaps and event signature failures are what POST
+/v1/heal/scan reports: listed, and a mismatch only with --strict.
+`
+
+const pinUsage = `usage: auditchain admin pin --to FILE [--force] [--service-key-file FILE] [--quiet] [--db DSN]
+
+Seals every account's chain up to its tip, then writes the pinned state:
+each account's newest block (index, tree size, root hash, block hash), signed
+with the service key. Give it to "admin check --pin-state" and "serve
+--pin-state" after a restore: an account the restore rolled back is reported,
+and serve refuses to start. An existing FILE is replaced only with --force.
+`
+
+// accountCheck is one account in admin check's report.
+type accountCheck struct {
+	UserID  string  `json:"user_id"`
+	Email   *string `json:"email"`
+	Present bool    `json:"present"` // false: pinned, but not in the store
+	Events  int64   `json:"events"`
+	// NewestBlock is the newest signed block (nil: none sealed yet);
+	// UnsealedEvents the events appended after it, which no block signs yet.
+	NewestBlock      *checkedBlock `json:"newest_block"`
+	UnsealedEvents   int64         `json:"unsealed_events"`
+	MerkleRoot       string        `json:"merkle_root"` // ok or mismatch (heal scan's merkle_root_status)
+	MerkleRootDetail *string       `json:"merkle_root_detail"`
+	Breaks           int           `json:"breaks"`
+	Gaps             int           `json:"gaps"`
+	SignatureFails   int           `json:"signature_failures"`
+	Witnesses        string        `json:"witnesses"` // see checkWitnesses
+	WitnessDetail    *string       `json:"witness_detail"`
+	// Pin is pinstate's status (ok, missing, rolled_back, diverged) or
+	// not_pinned; nil without --pin-state.
+	Pin       *string `json:"pin"`
+	PinDetail *string `json:"pin_detail"`
+	OK        bool    `json:"ok"`
+}
+
+type checkedBlock struct {
+	Index    int64  `json:"index"`
+	TreeSize uint64 `json:"tree_size"`
+	RootHash string `json:"root_hash"`
+}
+
+// checkReport is admin check --json.
+type checkReport struct {
+	Store        string         `json:"store"`
+	ServiceKeyID string         `json:"service_key_id"`
+	PinState     *pinSummary    `json:"pin_state"`
+	Accounts     []accountCheck `json:"accounts"`
+	Mismatches   int            `json:"mismatches"`
+	OK           bool           `json:"ok"`
+}
+
+type pinSummary struct {
+	File     string `json:"file"`
+	PinnedAt string `json:"pinned_at"`
+	Accounts int    `json:"accounts"`
+}
+
+// Witness states of an account's newest block: not_built until the service
+// has witnesses; then ok, or mismatch (which fails the check).
+const (
+	witnessesNotBuilt = "not_built"
+	witnessesMismatch = "mismatch"
+)
+
+// checkWitnesses is where the witnesses' cosignatures on the newest block
+// will be verified once the service has witnesses: each configured witness's
+// cosignature on the block's checkpoint, kept outside the stored block bytes
+// (docs/integrity.md). Until then nothing is checked, and the report says so.
+func checkWitnesses(store.BlockRow) (status string, detail *string) { return witnessesNotBuilt, nil }
+
+const pinNotPinned = "not_pinned"
+
+func (e adminEnv) check(args []string) error {
+	fs, open := e.newAdmin("check", checkUsage)
+	pinFile := fs.String("pin-state", "", "pinned state file (from admin pin) the store must hold")
+	keyFile := e.serviceKeyFlag(fs)
+	strict := fs.Bool("strict", false, "count breaks, gaps and event signature failures as mismatches")
+	asJSON := fs.Bool("json", false, "print the report as JSON")
+	quiet := fs.Bool("quiet", false, "no progress line on stderr")
+	if err := e.noArgs(fs, args); err != nil {
+		return err
+	}
+	a, closeStore, err := withServiceKey(e.ctx, open, *keyFile)
+	if err != nil {
+		return err
+	}
+	defer closeStore()
+	rep := checkReport{Store: a.Store.Location, ServiceKeyID: a.ServiceKeyID(), Accounts: []accountCheck{}}
+	pins := map[string]pinstate.Result{}
+	if *pinFile != "" {
+		state, results, err := comparePin(e.ctx, a.Store, a.ServicePublicKey(), *pinFile)
+		if err != nil {
+			return err
+		}
+		rep.PinState = &pinSummary{File: *pinFile, PinnedAt: state.PinnedAt.Format(time.RFC3339), Accounts: len(state.Accounts)}
+		for _, r := range results {
+			pins[r.Pinned.UserID] = r
+		}
+	}
+	p := newProgress(e.stderr, *quiet)
+	err = eachAccount(e.ctx, a.Store, func(acct store.AccountSummary) error {
+		p.show("auditchain admin check: %d accounts checked, now %s (%d events)", len(rep.Accounts), acct.UserID, acct.EventCount)
+		c, err := checkAccount(e.ctx, a, acct)
+		if err != nil {
+			return fmt.Errorf("account %s: %w", acct.UserID, err)
+		}
+		if *pinFile != "" {
+			status := pinNotPinned
+			if r, ok := pins[acct.UserID]; ok {
+				status = r.Status
+				if r.Detail != "" {
+					c.PinDetail = &r.Detail
+				}
+				delete(pins, acct.UserID)
+			}
+			c.Pin = &status
+		}
+		rep.Accounts = append(rep.Accounts, c)
+		return nil
+	})
+	p.done()
+	if err != nil {
+		return err
+	}
+	for _, r := range pins { // pinned, but no longer in the store
+		status, detail := r.Status, r.Detail
+		rep.Accounts = append(rep.Accounts, accountCheck{UserID: r.Pinned.UserID, MerkleRoot: app.RootOK, Witnesses: witnessesNotBuilt, Pin: &status, PinDetail: &detail})
+	}
+	for i := range rep.Accounts {
+		c := &rep.Accounts[i]
+		c.OK = c.MerkleRoot == app.RootOK && c.Witnesses != witnessesMismatch && (c.Pin == nil || *c.Pin == pinstate.StatusOK || *c.Pin == pinNotPinned) &&
+			(!*strict || c.Breaks+c.Gaps+c.SignatureFails == 0)
+		if !c.OK {
+			rep.Mismatches++
+		}
+	}
+	rep.OK = rep.Mismatches == 0
+	if *asJSON {
+		err = printJSON(e.stdout, rep)
+	} else {
+		err = printCheck(e.stdout, rep)
+	}
+	if err != nil {
+		return err
+	}
+	if !rep.OK {
+		return fmt.Errorf("admin check: %d of %d accounts do not match (see the report)", rep.Mismatches, len(rep.Accounts))
+	}
+	return nil
+}
+
+// checkAccount is one account's check: the heal scan (which writes nothing)
+// and the newest block.
+func checkAccount(ctx context.Context, a *app.App, acct store.AccountSummary) (accountCheck, error) {
+	c := accountCheck{UserID: acct.UserID, Email: acct.Email, Present: true, Events: acct.EventCount, UnsealedEvents: acct.EventCount}
+	scan, err := a.HealScan(ctx, app.Principal{UserID: acct.UserID}, nil)
+	if err != nil {
+		return c, err
+	}
+	c.MerkleRoot, c.MerkleRootDetail = scan.MerkleRootStatus, scan.MerkleRootDetail
+	c.Breaks, c.Gaps, c.SignatureFails = len(scan.Breaks), len(scan.Gaps), len(scan.SignatureFailures)
+	c.Witnesses = witnessesNotBuilt
+	b, err := a.Store.LastBlock(ctx, nil, acct.UserID)
+	switch {
+	case errors.Is(err, store.ErrNotFound):
+	case err != nil:
+		return c, err
+	default:
+		c.NewestBlock = &checkedBlock{Index: b.Index, TreeSize: b.Size, RootHash: b.Root.String()}
+		c.UnsealedEvents = max(acct.EventCount-int64(b.Size), 0)
+		c.Witnesses, c.WitnessDetail = checkWitnesses(b)
+	}
+	return c, nil
+}
+
+func printCheck(w io.Writer, rep checkReport) error {
+	var b strings.Builder
+	fmt.Fprintf(&b, "store %s, service key %s\n", rep.Store, rep.ServiceKeyID)
+	if rep.PinState != nil {
+		fmt.Fprintf(&b, "pin state %s: %d accounts pinned at %s\n", rep.PinState.File, rep.PinState.Accounts, rep.PinState.PinnedAt)
+	}
+	for _, c := range rep.Accounts {
+		mark := "ok      "
+		if !c.OK {
+			mark = "MISMATCH"
+		}
+		email := "-"
+		if c.Email != nil {
+			email = *c.Email
+		}
+		block := "none"
+		if c.NewestBlock != nil {
+			block = fmt.Sprintf("%d (size %d)", c.NewestBlock.Index, c.NewestBlock.TreeSize)
+		}
+		fmt.Fprintf(&b, "%s %s %s events %d, newest block %s, unsealed %d", mark, c.UserID, email, c.Events, block, c.UnsealedEvents)
+		if c.Breaks+c.Gaps+c.SignatureFails > 0 {
+			fmt.Fprintf(&b, ", breaks %d, gaps %d, signature failures %d", c.Breaks, c.Gaps, c.SignatureFails)
+		}
+		if c.Pin != nil {
+			fmt.Fprintf(&b, ", pin %s", *c.Pin)
+		}
+		b.WriteByte('\n')
+		if c.MerkleRootDetail != nil {
+			fmt.Fprintf(&b, "         merkle root: %s\n", *c.MerkleRootDetail)
+		}
+		if c.WitnessDetail != nil {
+			fmt.Fprintf(&b, "         witnesses: %s\n", *c.WitnessDetail)
+		}
+		if c.PinDetail != nil && *c.PinDetail != "" {
+			fmt.Fprintf(&b, "         pin: %s\n", *c.PinDetail)
+		}
+	}
+	if rep.OK {
+		fmt.Fprintf(&b, "%d accounts checked: all match\n", len(rep.Accounts))
+	} else {
+		fmt.Fprintf(&b, "%d accounts checked: %d do not match\n", len(rep.Accounts), rep.Mismatches)
+	}
+	b.WriteString("witness cosignatures: not checked (the service has no witnesses yet)\n")
+	_, err := io.WriteString(w, b.String())
+	return err
+}
+
+// withServiceKey opens the store and reads its service key (from keyFile
+// when given), creating none.
+func withServiceKey(ctx context.Context, open func() (*app.App, func(), error), keyFile string) (*app.App, func(), error) {
+	a, closeStore, err := open()
+	if err != nil {
+		return nil, nil, err
+	}
+	a.Cfg.ServiceKeyFile = keyFile
+	if err := a.ReadServiceKey(ctx); err != nil {
+		closeStore()
+		return nil, nil, err
+	}
+	return a, closeStore, nil
+}
+
+// serviceKeyFlag is --service-key-file of the commands that verify or sign
+// with the service key.
+func (e adminEnv) serviceKeyFlag(fs *flag.FlagSet) *string {
+	return fs.String("service-key-file", e.getenv("AUDITCHAIN_SERVICE_KEY_FILE"), "the service key file serve uses (default: the key kept in the store) (env AUDITCHAIN_SERVICE_KEY_FILE)")
+}
+
+// eachAccount calls fn with every account, in user_id order, a page at a time.
+func eachAccount(ctx context.Context, st *store.Store, fn func(store.AccountSummary) error) error {
+	const page = 500
+	after := ""
+	for {
+		as, err := st.AccountSummaries(ctx, after, page)
+		if err != nil {
+			return err
+		}
+		for _, a := range as {
+			if err := fn(a); err != nil {
+				return err
+			}
+		}
+		if len(as) < page {
+			return nil
+		}
+		after = as[len(as)-1].UserID
+	}
+}
+
+// pinResult is what admin pin prints.
+type pinResult struct {
+	PinState     string `json:"pin_state"`
+	ServiceKeyID string `json:"service_key_id"`
+	PinnedAt     string `json:"pinned_at"`
+	Accounts     int    `json:"accounts"`
+}
+
+func (e adminEnv) pin(args []string) error {
+	fs, open := e.newAdmin("pin", pinUsage)
+	to, force := targetFlags(fs, "file to write the pinned state to")
+	keyFile := e.serviceKeyFlag(fs)
+	quiet := fs.Bool("quiet", false, "no progress line on stderr")
+	if err := e.noArgs(fs, args); err != nil {
+		return err
+	}
+	a, closeStore, err := withServiceKey(e.ctx, func() (*app.App, func(), error) { return openTarget(open, "pin", *to, *force) }, *keyFile)
+	if err != nil {
+		return err
+	}
+	defer closeStore()
+	// Seal first, so the pin covers every event stored, not only the
+	// blocks someone happened to ask for (blocks are sealed lazily).
+	p := newProgress(e.stderr, *quiet)
+	var ids []string
+	err = eachAccount(e.ctx, a.Store, func(acct store.AccountSummary) error {
+		p.show("auditchain admin pin: %d accounts sealed, now %s", len(ids), acct.UserID)
+		if _, _, err := a.Seal(e.ctx, acct.UserID); err != nil {
+			return fmt.Errorf("seal account %s: %w", acct.UserID, err)
+		}
+		ids = append(ids, acct.UserID)
+		return nil
+	})
+	p.done()
+	if err != nil {
+		return err
+	}
+	state, err := pinstate.Take(e.ctx, a.Store, a.ServiceKeyID(), a.Now().UTC().Truncate(time.Second), ids)
+	if err != nil {
+		return err
+	}
+	signed, err := pinstate.Sign(state, a.ServiceKey)
+	if err != nil {
+		return err
+	}
+	if err := writeFileAtomic(*to, signed, *force); err != nil {
+		return err
+	}
+	return printJSON(e.stdout, pinResult{PinState: *to, ServiceKeyID: state.ServiceKeyID, PinnedAt: state.PinnedAt.Format(time.RFC3339), Accounts: len(state.Accounts)})
+}
+
+// writeFileAtomic writes b to a file beside path and gives it path's name
+// once synced (replacing an existing one only when force).
+func writeFileAtomic(path string, b []byte, force bool) error {
+	f, err := os.CreateTemp(filepath.Dir(path), "."+filepath.Base(path)+".partial-*")
+	if err != nil {
+		return err
+	}
+	defer os.Remove(f.Name())
+	_, err = f.Write(b)
+	if err == nil {
+		err = f.Sync()
+	}
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		return err
+	}
+	return placeBackup(f.Name(), path, force)
+}
+
+// comparePin opens the pin-state file with the service key and holds every
+// pinned account against the store.
+func comparePin(ctx context.Context, st *store.Store, pub ed25519.PublicKey, file string) (pinstate.State, []pinstate.Result, error) {
+	b, err := os.ReadFile(file)
+	if err != nil {
+		return pinstate.State{}, nil, fmt.Errorf("--pin-state: %w", err)
+	}
+	state, err := pinstate.Open(b, pub)
+	if err != nil {
+		return pinstate.State{}, nil, fmt.Errorf("--pin-state %s: %w", file, err)
+	}
+	results, err := pinstate.Compare(ctx, st, state)
+	return state, results, err
+}
+
+// checkPinState is serve's --pin-state: it refuses to start on a store that
+// does not hold every pinned account's block and tree, naming each, so a
+// restore that rolled accounts back is loud. The operator who means the
+// rollback takes a new pin (docs/operations.md "Restore").
+func checkPinState(ctx context.Context, st *store.Store, pub ed25519.PublicKey, file string) error {
+	if file == "" {
+		return nil
+	}
+	state, results, err := comparePin(ctx, st, pub, file)
+	if err != nil {
+		return err
+	}
+	var bad []string
+	for _, r := range results {
+		if r.Status != pinstate.StatusOK {
+			bad = append(bad, fmt.Sprintf("  account %s: %s: %s", r.Pinned.UserID, r.Status, r.Detail))
+		}
+	}
+	if len(bad) == 0 {
+		return nil
+	}
+	return fmt.Errorf("--pin-state %s: the store is behind or beside the state pinned at %s (%d of %d accounts):\n%s\n"+
+		"a restore rolled these accounts back, or the store is not the one pinned. Restore a newer backup; or, if the rollback is intended, "+
+		"take a new pin (auditchain admin pin --db %s --to %s --force) and start again",
+		file, state.PinnedAt.Format(time.RFC3339), len(bad), len(results), strings.Join(bad, "\n"), st.DBFlag(), shellQuote(file))
+}
