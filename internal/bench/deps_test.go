@@ -10,7 +10,8 @@ import (
 // client): it reaches the server through the public routes and the server
 // binary's commands, never through app, store, httpapi or the writer. What
 // it may import besides pkg/: the MCP proxy it measures (mcp-proxy), the
-// webhook signature its receiver checks, and domain, which the proxy uses.
+// webhook signature its receiver checks, domain, which the proxy uses, and
+// metrics, the counters the webhook package's egress keeps (no server state).
 func TestBenchImportsNoServer(t *testing.T) {
-	deptest.NoServer(t, "/internal/bench", "/internal/mcpserver", "/internal/notify/webhook", "/internal/domain")
+	deptest.NoServer(t, "/internal/bench", "/internal/mcpserver", "/internal/notify/webhook", "/internal/domain", "/internal/metrics")
 }
