@@ -5,6 +5,7 @@ package main
 import (
 	"bytes"
 	"context"
+	"crypto/rand"
 	"errors"
 	"flag"
 	"fmt"
@@ -66,12 +67,12 @@ func serve(ctx context.Context, args []string, getenv func(string) string, stdou
 	defer release()
 
 	doc := openapi.OpenAPIJSON()
-	a := app.New(st, cfg, log)
-	defer a.Close()
-	a.Mail, a.Legal = mailer, docs
-	if err := a.LoadServiceKey(ctx); err != nil {
+	serviceKey, err := app.LoadServiceKey(ctx, st, cfg.ServiceKeyFile, rand.Reader)
+	if err != nil {
 		return err
 	}
+	a := app.New(app.Deps{Store: st, Config: cfg, Log: log, ServiceKey: serviceKey, Mail: mailer, Legal: docs})
+	defer a.Close()
 	busCtx, stopBus := context.WithCancel(context.WithoutCancel(ctx))
 	defer stopBus()
 	if err := a.StartBus(busCtx, cfg.DB); err != nil {
@@ -98,7 +99,7 @@ func serve(ctx context.Context, args []string, getenv func(string) string, stdou
 		a.StartJobs(jobsCtx)
 		defer func() { stopJobs(); a.WaitJobs() }()
 	}
-	handler := httpapi.NewServer(a, log, doc)
+	handler := httpapi.NewServer(a, cfg, log, doc)
 
 	ln, err := net.Listen("tcp", cfg.Addr)
 	if err != nil {

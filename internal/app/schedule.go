@@ -94,7 +94,7 @@ func (a *App) runner() *schedule.Runner {
 func (a *App) newRunner() *schedule.Runner {
 	// The runner reads the wall clock: its timers run on it, whatever
 	// clock a test gives the App.
-	return schedule.New(a.Jobs(), schedule.Options{Log: a.Log, Lease: jobLease{a: a}, OnRun: a.recordRun})
+	return schedule.New(a.Jobs(), schedule.Options{Log: a.log, Lease: jobLease{a: a}, OnRun: a.recordRun})
 }
 
 // jobLease gives each (job, period) to the first replica whose row for it
@@ -113,7 +113,7 @@ func (a *App) AcquireJobPeriod(ctx context.Context, job string, period time.Time
 	replica := a.replicaID()
 	var ok bool
 	err := a.w.Write(ctx, func(t *writer.Tx) (err error) {
-		ok, err = a.Store.AcquireJobRun(ctx, t.SQL(), job, period, replica, a.Now())
+		ok, err = a.store.AcquireJobRun(ctx, t.SQL(), job, period, replica, a.now())
 		return err
 	})
 	return ok, err
@@ -134,10 +134,10 @@ func (a *App) recordRun(r schedule.Run) {
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	err := a.w.Write(ctx, func(t *writer.Tx) error {
-		return a.Store.FinishJobRun(ctx, t.SQL(), r.Job, r.Period, r.Started.Add(r.Duration), r.Err)
+		return a.store.FinishJobRun(ctx, t.SQL(), r.Job, r.Period, r.Started.Add(r.Duration), r.Err)
 	})
 	if err != nil {
-		a.Log.Error("recording a job run failed", "job", r.Job, "err", err)
+		a.log.Error("recording a job run failed", "job", r.Job, "err", err)
 	}
 }
 
@@ -176,7 +176,7 @@ func (a *App) kickWebhooks() {
 // period any replica ran and how it went, and this replica's view (next
 // run, last run) when its scheduler runs.
 func (a *App) JobsStatus(ctx context.Context) (api.JobsStatus, error) {
-	last, err := a.Store.LastJobRuns(ctx)
+	last, err := a.store.LastJobRuns(ctx)
 	if err != nil {
 		return api.JobsStatus{}, err
 	}

@@ -27,7 +27,7 @@ import (
 func TestHangingReceiversDoNotDelayAnotherAccount(t *testing.T) {
 	storetest.Each(t, func(t *testing.T, dsn string) {
 		const hanging, rowsEach, within = 50, 8, 2 * time.Second
-		a := webhookApp(t, dsn)
+		a, _ := webhookApp(t, dsn)
 		ctx := context.Background()
 
 		var (

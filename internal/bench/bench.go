@@ -11,7 +11,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"log/slog"
 	"math"
 	"math/rand/v2"
 	"os"
@@ -343,7 +342,7 @@ func provision(ctx context.Context, db string, n, extraKeys int, sessionPrefix s
 		return nil, err
 	}
 	defer st.Close()
-	a := app.New(st, provisionConfig(), slog.New(slog.DiscardHandler))
+	a := app.New(app.Deps{Store: st, Config: provisionConfig()})
 	sa, catcher := signInApp(st)
 	out := make([]account, n)
 	for i := range out {

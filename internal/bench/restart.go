@@ -6,7 +6,6 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
-	"log/slog"
 	"path/filepath"
 	"time"
 
@@ -114,7 +113,7 @@ func longestChain(ctx context.Context, db string) (account, int64, error) {
 	if err != nil {
 		return a, 0, err
 	}
-	ap := app.New(st, provisionConfig(), slog.New(slog.DiscardHandler))
+	ap := app.New(app.Deps{Store: st, Config: provisionConfig()})
 	defer ap.Close()
 	k, err := ap.CreateKey(ctx, a.userID, api.CreateKeyRequest{Label: new("bench-restart")})
 	if err != nil {

@@ -5,7 +5,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"log/slog"
 	"math"
 	"strings"
 	"sync"
@@ -58,10 +57,9 @@ func (c *codeCatcher) code(email string) (string, error) {
 func signInApp(st *store.Store) (*app.App, *codeCatcher) {
 	// The bench signs in as many accounts as it needs, at once: the
 	// deployment-wide budget of sign-in codes is no limit here.
-	a := app.New(st, config.Config{EpochAnchor: domain.DefaultEpochAnchor, SessionTTL: domain.DefaultSessionTTL,
-		OTPLimitGlobal: math.MaxInt32}, slog.New(slog.DiscardHandler))
 	c := &codeCatcher{}
-	a.Mail = c
+	a := app.New(app.Deps{Store: st, Config: config.Config{EpochAnchor: domain.DefaultEpochAnchor, SessionTTL: domain.DefaultSessionTTL,
+		OTPLimitGlobal: math.MaxInt32}, Mail: c})
 	return a, c
 }
 

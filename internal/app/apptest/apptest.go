@@ -4,6 +4,7 @@ package apptest
 
 import (
 	"context"
+	"crypto/rand"
 	"io"
 	"log/slog"
 	"testing"
@@ -11,6 +12,7 @@ import (
 
 	"github.com/auditchain/auditchain/internal/app"
 	"github.com/auditchain/auditchain/internal/config"
+	"github.com/auditchain/auditchain/internal/legal"
 	"github.com/auditchain/auditchain/internal/store"
 )
 
@@ -30,6 +32,11 @@ type Options struct {
 	Bus string
 	// Mail sends the App's mail (nil: the log transport, into Log).
 	Mail app.Mailer
+	// Legal is the legal documents served (nil: the built-in set).
+	Legal *legal.Set
+	// WebhookBackoff is the wait before webhook attempt n+2 within a drain
+	// (nil: the service's).
+	WebhookBackoff func(n int) time.Duration
 }
 
 // Config is the configuration of `auditchain serve` with no flags and no
@@ -43,31 +50,40 @@ func Config(tb testing.TB) config.Config {
 	return cfg
 }
 
-// New returns an App over st, with its service identity loaded, closed when
-// the test ends (before st, which storetest.Open closes later).
-func New(tb testing.TB, st *store.Store, o Options) *app.App {
+// AppConfig is the configuration of the App New builds: Config adjusted by
+// o.Config. An HTTP server over that App takes it too.
+func (o Options) AppConfig(tb testing.TB) config.Config {
 	tb.Helper()
 	cfg := Config(tb)
 	if o.Config != nil {
 		o.Config(&cfg)
 	}
-	log := o.Log
-	if log == nil {
-		log = slog.New(slog.DiscardHandler)
+	return cfg
+}
+
+// Logger is where the App New builds logs: o.Log, or nowhere.
+func (o Options) Logger() *slog.Logger {
+	if o.Log == nil {
+		return slog.New(slog.DiscardHandler)
 	}
-	a := app.New(st, cfg, log)
-	tb.Cleanup(a.Close)
-	if o.Now != nil {
-		a.Now = o.Now
-	}
-	if o.Mail != nil {
-		a.Mail = o.Mail
-	}
+	return o.Log
+}
+
+// New returns an App over st, with its service identity loaded, closed when
+// the test ends (before st, which storetest.Open closes later).
+func New(tb testing.TB, st *store.Store, o Options) *app.App {
+	tb.Helper()
+	cfg := o.AppConfig(tb)
 	ctx, cancel := context.WithCancel(context.Background())
-	tb.Cleanup(cancel)
-	if err := a.LoadServiceKey(ctx); err != nil {
+	key, err := app.LoadServiceKey(ctx, st, cfg.ServiceKeyFile, rand.Reader)
+	if err != nil {
+		cancel()
 		tb.Fatalf("service key: %v", err)
 	}
+	a := app.New(app.Deps{Store: st, Config: cfg, Log: o.Logger(), Now: o.Now, ServiceKey: key, Mail: o.Mail, Legal: o.Legal,
+		WebhookBackoff: o.WebhookBackoff})
+	tb.Cleanup(a.Close)
+	tb.Cleanup(cancel) // before Close: the bus stops first
 	if o.Bus != "" {
 		if err := a.StartBus(ctx, o.Bus); err != nil {
 			tb.Fatalf("stream bus: %v", err)
