@@ -73,31 +73,13 @@ func serve(ctx context.Context, args []string, getenv func(string) string, stdou
 	}
 	a := app.New(app.Deps{Store: st, Config: cfg, Log: log, ServiceKey: serviceKey, Mail: mailer, Legal: docs})
 	defer a.Close()
-	busCtx, stopBus := context.WithCancel(context.WithoutCancel(ctx))
-	defer stopBus()
-	if err := a.StartBus(busCtx, cfg.DB); err != nil {
-		return fmt.Errorf("stream bus: %w", err)
-	}
-	// Notification email goes out after each commit that queues some, and
-	// every minute for rows a crash or another replica left queued.
-	mailCtx, stopMail := context.WithCancel(context.WithoutCancel(ctx))
-	defer stopMail()
-	go a.RunMailer(mailCtx, app.NewRealTicker(time.Minute))
-	// The usage meter's counts go to the store every few seconds, and once
-	// more on the way out (after the server stopped taking requests).
-	usageCtx, stopUsage := context.WithCancel(context.WithoutCancel(ctx))
-	usageDone := make(chan struct{})
-	go func() {
-		defer close(usageDone)
-		a.RunUsageFlusher(usageCtx, app.NewRealTicker(app.UsageFlushInterval))
-	}()
-	defer func() { stopUsage(); <-usageDone }()
-	// The operator jobs on their cadence (CONTRACT.md "Operator jobs"),
-	// unless an external cron calls the routes (--scheduler=false).
-	if cfg.Scheduler {
-		jobsCtx, stopJobs := context.WithCancel(context.WithoutCancel(ctx))
-		a.StartJobs(jobsCtx)
-		defer func() { stopJobs(); a.WaitJobs() }()
+	// The background loops run until a.Close, which stops them (after the
+	// HTTP server, deferred later, has finished its requests), each in turn.
+	// The operator jobs run unless an external cron calls the routes
+	// (--scheduler=false).
+	if err := a.Start(ctx, app.Loops{Bus: cfg.DB, MailSweep: app.NewRealTicker(time.Minute),
+		UsageFlush: app.NewRealTicker(app.UsageFlushInterval), Scheduler: cfg.Scheduler}); err != nil {
+		return err
 	}
 	handler := httpapi.NewServer(a, cfg, log, doc)
 

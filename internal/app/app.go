@@ -80,6 +80,8 @@ type App struct {
 	leases streamLeases
 	// throttles is this process's pruning of idle mail budgets (throttles.go).
 	throttles throttleState
+	// loops stops the background loops (supervisor.go).
+	loops supervisor
 }
 
 // Bounds of the read caches: at most this many accounts with this many cached
@@ -144,6 +146,11 @@ func New(d Deps) *App {
 	a.keyCache = writer.NewReadCache[string, knownKey](a.w, 1, keyCacheEntries)
 	a.sessionCache = writer.NewReadCache[string, knownSession](a.w, 1, keyCacheEntries)
 	a.legalCache = writer.NewReadCache[string, []string](a.w, gateCacheAccounts, 1)
+	// The loops every App may run, started by requests: stopped after
+	// Start's (supervisor).
+	a.loops.log = a.log
+	a.loops.onStop("stream lease renewer", a.stopStreamLeases)
+	a.loops.onStop("periodic heal tasks", a.heal.stopAll)
 	return a
 }
 
@@ -162,10 +169,6 @@ func (a *App) Ready(ctx context.Context) error { return a.store.Ping(ctx) }
 // request may succeed if retried and a write's outcome is unknown.
 func Unavailable(err error) bool { return store.Unavailable(err) }
 
-// StartBus connects stream fan-out across replicas (writer.StartBus): it
-// returns once listening, and the listener runs until ctx ends.
-func (a *App) StartBus(ctx context.Context, dsn string) error { return a.w.StartBus(ctx, dsn) }
-
 // WatchStream marks userID as streamed by this replica before its stream
 // reads the tip (writer.WatchStream); self is the stream being opened.
 func (a *App) WatchStream(ctx context.Context, userID string, self *stream.Subscription) error {
@@ -175,11 +178,12 @@ func (a *App) WatchStream(ctx context.Context, userID string, self *stream.Subsc
 // WriteStats reports what the write engine did (metrics).
 func (a *App) WriteStats() writer.Stats { return a.w.Stats() }
 
-// Close stops background work (periodic heal tasks, then the writer).
-// Queued writes are answered.
+// Close is the App's one shutdown path: it stops every background loop in
+// the supervisor's order, each once it has finished what it was doing, then
+// the writer, which answers the writes still queued. Closing again does
+// nothing.
 func (a *App) Close() {
-	a.StopHealTasks()
-	a.stopStreamLeases()
+	a.loops.stop()
 	a.w.Close()
 }
 

@@ -114,11 +114,8 @@ func (h *healState) stop(userID, now string) api.HealAutoStop {
 	return api.HealAutoStop{Running: false, StartedAt: &started, Stopped: true, StoppedAt: &now, TaskID: &id, UserID: userID}
 }
 
-// StopHealTasks ends every periodic heal task of this process; none starts
-// afterwards. Close calls it on shutdown.
-func (a *App) StopHealTasks() { a.heal.stopAll() }
-
-// stopAll ends every task (shutdown); none starts afterwards.
+// stopAll ends every periodic heal task of this process (shutdown, by the
+// supervisor); none starts afterwards.
 func (h *healState) stopAll() {
 	h.mu.Lock()
 	h.closed = true

@@ -235,7 +235,7 @@ func (a *App) noteLimitHit(ctx context.Context, userID, code string) {
 
 // notices is the App's notification state of this process.
 type notices struct {
-	// mailerWake wakes the mail sender (RunMailer) after a commit queued an email.
+	// mailerWake wakes the mail sender (runMailer) after a commit queued an email.
 	mailerWake chan struct{}
 
 	mu       sync.Mutex

@@ -273,10 +273,10 @@ func (a *App) Announce(ctx context.Context, typ, subject, body string) (int, err
 	return n, err
 }
 
-// RunMailer sends queued email whenever a commit queued some, and every
+// runMailer sends queued email whenever a commit queued some, and every
 // sweep interval (rows a crash left queued, or another replica's), until
-// ctx ends. serve runs it.
-func (a *App) RunMailer(ctx context.Context, sweep Ticker) {
+// ctx ends (Loops.MailSweep).
+func (a *App) runMailer(ctx context.Context, sweep Ticker) {
 	defer sweep.Stop()
 	for {
 		select {

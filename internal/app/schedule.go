@@ -63,10 +63,10 @@ type jobState struct {
 	counts  map[[2]string]int64 // (job, outcome) → runs
 }
 
-// StartJobs runs the jobs on their cadence until ctx ends (serve, unless
-// --scheduler=false). WaitJobs waits for the runs in progress once it has,
-// and for the webhook senders they started, which run on ctx too.
-func (a *App) StartJobs(ctx context.Context) {
+// startJobs runs the jobs on their cadence until ctx ends (Loops.Scheduler).
+// waitJobs waits for the runs in progress once it has, and for the webhook
+// senders they started, which run on ctx too.
+func (a *App) startJobs(ctx context.Context) {
 	r := a.newRunner()
 	a.jobs.mu.Lock()
 	a.jobs.runner = r
@@ -77,8 +77,8 @@ func (a *App) StartJobs(ctx context.Context) {
 	r.Start(ctx)
 }
 
-// WaitJobs returns once the scheduler started by StartJobs has stopped.
-func (a *App) WaitJobs() {
+// waitJobs returns once the scheduler started by startJobs has stopped.
+func (a *App) waitJobs() {
 	if r := a.runner(); r != nil {
 		r.Wait()
 		a.hooks.wg.Wait()

@@ -191,9 +191,9 @@ func (a *App) pendingUsage(userID string, day int64, kind string) map[string]int
 	return out
 }
 
-// RunUsageFlusher flushes the meter every tick, and early when it is full,
-// until ctx ends; then it flushes once more (shutdown).
-func (a *App) RunUsageFlusher(ctx context.Context, tick Ticker) {
+// runUsageFlusher flushes the meter every tick, and early when it is full,
+// until ctx ends; then it flushes once more (shutdown; Loops.UsageFlush).
+func (a *App) runUsageFlusher(ctx context.Context, tick Ticker) {
 	defer tick.Stop()
 	for {
 		select {

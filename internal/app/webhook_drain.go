@@ -61,8 +61,8 @@ type webhookDrain struct {
 	serving map[string]bool
 	// skipped: a drain found every sender slot taken and left accounts out.
 	skipped bool
-	// background is the scheduler's context (StartJobs): the senders of
-	// its drains run on it, and wg waits for them (WaitJobs).
+	// background is the scheduler's context (startJobs): the senders of
+	// its drains run on it, and wg waits for them (waitJobs).
 	background context.Context
 	wg         sync.WaitGroup
 }

@@ -348,7 +348,7 @@ func TestHealAutoStartStop(t *testing.T) {
 
 		// Shutdown stops running tasks; a new process knows none.
 		e.do("POST", "/v1/heal/auto/start", c.token, nil)
-		e.app.StopHealTasks() // what Close does first on shutdown
+		e.app.Close()
 		if status().AutoRunning {
 			t.Fatal("shutdown left the task running")
 		}

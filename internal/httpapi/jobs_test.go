@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/auditchain/auditchain/internal/app"
 	"github.com/auditchain/auditchain/internal/config"
 	"github.com/auditchain/auditchain/internal/domain"
 	"github.com/auditchain/auditchain/internal/store/storetest"
@@ -231,10 +232,11 @@ func TestSchedulerDrainsSoonAndShowsItsJobs(t *testing.T) {
 		if m := r.JSON(t); r.Status != 200 || m["scheduler"] != false {
 			t.Fatalf("jobs before the scheduler: %d %s", r.Status, r.Body)
 		}
-		ctx, cancel := context.WithCancel(context.Background())
 		started := time.Now()
-		e.app.StartJobs(ctx)
-		t.Cleanup(func() { cancel(); e.app.WaitJobs() })
+		if err := e.app.Start(context.Background(), app.Loops{Scheduler: true}); err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(e.app.Close)
 
 		_, key := e.account("ops@example.com")
 		rc := newReceiver(t, always(204))

@@ -27,7 +27,7 @@ type Options struct {
 	// Log receives the App's logs (discarded when nil).
 	Log *slog.Logger
 	// Bus, when not empty, is the store's data source: the App joins the
-	// stream fan-out across replicas (App.StartBus; PostgreSQL), as serve
+	// stream fan-out across replicas (Loops.Bus; PostgreSQL), as serve
 	// does, until the test ends.
 	Bus string
 	// Mail sends the App's mail (nil: the log transport, into Log).
@@ -74,19 +74,17 @@ func (o Options) Logger() *slog.Logger {
 func New(tb testing.TB, st *store.Store, o Options) *app.App {
 	tb.Helper()
 	cfg := o.AppConfig(tb)
-	ctx, cancel := context.WithCancel(context.Background())
+	ctx := context.Background()
 	key, err := app.LoadServiceKey(ctx, st, cfg.ServiceKeyFile, rand.Reader)
 	if err != nil {
-		cancel()
 		tb.Fatalf("service key: %v", err)
 	}
 	a := app.New(app.Deps{Store: st, Config: cfg, Log: o.Logger(), Now: o.Now, ServiceKey: key, Mail: o.Mail, Legal: o.Legal,
 		WebhookBackoff: o.WebhookBackoff})
 	tb.Cleanup(a.Close)
-	tb.Cleanup(cancel) // before Close: the bus stops first
 	if o.Bus != "" {
-		if err := a.StartBus(ctx, o.Bus); err != nil {
-			tb.Fatalf("stream bus: %v", err)
+		if err := a.Start(ctx, app.Loops{Bus: o.Bus}); err != nil {
+			tb.Fatal(err)
 		}
 	}
 	return a
