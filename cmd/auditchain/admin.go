@@ -6,6 +6,7 @@ package main
 
 import (
 	"context"
+	"crypto/ed25519"
 	"flag"
 	"fmt"
 	"io"
@@ -40,15 +41,30 @@ creates the default one) unless --create-db. "auditchain admin COMMAND --help"
 shows its flags.
 `
 
+// opener opens an admin command's store and builds the App over it, with
+// what deps adds to its dependencies (nil: nothing).
+type opener func(deps func(*app.Deps)) (*adminApp, func(), error)
+
+// adminApp is the App an admin command runs, beside the store it was built
+// over: backup, check and list-accounts read the store itself.
+type adminApp struct {
+	*app.App
+	Store *store.Store
+	// ServiceKey is the service identity, for the commands that sign with
+	// it (withServiceKey reads it; nil elsewhere).
+	ServiceKey ed25519.PrivateKey
+}
+
 func adminCmd(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) error {
-	// newAdmin is an admin command's flags with --db; open opens that store
-	// and names it on stderr (stdout stays the command's JSON).
-	newAdmin := func(name, synopsis string) (*flag.FlagSet, func() (*app.App, func(), error)) {
+	// newAdmin is an admin command's flags with --db; open opens that store,
+	// names it on stderr (stdout stays the command's JSON) and builds the
+	// App over it, with what deps adds (nil: nothing).
+	newAdmin := func(name, synopsis string) (*flag.FlagSet, opener) {
 		fs := newFlags("admin "+name, synopsis)
 		db := new(string)
 		config.SecretVar(fs, db, "db", envOr(getenv, "AUDITCHAIN_DB", config.DefaultDB), config.DefaultDB, "store: sqlite:PATH or a postgres:// URL (env AUDITCHAIN_DB)")
 		createDB := fs.Bool("create-db", false, "create the sqlite: store if its file does not exist")
-		return fs, func() (*app.App, func(), error) {
+		return fs, func(deps func(*app.Deps)) (*adminApp, func(), error) {
 			if err := checkStore(*db, *createDB, false); err != nil {
 				return nil, nil, err
 			}
@@ -57,9 +73,13 @@ func adminCmd(ctx context.Context, args []string, getenv func(string) string, st
 				return nil, nil, fmt.Errorf("open store %s: %w", store.Redacted(*db), err)
 			}
 			fmt.Fprintf(stderr, "auditchain admin %s: store %s\n", name, st.Location)
-			cfg := config.Config{EpochAnchor: domain.DefaultEpochAnchor}
-			a := app.New(st, cfg, slog.New(slog.NewTextHandler(stderr, nil)))
-			return a, func() { a.Close(); st.Close() }, nil
+			d := app.Deps{Store: st, Config: config.Config{EpochAnchor: domain.DefaultEpochAnchor},
+				Log: slog.New(slog.NewTextHandler(stderr, nil))}
+			if deps != nil {
+				deps(&d)
+			}
+			a := app.New(d)
+			return &adminApp{App: a, Store: st}, func() { a.Close(); st.Close() }, nil
 		}
 	}
 	// noArgs parses flags that take no positional argument.
@@ -90,7 +110,7 @@ func adminCmd(ctx context.Context, args []string, getenv func(string) string, st
 			if *email != "" && *noEmail {
 				return usagef("--email and --no-email exclude each other")
 			}
-			a, closeStore, err := open()
+			a, closeStore, err := open(nil)
 			if err != nil {
 				return err
 			}
@@ -125,7 +145,7 @@ func adminCmd(ctx context.Context, args []string, getenv func(string) string, st
 				}
 				req.ExpiresAt = expires
 			}
-			a, closeStore, err := open()
+			a, closeStore, err := open(nil)
 			if err != nil {
 				return err
 			}
@@ -175,13 +195,14 @@ func adminCmd(ctx context.Context, args []string, getenv func(string) string, st
 			if err != nil {
 				return fmt.Errorf("--mail: %w", err)
 			}
-			a, closeStore, err := open()
+			a, closeStore, err := open(func(d *app.Deps) {
+				d.Mail = mailer
+				d.Config.AnnounceLimitPerDay = *perDay
+			})
 			if err != nil {
 				return err
 			}
 			defer closeStore()
-			a.Mail = mailer
-			a.Cfg.AnnounceLimitPerDay = *perDay
 			n, err := a.Announce(ctx, *typ, *subject, string(body))
 			if err != nil {
 				return explain(err)

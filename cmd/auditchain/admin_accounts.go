@@ -13,7 +13,6 @@ import (
 	"text/tabwriter"
 	"time"
 
-	"github.com/auditchain/auditchain/internal/app"
 	"github.com/auditchain/auditchain/internal/domain"
 	"github.com/auditchain/auditchain/internal/store"
 )
@@ -39,7 +38,7 @@ func (e adminEnv) listAccounts(args []string) error {
 	if err := e.noArgs(fs, args); err != nil {
 		return err
 	}
-	a, closeStore, err := open()
+	a, closeStore, err := open(nil)
 	if err != nil {
 		return err
 	}
@@ -77,7 +76,7 @@ func printAccounts(w io.Writer, as []listedAccount) error {
 }
 
 // userIDByEmail is the account an email address owns, for create-key --email.
-func userIDByEmail(ctx context.Context, a *app.App, email string) (string, error) {
+func userIDByEmail(ctx context.Context, a *adminApp, email string) (string, error) {
 	norm, ok := domain.NormalizeEmail(email)
 	if !ok {
 		return "", usagef("--email: %q is not one plain address like name@example.com", email)

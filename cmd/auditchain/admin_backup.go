@@ -27,7 +27,7 @@ type adminEnv struct {
 	getenv         func(string) string
 	stdout, stderr io.Writer
 	// newAdmin is a command's flags with --db, and the opener of that store.
-	newAdmin func(name, synopsis string) (*flag.FlagSet, func() (*app.App, func(), error))
+	newAdmin func(name, synopsis string) (*flag.FlagSet, opener)
 	// noArgs parses flags that take no positional argument.
 	noArgs func(fs *flag.FlagSet, args []string) error
 }
@@ -58,7 +58,7 @@ func (e adminEnv) backup(args []string) error {
 	if err := e.noArgs(fs, args); err != nil {
 		return err
 	}
-	a, closeStore, err := openTarget(open, "backup", *to, *force)
+	a, closeStore, err := openTarget(open, nil, "backup", *to, *force)
 	if err != nil {
 		return err
 	}
@@ -101,14 +101,14 @@ func targetFlags(fs *flag.FlagSet, usage string) (to *string, force *bool) {
 
 // openTarget opens the store of a command that writes --to FILE, once FILE
 // is named and may be written.
-func openTarget(open func() (*app.App, func(), error), cmd, to string, force bool) (*app.App, func(), error) {
+func openTarget(open opener, deps func(*app.Deps), cmd, to string, force bool) (*adminApp, func(), error) {
 	if to == "" {
 		return nil, nil, usagef("%s needs --to FILE", cmd)
 	}
 	if err := refuseExisting(to, force); err != nil {
 		return nil, nil, err
 	}
-	return open()
+	return open(deps)
 }
 
 // refuseExisting refuses a target that exists unless told to replace it: a

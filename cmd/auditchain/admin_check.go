@@ -186,7 +186,7 @@ func (e adminEnv) check(args []string) error {
 
 // checkAccount is one account's check: the heal scan (which writes nothing)
 // and the newest block.
-func checkAccount(ctx context.Context, a *app.App, acct store.AccountSummary) (accountCheck, error) {
+func checkAccount(ctx context.Context, a *adminApp, acct store.AccountSummary) (accountCheck, error) {
 	c := accountCheck{UserID: acct.UserID, Email: acct.Email, Present: true, Events: acct.EventCount, UnsealedEvents: acct.EventCount}
 	scan, err := a.HealScan(ctx, app.Principal{UserID: acct.UserID}, nil)
 	if err != nil {
@@ -257,16 +257,22 @@ func printCheck(w io.Writer, rep checkReport) error {
 
 // withServiceKey opens the store and reads its service key (from keyFile
 // when given), creating none.
-func withServiceKey(ctx context.Context, open func() (*app.App, func(), error), keyFile string) (*app.App, func(), error) {
-	a, closeStore, err := open()
+func withServiceKey(ctx context.Context, open opener, keyFile string) (*adminApp, func(), error) {
+	var key ed25519.PrivateKey
+	var keyErr error
+	a, closeStore, err := open(func(d *app.Deps) {
+		d.Config.ServiceKeyFile = keyFile
+		key, keyErr = app.ReadServiceKey(ctx, d.Store, keyFile)
+		d.ServiceKey = key
+	})
 	if err != nil {
 		return nil, nil, err
 	}
-	a.Cfg.ServiceKeyFile = keyFile
-	if err := a.ReadServiceKey(ctx); err != nil {
+	if keyErr != nil {
 		closeStore()
-		return nil, nil, err
+		return nil, nil, keyErr
 	}
+	a.ServiceKey = key
 	return a, closeStore, nil
 }
 
@@ -313,7 +319,9 @@ func (e adminEnv) pin(args []string) error {
 	if err := e.noArgs(fs, args); err != nil {
 		return err
 	}
-	a, closeStore, err := withServiceKey(e.ctx, func() (*app.App, func(), error) { return openTarget(open, "pin", *to, *force) }, *keyFile)
+	a, closeStore, err := withServiceKey(e.ctx, func(deps func(*app.Deps)) (*adminApp, func(), error) {
+		return openTarget(open, deps, "pin", *to, *force)
+	}, *keyFile)
 	if err != nil {
 		return err
 	}

@@ -5,6 +5,8 @@ package main
 import (
 	"bytes"
 	"context"
+	"crypto/ed25519"
+	"crypto/rand"
 	"errors"
 	"flag"
 	"fmt"
@@ -66,42 +68,24 @@ func serve(ctx context.Context, args []string, getenv func(string) string, stdou
 	defer release()
 
 	doc := openapi.OpenAPIJSON()
-	a := app.New(st, cfg, log)
+	serviceKey, err := app.LoadServiceKey(ctx, st, cfg.ServiceKeyFile, rand.Reader)
+	if err != nil {
+		return err
+	}
+	if err := checkPinState(ctx, st, serviceKey.Public().(ed25519.PublicKey), cfg.PinState); err != nil {
+		return err
+	}
+	a := app.New(app.Deps{Store: st, Config: cfg, Log: log, ServiceKey: serviceKey, Mail: mailer, Legal: docs})
 	defer a.Close()
-	a.Mail, a.Legal = mailer, docs
-	if err := a.LoadServiceKey(ctx); err != nil {
+	// The background loops run until a.Close, which stops them (after the
+	// HTTP server, deferred later, has finished its requests), each in turn.
+	// The operator jobs run unless an external cron calls the routes
+	// (--scheduler=false).
+	if err := a.Start(ctx, app.Loops{Bus: cfg.DB, MailSweep: app.NewRealTicker(time.Minute),
+		UsageFlush: app.NewRealTicker(app.UsageFlushInterval), Scheduler: cfg.Scheduler}); err != nil {
 		return err
 	}
-	if err := checkPinState(ctx, st, a.ServicePublicKey(), cfg.PinState); err != nil {
-		return err
-	}
-	busCtx, stopBus := context.WithCancel(context.WithoutCancel(ctx))
-	defer stopBus()
-	if err := a.StartBus(busCtx, cfg.DB); err != nil {
-		return fmt.Errorf("stream bus: %w", err)
-	}
-	// Notification email goes out after each commit that queues some, and
-	// every minute for rows a crash or another replica left queued.
-	mailCtx, stopMail := context.WithCancel(context.WithoutCancel(ctx))
-	defer stopMail()
-	go a.RunMailer(mailCtx, app.NewRealTicker(time.Minute))
-	// The usage meter's counts go to the store every few seconds, and once
-	// more on the way out (after the server stopped taking requests).
-	usageCtx, stopUsage := context.WithCancel(context.WithoutCancel(ctx))
-	usageDone := make(chan struct{})
-	go func() {
-		defer close(usageDone)
-		a.RunUsageFlusher(usageCtx, app.NewRealTicker(app.UsageFlushInterval))
-	}()
-	defer func() { stopUsage(); <-usageDone }()
-	// The operator jobs on their cadence (CONTRACT.md "Operator jobs"),
-	// unless an external cron calls the routes (--scheduler=false).
-	if cfg.Scheduler {
-		jobsCtx, stopJobs := context.WithCancel(context.WithoutCancel(ctx))
-		a.StartJobs(jobsCtx)
-		defer func() { stopJobs(); a.WaitJobs() }()
-	}
-	handler := httpapi.NewServer(a, log, doc)
+	handler := httpapi.NewServer(a, cfg, log, doc)
 
 	ln, err := net.Listen("tcp", cfg.Addr)
 	if err != nil {

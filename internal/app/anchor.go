@@ -48,8 +48,8 @@ const anchorTimeout = 30 * time.Second
 // AnchorSweep runs the anchor cron once over every account, in id order.
 // One account's failure is counted and logged; the sweep goes on.
 func (a *App) AnchorSweep(ctx context.Context) (api.AnchorSweep, error) {
-	res := api.AnchorSweep{Provider: a.Cfg.AnchorProvider}
-	prov, err := anchor.New(a.Cfg.AnchorProvider, a.Cfg.AnchorTSAURL, &http.Client{Timeout: anchorTimeout})
+	res := api.AnchorSweep{Provider: a.cfg.AnchorProvider}
+	prov, err := anchor.New(a.cfg.AnchorProvider, a.cfg.AnchorTSAURL, &http.Client{Timeout: anchorTimeout})
 	if err != nil {
 		msg := err.Error()
 		res.Status, res.Error = AnchorMisconfigured, &msg
@@ -61,7 +61,7 @@ func (a *App) AnchorSweep(ctx context.Context) (api.AnchorSweep, error) {
 	}
 	after := ""
 	for {
-		ids, err := a.Store.AccountIDs(ctx, after, anchorPage)
+		ids, err := a.store.AccountIDs(ctx, after, anchorPage)
 		if err != nil {
 			return res, err
 		}
@@ -74,7 +74,7 @@ func (a *App) AnchorSweep(ctx context.Context) (api.AnchorSweep, error) {
 					return res, ctx.Err()
 				}
 				res.AnchorFailed++
-				a.Log.Warn("anchor failed", "user_id", id, "provider", prov.Name(), "err", err)
+				a.log.Warn("anchor failed", "user_id", id, "provider", prov.Name(), "err", err)
 			case out == outcomeAnchored:
 				res.Anchored++
 			case out == outcomeNoRoot:
@@ -103,14 +103,14 @@ var errAnchoredMeanwhile = errors.New("anchored meanwhile")
 // receipt. The chain counts as unchanged when nothing was appended after the
 // last anchor event itself, so a sweep never anchors its own receipt.
 func (a *App) anchorAccount(ctx context.Context, prov anchor.Provider, userID string) (anchorOutcome, error) {
-	head, err := a.Store.Head(ctx, userID)
+	head, err := a.store.Head(ctx, userID)
 	if err != nil {
 		return 0, err
 	}
 	if head.EventCount == 0 {
 		return outcomeNoRoot, nil
 	}
-	last, err := a.Store.LastAnchor(ctx, nil, userID)
+	last, err := a.store.LastAnchor(ctx, nil, userID)
 	hasLast := err == nil
 	if err != nil && !errors.Is(err, store.ErrNotFound) {
 		return 0, err
@@ -129,14 +129,14 @@ func (a *App) anchorAccount(ctx context.Context, prov anchor.Provider, userID st
 	if err != nil {
 		return 0, err
 	}
-	now := a.Now()
+	now := a.now()
 	p := Principal{UserID: userID, Kind: "service"}
 	err = a.w.Write(ctx, func(t *writer.Tx) error {
 		if _, err := t.Lock(ctx, userID); err != nil {
 			return err
 		}
 		// Another replica's sweep may have anchored this block meanwhile.
-		switch l, err := a.Store.LastAnchor(ctx, t.SQL(), userID); {
+		switch l, err := a.store.LastAnchor(ctx, t.SQL(), userID); {
 		case err == nil && l.BlockIndex >= block.Index:
 			return errAnchoredMeanwhile
 		case err != nil && !errors.Is(err, store.ErrNotFound):
@@ -152,7 +152,7 @@ func (a *App) anchorAccount(ctx context.Context, prov anchor.Provider, userID st
 		if err != nil {
 			return err
 		}
-		return a.Store.InsertAnchor(ctx, t.SQL(), store.Anchor{UserID: userID, BlockIndex: block.Index, TreeSize: int64(block.Size),
+		return a.store.InsertAnchor(ctx, t.SQL(), store.Anchor{UserID: userID, BlockIndex: block.Index, TreeSize: int64(block.Size),
 			RootHash: block.Root[:], BlockHash: block.Hash[:], Provider: prov.Name(), TSAURL: receipt.URL, Token: receipt.Token,
 			GenTime: receipt.GenTime.UnixMicro(), SerialNumber: receipt.SerialNumber, EventID: ev.EventID,
 			ChainSize: ev.LeafIndex + 1, CreatedAt: now.UnixMicro()})

@@ -23,32 +23,33 @@ import (
 	"github.com/auditchain/auditchain/internal/stream"
 )
 
-// App wires the use cases to their dependencies. Time and randomness are
-// injected so tests control them.
+// App wires the use cases to their dependencies, given once to New and
+// never changed after (Deps). Time and randomness are injected so tests
+// control them.
 type App struct {
-	Store *store.Store
-	Cfg   config.Config
-	Now   func() time.Time
-	Rand  io.Reader
-	Log   *slog.Logger
+	store *store.Store
+	cfg   config.Config
+	now   func() time.Time
+	rand  io.Reader
+	log   *slog.Logger
 
-	// Hub delivers appended events to this process's stream listeners.
-	Hub *stream.Hub
-	// Dedup is the dedup gate's policy (cacheable tools and window).
-	Dedup domain.DedupPolicy
+	// hub delivers appended events to this process's stream listeners.
+	hub *stream.Hub
+	// dedup is the dedup gate's policy (cacheable tools and window).
+	dedup domain.DedupPolicy
 
-	// ServiceKey is the service identity (LoadServiceKey).
-	ServiceKey ed25519.PrivateKey
-	// Mail sends the service's mail (--mail); Legal is the legal documents
+	// serviceKey is the service identity (LoadServiceKey).
+	serviceKey ed25519.PrivateKey
+	// mail sends the service's mail (--mail); legal is the legal documents
 	// served (built in, or --legal-dir).
-	Mail  Mailer
-	Legal *legal.Set
+	mail  Mailer
+	legal *legal.Set
 
-	// Egress delivers webhooks (SSRF-safe; --webhook-allow-private).
-	Egress *webhook.Egress
-	// WebhookBackoff is the wait before webhook attempt n+2 within a drain
-	// (nil: 250 ms·2ⁿ); tests make it zero.
-	WebhookBackoff func(n int) time.Duration
+	// egress delivers webhooks (SSRF-safe; --webhook-allow-private).
+	egress *webhook.Egress
+	// webhookBackoff is the wait before webhook attempt n+2 within a drain;
+	// tests make it zero.
+	webhookBackoff func(n int) time.Duration
 
 	// w is the write seam: every write of every use case goes through it.
 	w *writer.Writer
@@ -79,6 +80,8 @@ type App struct {
 	leases streamLeases
 	// throttles is this process's pruning of idle mail budgets (throttles.go).
 	throttles throttleState
+	// loops stops the background loops (supervisor.go).
+	loops supervisor
 }
 
 // Bounds of the read caches: at most this many accounts with this many cached
@@ -90,34 +93,81 @@ const (
 	keyCacheEntries   = 100_000
 )
 
-// New returns an App with the real clock and crypto/rand unless overridden.
-func New(st *store.Store, cfg config.Config, log *slog.Logger) *App {
-	a := &App{Store: st, Cfg: cfg, Now: time.Now, Rand: rand.Reader, Log: log,
-		Hub: stream.NewHub(stream.Options{}), Dedup: domain.DefaultDedupPolicy(), Legal: legal.Default(), notices: newNotices(), meter: newMeter()}
-	a.Egress = webhook.NewEgress(webhook.Options{AllowPrivate: cfg.WebhookAllowPrivate})
-	// Mail goes to the log until the caller gives a mailer (--mail).
-	a.Mail, _ = mail.New("log", mail.Options{Log: log})
-	// The writer reads the clock through a, so a test that sets a.Now sets it too.
-	a.w = writer.New(st, writer.Options{Now: func() time.Time { return a.Now() }, Log: log, Hub: a.Hub,
-		StatementTimeout: cfg.RequestTimeout})
+// Deps are what an App is built from. Store and Config are required; every
+// other field has the default `auditchain serve` uses without the flag that
+// sets it.
+type Deps struct {
+	Store  *store.Store
+	Config config.Config
+	// Log receives the App's logs (nil: discarded).
+	Log *slog.Logger
+	// Now is the clock (nil: time.Now); Rand the randomness (nil: crypto/rand).
+	Now  func() time.Time
+	Rand io.Reader
+	// ServiceKey is the service identity (LoadServiceKey); nil for an App
+	// that signs nothing (the admin commands).
+	ServiceKey ed25519.PrivateKey
+	// Mail sends the service's mail (--mail; nil: the log transport, into Log).
+	Mail Mailer
+	// Legal is the legal documents served (--legal-dir; nil: the built-in set).
+	Legal *legal.Set
+	// WebhookBackoff is the wait before webhook attempt n+2 within a drain
+	// (nil: 250 ms·2ⁿ).
+	WebhookBackoff func(n int) time.Duration
+}
+
+// New returns the App of d. Nothing of it changes afterwards: a different
+// dependency is a different App.
+func New(d Deps) *App {
+	a := &App{store: d.Store, cfg: d.Config, now: d.Now, rand: d.Rand, log: d.Log, serviceKey: d.ServiceKey,
+		mail: d.Mail, legal: d.Legal, webhookBackoff: d.WebhookBackoff,
+		hub: stream.NewHub(stream.Options{}), dedup: domain.DefaultDedupPolicy(), notices: newNotices(), meter: newMeter()}
+	if a.now == nil {
+		a.now = time.Now
+	}
+	if a.rand == nil {
+		a.rand = rand.Reader
+	}
+	if a.log == nil {
+		a.log = slog.New(slog.DiscardHandler)
+	}
+	if a.mail == nil {
+		a.mail, _ = mail.New(mail.ProviderLog, mail.Options{Log: a.log})
+	}
+	if a.legal == nil {
+		a.legal = legal.Default()
+	}
+	if a.webhookBackoff == nil {
+		a.webhookBackoff = defaultWebhookBackoff
+	}
+	a.egress = webhook.NewEgress(webhook.Options{AllowPrivate: a.cfg.WebhookAllowPrivate})
+	a.w = writer.New(a.store, writer.Options{Now: a.now, Log: a.log, Hub: a.hub, StatementTimeout: a.cfg.RequestTimeout})
 	a.gateCache = writer.NewReadCache[gateKey, gateRead](a.w, gateCacheAccounts, gateCacheEntries)
 	a.keyCache = writer.NewReadCache[string, knownKey](a.w, 1, keyCacheEntries)
 	a.sessionCache = writer.NewReadCache[string, knownSession](a.w, 1, keyCacheEntries)
 	a.legalCache = writer.NewReadCache[string, []string](a.w, gateCacheAccounts, 1)
+	// The loops every App may run, started by requests: stopped after
+	// Start's (supervisor).
+	a.loops.log = a.log
+	a.loops.onStop("stream lease renewer", a.stopStreamLeases)
+	a.loops.onStop("periodic heal tasks", a.heal.stopAll)
 	return a
 }
 
+// Now is the App's clock: the HTTP layer's deadlines and stream pings read
+// the time the use cases do.
+func (a *App) Now() time.Time { return a.now() }
+
+// Hub is this process's stream fan-out (GET /v1/stream subscribes to it).
+func (a *App) Hub() *stream.Hub { return a.hub }
+
 // Ready reports whether the store answers (GET /v1/health).
-func (a *App) Ready(ctx context.Context) error { return a.Store.Ping(ctx) }
+func (a *App) Ready(ctx context.Context) error { return a.store.Ping(ctx) }
 
 // Unavailable reports whether err is the store failing for now (down,
 // restarting, unreachable, out of disk: store.Unavailable), so that the
 // request may succeed if retried and a write's outcome is unknown.
 func Unavailable(err error) bool { return store.Unavailable(err) }
-
-// StartBus connects stream fan-out across replicas (writer.StartBus): it
-// returns once listening, and the listener runs until ctx ends.
-func (a *App) StartBus(ctx context.Context, dsn string) error { return a.w.StartBus(ctx, dsn) }
 
 // WatchStream marks userID as streamed by this replica before its stream
 // reads the tip (writer.WatchStream); self is the stream being opened.
@@ -128,11 +178,12 @@ func (a *App) WatchStream(ctx context.Context, userID string, self *stream.Subsc
 // WriteStats reports what the write engine did (metrics).
 func (a *App) WriteStats() writer.Stats { return a.w.Stats() }
 
-// Close stops background work (periodic heal tasks, then the writer).
-// Queued writes are answered.
+// Close is the App's one shutdown path: it stops every background loop in
+// the supervisor's order, each once it has finished what it was doing, then
+// the writer, which answers the writes still queued. Closing again does
+// nothing.
 func (a *App) Close() {
-	a.StopHealTasks()
-	a.stopStreamLeases()
+	a.loops.stop()
 	a.w.Close()
 }
 
@@ -150,3 +201,33 @@ func (r realTicker) Stop()               { r.t.Stop() }
 
 // NewRealTicker ticks on the real clock every d.
 func NewRealTicker(d time.Duration) Ticker { return realTicker{time.NewTicker(d)} }
+
+// StoreEngine names the store's engine, "sqlite" or "postgres" (GET /v1/health).
+func (a *App) StoreEngine() string { return string(a.store.Dialect) }
+
+// StoreStats are the store's counters that metrics report.
+type StoreStats struct {
+	// IOFaults counts SQLite connections given up after a storage fault,
+	// WAL checkpoints' included; WALCheckpoints the checkpoints run off the
+	// writer.
+	IOFaults, WALCheckpoints int64
+	// Batch* count optimistic append batches on PostgreSQL that rolled
+	// back, by reason.
+	BatchRefusals, BatchDeadlocks, BatchLockTimeouts, BatchOther int64
+}
+
+// StoreStats reads the store's counters.
+func (a *App) StoreStats() StoreStats {
+	s := StoreStats{IOFaults: a.store.IOFaults() + a.store.WALCheckpointFaults(), WALCheckpoints: a.store.WALCheckpoints()}
+	s.BatchRefusals, s.BatchDeadlocks, s.BatchLockTimeouts, s.BatchOther = a.store.BatchFallbacks()
+	return s
+}
+
+// MailStats reads the mailer's counters; false for a mailer without them.
+func (a *App) MailStats() (mail.Stats, bool) {
+	m, ok := a.mail.(interface{ Stats() mail.Stats })
+	if !ok {
+		return mail.Stats{}, false
+	}
+	return m.Stats(), true
+}

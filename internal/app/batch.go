@@ -71,7 +71,7 @@ func (a *App) appendBatch(ctx context.Context, p Principal, res api.BatchRespons
 
 func (a *App) storeBatch(ctx context.Context, p Principal, res api.BatchResponse, inputs []*api.EventInput) (api.BatchResponse, error) {
 	rowCount := len(inputs)
-	now := a.Now()
+	now := a.now()
 	// Canonical hashing (JCS) of every row happens here, before the writer
 	// takes the batch: the single SQLite writer should only write.
 	prepared := make([]store.Event, rowCount)
@@ -92,20 +92,20 @@ func (a *App) storeBatch(ctx context.Context, p Principal, res api.BatchResponse
 		r := res
 		// The per-key rate (per session for a signed-in caller) counts
 		// every row the call carries.
-		tat, err := a.Store.RateState(ctx, t.SQL(), p.Identity())
+		tat, err := a.store.RateState(ctx, t.SQL(), p.Identity())
 		if err != nil {
 			return err
 		}
-		rate := domain.DecideBatchRate(time.UnixMicro(tat), now, rowCount, a.Cfg.BatchRateLimit)
+		rate := domain.DecideBatchRate(time.UnixMicro(tat), now, rowCount, a.cfg.BatchRateLimit)
 		if !rate.Allowed {
 			return (&domain.Error{Code: domain.CodeRateLimited, RetryAfter: rate.RetryAfter,
-				Detail: fmt.Sprintf("this key may send %d batch events per minute; retry in %d s", a.Cfg.BatchRateLimit, rate.RetryAfter)}).
-				With("rate", api.Rate{Count: rate.Count, Limit: a.Cfg.BatchRateLimit, Remaining: rate.Remaining})
+				Detail: fmt.Sprintf("this key may send %d batch events per minute; retry in %d s", a.cfg.BatchRateLimit, rate.RetryAfter)}).
+				With("rate", api.Rate{Count: rate.Count, Limit: a.cfg.BatchRateLimit, Remaining: rate.Remaining})
 		}
-		if err := a.Store.SetRateState(ctx, t.SQL(), p.Identity(), rate.NewTAT.UnixMicro()); err != nil {
+		if err := a.store.SetRateState(ctx, t.SQL(), p.Identity(), rate.NewTAT.UnixMicro()); err != nil {
 			return err
 		}
-		r.Rate = api.Rate{Count: rate.Count, Limit: a.Cfg.BatchRateLimit, Remaining: rate.Remaining}
+		r.Rate = api.Rate{Count: rate.Count, Limit: a.cfg.BatchRateLimit, Remaining: rate.Remaining}
 
 		head, err := t.Lock(ctx, p.UserID)
 		if err != nil {
@@ -136,10 +136,10 @@ func (a *App) storeBatch(ctx context.Context, p Principal, res api.BatchResponse
 		// tip, looked up at once under the head lock: no other write to the
 		// account can store one meanwhile.
 		var found stored
-		if found.ids, err = a.Store.EventsByIDs(ctx, t.SQL(), p.UserID, ids); err != nil {
+		if found.ids, err = a.store.EventsByIDs(ctx, t.SQL(), p.UserID, ids); err != nil {
 			return err
 		}
-		if found.sequences, err = a.Store.EventIDsAt(ctx, t.SQL(), p.UserID, below); err != nil {
+		if found.sequences, err = a.store.EventIDsAt(ctx, t.SQL(), p.UserID, below); err != nil {
 			return err
 		}
 		out, err := a.storeBatchRows(ctx, t, p, r, inputs, prepared, prepareErrs, &found, now)

@@ -138,7 +138,7 @@ func (a *App) readGateInputs(ctx context.Context, q store.Querier, userID, subag
 }
 
 func (a *App) readCandidates(ctx context.Context, q store.Querier, userID, subagent string, grantID *string, now time.Time) (gateRead, error) {
-	rows, err := a.Store.GateCandidates(ctx, q, userID, subagent, grantID, now)
+	rows, err := a.store.GateCandidates(ctx, q, userID, subagent, grantID, now)
 	if err != nil {
 		return gateRead{}, err
 	}

@@ -34,7 +34,7 @@ func actorOf(p Principal) api.Actor {
 
 // stamp is the time a governance change is recorded at: now in UTC, at the
 // store's microsecond resolution, so the answer equals what a later read shows.
-func (a *App) stamp() time.Time { return a.Now().UTC().Truncate(time.Microsecond) }
+func (a *App) stamp() time.Time { return a.now().UTC().Truncate(time.Microsecond) }
 
 // CreateProposal stores a new proposal by the caller and appends
 // governance.proposed. The subject's tool is subject.tool or its synonym
@@ -52,7 +52,7 @@ func (a *App) CreateProposal(ctx context.Context, p Principal, req api.CreatePro
 		subject = api.Subject{Subagent: deref(req.Subject.Subagent), Tool: cmp.Or(req.Subject.Tool, req.Subject.Scope)}
 	}
 	kind := deref(req.Kind)
-	threshold := a.Cfg.GovernanceThreshold
+	threshold := a.cfg.GovernanceThreshold
 	if err := domain.ValidateNewProposal(kind, blocked, threshold); err != nil {
 		return api.ProposalResponse{}, err
 	}
@@ -72,7 +72,7 @@ func (a *App) CreateProposal(ctx context.Context, p Principal, req api.CreatePro
 			return err
 		}
 		sp.Seq = ev.Sequence
-		if err := a.Store.InsertProposal(ctx, t.SQL(), &sp); err != nil {
+		if err := a.store.InsertProposal(ctx, t.SQL(), &sp); err != nil {
 			return err
 		}
 		_, err = a.notify(ctx, t, p.UserID, Notice{Type: domain.NoticeGovernanceProposed, Subject: proposalSubject(&sp.Proposal)})
@@ -124,7 +124,7 @@ func (a *App) Proposals(ctx context.Context, p Principal, q api.ProposalQuery) (
 	if q.Cursor != nil && *q.Cursor < 0 {
 		return api.ProposalList{}, domain.Validation(domain.FieldError{Field: "cursor", Message: "must be the next_cursor of the previous page"})
 	}
-	sps, err := a.Store.Proposals(ctx, store.ProposalFilter{UserID: p.UserID, Status: nonEmpty(q.Status), Subagent: nonEmpty(q.Subagent),
+	sps, err := a.store.Proposals(ctx, store.ProposalFilter{UserID: p.UserID, Status: nonEmpty(q.Status), Subagent: nonEmpty(q.Subagent),
 		Before: q.Cursor, Limit: limit})
 	if err != nil {
 		return api.ProposalList{}, err
@@ -150,7 +150,7 @@ func nonEmpty(v string) *string {
 
 // Proposal answers GET /v1/governance/proposals/{proposal_id}.
 func (a *App) Proposal(ctx context.Context, p Principal, proposalID string) (api.ProposalResponse, error) {
-	sp, err := a.Store.ProposalByID(ctx, nil, p.UserID, proposalID)
+	sp, err := a.store.ProposalByID(ctx, nil, p.UserID, proposalID)
 	switch {
 	case errors.Is(err, store.ErrNotFound):
 		return api.ProposalResponse{}, errProposalNotFound
@@ -173,7 +173,7 @@ func (a *App) TransitionProposal(ctx context.Context, p Principal, proposalID, a
 	// An enactment changes the rules the gate obeys; every transition tells
 	// the gate's cache, which costs a re-read at most.
 	err := a.writeGate(ctx, p.UserID, func(t *writer.Tx) error {
-		sp, err := a.Store.ProposalForUpdate(ctx, t.SQL(), p.UserID, proposalID)
+		sp, err := a.store.ProposalForUpdate(ctx, t.SQL(), p.UserID, proposalID)
 		if errors.Is(err, store.ErrNotFound) {
 			return errProposalNotFound
 		}
@@ -200,7 +200,7 @@ func (a *App) TransitionProposal(ctx context.Context, p Principal, proposalID, a
 		case domain.ActionReject:
 			sp.RejectReason = reason
 		}
-		if err := a.Store.UpdateProposal(ctx, t.SQL(), &sp); err != nil {
+		if err := a.store.UpdateProposal(ctx, t.SQL(), &sp); err != nil {
 			return err
 		}
 		raw := transitionRaw(&sp.Proposal, action, from, reason)
@@ -246,7 +246,7 @@ func (a *App) enactStamp(ctx context.Context, t *writer.Tx, userID string, now t
 	if _, err := t.Lock(ctx, userID); err != nil {
 		return now, err
 	}
-	last, err := a.Store.LastEnactedAt(ctx, t.SQL(), userID)
+	last, err := a.store.LastEnactedAt(ctx, t.SQL(), userID)
 	if err != nil {
 		return now, err
 	}

@@ -18,7 +18,7 @@ import (
 // effect) is domain.GovernanceDenial. enacted_at strictly increases in chain
 // order within an account (App.enactStamp), so "latest" is never a tie.
 func (a *App) EnactedRules(ctx context.Context, q store.Querier, userID string) ([]domain.GovernanceRule, error) {
-	sps, err := a.Store.EnactedProposals(ctx, q, userID)
+	sps, err := a.store.EnactedProposals(ctx, q, userID)
 	if err != nil {
 		return nil, err
 	}

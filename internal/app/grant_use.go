@@ -37,7 +37,7 @@ func (a *App) UseGrant(ctx context.Context, p Principal, grantID string, req api
 	if n < 1 {
 		return api.UseResult{}, MalformedUse("n", "must be a positive integer")
 	}
-	now := a.Now()
+	now := a.now()
 	ans, rows, err := a.gate(ctx, nil, p.UserID, subagent, nil, &grantID, now)
 	if err != nil {
 		return api.UseResult{}, err
@@ -72,7 +72,7 @@ func (a *App) UseGrant(ctx context.Context, p Principal, grantID string, req api
 		if !again.Authorized && again.Status != domain.GateBudgetExhausted {
 			return notAuthorized(again)
 		}
-		uses, consumed, err = a.Store.ConsumeGrantUses(ctx, t.SQL(), p.UserID, row.GrantID, row.Generation, n, now)
+		uses, consumed, err = a.store.ConsumeGrantUses(ctx, t.SQL(), p.UserID, row.GrantID, row.Generation, n, now)
 		return err
 	})
 	if err != nil {
@@ -84,7 +84,7 @@ func (a *App) UseGrant(ctx context.Context, p Principal, grantID string, req api
 		return useResult(g), nil
 	}
 	// The grant changed between the check and the write: say what it is now.
-	fresh, err := a.Store.GrantRow(ctx, nil, p.UserID, row.GrantID, row.Generation)
+	fresh, err := a.store.GrantRow(ctx, nil, p.UserID, row.GrantID, row.Generation)
 	if err != nil {
 		return api.UseResult{}, err
 	}

@@ -87,21 +87,21 @@ func (a *App) CreateGrant(ctx context.Context, p Principal, req api.CreateGrantR
 	if err != nil {
 		return api.GrantCreated{}, err
 	}
-	now := a.Now().UTC().Truncate(time.Microsecond)
+	now := a.now().UTC().Truncate(time.Microsecond)
 	id := ""
 	if req.GrantID != nil {
 		id = *req.GrantID
 	} else if id, err = a.newID("g-", 16); err != nil {
 		return api.GrantCreated{}, err
 	}
-	g.GrantID, g.CreatedAt, g.Epoch = id, now, domain.NewEpochStamp(a.Cfg.EpochAnchor, now)
+	g.GrantID, g.CreatedAt, g.Epoch = id, now, domain.NewEpochStamp(a.cfg.EpochAnchor, now)
 	record := recordOf(g)
 	recordJSON, err := json.Marshal(record)
 	if err != nil {
 		return api.GrantCreated{}, err
 	}
 	// Signing needs nothing the transaction decides, so it happens outside it.
-	token, err := delegation.IssueToken(recordJSON, a.ServiceKey, a.Rand)
+	token, err := delegation.IssueToken(recordJSON, a.serviceKey, a.rand)
 	if err != nil {
 		return api.GrantCreated{}, err
 	}
@@ -116,7 +116,7 @@ func (a *App) CreateGrant(ctx context.Context, p Principal, req api.CreateGrantR
 		if _, err := t.Lock(ctx, p.UserID); err != nil {
 			return err
 		}
-		same, err := a.Store.GrantsByID(ctx, t.SQL(), p.UserID, id)
+		same, err := a.store.GrantsByID(ctx, t.SQL(), p.UserID, id)
 		if err != nil {
 			return err
 		}
@@ -131,7 +131,7 @@ func (a *App) CreateGrant(ctx context.Context, p Principal, req api.CreateGrantR
 			}
 		}
 		if g.ParentAgent != "" {
-			rows, err := a.Store.GateCandidates(ctx, t.SQL(), p.UserID, g.ParentAgent, nil, now)
+			rows, err := a.store.GateCandidates(ctx, t.SQL(), p.UserID, g.ParentAgent, nil, now)
 			if err != nil {
 				return err
 			}
@@ -148,14 +148,14 @@ func (a *App) CreateGrant(ctx context.Context, p Principal, req api.CreateGrantR
 				}
 			}
 		}
-		gen, err := a.Store.NextGrantGeneration(ctx, t.SQL(), p.UserID, id)
+		gen, err := a.store.NextGrantGeneration(ctx, t.SQL(), p.UserID, id)
 		if err != nil {
 			return err
 		}
 		row := store.Grant{UserID: p.UserID, GrantID: id, Generation: gen, Subagent: g.Subagent, ParentAgent: record.ParentAgent,
 			AllowedTools: g.AllowedTools, MaxToolCalls: g.MaxToolCalls, ExpiresAt: g.ExpiresAt, CreatedAt: g.CreatedAt,
 			Epoch: epochJSON, Token: token}
-		if err := a.Store.InsertGrant(ctx, t.SQL(), &row); err != nil {
+		if err := a.store.InsertGrant(ctx, t.SQL(), &row); err != nil {
 			return err
 		}
 		_, err = a.appendServerEvent(ctx, t, p, ServerEvent{EventType: EventGrantCreated, Raw: record})
@@ -242,8 +242,8 @@ func checkName(field, v string, bad func(field, reason string) *domain.Error) er
 // sub-agent, each with GrantListState (the status route's check, governance
 // included).
 func (a *App) ListGrants(ctx context.Context, p Principal, subagent *string) (api.GrantList, error) {
-	now := a.Now()
-	rows, err := a.Store.Grants(ctx, p.UserID, subagent)
+	now := a.now()
+	rows, err := a.store.Grants(ctx, p.UserID, subagent)
 	if err != nil {
 		return api.GrantList{}, err
 	}
@@ -282,14 +282,14 @@ func (a *App) RevokeGrant(ctx context.Context, p Principal, grantID string, req 
 	if err := checkName("subagent", subagent, MalformedRevoke); err != nil {
 		return api.RevokeResult{}, err
 	}
-	now := a.Now().UTC().Truncate(time.Microsecond)
+	now := a.now().UTC().Truncate(time.Microsecond)
 	var outcome string
 	var revokedAt time.Time
 	err := a.writeGate(ctx, p.UserID, func(t *writer.Tx) error {
 		if _, err := t.Lock(ctx, p.UserID); err != nil {
 			return err
 		}
-		rows, err := a.Store.GrantsByID(ctx, t.SQL(), p.UserID, grantID)
+		rows, err := a.store.GrantsByID(ctx, t.SQL(), p.UserID, grantID)
 		if err != nil {
 			return err
 		}
@@ -317,7 +317,7 @@ func (a *App) RevokeGrant(ctx context.Context, p Principal, grantID string, req 
 		if !ok {
 			return fmt.Errorf("revoke: matched grant %s not among its rows", g.GrantID)
 		}
-		revoked, err := a.Store.RevokeGrant(ctx, t.SQL(), p.UserID, row.GrantID, row.Generation, now)
+		revoked, err := a.store.RevokeGrant(ctx, t.SQL(), p.UserID, row.GrantID, row.Generation, now)
 		if err != nil {
 			return err
 		}

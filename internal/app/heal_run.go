@@ -48,7 +48,7 @@ func (a *App) HealRun(ctx context.Context, p Principal, dryRun bool, machineID *
 		res.Actions = make([]api.HealRepairAction, 0, len(findings))
 		for _, f := range findings {
 			act := api.HealRepairAction{Kind: f.kind, FindingKey: f.key, Finding: findingJSON(f.detail), Status: "would_write"}
-			switch r, err := a.Store.HealRepairByKey(ctx, nil, p.UserID, f.key); {
+			switch r, err := a.store.HealRepairByKey(ctx, nil, p.UserID, f.key); {
 			case err == nil:
 				act.Status, act.RepairEventID, act.RepairSequence = "skipped", &r.RepairEventID, &r.RepairSequence
 				res.Skipped++
@@ -65,10 +65,10 @@ func (a *App) HealRun(ctx context.Context, p Principal, dryRun bool, machineID *
 			if _, err := t.Lock(ctx, p.UserID); err != nil {
 				return err
 			}
-			now := a.Now()
+			now := a.now()
 			for _, f := range findings {
 				act := api.HealRepairAction{Kind: f.kind, FindingKey: f.key, Finding: findingJSON(f.detail)}
-				switch r, err := a.Store.HealRepairByKey(ctx, t.SQL(), p.UserID, f.key); {
+				switch r, err := a.store.HealRepairByKey(ctx, t.SQL(), p.UserID, f.key); {
 				case err == nil:
 					act.Status, act.RepairEventID, act.RepairSequence = "skipped", &r.RepairEventID, &r.RepairSequence
 					res.Skipped++
@@ -81,7 +81,7 @@ func (a *App) HealRun(ctx context.Context, p Principal, dryRun bool, machineID *
 				if err != nil {
 					return err
 				}
-				if err := a.Store.InsertHealRepair(ctx, t.SQL(), store.HealRepair{UserID: p.UserID, FindingKey: f.key, Kind: f.kind,
+				if err := a.store.InsertHealRepair(ctx, t.SQL(), store.HealRepair{UserID: p.UserID, FindingKey: f.key, Kind: f.kind,
 					RepairEventID: ev.EventID, RepairSequence: ev.Sequence, CreatedAt: now.UnixMicro()}); err != nil {
 					return err
 				}
@@ -107,7 +107,7 @@ func (a *App) HealRun(ctx context.Context, p Principal, dryRun bool, machineID *
 			return api.HealRun{}, err
 		}
 	}
-	res.CompletedAt = domain.FormatTimestamp(a.Now())
+	res.CompletedAt = domain.FormatTimestamp(a.now())
 	a.heal.setRun(p.UserID, res)
 	return res, nil
 }

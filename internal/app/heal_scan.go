@@ -107,12 +107,12 @@ func (a *App) scan(ctx context.Context, userID string, machineID *string) (api.H
 	}
 	res := api.HealScan{Breaks: []api.HealBreak{}, Gaps: []api.HealGap{}, SignatureFailures: []api.HealSignatureFailure{}, MerkleRootStatus: RootOK,
 		MachineID: machineID, UserID: userID}
-	block, err := a.Store.LastBlock(ctx, nil, userID)
+	block, err := a.store.LastBlock(ctx, nil, userID)
 	hasBlock := err == nil
 	if err != nil && !errors.Is(err, store.ErrNotFound) {
 		return res, nil, err
 	}
-	head, err := a.Store.Head(ctx, userID)
+	head, err := a.store.Head(ctx, userID)
 	if err != nil {
 		return res, nil, err
 	}
@@ -138,7 +138,7 @@ func (a *App) scan(ctx context.Context, userID string, machineID *string) (api.H
 		}
 	}
 
-	stored, err := a.Store.SigningKeys(ctx, userID)
+	stored, err := a.store.SigningKeys(ctx, userID)
 	if err != nil {
 		return res, nil, err
 	}
@@ -191,7 +191,7 @@ func (a *App) scan(ctx context.Context, userID string, machineID *string) (api.H
 		want     [len(verify.HashPrefix) + 64]byte
 	)
 	copy(want[:], verify.HashPrefix)
-	err = a.Store.EventsBySequence(ctx, userID, head.LastSequence, func(e *store.Event) error {
+	err = a.store.EventsBySequence(ctx, userID, head.LastSequence, func(e *store.Event) error {
 		scope := inScope(e)
 		counted := false
 		add := func(f finding) {
@@ -289,7 +289,7 @@ func (a *App) scan(ctx context.Context, userID string, machineID *string) (api.H
 	default:
 		// The root reads only hashes below the tree's size: hashes stored
 		// past it (written behind the store's back) show in where it ends.
-		end, err := a.Store.StoredTreeEnd(ctx, userID)
+		end, err := a.store.StoredTreeEnd(ctx, userID)
 		if err != nil {
 			return res, nil, err
 		}
@@ -300,7 +300,7 @@ func (a *App) scan(ctx context.Context, userID string, machineID *string) (api.H
 		if pos == 0 {
 			break
 		}
-		root, err := merkle.Root(head.EventCount, a.Store.HashReader(ctx, nil, userID))
+		root, err := merkle.Root(head.EventCount, a.store.HashReader(ctx, nil, userID))
 		switch {
 		case errors.Is(err, store.ErrMissingHash) || errors.Is(err, store.ErrMalformedHash):
 			mismatch("the stored Merkle tree is incomplete or malformed: %v", err)
@@ -339,7 +339,7 @@ func (a *App) scan(ctx context.Context, userID string, machineID *string) (api.H
 	}
 	res.Verified = res.TotalEvents - flagged
 	res.Clean = len(findings) == 0 && res.MerkleRootStatus == RootOK
-	res.ScannedAt = domain.FormatTimestamp(a.Now())
+	res.ScannedAt = domain.FormatTimestamp(a.now())
 	return res, findings, nil
 }
 
@@ -351,7 +351,7 @@ func (a *App) leafOrderRoot(ctx context.Context, userID string, n int64, blockSi
 	mismatch func(string, ...any)) (*verify.Frontier, error) {
 	frontier, _ := verify.NewFrontier(0, nil)
 	errStop := errors.New("stop")
-	err := a.Store.EventsFrom(ctx, userID, 0, func(e *store.Event) error {
+	err := a.store.EventsFrom(ctx, userID, 0, func(e *store.Event) error {
 		if int64(frontier.Size()) == n {
 			return errStop
 		}

@@ -38,7 +38,7 @@ func (a *App) HealAutoStart(ctx context.Context, p Principal, period int) (api.H
 // HealAutoStop answers POST /v1/heal/auto/stop; stopping a task that is not
 // running answers stopped false and is not an error.
 func (a *App) HealAutoStop(p Principal) api.HealAutoStop {
-	return a.heal.stop(p.UserID, domain.FormatTimestamp(a.Now()))
+	return a.heal.stop(p.UserID, domain.FormatTimestamp(a.now()))
 }
 
 type autoTask struct {
@@ -69,7 +69,7 @@ func (h *healState) start(a *App, userID, id string, period int) api.HealAutoTas
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	now := time.Now() // the task's periods count on the runtime's timers (schedule.Loop)
-	t := &autoTask{id: id, period: period, startedAt: domain.FormatTimestamp(a.Now()), started: now, cancel: cancel, done: make(chan struct{})}
+	t := &autoTask{id: id, period: period, startedAt: domain.FormatTimestamp(a.now()), started: now, cancel: cancel, done: make(chan struct{})}
 	u.task = t
 	h.mu.Unlock()
 	if old != nil {
@@ -91,7 +91,7 @@ func (a *App) runAutoTask(ctx context.Context, t *autoTask, userID string) {
 		res, _, err := a.scan(ctx, userID, nil)
 		if err != nil {
 			if ctx.Err() == nil {
-				a.Log.Warn("periodic heal scan failed", "user_id", userID, "task_id", t.id, "err", err)
+				a.log.Warn("periodic heal scan failed", "user_id", userID, "task_id", t.id, "err", err)
 			}
 			return
 		}
@@ -114,11 +114,8 @@ func (h *healState) stop(userID, now string) api.HealAutoStop {
 	return api.HealAutoStop{Running: false, StartedAt: &started, Stopped: true, StoppedAt: &now, TaskID: &id, UserID: userID}
 }
 
-// StopHealTasks ends every periodic heal task of this process; none starts
-// afterwards. Close calls it on shutdown.
-func (a *App) StopHealTasks() { a.heal.stopAll() }
-
-// stopAll ends every task (shutdown); none starts afterwards.
+// stopAll ends every periodic heal task of this process (shutdown, by the
+// supervisor); none starts afterwards.
 func (h *healState) stopAll() {
 	h.mu.Lock()
 	h.closed = true

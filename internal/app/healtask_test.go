@@ -110,7 +110,7 @@ func TestHealTaskScansOncePerPeriodOnTheSchedulersLoop(t *testing.T) {
 			if _, err := a.HealAutoStart(ctx, p, 60); err != nil {
 				t.Fatal(err)
 			}
-			a.StopHealTasks()
+			a.Close()
 			if s := a.HealStatus(p); s.AutoRunning {
 				t.Fatal("a task runs after shutdown")
 			}

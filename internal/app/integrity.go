@@ -47,18 +47,18 @@ func badParam(code, param, format string, a ...any) error {
 // seal the same index: the second sees the first's blocks). It returns the
 // newest block; ok is false for an empty chain.
 func (a *App) Seal(ctx context.Context, userID string) (last store.BlockRow, ok bool, err error) {
-	head, err := a.Store.Head(ctx, userID)
+	head, err := a.store.Head(ctx, userID)
 	if err != nil || head.EventCount == 0 {
 		return store.BlockRow{}, false, err
 	}
-	last, err = a.Store.LastBlock(ctx, nil, userID)
+	last, err = a.store.LastBlock(ctx, nil, userID)
 	if err == nil && int64(last.Size) >= head.EventCount {
 		return last, true, nil
 	}
 	if err != nil && !errors.Is(err, store.ErrNotFound) {
 		return store.BlockRow{}, false, err
 	}
-	signer, err := checkpoint.NewSigner(verify.Origin(userID), a.ServiceKey)
+	signer, err := checkpoint.NewSigner(verify.Origin(userID), a.serviceKey)
 	if err != nil {
 		return store.BlockRow{}, false, err
 	}
@@ -69,14 +69,14 @@ func (a *App) Seal(ctx context.Context, userID string) (last store.BlockRow, ok 
 		}
 		var prev *checkpoint.Block
 		var from int64
-		switch row, err := a.Store.LastBlock(ctx, t.SQL(), userID); {
+		switch row, err := a.store.LastBlock(ctx, t.SQL(), userID); {
 		case err == nil:
 			last, prev, from = row, &row.Block, int64(row.Size)
 		case !errors.Is(err, store.ErrNotFound):
 			return err
 		}
-		r := a.Store.HashReader(ctx, t.SQL(), userID)
-		now := a.Now().UnixMicro()
+		r := a.store.HashReader(ctx, t.SQL(), userID)
+		now := a.now().UnixMicro()
 		for _, size := range sealSizes(from, h.EventCount) {
 			root, err := merkle.Root(size, r)
 			if err != nil {
@@ -87,7 +87,7 @@ func (a *App) Seal(ctx context.Context, userID string) (last store.BlockRow, ok 
 				return err
 			}
 			row := store.BlockRow{Block: b, CreatedAt: now}
-			if err := a.Store.InsertBlock(ctx, t.SQL(), userID, row); err != nil {
+			if err := a.store.InsertBlock(ctx, t.SQL(), userID, row); err != nil {
 				return fmt.Errorf("seal block %d: %w", b.Index, err)
 			}
 			last, prev = row, &row.Block
@@ -121,7 +121,7 @@ func (a *App) Blocks(ctx context.Context, p Principal, cursor int64, limit int) 
 	if _, _, err := a.Seal(ctx, p.UserID); err != nil {
 		return api.BlockPage{}, err
 	}
-	bs, err := a.Store.Blocks(ctx, p.UserID, cursor, limit+1)
+	bs, err := a.store.Blocks(ctx, p.UserID, cursor, limit+1)
 	if err != nil {
 		return api.BlockPage{}, err
 	}
@@ -190,7 +190,7 @@ func (a *App) VerifyChain(ctx context.Context, p Principal) (api.ChainVerificati
 	if err != nil {
 		return res, err
 	}
-	stored := a.Store.HashReader(ctx, nil, p.UserID)
+	stored := a.store.HashReader(ctx, nil, p.UserID)
 	rebuilt, _ := verify.NewFrontier(0, nil)
 	var streamErr error
 	next, stop := iter.Pull(a.events(ctx, p.UserID, 0, int64(last.Size), &streamErr))
@@ -198,7 +198,7 @@ func (a *App) VerifyChain(ctx context.Context, p Principal) (api.ChainVerificati
 	var suspect string // the first event whose own fields disagree with what was stored
 
 	errStop := errors.New("stop")
-	err = a.Store.BlocksFrom(ctx, p.UserID, 0, func(b *store.BlockRow) error {
+	err = a.store.BlocksFrom(ctx, p.UserID, 0, func(b *store.BlockRow) error {
 		if b.Index > last.Index {
 			return errStop
 		}
@@ -276,7 +276,7 @@ func (a *App) VerifyChain(ctx context.Context, p Principal) (api.ChainVerificati
 func (a *App) events(ctx context.Context, userID string, from, to int64, errp *error) iter.Seq[*store.Event] {
 	return func(yield func(*store.Event) bool) {
 		errStop := errors.New("stop")
-		err := a.Store.EventsRange(ctx, userID, from, to, func(e *store.Event) error {
+		err := a.store.EventsRange(ctx, userID, from, to, func(e *store.Event) error {
 			if !yield(e) {
 				return errStop
 			}
@@ -297,7 +297,7 @@ func (a *App) InclusionProof(ctx context.Context, p Principal, eventID string, t
 	if err != nil {
 		return api.InclusionProof{}, err
 	}
-	e, err := a.Store.EventByID(ctx, nil, p.UserID, eventID)
+	e, err := a.store.EventByID(ctx, nil, p.UserID, eventID)
 	if errors.Is(err, store.ErrNotFound) {
 		return api.InclusionProof{}, domain.NotFound(domain.CodeEventNotFound, "event "+eventID)
 	}
@@ -306,7 +306,7 @@ func (a *App) InclusionProof(ctx context.Context, p Principal, eventID string, t
 	}
 	size := int64(last.Size)
 	if treeSize != nil {
-		head, err := a.Store.Head(ctx, p.UserID)
+		head, err := a.store.Head(ctx, p.UserID)
 		if err != nil {
 			return api.InclusionProof{}, err
 		}
@@ -319,7 +319,7 @@ func (a *App) InclusionProof(ctx context.Context, p Principal, eventID string, t
 	if size <= e.LeafIndex { // appended after the seal above; cannot happen for a stored event, but never prove outside the tree
 		return api.InclusionProof{}, badParam(CodeInvalidTreeSize, "tree_size", "the event is not yet in a sealed tree; retry")
 	}
-	r := a.Store.HashReader(ctx, nil, p.UserID)
+	r := a.store.HashReader(ctx, nil, p.UserID)
 	proof, err := merkle.InclusionProof(e.LeafIndex, size, r)
 	if err != nil {
 		return api.InclusionProof{}, err
@@ -342,7 +342,7 @@ func (a *App) InclusionProof(ctx context.Context, p Principal, eventID string, t
 }
 
 func (a *App) blockOfSize(ctx context.Context, userID string, size int64) (*store.BlockRow, error) {
-	b, err := a.Store.BlockBySize(ctx, userID, size)
+	b, err := a.store.BlockBySize(ctx, userID, size)
 	if errors.Is(err, store.ErrNotFound) {
 		return nil, nil
 	}
@@ -359,7 +359,7 @@ func (a *App) ConsistencyProof(ctx context.Context, p Principal, first int64, se
 	if err != nil {
 		return api.ConsistencyProof{}, err
 	}
-	head, err := a.Store.Head(ctx, p.UserID)
+	head, err := a.store.Head(ctx, p.UserID)
 	if err != nil {
 		return api.ConsistencyProof{}, err
 	}
@@ -373,7 +373,7 @@ func (a *App) ConsistencyProof(ctx context.Context, p Principal, first int64, se
 	if first < 0 || first > n2 {
 		return api.ConsistencyProof{}, badParam(CodeInvalidTreeSize, "first", "first must be between 0 and second (%d)", n2)
 	}
-	r := a.Store.HashReader(ctx, nil, p.UserID)
+	r := a.store.HashReader(ctx, nil, p.UserID)
 	proof, err := merkle.ConsistencyProof(first, n2, r)
 	if err != nil {
 		return api.ConsistencyProof{}, err
@@ -417,7 +417,7 @@ func (a *App) PrepareExport(ctx context.Context, p Principal, from, to *int64) (
 	if err != nil {
 		return nil, err
 	}
-	head, err := a.Store.Head(ctx, p.UserID)
+	head, err := a.store.Head(ctx, p.UserID)
 	if err != nil {
 		return nil, err
 	}
@@ -444,10 +444,10 @@ func (a *App) PrepareExport(ctx context.Context, p Principal, from, to *int64) (
 // range, then the end line.
 func (x *Export) WriteTo(ctx context.Context, w io.Writer) error {
 	a, userID := x.a, x.userID
-	r := a.Store.HashReader(ctx, nil, userID)
+	r := a.store.HashReader(ctx, nil, userID)
 	out, err := verify.NewExportWriter(w, verify.ExportHeader{UserID: userID, ServiceKeyID: a.ServiceKeyID(),
 		ServicePublicKey: base64.StdEncoding.EncodeToString(a.ServicePublicKey()), Start: uint64(x.start),
-		ExportedAt: a.Now().UTC().Format(time.RFC3339Nano), TreeSize: &x.treeSize})
+		ExportedAt: a.now().UTC().Format(time.RFC3339Nano), TreeSize: &x.treeSize})
 	if err != nil {
 		return err
 	}
@@ -466,7 +466,7 @@ func (x *Export) WriteTo(ctx context.Context, w io.Writer) error {
 		// proves: the verifier judges the fragment's links from it. A row
 		// that is gone leaves the fields out (the fragment's lowest
 		// sequence is then not linked; a full export shows the gap).
-		switch last, err := a.Store.EventAtLeaf(ctx, userID, x.start-1); {
+		switch last, err := a.store.EventAtLeaf(ctx, userID, x.start-1); {
 		case err == nil:
 			f.LastLeafSequence, f.LastLeafPayloadHash = &last.Sequence, &last.PayloadHash
 		case !errors.Is(err, store.ErrNotFound):
@@ -476,7 +476,7 @@ func (x *Export) WriteTo(ctx context.Context, w io.Writer) error {
 			return err
 		}
 		// The anchor block: the last one at or below start, tied to the frontier.
-		switch anchor, err := a.Store.BlockAtOrBelow(ctx, userID, x.start); {
+		switch anchor, err := a.store.BlockAtOrBelow(ctx, userID, x.start); {
 		case err == nil:
 			if int64(anchor.Size) < x.start {
 				proof, err := merkle.ConsistencyProof(int64(anchor.Size), x.start, r)
@@ -496,7 +496,7 @@ func (x *Export) WriteTo(ctx context.Context, w io.Writer) error {
 		}
 	}
 
-	keys, err := a.Store.SigningKeys(ctx, userID)
+	keys, err := a.store.SigningKeys(ctx, userID)
 	if err != nil {
 		return err
 	}
@@ -510,7 +510,7 @@ func (x *Export) WriteTo(ctx context.Context, w io.Writer) error {
 	for len(keys) > 0 && keys[0].FromLeaf <= x.start {
 		effective := int64(0)
 		if keys[0].FromLeaf > 0 {
-			prev, err := a.Store.EventAtLeaf(ctx, userID, keys[0].FromLeaf-1)
+			prev, err := a.store.EventAtLeaf(ctx, userID, keys[0].FromLeaf-1)
 			if err != nil {
 				return fmt.Errorf("export: event before key of %s: %w", keys[0].MachineID, err)
 			}
@@ -527,7 +527,7 @@ func (x *Export) WriteTo(ctx context.Context, w io.Writer) error {
 	defer stopB()
 	pending, havePending := nextB()
 	var prevSeq int64
-	err = a.Store.EventsRange(ctx, userID, x.start, x.end, func(e *store.Event) error {
+	err = a.store.EventsRange(ctx, userID, x.start, x.end, func(e *store.Event) error {
 		for len(keys) > 0 && keys[0].FromLeaf <= e.LeafIndex {
 			if err := keyLine(keys[0], prevSeq+1); err != nil {
 				return err
@@ -585,7 +585,7 @@ func (x *Export) WriteTo(ctx context.Context, w io.Writer) error {
 func (a *App) blocks(ctx context.Context, userID string, from int64, errp *error) iter.Seq[store.BlockRow] {
 	return func(yield func(store.BlockRow) bool) {
 		errStop := errors.New("stop")
-		err := a.Store.BlocksFrom(ctx, userID, from, func(b *store.BlockRow) error {
+		err := a.store.BlocksFrom(ctx, userID, from, func(b *store.BlockRow) error {
 			if !yield(*b) {
 				return errStop
 			}

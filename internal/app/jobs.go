@@ -36,7 +36,7 @@ const (
 // account's in one transaction, while the next accounts' grants are read
 // and checked against the notices written before.
 func (a *App) GrantExpirySweep(ctx context.Context) (api.GrantExpiry, error) {
-	now := a.Now().UTC()
+	now := a.now().UTC()
 	type account struct {
 		userID   string
 		expiring int
@@ -48,7 +48,7 @@ func (a *App) GrantExpirySweep(ctx context.Context) (api.GrantExpiry, error) {
 	readErr := make(chan error, 1)
 	go func() {
 		defer close(next)
-		readErr <- a.Store.GrantsExpiringByAccount(ctx, now, now.Add(GrantExpiryWindow), func(userID string, gs []store.ExpiringGrant) error {
+		readErr <- a.store.GrantsExpiringByAccount(ctx, now, now.Add(GrantExpiryWindow), func(userID string, gs []store.ExpiringGrant) error {
 			ns, err := a.unnotifiedExpiring(ctx, userID, gs)
 			if err != nil {
 				return err
@@ -133,7 +133,7 @@ func (a *App) unnotifiedExpiring(ctx context.Context, userID string, gs []store.
 	for i, g := range gs {
 		keys[i] = g.GrantID + "@" + domain.FormatTimestamp(g.ExpiresAt)
 	}
-	done, err := a.Store.DedupKeysWritten(ctx, nil, userID, domain.NoticeGrantExpiring24h, keys)
+	done, err := a.store.DedupKeysWritten(ctx, nil, userID, domain.NoticeGrantExpiring24h, keys)
 	if err != nil {
 		return nil, err
 	}
@@ -180,8 +180,8 @@ type expiringPayload struct {
 // window. A key first seen inside the last day gets the 24-hour warning
 // only.
 func (a *App) KeyExpirySweep(ctx context.Context) (api.KeyExpiry, error) {
-	now := a.Now().UTC()
-	keys, err := a.Store.KeysExpiring(ctx, now, now.Add(KeyExpiryWindow7d))
+	now := a.now().UTC()
+	keys, err := a.store.KeysExpiring(ctx, now, now.Add(KeyExpiryWindow7d))
 	if err != nil {
 		return api.KeyExpiry{}, err
 	}
@@ -220,7 +220,7 @@ func (a *App) KeyExpirySweep(ctx context.Context) (api.KeyExpiry, error) {
 // holding email for it; grouped sums the digests sent by type.
 func (a *App) DigestAll(ctx context.Context) (api.DigestSweep, error) {
 	res := api.DigestSweep{Grouped: map[string]int{}}
-	accounts, err := a.Store.AccountsHoldingDigest(ctx, a.Now().Add(-DigestWindow))
+	accounts, err := a.store.AccountsHoldingDigest(ctx, a.now().Add(-DigestWindow))
 	if err != nil {
 		return res, err
 	}
@@ -259,16 +259,16 @@ const (
 // webhook failures are not recorded: null with status 'not recorded'.
 // Without an operator email nothing is sent (not_configured).
 func (a *App) AdminDigest(ctx context.Context) (api.OperatorDigest, error) {
-	until := a.Now().UTC().Truncate(time.Microsecond)
+	until := a.now().UTC().Truncate(time.Microsecond)
 	since := until.Add(-OperatorDigestHours * time.Hour).Truncate(24 * time.Hour)
 	if err := a.FlushUsage(ctx); err != nil {
 		return api.OperatorDigest{}, err
 	}
-	f, err := a.Store.OperatorFigures(ctx, since, until)
+	f, err := a.store.OperatorFigures(ctx, since, until)
 	if err != nil {
 		return api.OperatorDigest{}, err
 	}
-	calls, err := a.Store.Usage(ctx, "", UsageCapability, domain.QuotaDay(since), domain.QuotaDay(until))
+	calls, err := a.store.Usage(ctx, "", UsageCapability, domain.QuotaDay(since), domain.QuotaDay(until))
 	if err != nil {
 		return api.OperatorDigest{}, err
 	}
@@ -279,14 +279,14 @@ func (a *App) AdminDigest(ctx context.Context) (api.OperatorDigest, error) {
 	for _, n := range calls {
 		c.CallsTotal += n
 	}
-	res := api.OperatorDigest{Counts: c, DeliveryStatus: OperatorDigestNotConfigured, Provider: mailProvider(a.Mail)}
-	if a.Cfg.OperatorEmail == "" {
+	res := api.OperatorDigest{Counts: c, DeliveryStatus: OperatorDigestNotConfigured, Provider: mailProvider(a.mail)}
+	if a.cfg.OperatorEmail == "" {
 		return res, nil
 	}
-	to := a.Cfg.OperatorEmail
+	to := a.cfg.OperatorEmail
 	res.Recipient = &to
-	if err := a.Mail.Send(ctx, operatorDigestEmail(to, c)); err != nil {
-		a.Log.Warn("the operator digest was not sent", "err", err)
+	if err := a.mail.Send(ctx, operatorDigestEmail(to, c)); err != nil {
+		a.log.Warn("the operator digest was not sent", "err", err)
 		res.DeliveryStatus = OperatorDigestFailed
 		return res, nil
 	}

@@ -93,7 +93,7 @@ func (a *App) newKey(userID string, req api.CreateKeyRequest) (newKey, error) {
 	if err != nil {
 		return newKey{}, domain.Validation(domain.FieldError{Field: "scopes", Message: err.Error()})
 	}
-	now := a.Now().UTC()
+	now := a.now().UTC()
 	if expires != nil && !expires.After(now) {
 		return newKey{}, domain.Validation(domain.FieldError{Field: "expires_at", Message: "must be in the future"})
 	}
@@ -104,10 +104,10 @@ func (a *App) newKey(userID string, req api.CreateKeyRequest) (newKey, error) {
 		}
 	}
 	secret := make([]byte, 32)
-	if _, err := io.ReadFull(a.Rand, secret); err != nil {
+	if _, err := io.ReadFull(a.rand, secret); err != nil {
 		return newKey{}, fmt.Errorf("key entropy: %w", err)
 	}
-	id, err := uuid.NewV7FromReader(a.Rand)
+	id, err := uuid.NewV7FromReader(a.rand)
 	if err != nil {
 		return newKey{}, fmt.Errorf("key id: %w", err)
 	}
@@ -149,17 +149,17 @@ func (a *App) CreateAccount(ctx context.Context, req AccountRequest) (store.Acco
 		}
 		email = &e
 	}
-	id, err := uuid.NewV7FromReader(a.Rand)
+	id, err := uuid.NewV7FromReader(a.rand)
 	if err != nil {
 		return store.Account{}, api.KeyCreated{}, err
 	}
-	acct := store.Account{UserID: id.String(), Email: email, IsAdmin: req.Admin, CreatedAt: a.Now().UTC()}
+	acct := store.Account{UserID: id.String(), Email: email, IsAdmin: req.Admin, CreatedAt: a.now().UTC()}
 	key, err := a.newKey(acct.UserID, api.CreateKeyRequest{})
 	if err != nil {
 		return store.Account{}, api.KeyCreated{}, err
 	}
 	err = a.w.Write(ctx, func(t *writer.Tx) error {
-		if err := a.Store.CreateAccountWithKey(ctx, t.SQL(), acct, key.row); err != nil {
+		if err := a.store.CreateAccountWithKey(ctx, t.SQL(), acct, key.row); err != nil {
 			return err
 		}
 		return a.keyCreated(ctx, t, key.row)
@@ -189,15 +189,15 @@ func (a *App) CreateKey(ctx context.Context, userID string, req api.CreateKeyReq
 		if _, err := t.Lock(ctx, userID); err != nil {
 			return err
 		}
-		n, err := a.Store.LiveKeys(ctx, t.SQL(), userID, a.Now())
+		n, err := a.store.LiveKeys(ctx, t.SQL(), userID, a.now())
 		if err != nil {
 			return err
 		}
-		if limit := cmp.Or(a.Cfg.MaxKeys, config.DefaultMaxKeys); n >= limit {
+		if limit := cmp.Or(a.cfg.MaxKeys, config.DefaultMaxKeys); n >= limit {
 			return domain.Errorf(CodeTooManyKeys, "the account holds %d live keys, its limit; revoke one first", n).
 				With("limit", limit)
 		}
-		if err := a.Store.CreateKey(ctx, t.SQL(), key.row); err != nil {
+		if err := a.store.CreateKey(ctx, t.SQL(), key.row); err != nil {
 			return err
 		}
 		return a.keyCreated(ctx, t, key.row)
@@ -227,7 +227,7 @@ func (a *App) keyCreated(ctx context.Context, t *writer.Tx, k store.APIKey) erro
 
 // Keys lists the caller's keys (metadata only, newest first).
 func (a *App) Keys(ctx context.Context, p Principal) (api.KeyList, error) {
-	keys, err := a.Store.Keys(ctx, p.UserID)
+	keys, err := a.store.Keys(ctx, p.UserID)
 	if err != nil {
 		return api.KeyList{}, err
 	}
@@ -253,7 +253,7 @@ func (a *App) RevokeKey(ctx context.Context, p Principal, keyID string) (api.Key
 	err := a.w.Write(ctx, func(t *writer.Tx) error {
 		writer.Invalidate(t, a.keyCache, keyCacheScope)
 		var err error
-		k, err = a.Store.RevokeKey(ctx, t.SQL(), p.UserID, keyID, a.Now())
+		k, err = a.store.RevokeKey(ctx, t.SQL(), p.UserID, keyID, a.now())
 		return err
 	})
 	switch {
@@ -290,7 +290,7 @@ func (a *App) Authenticate(ctx context.Context, token string) (Principal, error)
 	if subtle.ConstantTimeCompare(k.Hash, h) != 1 {
 		return Principal{}, errInvalidKey
 	}
-	now := a.Now()
+	now := a.now()
 	if k.RevokedAt != nil || (k.ExpiresAt != nil && !now.Before(*k.ExpiresAt)) {
 		return Principal{}, errInvalidKey
 	}
@@ -320,7 +320,7 @@ func (a *App) keyByHash(ctx context.Context, h []byte) (store.APIKey, bool, erro
 	if ok {
 		return cached.key, cached.admin, nil
 	}
-	k, admin, err := a.Store.KeyByHash(ctx, h)
+	k, admin, err := a.store.KeyByHash(ctx, h)
 	if err == nil {
 		a.keyCache.Put(keyCacheScope, ticket, string(h), knownKey{key: k, admin: admin})
 	}

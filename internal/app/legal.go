@@ -28,20 +28,20 @@ const (
 // LegalDocuments are the documents served, required ones first, and how
 // they are accepted.
 func (a *App) LegalDocuments() api.LegalDocuments {
-	docs := a.Legal.Documents()
+	docs := a.legal.Documents()
 	out := make([]api.LegalDocument, len(docs))
 	for i, d := range docs {
 		out[i] = api.LegalDocument{DocumentID: d.ID, Title: d.Title, Summary: d.Summary, Version: d.Version,
 			ContentHash: d.ContentHash, MediaType: "text/markdown", Required: d.Required, Status: d.Status, TextURL: d.TextURL()}
 	}
 	return api.LegalDocuments{Documents: out, AcceptRoute: "/v1/legal/accept", AcceptanceMode: "clickwrap",
-		GateEnforced: a.Cfg.LegalEnforce, Notice: legal.Notice, RequiredDocumentIDs: a.Legal.RequiredIDs()}
+		GateEnforced: a.cfg.LegalEnforce, Notice: legal.Notice, RequiredDocumentIDs: a.legal.RequiredIDs()}
 }
 
 // LegalText is one document's text, byte for byte the text its listed
 // content_hash is the SHA-256 of, or 404 unknown_legal_document.
 func (a *App) LegalText(id string) (api.LegalText, error) {
-	d, ok := a.Legal.Get(id)
+	d, ok := a.legal.Get(id)
 	if !ok {
 		return api.LegalText{}, domain.NotFound(domain.CodeUnknownLegalDocument, "legal document")
 	}
@@ -70,19 +70,19 @@ func (a *App) AcceptLegal(ctx context.Context, p Principal, req api.AcceptReques
 		return api.AcceptResult{}, domain.Validation(domain.FieldError{Field: "accepted", Message: "must be true to record an acceptance"})
 	}
 	documentID := deref(req.DocumentID)
-	d, ok := a.Legal.Get(documentID)
+	d, ok := a.legal.Get(documentID)
 	if !ok || deref(req.Version) != d.Version || deref(req.ContentHash) != d.ContentHash {
 		return api.AcceptResult{}, attestationInvalid(documentID)
 	}
 	rec := store.Acceptance{UserID: p.UserID, DocumentID: d.ID, Version: d.Version, ContentHash: d.ContentHash,
-		Source: SourcePortal, Email: *acct.Email, RecordedAt: a.Now().UTC().Truncate(time.Microsecond)}
+		Source: SourcePortal, Email: *acct.Email, RecordedAt: a.now().UTC().Truncate(time.Microsecond)}
 	var all []store.Acceptance
 	err = a.w.Write(ctx, func(t *writer.Tx) error {
 		writer.Invalidate(t, a.legalCache, p.UserID)
-		if _, err := a.Store.InsertAcceptance(ctx, t.SQL(), rec); err != nil {
+		if _, err := a.store.InsertAcceptance(ctx, t.SQL(), rec); err != nil {
 			return err
 		}
-		all, err = a.Store.Acceptances(ctx, t.SQL(), p.UserID)
+		all, err = a.store.Acceptances(ctx, t.SQL(), p.UserID)
 		return err
 	})
 	if err != nil {
@@ -107,7 +107,7 @@ func (a *App) CheckLegalAcceptor(ctx context.Context, p Principal) error {
 }
 
 func (a *App) legalAcceptor(ctx context.Context, p Principal) (store.Account, error) {
-	acct, err := a.Store.Account(ctx, p.UserID)
+	acct, err := a.store.Account(ctx, p.UserID)
 	if err != nil {
 		return store.Account{}, err
 	}
@@ -125,16 +125,16 @@ func (a *App) legalAcceptor(ctx context.Context, p Principal) (store.Account, er
 // LegalAcceptances lists the caller's acceptances, each saying whether its
 // version is the one served now.
 func (a *App) LegalAcceptances(ctx context.Context, p Principal) (api.Acceptances, error) {
-	acct, err := a.Store.Account(ctx, p.UserID)
+	acct, err := a.store.Account(ctx, p.UserID)
 	if err != nil {
 		return api.Acceptances{}, err
 	}
-	all, err := a.Store.Acceptances(ctx, nil, p.UserID)
+	all, err := a.store.Acceptances(ctx, nil, p.UserID)
 	if err != nil {
 		return api.Acceptances{}, err
 	}
 	out := api.Acceptances{Acceptances: make([]api.Acceptance, len(all)), Email: acct.Email,
-		RequiredDocumentIDs: a.Legal.RequiredIDs(), UnmetDocumentIDs: a.unmet(all)}
+		RequiredDocumentIDs: a.legal.RequiredIDs(), UnmetDocumentIDs: a.unmet(all)}
 	for i, r := range all {
 		out.Acceptances[i] = acceptanceOf(r)
 		out.Acceptances[i].Current = new(a.current(r))
@@ -144,7 +144,7 @@ func (a *App) LegalAcceptances(ctx context.Context, p Principal) (api.Acceptance
 
 // current reports whether r accepted the version served now.
 func (a *App) current(r store.Acceptance) bool {
-	d, ok := a.Legal.Get(r.DocumentID)
+	d, ok := a.legal.Get(r.DocumentID)
 	return ok && d.Version == r.Version && d.ContentHash == r.ContentHash
 }
 
@@ -152,7 +152,7 @@ func (a *App) current(r store.Acceptance) bool {
 // served now.
 func (a *App) unmet(all []store.Acceptance) []string {
 	out := []string{}
-	for _, id := range a.Legal.RequiredIDs() {
+	for _, id := range a.legal.RequiredIDs() {
 		if !slices.ContainsFunc(all, func(r store.Acceptance) bool { return r.DocumentID == id && a.current(r) }) {
 			out = append(out, id)
 		}
@@ -165,12 +165,12 @@ func (a *App) unmet(all []store.Acceptance) []string {
 // legal_acceptance_required naming them. Without the flag it lets every
 // caller through.
 func (a *App) RequireAcceptances(ctx context.Context, p Principal) error {
-	if !a.Cfg.LegalEnforce {
+	if !a.cfg.LegalEnforce {
 		return nil
 	}
 	unmet, ticket, ok := a.legalCache.Get(p.UserID, p.UserID)
 	if !ok {
-		all, err := a.Store.Acceptances(ctx, nil, p.UserID)
+		all, err := a.store.Acceptances(ctx, nil, p.UserID)
 		if err != nil {
 			return err
 		}

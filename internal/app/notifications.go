@@ -58,7 +58,7 @@ func (a *App) Notifications(ctx context.Context, p Principal, cursor, severity *
 	if len(errs) > 0 {
 		return api.NotificationPage{}, domain.Validation(errs...)
 	}
-	rows, err := a.Store.Notifications(ctx, p.UserID, before, severity, limit)
+	rows, err := a.store.Notifications(ctx, p.UserID, before, severity, limit)
 	if err != nil {
 		return api.NotificationPage{}, err
 	}
@@ -75,7 +75,7 @@ func (a *App) Notifications(ctx context.Context, p Principal, cursor, severity *
 // Preferences lists every (type, declared channel) of the caller's
 // account, the defaults unless changed.
 func (a *App) Preferences(ctx context.Context, p Principal) (api.Preferences, error) {
-	stored, err := a.Store.Preferences(ctx, nil, p.UserID)
+	stored, err := a.store.Preferences(ctx, nil, p.UserID)
 	if err != nil {
 		return api.Preferences{}, err
 	}
@@ -130,7 +130,7 @@ func (a *App) PutPreferences(ctx context.Context, p Principal, req api.Preferenc
 	if len(ok) > 0 {
 		err := a.w.Write(ctx, func(t *writer.Tx) error {
 			for _, pref := range ok {
-				if err := a.Store.PutPreference(ctx, t.SQL(), p.UserID, store.Preference{Type: pref.Type, Channel: pref.Channel,
+				if err := a.store.PutPreference(ctx, t.SQL(), p.UserID, store.Preference{Type: pref.Type, Channel: pref.Channel,
 					Enabled: pref.Enabled, Digest: pref.Digest}); err != nil {
 					return err
 				}
@@ -166,7 +166,7 @@ func (a *App) TestNotification(ctx context.Context, p Principal, req api.TestNot
 }
 
 func (a *App) testNotification(ctx context.Context, p Principal, typ string, body, severity *string) (api.TestNotificationResult, error) {
-	if a.Cfg.Production() && !p.IsAdmin {
+	if a.cfg.Production() && !p.IsAdmin {
 		return api.TestNotificationResult{}, domain.Errorf(CodeTestRequiresAdmin, "in production only an administrator may send test notifications")
 	}
 	nt, ok := domain.LookupNoticeType(typ)
@@ -215,7 +215,7 @@ func (a *App) testNotification(ctx context.Context, p Principal, typ string, bod
 func (a *App) Redeliver(ctx context.Context, p Principal, id string) (api.NotificationRedelivered, error) {
 	var out store.Notification
 	err := a.w.Write(ctx, func(t *writer.Tx) error {
-		n, err := a.Store.Requeue(ctx, t.SQL(), p.UserID, id)
+		n, err := a.store.Requeue(ctx, t.SQL(), p.UserID, id)
 		if err != nil {
 			return err
 		}

@@ -173,7 +173,7 @@ func (a *App) noticeRows(userID string, nt domain.NoticeType, r domain.Recipient
 		}
 		var salt int64
 		if finals > 0 {
-			if salt, err = store.NewSalt(a.Rand); err != nil {
+			if salt, err = store.NewSalt(a.rand); err != nil {
 				return nil, err
 			}
 		}
@@ -184,7 +184,7 @@ func (a *App) noticeRows(userID string, nt domain.NoticeType, r domain.Recipient
 			if i < finals {
 				row.Salt = salt
 			} else {
-				id, err := uuid.NewV7FromReader(a.Rand)
+				id, err := uuid.NewV7FromReader(a.rand)
 				if err != nil {
 					return nil, err
 				}
@@ -218,7 +218,7 @@ func carriesPayload(d domain.NoticeRow) bool {
 // wrote, so a client hammering past its limit costs one write an hour here;
 // the notice's dedup key holds the rule across replicas.
 func (a *App) noteLimitHit(ctx context.Context, userID, code string) {
-	hour := a.Now().UTC().Truncate(time.Hour)
+	hour := a.now().UTC().Truncate(time.Hour)
 	if !a.notices.firstHitThisHour(userID, hour) {
 		return
 	}
@@ -229,13 +229,13 @@ func (a *App) noteLimitHit(ctx context.Context, userID, code string) {
 		return err
 	})
 	if err != nil {
-		a.Log.Error("writing the rate.limit_hit notice failed", "user_id", userID, "err", err)
+		a.log.Error("writing the rate.limit_hit notice failed", "user_id", userID, "err", err)
 	}
 }
 
 // notices is the App's notification state of this process.
 type notices struct {
-	// mailerWake wakes the mail sender (RunMailer) after a commit queued an email.
+	// mailerWake wakes the mail sender (runMailer) after a commit queued an email.
 	mailerWake chan struct{}
 
 	mu       sync.Mutex

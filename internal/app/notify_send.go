@@ -47,7 +47,7 @@ func addCounts(r *api.DrainCounts, o api.DrainCounts) {
 // included, up to the pass's bounds): each through the mailer (which tries
 // up to three times), then sent or failed.
 func (a *App) SendQueuedEmail(ctx context.Context) (api.DrainCounts, error) {
-	accounts, err := a.Store.QueuedAccounts(ctx, domain.ChannelEmail, outboxAccounts)
+	accounts, err := a.store.QueuedAccounts(ctx, domain.ChannelEmail, outboxAccounts)
 	if err != nil {
 		return api.DrainCounts{}, err
 	}
@@ -82,7 +82,7 @@ func (a *App) passAccount(ctx context.Context, channel, userID string, send outb
 		)
 		err := a.w.Claim(ctx, channel+"/"+userID,
 			func(t *writer.Tx) (bool, error) {
-				rows, err := a.Store.ClaimQueued(ctx, t.SQL(), channel, userID, outboxClaim)
+				rows, err := a.store.ClaimQueued(ctx, t.SQL(), channel, userID, outboxClaim)
 				if err != nil || len(rows) == 0 {
 					return false, err
 				}
@@ -111,7 +111,7 @@ func (a *App) passAccount(ctx context.Context, channel, userID string, send outb
 // sendEmailRows mails claimed rows to their account's address. It runs
 // inside the claim's transaction and returns how to settle them.
 func (a *App) sendEmailRows(ctx context.Context, t *writer.Tx, rows []store.Notification) (func() api.DrainCounts, func(*writer.Tx) error, error) {
-	acct, err := a.Store.AccountIn(ctx, t.SQL(), rows[0].UserID)
+	acct, err := a.store.AccountIn(ctx, t.SQL(), rows[0].UserID)
 	if err != nil {
 		return nil, nil, err
 	}
@@ -125,13 +125,13 @@ func (a *App) sendEmailRows(ctx context.Context, t *writer.Tx, rows []store.Noti
 				res.Failed++
 				continue
 			}
-			if err := a.Mail.Send(ctx, noticeEmail(*acct.Email, r)); err != nil {
-				a.Log.Warn("a notification email was not sent", "notification_id", r.ID, "type", r.Type, "err", err)
+			if err := a.mail.Send(ctx, noticeEmail(*acct.Email, r)); err != nil {
+				a.log.Warn("a notification email was not sent", "notification_id", r.ID, "type", r.Type, "err", err)
 				outcome[i] = domain.DeliveryFailed
 				res.Failed++
 				continue
 			}
-			at := a.Now().UnixMicro()
+			at := a.now().UnixMicro()
 			outcome[i], sentAt[i] = domain.DeliverySent, &at
 			res.Sent++
 		}
@@ -139,7 +139,7 @@ func (a *App) sendEmailRows(ctx context.Context, t *writer.Tx, rows []store.Noti
 	}
 	return work, func(t *writer.Tx) error {
 		for i, r := range rows {
-			if err := a.Store.SettleNotification(ctx, t.SQL(), r.ID, outcome[i], sentAt[i], 1); err != nil {
+			if err := a.store.SettleNotification(ctx, t.SQL(), r.ID, outcome[i], sentAt[i], 1); err != nil {
 				return err
 			}
 		}
@@ -180,7 +180,7 @@ func noticeEmail(to string, r store.Notification) mail.Message {
 // digest the mailer could not send leaves its rows for the next run.
 func (a *App) RunDigest(ctx context.Context, userID string) (api.DigestRunResult, error) {
 	res := api.DigestRunResult{Grouped: map[string]int{}, UserID: userID}
-	acct, err := a.Store.Account(ctx, userID)
+	acct, err := a.store.Account(ctx, userID)
 	if err != nil {
 		if errors.Is(err, store.ErrNotFound) {
 			return res, domain.NotFound(domain.CodeAccountNotFound, "account")
@@ -194,7 +194,7 @@ func (a *App) RunDigest(ctx context.Context, userID string) (api.DigestRunResult
 	sent := false
 	err = a.w.Claim(ctx, "digest/"+userID,
 		func(t *writer.Tx) (bool, error) {
-			rows, err := a.Store.HeldEmail(ctx, t.SQL(), userID, a.Now().Add(-DigestWindow))
+			rows, err := a.store.HeldEmail(ctx, t.SQL(), userID, a.now().Add(-DigestWindow))
 			for _, r := range rows {
 				res.Grouped[r.Type]++
 				ids = append(ids, r.ID)
@@ -202,8 +202,8 @@ func (a *App) RunDigest(ctx context.Context, userID string) (api.DigestRunResult
 			return len(rows) > 0, err
 		},
 		func() {
-			if err := a.Mail.Send(ctx, digestEmail(*acct.Email, res.Grouped)); err != nil {
-				a.Log.Warn("a digest was not sent", "user_id", userID, "err", err)
+			if err := a.mail.Send(ctx, digestEmail(*acct.Email, res.Grouped)); err != nil {
+				a.log.Warn("a digest was not sent", "user_id", userID, "err", err)
 				return
 			}
 			sent = true
@@ -212,7 +212,7 @@ func (a *App) RunDigest(ctx context.Context, userID string) (api.DigestRunResult
 			if !sent {
 				return nil
 			}
-			return a.Store.MarkDigested(ctx, t.SQL(), ids, a.Now())
+			return a.store.MarkDigested(ctx, t.SQL(), ids, a.now())
 		})
 	res.DigestSent = sent && err == nil
 	return res, err
@@ -254,7 +254,7 @@ func (a *App) Announce(ctx context.Context, typ, subject, body string) (int, err
 	}); err != nil {
 		return 0, err
 	}
-	accounts, err := a.Store.AccountsWithEmail(ctx)
+	accounts, err := a.store.AccountsWithEmail(ctx)
 	if err != nil {
 		return 0, err
 	}
@@ -273,10 +273,10 @@ func (a *App) Announce(ctx context.Context, typ, subject, body string) (int, err
 	return n, err
 }
 
-// RunMailer sends queued email whenever a commit queued some, and every
+// runMailer sends queued email whenever a commit queued some, and every
 // sweep interval (rows a crash left queued, or another replica's), until
-// ctx ends. serve runs it.
-func (a *App) RunMailer(ctx context.Context, sweep Ticker) {
+// ctx ends (Loops.MailSweep).
+func (a *App) runMailer(ctx context.Context, sweep Ticker) {
 	defer sweep.Stop()
 	for {
 		select {
@@ -286,7 +286,7 @@ func (a *App) RunMailer(ctx context.Context, sweep Ticker) {
 		case <-sweep.C():
 		}
 		if _, err := a.SendQueuedEmail(ctx); err != nil && ctx.Err() == nil {
-			a.Log.Error("sending queued notification email failed", "err", err)
+			a.log.Error("sending queued notification email failed", "err", err)
 		}
 	}
 }

@@ -44,7 +44,7 @@ func (a *App) Search(ctx context.Context, p Principal, req api.SearchRequest) ([
 	if len(f.EventTypes) > 100 {
 		return nil, 0, domain.Validation(domain.FieldError{Field: "event_types", Message: "at most 100 types"})
 	}
-	evs, err := a.Store.Search(ctx, f)
+	evs, err := a.store.Search(ctx, f)
 	return evs, f.Limit, err
 }
 
@@ -52,7 +52,7 @@ func (a *App) Search(ctx context.Context, p Principal, req api.SearchRequest) ([
 // prev_hash links behind it, up to 50. Another account's id answers exactly like
 // a missing one.
 func (a *App) EventWithAncestry(ctx context.Context, p Principal, eventID string) (api.EventRead, error) {
-	e, err := a.Store.EventByID(ctx, nil, p.UserID, eventID)
+	e, err := a.store.EventByID(ctx, nil, p.UserID, eventID)
 	if errors.Is(err, store.ErrNotFound) {
 		return api.EventRead{}, domain.NotFound(domain.CodeEventNotFound, "event")
 	}
@@ -61,7 +61,7 @@ func (a *App) EventWithAncestry(ctx context.Context, p Principal, eventID string
 	}
 	// Normally each link is the event just before, so one query fetches them
 	// all; a broken link falls back to a lookup by payload_hash.
-	window, err := a.Store.EventsBefore(ctx, p.UserID, e.Sequence, domain.MaxAncestry)
+	window, err := a.store.EventsBefore(ctx, p.UserID, e.Sequence, domain.MaxAncestry)
 	if err != nil {
 		return api.EventRead{}, err
 	}
@@ -74,7 +74,7 @@ func (a *App) EventWithAncestry(ctx context.Context, p Principal, eventID string
 	for len(ancestry) < domain.MaxAncestry && cur.PrevHash != nil {
 		prev, ok := byHash[*cur.PrevHash]
 		if !ok {
-			found, err := a.Store.EventByPayloadHash(ctx, p.UserID, *cur.PrevHash, cur.Sequence)
+			found, err := a.store.EventByPayloadHash(ctx, p.UserID, *cur.PrevHash, cur.Sequence)
 			if errors.Is(err, store.ErrNotFound) {
 				break // a break in the chain: the ancestry ends here (heal reports it)
 			}
@@ -112,7 +112,7 @@ func (a *App) RegisterSigningKey(ctx context.Context, p Principal, machineID, pu
 		return store.SigningKey{}, domain.Validation(domain.FieldError{Field: "public_key", Message: err.Error()})
 	}
 	k := store.SigningKey{UserID: p.UserID, MachineID: machineID, PublicKey: publicKey, Fingerprint: verify.Fingerprint(pub),
-		RegisteredAt: a.Now().UnixMicro()}
+		RegisteredAt: a.now().UnixMicro()}
 	// Under the head's lock, so that no append races the change: the key is
 	// in force from the registration's own event on (which no machine signs).
 	err = a.w.Write(ctx, func(t *writer.Tx) error {
@@ -121,14 +121,14 @@ func (a *App) RegisterSigningKey(ctx context.Context, p Principal, machineID, pu
 			return err
 		}
 		var replaces *string
-		switch old, err := a.Store.CurrentSigningKey(ctx, t.SQL(), p.UserID, machineID); {
+		switch old, err := a.store.CurrentSigningKey(ctx, t.SQL(), p.UserID, machineID); {
 		case err == nil:
 			replaces = &old.Fingerprint
 		case !errors.Is(err, store.ErrNotFound):
 			return err
 		}
 		k.FromLeaf = head.EventCount
-		if err := a.Store.InsertSigningKey(ctx, t.SQL(), k, p.KeyID); err != nil {
+		if err := a.store.InsertSigningKey(ctx, t.SQL(), k, p.KeyID); err != nil {
 			return err
 		}
 		_, err = a.appendServerEvent(ctx, t, p, ServerEvent{EventType: domain.EventSigningKey, Raw: map[string]any{
@@ -142,11 +142,11 @@ func (a *App) RegisterSigningKey(ctx context.Context, p Principal, machineID, pu
 
 // Machines answers GET /v1/machines.
 func (a *App) Machines(ctx context.Context, p Principal) ([]api.Machine, error) {
-	seen, err := a.Store.Machines(ctx, p.UserID)
+	seen, err := a.store.Machines(ctx, p.UserID)
 	if err != nil {
 		return nil, err
 	}
-	keys, err := a.Store.SigningKeys(ctx, p.UserID)
+	keys, err := a.store.SigningKeys(ctx, p.UserID)
 	if err != nil {
 		return nil, err
 	}

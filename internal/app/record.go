@@ -22,7 +22,7 @@ import (
 )
 
 func (a *App) quota(used int64) api.Quota {
-	limit := int64(a.Cfg.DailyEventQuota)
+	limit := int64(a.cfg.DailyEventQuota)
 	return api.Quota{Limit: limit, Remaining: max(0, limit-used), UsedToday: used}
 }
 
@@ -50,7 +50,7 @@ func (a *App) Append(ctx context.Context, p Principal, in api.EventInput, surfac
 }
 
 func (a *App) appendEvent(ctx context.Context, p Principal, in api.EventInput, surface string) (AppendResult, error) {
-	now := a.Now()
+	now := a.now()
 	if in.PayloadHash != nil {
 		return a.refuseAppend(ctx, nil, p.UserID, &in, now, ServiceSets("payload_hash"))
 	}
@@ -120,7 +120,7 @@ func (a *App) AppendNext(ctx context.Context, p Principal, in api.EventInput, su
 }
 
 func (a *App) appendNext(ctx context.Context, p Principal, in api.EventInput, surface string) (AppendResult, error) {
-	now := a.Now()
+	now := a.now()
 	for _, f := range []struct {
 		name string
 		sent bool
@@ -195,12 +195,12 @@ func ServiceSets(field string) *domain.Error {
 // appendedResult is the answer of an append that stored out at now.
 func (a *App) appendedResult(out writer.Appended, advisory *api.DedupAdvisory, now time.Time) AppendResult {
 	return AppendResult{Event: out.Event.StoredEvent, Quota: a.quota(out.QuotaUsed), Advisory: advisory,
-		Epoch: domain.NewEpochStamp(a.Cfg.EpochAnchor, now)}
+		Epoch: domain.NewEpochStamp(a.cfg.EpochAnchor, now)}
 }
 
 // replayResult is the answer of an append found stored (nothing written).
 func (a *App) replayResult(r *replayed, now time.Time) AppendResult {
-	return AppendResult{Event: r.event.StoredEvent, Quota: a.quota(r.used), Replayed: true, Epoch: domain.NewEpochStamp(a.Cfg.EpochAnchor, now)}
+	return AppendResult{Event: r.event.StoredEvent, Quota: a.quota(r.used), Replayed: true, Epoch: domain.NewEpochStamp(a.cfg.EpochAnchor, now)}
 }
 
 // appendAdvisory is the dedup advisory of e, a tool call about to extend
@@ -222,7 +222,7 @@ func (a *App) RefuseBody(ctx context.Context, p Principal, cause error) error {
 	if !errors.As(cause, &de) || de.Code == domain.CodeBodyTooLarge {
 		return cause
 	}
-	_, err := a.refuseAppend(ctx, nil, p.UserID, &api.EventInput{}, a.Now(), cause)
+	_, err := a.refuseAppend(ctx, nil, p.UserID, &api.EventInput{}, a.now(), cause)
 	a.noteRefusal(ctx, p.UserID, err)
 	return err
 }
@@ -239,7 +239,7 @@ func (a *App) noteRefusal(ctx context.Context, userID string, err error) {
 
 // quotaOf is the daily quota a client event sent at now is charged against.
 func (a *App) quotaOf(now time.Time) *store.Quota {
-	return &store.Quota{Day: domain.QuotaDay(now), Limit: int64(a.Cfg.DailyEventQuota)}
+	return &store.Quota{Day: domain.QuotaDay(now), Limit: int64(a.cfg.DailyEventQuota)}
 }
 
 // replayed answers an append whose event is already stored with identical
@@ -259,11 +259,11 @@ func (r *replayed) Error() string { return "event " + r.event.EventID + " is alr
 // stored with other content is 409 event_id_conflict. Only a refused append
 // pays these reads.
 func (a *App) refuseAppend(ctx context.Context, q store.Querier, userID string, in *api.EventInput, now time.Time, cause error) (AppendResult, error) {
-	used, err := a.Store.QuotaUsed(ctx, q, userID, domain.QuotaDay(now))
+	used, err := a.store.QuotaUsed(ctx, q, userID, domain.QuotaDay(now))
 	if err != nil {
 		return AppendResult{}, err
 	}
-	if used >= int64(a.Cfg.DailyEventQuota) {
+	if used >= int64(a.cfg.DailyEventQuota) {
 		return AppendResult{}, a.quotaExceeded(used)
 	}
 	var de *domain.Error
@@ -271,7 +271,7 @@ func (a *App) refuseAppend(ctx context.Context, q store.Querier, userID string, 
 	if in.EventID == nil || !mayBeStored {
 		return AppendResult{}, cause
 	}
-	stored, err := a.Store.EventByID(ctx, q, userID, *in.EventID)
+	stored, err := a.store.EventByID(ctx, q, userID, *in.EventID)
 	switch {
 	case errors.Is(err, store.ErrNotFound):
 		return AppendResult{}, cause
@@ -290,7 +290,7 @@ var continuityCodes = map[string]bool{domain.CodePrevHashMismatch: true, domain.
 // eventIDConflict is 409 event_id_conflict for eventID, naming the stored
 // event's sequence when it can be read.
 func (a *App) eventIDConflict(ctx context.Context, userID, eventID string) error {
-	stored, err := a.Store.EventByID(ctx, nil, userID, eventID)
+	stored, err := a.store.EventByID(ctx, nil, userID, eventID)
 	if err != nil {
 		stored = store.Event{}
 		stored.EventID, stored.Sequence = eventID, -1
@@ -313,7 +313,7 @@ func (a *App) preverify(ctx context.Context, userID string, in *api.EventInput) 
 	if in.MachineID == nil {
 		return "", nil
 	}
-	k, err := a.Store.CurrentSigningKey(ctx, nil, userID, *in.MachineID)
+	k, err := a.store.CurrentSigningKey(ctx, nil, userID, *in.MachineID)
 	if errors.Is(err, store.ErrNotFound) {
 		return "", nil
 	}
@@ -327,7 +327,7 @@ func (a *App) preverify(ctx context.Context, userID string, in *api.EventInput) 
 // takes), verifies in again if the machine's key is no longer the one
 // preverify used.
 func (a *App) recheckSignature(ctx context.Context, q store.Querier, userID string, in *api.EventInput, verifiedWith string) error {
-	k, err := a.Store.CurrentSigningKey(ctx, q, userID, *in.MachineID)
+	k, err := a.store.CurrentSigningKey(ctx, q, userID, *in.MachineID)
 	switch {
 	case errors.Is(err, store.ErrNotFound):
 		if verifiedWith != "" { // the key vanished between check and lock: keys are never deleted
@@ -395,9 +395,9 @@ func checkContinuity(head store.Head, in *api.EventInput) error {
 }
 
 func (a *App) quotaExceeded(used int64) error {
-	n := a.Now()
+	n := a.now()
 	return (&domain.Error{Code: domain.CodeDailyQuota,
-		Detail:     fmt.Sprintf("the account stored its %d events for today; the quota resets at 00:00 UTC", a.Cfg.DailyEventQuota),
+		Detail:     fmt.Sprintf("the account stored its %d events for today; the quota resets at 00:00 UTC", a.cfg.DailyEventQuota),
 		RetryAfter: domain.SecondsUntilQuotaReset(n)}).With("quota", a.quota(used))
 }
 
@@ -440,7 +440,7 @@ func (a *App) prepareEvent(p Principal, in *api.EventInput, surface string, now 
 		return e, domain.Validation(domain.FieldError{Field: "raw", Message: "cannot be canonicalised (RFC 8785): " + err.Error()})
 	}
 	e.PayloadHash = hash
-	if key, ok := a.Dedup.StoredKey(e.EventType, e.Tool, e.Raw); ok {
+	if key, ok := a.dedup.StoredKey(e.EventType, e.Tool, e.Raw); ok {
 		e.SemanticKey = &key
 	}
 	return e, nil
@@ -492,10 +492,10 @@ func (a *App) dedupAdvisory(ctx context.Context, q store.Querier, userID, tool, 
 }
 
 func (a *App) decideDedup(ctx context.Context, q store.Querier, userID, tool, key string, intent domain.Intent, tip int64) (domain.DedupDecision, error) {
-	policy := a.Dedup
+	policy := a.dedup
 	var candidates []domain.PriorCall
 	if intent != domain.IntentFresh && policy.Cacheable(tool) && tip >= 0 {
-		prior, err := a.Store.LatestSemanticMatch(ctx, q, userID, key, tip-int64(policy.WindowEvents)+1)
+		prior, err := a.store.LatestSemanticMatch(ctx, q, userID, key, tip-int64(policy.WindowEvents)+1)
 		switch {
 		case errors.Is(err, store.ErrNotFound):
 		case err != nil:
@@ -508,7 +508,7 @@ func (a *App) decideDedup(ctx context.Context, q store.Querier, userID, tool, ke
 			candidates = append(candidates, c)
 		}
 	}
-	return domain.DecideDedup(policy, tool, key, intent, candidates, tip, a.Now()), nil
+	return domain.DecideDedup(policy, tool, key, intent, candidates, tip, a.now()), nil
 }
 
 // PolicyTest predicts what the dedup gate would decide, writing nothing
@@ -518,7 +518,7 @@ func (a *App) PolicyTest(ctx context.Context, p Principal, req api.PolicyTestReq
 	if err != nil {
 		return domain.DedupDecision{}, domain.Validation(domain.FieldError{Field: "tool_input", Message: "must be a JSON object"})
 	}
-	head, err := a.Store.Head(ctx, p.UserID)
+	head, err := a.store.Head(ctx, p.UserID)
 	if err != nil {
 		return domain.DedupDecision{}, err
 	}
@@ -554,7 +554,7 @@ func (a *App) appendServerEvent(ctx context.Context, t *writer.Tx, p Principal, 
 		return store.Event{}, err
 	}
 	in := api.EventInput{EventID: &id, EventType: &ev.EventType, Raw: raw, Tool: ev.Tool}
-	out, err := a.appendAtTip(ctx, t, p, in, serviceSurface, nil, a.Now())
+	out, err := a.appendAtTip(ctx, t, p, in, serviceSurface, nil, a.now())
 	return out.Event, err
 }
 
@@ -602,7 +602,7 @@ func (a *App) numberAtTip(p Principal, head store.Head, in api.EventInput, surfa
 // newID returns prefix + hex of n random bytes.
 func (a *App) newID(prefix string, n int) (string, error) {
 	b := make([]byte, n)
-	if _, err := io.ReadFull(a.Rand, b); err != nil {
+	if _, err := io.ReadFull(a.rand, b); err != nil {
 		return "", err
 	}
 	return prefix + hex.EncodeToString(b), nil
@@ -611,7 +611,7 @@ func (a *App) newID(prefix string, n int) (string, error) {
 // ChainTip answers GET /v1/chain/tip: all null but the count (0) for an
 // empty chain.
 func (a *App) ChainTip(ctx context.Context, p Principal) (api.ChainTip, error) {
-	h, err := a.Store.Head(ctx, p.UserID)
+	h, err := a.store.Head(ctx, p.UserID)
 	if err != nil {
 		return api.ChainTip{}, err
 	}

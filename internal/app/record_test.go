@@ -12,7 +12,7 @@ import (
 // Only calls of cacheable tools carry a dedup key: the gate looks no other
 // tool up by it, and a key would only cost an index entry.
 func TestOnlyCacheableToolCallsCarryADedupKey(t *testing.T) {
-	a := &App{Dedup: domain.DefaultDedupPolicy(), Now: time.Now}
+	a := &App{dedup: domain.DefaultDedupPolicy(), now: time.Now}
 	str := func(s string) *string { return &s }
 	seq := int64(0)
 	for _, c := range []struct {
@@ -27,7 +27,7 @@ func TestOnlyCacheableToolCallsCarryADedupKey(t *testing.T) {
 	} {
 		in := api.EventInput{EventID: str("e-" + c.tool), EventType: str(c.eventType), Sequence: &seq,
 			Tool: str(c.tool), Raw: json.RawMessage(`{"tool_input":{"path":"/etc/hosts"}}`)}
-		e, err := a.prepareEvent(Principal{UserID: "u"}, &in, "rest", a.Now())
+		e, err := a.prepareEvent(Principal{UserID: "u"}, &in, "rest", a.now())
 		if err != nil {
 			t.Fatal(err)
 		}

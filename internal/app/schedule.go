@@ -62,10 +62,10 @@ type jobState struct {
 	replica string
 }
 
-// StartJobs runs the jobs on their cadence until ctx ends (serve, unless
-// --scheduler=false). WaitJobs waits for the runs in progress once it has,
-// and for the webhook senders they started, which run on ctx too.
-func (a *App) StartJobs(ctx context.Context) {
+// startJobs runs the jobs on their cadence until ctx ends (Loops.Scheduler).
+// waitJobs waits for the runs in progress once it has, and for the webhook
+// senders they started, which run on ctx too.
+func (a *App) startJobs(ctx context.Context) {
 	r := a.newRunner()
 	a.jobs.mu.Lock()
 	a.jobs.runner = r
@@ -76,8 +76,8 @@ func (a *App) StartJobs(ctx context.Context) {
 	r.Start(ctx)
 }
 
-// WaitJobs returns once the scheduler started by StartJobs has stopped.
-func (a *App) WaitJobs() {
+// waitJobs returns once the scheduler started by startJobs has stopped.
+func (a *App) waitJobs() {
 	if r := a.runner(); r != nil {
 		r.Wait()
 		a.hooks.wg.Wait()
@@ -93,7 +93,7 @@ func (a *App) runner() *schedule.Runner {
 func (a *App) newRunner() *schedule.Runner {
 	// The runner reads the wall clock: its timers run on it, whatever
 	// clock a test gives the App.
-	return schedule.New(a.Jobs(), schedule.Options{Log: a.Log, Lease: jobLease{a: a}, OnRun: a.recordRun})
+	return schedule.New(a.Jobs(), schedule.Options{Log: a.log, Lease: jobLease{a: a}, OnRun: a.recordRun})
 }
 
 // jobLease gives each (job, period) to the first replica whose row for it
@@ -112,7 +112,7 @@ func (a *App) AcquireJobPeriod(ctx context.Context, job string, period time.Time
 	replica := a.replicaID()
 	var ok bool
 	err := a.w.Write(ctx, func(t *writer.Tx) (err error) {
-		ok, err = a.Store.AcquireJobRun(ctx, t.SQL(), job, period, replica, a.Now())
+		ok, err = a.store.AcquireJobRun(ctx, t.SQL(), job, period, replica, a.now())
 		return err
 	})
 	return ok, err
@@ -127,10 +127,10 @@ func (a *App) recordRun(r schedule.Run) {
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	err := a.w.Write(ctx, func(t *writer.Tx) error {
-		return a.Store.FinishJobRun(ctx, t.SQL(), r.Job, r.Period, r.Started.Add(r.Duration), r.Err)
+		return a.store.FinishJobRun(ctx, t.SQL(), r.Job, r.Period, r.Started.Add(r.Duration), r.Err)
 	})
 	if err != nil {
-		a.Log.Error("recording a job run failed", "job", r.Job, "err", err)
+		a.log.Error("recording a job run failed", "job", r.Job, "err", err)
 	}
 }
 
@@ -157,7 +157,7 @@ func (a *App) kickWebhooks() {
 // period any replica ran and how it went, and this replica's view (next
 // run, last run) when its scheduler runs.
 func (a *App) JobsStatus(ctx context.Context) (api.JobsStatus, error) {
-	last, err := a.Store.LastJobRuns(ctx)
+	last, err := a.store.LastJobRuns(ctx)
 	if err != nil {
 		return api.JobsStatus{}, err
 	}

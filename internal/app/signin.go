@@ -52,7 +52,7 @@ func (a *App) RequestOTP(ctx context.Context, client string, req api.OTPRequest)
 		return api.OTPSent{}, errBadEmail
 	}
 	var stored []byte
-	switch _, err := a.Store.AccountByEmail(ctx, nil, email); {
+	switch _, err := a.store.AccountByEmail(ctx, nil, email); {
 	case errors.Is(err, store.ErrNotFound):
 		if err := a.checkNewAccountAcceptances(acceptances); err != nil {
 			return api.OTPSent{}, err
@@ -71,15 +71,15 @@ func (a *App) RequestOTP(ctx context.Context, client string, req api.OTPRequest)
 	if err != nil {
 		return api.OTPSent{}, err
 	}
-	now := a.Now().UTC()
+	now := a.now().UTC()
 	c := store.OTPCode{ID: id, Email: email, CodeHash: otpHash(id, email, code), Acceptances: stored,
 		CreatedAt: now, ExpiresAt: now.Add(domain.OTPLifetime)}
 	budgets := a.otpBudgets(client)
 	err = a.w.Write(ctx, func(t *writer.Tx) error {
-		if err := a.Store.LockEmail(ctx, t.SQL(), email); err != nil {
+		if err := a.store.LockEmail(ctx, t.SQL(), email); err != nil {
 			return err
 		}
-		recent, err := a.Store.OTPRequestsSince(ctx, t.SQL(), email, now.Add(-time.Hour))
+		recent, err := a.store.OTPRequestsSince(ctx, t.SQL(), email, now.Add(-time.Hour))
 		if err != nil {
 			return err
 		}
@@ -91,7 +91,7 @@ func (a *App) RequestOTP(ctx context.Context, client string, req api.OTPRequest)
 		if err := a.charge(ctx, t, domain.CodeOTPRateLimited, budgets...); err != nil {
 			return err
 		}
-		return a.Store.InsertOTPCode(ctx, t.SQL(), c)
+		return a.store.InsertOTPCode(ctx, t.SQL(), c)
 	})
 	if err != nil {
 		return api.OTPSent{}, err
@@ -100,15 +100,15 @@ func (a *App) RequestOTP(ctx context.Context, client string, req api.OTPRequest)
 		Body: fmt.Sprintf("Your auditchain sign-in code is\n\n    %s\n\nIt works once, until %s (%d minutes). "+
 			"If you did not ask to sign in, ignore this message: nobody can sign in without the code.\n",
 			code, c.ExpiresAt.Format("15:04 UTC"), int(domain.OTPLifetime/time.Minute))}
-	if err := a.Mail.Send(ctx, msg); err != nil {
-		a.Log.Error("sign-in code not mailed", "err", err)
+	if err := a.mail.Send(ctx, msg); err != nil {
+		a.log.Error("sign-in code not mailed", "err", err)
 		// A request that could not be mailed is not charged: its code goes,
 		// and with it its place in the email's hourly count, and its units
 		// go back to the other budgets, so that a mail outage does not lock
 		// anyone out once mail works again.
 		ctx := context.WithoutCancel(ctx)
 		if err := a.w.Write(ctx, func(t *writer.Tx) error {
-			if err := a.Store.DeleteOTPCode(ctx, t.SQL(), c.ID); err != nil {
+			if err := a.store.DeleteOTPCode(ctx, t.SQL(), c.ID); err != nil {
 				return err
 			}
 			return a.refund(ctx, t, budgets...)
@@ -127,14 +127,14 @@ func (a *App) RequestOTP(ctx context.Context, client string, req api.OTPRequest)
 func (a *App) checkNewAccountAcceptances(acceptances []api.AcceptanceInput) error {
 	given := map[string]api.AcceptanceInput{}
 	for _, in := range acceptances {
-		d, ok := a.Legal.Get(in.DocumentID)
+		d, ok := a.legal.Get(in.DocumentID)
 		if !ok || in.Version != d.Version || in.ContentHash != d.ContentHash {
 			return attestationInvalid(in.DocumentID)
 		}
 		given[in.DocumentID] = in
 	}
 	var unmet []string
-	for _, id := range a.Legal.RequiredIDs() {
+	for _, id := range a.legal.RequiredIDs() {
 		if _, ok := given[id]; !ok {
 			unmet = append(unmet, id)
 		}
@@ -155,7 +155,7 @@ func attestationInvalid(documentID string) error {
 
 // newOTP draws a code of domain.OTPDigits decimal digits, uniformly.
 func (a *App) newOTP() (string, error) {
-	n, err := rand.Int(a.Rand, big.NewInt(100_000_000))
+	n, err := rand.Int(a.rand, big.NewInt(100_000_000))
 	if err != nil {
 		return "", err
 	}
@@ -192,8 +192,8 @@ func (a *App) VerifyOTP(ctx context.Context, req api.OTPVerify) (SignedIn, error
 	if !ok {
 		return SignedIn{}, errInvalidCode
 	}
-	now := a.Now().UTC()
-	c, err := a.Store.LiveOTPCode(ctx, nil, email, now, domain.OTPMaxAttempts)
+	now := a.now().UTC()
+	c, err := a.store.LiveOTPCode(ctx, nil, email, now, domain.OTPMaxAttempts)
 	if errors.Is(err, store.ErrNotFound) {
 		return SignedIn{}, errInvalidCode
 	}
@@ -202,7 +202,7 @@ func (a *App) VerifyOTP(ctx context.Context, req api.OTPVerify) (SignedIn, error
 	}
 	if subtle.ConstantTimeCompare(otpHash(c.ID, email, code), c.CodeHash) != 1 {
 		if err := a.w.Write(ctx, func(t *writer.Tx) error {
-			return a.Store.FailOTPAttempt(ctx, t.SQL(), c.ID, domain.OTPMaxAttempts)
+			return a.store.FailOTPAttempt(ctx, t.SQL(), c.ID, domain.OTPMaxAttempts)
 		}); err != nil {
 			return SignedIn{}, err
 		}
@@ -212,18 +212,18 @@ func (a *App) VerifyOTP(ctx context.Context, req api.OTPVerify) (SignedIn, error
 	if err != nil {
 		return SignedIn{}, err
 	}
-	sessionID, err := uuid.NewV7FromReader(a.Rand)
+	sessionID, err := uuid.NewV7FromReader(a.rand)
 	if err != nil {
 		return SignedIn{}, err
 	}
-	newUserID, err := uuid.NewV7FromReader(a.Rand)
+	newUserID, err := uuid.NewV7FromReader(a.rand)
 	if err != nil {
 		return SignedIn{}, err
 	}
-	out := SignedIn{SignedIn: api.SignedIn{Email: email}, Token: token, ExpiresAt: now.Add(a.Cfg.SessionTTL)}
+	out := SignedIn{SignedIn: api.SignedIn{Email: email}, Token: token, ExpiresAt: now.Add(a.cfg.SessionTTL)}
 	out.SessionExpiresAt = domain.FormatTimestamp(out.ExpiresAt)
 	err = a.w.Write(ctx, func(t *writer.Tx) error {
-		spent, err := a.Store.SpendOTPCode(ctx, t.SQL(), c.ID, now, domain.OTPMaxAttempts)
+		spent, err := a.store.SpendOTPCode(ctx, t.SQL(), c.ID, now, domain.OTPMaxAttempts)
 		if err != nil {
 			return err
 		}
@@ -234,11 +234,11 @@ func (a *App) VerifyOTP(ctx context.Context, req api.OTPVerify) (SignedIn, error
 		// stands; without one, look again under the lock of the spend.
 		out.UserID = c.UserID
 		if out.UserID == "" {
-			acct, err := a.Store.AccountByEmail(ctx, t.SQL(), email)
+			acct, err := a.store.AccountByEmail(ctx, t.SQL(), email)
 			switch {
 			case errors.Is(err, store.ErrNotFound):
 				acct = store.Account{UserID: newUserID.String(), Email: &email, CreatedAt: now}
-				if err := a.Store.CreateAccount(ctx, t.SQL(), acct); err != nil {
+				if err := a.store.CreateAccount(ctx, t.SQL(), acct); err != nil {
 					return err
 				}
 				if err := a.recordSignInAcceptances(ctx, t, acct, c.Acceptances, now); err != nil {
@@ -249,7 +249,7 @@ func (a *App) VerifyOTP(ctx context.Context, req api.OTPVerify) (SignedIn, error
 			}
 			out.UserID = acct.UserID
 		}
-		return a.Store.InsertSession(ctx, t.SQL(), store.Session{ID: sessionID.String(), TokenHash: tokenHash,
+		return a.store.InsertSession(ctx, t.SQL(), store.Session{ID: sessionID.String(), TokenHash: tokenHash,
 			UserID: out.UserID, CreatedAt: now, ExpiresAt: out.ExpiresAt})
 	})
 	if err != nil {
@@ -268,7 +268,7 @@ func (a *App) recordSignInAcceptances(ctx context.Context, t *writer.Tx, acct st
 		}
 	}
 	for _, in := range accepted {
-		if _, err := a.Store.InsertAcceptance(ctx, t.SQL(), store.Acceptance{UserID: acct.UserID, DocumentID: in.DocumentID,
+		if _, err := a.store.InsertAcceptance(ctx, t.SQL(), store.Acceptance{UserID: acct.UserID, DocumentID: in.DocumentID,
 			Version: in.Version, ContentHash: in.ContentHash, Source: SourceSignIn, Email: *acct.Email, RecordedAt: now}); err != nil {
 			return err
 		}
@@ -279,7 +279,7 @@ func (a *App) recordSignInAcceptances(ctx context.Context, t *writer.Tx, acct st
 // newSessionToken draws a session token (256 bits) and its stored hash.
 func (a *App) newSessionToken() (token string, hash []byte, err error) {
 	secret := make([]byte, 32)
-	if _, err := io.ReadFull(a.Rand, secret); err != nil {
+	if _, err := io.ReadFull(a.rand, secret); err != nil {
 		return "", nil, err
 	}
 	token = api.SessionTokenPrefix + base64.RawURLEncoding.EncodeToString(secret)
@@ -301,7 +301,7 @@ func (a *App) AuthenticateSession(ctx context.Context, token string) (Principal,
 	h := hashToken(token)
 	known, ticket, ok := a.sessionCache.Get(sessionCacheScope, string(h))
 	if !ok {
-		s, acct, err := a.Store.SessionByHash(ctx, h)
+		s, acct, err := a.store.SessionByHash(ctx, h)
 		if errors.Is(err, store.ErrNotFound) {
 			return Principal{}, errInvalidSession
 		}
@@ -312,7 +312,7 @@ func (a *App) AuthenticateSession(ctx context.Context, token string) (Principal,
 		a.sessionCache.Put(sessionCacheScope, ticket, string(h), known)
 	}
 	s := known.session
-	if subtle.ConstantTimeCompare(s.TokenHash, h) != 1 || s.EndedAt != nil || !a.Now().Before(s.ExpiresAt) {
+	if subtle.ConstantTimeCompare(s.TokenHash, h) != 1 || s.EndedAt != nil || !a.now().Before(s.ExpiresAt) {
 		return Principal{}, errInvalidSession
 	}
 	return Principal{UserID: s.UserID, SessionID: s.ID, Kind: KindSession, IsAdmin: known.admin}, nil
@@ -350,11 +350,11 @@ func (a *App) Session(ctx context.Context, p Principal) (api.Session, error) {
 }
 
 func (a *App) sessionByID(ctx context.Context, p Principal) (store.Session, store.Account, error) {
-	acct, err := a.Store.Account(ctx, p.UserID)
+	acct, err := a.store.Account(ctx, p.UserID)
 	if err != nil {
 		return store.Session{}, store.Account{}, err
 	}
-	s, err := a.Store.SessionByID(ctx, p.SessionID)
+	s, err := a.store.SessionByID(ctx, p.SessionID)
 	return s, acct, err
 }
 
@@ -365,6 +365,6 @@ func (a *App) Logout(ctx context.Context, p Principal) error {
 	}
 	return a.w.Write(ctx, func(t *writer.Tx) error {
 		writer.Invalidate(t, a.sessionCache, sessionCacheScope)
-		return a.Store.EndSession(ctx, t.SQL(), p.SessionID, a.Now().UTC())
+		return a.store.EndSession(ctx, t.SQL(), p.SessionID, a.now().UTC())
 	})
 }

@@ -45,17 +45,17 @@ func (a *App) TakeStreamSlot(ctx context.Context, p Principal) (release func(), 
 	if err != nil {
 		return nil, err
 	}
-	now := a.Now()
+	now := a.now()
 	l := store.StreamLease{LeaseID: id, UserID: p.UserID, Identity: p.Identity(), Replica: a.replicaID(),
 		ExpiresAt: now.Add(streamLeaseTTL).UnixMicro()}
-	perKey, perAccount := a.Hub.MaxPerKey(), cmp.Or(a.Cfg.MaxStreams, config.DefaultMaxStreams)
+	perKey, perAccount := a.hub.MaxPerKey(), cmp.Or(a.cfg.MaxStreams, config.DefaultMaxStreams)
 	var refused string
 	err = a.w.Write(ctx, func(t *writer.Tx) error {
 		if _, err := t.Lock(ctx, p.UserID); err != nil {
 			return err
 		}
 		var err error
-		refused, err = a.Store.TakeStreamLease(ctx, t.SQL(), l, now.UnixMicro(), perAccount, perKey)
+		refused, err = a.store.TakeStreamLease(ctx, t.SQL(), l, now.UnixMicro(), perAccount, perKey)
 		return err
 	})
 	if err != nil {
@@ -78,8 +78,8 @@ func (a *App) TakeStreamSlot(ctx context.Context, p Principal) (release func(), 
 			// this write fails.
 			ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
 			defer cancel()
-			if err := a.w.Write(ctx, func(t *writer.Tx) error { return a.Store.DropStreamLease(ctx, t.SQL(), id) }); err != nil {
-				a.Log.Warn("dropping a stream lease failed; it lapses on its own", "err", err)
+			if err := a.w.Write(ctx, func(t *writer.Tx) error { return a.store.DropStreamLease(ctx, t.SQL(), id) }); err != nil {
+				a.log.Warn("dropping a stream lease failed; it lapses on its own", "err", err)
 			}
 		})
 	}, nil
@@ -112,7 +112,7 @@ func (a *App) renewStreamLeases(stop <-chan struct{}) {
 		}
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 		if err := a.RenewStreamLeases(ctx); err != nil {
-			a.Log.Warn("renewing stream leases failed", "err", fmt.Sprint(err))
+			a.log.Warn("renewing stream leases failed", "err", fmt.Sprint(err))
 		}
 		cancel()
 	}
@@ -128,8 +128,8 @@ func (a *App) RenewStreamLeases(ctx context.Context) error {
 	if held == 0 {
 		return nil
 	}
-	until := a.Now().Add(streamLeaseTTL).UnixMicro()
-	return a.w.Write(ctx, func(t *writer.Tx) error { return a.Store.RenewStreamLeases(ctx, t.SQL(), a.replicaID(), until) })
+	until := a.now().Add(streamLeaseTTL).UnixMicro()
+	return a.w.Write(ctx, func(t *writer.Tx) error { return a.store.RenewStreamLeases(ctx, t.SQL(), a.replicaID(), until) })
 }
 
 // stopStreamLeases ends the renewer (App.Close).

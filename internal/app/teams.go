@@ -46,7 +46,7 @@ func (a *App) CreateOrg(ctx context.Context, p Principal, req api.CreateTeamRequ
 	if why := domain.CheckTeamName(name); why != "" {
 		return api.TeamCreated{}, domain.Validation(domain.FieldError{Field: "name", Message: why})
 	}
-	acct, err := a.Store.Account(ctx, p.UserID)
+	acct, err := a.store.Account(ctx, p.UserID)
 	if err != nil {
 		return api.TeamCreated{}, err
 	}
@@ -58,7 +58,7 @@ func (a *App) CreateOrg(ctx context.Context, p Principal, req api.CreateTeamRequ
 	if err != nil {
 		return api.TeamCreated{}, err
 	}
-	now := a.Now().UTC()
+	now := a.now().UTC()
 	org := store.Org{OrgID: id, Name: name, OwnerUserID: p.UserID, CreatedAt: now}
 	owner := store.OrgMember{OrgID: id, Email: *acct.Email, UserID: &p.UserID, Role: domain.RoleOwner,
 		Status: domain.MemberActive, CreatedAt: now, JoinedAt: &now}
@@ -67,14 +67,14 @@ func (a *App) CreateOrg(ctx context.Context, p Principal, req api.CreateTeamRequ
 		if _, err := t.Lock(ctx, p.UserID); err != nil {
 			return err
 		}
-		n, err := a.Store.CountOwnedOrgs(ctx, t.SQL(), p.UserID)
+		n, err := a.store.CountOwnedOrgs(ctx, t.SQL(), p.UserID)
 		if err != nil {
 			return err
 		}
 		if n >= domain.MaxOwnedTeams {
 			return domain.Errorf(domain.CodeTooManyOrgs, "an account owns at most %d teams", domain.MaxOwnedTeams)
 		}
-		return a.Store.CreateOrg(ctx, t.SQL(), org, owner)
+		return a.store.CreateOrg(ctx, t.SQL(), org, owner)
 	})
 	if err != nil {
 		return api.TeamCreated{}, err
@@ -85,7 +85,7 @@ func (a *App) CreateOrg(ctx context.Context, p Principal, req api.CreateTeamRequ
 // Orgs lists the teams the caller owns or has joined, never one it is only
 // invited to.
 func (a *App) Orgs(ctx context.Context, p Principal) (api.TeamList, error) {
-	orgs, err := a.Store.OrgsOf(ctx, p.UserID)
+	orgs, err := a.store.OrgsOf(ctx, p.UserID)
 	if err != nil {
 		return api.TeamList{}, err
 	}
@@ -102,7 +102,7 @@ func (a *App) Org(ctx context.Context, p Principal, orgID string) (api.TeamDetai
 	if err != nil {
 		return api.TeamDetail{}, err
 	}
-	active, invited, err := a.Store.OrgCounts(ctx, nil, orgID, a.Now())
+	active, invited, err := a.store.OrgCounts(ctx, nil, orgID, a.now())
 	if err != nil {
 		return api.TeamDetail{}, err
 	}
@@ -115,7 +115,7 @@ func (a *App) OrgMembers(ctx context.Context, p Principal, orgID string) (api.Te
 	if _, err := a.memberOrg(ctx, p, orgID); err != nil {
 		return api.TeamMembers{}, err
 	}
-	members, err := a.Store.OrgMembers(ctx, orgID, a.Now())
+	members, err := a.store.OrgMembers(ctx, orgID, a.now())
 	if err != nil {
 		return api.TeamMembers{}, err
 	}
@@ -132,7 +132,7 @@ func (a *App) OrgKeys(ctx context.Context, p Principal, orgID string) (api.TeamK
 	if _, err := a.memberOrg(ctx, p, orgID); err != nil {
 		return api.TeamKeys{}, err
 	}
-	keys, err := a.Store.OrgKeys(ctx, orgID)
+	keys, err := a.store.OrgKeys(ctx, orgID)
 	if err != nil {
 		return api.TeamKeys{}, err
 	}
@@ -156,7 +156,7 @@ func (a *App) memberOrg(ctx context.Context, p Principal, orgID string) (store.M
 	if !domain.ValidOrgID(orgID) {
 		return store.MemberOrg{}, errOrgNotFound
 	}
-	org, err := a.Store.OrgOf(ctx, nil, orgID, p.UserID)
+	org, err := a.store.OrgOf(ctx, nil, orgID, p.UserID)
 	if errors.Is(err, store.ErrNotFound) {
 		return org, errOrgNotFound
 	}
@@ -169,10 +169,10 @@ func (a *App) lockOrgAs(ctx context.Context, t *writer.Tx, orgID string, p Princ
 	if !domain.ValidOrgID(orgID) {
 		return store.Org{}, store.OrgMember{}, errOrgNotFound
 	}
-	org, err := a.Store.LockOrg(ctx, t.SQL(), orgID)
+	org, err := a.store.LockOrg(ctx, t.SQL(), orgID)
 	if err == nil {
 		var caller store.OrgMember
-		caller, err = a.Store.ActiveMember(ctx, t.SQL(), orgID, p.UserID)
+		caller, err = a.store.ActiveMember(ctx, t.SQL(), orgID, p.UserID)
 		if err == nil {
 			return org, caller, nil
 		}
@@ -201,7 +201,7 @@ func (a *App) Invite(ctx context.Context, p Principal, orgID string, req api.Inv
 }
 
 func (a *App) invite(ctx context.Context, p Principal, orgID string, rawEmail, role *string) (store.OrgMember, error) {
-	now := a.Now().UTC()
+	now := a.now().UTC()
 	var org store.Org
 	var inviter string
 	var m store.OrgMember
@@ -220,7 +220,7 @@ func (a *App) invite(ctx context.Context, p Principal, orgID string, rawEmail, r
 		if err != nil {
 			return err
 		}
-		switch prior, err := a.Store.OrgMember(ctx, t.SQL(), orgID, email); {
+		switch prior, err := a.store.OrgMember(ctx, t.SQL(), orgID, email); {
 		case errors.Is(err, store.ErrNotFound):
 		case err != nil:
 			return err
@@ -230,7 +230,7 @@ func (a *App) invite(ctx context.Context, p Principal, orgID string, rawEmail, r
 			return domain.Errorf(domain.CodeAlreadyInvited,
 				"%s has a pending invitation to this team; withdraw it (DELETE its member) to invite again", email)
 		}
-		n, err := a.Store.CountLiveInvitations(ctx, t.SQL(), orgID, now)
+		n, err := a.store.CountLiveInvitations(ctx, t.SQL(), orgID, now)
 		if err != nil {
 			return err
 		}
@@ -245,7 +245,7 @@ func (a *App) invite(ctx context.Context, p Principal, orgID string, rawEmail, r
 		expires := now.Add(domain.InvitationLifetime)
 		m = store.OrgMember{OrgID: orgID, Email: email, Role: *role, Status: domain.MemberInvited,
 			CreatedAt: now, ExpiresAt: &expires, InvitedBy: &p.UserID}
-		if err := a.Store.PutInvitation(ctx, t.SQL(), m); err != nil {
+		if err := a.store.PutInvitation(ctx, t.SQL(), m); err != nil {
 			return err
 		}
 		return a.notifyTeam(ctx, t, orgID, nil, Notice{Type: domain.NoticeTeamMemberInvited, Subject: teamSubject(org, m)})
@@ -253,8 +253,8 @@ func (a *App) invite(ctx context.Context, p Principal, orgID string, rawEmail, r
 	if err != nil {
 		return store.OrgMember{}, err
 	}
-	if err := a.Mail.Send(ctx, invitationMail(org, m, inviter)); err != nil {
-		a.Log.Error("team invitation not mailed", "org_id", orgID, "err", err)
+	if err := a.mail.Send(ctx, invitationMail(org, m, inviter)); err != nil {
+		a.log.Error("team invitation not mailed", "org_id", orgID, "err", err)
 		withdrawn, werr := a.withdrawUnmailed(ctx, org, m, budgets)
 		if werr != nil {
 			return store.OrgMember{}, werr
@@ -297,11 +297,11 @@ func (a *App) withdrawUnmailed(ctx context.Context, org store.Org, m store.OrgMe
 	ctx = context.WithoutCancel(ctx)
 	var withdrawn bool
 	err := a.w.Write(ctx, func(t *writer.Tx) error {
-		if _, err := a.Store.LockOrg(ctx, t.SQL(), m.OrgID); err != nil {
+		if _, err := a.store.LockOrg(ctx, t.SQL(), m.OrgID); err != nil {
 			return err
 		}
 		var err error
-		if withdrawn, err = a.Store.DeleteOrgMember(ctx, t.SQL(), m); err != nil || !withdrawn {
+		if withdrawn, err = a.store.DeleteOrgMember(ctx, t.SQL(), m); err != nil || !withdrawn {
 			return err
 		}
 		if err := a.refund(ctx, t, charged...); err != nil {
@@ -334,30 +334,30 @@ func (a *App) AcceptInvitation(ctx context.Context, p Principal, orgID string) (
 	if !domain.ValidOrgID(orgID) {
 		return api.TeamMemberResponse{}, errInvitationNotFound
 	}
-	acct, err := a.Store.Account(ctx, p.UserID)
+	acct, err := a.store.Account(ctx, p.UserID)
 	if err != nil {
 		return api.TeamMemberResponse{}, err
 	}
 	if acct.Email == nil {
 		return api.TeamMemberResponse{}, errInvitationNotFound
 	}
-	now := a.Now().UTC()
+	now := a.now().UTC()
 	var m store.OrgMember
 	err = a.w.Write(ctx, func(t *writer.Tx) error {
-		org, err := a.Store.LockOrg(ctx, t.SQL(), orgID)
+		org, err := a.store.LockOrg(ctx, t.SQL(), orgID)
 		if errors.Is(err, store.ErrNotFound) {
 			return errInvitationNotFound
 		}
 		if err != nil {
 			return err
 		}
-		switch ok, err := a.Store.ActivateMember(ctx, t.SQL(), orgID, *acct.Email, p.UserID, now); {
+		switch ok, err := a.store.ActivateMember(ctx, t.SQL(), orgID, *acct.Email, p.UserID, now); {
 		case err != nil:
 			return err
 		case !ok:
 			return errInvitationNotFound
 		}
-		if m, err = a.Store.OrgMember(ctx, t.SQL(), orgID, *acct.Email); err != nil {
+		if m, err = a.store.OrgMember(ctx, t.SQL(), orgID, *acct.Email); err != nil {
 			return err
 		}
 		return a.notifyTeam(ctx, t, orgID, nil, Notice{Type: domain.NoticeTeamMemberJoined, Subject: teamSubject(org, m)})
@@ -373,7 +373,7 @@ func (a *App) AcceptInvitation(ctx context.Context, p Principal, orgID string) (
 // The team never loses its last owner; when the owner it names
 // (owner_user_id) goes, the longest-standing remaining owner is named.
 func (a *App) RemoveOrgMember(ctx context.Context, p Principal, orgID, rawEmail string) error {
-	now := a.Now().UTC()
+	now := a.now().UTC()
 	return a.w.Write(ctx, func(t *writer.Tx) error {
 		org, caller, err := a.lockOrgAs(ctx, t, orgID, p)
 		if err != nil {
@@ -387,14 +387,14 @@ func (a *App) RemoveOrgMember(ctx context.Context, p Principal, orgID, rawEmail 
 		if !ok {
 			return errMemberNotFound
 		}
-		target, err := a.Store.OrgMember(ctx, t.SQL(), orgID, email)
+		target, err := a.store.OrgMember(ctx, t.SQL(), orgID, email)
 		if errors.Is(err, store.ErrNotFound) || (err == nil && target.Status == domain.MemberInvited && !target.ExpiresAt.After(now)) {
 			return errMemberNotFound
 		}
 		if err != nil {
 			return err
 		}
-		owners, err := a.Store.ActiveOwners(ctx, t.SQL(), orgID)
+		owners, err := a.store.ActiveOwners(ctx, t.SQL(), orgID)
 		if err != nil {
 			return err
 		}
@@ -402,13 +402,13 @@ func (a *App) RemoveOrgMember(ctx context.Context, p Principal, orgID, rawEmail 
 			return &domain.Error{Code: domain.CodeLastOwner,
 				Detail: "a team keeps at least one owner: invite another owner first"}
 		}
-		if _, err := a.Store.DeleteOrgMember(ctx, t.SQL(), target); err != nil {
+		if _, err := a.store.DeleteOrgMember(ctx, t.SQL(), target); err != nil {
 			return err
 		}
 		if target.UserID != nil && *target.UserID == org.OwnerUserID {
 			// RemovalLeavesOwner made sure another owner stays.
 			if i := slices.IndexFunc(owners, func(o store.OrgMember) bool { return *o.UserID != org.OwnerUserID }); i >= 0 {
-				if err := a.Store.SetOrgOwner(ctx, t.SQL(), orgID, *owners[i].UserID); err != nil {
+				if err := a.store.SetOrgOwner(ctx, t.SQL(), orgID, *owners[i].UserID); err != nil {
 					return err
 				}
 			}
@@ -429,7 +429,7 @@ func (a *App) RemoveOrgMember(ctx context.Context, p Principal, orgID, rawEmail 
 // events (docs/decisions/teams.md). Accounts are visited in user_id order,
 // the order every team write takes their locks in.
 func (a *App) notifyTeam(ctx context.Context, t *writer.Tx, orgID string, also *string, n Notice) error {
-	ids, err := a.Store.ActiveMemberIDs(ctx, t.SQL(), orgID)
+	ids, err := a.store.ActiveMemberIDs(ctx, t.SQL(), orgID)
 	if err != nil {
 		return err
 	}

@@ -38,12 +38,12 @@ type budget struct {
 // (an email's, a team's) and before any account's.
 func (a *App) charge(ctx context.Context, t *writer.Tx, code string, budgets ...budget) error {
 	budgets = slices.SortedFunc(slices.Values(budgets), func(x, y budget) int { return cmp.Compare(x.key, y.key) })
-	now := a.Now()
+	now := a.now()
 	next := make([]time.Time, len(budgets))
 	var refused *budget
 	wait := 0
 	for i, b := range budgets {
-		tat, err := a.Store.RateState(ctx, t.SQL(), b.key)
+		tat, err := a.store.RateState(ctx, t.SQL(), b.key)
 		if err != nil {
 			return err
 		}
@@ -57,7 +57,7 @@ func (a *App) charge(ctx context.Context, t *writer.Tx, code string, budgets ...
 		return throttled(code, refused.name, fmt.Sprintf("at most %d %s; retry in %d s", refused.rate.Limit, refused.what, wait), wait)
 	}
 	for i, b := range budgets {
-		if err := a.Store.SetRateState(ctx, t.SQL(), b.key, next[i].UnixMicro()); err != nil {
+		if err := a.store.SetRateState(ctx, t.SQL(), b.key, next[i].UnixMicro()); err != nil {
 			return err
 		}
 	}
@@ -68,7 +68,7 @@ func (a *App) charge(ctx context.Context, t *writer.Tx, code string, budgets ...
 // that did not go out is not charged (docs/decisions/throttles.md).
 func (a *App) refund(ctx context.Context, t *writer.Tx, budgets ...budget) error {
 	for _, b := range budgets {
-		if err := a.Store.RefundRate(ctx, t.SQL(), b.key, b.rate.Interval()); err != nil {
+		if err := a.store.RefundRate(ctx, t.SQL(), b.key, b.rate.Interval()); err != nil {
 			return err
 		}
 	}
@@ -86,10 +86,10 @@ func throttled(code, name, detail string, retryAfter int) error {
 // request came from within the service (client ""), and everyone's.
 func (a *App) otpBudgets(client string) []budget {
 	out := []budget{{key: "otp:global", name: domain.ThrottleGlobal, what: "sign-in codes are mailed an hour, to every client together",
-		rate: hourly(a.Cfg.OTPLimitGlobal, config.DefaultOTPLimitGlobal)}}
+		rate: hourly(a.cfg.OTPLimitGlobal, config.DefaultOTPLimitGlobal)}}
 	if client != "" {
 		out = append(out, budget{key: "otp:client:" + client, name: domain.ThrottlePerClient, what: "sign-in codes are mailed an hour for one client address",
-			rate: hourly(a.Cfg.OTPLimitPerClient, config.DefaultOTPLimitPerClient)})
+			rate: hourly(a.cfg.OTPLimitPerClient, config.DefaultOTPLimitPerClient)})
 	}
 	return out
 }
@@ -101,13 +101,13 @@ func (a *App) otpBudgets(client string) []budget {
 func (a *App) inviteBudgets(userID, orgID, email string) []budget {
 	return []budget{
 		{key: "invite:account:" + userID, name: domain.ThrottlePerAccount, what: "team invitations a day from one account",
-			rate: daily(a.Cfg.InviteLimitPerAccount, config.DefaultInviteLimitPerAccount)},
+			rate: daily(a.cfg.InviteLimitPerAccount, config.DefaultInviteLimitPerAccount)},
 		{key: "invite:org:" + orgID, name: domain.ThrottlePerOrg, what: "invitations a day from one team",
-			rate: daily(a.Cfg.InviteLimitPerOrg, config.DefaultInviteLimitPerOrg)},
+			rate: daily(a.cfg.InviteLimitPerOrg, config.DefaultInviteLimitPerOrg)},
 		{key: "invite:to:" + email, name: domain.ThrottlePerRecipient, what: "team invitations a day to one address",
-			rate: daily(a.Cfg.InviteLimitPerRecipient, config.DefaultInviteLimitPerRecipient)},
+			rate: daily(a.cfg.InviteLimitPerRecipient, config.DefaultInviteLimitPerRecipient)},
 		{key: "invite:global", name: domain.ThrottleGlobal, what: "team invitations an hour, from every team together",
-			rate: hourly(a.Cfg.InviteLimitGlobal, config.DefaultInviteLimitGlobal)},
+			rate: hourly(a.cfg.InviteLimitGlobal, config.DefaultInviteLimitGlobal)},
 	}
 }
 
@@ -117,9 +117,9 @@ func (a *App) inviteBudgets(userID, orgID, email string) []budget {
 func (a *App) testBudgets(userID string) []budget {
 	return []budget{
 		{key: "test:account:" + userID, name: domain.ThrottlePerAccount, what: "test notifications an hour for one account",
-			rate: hourly(a.Cfg.TestNotifyLimitPerAccount, config.DefaultTestNotifyLimitPerAccount)},
+			rate: hourly(a.cfg.TestNotifyLimitPerAccount, config.DefaultTestNotifyLimitPerAccount)},
 		{key: "test:global", name: domain.ThrottleGlobal, what: "test notifications an hour, for every account together",
-			rate: hourly(a.Cfg.TestNotifyLimitGlobal, config.DefaultTestNotifyLimitGlobal)},
+			rate: hourly(a.cfg.TestNotifyLimitGlobal, config.DefaultTestNotifyLimitGlobal)},
 	}
 }
 
@@ -131,7 +131,7 @@ const DefaultAnnounceLimitPerDay = 3
 // the mail a repeated or looping operator command sends.
 func (a *App) announceBudget() budget {
 	return budget{key: "announce:global", name: domain.ThrottleGlobal, what: "announcements a day (admin announce --limit-per-day)",
-		rate: daily(a.Cfg.AnnounceLimitPerDay, DefaultAnnounceLimitPerDay)}
+		rate: daily(a.cfg.AnnounceLimitPerDay, DefaultAnnounceLimitPerDay)}
 }
 
 // hourly and daily are a flag's budget; def when the Config was built
@@ -172,6 +172,6 @@ func (a *App) pruneThrottles(ctx context.Context, t *writer.Tx, now time.Time) e
 	if !due {
 		return nil
 	}
-	_, err := a.Store.PruneRateStates(ctx, t.SQL(), now.Add(-pruneSlack))
+	_, err := a.store.PruneRateStates(ctx, t.SQL(), now.Add(-pruneSlack))
 	return err
 }

@@ -79,7 +79,7 @@ func (a *App) GateToolCall(ctx context.Context, p Principal, req api.ToolCallReq
 }
 
 func (a *App) gateToolCall(ctx context.Context, p Principal, req toolCall) (ToolCallResult, error) {
-	now := a.Now()
+	now := a.now()
 	client, err := checkToolCall(&req)
 	if err != nil {
 		// An account over its daily quota gets 429 whatever it sent, as on
@@ -185,7 +185,7 @@ func (a *App) writeToolCall(ctx context.Context, p Principal, req toolCall, clie
 	}
 	out.Event = appended.Event.StoredEvent
 	out.Quota = a.quota(appended.QuotaUsed)
-	out.Epoch = domain.NewEpochStamp(a.Cfg.EpochAnchor, now)
+	out.Epoch = domain.NewEpochStamp(a.cfg.EpochAnchor, now)
 	return out, nil
 }
 
@@ -210,7 +210,7 @@ func (a *App) dropStored(ctx context.Context, userID string, req toolCall) (tool
 	for _, r := range req.Results {
 		ids = append(ids, *r.EventID)
 	}
-	stored, err := a.Store.EventsByIDs(ctx, nil, userID, ids)
+	stored, err := a.store.EventsByIDs(ctx, nil, userID, ids)
 	if err != nil {
 		return req, nil, err
 	}
@@ -342,7 +342,7 @@ func (a *App) meterToolCall(ctx context.Context, t *writer.Tx, userID string, an
 	if !ok {
 		return ans, fmt.Errorf("tool call: matched grant %s not among its rows", g.GrantID)
 	}
-	uses, consumed, err := a.Store.ConsumeGrantUses(ctx, t.SQL(), userID, row.GrantID, row.Generation, 1, now)
+	uses, consumed, err := a.store.ConsumeGrantUses(ctx, t.SQL(), userID, row.GrantID, row.Generation, 1, now)
 	if err != nil {
 		return ans, err
 	}
@@ -351,7 +351,7 @@ func (a *App) meterToolCall(ctx context.Context, t *writer.Tx, userID string, an
 		ans.Grant, ans.Uses, ans.Remaining = &g, uses, g.Remaining()
 		return ans, nil
 	}
-	fresh, err := a.Store.GrantRow(ctx, t.SQL(), userID, row.GrantID, row.Generation)
+	fresh, err := a.store.GrantRow(ctx, t.SQL(), userID, row.GrantID, row.Generation)
 	if err != nil {
 		return ans, err
 	}
@@ -410,12 +410,12 @@ func (a *App) replayToolCall(ctx context.Context, p Principal, req toolCall, sto
 		return s
 	}
 	out := ToolCallResult{Decision: *stored.Decision, GrantID: text(rawGrantID), Event: stored.StoredEvent, Replayed: true,
-		Epoch: domain.NewEpochStamp(a.Cfg.EpochAnchor, now)}
+		Epoch: domain.NewEpochStamp(a.cfg.EpochAnchor, now)}
 	out.Gate = domain.GateAnswer{Status: text(rawGateStatus), Subagent: *req.Subagent, ProposalID: text(rawProposalID),
 		Reason: "this tool call is already on the record (sequence " + fmt.Sprint(stored.Sequence) + "); it was not metered again"}
 	out.Gate.Authorized = out.Gate.Status == domain.GateAuthorized
 	out.Metered = out.Gate.Authorized
-	used, err := a.Store.QuotaUsed(ctx, nil, p.UserID, domain.QuotaDay(now))
+	used, err := a.store.QuotaUsed(ctx, nil, p.UserID, domain.QuotaDay(now))
 	if err != nil {
 		return ToolCallResult{}, err
 	}

@@ -126,7 +126,7 @@ func (m *meter) unlockWakingWhenFull() {
 // CountCall counts one credentialed call of userID to a route of capability
 // (CapabilityNone for none) through surface.
 func (a *App) CountCall(userID, capability, surface string) {
-	k := accountDay{userID, usageDay(a.Now())}
+	k := accountDay{userID, usageDay(a.now())}
 	m := a.meter
 	m.mu.Lock()
 	c := m.cellsLocked(k)
@@ -137,11 +137,11 @@ func (a *App) CountCall(userID, capability, surface string) {
 
 func (a *App) countGate(userID, status string) {
 	metrics.GateDecisions.Inc(status)
-	a.meter.add(accountDay{userID, usageDay(a.Now())}, UsageGate, status, 1)
+	a.meter.add(accountDay{userID, usageDay(a.now())}, UsageGate, status, 1)
 }
 
 func (a *App) countUses(userID string, n int64) {
-	a.meter.add(accountDay{userID, usageDay(a.Now())}, UsageUses, "uses", n)
+	a.meter.add(accountDay{userID, usageDay(a.now())}, UsageUses, "uses", n)
 }
 
 // FlushUsage adds the counts gathered since the last flush to the database,
@@ -170,9 +170,9 @@ func (a *App) FlushUsage(ctx context.Context) error {
 	slices.SortFunc(counts, func(x, y store.UsageCount) int {
 		return cmp.Or(cmp.Compare(x.UserID, y.UserID), cmp.Compare(x.Day, y.Day), cmp.Compare(x.Kind, y.Kind), cmp.Compare(x.Name, y.Name))
 	})
-	err := a.w.Write(ctx, func(t *writer.Tx) error { return a.Store.AddUsage(ctx, t.SQL(), counts) })
+	err := a.w.Write(ctx, func(t *writer.Tx) error { return a.store.AddUsage(ctx, t.SQL(), counts) })
 	if err != nil {
-		a.Log.Error("usage counts dropped: the flush failed", "counters", len(counts), "err", err)
+		a.log.Error("usage counts dropped: the flush failed", "counters", len(counts), "err", err)
 	}
 	return err
 }
@@ -193,15 +193,15 @@ func (a *App) pendingUsage(userID string, day int64, kind string) map[string]int
 	return out
 }
 
-// RunUsageFlusher flushes the meter every tick, and early when it is full,
-// until ctx ends; then it flushes once more (shutdown).
-func (a *App) RunUsageFlusher(ctx context.Context, tick Ticker) {
+// runUsageFlusher flushes the meter every tick, and early when it is full,
+// until ctx ends; then it flushes once more (shutdown; Loops.UsageFlush).
+func (a *App) runUsageFlusher(ctx context.Context, tick Ticker) {
 	defer tick.Stop()
 	for {
 		select {
 		case <-ctx.Done():
 			if err := a.FlushUsage(context.WithoutCancel(ctx)); err != nil {
-				a.Log.Error("the last usage flush failed", "err", err)
+				a.log.Error("the last usage flush failed", "err", err)
 			}
 			return
 		case <-tick.C():
@@ -215,25 +215,25 @@ func (a *App) RunUsageFlusher(ctx context.Context, tick Ticker) {
 // replica's not yet flushed (another replica's unflushed counts, at most one
 // flush interval, show once flushed).
 func (a *App) DashboardUsage(ctx context.Context, p Principal) (api.Usage, error) {
-	now := a.Now().UTC()
+	now := a.now().UTC()
 	day := domain.QuotaDay(now)
 	// Under the flush lock, no batch is between the meter and the database.
 	a.meter.flushMu.Lock()
 	defer a.meter.flushMu.Unlock()
-	f, err := a.Store.AccountFigures(ctx, p.UserID, now)
+	f, err := a.store.AccountFigures(ctx, p.UserID, now)
 	if err != nil {
 		return api.Usage{}, err
 	}
-	today, err := a.Store.QuotaUsed(ctx, nil, p.UserID, day)
+	today, err := a.store.QuotaUsed(ctx, nil, p.UserID, day)
 	if err != nil {
 		return api.Usage{}, err
 	}
 	u := api.Usage{Day: day, TreeSize: f.TreeSize, Proposals: f.Proposals, Notifications: f.Notifications,
-		Events: api.UsageEvents{Today: today, Total: f.EventsTotal, QuotaLimit: int64(a.Cfg.DailyEventQuota),
-			QuotaRemaining: max(0, int64(a.Cfg.DailyEventQuota)-today)},
+		Events: api.UsageEvents{Today: today, Total: f.EventsTotal, QuotaLimit: int64(a.cfg.DailyEventQuota),
+			QuotaRemaining: max(0, int64(a.cfg.DailyEventQuota)-today)},
 		Grants: api.UsageGrants{Live: f.GrantsLive, Expired: f.GrantsExpired, Revoked: f.GrantsRevoked}}
 	read := func(kind string) (map[string]int64, error) {
-		m, err := a.Store.Usage(ctx, p.UserID, kind, day, day)
+		m, err := a.store.Usage(ctx, p.UserID, kind, day, day)
 		if err != nil {
 			return nil, err
 		}

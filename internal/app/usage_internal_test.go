@@ -13,7 +13,7 @@ import (
 // counted by capability and surface, and the check by status.
 func BenchmarkMeterGateCheck(b *testing.B) {
 	now := time.Date(2026, 11, 26, 12, 0, 0, 0, time.UTC)
-	a := &App{Now: func() time.Time { return now }, meter: newMeter()}
+	a := &App{now: func() time.Time { return now }, meter: newMeter()}
 	users := []string{"01a21924-c987-77c3-a2e1-863424e8664d", "01a21924-c987-77c3-a2e1-863424e8664e"}
 	b.ReportAllocs()
 	for i := range b.N {
@@ -43,7 +43,7 @@ func TestUsageDayIsTheQuotaDay(t *testing.T) {
 // kind, and wakes the flusher once it holds maxMeterKeys counters.
 func TestMeterCountsAndWakesTheFlusherWhenFull(t *testing.T) {
 	now := time.Date(2026, 11, 27, 5, 30, 0, 0, time.UTC)
-	a := &App{Now: func() time.Time { return now }, meter: newMeter()}
+	a := &App{now: func() time.Time { return now }, meter: newMeter()}
 	for range 3 {
 		a.CountCall("u1", "grants", "rest")
 	}

@@ -61,8 +61,8 @@ type webhookDrain struct {
 	serving map[string]bool
 	// skipped: a drain found every sender slot taken and left accounts out.
 	skipped bool
-	// background is the scheduler's context (StartJobs): the senders of
-	// its drains run on it, and wg waits for them (WaitJobs).
+	// background is the scheduler's context (startJobs): the senders of
+	// its drains run on it, and wg waits for them (waitJobs).
 	background context.Context
 	wg         sync.WaitGroup
 }
@@ -132,7 +132,7 @@ func (a *App) dispatchWebhooks(ctx context.Context) error {
 // starts a sender on senderCtx for each that has none; with wait it waits
 // for them and adds up what they did, else their failures are logged.
 func (a *App) drainWebhooks(ctx, senderCtx context.Context, wait bool) (api.DrainCounts, error) {
-	accounts, err := a.Store.QueuedAccounts(ctx, domain.ChannelWebhook, outboxAccounts)
+	accounts, err := a.store.QueuedAccounts(ctx, domain.ChannelWebhook, outboxAccounts)
 	if err != nil {
 		return api.DrainCounts{}, err
 	}
@@ -155,7 +155,7 @@ func (a *App) drainWebhooks(ctx, senderCtx context.Context, wait bool) (api.Drai
 			if err != nil {
 				err = fmt.Errorf("webhook outbox of %s: %w", userID, err)
 				if !wait && senderCtx.Err() == nil {
-					a.Log.Error("a webhook sender failed", "user_id", userID, "err", err)
+					a.log.Error("a webhook sender failed", "user_id", userID, "err", err)
 				}
 			}
 			mu.Lock()
@@ -256,7 +256,7 @@ func webhookPush(r store.Notification) ([]byte, error) {
 // any transaction) and returns how to settle them.
 func (a *App) sendWebhookRows(ctx context.Context, t *writer.Tx, rows []store.Notification) (func() api.DrainCounts, func(*writer.Tx) error, error) {
 	userID := rows[0].UserID
-	hooks, err := a.Store.Webhooks(ctx, t.SQL(), userID, "")
+	hooks, err := a.store.Webhooks(ctx, t.SQL(), userID, "")
 	if err != nil {
 		return nil, nil, err
 	}
@@ -273,12 +273,12 @@ func (a *App) sendWebhookRows(ctx context.Context, t *writer.Tx, rows []store.No
 		return a.deliverRows(ctx, userID, hooks, rows, bodies, outcome, sentAt, &deliveries)
 	}
 	return work, func(t *writer.Tx) error {
-		if err := a.Store.InsertDeliveries(ctx, t.SQL(), deliveries); err != nil {
+		if err := a.store.InsertDeliveries(ctx, t.SQL(), deliveries); err != nil {
 			return err
 		}
 		sent := 0
 		for i, r := range rows {
-			if err := a.Store.SettleNotification(ctx, t.SQL(), r.ID, outcome[i], sentAt[i], 0); err != nil {
+			if err := a.store.SettleNotification(ctx, t.SQL(), r.ID, outcome[i], sentAt[i], 0); err != nil {
 				return err
 			}
 			if outcome[i] == domain.DeliverySent {
@@ -401,7 +401,7 @@ func (a *App) deliverRows(ctx context.Context, userID string, hooks []store.Webh
 		}
 	}
 	var res api.DrainCounts
-	now := a.Now().UnixMicro()
+	now := a.now().UnixMicro()
 	for i := range rows {
 		res.Drained++
 		// Sent when every endpoint taking the type took it; a row no
@@ -420,8 +420,8 @@ func (a *App) deliverRows(ctx context.Context, userID string, hooks []store.Webh
 // attemptDelivery makes attempt n (from 0) of row r to endpoint h and
 // reports whether it was taken, with the attempt as recorded.
 func (a *App) attemptDelivery(ctx context.Context, h store.Webhook, r store.Notification, body []byte, n int) (bool, store.Delivery) {
-	started := a.Now()
-	at := a.Egress.Deliver(ctx, webhook.Delivery{URL: h.URL, MsgID: r.ID, Timestamp: started, Body: body, Secret: h.Secret})
+	started := a.now()
+	at := a.egress.Deliver(ctx, webhook.Delivery{URL: h.URL, MsgID: r.ID, Timestamp: started, Body: body, Secret: h.Secret})
 	d := store.Delivery{WebhookID: h.ID, NotificationID: r.ID, Attempt: n + 1, Duration: at.Duration, CreatedAt: started}
 	if at.StatusCode != 0 {
 		code := at.StatusCode
@@ -439,9 +439,6 @@ func (a *App) attemptDelivery(ctx context.Context, h store.Webhook, r store.Noti
 	return at.OK, d
 }
 
-func (a *App) webhookBackoff(n int) time.Duration {
-	if a.WebhookBackoff != nil {
-		return a.WebhookBackoff(n)
-	}
-	return 250 * time.Millisecond << n
-}
+// defaultWebhookBackoff is the wait before attempt n+2 within a drain
+// (Deps.WebhookBackoff).
+func defaultWebhookBackoff(n int) time.Duration { return 250 * time.Millisecond << n }

@@ -27,7 +27,7 @@ import (
 func TestHangingReceiversDoNotDelayAnotherAccount(t *testing.T) {
 	storetest.Each(t, func(t *testing.T, dsn string) {
 		const hanging, rowsEach, within = 50, 8, 2 * time.Second
-		a := webhookApp(t, dsn)
+		a, _ := webhookApp(t, dsn)
 		ctx := context.Background()
 
 		var (
@@ -62,9 +62,10 @@ func TestHangingReceiversDoNotDelayAnotherAccount(t *testing.T) {
 		// Cleanups run last first: the senders stop before the hanging
 		// handlers are released and their servers closed.
 		t.Cleanup(func() { close(hang) })
-		jobs, stop := context.WithCancel(ctx)
-		a.StartJobs(jobs)
-		t.Cleanup(func() { stop(); a.WaitJobs() })
+		if err := a.Start(ctx, app.Loops{Scheduler: true}); err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(a.Close)
 
 		// Each queued row kicks the scheduler, as in serve.
 		for _, p := range hangers {

@@ -18,22 +18,22 @@ import (
 	"github.com/auditchain/auditchain/internal/app/apptest"
 	"github.com/auditchain/auditchain/internal/config"
 	"github.com/auditchain/auditchain/internal/domain"
+	"github.com/auditchain/auditchain/internal/store"
 	"github.com/auditchain/auditchain/internal/store/storetest"
 	"github.com/auditchain/auditchain/pkg/api"
 )
 
 // webhookApp is an App over a store of dsn that may deliver to loopback
-// receivers and retries at once.
-func webhookApp(t *testing.T, dsn string) *app.App {
+// receivers and retries at once, and that store.
+func webhookApp(t *testing.T, dsn string) (*app.App, *store.Store) {
 	t.Helper()
 	// Rows are queued with test notifications, hundreds an account: their
 	// throttle is lifted (it is tested in internal/httpapi).
-	a := apptest.New(t, storetest.Open(t, dsn), apptest.Options{Config: func(c *config.Config) {
+	st := storetest.Open(t, dsn)
+	return apptest.New(t, st, apptest.Options{Config: func(c *config.Config) {
 		c.WebhookAllowPrivate = true
 		c.TestNotifyLimitPerAccount, c.TestNotifyLimitGlobal = 1e6, 1e6
-	}})
-	a.WebhookBackoff = func(int) time.Duration { return 0 }
-	return a
+	}, WebhookBackoff: func(int) time.Duration { return 0 }}), st
 }
 
 // hookAccount makes an account with one endpoint at url taking every
@@ -53,9 +53,9 @@ func hookAccount(t *testing.T, a *app.App, email, url string) app.Principal {
 }
 
 // webhookRowsByStatus returns the ids of userID's webhook rows by status.
-func webhookRowsByStatus(t *testing.T, a *app.App, userID string) map[string][]string {
+func webhookRowsByStatus(t *testing.T, st *store.Store, userID string) map[string][]string {
 	t.Helper()
-	rows, err := a.Store.Notifications(context.Background(), userID, nil, nil, 100_000)
+	rows, err := st.Notifications(context.Background(), userID, nil, nil, 100_000)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -75,7 +75,8 @@ func webhookRowsByStatus(t *testing.T, a *app.App, userID string) map[string][]s
 // every row ends sent, and the replicas' sent counts add up to the rows.
 func TestTwoReplicasDrainEachRowOnce(t *testing.T) {
 	dsn := storetest.DSN(t, storetest.Postgres)
-	a1, a2 := webhookApp(t, dsn), webhookApp(t, dsn)
+	a1, st1 := webhookApp(t, dsn)
+	a2, st2 := webhookApp(t, dsn)
 
 	var mu sync.Mutex
 	received := map[string]int{} // webhook-id → deliveries
@@ -112,7 +113,7 @@ func TestTwoReplicasDrainEachRowOnce(t *testing.T) {
 	}
 	queued := map[string]bool{}
 	for _, p := range users {
-		byStatus := webhookRowsByStatus(t, a1, p.UserID)
+		byStatus := webhookRowsByStatus(t, st1, p.UserID)
 		if len(byStatus[domain.DeliveryQueued]) != perAccount || len(byStatus) != 1 {
 			t.Fatalf("account %s before the drains: webhook rows by status %v, want %d queued", p.UserID, statusCounts(byStatus), perAccount)
 		}
@@ -154,7 +155,7 @@ func TestTwoReplicasDrainEachRowOnce(t *testing.T) {
 		}
 	}
 	for _, p := range users {
-		if byStatus := webhookRowsByStatus(t, a2, p.UserID); len(byStatus[domain.DeliverySent]) != perAccount || len(byStatus) != 1 {
+		if byStatus := webhookRowsByStatus(t, st2, p.UserID); len(byStatus[domain.DeliverySent]) != perAccount || len(byStatus) != 1 {
 			t.Errorf("account %s after the drains: webhook rows by status %v, want %d sent", p.UserID, statusCounts(byStatus), perAccount)
 		}
 	}
@@ -180,7 +181,7 @@ func statusCounts(byStatus map[string][]string) map[string]int {
 // deliveries not delayed").
 func TestSlowReceiverDoesNotDelayAnother(t *testing.T) {
 	storetest.Each(t, func(t *testing.T, dsn string) {
-		a := webhookApp(t, dsn)
+		a, st := webhookApp(t, dsn)
 		ctx := context.Background()
 
 		slowEntered, slowLeft, release := make(chan struct{}), make(chan struct{}), make(chan struct{})
@@ -223,7 +224,7 @@ func TestSlowReceiverDoesNotDelayAnother(t *testing.T) {
 				t.Fatal(err)
 			}
 		}
-		rowA, rowB := webhookRowsByStatus(t, a, pa.UserID)[domain.DeliveryQueued], webhookRowsByStatus(t, a, pb.UserID)[domain.DeliveryQueued]
+		rowA, rowB := webhookRowsByStatus(t, st, pa.UserID)[domain.DeliveryQueued], webhookRowsByStatus(t, st, pb.UserID)[domain.DeliveryQueued]
 		if len(rowA) != 1 || len(rowB) != 1 {
 			t.Fatalf("queued webhook rows: %d of the slow account, %d of the fast one; want 1 each", len(rowA), len(rowB))
 		}
@@ -253,7 +254,7 @@ func TestSlowReceiverDoesNotDelayAnother(t *testing.T) {
 		// hold the fast one's settle back.
 		deadline := time.Now().Add(5 * time.Second)
 		for {
-			n, err := a.Store.NotificationByID(ctx, nil, pb.UserID, rowB[0])
+			n, err := st.NotificationByID(ctx, nil, pb.UserID, rowB[0])
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -270,7 +271,7 @@ func TestSlowReceiverDoesNotDelayAnother(t *testing.T) {
 			t.Fatal("the slow receiver's handler returned before it was released: the test proved nothing")
 		default:
 		}
-		if n, err := a.Store.NotificationByID(ctx, nil, pa.UserID, rowA[0]); err != nil || n.DeliveryStatus != domain.DeliveryQueued {
+		if n, err := st.NotificationByID(ctx, nil, pa.UserID, rowA[0]); err != nil || n.DeliveryStatus != domain.DeliveryQueued {
 			t.Fatalf("the slow account's row while its receiver holds it: %+v %v, want queued", n.DeliveryStatus, err)
 		}
 
@@ -282,7 +283,7 @@ func TestSlowReceiverDoesNotDelayAnother(t *testing.T) {
 		if res.Sent != 2 || res.Failed != 0 {
 			t.Errorf("drain: %+v, want 2 sent", res)
 		}
-		if n, err := a.Store.NotificationByID(ctx, nil, pa.UserID, rowA[0]); err != nil || n.DeliveryStatus != domain.DeliverySent {
+		if n, err := st.NotificationByID(ctx, nil, pa.UserID, rowA[0]); err != nil || n.DeliveryStatus != domain.DeliverySent {
 			t.Errorf("the slow account's row after its receiver answered: %q %v, want sent", n.DeliveryStatus, err)
 		}
 	})

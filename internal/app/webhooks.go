@@ -59,7 +59,7 @@ func (a *App) CreateWebhook(ctx context.Context, p Principal, req api.CreateWebh
 			Message: "not a notification type with a webhook channel: " + strings.Join(bad, ", ")})
 	}
 	types = slices.Compact(slices.Sorted(slices.Values(types)))
-	if err := a.Egress.CheckURL(ctx, url); err != nil {
+	if err := a.egress.CheckURL(ctx, url); err != nil {
 		if ctx.Err() != nil {
 			return api.WebhookCreated{}, ctx.Err()
 		}
@@ -67,29 +67,29 @@ func (a *App) CreateWebhook(ctx context.Context, p Principal, req api.CreateWebh
 		// resolve) is the caller's to fix.
 		return api.WebhookCreated{}, (&domain.Error{Code: CodeWebhookURLRefused, Detail: err.Error()}).With("url", url)
 	}
-	secret, err := webhook.NewSecret(a.Rand)
+	secret, err := webhook.NewSecret(a.rand)
 	if err != nil {
 		return api.WebhookCreated{}, err
 	}
-	id, err := uuid.NewV7FromReader(a.Rand)
+	id, err := uuid.NewV7FromReader(a.rand)
 	if err != nil {
 		return api.WebhookCreated{}, err
 	}
 	w := store.Webhook{ID: id.String(), UserID: p.UserID, URL: url, Types: types, Secret: secret,
-		CreatedAt: a.Now().UTC().Truncate(time.Microsecond)}
+		CreatedAt: a.now().UTC().Truncate(time.Microsecond)}
 	err = a.w.Write(ctx, func(t *writer.Tx) error {
 		// Under the account's lock, so two registrations count each other.
 		if _, err := t.Lock(ctx, p.UserID); err != nil {
 			return err
 		}
-		n, err := a.Store.CountWebhooks(ctx, t.SQL(), p.UserID)
+		n, err := a.store.CountWebhooks(ctx, t.SQL(), p.UserID)
 		if err != nil {
 			return err
 		}
 		if n >= MaxWebhooksPerAccount {
 			return domain.Errorf(CodeTooManyWebhooks, "an account has at most %d webhook endpoints; delete one first", MaxWebhooksPerAccount)
 		}
-		return a.Store.CreateWebhook(ctx, t.SQL(), w)
+		return a.store.CreateWebhook(ctx, t.SQL(), w)
 	})
 	if err != nil {
 		return api.WebhookCreated{}, err
@@ -99,7 +99,7 @@ func (a *App) CreateWebhook(ctx context.Context, p Principal, req api.CreateWebh
 
 // Webhooks lists the caller's endpoints without secrets, oldest first.
 func (a *App) Webhooks(ctx context.Context, p Principal) (api.WebhookList, error) {
-	ws, err := a.Store.Webhooks(ctx, nil, p.UserID, "")
+	ws, err := a.store.Webhooks(ctx, nil, p.UserID, "")
 	if err != nil {
 		return api.WebhookList{}, err
 	}
@@ -115,7 +115,7 @@ var errWebhookNotFound = domain.NotFound(CodeWebhookNotFound, "webhook")
 // DeleteWebhook removes the caller's endpoint with its attempts. Rows queued
 // for it alone fail at the next drain.
 func (a *App) DeleteWebhook(ctx context.Context, p Principal, id string) error {
-	err := a.w.Write(ctx, func(t *writer.Tx) error { return a.Store.DeleteWebhook(ctx, t.SQL(), p.UserID, id) })
+	err := a.w.Write(ctx, func(t *writer.Tx) error { return a.store.DeleteWebhook(ctx, t.SQL(), p.UserID, id) })
 	if errors.Is(err, store.ErrNotFound) {
 		return errWebhookNotFound
 	}
@@ -125,14 +125,14 @@ func (a *App) DeleteWebhook(ctx context.Context, p Principal, id string) error {
 // WebhookDeliveries lists the attempts to deliver to the caller's endpoint
 // id, newest first.
 func (a *App) WebhookDeliveries(ctx context.Context, p Principal, id string) (api.WebhookDeliveries, error) {
-	ok, err := a.Store.WebhookExists(ctx, p.UserID, id)
+	ok, err := a.store.WebhookExists(ctx, p.UserID, id)
 	if err != nil {
 		return api.WebhookDeliveries{}, err
 	}
 	if !ok {
 		return api.WebhookDeliveries{}, errWebhookNotFound
 	}
-	ds, err := a.Store.Deliveries(ctx, id, MaxDeliveriesListed)
+	ds, err := a.store.Deliveries(ctx, id, MaxDeliveriesListed)
 	if err != nil {
 		return api.WebhookDeliveries{}, err
 	}

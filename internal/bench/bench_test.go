@@ -62,7 +62,7 @@ func startServer(t *testing.T) (url, dsn string) {
 	t.Cleanup(func() { st.Close() })
 	log := slog.New(slog.DiscardHandler)
 	a := apptest.New(t, st, apptest.Options{Config: func(c *config.Config) { *c = cfg }, Log: log, Bus: dsn})
-	h := httpapi.NewServer(a, log, api.OpenAPIJSON())
+	h := httpapi.NewServer(a, cfg, log, api.OpenAPIJSON())
 	srv := httptest.NewServer(h)
 	t.Cleanup(func() { h.Close(); srv.Close() })
 	return srv.URL, dsn

@@ -257,7 +257,7 @@ func TestAppendAtTipQuotaFirst(t *testing.T) {
 		e.appendNextOK(key, first)
 		e.appendNextOK(key, next("evt-q1"))
 		wantProblem(t, e.do("POST", "/v1/events/append", key, `{"event_id":"evt-big","event_type":"t","raw":{"pad":"`+
-			strings.Repeat("x", int(e.app.Cfg.MaxBodyBytes))+`"}}`), 413, "body_too_large")
+			strings.Repeat("x", int(e.cfg.MaxBodyBytes))+`"}}`), 413, "body_too_large")
 		for name, body := range map[string]any{
 			"valid":         next("evt-q2"),
 			"not JSON":      `{"event_id":`,

@@ -25,7 +25,7 @@ func noBody(r *http.Request, max int64) error {
 // anchor provider included, is a 200 (docs/decisions/anchor.md).
 func cronJob[T any](s *Server, run func(context.Context) (T, error)) handlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) error {
-		if err := noBody(r, s.app.Cfg.MaxBodyBytes); err != nil {
+		if err := noBody(r, s.cfg.MaxBodyBytes); err != nil {
 			return err
 		}
 		res, err := run(r.Context())

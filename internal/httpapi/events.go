@@ -23,7 +23,7 @@ func (s *Server) eventBody(r *http.Request) (string, []byte, error) {
 	if err != nil {
 		return "", nil, err
 	}
-	body, err := readJSONBody(r, s.app.Cfg.MaxBodyBytes, false)
+	body, err := readJSONBody(r, s.cfg.MaxBodyBytes, false)
 	if err != nil {
 		return "", nil, s.app.RefuseBody(r.Context(), principal(r), err)
 	}
@@ -179,7 +179,7 @@ func decodeBatch(body []byte) (clientMachine *string, rows []api.EventInput, unr
 }
 
 func (s *Server) appendBatch(w http.ResponseWriter, r *http.Request) error {
-	body, err := readJSONBody(r, 8*s.app.Cfg.MaxBodyBytes, false)
+	body, err := readJSONBody(r, 8*s.cfg.MaxBodyBytes, false)
 	if err != nil {
 		return s.app.RefuseBody(r.Context(), principal(r), err)
 	}
@@ -195,7 +195,7 @@ func (s *Server) appendBatch(w http.ResponseWriter, r *http.Request) error {
 }
 
 func (s *Server) searchEvents(w http.ResponseWriter, r *http.Request) error {
-	req, err := decode[api.SearchRequest](r, s.app.Cfg.MaxBodyBytes, true)
+	req, err := decode[api.SearchRequest](r, s.cfg.MaxBodyBytes, true)
 	if err != nil {
 		return err
 	}
@@ -335,7 +335,7 @@ func (b *signingKeyBody) validate() []domain.FieldError {
 }
 
 func (s *Server) putSigningKey(w http.ResponseWriter, r *http.Request) error {
-	req, err := decode[signingKeyBody](r, s.app.Cfg.MaxBodyBytes, false)
+	req, err := decode[signingKeyBody](r, s.cfg.MaxBodyBytes, false)
 	if err != nil {
 		return err
 	}
@@ -374,7 +374,7 @@ func (b *policyTestBody) validate() []domain.FieldError {
 }
 
 func (s *Server) policyTest(w http.ResponseWriter, r *http.Request) error {
-	req, err := decode[policyTestBody](r, s.app.Cfg.MaxBodyBytes, false)
+	req, err := decode[policyTestBody](r, s.cfg.MaxBodyBytes, false)
 	if err != nil {
 		return err
 	}

@@ -34,13 +34,14 @@ func FuzzRequestBodies(f *testing.F) {
 	dir := f.TempDir()
 	st := storetest.Open(f, "sqlite:"+filepath.Join(dir, "fuzz.db"))
 	log := slog.New(slog.NewTextHandler(io.Discard, nil))
-	a := apptest.New(f, st, apptest.Options{Log: log})
+	o := apptest.Options{Log: log}
+	a := apptest.New(f, st, o)
 	_, key, err := a.CreateAccount(f.Context(), app.AccountRequest{Email: "fuzz@example.com", Admin: true})
 	if err != nil {
 		f.Fatal(err)
 	}
 	_, docJSON := loadDoc(f)
-	h := httpapi.NewServer(a, log, docJSON)
+	h := httpapi.NewServer(a, o.AppConfig(f), log, docJSON)
 	var routes []string
 	for _, rt := range h.RouteTable() {
 		method, _, _ := strings.Cut(rt.Pattern, " ")

@@ -80,7 +80,7 @@ func (b *proposalBody) validate() []domain.FieldError {
 }
 
 func (s *Server) createProposal(w http.ResponseWriter, r *http.Request) error {
-	req, err := decode[proposalBody](r, s.app.Cfg.MaxBodyBytes, false)
+	req, err := decode[proposalBody](r, s.cfg.MaxBodyBytes, false)
 	if err != nil {
 		return err
 	}
@@ -102,7 +102,7 @@ func (s *Server) getProposal(w http.ResponseWriter, r *http.Request) error {
 // transitionProposal makes the handler of one transition route.
 func (s *Server) transitionProposal(action string) handlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) error {
-		body, err := decode[api.TransitionRequest](r, s.app.Cfg.MaxBodyBytes, true)
+		body, err := decode[api.TransitionRequest](r, s.cfg.MaxBodyBytes, true)
 		if err != nil {
 			return err
 		}

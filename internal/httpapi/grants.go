@@ -87,7 +87,7 @@ func grantAliases(key string) []string {
 // ---- handlers ---------------------------------------------------------------
 
 func (s *Server) createGrant(w http.ResponseWriter, r *http.Request) error {
-	req, err := decodeAs[api.CreateGrantRequest](r, s.app.Cfg.MaxBodyBytes, true, grantBody.refuse)
+	req, err := decodeAs[api.CreateGrantRequest](r, s.cfg.MaxBodyBytes, true, grantBody.refuse)
 	if err != nil {
 		return err
 	}
@@ -144,7 +144,7 @@ func (s *Server) listGrants(w http.ResponseWriter, r *http.Request) error {
 }
 
 func (s *Server) useGrant(w http.ResponseWriter, r *http.Request) error {
-	req, err := decodeAs[api.UseRequest](r, s.app.Cfg.MaxBodyBytes, true, useBody.refuse)
+	req, err := decodeAs[api.UseRequest](r, s.cfg.MaxBodyBytes, true, useBody.refuse)
 	if err != nil {
 		return err
 	}
@@ -156,7 +156,7 @@ func (s *Server) useGrant(w http.ResponseWriter, r *http.Request) error {
 }
 
 func (s *Server) revokeGrant(w http.ResponseWriter, r *http.Request) error {
-	req, err := decodeAs[api.RevokeRequest](r, s.app.Cfg.MaxBodyBytes, true, revokeBody.refuse)
+	req, err := decodeAs[api.RevokeRequest](r, s.cfg.MaxBodyBytes, true, revokeBody.refuse)
 	if err != nil {
 		return err
 	}
@@ -168,7 +168,7 @@ func (s *Server) revokeGrant(w http.ResponseWriter, r *http.Request) error {
 }
 
 func (s *Server) delegationPublicKey(w http.ResponseWriter, r *http.Request) error {
-	if s.app.ServiceKey == nil {
+	if !s.app.HasServiceKey() {
 		return errors.New("service identity key not loaded")
 	}
 	return writeJSON(w, http.StatusOK, s.app.DelegationKey())

@@ -24,6 +24,7 @@ import (
 	"github.com/auditchain/auditchain/internal/app/apptest"
 	"github.com/auditchain/auditchain/internal/config"
 	"github.com/auditchain/auditchain/internal/httpapi"
+	"github.com/auditchain/auditchain/internal/legal"
 	"github.com/auditchain/auditchain/internal/mail"
 	"github.com/auditchain/auditchain/internal/store"
 	"github.com/auditchain/auditchain/internal/store/storetest"
@@ -53,8 +54,12 @@ type env struct {
 	doc   *openapi3.T
 	rtr   routers.Router
 	logs  *syncBuffer
-	// outbox is the directory the App mails into (the outbox transport).
+	// cfg is the configuration the App and the handler were built with.
+	cfg config.Config
+	// outbox is the directory the App mails into (the outbox transport),
+	// unless a test put another transport in its place (mail).
 	outbox string
+	mail   *mailSwitch
 
 	handler *httpapi.Server
 }
@@ -88,31 +93,103 @@ func testConfig() config.Config {
 // newEnv starts the API on dsn with cfg (nil: defaults).
 func newEnv(t *testing.T, dsn string, mutate func(*config.Config)) *env {
 	t.Helper()
-	cfg := testConfig()
-	if mutate != nil {
-		mutate(&cfg)
-	}
+	return newEnvWith(t, dsn, envOptions{config: mutate})
+}
+
+// envOptions adjust the env newEnvWith starts: its configuration, and the
+// App's dependencies beyond it.
+type envOptions struct {
+	// config adjusts the configuration (nil: defaults).
+	config func(*config.Config)
+	// webhookBackoff is the wait before webhook attempt n+2 within a drain
+	// (nil: the service's).
+	webhookBackoff func(n int) time.Duration
+}
+
+// newEnvWith starts the API on dsn as o says.
+func newEnvWith(t *testing.T, dsn string, o envOptions) *env {
+	t.Helper()
 	st := storetest.Open(t, dsn)
-	doc, docBytes := loadDoc(t)
+	doc, _ := loadDoc(t)
 	// Servers are matched by path only.
 	doc.Servers = openapi3.Servers{{URL: "/"}}
 	rtr, err := gorillamux.NewRouter(doc)
 	if err != nil {
 		t.Fatalf("openapi router: %v", err)
 	}
-	clk := &clock{t: time.Date(2026, 11, 21, 12, 0, 0, 0, time.UTC)}
-	logs := &syncBuffer{}
-	log := slog.New(slog.NewJSONHandler(logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
-	outbox := t.TempDir()
-	mailer, err := mail.New("outbox:"+outbox, mail.Options{Now: clk.Now})
+	e := &env{t: t, store: st, doc: doc, rtr: rtr, logs: &syncBuffer{}, outbox: t.TempDir(),
+		clock: &clock{t: time.Date(2026, 11, 21, 12, 0, 0, 0, time.UTC)}}
+	outbox, err := mail.New("outbox:"+e.outbox, mail.Options{Now: e.clock.Now})
 	if err != nil {
 		t.Fatal(err)
 	}
-	a := apptest.New(t, st, apptest.Options{Config: func(c *config.Config) { *c = cfg }, Now: clk.Now, Log: log, Bus: dsn, Mail: mailer})
-	handler := httpapi.NewServer(a, log, docBytes)
-	srv := httptest.NewServer(handler)
-	t.Cleanup(srv.Close)
-	return &env{t: t, app: a, store: st, srv: srv, clock: clk, doc: doc, rtr: rtr, logs: logs, handler: handler, outbox: outbox}
+	e.mail = &mailSwitch{m: outbox}
+	e.serve(dsn, o, nil)
+	return e
+}
+
+// serve builds e's App over e.store as o says, with docs as its legal
+// documents (nil: the built-in set), and starts the API on it.
+func (e *env) serve(dsn string, o envOptions, docs *legal.Set) {
+	e.t.Helper()
+	e.cfg = testConfig()
+	if o.config != nil {
+		o.config(&e.cfg)
+	}
+	_, docBytes := loadDoc(e.t)
+	log := slog.New(slog.NewJSONHandler(e.logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
+	e.app = apptest.New(e.t, e.store, apptest.Options{Config: func(c *config.Config) { *c = e.cfg }, Now: e.clock.Now, Log: log,
+		Bus: dsn, Mail: e.mail, Legal: docs, WebhookBackoff: o.webhookBackoff})
+	e.handler = httpapi.NewServer(e.app, e.cfg, log, docBytes)
+	e.srv = httptest.NewServer(e.handler)
+	e.t.Cleanup(e.srv.Close)
+}
+
+// restart is the operator restarting the service on e's store with
+// another configuration or other legal documents (--legal-dir): the same
+// store, clock and outbox, a new App and API.
+func (e *env) restart(dsn string, o envOptions, docs *legal.Set) {
+	e.t.Helper()
+	e.srv.Close()
+	e.serve(dsn, o, docs)
+}
+
+// mailSwitch is the App's mail transport in tests: the outbox, or another
+// transport a test puts in its place for a while (a mail outage).
+type mailSwitch struct {
+	mu sync.Mutex
+	m  app.Mailer
+}
+
+func (s *mailSwitch) current() app.Mailer { s.mu.Lock(); defer s.mu.Unlock(); return s.m }
+
+// use makes m the transport and returns the one it replaces.
+func (s *mailSwitch) use(m app.Mailer) app.Mailer {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	old := s.m
+	s.m = m
+	return old
+}
+
+func (s *mailSwitch) Send(ctx context.Context, msg mail.Message) error {
+	return s.current().Send(ctx, msg)
+}
+
+// Provider names the current transport, as the operator digest reports it.
+func (s *mailSwitch) Provider() string {
+	if m, ok := s.current().(interface{ Provider() string }); ok {
+		return m.Provider()
+	}
+	return "custom"
+}
+
+// Stats are the current transport's counters, as the metrics read them.
+func (s *mailSwitch) Stats() mail.Stats {
+	if m, ok := s.current().(interface{ Stats() mail.Stats }); ok {
+		return m.Stats()
+	}
+	return mail.Stats{}
 }
 
 // syncBuffer collects log output from concurrent handlers.

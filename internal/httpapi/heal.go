@@ -11,7 +11,7 @@ import (
 )
 
 func (s *Server) healScan(w http.ResponseWriter, r *http.Request) error {
-	req, err := decode[api.HealScanRequest](r, s.app.Cfg.MaxBodyBytes, true)
+	req, err := decode[api.HealScanRequest](r, s.cfg.MaxBodyBytes, true)
 	if err != nil {
 		return err
 	}
@@ -23,7 +23,7 @@ func (s *Server) healScan(w http.ResponseWriter, r *http.Request) error {
 }
 
 func (s *Server) healRun(w http.ResponseWriter, r *http.Request) error {
-	req, err := decode[api.HealRunRequest](r, s.app.Cfg.MaxBodyBytes, true)
+	req, err := decode[api.HealRunRequest](r, s.cfg.MaxBodyBytes, true)
 	if err != nil {
 		return err
 	}
@@ -40,7 +40,7 @@ func (s *Server) healStatus(w http.ResponseWriter, r *http.Request) error {
 }
 
 func (s *Server) healAutoStart(w http.ResponseWriter, r *http.Request) error {
-	req, err := decode[api.HealAutoStartRequest](r, s.app.Cfg.MaxBodyBytes, true)
+	req, err := decode[api.HealAutoStartRequest](r, s.cfg.MaxBodyBytes, true)
 	if err != nil {
 		return err
 	}
@@ -56,7 +56,7 @@ func (s *Server) healAutoStart(w http.ResponseWriter, r *http.Request) error {
 }
 
 func (s *Server) healAutoStop(w http.ResponseWriter, r *http.Request) error {
-	if err := noBody(r, s.app.Cfg.MaxBodyBytes); err != nil {
+	if err := noBody(r, s.cfg.MaxBodyBytes); err != nil {
 		return err
 	}
 	return writeJSON(w, http.StatusOK, s.app.HealAutoStop(principal(r)))

@@ -348,7 +348,7 @@ func TestHealAutoStartStop(t *testing.T) {
 
 		// Shutdown stops running tasks; a new process knows none.
 		e.do("POST", "/v1/heal/auto/start", c.token, nil)
-		e.app.StopHealTasks() // what Close does first on shutdown
+		e.app.Close()
 		if status().AutoRunning {
 			t.Fatal("shutdown left the task running")
 		}
@@ -422,9 +422,10 @@ func fillChain(tb testing.TB, st *store.Store, user string, n int, key ed25519.P
 	}
 }
 
-func newBareApp(tb testing.TB, dsn string) *app.App {
+func newBareApp(tb testing.TB, dsn string) (*app.App, *store.Store) {
 	tb.Helper()
-	return apptest.New(tb, storetest.Open(tb, dsn), apptest.Options{})
+	st := storetest.Open(tb, dsn)
+	return apptest.New(tb, st, apptest.Options{}), st
 }
 
 // TestHealScanMemoryFlat scans one chain at 14,000 and again at 42,000
@@ -443,10 +444,10 @@ func TestHealScanMemoryFlat(t *testing.T) {
 	// events, so only the length differs between the two scans.
 	const pad = 1000
 	short, long := 14_000, 42_000
-	a := newBareApp(t, storetest.DSN(t, storetest.SQLite))
-	fillChain(t, a.Store, "u-scan", short, nil, pad)
+	a, st := newBareApp(t, storetest.DSN(t, storetest.SQLite))
+	fillChain(t, st, "u-scan", short, nil, pad)
 	growthShort := scanHeapGrowth(t, a, "u-scan", short)
-	fillChain(t, a.Store, "u-scan", long-short, nil, pad)
+	fillChain(t, st, "u-scan", long-short, nil, pad)
 	growthLong := scanHeapGrowth(t, a, "u-scan", long)
 	extra := int64((long - short) * pad)
 	t.Logf("heap growth during the scan: %.1f MB for %d events, %.1f MB for %d (extra raw %.1f MB)",
@@ -503,16 +504,16 @@ func scanHeapGrowth(t *testing.T, a *app.App, user string, n int) int64 {
 // the scan still reports every failure, each once, in sequence order, and
 // counts the events without a finding.
 func TestHealScanSignatureFailuresInStreamOrder(t *testing.T) {
-	a := newBareApp(t, storetest.DSN(t, storetest.SQLite))
+	a, st := newBareApp(t, storetest.DSN(t, storetest.SQLite))
 	_, key, _ := ed25519.GenerateKey(nil)
 	const n = 1200
-	fillChain(t, a.Store, "u-sigs", n, key, 10)
+	fillChain(t, st, "u-sigs", n, key, 10)
 	_, forger, _ := ed25519.GenerateKey(nil)
 	forged := []int64{1100, 5, 600, 37, 38, 1199}
 	for _, seq := range forged {
 		sig := base64.StdEncoding.EncodeToString(ed25519.Sign(forger, []byte("x")))
-		if _, err := a.Store.WriteDB().ExecContext(context.Background(),
-			`UPDATE events SET signature = $2 WHERE account = $1 AND sequence = $3`, accountOf(t, a.Store, "u-sigs"), sig, seq); err != nil {
+		if _, err := st.WriteDB().ExecContext(context.Background(),
+			`UPDATE events SET signature = $2 WHERE account = $1 AND sequence = $3`, accountOf(t, st, "u-sigs"), sig, seq); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -548,12 +549,12 @@ func BenchmarkHealScan(b *testing.B) {
 		signed bool
 	}{{"unsigned", 50000, false}, {"signed", 20000, true}} {
 		b.Run(bc.name, func(b *testing.B) {
-			a := newBareApp(b, storetest.DSN(b, storetest.SQLite))
+			a, st := newBareApp(b, storetest.DSN(b, storetest.SQLite))
 			var key ed25519.PrivateKey
 			if bc.signed {
 				_, key, _ = ed25519.GenerateKey(nil)
 			}
-			fillChain(b, a.Store, "u-bench", bc.n, key, 40)
+			fillChain(b, st, "u-bench", bc.n, key, 40)
 			b.ResetTimer()
 			cpu0, cpuOK := cputime.Process()
 			for b.Loop() {

@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/auditchain/auditchain/internal/app"
 	"github.com/auditchain/auditchain/internal/config"
 	"github.com/auditchain/auditchain/internal/domain"
 	"github.com/auditchain/auditchain/internal/store/storetest"
@@ -16,7 +17,7 @@ import (
 
 func (e *env) cron(t *testing.T, job string) map[string]any {
 	t.Helper()
-	r := e.do("POST", "/v1/internal/cron/"+job, "", nil, "X-Cron-Secret", e.app.Cfg.CronSecret)
+	r := e.do("POST", "/v1/internal/cron/"+job, "", nil, "X-Cron-Secret", e.cfg.CronSecret)
 	if r.Status != 200 {
 		t.Fatalf("cron %s: %d %s", job, r.Status, r.Body)
 	}
@@ -227,14 +228,15 @@ func TestDashboardUsage(t *testing.T) {
 // and this replica's last run.
 func TestSchedulerDrainsSoonAndShowsItsJobs(t *testing.T) {
 	eachNotifyEnv(t, func(t *testing.T, e *env) {
-		r := e.do("GET", "/v1/internal/jobs", "", nil, "X-Cron-Secret", e.app.Cfg.CronSecret)
+		r := e.do("GET", "/v1/internal/jobs", "", nil, "X-Cron-Secret", e.cfg.CronSecret)
 		if m := r.JSON(t); r.Status != 200 || m["scheduler"] != false {
 			t.Fatalf("jobs before the scheduler: %d %s", r.Status, r.Body)
 		}
-		ctx, cancel := context.WithCancel(context.Background())
 		started := time.Now()
-		e.app.StartJobs(ctx)
-		t.Cleanup(func() { cancel(); e.app.WaitJobs() })
+		if err := e.app.Start(context.Background(), app.Loops{Scheduler: true}); err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(e.app.Close)
 
 		_, key := e.account("ops@example.com")
 		rc := newReceiver(t, always(204))
@@ -260,7 +262,7 @@ func TestSchedulerDrainsSoonAndShowsItsJobs(t *testing.T) {
 		}
 		// The delivery arrived; the run ends once its rows are settled.
 		for {
-			r = e.do("GET", "/v1/internal/jobs", "", nil, "X-Cron-Secret", e.app.Cfg.CronSecret)
+			r = e.do("GET", "/v1/internal/jobs", "", nil, "X-Cron-Secret", e.cfg.CronSecret)
 			if err := json.Unmarshal(r.Body, &body); err != nil || !body.Scheduler {
 				t.Fatalf("jobs: %s", r.Body)
 			}

@@ -8,7 +8,7 @@ import (
 )
 
 func (s *Server) createKey(w http.ResponseWriter, r *http.Request) error {
-	req, err := decode[api.CreateKeyRequest](r, s.app.Cfg.MaxBodyBytes, true)
+	req, err := decode[api.CreateKeyRequest](r, s.cfg.MaxBodyBytes, true)
 	if err != nil {
 		return err
 	}
@@ -29,7 +29,7 @@ func (s *Server) listKeys(w http.ResponseWriter, r *http.Request) error {
 }
 
 func (s *Server) revokeKey(w http.ResponseWriter, r *http.Request) error {
-	if err := noBody(r, s.app.Cfg.MaxBodyBytes); err != nil {
+	if err := noBody(r, s.cfg.MaxBodyBytes); err != nil {
 		return err
 	}
 	k, err := s.app.RevokeKey(r.Context(), principal(r), r.PathValue("key_id"))
@@ -44,7 +44,7 @@ func (s *Server) health(w http.ResponseWriter, r *http.Request) error {
 		s.log.Warn("health: store not ready", "err", err.Error())
 		return &domain.Error{Code: domain.CodeUnavailable, Detail: "the store is not ready", RetryAfter: 1}
 	}
-	return writeJSON(w, http.StatusOK, api.Health{Status: "ok", Store: string(s.app.Store.Dialect), Version: s.version})
+	return writeJSON(w, http.StatusOK, api.Health{Status: "ok", Store: s.app.StoreEngine(), Version: s.version})
 }
 
 func (s *Server) openAPI(w http.ResponseWriter, r *http.Request) error {

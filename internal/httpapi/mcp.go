@@ -42,7 +42,7 @@ func (s *Server) mcp(w http.ResponseWriter, r *http.Request) error {
 	// members, read under the text rule like every body (params, id,
 	// result and error are the client's own JSON); a batch is an array of
 	// them, which the SDK answers where the protocol version has batches.
-	body, err := readJSONBody(r, s.app.Cfg.MaxBodyBytes, false)
+	body, err := readJSONBody(r, s.cfg.MaxBodyBytes, false)
 	if err != nil {
 		return err
 	}

@@ -48,7 +48,7 @@ func (b *preferencesBody) validate() []domain.FieldError {
 }
 
 func (s *Server) putPreferences(w http.ResponseWriter, r *http.Request) error {
-	req, err := decode[preferencesBody](r, s.app.Cfg.MaxBodyBytes, false)
+	req, err := decode[preferencesBody](r, s.cfg.MaxBodyBytes, false)
 	if err != nil {
 		return err
 	}
@@ -74,10 +74,10 @@ func (s *Server) testNotification(w http.ResponseWriter, r *http.Request) error 
 	p := principal(r)
 	// The production rule answers before the body is looked at: a caller who
 	// may not use the route learns nothing from it (SPEC.md "Authentication" 3).
-	if s.app.Cfg.Production() && !p.IsAdmin {
+	if s.cfg.Production() && !p.IsAdmin {
 		return domain.Errorf(app.CodeTestRequiresAdmin, "in production only an administrator may send test notifications")
 	}
-	req, err := decode[testNotificationBody](r, s.app.Cfg.MaxBodyBytes, false)
+	req, err := decode[testNotificationBody](r, s.cfg.MaxBodyBytes, false)
 	if err != nil {
 		return err
 	}
@@ -100,7 +100,7 @@ func (b *digestRunBody) validate() []domain.FieldError {
 }
 
 func (s *Server) runDigest(w http.ResponseWriter, r *http.Request) error {
-	req, err := decode[digestRunBody](r, s.app.Cfg.MaxBodyBytes, false)
+	req, err := decode[digestRunBody](r, s.cfg.MaxBodyBytes, false)
 	if err != nil {
 		return err
 	}
@@ -112,7 +112,7 @@ func (s *Server) runDigest(w http.ResponseWriter, r *http.Request) error {
 }
 
 func (s *Server) redeliverNotification(w http.ResponseWriter, r *http.Request) error {
-	if err := noBody(r, s.app.Cfg.MaxBodyBytes); err != nil {
+	if err := noBody(r, s.cfg.MaxBodyBytes); err != nil {
 		return err
 	}
 	n, err := s.app.Redeliver(r.Context(), principal(r), r.PathValue("notification_id"))
@@ -133,7 +133,7 @@ func (b *webhookBody) validate() []domain.FieldError {
 }
 
 func (s *Server) createWebhook(w http.ResponseWriter, r *http.Request) error {
-	req, err := decode[webhookBody](r, s.app.Cfg.MaxBodyBytes, false)
+	req, err := decode[webhookBody](r, s.cfg.MaxBodyBytes, false)
 	if err != nil {
 		return err
 	}
@@ -153,7 +153,7 @@ func (s *Server) listWebhooks(w http.ResponseWriter, r *http.Request) error {
 }
 
 func (s *Server) deleteWebhook(w http.ResponseWriter, r *http.Request) error {
-	if err := noBody(r, s.app.Cfg.MaxBodyBytes); err != nil {
+	if err := noBody(r, s.cfg.MaxBodyBytes); err != nil {
 		return err
 	}
 	if err := s.app.DeleteWebhook(r.Context(), principal(r), r.PathValue("webhook_id")); err != nil {

@@ -34,13 +34,18 @@ func eachNotifyEnv(t *testing.T, fn func(t *testing.T, e *env)) {
 		// The test dispatcher makes the rows these tests read, many at one
 		// instant: its throttle is lifted here, and tested with its
 		// defaults in throttles_test.go.
-		e := newEnv(t, dsn, func(c *config.Config) {
-			c.WebhookAllowPrivate, c.CronSecret = true, "cron-secret"
-			c.TestNotifyLimitPerAccount, c.TestNotifyLimitGlobal = 1e6, 1e6
-		})
-		e.app.WebhookBackoff = func(int) time.Duration { return 0 }
-		fn(t, e)
+		fn(t, newNotifyEnv(t, dsn, func(int) time.Duration { return 0 }))
 	})
+}
+
+// newNotifyEnv is eachNotifyEnv's env on dsn, whose webhook attempts within
+// a drain wait backoff.
+func newNotifyEnv(t *testing.T, dsn string, backoff func(n int) time.Duration) *env {
+	t.Helper()
+	return newEnvWith(t, dsn, envOptions{config: func(c *config.Config) {
+		c.WebhookAllowPrivate, c.CronSecret = true, "cron-secret"
+		c.TestNotifyLimitPerAccount, c.TestNotifyLimitGlobal = 1e6, 1e6
+	}, webhookBackoff: backoff})
 }
 
 // notices lists every row of the account, following next_cursor, and checks
@@ -163,7 +168,7 @@ func (e *env) register(key string, rc *receiver, types []string) map[string]any 
 
 func (e *env) drain(t *testing.T) map[string]any {
 	t.Helper()
-	r := e.do("POST", "/v1/internal/cron/webhooks", "", nil, "X-Cron-Secret", e.app.Cfg.CronSecret)
+	r := e.do("POST", "/v1/internal/cron/webhooks", "", nil, "X-Cron-Secret", e.cfg.CronSecret)
 	if r.Status != 200 {
 		t.Fatalf("drain: %d %s", r.Status, r.Body)
 	}
@@ -644,7 +649,7 @@ func TestNotificationEmailThroughTheMailer(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		e.app.Mail = failing
+		working := e.mail.use(failing)
 		e.revoke(t, key, "t")
 		if res, err := e.app.SendQueuedEmail(context.Background()); err != nil || res.Failed != 1 {
 			t.Fatalf("send to a refusing server: %+v %v", res, err)
@@ -666,7 +671,7 @@ func TestNotificationEmailThroughTheMailer(t *testing.T) {
 		if r.Status != 200 || r.JSON(t)["notification"].(map[string]any)["delivery_status"] != "queued" {
 			t.Fatalf("redeliver: %d %s", r.Status, r.Body)
 		}
-		e.app.Mail, _ = mail.New("outbox:"+e.outbox, mail.Options{})
+		e.mail.use(working)
 		if res, err := e.app.SendQueuedEmail(context.Background()); err != nil || res.Sent < 1 {
 			t.Fatalf("send after redeliver: %+v %v", res, err)
 		}

@@ -106,7 +106,7 @@ func (s *Server) routes() []route {
 		{"POST /v1/events/append", write, s.appendNextEvent},
 		{"POST /v1/events/batch", write, s.appendBatch},
 		{"POST /v1/events/search", read, s.searchEvents},
-		{"GET /v1/events/stream", read, eventStreamHandler(s.app, s.done)},
+		{"GET /v1/events/stream", read, eventStreamHandler(s.app, s.cfg.StreamPing, s.done)},
 		{"GET /v1/events/{event_id}", read, s.getEvent},
 		{"GET /v1/chain/tip", read, s.chainTip},
 		{"PUT /v1/machines/{machine_id}/signing-key", write, s.putSigningKey},

@@ -33,6 +33,7 @@ type handlerFunc func(w http.ResponseWriter, r *http.Request) error
 // Server is the http.Handler of the API.
 type Server struct {
 	app     *app.App
+	cfg     config.Config
 	log     *slog.Logger
 	mux     *http.ServeMux
 	openapi []byte
@@ -61,14 +62,16 @@ type Server struct {
 	agents *mcpserver.HTTPHandler
 }
 
-// NewServer builds the handler. openapiJSON is the document served at /v1/openapi.json.
-func NewServer(a *app.App, log *slog.Logger, openapiJSON []byte) *Server {
-	s := &Server{app: a, log: log, mux: http.NewServeMux(), openapi: openapiJSON, done: make(chan struct{}),
+// NewServer builds the handler over a, the App built with cfg, with every
+// dependency it has; nothing of it changes afterwards. openapiJSON is the
+// document served at /v1/openapi.json.
+func NewServer(a *app.App, cfg config.Config, log *slog.Logger, openapiJSON []byte) *Server {
+	s := &Server{app: a, cfg: cfg, log: log, mux: http.NewServeMux(), openapi: openapiJSON, done: make(chan struct{}),
 		version:     buildinfo.Read().String(),
 		crossOrigin: http.NewCrossOriginProtection()}
 	// config.Parse refused a --trusted-proxies that does not parse; a
 	// Config built by hand with one trusts nobody.
-	if proxies, err := config.ParseTrustedProxies(a.Cfg.TrustedProxies); err == nil {
+	if proxies, err := config.ParseTrustedProxies(cfg.TrustedProxies); err == nil {
 		s.trustedProxies = proxies
 	} else {
 		log.Error("--trusted-proxies ignored: the TCP peer is every request's client", "err", err)
@@ -96,14 +99,15 @@ func NewServer(a *app.App, log *slog.Logger, openapiJSON []byte) *Server {
 		webhookRowHelp     = "Webhook notification rows this replica's drains settled: sent (every endpoint took it) or failed (after three attempts)."
 		rollbackHelp       = "Batch statements of optimistic appends on PostgreSQL that rolled back, their appends then sent one by one, by reason: refusal (quota or event_id after the compare-and-set), deadlock, lock_timeout (a head held over 100 ms), other."
 	)
-	rollbacks := func(pick func(refusals, deadlocks, lockTimeouts, other int64) int64) func() int64 {
-		return func() int64 { return pick(a.Store.BatchFallbacks()) }
+	rollbacks := func(pick func(app.StoreStats) int64) func() int64 {
+		return func() int64 { return pick(a.StoreStats()) }
 	}
 	counter("auditchain_store_io_faults_total",
 		"SQLite connections given up after a storage fault (I/O error, full disk, corruption) and replaced.", "",
-		func() int64 { return a.Store.IOFaults() + a.Store.WALCheckpointFaults() })
+		func() int64 { return a.StoreStats().IOFaults })
 	counter("auditchain_store_wal_checkpoints_total",
-		"SQLite WAL checkpoints run in the background, off the writer (0 on PostgreSQL).", "", a.Store.WALCheckpoints)
+		"SQLite WAL checkpoints run in the background, off the writer (0 on PostgreSQL).", "",
+		func() int64 { return a.StoreStats().WALCheckpoints })
 	counter("auditchain_pg_appends_total", pgAppendsHelp, "path=optimistic", func() int64 { return a.WriteStats().OptimisticAppends })
 	counter("auditchain_pg_appends_total", pgAppendsHelp, "path=locked", func() int64 { return a.WriteStats().LockedAppends })
 	counter("auditchain_pg_head_cache_total", headCacheHelp, "result=hit", func() int64 { return a.WriteStats().HeadCacheHits })
@@ -113,10 +117,10 @@ func NewServer(a *app.App, log *slog.Logger, openapiJSON []byte) *Server {
 		func() int64 { return a.WriteStats().BatchStatements })
 	counter("auditchain_pg_append_batched_total", "Optimistic appends sent in those statements on PostgreSQL.", "",
 		func() int64 { return a.WriteStats().BatchedAppends })
-	counter("auditchain_pg_append_batch_rollbacks_total", rollbackHelp, "reason=refusal", rollbacks(func(r, _, _, _ int64) int64 { return r }))
-	counter("auditchain_pg_append_batch_rollbacks_total", rollbackHelp, "reason=deadlock", rollbacks(func(_, d, _, _ int64) int64 { return d }))
-	counter("auditchain_pg_append_batch_rollbacks_total", rollbackHelp, "reason=lock_timeout", rollbacks(func(_, _, l, _ int64) int64 { return l }))
-	counter("auditchain_pg_append_batch_rollbacks_total", rollbackHelp, "reason=other", rollbacks(func(_, _, _, o int64) int64 { return o }))
+	counter("auditchain_pg_append_batch_rollbacks_total", rollbackHelp, "reason=refusal", rollbacks(func(st app.StoreStats) int64 { return st.BatchRefusals }))
+	counter("auditchain_pg_append_batch_rollbacks_total", rollbackHelp, "reason=deadlock", rollbacks(func(st app.StoreStats) int64 { return st.BatchDeadlocks }))
+	counter("auditchain_pg_append_batch_rollbacks_total", rollbackHelp, "reason=lock_timeout", rollbacks(func(st app.StoreStats) int64 { return st.BatchLockTimeouts }))
+	counter("auditchain_pg_append_batch_rollbacks_total", rollbackHelp, "reason=other", rollbacks(func(st app.StoreStats) int64 { return st.BatchOther }))
 	counter("auditchain_mail_retries_total", "Mail delivery attempts repeated after a temporary failure.", "",
 		mailStat(a, func(s mail.Stats) uint64 { return s.Retries }))
 	counter("auditchain_webhook_attempts_total", webhookAttemptHelp, "outcome=ok", func() int64 { return a.NotifyStats().AttemptsOK })
@@ -139,10 +143,8 @@ func NewServer(a *app.App, log *slog.Logger, openapiJSON []byte) *Server {
 // mailStat reads one of the mailer's counters (0 for a mailer without them).
 func mailStat(a *app.App, pick func(mail.Stats) uint64) func() int64 {
 	return func() int64 {
-		if m, ok := a.Mail.(interface{ Stats() mail.Stats }); ok {
-			return int64(pick(m.Stats()))
-		}
-		return 0
+		st, _ := a.MailStats()
+		return int64(pick(st))
 	}
 }
 
@@ -229,7 +231,7 @@ func (s *Server) guard(rt route) http.Handler {
 	bounded := !unboundedRoutes[rt.pattern] && rt.auth.kind != accessCron
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if bounded {
-			ctx, cancel := context.WithTimeout(r.Context(), s.app.Cfg.RequestTimeout)
+			ctx, cancel := context.WithTimeout(r.Context(), s.cfg.RequestTimeout)
 			defer cancel()
 			r = r.WithContext(ctx)
 		}
@@ -268,7 +270,7 @@ func (s *Server) guard(rt route) http.Handler {
 func (s *Server) enabled(feature string) bool {
 	switch feature {
 	case featureTeams:
-		return s.app.Cfg.Teams
+		return s.cfg.Teams
 	}
 	return false
 }
@@ -421,7 +423,7 @@ func checkAccess(a access, p app.Principal) error {
 // checkCronSecret guards the operator cron routes (SPEC.md "Authentication" 4):
 // never open when no secret is configured, compared in constant time, never logged.
 func (s *Server) checkCronSecret(r *http.Request) error {
-	want := s.app.Cfg.CronSecret
+	want := s.cfg.CronSecret
 	if want == "" {
 		return &domain.Error{Code: domain.CodeCronUnconfigured, Detail: "no cron secret is configured on this deployment"}
 	}

@@ -22,7 +22,7 @@ func (b *otpRequestBody) validate() []domain.FieldError {
 }
 
 func (s *Server) requestOTP(w http.ResponseWriter, r *http.Request) error {
-	req, err := decode[otpRequestBody](r, s.app.Cfg.MaxBodyBytes, false)
+	req, err := decode[otpRequestBody](r, s.cfg.MaxBodyBytes, false)
 	if err != nil {
 		return err
 	}
@@ -48,7 +48,7 @@ func (b *otpVerifyBody) validate() []domain.FieldError {
 }
 
 func (s *Server) verifyOTP(w http.ResponseWriter, r *http.Request) error {
-	req, err := decode[otpVerifyBody](r, s.app.Cfg.MaxBodyBytes, false)
+	req, err := decode[otpVerifyBody](r, s.cfg.MaxBodyBytes, false)
 	if err != nil {
 		return err
 	}
@@ -65,7 +65,7 @@ func (s *Server) verifyOTP(w http.ResponseWriter, r *http.Request) error {
 // a past expiry clears it.
 func (s *Server) sessionCookie(token string, expires time.Time) *http.Cookie {
 	c := &http.Cookie{Name: api.SessionCookie, Value: token, Path: "/", HttpOnly: true, SameSite: http.SameSiteLaxMode,
-		Secure: s.app.Cfg.Production(), Expires: expires.UTC()}
+		Secure: s.cfg.Production(), Expires: expires.UTC()}
 	if token == "" {
 		c.MaxAge = -1
 	}
@@ -73,7 +73,7 @@ func (s *Server) sessionCookie(token string, expires time.Time) *http.Cookie {
 }
 
 func (s *Server) logout(w http.ResponseWriter, r *http.Request) error {
-	if err := noBody(r, s.app.Cfg.MaxBodyBytes); err != nil {
+	if err := noBody(r, s.cfg.MaxBodyBytes); err != nil {
 		return err
 	}
 	if err := s.app.Logout(r.Context(), principal(r)); err != nil {
@@ -133,7 +133,7 @@ func (s *Server) acceptLegal(w http.ResponseWriter, r *http.Request) error {
 	if err := s.app.CheckLegalAcceptor(r.Context(), principal(r)); err != nil {
 		return err
 	}
-	req, err := decode[acceptBody](r, s.app.Cfg.MaxBodyBytes, false)
+	req, err := decode[acceptBody](r, s.cfg.MaxBodyBytes, false)
 	if err != nil {
 		return err
 	}

@@ -442,8 +442,7 @@ func TestLegalVersionBumpAndEnforcement(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		e.app.Legal = docs
-		e.app.Cfg.LegalEnforce = true
+		e.restart(dsn, envOptions{config: func(c *config.Config) { c.LegalEnforce = true }}, docs)
 		st := e.do("GET", "/v1/legal/acceptances", key, nil).JSON(t)
 		if unmet := st["unmet_document_ids"].([]any); len(unmet) != 1 || unmet[0] != "privacy_notice" {
 			t.Fatalf("unmet after the bump: %v", st)

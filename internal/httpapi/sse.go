@@ -24,10 +24,10 @@ const streamWriteGrace = 30 * time.Second
 // across replicas: app.TakeStreamSlot).
 const codeTooManyStreams = app.CodeTooManyStreams
 
-// eventStreamHandler is GET /v1/events/stream for the authenticated caller.
-// done is closed when the server shuts down: http.Server.Shutdown waits for
+// eventStreamHandler is GET /v1/events/stream for the authenticated caller,
+// pinging every ping. done is closed when the server shuts down: http.Server.Shutdown waits for
 // handlers but does not cancel their requests, so streams must end on it.
-func eventStreamHandler(a *app.App, done <-chan struct{}) handlerFunc {
+func eventStreamHandler(a *app.App, ping time.Duration, done <-chan struct{}) handlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) error {
 		p := principal(r)
 		release, err := a.TakeStreamSlot(r.Context(), p)
@@ -59,7 +59,7 @@ func eventStreamHandler(a *app.App, done <-chan struct{}) handlerFunc {
 			}
 			return fl, err
 		}
-		return serveEventStream(w, r, a.Hub, p.UserID, p.KeyID, a.Cfg.StreamPing, a.Now, done, tip)
+		return serveEventStream(w, r, a.Hub(), p.UserID, p.KeyID, ping, a.Now, done, tip)
 	}
 }
 

@@ -17,12 +17,14 @@ import (
 	"slices"
 	"strconv"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/auditchain/auditchain/internal/domain"
 	"github.com/auditchain/auditchain/internal/notify/webhook"
 	"github.com/auditchain/auditchain/internal/realprog"
+	"github.com/auditchain/auditchain/internal/store/storetest"
 )
 
 // verdict is the Node receiver's line about one delivery.
@@ -410,7 +412,17 @@ func TestStandardWebhooksLibraryRefusesAlteredDeliveries(t *testing.T) {
 // backoff has passed.
 func TestStandardWebhooksLibraryTimestampOfEachAttempt(t *testing.T) {
 	modules := realprog.NodeModules(t)
-	eachNotifyEnv(t, func(t *testing.T, e *env) {
+	storetest.Each(t, func(t *testing.T, dsn string) {
+		// Attempts within a drain retry at once until the test lets the
+		// backoff catch the clock up with the wall clock.
+		var catchUp atomic.Bool
+		var e *env
+		e = newNotifyEnv(t, dsn, func(int) time.Duration {
+			if catchUp.Load() {
+				onWallClock(e)
+			}
+			return 0
+		})
 		rc := startNodeReceiver(t, modules)
 		wall := time.Now()
 
@@ -448,10 +460,7 @@ func TestStandardWebhooksLibraryTimestampOfEachAttempt(t *testing.T) {
 		_, key = e.account("retry@example.com")
 		e.hookAt(rc, key, rc.url, "/hooks/retry", []string{domain.NoticeGrantRevoked})
 		e.revokeNow(key, "collector")
-		e.app.WebhookBackoff = func(int) time.Duration {
-			onWallClock(e)
-			return 0
-		}
+		catchUp.Store(true)
 		if res := e.drain(t); res["sent"] != float64(1) {
 			t.Fatalf("drain with a stale first attempt: %v", res)
 		}

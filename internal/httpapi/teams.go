@@ -18,7 +18,7 @@ func (s *Server) listOrgs(w http.ResponseWriter, r *http.Request) error {
 }
 
 func (s *Server) createOrg(w http.ResponseWriter, r *http.Request) error {
-	req, err := decode[api.CreateTeamRequest](r, s.app.Cfg.MaxBodyBytes, false)
+	req, err := decode[api.CreateTeamRequest](r, s.cfg.MaxBodyBytes, false)
 	if err != nil {
 		return err
 	}
@@ -38,7 +38,7 @@ func (s *Server) getOrg(w http.ResponseWriter, r *http.Request) error {
 }
 
 func (s *Server) acceptInvitation(w http.ResponseWriter, r *http.Request) error {
-	if err := noBody(r, s.app.Cfg.MaxBodyBytes); err != nil {
+	if err := noBody(r, s.cfg.MaxBodyBytes); err != nil {
 		return err
 	}
 	m, err := s.app.AcceptInvitation(r.Context(), principal(r), r.PathValue("org_id"))
@@ -49,7 +49,7 @@ func (s *Server) acceptInvitation(w http.ResponseWriter, r *http.Request) error 
 }
 
 func (s *Server) inviteMember(w http.ResponseWriter, r *http.Request) error {
-	req, err := decode[api.InviteRequest](r, s.app.Cfg.MaxBodyBytes, false)
+	req, err := decode[api.InviteRequest](r, s.cfg.MaxBodyBytes, false)
 	if err != nil {
 		return err
 	}
@@ -77,7 +77,7 @@ func (s *Server) orgMembers(w http.ResponseWriter, r *http.Request) error {
 }
 
 func (s *Server) removeOrgMember(w http.ResponseWriter, r *http.Request) error {
-	if err := noBody(r, s.app.Cfg.MaxBodyBytes); err != nil {
+	if err := noBody(r, s.cfg.MaxBodyBytes); err != nil {
 		return err
 	}
 	if err := s.app.RemoveOrgMember(r.Context(), principal(r), r.PathValue("org_id"), r.PathValue("email")); err != nil {

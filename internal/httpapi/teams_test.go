@@ -434,7 +434,7 @@ func TestInvitationIsMailed(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		e.app.Mail = mailer
+		e.mail.use(mailer)
 		r := e.do("POST", "/v1/orgs/"+orgID+"/invite", c.owner.key, map[string]any{"email": "Guest@Example.com", "role": "member"})
 		if r.Status != 201 {
 			t.Fatalf("invite: %d %s", r.Status, r.Body)
@@ -458,9 +458,11 @@ func TestInvitationIsMailed(t *testing.T) {
 		// The mail server refuses every recipient: nothing is kept.
 		refusing := &mailtest.Server{RcptError: &smtp.SMTPError{Code: 550, EnhancedCode: smtp.EnhancedCode{5, 1, 1}, Message: "mailbox unavailable"}}
 		refusing.Start(t, nil)
-		if e.app.Mail, err = imail.New("smtp://"+refusing.Addr(), imail.Options{Backoff: func(int) time.Duration { return 0 }}); err != nil {
+		refusingMailer, err := imail.New("smtp://"+refusing.Addr(), imail.Options{Backoff: func(int) time.Duration { return 0 }})
+		if err != nil {
 			t.Fatal(err)
 		}
+		e.mail.use(refusingMailer)
 		wantProblem(t, e.do("POST", "/v1/orgs/"+orgID+"/invite", c.owner.key, map[string]any{"email": "lost@example.com", "role": "member"}), 503, "mail_unavailable")
 		var ms papi.TeamMembers
 		mustJSON(t, e.do("GET", "/v1/orgs/"+orgID+"/members", c.owner.key, nil), &ms)

@@ -115,8 +115,7 @@ func TestCodeRequestsThatWereNotMailedAreNotCharged(t *testing.T) {
 		e := newEnv(t, dsn, func(c *config.Config) {
 			c.OTPLimitPerClient, c.OTPLimitGlobal = domain.OTPRequestsPerHour, domain.OTPRequestsPerHour
 		})
-		working := e.app.Mail
-		e.app.Mail = e.refusingMailer()
+		working := e.mail.use(e.refusingMailer())
 		req := map[string]any{"email": "outage@example.com", "acceptances": e.acceptAll()}
 		for range domain.OTPRequestsPerHour + 2 {
 			wantProblem(t, e.do("POST", "/v1/auth/otp/request", "", req), 503, "mail_unavailable")
@@ -125,7 +124,7 @@ func TestCodeRequestsThatWereNotMailedAreNotCharged(t *testing.T) {
 		if n := e.count("otp_codes"); n != 0 {
 			t.Fatalf("%d codes kept that were never mailed", n)
 		}
-		e.app.Mail = working
+		e.mail.use(working)
 		for i := range domain.OTPRequestsPerHour {
 			if r := e.do("POST", "/v1/auth/otp/request", "", req); r.Status != 202 {
 				t.Fatalf("request %d once mail works again: %d %s", i, r.Status, r.Body)
@@ -322,12 +321,11 @@ func TestInvitationsThatWereNotMailedAreNotCharged(t *testing.T) {
 	storetest.Each(t, func(t *testing.T, dsn string) {
 		e := newEnv(t, dsn, func(c *config.Config) { c.Teams = true })
 		key, orgID := e.newTeam("owner@example.com")
-		working := e.app.Mail
-		e.app.Mail = e.refusingMailer()
+		working := e.mail.use(e.refusingMailer())
 		for range config.DefaultInviteLimitPerRecipient + 1 {
 			wantProblem(t, e.invite(key, orgID, "later@example.com"), 503, "mail_unavailable")
 		}
-		e.app.Mail = working
+		e.mail.use(working)
 		for i := range config.DefaultInviteLimitPerRecipient {
 			if r := e.invite(key, orgID, "later@example.com"); r.Status != 201 {
 				t.Fatalf("invitation %d once mail works: %d %s", i, r.Status, r.Body)

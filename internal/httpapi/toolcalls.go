@@ -40,7 +40,7 @@ func (s *Server) gateToolCall(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	req, err := decode[toolCallBody](r, s.app.Cfg.MaxBodyBytes, false)
+	req, err := decode[toolCallBody](r, s.cfg.MaxBodyBytes, false)
 	if err != nil {
 		return s.app.RefuseBody(r.Context(), principal(r), err)
 	}

@@ -22,7 +22,8 @@ func TestAppendOnAnAccountWithoutMerkleRowsBuildsTheTree(t *testing.T) {
 		t.Run(fmt.Sprintf("batch=%v", batch), func(t *testing.T) {
 			storetest.Each(t, func(t *testing.T, dsn string) {
 				ctx := context.Background()
-				a := newUpgradeApp(t, storetest.Open(t, dsn))
+				st := storetest.Open(t, dsn)
+				a := newUpgradeApp(t, st)
 				t.Cleanup(a.Close)
 				acct, _, err := a.CreateAccount(ctx, app.AccountRequest{Email: "tree@example.com"})
 				if err != nil {
@@ -40,7 +41,7 @@ func TestAppendOnAnAccountWithoutMerkleRowsBuildsTheTree(t *testing.T) {
 					h := res.Event.PayloadHash
 					prev = &h
 				}
-				if _, err := a.Store.WriteDB().ExecContext(ctx, `DELETE FROM merkle_hashes WHERE account = $1`, a.Store.KeyOfAccount(t, p.UserID)); err != nil {
+				if _, err := st.WriteDB().ExecContext(ctx, `DELETE FROM merkle_hashes WHERE account = $1`, st.KeyOfAccount(t, p.UserID)); err != nil {
 					t.Fatal(err)
 				}
 				want := int64(5)

@@ -99,8 +99,8 @@ func writeUpgradeRecord(t *testing.T, scratchDSN string) *upgradeRecord {
 	r.p, r.prev = chain("upgrade@example.com", upgradeEvents)
 	r.other, _ = chain("other@example.com", 60)
 	r.orphanHashes = appendRaw(t, scratch, upgradeOrphan, 0, upgradeOrphanEvents)
-	r.scanBefore, r.verifyBefore, r.eventsBefore = recordOf(t, a, r.p)
-	r.otherScanBefore, r.otherVerifyBefore, r.otherEventsBefore = recordOf(t, a, r.other)
+	r.scanBefore, r.verifyBefore, r.eventsBefore = recordOf(t, a, scratch, r.p)
+	r.otherScanBefore, r.otherVerifyBefore, r.otherEventsBefore = recordOf(t, a, scratch, r.other)
 	r.orphanBefore = eventsOf(t, scratch, upgradeOrphan)
 	a.Close()
 	return r
@@ -123,7 +123,7 @@ func testUpgradeKeepsTheRecord(t *testing.T, r *upgradeRecord, dsn string, versi
 
 	upgraded := storetest.Open(t, dsn) // every migration
 	b := newUpgradeApp(t, upgraded)
-	scanAfter, verifyAfter, eventsAfter := recordOf(t, b, p)
+	scanAfter, verifyAfter, eventsAfter := recordOf(t, b, upgraded, p)
 	if !scanBefore.Clean || !scanAfter.Clean || scanAfter.TotalEvents != n || scanAfter.MerkleRootStatus != scanBefore.MerkleRootStatus {
 		t.Fatalf("heal scan before %+v, after %+v", scanBefore, scanAfter)
 	}
@@ -134,7 +134,7 @@ func testUpgradeKeepsTheRecord(t *testing.T, r *upgradeRecord, dsn string, versi
 		t.Fatalf("%d events after the upgrade, want %d", len(eventsAfter), n)
 	}
 	sameEvents(t, eventsBefore, eventsAfter)
-	otherScanAfter, otherVerifyAfter, otherEventsAfter := recordOf(t, b, other)
+	otherScanAfter, otherVerifyAfter, otherEventsAfter := recordOf(t, b, upgraded, other)
 	if !otherScanAfter.Clean || otherScanAfter.TotalEvents != otherScanBefore.TotalEvents || !otherVerifyAfter.Valid ||
 		otherVerifyAfter.TreeSize != otherVerifyBefore.TreeSize || len(otherEventsAfter) != 60 {
 		t.Fatalf("the other account after the upgrade: scan %+v, verify %+v, %d events", otherScanAfter, otherVerifyAfter, len(otherEventsAfter))
@@ -278,7 +278,7 @@ func newUpgradeApp(t *testing.T, st *store.Store) *app.App {
 	return apptest.New(t, st, apptest.Options{Config: func(c *config.Config) { c.DailyEventQuota, c.BatchRateLimit = 1_000_000, 1_000_000 }})
 }
 
-func recordOf(t *testing.T, a *app.App, p app.Principal) (api.HealScan, api.ChainVerification, []store.Event) {
+func recordOf(t *testing.T, a *app.App, st *store.Store, p app.Principal) (api.HealScan, api.ChainVerification, []store.Event) {
 	t.Helper()
 	ctx := context.Background()
 	scan, err := a.HealScan(ctx, p, nil)
@@ -289,7 +289,7 @@ func recordOf(t *testing.T, a *app.App, p app.Principal) (api.HealScan, api.Chai
 	if err != nil {
 		t.Fatal(err)
 	}
-	return scan, v, eventsOf(t, a.Store, p.UserID)
+	return scan, v, eventsOf(t, st, p.UserID)
 }
 
 // eventsOf reads every column of the account's events, in chain order.

@@ -4,6 +4,7 @@ package apptest
 
 import (
 	"context"
+	"crypto/rand"
 	"io"
 	"log/slog"
 	"testing"
@@ -11,6 +12,7 @@ import (
 
 	"github.com/auditchain/auditchain/internal/app"
 	"github.com/auditchain/auditchain/internal/config"
+	"github.com/auditchain/auditchain/internal/legal"
 	"github.com/auditchain/auditchain/internal/store"
 )
 
@@ -25,11 +27,16 @@ type Options struct {
 	// Log receives the App's logs (discarded when nil).
 	Log *slog.Logger
 	// Bus, when not empty, is the store's data source: the App joins the
-	// stream fan-out across replicas (App.StartBus; PostgreSQL), as serve
+	// stream fan-out across replicas (Loops.Bus; PostgreSQL), as serve
 	// does, until the test ends.
 	Bus string
 	// Mail sends the App's mail (nil: the log transport, into Log).
 	Mail app.Mailer
+	// Legal is the legal documents served (nil: the built-in set).
+	Legal *legal.Set
+	// WebhookBackoff is the wait before webhook attempt n+2 within a drain
+	// (nil: the service's).
+	WebhookBackoff func(n int) time.Duration
 }
 
 // Config is the configuration of `auditchain serve` with no flags and no
@@ -43,34 +50,41 @@ func Config(tb testing.TB) config.Config {
 	return cfg
 }
 
-// New returns an App over st, with its service identity loaded, closed when
-// the test ends (before st, which storetest.Open closes later).
-func New(tb testing.TB, st *store.Store, o Options) *app.App {
+// AppConfig is the configuration of the App New builds: Config adjusted by
+// o.Config. An HTTP server over that App takes it too.
+func (o Options) AppConfig(tb testing.TB) config.Config {
 	tb.Helper()
 	cfg := Config(tb)
 	if o.Config != nil {
 		o.Config(&cfg)
 	}
-	log := o.Log
-	if log == nil {
-		log = slog.New(slog.DiscardHandler)
+	return cfg
+}
+
+// Logger is where the App New builds logs: o.Log, or nowhere.
+func (o Options) Logger() *slog.Logger {
+	if o.Log == nil {
+		return slog.New(slog.DiscardHandler)
 	}
-	a := app.New(st, cfg, log)
-	tb.Cleanup(a.Close)
-	if o.Now != nil {
-		a.Now = o.Now
-	}
-	if o.Mail != nil {
-		a.Mail = o.Mail
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	tb.Cleanup(cancel)
-	if err := a.LoadServiceKey(ctx); err != nil {
+	return o.Log
+}
+
+// New returns an App over st, with its service identity loaded, closed when
+// the test ends (before st, which storetest.Open closes later).
+func New(tb testing.TB, st *store.Store, o Options) *app.App {
+	tb.Helper()
+	cfg := o.AppConfig(tb)
+	ctx := context.Background()
+	key, err := app.LoadServiceKey(ctx, st, cfg.ServiceKeyFile, rand.Reader)
+	if err != nil {
 		tb.Fatalf("service key: %v", err)
 	}
+	a := app.New(app.Deps{Store: st, Config: cfg, Log: o.Logger(), Now: o.Now, ServiceKey: key, Mail: o.Mail, Legal: o.Legal,
+		WebhookBackoff: o.WebhookBackoff})
+	tb.Cleanup(a.Close)
 	if o.Bus != "" {
-		if err := a.StartBus(ctx, o.Bus); err != nil {
-			tb.Fatalf("stream bus: %v", err)
+		if err := a.Start(ctx, app.Loops{Bus: o.Bus}); err != nil {
+			tb.Fatal(err)
 		}
 	}
 	return a

@@ -30,7 +30,7 @@ func Start(tb testing.TB, dsn string, o apptest.Options) *Server {
 	tb.Helper()
 	st := storetest.Open(tb, dsn)
 	a := apptest.New(tb, st, o)
-	h := httpapi.NewServer(a, a.Log, openapi.OpenAPIJSON())
+	h := httpapi.NewServer(a, o.AppConfig(tb), o.Logger(), openapi.OpenAPIJSON())
 	srv := httptest.NewServer(h)
 	tb.Cleanup(srv.Close)
 	return &Server{URL: srv.URL, App: a, Handler: h, HTTP: srv}
