@@ -1,0 +1,59 @@
+package main
+
+// `auditchain health`: the probe a container's HEALTHCHECK or a process
+// manager runs. The image has no curl, so the binary probes itself.
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"strings"
+	"time"
+
+	"github.com/auditchain/auditchain/pkg/api"
+)
+
+const healthUsage = `usage: auditchain health [--url URL] [--timeout D]
+
+Asks GET URL/v1/health and prints its answer. Exit 0 when the service
+answers 200 with status "ok"; 1 when it answers otherwise or cannot be
+reached. URL is --url, else $AUDITCHAIN_URL, else http://127.0.0.1:8080.
+No API key is needed.
+`
+
+func healthCmd(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) error {
+	fs := newFlags("health", healthUsage)
+	url := fs.String("url", envOr(getenv, "AUDITCHAIN_URL", "http://127.0.0.1:8080"), "the service's base URL (AUDITCHAIN_URL)")
+	timeout := fs.Duration("timeout", 5*time.Second, "how long to wait for the answer")
+	rest, err := parseFlags(fs, args, stdout, stderr)
+	if err != nil {
+		return err
+	}
+	if err := noPositional(rest); err != nil {
+		return err
+	}
+	ctx, cancel := context.WithTimeout(ctx, *timeout)
+	defer cancel()
+	target := strings.TrimRight(*url, "/") + "/v1/health"
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, target, nil)
+	if err != nil {
+		return usagef("--url: %v", err)
+	}
+	res, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return fmt.Errorf("health: %s cannot be reached (%v); is `auditchain serve` running there?", target, err)
+	}
+	defer res.Body.Close()
+	body, err := io.ReadAll(io.LimitReader(res.Body, 64<<10))
+	if err != nil {
+		return fmt.Errorf("health: %s: %v", target, err)
+	}
+	var h api.Health
+	if res.StatusCode != http.StatusOK || json.Unmarshal(body, &h) != nil || h.Status != "ok" {
+		return fmt.Errorf("health: %s answered %s: %s", target, res.Status, strings.TrimSpace(string(body)))
+	}
+	fmt.Fprintf(stdout, "%s\n", strings.TrimSpace(string(body)))
+	return nil
+}
