@@ -7,12 +7,14 @@ import (
 	"compress/gzip"
 	"crypto/sha256"
 	"encoding/hex"
+	"fmt"
 	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"runtime"
 	"strings"
+	"sync"
 	"testing"
 
 	"github.com/auditchain/auditchain/internal/buildinfo"
@@ -21,18 +23,41 @@ import (
 // root is the repository's root, the directory the scripts and builds run in.
 const root = ".."
 
-// goBuild builds cmd/auditchain as deploy/release.sh does (static,
-// -trimpath), with extra flags, and answers the binary's path.
-func goBuild(t *testing.T, extra ...string) string {
+// plainBuild is the binary as a build with no stamp makes it (-buildvcs=false,
+// no ldflags), built once for every test that needs one.
+func plainBuild(t *testing.T) string {
 	t.Helper()
-	bin := filepath.Join(t.TempDir(), "auditchain")
-	args := append([]string{"build", "-trimpath", "-o", bin}, extra...)
-	cmd := exec.Command("go", append(args, "./cmd/auditchain")...)
-	cmd.Dir, cmd.Env = root, append(os.Environ(), "CGO_ENABLED=0")
-	if out, err := cmd.CombinedOutput(); err != nil {
-		t.Fatalf("go %s: %v\n%s", strings.Join(args, " "), err, out)
+	plain.once.Do(func() {
+		dir, err := os.MkdirTemp("", "auditchain-deploy-test-")
+		if err != nil {
+			plain.err = err
+			return
+		}
+		plain.path = filepath.Join(dir, "auditchain")
+		cmd := exec.Command("go", "build", "-trimpath", "-buildvcs=false", "-o", plain.path, "./cmd/auditchain")
+		cmd.Dir, cmd.Env = root, append(os.Environ(), "CGO_ENABLED=0")
+		if out, err := cmd.CombinedOutput(); err != nil {
+			plain.err = fmt.Errorf("go build -buildvcs=false: %v\n%s", err, out)
+		}
+	})
+	if plain.err != nil {
+		t.Fatal(plain.err)
 	}
-	return bin
+	return plain.path
+}
+
+var plain struct {
+	once sync.Once
+	path string
+	err  error
+}
+
+func TestMain(m *testing.M) {
+	code := m.Run()
+	if plain.path != "" {
+		os.RemoveAll(filepath.Dir(plain.path))
+	}
+	os.Exit(code)
 }
 
 func output(t *testing.T, bin string, args ...string) string {
@@ -48,7 +73,7 @@ func output(t *testing.T, bin string, args ...string) string {
 // still says what it is: "devel", that no commit was recorded, and its Go
 // version (docs/cli.md "auditchain version").
 func TestVersionWithoutVCSStamp(t *testing.T) {
-	bin := goBuild(t, "-buildvcs=false")
+	bin := plainBuild(t)
 	got := output(t, bin, "version")
 	want := "auditchain devel " + buildinfo.NoRevision + " " + runtime.Version()
 	if got != want {

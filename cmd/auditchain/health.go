@@ -8,6 +8,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"strings"
 	"time"
@@ -19,13 +20,14 @@ const healthUsage = `usage: auditchain health [--url URL] [--timeout D]
 
 Asks GET URL/v1/health and prints its answer. Exit 0 when the service
 answers 200 with status "ok"; 1 when it answers otherwise or cannot be
-reached. URL is --url, else $AUDITCHAIN_URL, else http://127.0.0.1:8080.
-No API key is needed.
+reached. URL is --url, else $AUDITCHAIN_URL, else the address serve reads
+from $AUDITCHAIN_ADDR (an unspecified host such as 0.0.0.0 asked on
+loopback), else http://127.0.0.1:8080. No API key is needed.
 `
 
 func healthCmd(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) error {
 	fs := newFlags("health", healthUsage)
-	url := fs.String("url", envOr(getenv, "AUDITCHAIN_URL", "http://127.0.0.1:8080"), "the service's base URL (AUDITCHAIN_URL)")
+	url := fs.String("url", envOr(getenv, "AUDITCHAIN_URL", localURL(getenv("AUDITCHAIN_ADDR"))), "the service's base URL (AUDITCHAIN_URL)")
 	timeout := fs.Duration("timeout", 5*time.Second, "how long to wait for the answer")
 	rest, err := parseFlags(fs, args, stdout, stderr)
 	if err != nil {
@@ -56,4 +58,20 @@ func healthCmd(ctx context.Context, args []string, getenv func(string) string, s
 	}
 	fmt.Fprintf(stdout, "%s\n", strings.TrimSpace(string(body)))
 	return nil
+}
+
+// localURL is the URL on this host of a server listening on addr (serve's
+// --addr): a container's health check then follows AUDITCHAIN_ADDR.
+func localURL(addr string) string {
+	host, port, err := net.SplitHostPort(addr)
+	if err != nil {
+		return "http://127.0.0.1:8080"
+	}
+	if ip := net.ParseIP(host); host == "" || (ip != nil && ip.IsUnspecified()) {
+		host = "127.0.0.1"
+		if ip != nil && ip.To4() == nil {
+			host = "::1"
+		}
+	}
+	return "http://" + net.JoinHostPort(host, port)
 }

@@ -43,3 +43,20 @@ func TestDashDashVersion(t *testing.T) {
 		}
 	}
 }
+
+// Without a URL, health asks where serve listens by AUDITCHAIN_ADDR, an
+// unspecified host on loopback.
+func TestHealthURLFollowsServeAddr(t *testing.T) {
+	for addr, want := range map[string]string{
+		"":               "http://127.0.0.1:8080",
+		"0.0.0.0:9000":   "http://127.0.0.1:9000",
+		":9001":          "http://127.0.0.1:9001",
+		"[::]:9002":      "http://[::1]:9002",
+		"10.1.2.3:9003":  "http://10.1.2.3:9003",
+		"localhost:9004": "http://localhost:9004",
+	} {
+		if got := localURL(addr); got != want {
+			t.Errorf("localURL(%q) = %q, want %q", addr, got, want)
+		}
+	}
+}
