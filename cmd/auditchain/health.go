@@ -6,13 +6,16 @@ package main
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"net"
 	"net/http"
+	neturl "net/url"
 	"strings"
 	"time"
 
+	"github.com/auditchain/auditchain/internal/config"
 	"github.com/auditchain/auditchain/pkg/api"
 )
 
@@ -27,7 +30,10 @@ loopback), else http://127.0.0.1:8080. No API key is needed.
 
 func healthCmd(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) error {
 	fs := newFlags("health", healthUsage)
-	url := fs.String("url", envOr(getenv, "AUDITCHAIN_URL", localURL(getenv("AUDITCHAIN_ADDR"))), "the service's base URL (AUDITCHAIN_URL)")
+	// A URL may carry a password: a secret flag, and only its host is ever printed.
+	def := localURL(getenv("AUDITCHAIN_ADDR"))
+	url := new(string)
+	config.SecretVar(fs, url, "url", envOr(getenv, "AUDITCHAIN_URL", def), def, "the service's base URL (AUDITCHAIN_URL)")
 	timeout := fs.Duration("timeout", 5*time.Second, "how long to wait for the answer")
 	rest, err := parseFlags(fs, args, stdout, stderr)
 	if err != nil {
@@ -38,13 +44,23 @@ func healthCmd(ctx context.Context, args []string, getenv func(string) string, s
 	}
 	ctx, cancel := context.WithTimeout(ctx, *timeout)
 	defer cancel()
-	target := strings.TrimRight(*url, "/") + "/v1/health"
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, target, nil)
-	if err != nil {
-		return usagef("--url: %v", err)
+	u, err := neturl.Parse(strings.TrimRight(*url, "/") + "/v1/health")
+	if err != nil || u.Host == "" {
+		return usagef("--url: want the service's base URL, such as http://127.0.0.1:8080")
 	}
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, u.String(), nil)
+	if err != nil {
+		return usagef("--url: want the service's base URL, such as http://127.0.0.1:8080")
+	}
+	u.User = nil
+	target := u.String()
 	res, err := http.DefaultClient.Do(req)
 	if err != nil {
+		// err (a *url.Error) quotes the whole URL: only its innermost cause is shown.
+		var ue *neturl.Error
+		if errors.As(err, &ue) {
+			err = ue.Err
+		}
 		return fmt.Errorf("health: %s cannot be reached (%v); is `auditchain serve` running there?", target, err)
 	}
 	defer res.Body.Close()
