@@ -38,6 +38,7 @@ commands:
   keys      create | list | revoke
   machines  keygen | register | list                  signing keys
   health [--url URL]    probe a running service's /v1/health (exit 0 when it is ok)
+  completion bash|zsh|fish              print a shell completion script
   version               print the version and the commit it was built from (also --version)
   help [COMMAND…]       print this, or a command's help
 
@@ -97,6 +98,9 @@ func commands(ctx context.Context, getenv func(string) string, stdout, stderr io
 		"keys":      func(args []string) error { return keysCmd(ctx, args, getenv, stdout, stderr) },
 		"machines":  func(args []string) error { return machinesCmd(ctx, args, getenv, stdout, stderr) },
 		"health":    func(args []string) error { return healthCmd(ctx, args, getenv, stdout, stderr) },
+		"completion": func(args []string) error {
+			return completionCmd(ctx, args, stdout, stderr)
+		},
 		"version": func(args []string) error {
 			if _, err := parseFlags(newFlags("version", "usage: auditchain version\n"), args, stdout, stderr); err != nil {
 				return err
@@ -117,6 +121,8 @@ func group(name, groupUsage string, args []string, stdout, stderr io.Writer, sub
 		return usagef("%s needs a subcommand", name)
 	}
 	switch args[0] {
+	case subcommandsProbe:
+		return subcommandList(slices.Sorted(maps.Keys(subs)))
 	case "-h", "--help", "-help":
 		fmt.Fprint(stdout, groupUsage)
 		return errHelpShown
