@@ -62,11 +62,12 @@ func TestServeOnAnEmptyStoreTellsHowToCreateTheFirstAccount(t *testing.T) {
 	}
 }
 
-// On PostgreSQL the hint stands in for serve's own --db: the URL's
+// On PostgreSQL the hint names serve's --db as "$AUDITCHAIN_DB", which the
+// shell the README sets it in expands (the line can be pasted): the URL's
 // credentials are never printed.
 func TestServeOnAnEmptyPostgresStoreHintsWithoutCredentials(t *testing.T) {
 	dsn := storetest.DSN(t, storetest.Postgres)
-	hint := "auditchain admin create-account --db 'postgres://…' --email you@example.com"
+	hint := `auditchain admin create-account --db "$AUDITCHAIN_DB" --email you@example.com`
 	banner := serveBanner(t, dsn)
 	if !strings.Contains(banner, hint) {
 		t.Fatalf("serve on an empty store printed:\n%s\nwant the hint %q", banner, hint)

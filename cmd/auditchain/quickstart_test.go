@@ -13,6 +13,7 @@ import (
 	"strings"
 	"syscall"
 	"testing"
+	"time"
 )
 
 // asCLIEnv, when set, makes the test binary be the auditchain command (see
@@ -56,12 +57,16 @@ func freeAddr(t *testing.T) string {
 	return ln.Addr().String()
 }
 
-// The README's quickstart, run as written: an `auditchain` on PATH that is
-// this very program, a fresh directory, no configuration but the address (so
-// parallel runs do not meet on port 8080). The first block starts the server
-// and runs in the background, as a reader runs it in a terminal of its own;
-// the others run in order in one bash with -e and pipefail, so any command
-// that fails, or any check the README makes, fails the test.
+// The README's quickstart, run as written, twice in a row in the same
+// directory, as a reader who comes back to it does: an `auditchain` on PATH
+// that is this very program, a fresh directory, no configuration but the
+// address (so parallel runs do not meet on port 8080). The first block starts
+// the server and runs in the background, as a reader runs it in a terminal of
+// its own, and is stopped with Ctrl-C (SIGINT) at the end of each run, as the
+// README says; the others run in order in one bash with -e and pipefail, so
+// any command that fails, or any check the README makes, fails the test. The
+// second run must work on what the first left, and neither may leave a file
+// outside data/ (which git ignores): no key in the repository's root.
 func TestREADMEQuickstartRunsAsWritten(t *testing.T) {
 	blocks := quickstartBlocks(t)
 	for _, tool := range []string{"bash", "curl", "jq", "openssl"} {
@@ -103,7 +108,25 @@ func TestREADMEQuickstartRunsAsWritten(t *testing.T) {
 		"AUDITCHAIN_ADDR=" + addr,
 		"AUDITCHAIN_URL=http://" + addr,
 	}
+	for round := 1; round <= 2; round++ {
+		out := runQuickstartOnce(t, blocks, work, env, addr)
+		t.Logf("README quickstart, run %d:\n%s", round, out)
+	}
+	entries, err := os.ReadDir(work)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, e := range entries {
+		if e.Name() != "data" {
+			t.Errorf("README quickstart left %s in the directory it runs in (the repository's root for a reader): its files belong in data/, which git ignores", e.Name())
+		}
+	}
+}
 
+// runQuickstartOnce starts the server block, runs the other blocks against
+// it, stops the server with SIGINT and answers the blocks' output.
+func runQuickstartOnce(t *testing.T, blocks []string, work string, env []string, addr string) []byte {
+	t.Helper()
 	server := exec.Command("bash", "-euo", "pipefail", "-c", blocks[0])
 	server.Dir, server.Env = work, env
 	server.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
@@ -116,19 +139,26 @@ func TestREADMEQuickstartRunsAsWritten(t *testing.T) {
 	if err := server.Start(); err != nil {
 		t.Fatal(err)
 	}
+	exited := make(chan error, 1)
+	stopped := false
 	t.Cleanup(func() {
-		syscall.Kill(-server.Process.Pid, syscall.SIGKILL)
-		server.Wait()
+		if !stopped {
+			syscall.Kill(-server.Process.Pid, syscall.SIGKILL)
+			<-exited
+		}
 	})
 	lines := bufio.NewScanner(stdout)
 	started := false
 	for !started && lines.Scan() {
 		started = strings.HasPrefix(lines.Text(), "auditchain listening on http://"+addr)
 	}
+	go func() {
+		io.Copy(io.Discard, stdout)
+		exited <- server.Wait()
+	}()
 	if !started {
 		t.Fatalf("README quickstart: `%s` did not start the server; stderr:\n%s", strings.TrimSpace(blocks[0]), serverErr.String())
 	}
-	go io.Copy(io.Discard, stdout)
 
 	script := strings.Join(blocks[1:], "\n")
 	cmd := exec.Command("bash", "-euo", "pipefail", "-c", script)
@@ -137,5 +167,16 @@ func TestREADMEQuickstartRunsAsWritten(t *testing.T) {
 	if err != nil {
 		t.Fatalf("README quickstart failed: %v\n%s\nserver stderr:\n%s", err, out, serverErr.String())
 	}
-	t.Logf("README quickstart:\n%s", out)
+	// Ctrl-C in the server's terminal: it finishes and exits cleanly.
+	syscall.Kill(-server.Process.Pid, syscall.SIGINT)
+	select {
+	case err := <-exited:
+		stopped = true
+		if err != nil {
+			t.Fatalf("README quickstart: the server did not exit cleanly on Ctrl-C: %v\n%s", err, serverErr.String())
+		}
+	case <-time.After(30 * time.Second):
+		t.Fatalf("README quickstart: the server did not stop within 30s of Ctrl-C\n%s", serverErr.String())
+	}
+	return out
 }

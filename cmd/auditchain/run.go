@@ -37,7 +37,9 @@ commands:
   chain     tip | verify | proof | export | public-key                    --json for scripts)
   keys      create | list | revoke
   machines  keygen | register | list                  signing keys
-  version               print the module version and the commit it was built from
+  health [--url URL]    probe a running service's /v1/health (exit 0 when it is ok)
+  completion bash|zsh|fish              print a shell completion script
+  version               print the version and the commit it was built from (also --version)
   help [COMMAND…]       print this, or a command's help
 
 Every command and group takes -h or --help. Exit codes: 0 success, 1 error,
@@ -61,6 +63,9 @@ func dispatch(ctx context.Context, args []string, getenv func(string) string, st
 		return usagef("no command given")
 	}
 	switch args[0] {
+	case "--version", "-version":
+		// The form most programs answer; the same as `auditchain version`.
+		return dispatch(ctx, append([]string{"version"}, args[1:]...), getenv, stdout, stderr)
 	case "help", "-h", "--help", "-help":
 		if len(args) > 1 && args[0] == "help" {
 			// `auditchain help admin create-key` is `auditchain admin create-key --help`.
@@ -92,6 +97,10 @@ func commands(ctx context.Context, getenv func(string) string, stdout, stderr io
 		"chain":     func(args []string) error { return chainCmd(ctx, args, getenv, stdout, stderr) },
 		"keys":      func(args []string) error { return keysCmd(ctx, args, getenv, stdout, stderr) },
 		"machines":  func(args []string) error { return machinesCmd(ctx, args, getenv, stdout, stderr) },
+		"health":    func(args []string) error { return healthCmd(ctx, args, getenv, stdout, stderr) },
+		"completion": func(args []string) error {
+			return completionCmd(ctx, args, stdout, stderr)
+		},
 		"version": func(args []string) error {
 			if _, err := parseFlags(newFlags("version", "usage: auditchain version\n"), args, stdout, stderr); err != nil {
 				return err
@@ -112,6 +121,8 @@ func group(name, groupUsage string, args []string, stdout, stderr io.Writer, sub
 		return usagef("%s needs a subcommand", name)
 	}
 	switch args[0] {
+	case subcommandsProbe:
+		return subcommandList(slices.Sorted(maps.Keys(subs)))
 	case "-h", "--help", "-help":
 		fmt.Fprint(stdout, groupUsage)
 		return errHelpShown

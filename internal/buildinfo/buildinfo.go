@@ -1,5 +1,6 @@
-// Package buildinfo reads what the Go toolchain recorded in the binary (module
-// version, VCS revision) for `auditchain version` and GET /v1/health.
+// Package buildinfo is the build's identity for `auditchain version` and GET
+// /v1/health: what a release build stamped at link time (deploy/release.sh),
+// else what the Go toolchain recorded (module version, VCS revision).
 package buildinfo
 
 import (
@@ -7,21 +8,47 @@ import (
 	"strings"
 )
 
+// Set at link time by deploy/release.sh:
+//
+//	go build -trimpath -ldflags "-X github.com/auditchain/auditchain/internal/buildinfo.version=v1.2.3
+//	  -X github.com/auditchain/auditchain/internal/buildinfo.commit=<sha> -X …buildinfo.commitTime=<RFC 3339>"
+//
+// Each overrides what the toolchain recorded; empty, it does not.
+var version, commit, commitTime string
+
 // Info is the build's identity.
 type Info struct {
-	// Version is the main module's version ("v1.2.3"), or "devel" for a build
-	// from a work tree (go build, go run), which the toolchain marks "(devel)".
+	// Version is the stamped release version, else the main module's version
+	// ("v1.2.3"), else "devel" for a build from a work tree (go build, go
+	// run), which the toolchain marks "(devel)".
 	Version string
-	// Revision is the VCS commit the binary was built from ("" when unknown,
-	// as under go test); Modified says the work tree had uncommitted changes.
+	// Revision is the commit the binary was built from: stamped, else the
+	// toolchain's VCS record ("" when unknown: go test, -buildvcs=false, a
+	// tree without .git). Modified says the work tree had uncommitted changes.
 	Revision string
 	Time     string
 	Modified bool
 	Go       string
+	// Stamped says a release script set the version at link time.
+	Stamped bool
 }
 
 // Read returns the running binary's build information.
 func Read() Info {
+	in := read()
+	if version != "" {
+		in.Version, in.Stamped = version, true
+	}
+	if commit != "" {
+		in.Revision, in.Modified = commit, false
+	}
+	if commitTime != "" {
+		in.Time = commitTime
+	}
+	return in
+}
+
+func read() Info {
 	in := Info{Version: "devel"}
 	bi, ok := debug.ReadBuildInfo()
 	if !ok {
@@ -44,9 +71,9 @@ func Read() Info {
 	return in
 }
 
-// String is the one-word version /v1/health carries: the module version, and
-// for a development build the short revision ("devel+1a2b3c4d5e6f", with
-// "-dirty" when the tree was modified).
+// String is the one-word version /v1/health carries: the version, and for a
+// development build the short revision ("devel+1a2b3c4d5e6f", with "-dirty"
+// when the tree was modified).
 func (in Info) String() string {
 	s := in.Version
 	if in.Version == "devel" && in.Revision != "" {
@@ -58,7 +85,13 @@ func (in Info) String() string {
 	return s
 }
 
-// Long is `auditchain version`'s line.
+// NoRevision is what `auditchain version` says of a build that recorded no
+// commit, so the line still tells how the binary was made.
+const NoRevision = "(no commit recorded: built without VCS information or release stamp)"
+
+// Long is `auditchain version`'s line: "auditchain VERSION revision SHA
+// built from a commit of TIME GOVERSION", or NoRevision in place of the
+// revision and time.
 func (in Info) Long() string {
 	var b strings.Builder
 	b.WriteString("auditchain " + in.Version)
@@ -67,6 +100,8 @@ func (in Info) Long() string {
 		if in.Modified {
 			b.WriteString(" (modified)")
 		}
+	} else {
+		b.WriteString(" " + NoRevision)
 	}
 	if in.Time != "" {
 		b.WriteString(" built from a commit of " + in.Time)

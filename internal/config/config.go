@@ -78,44 +78,68 @@ const (
 const DefaultDB = "sqlite:./data/auditchain.db"
 
 // Parse reads the serve flags. getenv supplies AUDITCHAIN_* defaults so tests
-// never touch the process environment.
+// never touch the process environment. A setting comes from its flag, else
+// its AUDITCHAIN_* variable, else the --config file (file.go), else the
+// built-in default.
 func Parse(args []string, getenv func(string) string, stderr io.Writer) (Config, error) {
 	fs := flag.NewFlagSet("serve", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	var c Config
 	var anchor string
-	env := func(name, def string) string {
-		if v := getenv("AUDITCHAIN_" + strings.ToUpper(strings.ReplaceAll(name, "-", "_"))); v != "" {
-			return v
-		}
-		return def
+	configFile := configPath(args, getenv)
+	file, err := loadSettings(configFile)
+	if err != nil {
+		return Config{}, err
 	}
+	var errs []error
+	envName := func(name string) string { return "AUDITCHAIN_" + strings.ToUpper(strings.ReplaceAll(name, "-", "_")) }
+	// start is a flag's value before the command line, and where it came
+	// from (for a message that cannot parse it).
+	start := func(name, def string, kind valueKind) (value, from string) {
+		// The file is read first even when the environment wins, so that
+		// its key counts as known and its type is checked.
+		v, inFile, err := file.value(name, kind)
+		if err != nil {
+			errs = append(errs, err)
+		}
+		switch {
+		case getenv(envName(name)) != "":
+			return getenv(envName(name)), envName(name)
+		case inFile && err == nil:
+			return v, "--config " + configFile + ": " + name
+		}
+		return def, ""
+	}
+	env := func(name, def string) string { v, _ := start(name, def, kindString); return v }
 	str := func(p *string, name, def, usage string) { fs.StringVar(p, name, env(name, def), usage) }
 	// A value that may carry a credential is never printed (SecretVar).
 	secret := func(p *string, name, def, usage string) { SecretVar(fs, p, name, env(name, def), def, usage) }
-	var errs []error
 	integer := func(p *int, name string, def int, usage string) {
-		v, err := strconv.Atoi(env(name, strconv.Itoa(def)))
+		s, from := start(name, strconv.Itoa(def), kindInt)
+		v, err := strconv.Atoi(s)
 		if err != nil {
-			errs = append(errs, fmt.Errorf("AUDITCHAIN_%s: %v", strings.ToUpper(strings.ReplaceAll(name, "-", "_")), err))
+			errs = append(errs, fmt.Errorf("%s: %v", from, err))
 		}
 		fs.IntVar(p, name, v, usage)
 	}
 	boolean := func(p *bool, name string, def bool, usage string) {
-		v, err := strconv.ParseBool(env(name, strconv.FormatBool(def)))
+		s, from := start(name, strconv.FormatBool(def), kindBool)
+		v, err := strconv.ParseBool(s)
 		if err != nil {
-			errs = append(errs, fmt.Errorf("AUDITCHAIN_%s: %v", strings.ToUpper(strings.ReplaceAll(name, "-", "_")), err))
+			errs = append(errs, fmt.Errorf("%s: %v", from, err))
 		}
 		fs.BoolVar(p, name, v, usage)
 	}
 	duration := func(p *time.Duration, name string, def time.Duration, usage string) {
-		v, err := time.ParseDuration(env(name, def.String()))
+		s, from := start(name, def.String(), kindString)
+		v, err := time.ParseDuration(s)
 		if err != nil {
-			errs = append(errs, fmt.Errorf("AUDITCHAIN_%s: %v", strings.ToUpper(strings.ReplaceAll(name, "-", "_")), err))
+			errs = append(errs, fmt.Errorf("%s: %v", from, err))
 		}
 		fs.DurationVar(p, name, v, usage)
 	}
 
+	fs.StringVar(&configFile, ConfigFlag, configFile, "TOML file of settings named as these flags (AUDITCHAIN_CONFIG); flags and AUDITCHAIN_* win over it")
 	str(&c.Addr, "addr", "127.0.0.1:8080", "listen address")
 	secret(&c.DB, "db", DefaultDB, "store: sqlite:PATH or a postgres:// URL")
 	boolean(&c.CreateDB, "create-db", false, "create the sqlite: store if its file does not exist (the default ./data/auditchain.db is created without it)")
@@ -161,6 +185,12 @@ func Parse(args []string, getenv func(string) string, stderr io.Writer) (Config,
 	integer(&c.TestNotifyLimitGlobal, "test-notification-limit-global", DefaultTestNotifyLimitGlobal, "POST /v1/notifications/test calls per hour, every account together")
 	str(&c.TrustedProxies, "trusted-proxies", "", "comma-separated addresses or CIDR prefixes of reverse proxies whose X-Forwarded-For names the client (default: none, the TCP peer is the client)")
 
+	if err := file.syntaxError(func(key string) bool { return isSecret(fs, key) }); err != nil {
+		return Config{}, err
+	}
+	var names []string
+	fs.VisitAll(func(f *flag.Flag) { names = append(names, f.Name) })
+	errs = append(errs, file.unknown(names)...)
 	if err := fs.Parse(args); err != nil {
 		return Config{}, err
 	}
@@ -217,4 +247,14 @@ func Parse(args []string, getenv func(string) string, stderr io.Writer) (Config,
 		errs = append(errs, fmt.Errorf("--log-format must be json or text, got %q", c.LogFormat))
 	}
 	return c, errors.Join(errs...)
+}
+
+// isSecret reports whether flag name holds a credential (SecretVar).
+func isSecret(fs *flag.FlagSet, name string) bool {
+	f := fs.Lookup(name)
+	if f == nil {
+		return false
+	}
+	_, ok := f.Value.(*secretValue)
+	return ok
 }

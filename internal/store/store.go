@@ -233,10 +233,11 @@ func Redacted(dsn string) string {
 
 // DBFlag is the --db value to print for opening this store again (serve's
 // first-account hint): the SQLite file as Location names it; for PostgreSQL
-// a stand-in for serve's own --db, since Location has no credentials.
+// "$AUDITCHAIN_DB", which a shell where it is set expands to the URL, since
+// the URL may hold a password and is never printed.
 func (s *Store) DBFlag() string {
 	if s.Dialect == Postgres {
-		return "'postgres://…'"
+		return `"$AUDITCHAIN_DB"`
 	}
 	return s.Location
 }
