@@ -9,7 +9,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"math"
 	"slices"
 	"time"
 
@@ -476,127 +475,6 @@ func sameEvent(stored *store.Event, in *api.EventInput) bool {
 	a, err1 := verify.PayloadHash(h)
 	b, err2 := verify.PayloadHash(probe)
 	return err1 == nil && err2 == nil && a == b
-}
-
-// dedupAdvisory decides whether an appended tool call repeats one within the
-// window, with the same code as the policy probe.
-func (a *App) dedupAdvisory(ctx context.Context, q store.Querier, userID, tool, key string, intent domain.Intent, tip int64) (*api.DedupAdvisory, error) {
-	d, err := a.decideDedup(ctx, q, userID, tool, key, intent, tip)
-	if err != nil {
-		return nil, err
-	}
-	if adv, ok := d.Advisory(); ok {
-		return &adv, nil
-	}
-	return nil, nil
-}
-
-func (a *App) decideDedup(ctx context.Context, q store.Querier, userID, tool, key string, intent domain.Intent, tip int64) (domain.DedupDecision, error) {
-	policy := a.dedup
-	var candidates []domain.PriorCall
-	if intent != domain.IntentFresh && policy.Cacheable(tool) && tip >= 0 {
-		prior, err := a.store.LatestSemanticMatch(ctx, q, userID, key, tip-int64(policy.WindowEvents)+1)
-		switch {
-		case errors.Is(err, store.ErrNotFound):
-		case err != nil:
-			return domain.DedupDecision{}, err
-		default:
-			c := domain.PriorCall{EventID: prior.EventID, Sequence: prior.Sequence, SemanticKey: key}
-			if ts, err := domain.ParseTimestamp(prior.TS); err == nil {
-				c.TS = ts
-			}
-			candidates = append(candidates, c)
-		}
-	}
-	return domain.DecideDedup(policy, tool, key, intent, candidates, tip, a.now()), nil
-}
-
-// PolicyTest predicts what the dedup gate would decide, writing nothing
-// (POST /v1/policy/test; req's intent is checked by the HTTP body).
-func (a *App) PolicyTest(ctx context.Context, p Principal, req api.PolicyTestRequest) (domain.DedupDecision, error) {
-	key, err := domain.SemanticKey(req.Tool, req.ToolInput)
-	if err != nil {
-		return domain.DedupDecision{}, domain.Validation(domain.FieldError{Field: "tool_input", Message: "must be a JSON object"})
-	}
-	head, err := a.store.Head(ctx, p.UserID)
-	if err != nil {
-		return domain.DedupDecision{}, err
-	}
-	var intent domain.Intent
-	if req.Intent != nil {
-		intent = domain.Intent(*req.Intent)
-	}
-	return a.decideDedup(ctx, nil, p.UserID, req.Tool, key, intent, head.LastSequence)
-}
-
-// serviceSurface marks events the service writes itself.
-const serviceSurface = "service"
-
-// ServerEvent describes an event the service writes itself.
-type ServerEvent struct {
-	EventType string
-	Raw       any
-	Tool      *string
-}
-
-// appendServerEvent appends an event the service writes (governance.*,
-// grant.*, chain_repair, anchors) at the tip of the account's chain, inside
-// the caller's write, through the same append as client events: numbered
-// after the head it holds, never charged to the quota (docs/decisions/
-// record.md "Quota").
-func (a *App) appendServerEvent(ctx context.Context, t *writer.Tx, p Principal, ev ServerEvent) (store.Event, error) {
-	raw, err := json.Marshal(ev.Raw)
-	if err != nil {
-		return store.Event{}, fmt.Errorf("server event raw: %w", err)
-	}
-	id, err := a.newID("evt-", 16)
-	if err != nil {
-		return store.Event{}, err
-	}
-	in := api.EventInput{EventID: &id, EventType: &ev.EventType, Raw: raw, Tool: ev.Tool}
-	out, err := a.appendAtTip(ctx, t, p, in, serviceSurface, nil, a.now())
-	return out.Event, err
-}
-
-// appendAtTip appends in inside t, numbered (numberAtTip) after the head t
-// holds, in the append: how the service's own events, a gated tool call and
-// its results are placed. quota charges the event (nil: a service event,
-// never charged).
-func (a *App) appendAtTip(ctx context.Context, t *writer.Tx, p Principal, in api.EventInput, surface string, quota *store.Quota,
-	now time.Time) (writer.Appended, error) {
-	var e store.Event
-	e.UserID = p.UserID
-	out, err := t.Append(ctx, writer.Append{Event: &e, Quota: quota, Place: func(_ context.Context, head store.Head, _ store.Querier) error {
-		next, err := a.numberAtTip(p, head, in, surface, now)
-		if err == nil {
-			e = next
-		}
-		return err
-	}})
-	if err == nil {
-		kind := metrics.AppendToolCall // the only charged events placed here
-		if quota == nil {
-			kind = metrics.AppendService
-		}
-		t.AfterCommit(func() { metrics.EventsAppended.Inc(kind) })
-	}
-	return out, err
-}
-
-// numberAtTip numbers in after head — sequence tip + 1 and prev_hash the
-// tip's payload_hash; 0 and null on an empty chain — and prepares the row.
-// It is the service's numbering, the one way every event the caller does
-// not place itself is placed: the service's own events, a gated tool call
-// and its results, and POST /v1/events/append. The 2^52 cap binds only the
-// sequences clients choose (CONTRACT.md "Batch": the space above is the
-// service's), so it is not checked here; only the top of int64 is.
-func (a *App) numberAtTip(p Principal, head store.Head, in api.EventInput, surface string, now time.Time) (store.Event, error) {
-	if head.LastSequence == math.MaxInt64 {
-		return store.Event{}, fmt.Errorf("the chain of %s ends at the largest sequence: nothing can be appended after it", p.UserID)
-	}
-	seq := head.LastSequence + 1
-	in.Sequence, in.PrevHash = &seq, head.LastHash
-	return a.prepareEvent(p, &in, surface, now)
 }
 
 // newID returns prefix + hex of n random bytes.
