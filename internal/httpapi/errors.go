@@ -48,12 +48,15 @@ func writeError(w http.ResponseWriter, r *http.Request, log *slog.Logger, err er
 		}
 	}
 	status, known := statusOf[de.Code]
+	// The metric's label takes its values from statusOf's fixed set only: a
+	// code built at run time could otherwise make a series per value.
+	label := de.Code
 	if !known {
 		// A code without a status is a bug in this package, not the client's.
 		log.ErrorContext(r.Context(), "error code has no HTTP status", "code", de.Code, "route", r.Pattern)
-		status = http.StatusInternalServerError
+		status, label = http.StatusInternalServerError, domain.CodeInternal
 	}
-	metrics.Refusals.Inc(de.Code)
+	metrics.Refusals.Inc(label)
 	if de.RetryAfter > 0 {
 		w.Header().Set("Retry-After", strconv.Itoa(de.RetryAfter))
 	}

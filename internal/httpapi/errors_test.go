@@ -4,10 +4,16 @@ import (
 	"go/ast"
 	"go/parser"
 	"go/token"
+	"log/slog"
+	"net/http"
+	"net/http/httptest"
 	"path/filepath"
 	"strconv"
 	"strings"
 	"testing"
+
+	"github.com/auditchain/auditchain/internal/domain"
+	"github.com/auditchain/auditchain/internal/metrics"
 )
 
 // Every error code the service declares has its HTTP status in statusOf, and
@@ -72,4 +78,50 @@ func TestEveryCodeHasAStatus(t *testing.T) {
 	if declared < 60 {
 		t.Fatalf("found %d code constants; the scan has lost its way", declared)
 	}
+}
+
+// A code outside statusOf is answered 500 and counted under internal_error,
+// never under its own value: auditchain_refusals_total's labels stay a fixed
+// set.
+func TestUndeclaredCodeIsCountedAsInternal(t *testing.T) {
+	reg := metrics.NewRegistry()
+	reg.RegisterDomain()
+	internal := func() float64 {
+		return refusalsOf(t, reg.Expose())[domain.CodeInternal]
+	}
+	before := internal()
+	const undeclared = "grant_0f3a9c1e7b2d4a68_missing"
+	w := httptest.NewRecorder()
+	writeError(w, httptest.NewRequest("GET", "/v1/keys", nil), slog.New(slog.DiscardHandler), &domain.Error{Code: undeclared, Detail: "x"})
+	if w.Code != http.StatusInternalServerError {
+		t.Errorf("status %d, want 500", w.Code)
+	}
+	if got := internal() - before; got != 1 {
+		t.Errorf("refusals{code=%q} moved by %v, want 1", domain.CodeInternal, got)
+	}
+	if _, ok := refusalsOf(t, reg.Expose())[undeclared]; ok {
+		t.Errorf("auditchain_refusals_total has a series for the undeclared code %q", undeclared)
+	}
+}
+
+// refusalsOf reads auditchain_refusals_total's series from an exposition, by code.
+func refusalsOf(t *testing.T, exposition []byte) map[string]float64 {
+	t.Helper()
+	out := map[string]float64{}
+	for line := range strings.Lines(string(exposition)) {
+		rest, ok := strings.CutPrefix(strings.TrimSpace(line), `auditchain_refusals_total{code="`)
+		if !ok {
+			continue
+		}
+		code, value, ok := strings.Cut(rest, `"} `)
+		if !ok {
+			t.Fatalf("unexpected sample %q", line)
+		}
+		v, err := strconv.ParseFloat(value, 64)
+		if err != nil {
+			t.Fatalf("sample %q: %v", line, err)
+		}
+		out[code] = v
+	}
+	return out
 }

@@ -3,14 +3,20 @@ package httpapi_test
 import (
 	"context"
 	"encoding/json"
+	"io"
+	"net"
+	"net/http"
+	"net/http/httptest"
 	"os"
 	"regexp"
 	"runtime"
 	"strconv"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/auditchain/auditchain/internal/metrics"
+	"github.com/auditchain/auditchain/internal/notify/webhook"
 	"github.com/auditchain/auditchain/internal/schedule"
 	"github.com/auditchain/auditchain/internal/store/storetest"
 )
@@ -106,7 +112,16 @@ func TestDomainMetricsMoveWithTheirActions(t *testing.T) {
 		// and another rejected.
 		proposer, ratifier := e.govIdentity(user, "m-a"), e.govIdentity(user, "m-b")
 		pid := e.govPropose(proposer.token, govDenyBody("s", "curl"))["proposal_id"].(string)
+		enactsBefore := e.scrape(t).samples[`auditchain_proposal_transitions_total{transition="enact"}`]
+		// Refused (409 not_ratified): nothing committed, nothing counted.
+		wantProblem(t, e.do("POST", govProposalsPath+"/"+pid+"/enact", proposer.token, nil), 409, "not_ratified")
 		e.govTransition(ratifier.token, pid, "ratify")
+		if got := e.govTransition(proposer.token, pid, "enact"); got["status"] != "enacted" {
+			t.Fatalf("enact: %v", got)
+		}
+		if got := e.scrape(t).samples[`auditchain_proposal_transitions_total{transition="enact"}`] - enactsBefore; got != 1 {
+			t.Errorf("a refused enact and an enactment moved the enact transitions by %v, want 1", got)
+		}
 		other := e.govPropose(proposer.token, govDenyBody("s", "wget"))["proposal_id"].(string)
 		e.govTransition(ratifier.token, other, "reject")
 		ids = append(ids, pid, other, proposer.id, ratifier.id)
@@ -135,12 +150,13 @@ func TestDomainMetricsMoveWithTheirActions(t *testing.T) {
 			`auditchain_events_appended_total{kind="append_next"}`:                 1,
 			`auditchain_events_appended_total{kind="batch"}`:                       2,
 			`auditchain_events_appended_total{kind="tool_call"}`:                   1,
-			`auditchain_events_appended_total{kind="service"}`:                     7, // grant ×2, revoke, propose ×2, ratify, reject
+			`auditchain_events_appended_total{kind="service"}`:                     8, // grant ×2, revoke, propose ×2, ratify, enact, reject
 			`auditchain_gate_decisions_total{status="tool_not_allowed"}`:           1,
 			`auditchain_gate_decisions_total{status="authorized"}`:                 1,
 			`auditchain_refusals_total{code="missing_token"}`:                      1,
 			`auditchain_proposal_transitions_total{transition="propose"}`:          2,
 			`auditchain_proposal_transitions_total{transition="ratify"}`:           1,
+			`auditchain_proposal_transitions_total{transition="enact"}`:            1,
 			`auditchain_proposal_transitions_total{transition="reject"}`:           1,
 			`auditchain_webhook_deliveries_total{outcome="ok"}`:                    1,
 			`auditchain_webhook_delivery_duration_seconds_count{outcome="ok"}`:     1,
@@ -256,4 +272,116 @@ func TestDashboardAndDocsNameExposedMetrics(t *testing.T) {
 			t.Errorf("%s is exposed but not in docs/operations.md's metrics table", name)
 		}
 	}
+}
+
+// Each failed outcome of a webhook delivery is counted under its own label,
+// attempt by attempt, with its latency observed: a receiver answering 500
+// (http_error), one that never answers within the attempt's timeout
+// (timeout), a loopback receiver that a deployment without
+// --webhook-allow-private refuses to dial (refused), and a port nothing
+// listens on (error). Through the drain route, on both stores.
+func TestWebhookDeliveryOutcomesAreCounted(t *testing.T) {
+	const attemptTimeout = 50 * time.Millisecond
+	eachNotifyEnv(t, func(t *testing.T, e *env) {
+		loopbackEgress := e.app.Egress
+		closedPort := func(t *testing.T) string {
+			ln, err := net.Listen("tcp", "127.0.0.1:0")
+			if err != nil {
+				t.Fatal(err)
+			}
+			addr := ln.Addr().String()
+			ln.Close()
+			return "http://" + addr + "/hook"
+		}
+		hanging := func(t *testing.T) string {
+			// Holds every request until the client hangs up, which the server
+			// notices only once the body is read, or the test ends.
+			release := make(chan struct{})
+			srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+				_, _ = io.Copy(io.Discard, r.Body)
+				select {
+				case <-r.Context().Done():
+				case <-release:
+				}
+			}))
+			t.Cleanup(srv.Close)
+			t.Cleanup(func() { close(release) })
+			return srv.URL + "/hook"
+		}
+		for _, c := range []struct {
+			outcome   string
+			url       func(t *testing.T) string
+			egress    *webhook.Egress // at delivery; the URL is registered with loopback allowed
+			wantError string          // each attempt's error in GET /v1/webhooks/{id}/deliveries
+		}{
+			{metrics.WebhookHTTPError, func(t *testing.T) string { return newReceiver(t, always(500)).srv.URL + "/hook" },
+				loopbackEgress, "status 500"},
+			{metrics.WebhookTimeout, hanging,
+				webhook.NewEgress(webhook.Options{AllowPrivate: true, Timeout: attemptTimeout}), "timeout after " + attemptTimeout.String()},
+			{metrics.WebhookRefused, func(t *testing.T) string { return newReceiver(t, always(204)).srv.URL + "/hook" },
+				webhook.NewEgress(webhook.Options{}), "refused: resolves to a loopback address"},
+			{metrics.WebhookError, closedPort,
+				loopbackEgress, "connection refused"},
+		} {
+			t.Run(c.outcome, func(t *testing.T) {
+				_, key := e.account(c.outcome + "@example.com")
+				r := e.do("POST", "/v1/webhooks", key, map[string]any{"url": c.url(t), "types": []string{"grant.revoked"}})
+				if r.Status != 201 {
+					t.Fatalf("POST /v1/webhooks: %d %s", r.Status, r.Body)
+				}
+				hook := r.JSON(t)["id"].(string)
+				e.app.Egress = c.egress
+				defer func() { e.app.Egress = loopbackEgress }()
+				e.revoke(t, key, "r")
+
+				before := e.scrape(t)
+				if res := e.drain(t); res["sent"] != float64(0) || res["failed"] != float64(1) {
+					t.Fatalf("drain: %v, want the one row failed", res)
+				}
+				after := e.scrape(t)
+
+				r = e.do("GET", "/v1/webhooks/"+hook+"/deliveries", key, nil)
+				if r.Status != 200 {
+					t.Fatalf("deliveries: %d %s", r.Status, r.Body)
+				}
+				var got struct {
+					Deliveries []struct{ Error *string } `json:"deliveries"`
+				}
+				if err := json.Unmarshal(r.Body, &got); err != nil {
+					t.Fatal(err)
+				}
+				if len(got.Deliveries) == 0 {
+					t.Fatal("no delivery attempts recorded")
+				}
+				for _, d := range got.Deliveries {
+					if d.Error == nil || *d.Error != c.wantError {
+						t.Errorf("attempt error %v, want %q", d.Error, c.wantError)
+					}
+				}
+				attempts := float64(len(got.Deliveries))
+				// The tests of this package run one at a time and nothing
+				// else delivers meanwhile: every outcome moved exactly.
+				for _, outcome := range []string{metrics.WebhookOK, metrics.WebhookHTTPError, metrics.WebhookTimeout, metrics.WebhookRefused, metrics.WebhookError} {
+					want := 0.0
+					if outcome == c.outcome {
+						want = attempts
+					}
+					for _, series := range []string{
+						`auditchain_webhook_deliveries_total{outcome="` + outcome + `"}`,
+						`auditchain_webhook_delivery_duration_seconds_count{outcome="` + outcome + `"}`,
+					} {
+						if moved := after.samples[series] - before.samples[series]; moved != want {
+							t.Errorf("%s moved by %v, want %v", series, moved, want)
+						}
+					}
+				}
+				if c.outcome == metrics.WebhookTimeout {
+					series := `auditchain_webhook_delivery_duration_seconds_sum{outcome="timeout"}`
+					if waited := after.samples[series] - before.samples[series]; waited < attempts*attemptTimeout.Seconds() {
+						t.Errorf("%s moved by %vs, want at least %v attempts × %v", series, waited, attempts, attemptTimeout)
+					}
+				}
+			})
+		}
+	})
 }
