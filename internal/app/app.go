@@ -114,13 +114,16 @@ type Deps struct {
 	// WebhookBackoff is the wait before webhook attempt n+2 within a drain
 	// (nil: 250 ms·2ⁿ).
 	WebhookBackoff func(n int) time.Duration
+	// Egress delivers webhooks (nil: the SSRF-safe egress that
+	// --webhook-allow-private configures).
+	Egress *webhook.Egress
 }
 
 // New returns the App of d. Nothing of it changes afterwards: a different
 // dependency is a different App.
 func New(d Deps) *App {
 	a := &App{store: d.Store, cfg: d.Config, now: d.Now, rand: d.Rand, log: d.Log, serviceKey: d.ServiceKey,
-		mail: d.Mail, legal: d.Legal, webhookBackoff: d.WebhookBackoff,
+		mail: d.Mail, legal: d.Legal, webhookBackoff: d.WebhookBackoff, egress: d.Egress,
 		hub: stream.NewHub(stream.Options{}), dedup: domain.DefaultDedupPolicy(), notices: newNotices(), meter: newMeter()}
 	if a.now == nil {
 		a.now = time.Now
@@ -140,7 +143,9 @@ func New(d Deps) *App {
 	if a.webhookBackoff == nil {
 		a.webhookBackoff = defaultWebhookBackoff
 	}
-	a.egress = webhook.NewEgress(webhook.Options{AllowPrivate: a.cfg.WebhookAllowPrivate})
+	if a.egress == nil {
+		a.egress = webhook.NewEgress(webhook.Options{AllowPrivate: a.cfg.WebhookAllowPrivate})
+	}
 	a.w = writer.New(a.store, writer.Options{Now: a.now, Log: a.log, Hub: a.hub, StatementTimeout: a.cfg.RequestTimeout})
 	a.gateCache = writer.NewReadCache[gateKey, gateRead](a.w, gateCacheAccounts, gateCacheEntries)
 	a.keyCache = writer.NewReadCache[string, knownKey](a.w, 1, keyCacheEntries)

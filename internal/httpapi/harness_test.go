@@ -26,6 +26,7 @@ import (
 	"github.com/auditchain/auditchain/internal/httpapi"
 	"github.com/auditchain/auditchain/internal/legal"
 	"github.com/auditchain/auditchain/internal/mail"
+	"github.com/auditchain/auditchain/internal/notify/webhook"
 	"github.com/auditchain/auditchain/internal/store"
 	"github.com/auditchain/auditchain/internal/store/storetest"
 	"github.com/auditchain/auditchain/pkg/api"
@@ -62,6 +63,9 @@ type env struct {
 	mail   *mailSwitch
 
 	handler *httpapi.Server
+	// dsn and opts are what the API was last started with (restart).
+	dsn  string
+	opts envOptions
 }
 
 var (
@@ -104,6 +108,8 @@ type envOptions struct {
 	// webhookBackoff is the wait before webhook attempt n+2 within a drain
 	// (nil: the service's).
 	webhookBackoff func(n int) time.Duration
+	// egress delivers webhooks (nil: as config says).
+	egress *webhook.Egress
 }
 
 // newEnvWith starts the API on dsn as o says.
@@ -132,6 +138,7 @@ func newEnvWith(t *testing.T, dsn string, o envOptions) *env {
 // documents (nil: the built-in set), and starts the API on it.
 func (e *env) serve(dsn string, o envOptions, docs *legal.Set) {
 	e.t.Helper()
+	e.dsn, e.opts = dsn, o
 	e.cfg = testConfig()
 	if o.config != nil {
 		o.config(&e.cfg)
@@ -139,7 +146,7 @@ func (e *env) serve(dsn string, o envOptions, docs *legal.Set) {
 	_, docBytes := loadDoc(e.t)
 	log := slog.New(slog.NewJSONHandler(e.logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
 	e.app = apptest.New(e.t, e.store, apptest.Options{Config: func(c *config.Config) { *c = e.cfg }, Now: e.clock.Now, Log: log,
-		Bus: dsn, Mail: e.mail, Legal: docs, WebhookBackoff: o.webhookBackoff})
+		Bus: dsn, Mail: e.mail, Legal: docs, WebhookBackoff: o.webhookBackoff, Egress: o.egress})
 	e.handler = httpapi.NewServer(e.app, e.cfg, log, docBytes)
 	e.srv = httptest.NewServer(e.handler)
 	e.t.Cleanup(e.srv.Close)

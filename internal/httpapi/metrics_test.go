@@ -283,7 +283,6 @@ func TestDashboardAndDocsNameExposedMetrics(t *testing.T) {
 func TestWebhookDeliveryOutcomesAreCounted(t *testing.T) {
 	const attemptTimeout = 50 * time.Millisecond
 	eachNotifyEnv(t, func(t *testing.T, e *env) {
-		loopbackEgress := e.app.Egress
 		closedPort := func(t *testing.T) string {
 			ln, err := net.Listen("tcp", "127.0.0.1:0")
 			if err != nil {
@@ -311,17 +310,17 @@ func TestWebhookDeliveryOutcomesAreCounted(t *testing.T) {
 		for _, c := range []struct {
 			outcome   string
 			url       func(t *testing.T) string
-			egress    *webhook.Egress // at delivery; the URL is registered with loopback allowed
+			egress    *webhook.Egress // at delivery (nil: loopback allowed); the URL is registered with loopback allowed
 			wantError string          // each attempt's error in GET /v1/webhooks/{id}/deliveries
 		}{
 			{metrics.WebhookHTTPError, func(t *testing.T) string { return newReceiver(t, always(500)).srv.URL + "/hook" },
-				loopbackEgress, "status 500"},
+				nil, "status 500"},
 			{metrics.WebhookTimeout, hanging,
 				webhook.NewEgress(webhook.Options{AllowPrivate: true, Timeout: attemptTimeout}), "timeout after " + attemptTimeout.String()},
 			{metrics.WebhookRefused, func(t *testing.T) string { return newReceiver(t, always(204)).srv.URL + "/hook" },
 				webhook.NewEgress(webhook.Options{}), "refused: resolves to a loopback address"},
 			{metrics.WebhookError, closedPort,
-				loopbackEgress, "connection refused"},
+				nil, "connection refused"},
 		} {
 			t.Run(c.outcome, func(t *testing.T) {
 				_, key := e.account(c.outcome + "@example.com")
@@ -330,8 +329,14 @@ func TestWebhookDeliveryOutcomesAreCounted(t *testing.T) {
 					t.Fatalf("POST /v1/webhooks: %d %s", r.Status, r.Body)
 				}
 				hook := r.JSON(t)["id"].(string)
-				e.app.Egress = c.egress
-				defer func() { e.app.Egress = loopbackEgress }()
+				// The operator restarts the service with this egress (a
+				// deployment without --webhook-allow-private, a shorter
+				// attempt timeout), and back when the case ends.
+				registered := e.opts
+				delivering := registered
+				delivering.egress = c.egress
+				e.restart(e.dsn, delivering, nil)
+				defer e.restart(e.dsn, registered, nil)
 				e.revoke(t, key, "r")
 
 				before := e.scrape(t)

@@ -13,6 +13,7 @@ import (
 	"github.com/auditchain/auditchain/internal/app"
 	"github.com/auditchain/auditchain/internal/config"
 	"github.com/auditchain/auditchain/internal/legal"
+	"github.com/auditchain/auditchain/internal/notify/webhook"
 	"github.com/auditchain/auditchain/internal/store"
 )
 
@@ -37,6 +38,8 @@ type Options struct {
 	// WebhookBackoff is the wait before webhook attempt n+2 within a drain
 	// (nil: the service's).
 	WebhookBackoff func(n int) time.Duration
+	// Egress delivers webhooks (nil: as the configuration says).
+	Egress *webhook.Egress
 }
 
 // Config is the configuration of `auditchain serve` with no flags and no
@@ -80,7 +83,7 @@ func New(tb testing.TB, st *store.Store, o Options) *app.App {
 		tb.Fatalf("service key: %v", err)
 	}
 	a := app.New(app.Deps{Store: st, Config: cfg, Log: o.Logger(), Now: o.Now, ServiceKey: key, Mail: o.Mail, Legal: o.Legal,
-		WebhookBackoff: o.WebhookBackoff})
+		WebhookBackoff: o.WebhookBackoff, Egress: o.Egress})
 	tb.Cleanup(a.Close)
 	if o.Bus != "" {
 		if err := a.Start(ctx, app.Loops{Bus: o.Bus}); err != nil {
