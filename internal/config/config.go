@@ -108,11 +108,11 @@ func Parse(args []string, getenv func(string) string, stderr io.Writer) (Config,
 		fs.BoolVar(p, name, v, usage)
 	}
 	duration := func(p *time.Duration, name string, def time.Duration, usage string) {
-		v, err := time.ParseDuration(env(name, def.String()))
+		v, err := ParseDuration(env(name, def.String()))
 		if err != nil {
 			errs = append(errs, fmt.Errorf("AUDITCHAIN_%s: %v", strings.ToUpper(strings.ReplaceAll(name, "-", "_")), err))
 		}
-		fs.DurationVar(p, name, v, usage)
+		DurationVar(fs, p, name, v, usage)
 	}
 
 	str(&c.Addr, "addr", "127.0.0.1:8080", "listen address")
