@@ -67,8 +67,8 @@ func clientSubs(ctx context.Context, name string, verbs []verb, getenv func(stri
 			if err != nil {
 				return err
 			}
-			if *url == "" || *key == "" {
-				return usagef("%s %s: the service's URL and an API key are needed (--url and --api-key, or AUDITCHAIN_URL and AUDITCHAIN_API_KEY)", name, v.name)
+			if err := serviceMissing(name+" "+v.name, *url, *key); err != nil {
+				return err
 			}
 			o, err := opts()
 			if err != nil {
@@ -103,6 +103,9 @@ func clientSubs(ctx context.Context, name string, verbs []verb, getenv func(stri
 				var gr gateRefusal
 				if errors.As(err, &ue) || errors.As(err, &gr) {
 					return err
+				}
+				if out := serviceOutOfReach(err, *url); out != nil {
+					return fmt.Errorf("%s %s: %w", name, v.name, out)
 				}
 				return fmt.Errorf("%s %s: %s", name, v.name, strings.TrimPrefix(err.Error(), "auditchain: "))
 			}

@@ -45,8 +45,8 @@ func mcpCmd(ctx context.Context, args []string, getenv func(string) string, stdo
 	if err := parseLeading(fs, args, stdout, stderr); err != nil {
 		return err
 	}
-	if *url == "" || *key == "" {
-		return errors.New("mcp: the service's URL and an API key are needed (--url and --api-key, or AUDITCHAIN_URL and AUDITCHAIN_API_KEY)")
+	if err := serviceMissing("mcp", *url, *key); err != nil {
+		return err
 	}
 	log := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
 	surface := client.SurfaceMCPStdio

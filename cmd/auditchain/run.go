@@ -61,6 +61,8 @@ func dispatch(ctx context.Context, args []string, getenv func(string) string, st
 		return usagef("no command given")
 	}
 	switch args[0] {
+	case "--version", "-version":
+		return dispatch(ctx, append([]string{"version"}, args[1:]...), getenv, stdout, stderr)
 	case "help", "-h", "--help", "-help":
 		if len(args) > 1 && args[0] == "help" {
 			// `auditchain help admin create-key` is `auditchain admin create-key --help`.
@@ -69,10 +71,13 @@ func dispatch(ctx context.Context, args []string, getenv func(string) string, st
 		fmt.Fprint(stdout, usage)
 		return errHelpShown
 	}
-	cmd, ok := commands(ctx, getenv, stdout, stderr)[args[0]]
+	cmds := commands(ctx, getenv, stdout, stderr)
+	cmd, ok := cmds[args[0]]
 	if !ok {
-		fmt.Fprint(stderr, usage)
-		return usagef("unknown command %q", args[0])
+		if strings.HasPrefix(args[0], "-") {
+			return usagef("%s before a command: flags go after it, as in auditchain COMMAND [flags] (auditchain --help lists the commands)", args[0])
+		}
+		return unknownWord("command", args[0], append(slices.Collect(maps.Keys(cmds)), "help"), "auditchain --help lists them")
 	}
 	return cmd(args[1:])
 }
@@ -104,8 +109,8 @@ func commands(ctx context.Context, getenv func(string) string, stdout, stderr io
 
 // group runs the subcommand args[0] of a command group (admin, verify):
 // without one, or with an unknown one, it prints the group's usage on stderr
-// (a usage error); -h, --help or help print it on stdout, and `help SUB`
-// shows SUB's help.
+// (a usage error), and an unknown one is named with the one meant; -h, --help
+// or help print it on stdout, and `help SUB` shows SUB's help.
 func group(name, groupUsage string, args []string, stdout, stderr io.Writer, subs map[string]func([]string) error) error {
 	if len(args) == 0 {
 		fmt.Fprint(stderr, groupUsage)
@@ -124,8 +129,7 @@ func group(name, groupUsage string, args []string, stdout, stderr io.Writer, sub
 	}
 	sub, ok := subs[args[0]]
 	if !ok {
-		fmt.Fprint(stderr, groupUsage)
-		return usagef("unknown %s command %q (%s commands: %s)", name, args[0], name, strings.Join(slices.Sorted(maps.Keys(subs)), ", "))
+		return unknownWord(name+" command", args[0], slices.Collect(maps.Keys(subs)), "auditchain "+name+" --help lists them")
 	}
 	return sub(args[1:])
 }

@@ -160,7 +160,10 @@ func Parse(args []string, getenv func(string) string, stderr io.Writer) (Config,
 	str(&c.TrustedProxies, "trusted-proxies", "", "comma-separated addresses or CIDR prefixes of reverse proxies whose X-Forwarded-For names the client (default: none, the TCP peer is the client)")
 
 	if err := fs.Parse(args); err != nil {
-		return Config{}, err
+		if errors.Is(err, flag.ErrHelp) {
+			return Config{}, err
+		}
+		return Config{}, &FlagError{Err: err, Flags: fs}
 	}
 	if fs.NArg() > 0 {
 		errs = append(errs, fmt.Errorf("unexpected arguments: %v", fs.Args()))
