@@ -34,7 +34,7 @@ func TestCommandLineMistakesSayWhatToDo(t *testing.T) {
 		want []string
 	}{
 		{[]string{"chain", "export", "--frm", "3"}, []string{"chain export: unknown flag --frm; did you mean --from?", "auditchain chain export --help"}},
-		{[]string{"chain", "tip", "--nope"}, []string{"unknown flag --nope; the flags are --api-key, --json, --url", "auditchain chain tip --help"}},
+		{[]string{"chain", "tip", "--nope"}, []string{"unknown flag --nope; the flags are --api-key, --json, --quiet, --url", "auditchain chain tip --help"}},
 		{[]string{"serve", "--adr", ":1"}, []string{"serve: unknown flag --adr; did you mean --addr?", "auditchain serve --help"}},
 		{[]string{"serve", "--nope"}, []string{"serve: unknown flag --nope (auditchain serve --help lists the flags)"}},
 		{[]string{"admin", "create-account", "--emial", "a@example.com"}, []string{"unknown flag --emial; did you mean --email?"}},
