@@ -89,7 +89,7 @@ func commands(ctx context.Context, getenv func(string) string, stdout, stderr io
 		"admin":     func(args []string) error { return adminCmd(ctx, args, getenv, stdout, stderr) },
 		"verify":    func(args []string) error { return verifyCmd(ctx, args, stdout, stderr) },
 		"bench":     func(args []string) error { return benchCmd(ctx, args, stdout, stderr) },
-		"mcp":       func(args []string) error { return mcpCmd(ctx, args, getenv, stdout, stderr) },
+		"mcp":       func(args []string) error { return mcpCmd(ctx, args, getenv, os.Stdin, stdout, stderr) },
 		"hook":      func(args []string) error { return hookCmd(ctx, args, getenv, os.Stdin, stdout, stderr) },
 		"events":    func(args []string) error { return eventsCmd(ctx, args, getenv, stdout, stderr) },
 		"grants":    func(args []string) error { return grantsCmd(ctx, args, getenv, stdout, stderr) },
