@@ -37,7 +37,7 @@ commands:
   chain     tip | verify | proof | export | public-key                    --json for scripts)
   keys      create | list | revoke
   machines  keygen | register | list                  signing keys
-  version               print the module version and the commit it was built from
+  version, --version    print the module version and the commit it was built from
   help [COMMAND…]       print this, or a command's help
 
 Every command and group takes -h or --help. Exit codes: 0 success, 1 error,
