@@ -17,6 +17,7 @@ import (
 	"time"
 
 	"github.com/auditchain/auditchain/internal/app"
+	"github.com/auditchain/auditchain/internal/progress"
 	"github.com/auditchain/auditchain/internal/store"
 )
 
@@ -72,8 +73,9 @@ func (e adminEnv) backup(args []string) error {
 		return err
 	}
 	defer os.Remove(tmp)
-	p := newProgress(e.stderr, *quiet)
-	stop := showCopyProgress(p, tmp, start)
+	line := progress.Start(e.stderr, progress.IsTerminal(e.stderr) && !*quiet,
+		progress.Options{Label: "auditchain admin backup", Unit: "MB written"})
+	stop := showCopyProgress(line, tmp)
 	err = a.Store.BackupTo(e.ctx, tmp)
 	stop()
 	if err != nil {
@@ -187,29 +189,27 @@ func syncDir(dir string) error {
 	return nil
 }
 
-// showCopyProgress redraws how much of the copy is written, each second,
-// until stop is called.
-func showCopyProgress(p *progress, path string, start time.Time) (stop func()) {
-	if !p.on {
-		return func() {}
-	}
+// showCopyProgress counts on line how much of the copy at path is written,
+// each second, until stop is called (which ends the line).
+func showCopyProgress(line *progress.Line, path string) (stop func()) {
 	done := make(chan struct{})
 	finished := make(chan struct{})
 	go func() {
 		defer close(finished)
+		defer line.Done()
 		t := time.NewTicker(time.Second)
 		defer t.Stop()
+		var shown int64
 		for {
 			select {
 			case <-done:
-				p.done()
 				return
 			case <-t.C:
-				var n int64
 				if fi, err := os.Stat(path); err == nil {
-					n = fi.Size()
+					mb := fi.Size() >> 20
+					line.Add(mb - shown)
+					shown = mb
 				}
-				p.show("auditchain admin backup: %d MB written in %s", n>>20, time.Since(start).Round(time.Second))
 			}
 		}
 	}()

@@ -17,6 +17,7 @@ import (
 
 	"github.com/auditchain/auditchain/internal/app"
 	"github.com/auditchain/auditchain/internal/pinstate"
+	"github.com/auditchain/auditchain/internal/progress"
 	"github.com/auditchain/auditchain/internal/store"
 )
 
@@ -132,9 +133,10 @@ func (e adminEnv) check(args []string) error {
 			pins[r.Pinned.UserID] = r
 		}
 	}
-	p := newProgress(e.stderr, *quiet)
+	line := progress.Start(e.stderr, progress.IsTerminal(e.stderr) && !*quiet,
+		progress.Options{Label: "auditchain admin check", Unit: "accounts checked"})
 	err = eachAccount(e.ctx, a.Store, func(acct store.AccountSummary) error {
-		p.show("auditchain admin check: %d accounts checked, now %s (%d events)", len(rep.Accounts), acct.UserID, acct.EventCount)
+		defer line.Add(1)
 		c, err := checkAccount(e.ctx, a, acct)
 		if err != nil {
 			return fmt.Errorf("account %s: %w", acct.UserID, err)
@@ -153,7 +155,7 @@ func (e adminEnv) check(args []string) error {
 		rep.Accounts = append(rep.Accounts, c)
 		return nil
 	})
-	p.done()
+	line.Done()
 	if err != nil {
 		return err
 	}
@@ -328,17 +330,18 @@ func (e adminEnv) pin(args []string) error {
 	defer closeStore()
 	// Seal first, so the pin covers every event stored, not only the
 	// blocks someone happened to ask for (blocks are sealed lazily).
-	p := newProgress(e.stderr, *quiet)
+	line := progress.Start(e.stderr, progress.IsTerminal(e.stderr) && !*quiet,
+		progress.Options{Label: "auditchain admin pin", Unit: "accounts sealed"})
 	var ids []string
 	err = eachAccount(e.ctx, a.Store, func(acct store.AccountSummary) error {
-		p.show("auditchain admin pin: %d accounts sealed, now %s", len(ids), acct.UserID)
+		defer line.Add(1)
 		if _, _, err := a.Seal(e.ctx, acct.UserID); err != nil {
 			return fmt.Errorf("seal account %s: %w", acct.UserID, err)
 		}
 		ids = append(ids, acct.UserID)
 		return nil
 	})
-	p.done()
+	line.Done()
 	if err != nil {
 		return err
 	}

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/auditchain/auditchain/internal/bench"
+	"github.com/auditchain/auditchain/internal/config"
 )
 
 // benchCmd is `auditchain bench [flags] WORKLOAD…` (docs/bench.md).
@@ -24,8 +25,8 @@ func benchCmd(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	fs.IntVar(&o.ServerPID, "server-pid", 0, "with --url: PID of a server on this machine, to report its CPU and RSS")
 	fs.StringVar(&wrap, "server-wrap", "", "command prefix for the started server, e.g. a strace fsync-delay recipe")
 	fs.Var(&serverArgs, "server-arg", "extra flag for the started server (repeatable)")
-	fs.DurationVar(&o.Duration, "duration", 10*time.Second, "measured time per run")
-	fs.DurationVar(&o.Warmup, "warmup", time.Second, "unmeasured time before each run's measurement")
+	config.DurationVar(fs, &o.Duration, "duration", 10*time.Second, "measured time per run")
+	config.DurationVar(fs, &o.Warmup, "warmup", time.Second, "unmeasured time before each run's measurement")
 	fs.Float64Var(&o.Rate, "rate", 0, "open loop: operations per second, latency from each one's due time (0: closed loop)")
 	fs.IntVar(&o.Clients, "clients", 0, "concurrent clients (default per workload: 64; batch 4; search 16; heal-scan 1)")
 	fs.IntVar(&o.Accounts, "accounts", 0, "accounts (default 100 where the workload uses several)")

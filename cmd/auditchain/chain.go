@@ -68,7 +68,9 @@ var chainVerbs = []verb{
 				if *to >= 0 {
 					t = to
 				}
-				return nil, c.Export(ctx, f, t, verbStdout(ctx))
+				w, done := exportProgress(ctx, c, f, t, verbStdout(ctx))
+				defer done()
+				return nil, c.Export(ctx, f, t, w)
 			}
 		}},
 	{"public-key", "usage: auditchain chain public-key > service-key.json\n\nThe file is a --service-key for auditchain verify token and verify export.\n",

@@ -58,6 +58,7 @@ func clientSubs(ctx context.Context, name string, verbs []verb, getenv func(stri
 			fs := newFlags(name+" "+v.name, v.synopsis+serviceFlagsHelp)
 			url, key := serviceFlags(fs, getenv)
 			asJSON := fs.Bool("json", false, "print the API's answer as JSON")
+			quiet := fs.Bool("quiet", false, "no progress on stderr (drawn only when stderr is a terminal)")
 			opts := func() ([]client.Option, error) { return nil, nil }
 			if signingVerbs[name+" "+v.name] {
 				opts = clientOptions(fs)
@@ -67,8 +68,8 @@ func clientSubs(ctx context.Context, name string, verbs []verb, getenv func(stri
 			if err != nil {
 				return err
 			}
-			if *url == "" || *key == "" {
-				return usagef("%s %s: the service's URL and an API key are needed (--url and --api-key, or AUDITCHAIN_URL and AUDITCHAIN_API_KEY)", name, v.name)
+			if err := serviceMissing(name+" "+v.name, *url, *key); err != nil {
+				return err
 			}
 			o, err := opts()
 			if err != nil {
@@ -78,7 +79,8 @@ func clientSubs(ctx context.Context, name string, verbs []verb, getenv func(stri
 			if err != nil {
 				return usageError{err}
 			}
-			out, err := runVerb(withStreams(ctx, stdout, stderr), c, rest)
+			vctx := withProgress(withStreams(ctx, stdout, stderr), stderr, *quiet)
+			out, err := runWithProgress(vctx, name+" "+v.name, func() (any, error) { return runVerb(vctx, c, rest) })
 			if isNil(out) {
 				out = nil
 			}
@@ -104,6 +106,9 @@ func clientSubs(ctx context.Context, name string, verbs []verb, getenv func(stri
 				if errors.As(err, &ue) || errors.As(err, &gr) {
 					return err
 				}
+				if out := serviceOutOfReach(err, *url); out != nil {
+					return fmt.Errorf("%s %s: %w", name, v.name, out)
+				}
 				return fmt.Errorf("%s %s: %s", name, v.name, strings.TrimPrefix(err.Error(), "auditchain: "))
 			}
 			return nil
@@ -124,7 +129,8 @@ func serviceFlags(fs *flag.FlagSet, getenv func(string) string) (url, key *strin
 
 const serviceFlagsHelp = `
 The service is --url and --api-key, else AUDITCHAIN_URL and AUDITCHAIN_API_KEY.
-Output is human unless --json (the API's answer). Exit codes: docs/cli-verbs.md.
+Output is human unless --json (the API's answer). Progress goes to stderr when it
+is a terminal, unless --quiet. Exit codes: docs/cli-verbs.md.
 `
 
 // verbStreams are the process's streams, for a verb that writes as it goes

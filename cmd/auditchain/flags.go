@@ -50,8 +50,7 @@ func hasFlags(fs *flag.FlagSet) bool {
 
 // parseFlags parses args, flags before or after the positional arguments,
 // and returns the positional ones. Help (-h, --help) goes to stdout and
-// answers errHelpShown; a bad flag prints the usage on stderr and answers a
-// usage error.
+// answers errHelpShown; a bad flag answers a usage error saying what to do.
 func parseFlags(fs *flag.FlagSet, args []string, stdout, stderr io.Writer) ([]string, error) {
 	var positional []string
 	for {
@@ -71,7 +70,8 @@ func parseFlags(fs *flag.FlagSet, args []string, stdout, stderr io.Writer) ([]st
 
 // parseLeading is one fs.Parse (flags up to the first positional argument,
 // the rest left in fs.Args()) with help and usage errors as parseFlags
-// answers them.
+// answers them: a bad flag is one line saying what to do (flagProblem),
+// without the flag package's text and usage.
 func parseLeading(fs *flag.FlagSet, args []string, stdout, stderr io.Writer) error {
 	var buf bytes.Buffer
 	fs.SetOutput(&buf)
@@ -81,9 +81,9 @@ func parseLeading(fs *flag.FlagSet, args []string, stdout, stderr io.Writer) err
 		stdout.Write(buf.Bytes())
 		return errHelpShown
 	}
-	stderr.Write(buf.Bytes())
 	if err != nil {
-		return usageError{err}
+		return usageError{flagProblem(fs, err)}
 	}
+	stderr.Write(buf.Bytes())
 	return nil
 }

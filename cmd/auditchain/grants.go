@@ -7,6 +7,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/auditchain/auditchain/internal/config"
 	"github.com/auditchain/auditchain/pkg/api"
 	"github.com/auditchain/auditchain/pkg/client"
 )
@@ -31,7 +32,8 @@ var grantVerbs = []verb{
 			subagent := fs.String("subagent", "", "the sub-agent (required)")
 			tools := fs.String("tools", "", "allowed tools, comma-separated (required)")
 			maxCalls := fs.Int64("max-calls", 0, "call budget (required)")
-			expiresIn := fs.Duration("expires-in", time.Hour, "lifetime from now")
+			expiresIn := new(time.Duration)
+			config.DurationVar(fs, expiresIn, "expires-in", time.Hour, "lifetime from now: 90s, 15m, 2h, 7d (a day is 24h)")
 			expiresAt := fs.String("expires-at", "", "expiry (ISO-8601 with a UTC offset); overrides --expires-in")
 			grantID := fs.String("grant-id", "", "the grant's id (default: the service's)")
 			parent := fs.String("parent", "", "parent agent")

@@ -64,7 +64,8 @@ func hookCmd(ctx context.Context, args []string, getenv func(string) string, std
 	agent := fs.String("agent", envOr(getenv, "AUDITCHAIN_HOOK_AGENT", "main"), "the sub-agent name the main agent's calls are gated as")
 	policy := fs.String("policy", envOr(getenv, "AUDITCHAIN_HOOK_POLICY", "record"), "a main-agent call no grant covers: record (allow, on the record), ask, or deny")
 	onError := fs.String("on-error", envOr(getenv, "AUDITCHAIN_HOOK_ON_ERROR", "deny"), "when the hook cannot decide: deny (fail closed) or allow")
-	timeout := fs.Duration("timeout", envDuration(getenv, "AUDITCHAIN_HOOK_TIMEOUT", 5*time.Second), "deadline of one hook call, well under the host's timeout")
+	timeout := new(time.Duration)
+	config.DurationVar(fs, timeout, "timeout", envDuration(getenv, "AUDITCHAIN_HOOK_TIMEOUT", 5*time.Second), "deadline of one hook call, well under the host's timeout")
 	// stderr carries nothing but a refusal's one-line reason (Codex shows a
 	// blocking hook's whole stderr to the model): the usage a bad flag
 	// prints goes to the diagnostics.
@@ -484,7 +485,7 @@ func serviceCheck(ctx context.Context, o *hookOptions, agent string, getenv func
 }
 
 func envDuration(getenv func(string) string, name string, def time.Duration) time.Duration {
-	if d, err := time.ParseDuration(getenv(name)); err == nil && d > 0 {
+	if d, err := config.ParseDuration(getenv(name)); err == nil && d > 0 {
 		return d
 	}
 	return def

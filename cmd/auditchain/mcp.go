@@ -14,6 +14,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/auditchain/auditchain/internal/mcpserver"
+	"github.com/auditchain/auditchain/internal/progress"
 	"github.com/auditchain/auditchain/pkg/client"
 )
 
@@ -29,9 +30,8 @@ URL and KEY default to AUDITCHAIN_URL and AUDITCHAIN_API_KEY. See docs/mcp.md.
 `
 
 // mcpCmd runs `auditchain mcp` and `auditchain mcp proxy`: both speak MCP on
-// the process's stdin and stdout (stdout here), log to stderr, and reach the
-// service through pkg/client.
-func mcpCmd(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) error {
+// stdin and stdout, log to stderr, and reach the service through pkg/client.
+func mcpCmd(ctx context.Context, args []string, getenv func(string) string, stdin io.Reader, stdout, stderr io.Writer) error {
 	proxy := len(args) > 0 && args[0] == "proxy"
 	if proxy {
 		args = args[1:]
@@ -45,8 +45,8 @@ func mcpCmd(ctx context.Context, args []string, getenv func(string) string, stdo
 	if err := parseLeading(fs, args, stdout, stderr); err != nil {
 		return err
 	}
-	if *url == "" || *key == "" {
-		return errors.New("mcp: the service's URL and an API key are needed (--url and --api-key, or AUDITCHAIN_URL and AUDITCHAIN_API_KEY)")
+	if err := serviceMissing("mcp", *url, *key); err != nil {
+		return err
 	}
 	log := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
 	surface := client.SurfaceMCPStdio
@@ -58,8 +58,7 @@ func mcpCmd(ctx context.Context, args []string, getenv func(string) string, stdo
 		if fs.NArg() > 0 {
 			return fmt.Errorf("mcp: unexpected arguments %q (did you mean `auditchain mcp proxy -- …`?)", fs.Args())
 		}
-		host := &mcpserver.StdioTransport{In: os.Stdin, Out: stdout, Log: log}
-		return ignoreClosed(mcpserver.New(mcpserver.Static(c), mcpserver.Options{Log: log}).Run(ctx, host))
+		return serveStdio(ctx, c, stdin, stdout, stderr, log)
 	}
 
 	if fs.NArg() == 0 {
@@ -81,7 +80,31 @@ func mcpCmd(ctx context.Context, args []string, getenv func(string) string, stdo
 		return err
 	}
 	defer p.Close()
-	return ignoreClosed(p.Serve(ctx, os.Stdin, stdout))
+	return ignoreClosed(p.Serve(ctx, stdin, stdout))
+}
+
+// serveStdio serves the tools over stdin and stdout until the host closes
+// stdin (MCP's stdio shutdown) or ctx ends. Input that never made a session
+// (no initialize answered: a line typed or piped by hand, a file of
+// something else) is an error that says so, exit 1, not a silent 0; each
+// line that is not JSON-RPC has had its parse error answer on stdout.
+func serveStdio(ctx context.Context, c *client.Client, stdin io.Reader, stdout, stderr io.Writer, log *slog.Logger) error {
+	if f, ok := stdin.(*os.File); ok && progress.IsTerminal(f) {
+		fmt.Fprintln(stderr, "auditchain mcp: speaking MCP (JSON-RPC, one message a line) on stdin and stdout, for an agent host to start (docs/mcp.md); waiting for its initialize, Ctrl-D ends")
+	}
+	host := &mcpserver.StdioTransport{In: stdin, Out: stdout, Log: log}
+	err := ignoreClosed(mcpserver.New(mcpserver.Static(c), mcpserver.Options{Log: log}).Run(ctx, host))
+	if err != nil || ctx.Err() != nil {
+		return err
+	}
+	negotiated, unreadable := host.Session()
+	switch {
+	case negotiated:
+		return nil
+	case unreadable > 0:
+		return fmt.Errorf("mcp: stdin ended without an MCP session: %d line(s) were not JSON-RPC messages (each answered on stdout with its error); an agent host starts auditchain mcp and sends initialize first (docs/mcp.md)", unreadable)
+	}
+	return errors.New("mcp: stdin ended before an MCP session began (no initialize was answered); an agent host starts auditchain mcp and sends initialize first (docs/mcp.md)")
 }
 
 // ignoreClosed treats the host closing stdin, or an interrupt, as the end.

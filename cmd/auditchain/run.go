@@ -74,10 +74,13 @@ func dispatch(ctx context.Context, args []string, getenv func(string) string, st
 		fmt.Fprint(stdout, usage)
 		return errHelpShown
 	}
-	cmd, ok := commands(ctx, getenv, stdout, stderr)[args[0]]
+	cmds := commands(ctx, getenv, stdout, stderr)
+	cmd, ok := cmds[args[0]]
 	if !ok {
-		fmt.Fprint(stderr, usage)
-		return usagef("unknown command %q", args[0])
+		if strings.HasPrefix(args[0], "-") {
+			return usagef("%s before a command: flags go after it, as in auditchain COMMAND [flags] (auditchain --help lists the commands)", args[0])
+		}
+		return unknownWord("command", args[0], append(slices.Collect(maps.Keys(cmds)), "help"), "auditchain --help lists them")
 	}
 	return cmd(args[1:])
 }
@@ -89,7 +92,7 @@ func commands(ctx context.Context, getenv func(string) string, stdout, stderr io
 		"admin":     func(args []string) error { return adminCmd(ctx, args, getenv, stdout, stderr) },
 		"verify":    func(args []string) error { return verifyCmd(ctx, args, stdout, stderr) },
 		"bench":     func(args []string) error { return benchCmd(ctx, args, stdout, stderr) },
-		"mcp":       func(args []string) error { return mcpCmd(ctx, args, getenv, stdout, stderr) },
+		"mcp":       func(args []string) error { return mcpCmd(ctx, args, getenv, os.Stdin, stdout, stderr) },
 		"hook":      func(args []string) error { return hookCmd(ctx, args, getenv, os.Stdin, stdout, stderr) },
 		"events":    func(args []string) error { return eventsCmd(ctx, args, getenv, stdout, stderr) },
 		"grants":    func(args []string) error { return grantsCmd(ctx, args, getenv, stdout, stderr) },
@@ -113,8 +116,8 @@ func commands(ctx context.Context, getenv func(string) string, stdout, stderr io
 
 // group runs the subcommand args[0] of a command group (admin, verify):
 // without one, or with an unknown one, it prints the group's usage on stderr
-// (a usage error); -h, --help or help print it on stdout, and `help SUB`
-// shows SUB's help.
+// (a usage error), and an unknown one is named with the one meant; -h, --help
+// or help print it on stdout, and `help SUB` shows SUB's help.
 func group(name, groupUsage string, args []string, stdout, stderr io.Writer, subs map[string]func([]string) error) error {
 	if len(args) == 0 {
 		fmt.Fprint(stderr, groupUsage)
@@ -135,8 +138,7 @@ func group(name, groupUsage string, args []string, stdout, stderr io.Writer, sub
 	}
 	sub, ok := subs[args[0]]
 	if !ok {
-		fmt.Fprint(stderr, groupUsage)
-		return usagef("unknown %s command %q (%s commands: %s)", name, args[0], name, strings.Join(slices.Sorted(maps.Keys(subs)), ", "))
+		return unknownWord(name+" command", args[0], slices.Collect(maps.Keys(subs)), "auditchain "+name+" --help lists them")
 	}
 	return sub(args[1:])
 }

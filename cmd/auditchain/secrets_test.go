@@ -60,7 +60,7 @@ func commandPaths(t *testing.T) [][]string {
 		paths = append(paths, []string{name})
 		subs := map[string]bool{}
 		_, _, err := runOut(t, noEnv, name, "no-such-subcommand")
-		if m := regexp.MustCompile(`\(` + name + ` commands: ([a-z, -]+)\)`).FindStringSubmatch(errText(err)); m != nil {
+		if m := regexp.MustCompile(`the ` + name + ` commands are ([a-z, -]+) \(`).FindStringSubmatch(errText(err)); m != nil {
 			for _, s := range strings.Split(m[1], ", ") {
 				subs[s] = true
 			}

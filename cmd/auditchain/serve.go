@@ -37,6 +37,10 @@ func serve(ctx context.Context, args []string, getenv func(string) string, stdou
 		stdout.Write(out.Bytes())
 		return errHelpShown
 	}
+	var fe *config.FlagError
+	if errors.As(err, &fe) {
+		return usageError{flagProblem(fe.Flags, fe.Err)}
+	}
 	stderr.Write(out.Bytes())
 	if err != nil {
 		return usageError{err}

@@ -132,11 +132,11 @@ func Parse(args []string, getenv func(string) string, stderr io.Writer) (Config,
 	}
 	duration := func(p *time.Duration, name string, def time.Duration, usage string) {
 		s, from := start(name, def.String(), kindString)
-		v, err := time.ParseDuration(s)
+		v, err := ParseDuration(s)
 		if err != nil {
 			errs = append(errs, fmt.Errorf("%s: %v", from, err))
 		}
-		fs.DurationVar(p, name, v, usage)
+		DurationVar(fs, p, name, v, usage)
 	}
 
 	fs.StringVar(&configFile, ConfigFlag, configFile, "TOML file of settings named as these flags (AUDITCHAIN_CONFIG); flags and AUDITCHAIN_* win over it")
@@ -192,7 +192,10 @@ func Parse(args []string, getenv func(string) string, stderr io.Writer) (Config,
 	fs.VisitAll(func(f *flag.Flag) { names = append(names, f.Name) })
 	errs = append(errs, file.unknown(names)...)
 	if err := fs.Parse(args); err != nil {
-		return Config{}, err
+		if errors.Is(err, flag.ErrHelp) {
+			return Config{}, err
+		}
+		return Config{}, &FlagError{Err: err, Flags: fs}
 	}
 	if fs.NArg() > 0 {
 		errs = append(errs, fmt.Errorf("unexpected arguments: %v", fs.Args()))

@@ -15,6 +15,7 @@ import (
 	"strings"
 
 	"github.com/BurntSushi/toml"
+	"github.com/auditchain/auditchain/internal/suggest"
 )
 
 // ConfigFlag is the flag naming the settings file; AUDITCHAIN_CONFIG also
@@ -135,45 +136,10 @@ func (f *settingsFile) unknown(flags []string) []error {
 		msg := fmt.Sprintf("--config %s: unknown key %q", f.path, key)
 		if key == ConfigFlag {
 			msg += " (a settings file cannot name another)"
-		} else if s := Suggest(key, flags); s != "" {
+		} else if s := suggest.Closest(key, flags); s != "" {
 			msg += fmt.Sprintf(" (did you mean %q?)", s)
 		}
 		errs = append(errs, errors.New(msg))
 	}
 	return errs
-}
-
-// Suggest is the candidate nearest to name by edit distance, when it is
-// near enough to be a typo of it (at most a third of name's length, and at
-// most 3 edits); else "".
-func Suggest(name string, candidates []string) string {
-	best, bestDist := "", min(3, max(1, len(name)/3))+1
-	for _, c := range candidates {
-		if d := editDistance(name, c); d < bestDist {
-			best, bestDist = c, d
-		}
-	}
-	return best
-}
-
-// editDistance is the Levenshtein distance between a and b (bytes: flag
-// names are ASCII).
-func editDistance(a, b string) int {
-	prev := make([]int, len(b)+1)
-	cur := make([]int, len(b)+1)
-	for j := range prev {
-		prev[j] = j
-	}
-	for i := 1; i <= len(a); i++ {
-		cur[0] = i
-		for j := 1; j <= len(b); j++ {
-			cost := 1
-			if a[i-1] == b[j-1] {
-				cost = 0
-			}
-			cur[j] = min(prev[j]+1, cur[j-1]+1, prev[j-1]+cost)
-		}
-		prev, cur = cur, prev
-	}
-	return prev[len(b)]
 }

@@ -4,9 +4,11 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
-	"github.com/auditchain/auditchain/pkg/api"
 	"slices"
 	"strings"
+
+	"github.com/auditchain/auditchain/internal/suggest"
+	"github.com/auditchain/auditchain/pkg/api"
 )
 
 // Host adapts one agent host's hook protocol (docs/hooks.md "Hosts").
@@ -40,7 +42,13 @@ func HostByName(name string) (Host, error) {
 			return h, nil
 		}
 	}
-	return nil, fmt.Errorf("unknown host %q (known: %s)", name, strings.Join(HostNames(), ", "))
+	if name == "" {
+		return nil, fmt.Errorf("no host: give --host, one of %s", strings.Join(HostNames(), ", "))
+	}
+	if meant := suggest.Closest(name, HostNames()); meant != "" {
+		return nil, fmt.Errorf("unknown host %q; did you mean %s? (the hosts: %s)", name, meant, strings.Join(HostNames(), ", "))
+	}
+	return nil, fmt.Errorf("unknown host %q; the hosts are %s", name, strings.Join(HostNames(), ", "))
 }
 
 // empty is the answer that changes nothing: the host goes on with its own

@@ -13,6 +13,7 @@ import (
 	"unicode"
 
 	"github.com/auditchain/auditchain/internal/domain"
+	"github.com/auditchain/auditchain/internal/suggest"
 )
 
 // bodySpec describes a route's JSON object body: its exact keys, the near
@@ -82,7 +83,7 @@ func (spec bodySpec) nearMiss(key string) string {
 		if len(nk) < 5 {
 			continue // too short for a distance to mean anything
 		}
-		if d := editDistance(nk, norm); d < bestDist {
+		if d := suggest.Distance(nk, norm); d < bestDist {
 			best, bestDist = k, d
 		}
 	}
@@ -99,27 +100,6 @@ func normalizeKey(k string) string {
 		}
 	}
 	return b.String()
-}
-
-// editDistance is the Levenshtein distance of a and b (bytes).
-func editDistance(a, b string) int {
-	prev := make([]int, len(b)+1)
-	cur := make([]int, len(b)+1)
-	for j := range prev {
-		prev[j] = j
-	}
-	for i := 1; i <= len(a); i++ {
-		cur[0] = i
-		for j := 1; j <= len(b); j++ {
-			cost := 1
-			if a[i-1] == b[j-1] {
-				cost = 0
-			}
-			cur[j] = min(prev[j]+1, cur[j-1]+1, prev[j-1]+cost)
-		}
-		prev, cur = cur, prev
-	}
-	return prev[len(b)]
 }
 
 // refuse answers what the body reader found with spec's code. field is

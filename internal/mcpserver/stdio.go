@@ -21,6 +21,25 @@ type StdioTransport struct {
 	In  io.Reader
 	Out io.Writer
 	Log *slog.Logger
+
+	mu   sync.Mutex
+	conn *stdioConn // the last Connect's
+}
+
+// Session reports what the last connection saw, for a command that must
+// tell a session that ended normally (the host closed stdin after
+// initialize, MCP's stdio shutdown) from input that never was one:
+// whether a protocol version was negotiated (initialize, or
+// server/discover, answered with success), and how many lines or batch
+// members could not be read as JSON-RPC messages.
+func (t *StdioTransport) Session() (negotiated bool, unreadable int64) {
+	t.mu.Lock()
+	c := t.conn
+	t.mu.Unlock()
+	if c == nil {
+		return false, 0
+	}
+	return c.w.version.Load() != nil, c.w.unreadable.Load()
 }
 
 // Connect implements mcp.Transport.
@@ -30,7 +49,10 @@ func (t *StdioTransport) Connect(context.Context) (mcp.Connection, error) {
 		log = slog.New(slog.DiscardHandler)
 	}
 	c := &stdioConn{w: newWire(t.In, t.Out, true, log), incoming: make(chan readOne), closed: make(chan struct{}),
-		requests: map[int64]pendingRequest{}, byHostID: map[string]int64{}}
+		requests: map[int64]pendingRequest{}, byHostID: map[string]int64{}, answered: make(chan struct{})}
+	t.mu.Lock()
+	t.conn = c
+	t.mu.Unlock()
 	go c.readLoop()
 	return c, nil
 }
@@ -55,6 +77,7 @@ type stdioConn struct {
 	next     int64
 	requests map[int64]pendingRequest // the host's requests the SDK has not answered
 	byHostID map[string]int64         // their ids as the host sent them (idKey)
+	answered chan struct{}            // closed (and replaced) each time one of requests is answered
 }
 
 func (c *stdioConn) readLoop() {
@@ -83,10 +106,34 @@ func (c *stdioConn) Read(ctx context.Context) (jsonrpc.Message, error) {
 		case r = <-c.incoming:
 		}
 		if r.err != nil {
+			// The end of stdin ends the session, but only once what was
+			// read has been answered: a host that writes its requests
+			// and closes stdin (a pipe) still reads every answer.
+			c.awaitAnswers(ctx)
 			return nil, r.err
 		}
 		if msg := c.toSDK(r.m); msg != nil {
 			return msg, nil
+		}
+	}
+}
+
+// awaitAnswers returns once every request read has been answered, or ctx
+// ends, or the connection is closed.
+func (c *stdioConn) awaitAnswers(ctx context.Context) {
+	for {
+		c.mu.Lock()
+		n, answered := len(c.requests), c.answered
+		c.mu.Unlock()
+		if n == 0 {
+			return
+		}
+		select {
+		case <-answered:
+		case <-ctx.Done():
+			return
+		case <-c.closed:
+			return
 		}
 	}
 }
@@ -160,6 +207,10 @@ func (c *stdioConn) Write(_ context.Context, msg jsonrpc.Message) error {
 		}
 	}
 	c.mu.Unlock()
+	if found {
+		// After the answer is written: the end of stdin waits for it.
+		defer c.signalAnswered()
+	}
 	if !found {
 		b, err := jsonrpc.EncodeMessage(msg)
 		if err != nil {
@@ -182,6 +233,13 @@ func (c *stdioConn) Write(_ context.Context, msg jsonrpc.Message) error {
 		c.w.negotiated("2026-07-28") // the stateless revision: no batches
 	}
 	return c.w.answer(p.m, resp.Result, nil)
+}
+
+func (c *stdioConn) signalAnswered() {
+	c.mu.Lock()
+	close(c.answered)
+	c.answered = make(chan struct{})
+	c.mu.Unlock()
 }
 
 // wireError is the JSON-RPC error object of an SDK error, as the SDK would

@@ -111,6 +111,9 @@ type wire struct {
 	// is answered as one.
 	noBatches atomic.Bool
 	version   atomic.Pointer[string]
+	// unreadable counts what could not be handled: lines and batch members
+	// that are not JSON-RPC messages.
+	unreadable atomic.Int64
 }
 
 func newWire(in io.Reader, out io.Writer, answerInvalid bool, log *slog.Logger) *wire {
@@ -307,6 +310,7 @@ func (w *wire) take(line []byte) {
 	for _, raw := range raws {
 		m, id, e := parseMessage(raw)
 		if e != nil {
+			w.unreadable.Add(1)
 			w.log.Warn("mcp: a message of a batch cannot be read", "err", e)
 			if w.answerInvalid {
 				refusals = append(refusals, encodeAnswer(id, nil, &rpcError{Code: codeInvalidRequest, Message: "Invalid Request: " + e.Error()}))
@@ -332,6 +336,7 @@ func (w *wire) take(line []byte) {
 
 // invalid answers (or, from a server, logs) what cannot be handled.
 func (w *wire) invalid(id json.RawMessage, code int, msg string) {
+	w.unreadable.Add(1)
 	w.log.Warn("mcp: a message cannot be read", "code", code, "err", msg)
 	if w.answerInvalid {
 		_ = w.send(encodeAnswer(id, nil, &rpcError{Code: code, Message: msg}))
