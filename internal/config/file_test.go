@@ -10,6 +10,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/auditchain/auditchain/internal/suggest"
 )
 
 func writeFile(t *testing.T, text string) string {
@@ -121,7 +123,7 @@ func TestSettingsFileRefusesUnknownKeysAndWrongTypes(t *testing.T) {
 		{`teams = "yes"`, `teams must be true or false`},
 		{`addr = 8080`, `addr must be a string`},
 		{"[server]\naddr = \"x\"", `unknown key "server"`},
-		{`stream-ping = "soon"`, `stream-ping: time: invalid duration "soon"`},
+		{`stream-ping = "soon"`, `stream-ping: "soon" is not a duration: use a number and a unit`},
 		{"addr = \"x\"\naddr = \"y\"", `line 2`},
 	} {
 		path := writeFile(t, tc.file)
@@ -167,14 +169,16 @@ anchor-tsa-url = "https://u:`+password+`@tsa.example"
 	}
 }
 
-func TestSuggest(t *testing.T) {
+// The config file's "did you mean" for an unknown key is suggest.Closest
+// over the flags' names: a typo, or the start of one name.
+func TestUnknownKeySuggestion(t *testing.T) {
 	flags := []string{"addr", "db", "daily-event-quota", "log-level", "log-format", "teams"}
 	for name, want := range map[string]string{
 		"adr": "addr", "dbb": "db", "log-levle": "log-level", "team": "teams",
-		"colour": "", "x": "", "daily": "",
+		"colour": "", "x": "", "daily": "daily-event-quota", "log": "",
 	} {
-		if got := Suggest(name, flags); got != want {
-			t.Errorf("Suggest(%q) = %q, want %q", name, got, want)
+		if got := suggest.Closest(name, flags); got != want {
+			t.Errorf("suggest.Closest(%q) = %q, want %q", name, got, want)
 		}
 	}
 }
