@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"fmt"
+	"os"
 	"strings"
 	"testing"
 	"time"
@@ -37,7 +38,7 @@ func runStreams(t *testing.T, getenv func(string) string, stderr *bytes.Buffer, 
 	return out.String()
 }
 
-// chain export and chain verify show their progress on a terminal's
+// chain export, chain verify and verify export show their progress on a terminal's
 // stderr, ending with a summary line; with --quiet, or when stderr is not a
 // terminal, stderr stays empty. The export on stdout is the same either way.
 func TestChainProgressOnATerminalOnly(t *testing.T) {
@@ -71,6 +72,27 @@ func TestChainProgressOnATerminalOnly(t *testing.T) {
 			if n, m := strings.Count(got, `{"kind":"event"`), strings.Count(onTTY, `{"kind":"event"`); n != events || m != events {
 				t.Errorf("%v: %d events exported, %d on the terminal run, want %d", quiet.args, n, m, events)
 			}
+		}
+
+		// The offline check of that export counts the lines it reads.
+		dir := t.TempDir()
+		exportFile, keyFile := dir+"/chain.ndjson", dir+"/service-key.json"
+		if err := os.WriteFile(exportFile, []byte(onTTY), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(keyFile, []byte(runStreams(t, env, new(bytes.Buffer), false, "chain", "public-key")), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		lines := strings.Count(onTTY, "\n")
+		drawn.Reset()
+		runStreams(t, env, &drawn, true, "verify", "export", exportFile, "--service-key", keyFile)
+		if want := fmt.Sprintf("\rverify export: %d lines read, ", lines); !strings.Contains(drawn.String(), want) || !strings.HasSuffix(drawn.String(), "s\n") {
+			t.Fatalf("verify export on a terminal drew %q, want %q and a summary line", drawn.String(), want)
+		}
+		drawn.Reset()
+		runStreams(t, env, &drawn, true, "verify", "export", exportFile, "--service-key", keyFile, "--quiet")
+		if drawn.Len() != 0 {
+			t.Fatalf("verify export --quiet drew %q", drawn.String())
 		}
 
 		drawn.Reset()

@@ -36,24 +36,25 @@ func verifyCmd(ctx context.Context, args []string, stdout, stderr io.Writer) err
 
 // verifyArgs parses a verify command's line: one FILE and --service-key,
 // flags before or after FILE; it returns FILE and the key.
-func verifyArgs(name, synopsis string, args []string, stdout, stderr io.Writer) (string, ed25519.PublicKey, error) {
+func verifyArgs(name, synopsis string, args []string, stdout, stderr io.Writer) (string, ed25519.PublicKey, bool, error) {
 	fs := newFlags("verify "+name, synopsis)
 	keyArg := fs.String("service-key", "", "the service public key: standard base64, or a file holding it or the GET /v1/delegation/public-key answer")
 	fs.Bool("json", true, "the report is JSON either way (accepted like the client verbs' --json)")
+	quiet := fs.Bool("quiet", false, "no progress line on stderr (drawn only when stderr is a terminal)")
 	files, err := parseFlags(fs, args, stdout, stderr)
 	if err != nil {
-		return "", nil, err
+		return "", nil, false, err
 	}
 	if len(files) != 1 || *keyArg == "" {
 		fs.SetOutput(stderr)
 		fs.Usage()
-		return "", nil, usagef("verify %s needs one FILE and --service-key KEY", name)
+		return "", nil, false, usagef("verify %s needs one FILE and --service-key KEY", name)
 	}
 	pub, err := readServiceKey(*keyArg)
 	if err != nil {
-		return "", nil, fmt.Errorf("verify %s: --service-key: %w", name, err)
+		return "", nil, false, fmt.Errorf("verify %s: --service-key: %w", name, err)
 	}
-	return files[0], pub, nil
+	return files[0], pub, *quiet, nil
 }
 
 // readServiceKey reads KEY: standard base64 of 32 bytes, else a file holding

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -8,6 +9,7 @@ import (
 	"io"
 	"os"
 
+	"github.com/auditchain/auditchain/internal/progress"
 	"github.com/auditchain/auditchain/pkg/verify"
 )
 
@@ -48,7 +50,8 @@ type exportFault struct {
 
 const verifyExportUsage = `usage: auditchain verify export FILE --service-key KEY
 
-FILE is an export (GET /v1/chain/export), "-" for standard input.
+FILE is an export (GET /v1/chain/export), "-" for standard input. On a
+terminal, stderr shows the lines read so far (--quiet: never).
 KEY is the service's published public key: the standard base64 of its 32 bytes
 (public_key of GET /v1/delegation/public-key), or the path of a file holding
 either that base64 text or the whole GET /v1/delegation/public-key document.
@@ -61,7 +64,7 @@ Prints a JSON report; exits non-zero unless the export verifies.
 // on stdout; on failure it also names the failure on stderr and returns an
 // error, so the process exits non-zero. FILE "-" reads standard input.
 func verifyExportCmd(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	file, pub, err := verifyArgs("export", verifyExportUsage, args, stdout, stderr)
+	file, pub, quiet, err := verifyArgs("export", verifyExportUsage, args, stdout, stderr)
 	if err != nil {
 		return err
 	}
@@ -75,7 +78,11 @@ func verifyExportCmd(ctx context.Context, args []string, stdout, stderr io.Write
 		in = f
 	}
 
-	rep, verr := verify.VerifyExport(in, pub)
+	// On a terminal, the lines read so far: a long export takes seconds.
+	line := progress.Start(stderr, progress.IsTerminal(stderr) && !quiet,
+		progress.Options{Label: "verify export", Unit: "lines read"})
+	rep, verr := verify.VerifyExport(&lineCounter{r: in, line: line}, pub)
+	line.Done()
 	out := exportReport{Valid: verr == nil, UserID: rep.UserID, Origin: rep.Origin, Events: rep.Events, Checkpoints: rep.Checkpoints,
 		FirstSequence: rep.FirstSequence, LastSequence: rep.LastSequence, FirstBlock: rep.FirstBlock, LastBlock: rep.LastBlock,
 		TreeSize: rep.TreeSize, RootHash: rep.RootHash, SignedSize: rep.SignedSize,
@@ -122,4 +129,18 @@ func describeFault(f *exportFault) string {
 	default:
 		return fmt.Sprintf("%s at line %d", f.Kind, f.Line)
 	}
+}
+
+// lineCounter passes a reader through, counting on line the lines read.
+type lineCounter struct {
+	r    io.Reader
+	line *progress.Line
+}
+
+func (c *lineCounter) Read(p []byte) (int, error) {
+	n, err := c.r.Read(p)
+	if k := bytes.Count(p[:n], []byte{'\n'}); k > 0 {
+		c.line.Add(int64(k))
+	}
+	return n, err
 }

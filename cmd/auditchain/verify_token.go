@@ -57,7 +57,7 @@ type tokenReport struct {
 }
 
 func verifyTokenCmd(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	file, pub, err := verifyArgs("token", verifyTokenUsage, args, stdout, stderr)
+	file, pub, _, err := verifyArgs("token", verifyTokenUsage, args, stdout, stderr)
 	if err != nil {
 		return err
 	}
