@@ -6,7 +6,6 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
-	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -50,14 +49,7 @@ func runDrill(t *testing.T, name string, env ...string) string {
 	if err := os.Mkdir(bin, 0o755); err != nil {
 		t.Fatal(err)
 	}
-	self, err := os.Executable()
-	if err != nil {
-		t.Fatal(err)
-	}
-	wrapper := "#!/bin/sh\n" + asCLIEnv + "=1 GORACE=" + strconv.Quote(os.Getenv("GORACE")) + " exec " + strconv.Quote(self) + " \"$@\"\n"
-	if err := os.WriteFile(filepath.Join(bin, "auditchain"), []byte(wrapper), 0o755); err != nil {
-		t.Fatal(err)
-	}
+	writeCLIWrapper(t, bin)
 	// A serve the drill failed to refuse would run until killed: the
 	// deadline ends the test instead of hanging it.
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)

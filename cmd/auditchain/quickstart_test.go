@@ -91,16 +91,7 @@ func TestREADMEQuickstartRunsAsWritten(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	self, err := os.Executable()
-	if err != nil {
-		t.Fatal(err)
-	}
-	// The wrapper passes on GORACE (TestMain's), which the environment below
-	// does not carry: the stand-in's, not the reader's.
-	wrapper := "#!/bin/sh\n" + asCLIEnv + "=1 GORACE=" + strconv.Quote(os.Getenv("GORACE")) + " exec " + strconv.Quote(self) + " \"$@\"\n"
-	if err := os.WriteFile(filepath.Join(bin, "auditchain"), []byte(wrapper), 0o755); err != nil {
-		t.Fatal(err)
-	}
+	writeCLIWrapper(t, bin)
 	addr := freeAddr(t)
 	env := []string{
 		"PATH=" + bin + string(os.PathListSeparator) + os.Getenv("PATH"),
@@ -179,4 +170,19 @@ func runQuickstartOnce(t *testing.T, blocks []string, work string, env []string,
 		t.Fatalf("README quickstart: the server did not stop within 30s of Ctrl-C\n%s", serverErr.String())
 	}
 	return out
+}
+
+// writeCLIWrapper writes bin/auditchain, a stand-in for the installed
+// command that runs this test binary as the CLI. It passes on GORACE
+// (TestMain's), which the scripts' environment does not carry.
+func writeCLIWrapper(t *testing.T, bin string) {
+	t.Helper()
+	self, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	wrapper := "#!/bin/sh\n" + asCLIEnv + "=1 GORACE=" + strconv.Quote(os.Getenv("GORACE")) + " exec " + strconv.Quote(self) + " \"$@\"\n"
+	if err := os.WriteFile(filepath.Join(bin, "auditchain"), []byte(wrapper), 0o755); err != nil {
+		t.Fatal(err)
+	}
 }
