@@ -385,15 +385,9 @@ func withGateMembers(client map[string]json.RawMessage, req toolCall, out *ToolC
 	if out.Gate.Status == domain.GateNoGrant {
 		m[rawNoGrant] = req.noGrant
 	}
-	// Without HTML escaping, the client's members are stored as sent
-	// (compacted), which a replay compares them with.
-	var b bytes.Buffer
-	enc := json.NewEncoder(&b)
-	enc.SetEscapeHTML(false)
-	if err := enc.Encode(m); err != nil {
-		return nil, err
-	}
-	return bytes.TrimSuffix(b.Bytes(), []byte("\n")), nil
+	// Without HTML escaping (api.Marshal), the client's members are stored
+	// as sent (compacted), which a replay compares them with.
+	return api.Marshal(m)
 }
 
 // replayToolCall answers a tool call stored as sent (dropStored's call):
