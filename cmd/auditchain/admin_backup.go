@@ -17,6 +17,7 @@ import (
 	"time"
 
 	"github.com/auditchain/auditchain/internal/app"
+	"github.com/auditchain/auditchain/internal/durable"
 	"github.com/auditchain/auditchain/internal/progress"
 	"github.com/auditchain/auditchain/internal/store"
 )
@@ -81,7 +82,7 @@ func (e adminEnv) backup(args []string) error {
 	if err != nil {
 		return err
 	}
-	if err := syncFile(tmp); err != nil {
+	if err := durable.SyncFile(tmp); err != nil {
 		return err
 	}
 	if err := placeBackup(tmp, *to, *force); err != nil {
@@ -151,41 +152,14 @@ func backupTemp(path string) (string, error) {
 	return f.Name(), os.Remove(f.Name())
 }
 
-// placeBackup gives the finished copy its name: a hard link refuses a file
-// that appeared meanwhile, a rename (--force) replaces it.
+// placeBackup gives the finished copy its name (durable.Place), saying what
+// to do when the name is taken.
 func placeBackup(tmp, to string, force bool) error {
-	if force {
-		return os.Rename(tmp, to)
-	}
-	err := os.Link(tmp, to)
-	switch {
-	case errors.Is(err, fs.ErrExist):
+	if err := durable.Place(tmp, to, force); errors.Is(err, durable.ErrExists) {
 		return fmt.Errorf("%s exists: choose another name, or add --force to replace it", to)
-	case err != nil: // a file system without hard links
-		if err := refuseExisting(to, false); err != nil {
-			return err
-		}
-		return os.Rename(tmp, to)
-	}
-	return syncDir(filepath.Dir(to))
-}
-
-func syncFile(path string) error {
-	f, err := os.Open(path)
-	if err != nil {
+	} else if err != nil {
 		return err
 	}
-	defer f.Close()
-	return f.Sync()
-}
-
-func syncDir(dir string) error {
-	d, err := os.Open(dir)
-	if err != nil {
-		return err
-	}
-	defer d.Close()
-	d.Sync() // not every system syncs a directory; the copy is synced already
 	return nil
 }
 

@@ -11,11 +11,11 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"path/filepath"
 	"strings"
 	"time"
 
 	"github.com/auditchain/auditchain/internal/app"
+	"github.com/auditchain/auditchain/internal/durable"
 	"github.com/auditchain/auditchain/internal/pinstate"
 	"github.com/auditchain/auditchain/internal/progress"
 	"github.com/auditchain/auditchain/internal/store"
@@ -353,31 +353,12 @@ func (e adminEnv) pin(args []string) error {
 	if err != nil {
 		return err
 	}
-	if err := writeFileAtomic(*to, signed, *force); err != nil {
+	if err := durable.WriteFile(*to, signed, *force); errors.Is(err, durable.ErrExists) {
+		return fmt.Errorf("%s exists: choose another name, or add --force to replace it", *to)
+	} else if err != nil {
 		return err
 	}
 	return printJSON(e.stdout, pinResult{PinState: *to, ServiceKeyID: state.ServiceKeyID, PinnedAt: state.PinnedAt.Format(time.RFC3339), Accounts: len(state.Accounts)})
-}
-
-// writeFileAtomic writes b to a file beside path and gives it path's name
-// once synced (replacing an existing one only when force).
-func writeFileAtomic(path string, b []byte, force bool) error {
-	f, err := os.CreateTemp(filepath.Dir(path), "."+filepath.Base(path)+".partial-*")
-	if err != nil {
-		return err
-	}
-	defer os.Remove(f.Name())
-	_, err = f.Write(b)
-	if err == nil {
-		err = f.Sync()
-	}
-	if cerr := f.Close(); err == nil {
-		err = cerr
-	}
-	if err != nil {
-		return err
-	}
-	return placeBackup(f.Name(), path, force)
 }
 
 // comparePin opens the pin-state file with the service key and holds every

@@ -8,6 +8,8 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
+
+	"github.com/auditchain/auditchain/internal/durable"
 )
 
 // outboxTransport writes each message as an RFC 5322 file in a directory, for
@@ -72,17 +74,8 @@ func (t *outboxTransport) deliver(ctx context.Context, l *letter) (err error) {
 	// The rename survives a crash once the directory is synced. The message
 	// is already whole under its name, so a failure here is only logged:
 	// returning it would make Send write the message a second time.
-	if err := syncDir(t.dir); err != nil {
+	if err := durable.SyncDir(t.dir); err != nil {
 		t.log.Warn("outbox: syncing the directory failed", "file", name, "error", err)
 	}
 	return nil
-}
-
-func syncDir(dir string) error {
-	d, err := os.Open(dir)
-	if err != nil {
-		return err
-	}
-	defer d.Close()
-	return d.Sync()
 }
