@@ -36,7 +36,7 @@ func (c *Console) overview(w http.ResponseWriter, r *http.Request) error {
 	}
 	o := overviewPage{Now: c.App.Now(), Tip: tip, ServiceKeyID: c.App.ServiceKeyID(),
 		ServicePublicKey: base64.StdEncoding.EncodeToString(c.App.ServicePublicKey()),
-		Heal: c.App.HealStatus(p), AnchorProvider: c.App.AnchorProvider(), Connect: connect(r)}
+		Heal:             c.App.HealStatus(p), AnchorProvider: c.App.AnchorProvider(), Connect: connect(r)}
 	if tip.EventCount > 0 {
 		if o.Checkpoint, err = c.App.LatestCheckpoint(ctx, p); err != nil {
 			return err
