@@ -40,6 +40,9 @@ func TestConsoleInBrowser(t *testing.T) {
 				"raw":        map[string]any{"subagent": h, "url": h, h: h}})
 		}
 		tb := newTab(t, e)
+		tb.run(t, chromedp.Navigate(e.srv.URL+"/console/signin"), chromedp.WaitVisible(chromedp.CSS("#email")))
+		tb.screenshot(t, "signin")
+		tb.axe(t)
 		tb.signIn(t, e, email)
 
 		// Overview.
@@ -55,6 +58,7 @@ func TestConsoleInBrowser(t *testing.T) {
 			}
 		}
 		tb.screenshot(t, "overview")
+		tb.axe(t)
 		tb.checkInert(t)
 
 		// Activity: the hostile values are shown as text.
@@ -74,6 +78,7 @@ func TestConsoleInBrowser(t *testing.T) {
 		tb.run(t, chromedp.Poll[chromedp.Void](`document.getElementById("rows").textContent.includes("live-tool")`,
 			chromedp.WithPollingTimeout(15*time.Second)))
 		tb.screenshot(t, "activity")
+		tb.axe(t)
 
 		// A filter is a deep link, applied by the server.
 		tb.run(t, chromedp.Navigate(e.srv.URL+"/console/activity?subagent=worker"), chromedp.WaitVisible(chromedp.CSS("#rows")))
@@ -96,6 +101,11 @@ func TestConsoleInBrowser(t *testing.T) {
 			tb.checkInert(t)
 		}
 		tb.screenshot(t, "event")
+		tb.axe(t)
+
+		// A panel not built yet says so, and is as accessible.
+		tb.run(t, chromedp.Navigate(e.srv.URL+"/console/gate"), chromedp.WaitVisible(chromedp.CSS(".notice")))
+		tb.axe(t)
 	})
 }
 
@@ -108,7 +118,7 @@ func (tb *tab) screenshot(t *testing.T, name string) {
 	}
 	ctx, cancel := context.WithTimeout(tb.ctx, 30*time.Second)
 	defer cancel()
-	png, err := chromedp.Run(ctx, chromedp.FullScreenshot(90))
+	png, err := chromedp.Run(ctx, chromedp.FullScreenshot(100))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -13,6 +13,7 @@ import (
 	"net/http"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"regexp"
 	"strings"
 	"sync"
@@ -253,3 +254,54 @@ func (tb *tab) checkInert(t *testing.T) {
 		}
 	}
 }
+
+// axe runs axe-core (pinned in .ci/npm/package.json; read from the
+// node_modules realprog finds and evaluated in the page through DevTools,
+// never served by the console) on the page and fails the test on every
+// serious or critical violation.
+func (tb *tab) axe(t *testing.T) {
+	t.Helper()
+	axeOnce.Do(func() {
+		src, err := os.ReadFile(filepath.Join(realprog.NodeModules(t), "axe-core", "axe.min.js"))
+		if err != nil {
+			axeErr = err.Error()
+			return
+		}
+		axeSource = string(src)
+	})
+	if axeErr != "" {
+		t.Fatalf("axe-core: %s", axeErr)
+	}
+	if axeSource == "" {
+		realprog.NodeModules(t) // skips (or fails in CI), saying why
+	}
+	ctx, cancel := context.WithTimeout(tb.ctx, 60*time.Second)
+	defer cancel()
+	if _, err := chromedp.Run(ctx, chromedp.Evaluate[chromedp.Void](axeSource)); err != nil {
+		t.Fatalf("loading axe-core: %v", err)
+	}
+	type violation struct {
+		ID     string `json:"id"`
+		Impact string `json:"impact"`
+		Help   string `json:"help"`
+		Nodes  []struct {
+			Target []any `json:"target"`
+		} `json:"nodes"`
+	}
+	vs, err := chromedp.Run(ctx, chromedp.Evaluate[[]violation](`axe.run(document, {resultTypes: ["violations"]}).then(r => r.violations)`,
+		chromedp.EvalAwaitPromise))
+	if err != nil {
+		t.Fatalf("axe.run: %v", err)
+	}
+	for _, v := range vs {
+		if v.Impact == "serious" || v.Impact == "critical" {
+			t.Errorf("axe: %s (%s): %s, at %v", v.ID, v.Impact, v.Help, v.Nodes)
+		}
+	}
+}
+
+var (
+	axeOnce   sync.Once
+	axeSource string
+	axeErr    string
+)
