@@ -165,3 +165,31 @@ func (a *App) anchorAccount(ctx context.Context, prov anchor.Provider, userID st
 	}
 	return outcomeAnchored, nil
 }
+
+// AnchorReceipt is an account's newest anchor receipt as the console shows it.
+type AnchorReceipt struct {
+	Provider     string
+	TSAURL       string
+	BlockIndex   int64
+	TreeSize     int64
+	GenTime      time.Time
+	SerialNumber string
+	EventID      string // the anchor event recording it on the chain
+}
+
+// LastAnchor is the caller's newest anchor receipt (nil when the account was
+// never anchored).
+func (a *App) LastAnchor(ctx context.Context, p Principal) (*AnchorReceipt, error) {
+	l, err := a.store.LastAnchor(ctx, nil, p.UserID)
+	if errors.Is(err, store.ErrNotFound) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	return &AnchorReceipt{Provider: l.Provider, TSAURL: l.TSAURL, BlockIndex: l.BlockIndex, TreeSize: l.TreeSize,
+		GenTime: time.UnixMicro(l.GenTime).UTC(), SerialNumber: l.SerialNumber, EventID: l.EventID}, nil
+}
+
+// AnchorProvider is the configured anchor provider (--anchor-provider).
+func (a *App) AnchorProvider() string { return a.cfg.AnchorProvider }

@@ -596,3 +596,14 @@ func (a *App) blocks(ctx context.Context, userID string, from int64, errp *error
 		}
 	}
 }
+
+// LatestCheckpoint is the account's newest signed block, sealing the tip
+// first as GET /v1/chain/blocks does (nil for an empty chain): what the
+// console's overview shows as the last checkpoint.
+func (a *App) LatestCheckpoint(ctx context.Context, p Principal) (*api.Block, error) {
+	last, ok, err := a.Seal(ctx, p.UserID)
+	if err != nil || !ok {
+		return nil, err
+	}
+	return blockView(&last), nil
+}

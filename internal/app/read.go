@@ -15,7 +15,23 @@ import (
 // Search answers POST /v1/events/search: newest first, within the caller's
 // account; the page's limit is returned with it.
 func (a *App) Search(ctx context.Context, p Principal, req api.SearchRequest) ([]api.Event, int, error) {
-	f := store.SearchFilter{UserID: p.UserID, Cursor: req.Cursor, Decision: req.Decision, EventTypes: req.EventTypes, Tool: req.Tool, Limit: domain.DefSearchLimit}
+	return a.SearchEvents(ctx, p, EventQuery{SearchRequest: req})
+}
+
+// EventQuery is a search with the console's filters beside the API's: the
+// surface an event came through and the sub-agent its raw names.
+type EventQuery struct {
+	api.SearchRequest
+	Surface  *string
+	Subagent *string
+}
+
+// SearchEvents is Search with the console's filters (the same rules,
+// limits and order).
+func (a *App) SearchEvents(ctx context.Context, p Principal, q EventQuery) ([]api.Event, int, error) {
+	req := q.SearchRequest
+	f := store.SearchFilter{UserID: p.UserID, Cursor: req.Cursor, Decision: req.Decision, EventTypes: req.EventTypes, Tool: req.Tool,
+		Surface: q.Surface, Subagent: q.Subagent, Limit: domain.DefSearchLimit}
 	if req.Limit != nil {
 		if *req.Limit < 1 || *req.Limit > domain.MaxSearchLimit {
 			return nil, 0, domain.Validation(domain.FieldError{Field: "limit", Message: "must be between 1 and 1000"})
@@ -175,4 +191,18 @@ func (a *App) Machines(ctx context.Context, p Principal) ([]api.Machine, error) 
 		out = append(out, *byID[id])
 	}
 	return out, nil
+}
+
+// StoredEvent is one event of the caller's account as stored, raw and
+// signature included (the account's own data, as in the export), with its
+// leaf in the account's tree. Another account's id answers like a missing one.
+func (a *App) StoredEvent(ctx context.Context, p Principal, eventID string) (api.StoredEvent, int64, error) {
+	e, err := a.store.EventByID(ctx, nil, p.UserID, eventID)
+	if errors.Is(err, store.ErrNotFound) {
+		return api.StoredEvent{}, 0, domain.NotFound(domain.CodeEventNotFound, "event")
+	}
+	if err != nil {
+		return api.StoredEvent{}, 0, err
+	}
+	return e.StoredEvent, e.LeafIndex, nil
 }

@@ -368,3 +368,21 @@ func (a *App) Logout(ctx context.Context, p Principal) error {
 		return a.store.EndSession(ctx, t.SQL(), p.SessionID, a.now().UTC())
 	})
 }
+
+// LogoutEverywhere ends every session of the caller's account at once, on
+// every replica, the caller's own included (a person who lost a device signs
+// out everywhere from another). Like Logout it is a signed-in person's act:
+// an API key gets session_required. It returns how many sessions it ended.
+func (a *App) LogoutEverywhere(ctx context.Context, p Principal) (int64, error) {
+	if p.Kind != KindSession {
+		return 0, errSessionRequired
+	}
+	var ended int64
+	err := a.w.Write(ctx, func(t *writer.Tx) error {
+		writer.Invalidate(t, a.sessionCache, sessionCacheScope)
+		n, err := a.store.EndUserSessions(ctx, t.SQL(), p.UserID, a.now().UTC())
+		ended = n
+		return err
+	})
+	return ended, err
+}

@@ -85,6 +85,15 @@ func fieldErrors(fs []domain.FieldError) []api.FieldError {
 // they give one, CONTRACT.md and docs/decisions otherwise. The codes live
 // beside their rules (domain, app); the status is the HTTP layer's alone.
 // TestEveryCodeHasAStatus holds every code constant of the service in it.
+// statusOfCode is the HTTP status of code (500 for a code without one), for
+// the console's error pages.
+func statusOfCode(code string) int {
+	if st, ok := statusOf[code]; ok {
+		return st
+	}
+	return http.StatusInternalServerError
+}
+
 var statusOf = map[string]int{
 	// 400: the request cannot be read as sent.
 	domain.CodeMalformedJSON:     http.StatusBadRequest,

@@ -20,6 +20,7 @@ import (
 	"github.com/auditchain/auditchain/internal/app"
 	"github.com/auditchain/auditchain/internal/buildinfo"
 	"github.com/auditchain/auditchain/internal/config"
+	"github.com/auditchain/auditchain/internal/console"
 	"github.com/auditchain/auditchain/internal/domain"
 	"github.com/auditchain/auditchain/internal/mail"
 	"github.com/auditchain/auditchain/internal/mcpserver"
@@ -60,6 +61,10 @@ type Server struct {
 
 	// agents serves POST /v1/mcp.
 	agents *mcpserver.HTTPHandler
+
+	// console serves GET / and /console/ (HTML for people, not the API:
+	// outside routes(); docs/decisions/console.md).
+	console *console.Console
 }
 
 // NewServer builds the handler over a, the App built with cfg, with every
@@ -136,6 +141,10 @@ func NewServer(a *app.App, cfg config.Config, log *slog.Logger, openapiJSON []by
 			s.literal[path] = append(s.literal[path], method)
 		}
 	}
+	s.console = console.New(console.Deps{App: a, Config: cfg, Log: log, CrossOrigin: s.crossOrigin,
+		SessionCookie: s.sessionCookie, ClientAddress: s.clientAddress, Status: statusOfCode})
+	s.mux.Handle("GET /{$}", s.console)
+	s.mux.Handle(console.Prefix, s.console)
 	s.agents = mcpserver.NewHTTPHandler(s, func(r *http.Request) []domain.Scope { return principal(r).Scopes }, log)
 	return s
 }

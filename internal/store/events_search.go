@@ -20,7 +20,11 @@ type SearchFilter struct {
 	Decision   *string
 	EventTypes []string
 	Tool       *string
-	Limit      int
+	// Surface and Subagent are the console's filters (not the API's):
+	// the stored surface, and raw's subagent member (a tool call's).
+	Surface  *string
+	Subagent *string
+	Limit    int
 }
 
 // Search returns matching events, newest first, as a search result shows
@@ -54,7 +58,7 @@ func (s *Store) Search(ctx context.Context, f SearchFilter) ([]api.Event, error)
 // one whose matches must be sorted, and the pool forces generic plans for
 // every prepared statement (openPostgres).
 func (s *Store) searchStatement(account any, f SearchFilter) (string, []any) {
-	q, args := searchQuery(account, f)
+	q, args := searchQuery(s.Dialect, account, f)
 	if s.Dialect == Postgres {
 		args = append([]any{pgx.QueryExecModeSimpleProtocol}, args...)
 	}
@@ -65,7 +69,11 @@ func (s *Store) searchStatement(account any, f SearchFilter) (string, []any) {
 // index that yields the account's rows in sequence order (the primary key,
 // events_type, events_tool, events_decision), so a page reads about limit
 // rows whatever the chain length (TestSearchPlans).
-func searchQuery(account any, f SearchFilter) (string, []any) {
+//
+// The surface and sub-agent filters have no index of their own (each would
+// cost every append a write): a page with them reads rows in sequence order
+// until it has limit matches.
+func searchQuery(dialect Dialect, account any, f SearchFilter) (string, []any) {
 	var where []string
 	args := []any{account}
 	arg := func(v any) string { args = append(args, v); return fmt.Sprintf("$%d", len(args)) }
@@ -84,6 +92,12 @@ func searchQuery(account any, f SearchFilter) (string, []any) {
 	}
 	if f.Tool != nil {
 		where = append(where, "tool = "+arg(*f.Tool))
+	}
+	if f.Surface != nil {
+		where = append(where, "surface = "+arg(*f.Surface))
+	}
+	if f.Subagent != nil {
+		where = append(where, subagentExpr(dialect)+" = "+arg(*f.Subagent))
 	}
 	if len(f.EventTypes) > 0 {
 		ph := make([]string, len(f.EventTypes))
@@ -115,4 +129,13 @@ func (s *Store) LatestSemanticMatch(ctx context.Context, q Querier, userID, key 
 	}
 	return scanEvent(q.QueryRowContext(ctx, `SELECT `+eventFields+` FROM events
 		WHERE account = $1 AND semantic_key = $2 AND sequence >= $3 ORDER BY sequence DESC LIMIT 1`, account, key, minSequence), userID)
+}
+
+// subagentExpr reads raw's subagent member in dialect's SQL (raw is stored
+// JSON text on both stores).
+func subagentExpr(dialect Dialect) string {
+	if dialect == Postgres {
+		return "(raw::jsonb ->> 'subagent')"
+	}
+	return "json_extract(raw, '$.subagent')"
 }

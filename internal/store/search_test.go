@@ -42,7 +42,7 @@ func TestSearchPlans(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			tt.f.UserID, tt.f.Limit = "u", 200
-			q, args := searchQuery(int64(1), tt.f)
+			q, args := searchQuery(SQLite, int64(1), tt.f)
 			rows, err := s.read.QueryContext(ctx, "EXPLAIN QUERY PLAN "+q, args...)
 			if err != nil {
 				t.Fatal(err)

@@ -191,6 +191,17 @@ func (s *Store) EndSession(ctx context.Context, tx *sql.Tx, id string, now time.
 	return err
 }
 
+// EndUserSessions ends every live session of the account now (sign out
+// everywhere); sessions already ended keep their first time. It returns how
+// many it ended.
+func (s *Store) EndUserSessions(ctx context.Context, tx *sql.Tx, userID string, now time.Time) (int64, error) {
+	res, err := tx.ExecContext(ctx, `UPDATE sessions SET ended_at = $2 WHERE user_id = $1 AND ended_at IS NULL`, userID, now.UnixMicro())
+	if err != nil {
+		return 0, err
+	}
+	return res.RowsAffected()
+}
+
 // Acceptance is one recorded acceptance of a legal document's version.
 type Acceptance struct {
 	UserID      string

@@ -1,0 +1,313 @@
+// Package console is the web console of CONTRACT.md "Console": server-rendered
+// pages under /console/, signed in with the OTP sign-in and the API's session
+// cookie, acting through internal/app as the API does (surface dashboard).
+//
+// Layout (docs/console.md "Adding a panel"): console.go holds the handler, the
+// security headers, the session and CSRF rules and the renderer; panels.go
+// lists every panel of the navigation; each panel is one Go file (overview.go,
+// activity.go, event.go…) with its template in templates/; assets/ holds the
+// CSS and the small scripts that only enhance the pages. Everything is
+// embedded: the console makes no request to another origin.
+package console
+
+import (
+	"context"
+	"crypto/hmac"
+	"crypto/rand"
+	"crypto/sha256"
+	"crypto/subtle"
+	"embed"
+	"encoding/base64"
+	"errors"
+	"html/template"
+	"io/fs"
+	"log/slog"
+	"net/http"
+	"strings"
+	"time"
+
+	"github.com/auditchain/auditchain/internal/app"
+	"github.com/auditchain/auditchain/internal/config"
+	"github.com/auditchain/auditchain/internal/domain"
+	"github.com/auditchain/auditchain/pkg/api"
+)
+
+//go:embed templates/*.html
+var templateFS embed.FS
+
+//go:embed assets
+var assetFS embed.FS
+
+// Surface is the X-SVC-Surface of everything the console does (CONTRACT.md
+// "Agent surfaces").
+const Surface = "dashboard"
+
+// Prefix is where the console lives.
+const Prefix = "/console/"
+
+// ContentSecurityPolicy is sent with every console answer: nothing but this
+// origin's own files, no inline script or style, no framing, forms posting
+// only here (docs/decisions/console.md).
+const ContentSecurityPolicy = "default-src 'self'; script-src 'self'; style-src 'self'; img-src 'self'; " +
+	"connect-src 'self'; font-src 'self'; object-src 'none'; frame-ancestors 'none'; form-action 'self'; base-uri 'none'"
+
+// Deps are what the console needs from the server that mounts it.
+type Deps struct {
+	App    *app.App
+	Config config.Config
+	Log    *slog.Logger
+	// CrossOrigin is the API's rule for unsafe requests carrying the
+	// session cookie (CONTRACT.md "Credentials"): the console runs on it too.
+	CrossOrigin *http.CrossOriginProtection
+	// SessionCookie is the API's session cookie for token (an empty token
+	// clears it).
+	SessionCookie func(token string, expires time.Time) *http.Cookie
+	// ClientAddress names a request's client for the sign-in throttles.
+	ClientAddress func(*http.Request) string
+	// Status is the HTTP status of an error code, as the API answers it.
+	Status func(code string) int
+}
+
+// Console is the http.Handler of GET / and /console/.
+type Console struct {
+	Deps
+	mux   *http.ServeMux
+	pages map[string]*template.Template
+}
+
+// New builds the console over d.
+func New(d Deps) *Console {
+	if d.Log == nil {
+		d.Log = slog.New(slog.DiscardHandler)
+	}
+	c := &Console{Deps: d, mux: http.NewServeMux(), pages: parsePages()}
+	assets, _ := fs.Sub(assetFS, "assets")
+	files := http.StripPrefix(Prefix+"assets/", http.FileServerFS(assets))
+	c.mux.Handle("GET "+Prefix+"assets/", http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		// Assets change only with the binary; a day's cache is safe and
+		// keeps page loads to the page itself.
+		w.Header().Set("Cache-Control", "public, max-age=86400")
+		files.ServeHTTP(w, r)
+	}))
+	c.mux.Handle("GET /{$}", http.RedirectHandler(Prefix, http.StatusSeeOther))
+	for _, rt := range c.routes() {
+		c.mux.Handle(rt.pattern, c.guard(rt))
+	}
+	c.mux.Handle(Prefix, c.guard(route{pattern: Prefix, handler: c.notFound, public: true}))
+	return c
+}
+
+// route is one console page or form; the pattern is the mux's.
+type route struct {
+	pattern string
+	handler handlerFunc
+	// public pages need no session (sign-in); every other route redirects
+	// a browser without one to the sign-in page.
+	public bool
+	// stream routes are not cut by --request-timeout.
+	stream bool
+}
+
+// handlerFunc answers a console request; a non-nil error is rendered as an
+// error page by c.fail.
+type handlerFunc func(w http.ResponseWriter, r *http.Request) error
+
+// routes is the whole console on one screen; panels not built yet answer a
+// page that says so (panels.go).
+func (c *Console) routes() []route {
+	rts := []route{
+		{pattern: "GET " + Prefix + "signin", handler: c.signInPage, public: true},
+		{pattern: "POST " + Prefix + "signin", handler: c.requestCode, public: true},
+		{pattern: "GET " + Prefix + "signin/code", handler: c.codePage, public: true},
+		{pattern: "POST " + Prefix + "signin/code", handler: c.verifyCode, public: true},
+		{pattern: "POST " + Prefix + "signout", handler: c.signOut},
+		{pattern: "POST " + Prefix + "signout/everywhere", handler: c.signOutEverywhere},
+
+		{pattern: "GET " + Prefix + "{$}", handler: c.overview},
+		{pattern: "GET " + Prefix + "activity", handler: c.activity},
+		{pattern: "GET " + Prefix + "activity/rows", handler: c.activityRows},
+		{pattern: "GET " + Prefix + "events/{event_id}", handler: c.event},
+	}
+	for _, p := range panels {
+		if !p.Built {
+			rts = append(rts, route{pattern: "GET " + p.Path, handler: c.notBuilt(p)})
+		}
+	}
+	return rts
+}
+
+// ServeHTTP answers every console request with the security headers of
+// docs/decisions/console.md.
+func (c *Console) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	h := w.Header()
+	h.Set("Content-Security-Policy", ContentSecurityPolicy)
+	h.Set("X-Content-Type-Options", "nosniff")
+	h.Set("Referrer-Policy", "no-referrer")
+	h.Set("X-Frame-Options", "DENY")
+	h.Set("Cross-Origin-Opener-Policy", "same-origin")
+	h.Set("Cross-Origin-Resource-Policy", "same-origin")
+	c.mux.ServeHTTP(w, r)
+}
+
+type ctxKey struct{}
+
+// viewer is the signed-in person of a request.
+type viewer struct {
+	app.Principal
+	// token is the session's token, from which the CSRF token of its forms
+	// is derived.
+	token string
+}
+
+func viewerOf(r *http.Request) viewer {
+	v, _ := r.Context().Value(ctxKey{}).(viewer)
+	return v
+}
+
+// guard resolves the session, applies the CSRF rule to unsafe methods, bounds
+// the request's time, and renders the handler's error.
+func (c *Console) guard(rt route) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if !rt.stream && c.Config.RequestTimeout > 0 {
+			ctx, cancel := context.WithTimeout(r.Context(), c.Config.RequestTimeout)
+			defer cancel()
+			r = r.WithContext(ctx)
+		}
+		unsafe := r.Method != http.MethodGet && r.Method != http.MethodHead
+		if unsafe {
+			// The API's rule first (Sec-Fetch-Site/Origin), then the form's
+			// token: either refusal writes nothing.
+			if err := c.CrossOrigin.Check(r); err != nil {
+				c.fail(w, r, &domain.Error{Code: domain.CodeCrossOrigin, Detail: "a cross-site form may not act on this console"})
+				return
+			}
+		}
+		v, err := c.authenticate(r)
+		switch {
+		case err == nil:
+			r = r.WithContext(context.WithValue(r.Context(), ctxKey{}, v))
+		case rt.public:
+		case !unsafe:
+			http.Redirect(w, r, Prefix+"signin?next="+safeNext(r.URL.RequestURI()), http.StatusSeeOther)
+			return
+		default:
+			c.fail(w, r, err)
+			return
+		}
+		if unsafe {
+			if err := c.checkCSRF(r, v); err != nil {
+				c.fail(w, r, err)
+				return
+			}
+		}
+		if v.UserID != "" && !rt.public {
+			if err := c.App.RequireAcceptances(r.Context(), v.Principal); err != nil {
+				c.fail(w, r, err)
+				return
+			}
+			c.App.CountCall(v.UserID, app.CapabilityNone, Surface)
+		}
+		if err := rt.handler(w, r); err != nil {
+			c.fail(w, r, err)
+		}
+	})
+}
+
+// authenticate resolves the session cookie, as the API does.
+func (c *Console) authenticate(r *http.Request) (viewer, error) {
+	ck, err := r.Cookie(api.SessionCookie)
+	if err != nil || ck.Value == "" {
+		return viewer{}, &domain.Error{Code: domain.CodeMissingToken, Detail: "sign in first"}
+	}
+	p, err := c.App.AuthenticateSession(r.Context(), ck.Value)
+	if err != nil {
+		return viewer{}, err
+	}
+	return viewer{Principal: p, token: ck.Value}, nil
+}
+
+// csrfCookie carries the sign-in forms' CSRF token before there is a session
+// (a double-submit cookie; SameSite=Strict).
+const csrfCookie = "auditchain_console_csrf"
+
+// csrfToken is the token every form of r's page carries: for a signed-in
+// viewer an HMAC of the session's token (so it needs no state, holds on every
+// replica, and ends with the session), else the sign-in cookie's value, set
+// when missing.
+func (c *Console) csrfToken(w http.ResponseWriter, r *http.Request) string {
+	if v := viewerOf(r); v.token != "" {
+		return sessionCSRF(v.token)
+	}
+	if ck, err := r.Cookie(csrfCookie); err == nil && len(ck.Value) == 43 {
+		return ck.Value
+	}
+	b := make([]byte, 32)
+	rand.Read(b)
+	tok := base64.RawURLEncoding.EncodeToString(b)
+	http.SetCookie(w, &http.Cookie{Name: csrfCookie, Value: tok, Path: Prefix, HttpOnly: true,
+		SameSite: http.SameSiteStrictMode, Secure: c.Config.Production()})
+	return tok
+}
+
+func sessionCSRF(token string) string {
+	m := hmac.New(sha256.New, []byte(token))
+	m.Write([]byte("auditchain console csrf v1"))
+	return base64.RawURLEncoding.EncodeToString(m.Sum(nil))
+}
+
+var errCSRF = &domain.Error{Code: domain.CodeCrossOrigin,
+	Detail: "the form's CSRF token is missing or wrong: reload the page and send it again"}
+
+// checkCSRF requires the form's csrf field to match the viewer's token (or,
+// before sign-in, the sign-in cookie).
+func (c *Console) checkCSRF(r *http.Request, v viewer) error {
+	got := r.PostFormValue("csrf")
+	var want string
+	if v.token != "" {
+		want = sessionCSRF(v.token)
+	} else if ck, err := r.Cookie(csrfCookie); err == nil {
+		want = ck.Value
+	}
+	if got == "" || want == "" || subtle.ConstantTimeCompare([]byte(got), []byte(want)) != 1 {
+		return errCSRF
+	}
+	return nil
+}
+
+// safeNext keeps a post-sign-in destination only when it is a console path.
+func safeNext(next string) string {
+	if !strings.HasPrefix(next, Prefix) || strings.HasPrefix(next, "//") || strings.ContainsAny(next, "\\\r\n") {
+		return Prefix
+	}
+	return next
+}
+
+// fail renders err as an error page with the API's status for its code;
+// anything but a domain error is logged and shown as a bare failure.
+func (c *Console) fail(w http.ResponseWriter, r *http.Request, err error) {
+	var de *domain.Error
+	if !errors.As(err, &de) {
+		if errors.Is(err, context.Canceled) && r.Context().Err() != nil {
+			return
+		}
+		c.Log.ErrorContext(r.Context(), "console request failed", "method", r.Method, "route", r.Pattern, "err", err.Error())
+		de = &domain.Error{Code: domain.CodeInternal, Detail: "the server could not complete the request; it has been logged"}
+		if errors.Is(err, context.DeadlineExceeded) {
+			de = &domain.Error{Code: domain.CodeUnavailable, Detail: "the store did not answer in time; reload the page"}
+		}
+	}
+	status := http.StatusInternalServerError
+	if c.Status != nil {
+		status = c.Status(de.Code)
+	}
+	c.render(w, r, status, "error", "Something went wrong", errorPage{Code: de.Code, Detail: de.Detail, Status: status})
+}
+
+type errorPage struct {
+	Code, Detail string
+	Status       int
+}
+
+func (c *Console) notFound(w http.ResponseWriter, r *http.Request) error {
+	return domain.NotFound(domain.CodeNotFound, "page "+r.URL.Path)
+}
