@@ -151,6 +151,12 @@ func (c *Console) routes() []route {
 		{pattern: "GET " + Prefix + "export", handler: c.export},
 		{pattern: "GET " + Prefix + "export/download", handler: c.exportDownload, stream: true},
 		{pattern: "GET " + Prefix + "export/public-key", handler: c.exportPublicKey},
+		{pattern: "GET " + Prefix + "team", handler: c.team},
+		{pattern: "POST " + Prefix + "team", handler: c.createTeam},
+		{pattern: "POST " + Prefix + "team/join", handler: c.joinTeam},
+		{pattern: "GET " + Prefix + "team/{org_id}", handler: c.org},
+		{pattern: "POST " + Prefix + "team/{org_id}/invite", handler: c.inviteMember},
+		{pattern: "POST " + Prefix + "team/{org_id}/remove", handler: c.removeMember},
 	}
 	for _, p := range panels {
 		if !p.Built {

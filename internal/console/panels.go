@@ -24,7 +24,7 @@ var panels = []panel{
 	{Slug: "notifications", Built: true, Title: "Notifications", Path: Prefix + "notifications", About: "the inbox, and preferences as a type × channel grid"},
 	{Slug: "webhooks", Built: true, Title: "Webhooks", Path: Prefix + "webhooks", About: "endpoints, deliveries with status and duration, redeliver, send a test"},
 	{Slug: "keys", Built: true, Title: "Keys and machines", Path: Prefix + "keys", About: "API keys (created once, scopes, revoke) and machines' signing keys"},
-	{Slug: "team", Title: "Team", Path: Prefix + "team", About: "orgs, members and invitations (with serve --teams)"},
+	{Slug: "team", Built: true, Title: "Team", Path: Prefix + "team", About: "orgs, members and invitations (with serve --teams)"},
 	{Slug: "legal", Built: true, Title: "Legal", Path: Prefix + "legal", About: "the documents and what the account accepted"},
 	{Slug: "usage", Built: true, Title: "Usage", Path: Prefix + "usage", About: "calls per day by surface and capability"},
 	{Slug: "export", Built: true, Title: "Export", Path: Prefix + "export", About: "the chain's export and the public key, with the offline verify command"},

@@ -16,19 +16,19 @@ import (
 	"github.com/auditchain/auditchain/pkg/api"
 )
 
-// TestPanelsInBrowser walks the notifications, webhooks, keys, legal, usage
-// and export panels in Chromium as a person does: the legal gate sends the
-// person to the legal panel, where the documents are accepted; a key is
-// created (its token shown once, then never) and revoked; a webhook
-// endpoint is added (its secret shown once), a test is sent and its
-// delivery to a real receiver on loopback listed; a preference is set in
-// the grid; the export is downloaded and verifies offline. Client-written
-// text (a key's label and machine, a webhook URL) carries hostile payloads
-// that must stay inert.
+// TestPanelsInBrowser walks the notifications, webhooks, keys, legal,
+// usage, export and team panels in Chromium as a person does: the legal gate
+// sends the person to the legal panel, where the documents are accepted; a
+// key is created (its token shown once, then never) and revoked; a webhook
+// endpoint is added (its secret shown once), a test is sent and its delivery
+// to a real receiver on loopback listed; a preference is set in the grid;
+// the export is downloaded and verifies offline; a team is created and a
+// member invited. Client-written text (a key's label and machine, a webhook
+// URL, a team's name) carries hostile payloads that must stay inert.
 func TestPanelsInBrowser(t *testing.T) {
 	storetest.Each(t, func(t *testing.T, dsn string) {
 		browser(t)
-		e := newEnvWith(t, dsn, func(c *config.Config) { c.WebhookAllowPrivate, c.LegalEnforce = true, true })
+		e := newEnvWith(t, dsn, func(c *config.Config) { c.WebhookAllowPrivate, c.LegalEnforce, c.Teams = true, true, true })
 		const email = "panels@example.com"
 		userID, key := e.srv.Account(t, email)
 		tb := newTab(t, e)
@@ -191,6 +191,24 @@ func TestPanelsInBrowser(t *testing.T) {
 			t.Errorf("the export's report: %+v", rep)
 		}
 		tb.screenshot(t, "export")
+		tb.checkInert(t)
+
+		// Team: one created (its name hostile), a member invited.
+		tb.run(t, chromedp.Navigate(e.srv.URL+"/console/team"), chromedp.WaitVisible(chromedp.CSS("#team-name")),
+			chromedp.SendKeys(chromedp.CSS("#team-name"), hostile[3]),
+			chromedp.Click(chromedp.CSS(`form[action="/console/team"] button`)),
+			chromedp.WaitVisible(chromedp.CSS("#created")))
+		if got := tb.text(t, "#orgs"); !strings.Contains(got, hostile[3]) {
+			t.Errorf("the teams table:\n%s", got)
+		}
+		tb.run(t, chromedp.Click(chromedp.CSS(`#created a`)), chromedp.WaitVisible(chromedp.CSS("#inv-email")),
+			chromedp.SendKeys(chromedp.CSS("#inv-email"), "teammate@example.com"),
+			chromedp.Click(chromedp.CSS(`form[action$="/invite"] button`)),
+			chromedp.WaitVisible(chromedp.CSS("#invited")))
+		if got := tb.text(t, "#members"); !strings.Contains(got, "teammate@example.com") || !strings.Contains(got, "invited") {
+			t.Errorf("the members:\n%s", got)
+		}
+		tb.screenshot(t, "team")
 		tb.checkInert(t)
 	})
 }

@@ -389,3 +389,66 @@ func verifyExport(t *testing.T, export, keyDoc string) verify.Report {
 	}
 	return rep
 }
+
+// TestTeamPanelHTTP: without --teams the panel says so and its forms
+// answer 404 feature_disabled, writing nothing; with it, a team is created,
+// a second person invited, who joins by the team's id and leaves again.
+func TestTeamPanelHTTP(t *testing.T) {
+	storetest.Each(t, func(t *testing.T, dsn string) {
+		off := newEnv(t, dsn)
+		off.srv.Account(t, "solo@example.com")
+		c := client(t)
+		tok := signIn(t, off, c, "solo@example.com")
+		if r := do(t, c, "GET", off.srv.URL+"/console/team", nil); r.status != http.StatusOK || !strings.Contains(r.body, `id="teams-off"`) {
+			t.Fatalf("team panel with teams off: %d", r.status)
+		}
+		if r := do(t, c, "POST", off.srv.URL+"/console/team", url.Values{"csrf": {tok}, "name": {"x"}}); r.status != http.StatusNotFound || !strings.Contains(r.body, "feature_disabled") {
+			t.Errorf("create with teams off: %d", r.status)
+		}
+
+		e := newEnvWith(t, dsn, func(c *config.Config) { c.Teams = true })
+		ownerID, _ := e.srv.Account(t, "owner@example.com")
+		e.srv.Account(t, "second@example.com")
+		owner, second := client(t), client(t)
+		otok := signIn(t, e, owner, "owner@example.com")
+		stok := signIn(t, e, second, "second@example.com")
+		if r := do(t, owner, "POST", e.srv.URL+"/console/team", url.Values{"csrf": {otok}, "name": {""}}); r.status != http.StatusUnprocessableEntity {
+			t.Errorf("an empty name: %d", r.status)
+		}
+		r := do(t, owner, "POST", e.srv.URL+"/console/team", url.Values{"csrf": {otok}, "name": {hostile[0]}})
+		if r.status != http.StatusCreated || strings.Contains(r.body, "<script>window") {
+			t.Fatalf("create: %d", r.status)
+		}
+		orgs, _ := e.srv.App.Orgs(context.Background(), appPrincipal(ownerID))
+		if len(orgs.Orgs) != 1 {
+			t.Fatalf("orgs: %+v", orgs)
+		}
+		id := orgs.Orgs[0].OrgID
+		// Only an owner invites.
+		r = do(t, owner, "POST", e.srv.URL+"/console/team/"+id+"/invite", url.Values{"csrf": {otok}, "email": {"second@example.com"}, "role": {"member"}})
+		if r.status != http.StatusCreated || !strings.Contains(r.body, `id="invited"`) {
+			t.Fatalf("invite: %d\n%s", r.status, r.body)
+		}
+		if r := do(t, second, "GET", e.srv.URL+"/console/team/"+id, nil); r.status != http.StatusNotFound {
+			t.Errorf("an invitee sees the team before joining: %d", r.status)
+		}
+		r = do(t, second, "POST", e.srv.URL+"/console/team/join", url.Values{"csrf": {stok}, "org_id": {id}})
+		if r.status != http.StatusOK || !strings.Contains(r.body, `id="joined"`) {
+			t.Fatalf("join: %d\n%s", r.status, r.body)
+		}
+		r = do(t, owner, "GET", e.srv.URL+"/console/team/"+id, nil)
+		if !strings.Contains(r.body, "second@example.com</td><td>member</td><td>active") {
+			t.Errorf("the owner's member list:\n%s", r.body)
+		}
+		if r := do(t, second, "POST", e.srv.URL+"/console/team/"+id+"/invite", url.Values{"csrf": {stok}, "email": {"third@example.com"}}); r.status != http.StatusForbidden {
+			t.Errorf("a member invites: %d", r.status)
+		}
+		r = do(t, second, "POST", e.srv.URL+"/console/team/"+id+"/remove", url.Values{"csrf": {stok}, "email": {"second@example.com"}})
+		if r.status != http.StatusSeeOther || r.header.Get("Location") != "/console/team" {
+			t.Fatalf("leave: %d %q", r.status, r.header.Get("Location"))
+		}
+		if r := do(t, owner, "GET", e.srv.URL+"/console/team/"+id, nil); strings.Contains(r.body, "second@example.com") {
+			t.Error("the member who left is still listed")
+		}
+	})
+}
