@@ -205,8 +205,15 @@ func (c *Console) guard(rt route) http.Handler {
 		}
 		unsafe := r.Method != http.MethodGet && r.Method != http.MethodHead
 		if unsafe {
-			// A form is bounded as the API's bodies are.
+			// A form is bounded as the API's bodies are: 413, nothing done.
 			r.Body = http.MaxBytesReader(w, r.Body, c.Config.MaxBodyBytes)
+			if err := r.ParseForm(); err != nil {
+				if _, ok := errors.AsType[*http.MaxBytesError](err); ok {
+					c.fail(w, r, (&domain.Error{Code: domain.CodeBodyTooLarge, Detail: "the form is larger than the service accepts"}).
+						With("limit_bytes", c.Config.MaxBodyBytes))
+					return
+				}
+			}
 			// The API's rule first (Sec-Fetch-Site/Origin), then the form's
 			// token: either refusal writes nothing.
 			if err := c.CrossOrigin.Check(r); err != nil {

@@ -118,6 +118,13 @@ func TestKeysPanelHTTP(t *testing.T) {
 				t.Errorf("create %v: %d", form, r.status)
 			}
 		}
+		// A form over the body limit is refused before it is read.
+		if r := do(t, c, "POST", e.srv.URL+"/console/keys", url.Values{"csrf": {tok}, "label": {strings.Repeat("x", 2<<20)}}); r.status != http.StatusRequestEntityTooLarge {
+			t.Errorf("an oversized form: %d", r.status)
+		}
+		if keys, _ := e.srv.App.Keys(context.Background(), appPrincipal(userID)); keys.Count != 2 {
+			t.Fatalf("refused forms created keys: %d", keys.Count)
+		}
 		r = do(t, c, "POST", e.srv.URL+"/console/keys/"+id+"/revoke", url.Values{"csrf": {tok}})
 		if r.status != http.StatusSeeOther || r.header.Get("Location") != "/console/keys?done=revoked" {
 			t.Fatalf("revoke: %d %q", r.status, r.header.Get("Location"))
