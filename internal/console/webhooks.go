@@ -148,10 +148,17 @@ func (c *Console) testWebhook(w http.ResponseWriter, r *http.Request) error {
 	return c.webhooksPage(w, r, http.StatusOK, webhooksPage{Tested: &res})
 }
 
+// attemptRow is one delivery attempt; Delivered ones are not offered for
+// redelivery.
+type attemptRow struct {
+	api.WebhookDelivery
+	Delivered bool
+}
+
 // endpointPage is one endpoint's attempts, newest first.
 type endpointPage struct {
 	Endpoint   api.Webhook
-	Deliveries []api.WebhookDelivery
+	Deliveries []attemptRow
 	Max        int
 	Refused    *refusal
 	Done       string
@@ -179,7 +186,10 @@ func (c *Console) endpointPage(w http.ResponseWriter, r *http.Request, status in
 			pg.Endpoint = h
 		}
 	}
-	pg.Deliveries, pg.Max = ds.Deliveries, app.MaxDeliveriesListed
+	for _, d := range ds.Deliveries {
+		pg.Deliveries = append(pg.Deliveries, attemptRow{WebhookDelivery: d, Delivered: delivered(d)})
+	}
+	pg.Endpoint.ID, pg.Max = id, app.MaxDeliveriesListed
 	c.render(w, r, status, "webhook", "Webhook endpoint", pg)
 	return nil
 }
