@@ -106,6 +106,10 @@ type route struct {
 	public bool
 	// stream routes are not cut by --request-timeout.
 	stream bool
+	// legalExempt routes work while required legal documents are unmet,
+	// as the API's keys and legal routes do (CONTRACT.md "Legal
+	// agreements"): where a person accepts them.
+	legalExempt bool
 }
 
 // handlerFunc answers a console request; a non-nil error is rendered as an
@@ -127,6 +131,32 @@ func (c *Console) routes() []route {
 		{pattern: "GET " + Prefix + "activity", handler: c.activity},
 		{pattern: "GET " + Prefix + "activity/rows", handler: c.activityRows},
 		{pattern: "GET " + Prefix + "events/{event_id}", handler: c.event},
+
+		{pattern: "GET " + Prefix + "notifications", handler: c.notifications},
+		{pattern: "POST " + Prefix + "notifications/preferences", handler: c.savePreferences},
+		{pattern: "POST " + Prefix + "notifications/test", handler: c.testNotification},
+		{pattern: "POST " + Prefix + "notifications/{notification_id}/redeliver", handler: c.redeliverNotification},
+		{pattern: "GET " + Prefix + "webhooks", handler: c.webhooks},
+		{pattern: "POST " + Prefix + "webhooks", handler: c.createWebhook},
+		{pattern: "POST " + Prefix + "webhooks/test", handler: c.testWebhook},
+		{pattern: "GET " + Prefix + "webhooks/{webhook_id}", handler: c.webhookEndpoint},
+		{pattern: "POST " + Prefix + "webhooks/{webhook_id}/delete", handler: c.deleteWebhook},
+		{pattern: "POST " + Prefix + "webhooks/{webhook_id}/redeliver", handler: c.redeliverWebhook},
+		{pattern: "GET " + Prefix + "keys", handler: c.keys, legalExempt: true},
+		{pattern: "POST " + Prefix + "keys", handler: c.createKey, legalExempt: true},
+		{pattern: "POST " + Prefix + "keys/{key_id}/revoke", handler: c.revokeKey, legalExempt: true},
+		{pattern: "GET " + Prefix + "legal", handler: c.legal, legalExempt: true},
+		{pattern: "POST " + Prefix + "legal/accept", handler: c.acceptLegal, legalExempt: true},
+		{pattern: "GET " + Prefix + "usage", handler: c.usage},
+		{pattern: "GET " + Prefix + "export", handler: c.export},
+		{pattern: "GET " + Prefix + "export/download", handler: c.exportDownload, stream: true},
+		{pattern: "GET " + Prefix + "export/public-key", handler: c.exportPublicKey},
+		{pattern: "GET " + Prefix + "team", handler: c.team},
+		{pattern: "POST " + Prefix + "team", handler: c.createTeam},
+		{pattern: "POST " + Prefix + "team/join", handler: c.joinTeam},
+		{pattern: "GET " + Prefix + "team/{org_id}", handler: c.org},
+		{pattern: "POST " + Prefix + "team/{org_id}/invite", handler: c.inviteMember},
+		{pattern: "POST " + Prefix + "team/{org_id}/remove", handler: c.removeMember},
 	}
 	for _, p := range panels {
 		if !p.Built {
@@ -175,6 +205,15 @@ func (c *Console) guard(rt route) http.Handler {
 		}
 		unsafe := r.Method != http.MethodGet && r.Method != http.MethodHead
 		if unsafe {
+			// A form is bounded as the API's bodies are: 413, nothing done.
+			r.Body = http.MaxBytesReader(w, r.Body, c.Config.MaxBodyBytes)
+			if err := r.ParseForm(); err != nil {
+				if _, ok := errors.AsType[*http.MaxBytesError](err); ok {
+					c.fail(w, r, (&domain.Error{Code: domain.CodeBodyTooLarge, Detail: "the form is larger than the service accepts"}).
+						With("limit_bytes", c.Config.MaxBodyBytes))
+					return
+				}
+			}
 			// The API's rule first (Sec-Fetch-Site/Origin), then the form's
 			// token: either refusal writes nothing.
 			if err := c.CrossOrigin.Check(r); err != nil {
@@ -200,11 +239,13 @@ func (c *Console) guard(rt route) http.Handler {
 				return
 			}
 		}
-		if v.UserID != "" && !rt.public {
+		if v.UserID != "" && !rt.public && !rt.legalExempt {
 			if err := c.App.RequireAcceptances(r.Context(), v.Principal); err != nil {
 				c.fail(w, r, err)
 				return
 			}
+		}
+		if v.UserID != "" && !rt.public {
 			c.App.CountCall(v.UserID, app.CapabilityNone, Surface)
 		}
 		if err := rt.handler(w, r); err != nil {

@@ -21,13 +21,13 @@ var panels = []panel{
 	{Slug: "activity", Title: "Activity", Path: Prefix + "activity", Built: true},
 	{Slug: "gate", Title: "Gate", Path: Prefix + "gate", About: "grants with budget used and time to expiry, the sub-agent tree, create and revoke"},
 	{Slug: "governance", Title: "Governance", Path: Prefix + "governance", About: "proposals by state; ratify, enact, reject; the rules in force"},
-	{Slug: "notifications", Title: "Notifications", Path: Prefix + "notifications", About: "the inbox, and preferences as a type × channel grid"},
-	{Slug: "webhooks", Title: "Webhooks", Path: Prefix + "webhooks", About: "endpoints, deliveries with status and duration, redeliver, send a test"},
-	{Slug: "keys", Title: "Keys and machines", Path: Prefix + "keys", About: "API keys (created once, scopes, revoke) and machines' signing keys"},
-	{Slug: "team", Title: "Team", Path: Prefix + "team", About: "orgs, members and invitations (with serve --teams)"},
-	{Slug: "legal", Title: "Legal", Path: Prefix + "legal", About: "the documents and what the account accepted"},
-	{Slug: "usage", Title: "Usage", Path: Prefix + "usage", About: "calls per day by surface and capability"},
-	{Slug: "export", Title: "Export", Path: Prefix + "export", About: "the chain's export and the public key, with the offline verify command"},
+	{Slug: "notifications", Built: true, Title: "Notifications", Path: Prefix + "notifications", About: "the inbox, and preferences as a type × channel grid"},
+	{Slug: "webhooks", Built: true, Title: "Webhooks", Path: Prefix + "webhooks", About: "endpoints, deliveries with status and duration, redeliver, send a test"},
+	{Slug: "keys", Built: true, Title: "Keys and machines", Path: Prefix + "keys", About: "API keys (created once, scopes, revoke) and machines' signing keys"},
+	{Slug: "team", Built: true, Title: "Team", Path: Prefix + "team", About: "orgs, members and invitations (with serve --teams)"},
+	{Slug: "legal", Built: true, Title: "Legal", Path: Prefix + "legal", About: "the documents and what the account accepted"},
+	{Slug: "usage", Built: true, Title: "Usage", Path: Prefix + "usage", About: "calls per day by surface and capability"},
+	{Slug: "export", Built: true, Title: "Export", Path: Prefix + "export", About: "the chain's export and the public key, with the offline verify command"},
 }
 
 // navItem is a panel as the layout's navigation shows it.
