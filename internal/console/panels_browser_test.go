@@ -52,6 +52,7 @@ func TestPanelsInBrowser(t *testing.T) {
 			t.Errorf("acceptances:\n%s", rows)
 		}
 		tb.screenshot(t, "legal")
+		tb.axe(t)
 		tb.checkInert(t)
 		// Accepted: the account's key appends again.
 		e.appendEvent(key, map[string]any{"event_id": "evt-p1", "event_type": "tool_call", "tool": "t", "decision": "allow",
@@ -86,6 +87,7 @@ func TestPanelsInBrowser(t *testing.T) {
 		keys, _ := e.srv.App.Keys(context.Background(), appPrincipal(userID))
 		id := keys.Keys[0].ID
 		tb.screenshot(t, "keys")
+		tb.axe(t)
 		tb.run(t, chromedp.Click(chromedp.CSS(`form[action="/console/keys/`+id+`/revoke"] button`)), chromedp.WaitVisible(chromedp.CSS("#done")))
 		if st := e.api("GET", "/v1/machines", token, nil, nil); st != http.StatusUnauthorized {
 			t.Errorf("the revoked key on the API: %d", st)
@@ -135,6 +137,7 @@ func TestPanelsInBrowser(t *testing.T) {
 			t.Errorf("the endpoints table:\n%s", got)
 		}
 		tb.screenshot(t, "webhooks")
+		tb.axe(t)
 		hooks, _ := e.srv.App.Webhooks(context.Background(), appPrincipal(userID))
 		hookID := hooks.Webhooks[1].ID
 		tb.run(t, chromedp.Click(chromedp.CSS(`#endpoints a[href$="`+hookID+`"]`)), chromedp.WaitVisible(chromedp.CSS("#deliveries")))
@@ -162,6 +165,7 @@ func TestPanelsInBrowser(t *testing.T) {
 			t.Error("the grid shows the cell still on")
 		}
 		tb.screenshot(t, "notifications")
+		tb.axe(t)
 		tb.checkInert(t)
 
 		// Usage: the chart is drawn.
@@ -170,6 +174,7 @@ func TestPanelsInBrowser(t *testing.T) {
 			t.Error("the chart has no bar")
 		}
 		tb.screenshot(t, "usage")
+		tb.axe(t)
 		tb.checkInert(t)
 
 		// Export: both downloads, checked offline.
@@ -191,6 +196,7 @@ func TestPanelsInBrowser(t *testing.T) {
 			t.Errorf("the export's report: %+v", rep)
 		}
 		tb.screenshot(t, "export")
+		tb.axe(t)
 		tb.checkInert(t)
 
 		// Team: one created (its name hostile), a member invited.
@@ -209,6 +215,7 @@ func TestPanelsInBrowser(t *testing.T) {
 			t.Errorf("the members:\n%s", got)
 		}
 		tb.screenshot(t, "team")
+		tb.axe(t)
 		tb.checkInert(t)
 	})
 }
