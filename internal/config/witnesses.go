@@ -87,12 +87,12 @@ func parseWitnesses(specs *listValue, quorum int) ([]Witness, int, error) {
 }
 
 // ParseWitness parses "URL=VKEY". A URL may itself hold '=' (a query), so
-// the spec is split at the first '=' whose left side is an http(s) URL and
+// the spec is split at the last '=' whose left side is an http(s) URL and
 // whose right side is a cosignature/v1 verifier key.
 func ParseWitness(spec string) (Witness, error) {
 	spec = strings.TrimSpace(spec)
 	var firstErr error
-	for i := 0; i < len(spec); i++ {
+	for i := len(spec) - 1; i >= 0; i-- {
 		if spec[i] != '=' {
 			continue
 		}

@@ -34,12 +34,26 @@ type Witness struct {
 // an Ed25519 cosignature/v1 key (algorithm 0x04), or a plain Ed25519 key
 // (0x01), which transparency-dev/formats treats as the same key signing
 // cosignature/v1.
+//
+// The key hash in the vkey must be the one of its name and key (formats
+// does not check it): a vkey of a plain Ed25519 key is checked by
+// x/mod's note.NewVerifier, a cosignature/v1 one against the verifier's
+// own hash.
 func NewWitness(vkey string) (Witness, error) {
-	v, err := fnote.NewVerifierForCosignatureV1(strings.TrimSpace(vkey))
+	vkey = strings.TrimSpace(vkey)
+	v, err := fnote.NewVerifierForCosignatureV1(vkey)
 	if err != nil {
 		return Witness{}, fmt.Errorf("witness key %q: %w", vkey, err)
 	}
-	return Witness{Name: v.Name(), VKey: strings.TrimSpace(vkey), verifier: v}, nil
+	if _, err := note.NewVerifier(vkey); err != nil {
+		// Not a plain Ed25519 key: its hash must be the cosignature/v1
+		// verifier's.
+		parts := strings.SplitN(vkey, "+", 3)
+		if len(parts) != 3 || parts[1] != fmt.Sprintf("%08x", v.KeyHash()) {
+			return Witness{}, fmt.Errorf("witness key %q: the key hash is not that of its name and key", vkey)
+		}
+	}
+	return Witness{Name: v.Name(), VKey: vkey, verifier: v}, nil
 }
 
 // ErrCosignature is wrapped by every failure of VerifyCosignature.
