@@ -10,6 +10,7 @@ import (
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -25,6 +26,7 @@ import (
 	"github.com/auditchain/auditchain/internal/app"
 	"github.com/auditchain/auditchain/internal/app/apptest"
 	"github.com/auditchain/auditchain/internal/config"
+	"github.com/auditchain/auditchain/internal/schedule"
 	"github.com/auditchain/auditchain/internal/store"
 	"github.com/auditchain/auditchain/internal/store/storetest"
 	"github.com/auditchain/auditchain/internal/witnessclient"
@@ -38,6 +40,8 @@ type tdWitness struct {
 	URL, VKey, Name string
 	persistence     *inmemory.Persistence
 	requests        atomic.Int64
+	// delay holds every answer that long (a slow witness).
+	delay time.Duration
 	// down makes the witness unreachable: a request hangs until release is
 	// closed (or the client gives up), then its connection is cut.
 	down    atomic.Bool
@@ -79,6 +83,9 @@ func startWitness(t *testing.T, name string) *tdWitness {
 	mux := http.NewServeMux()
 	mux.HandleFunc("POST /add-checkpoint", func(rw http.ResponseWriter, r *http.Request) {
 		tw.requests.Add(1)
+		if tw.delay > 0 {
+			time.Sleep(tw.delay)
+		}
 		if tw.down.Load() {
 			select {
 			case <-tw.release:
@@ -295,6 +302,9 @@ func TestTransparencyDevWitnessCosignsTheServicesCheckpoints(t *testing.T) {
 		s := newService(t, dsn, serviceKey(t), "", clk, tw.config())
 		tw.follow(t, s.p.UserID, s.pub)
 		w := mustWitness(t, tw.VKey)
+		if !slices.ContainsFunc(s.Jobs(), func(j schedule.Job) bool { return j.Name == app.JobWitness }) {
+			t.Fatal("no witness job on the scheduler with --witness")
+		}
 
 		for round, n := range []int{3, 5} {
 			b := s.append(t, n, "a")
@@ -527,4 +537,43 @@ func TestWitnessConflictIsRecoveredAndARollbackIsCaught(t *testing.T) {
 			t.Fatalf("the rolled-back block got cosigned")
 		}
 	})
+}
+
+// Replicas over one PostgreSQL database running the witness job at once
+// submit each account once: an account is claimed by one replica at a time
+// (a second replica skips it), so a slow witness gets one request per
+// account, not one per replica, and each block one cosignature.
+func TestWitnessReplicasSubmitEachAccountOnce(t *testing.T) {
+	dsn := storetest.DSN(t, storetest.Postgres)
+	tw := startWitness(t, "witness.example/replicas")
+	tw.delay = 100 * time.Millisecond
+	key := serviceKey(t)
+	clk := &clock{t: time.Now()}
+	first := newService(t, dsn, key, "", clk, tw.config())
+	accounts := []*service{first}
+	for range 4 {
+		accounts = append(accounts, newService(t, dsn, key, "", clk, tw.config()))
+	}
+	for _, s := range accounts {
+		tw.follow(t, s.p.UserID, s.pub)
+		s.append(t, 3, "r")
+	}
+	second := newService(t, dsn, key, "", clk, tw.config()) // another replica (and an account without events)
+	var wg sync.WaitGroup
+	runs := make([]app.WitnessRun, 2)
+	for i, s := range []*service{first, second} {
+		wg.Go(func() { runs[i] = s.sweep(t) })
+	}
+	wg.Wait()
+	if n := tw.requests.Load(); n != int64(len(accounts)) {
+		t.Fatalf("%d requests for %d accounts (runs %+v)", n, len(accounts), runs)
+	}
+	if got := runs[0].Cosigned + runs[1].Cosigned; got != len(accounts) {
+		t.Fatalf("cosigned %d, want %d (runs %+v)", got, len(accounts), runs)
+	}
+	for _, s := range accounts {
+		if b := s.newestBlock(t); len(b.Cosignatures) != 1 {
+			t.Fatalf("account %s: %d cosignatures", s.p.UserID, len(b.Cosignatures))
+		}
+	}
 }
