@@ -48,7 +48,7 @@ type tdWitness struct {
 	release chan struct{}
 }
 
-func startWitness(t *testing.T, name string) *tdWitness {
+func startWitness(t testing.TB, name string) *tdWitness {
 	t.Helper()
 	skey, vkey, err := note.GenerateKey(rand.Reader, name)
 	if err != nil {
@@ -271,7 +271,7 @@ func (s *service) export(t *testing.T) verify.Report {
 	return rep
 }
 
-func serviceKey(t *testing.T) ed25519.PrivateKey {
+func serviceKey(t testing.TB) ed25519.PrivateKey {
 	t.Helper()
 	_, key, err := ed25519.GenerateKey(rand.Reader)
 	if err != nil {
@@ -576,4 +576,79 @@ func TestWitnessReplicasSubmitEachAccountOnce(t *testing.T) {
 			t.Fatalf("account %s: %d cosignatures", s.p.UserID, len(b.Cosignatures))
 		}
 	}
+}
+
+// BenchmarkWitnessSweep measures the witness job over many accounts with
+// three transparency-dev witnesses in this process (their verification and
+// signing share the CPU): each iteration appends an event to every account
+// and seals it (not timed), then runs one sweep, which submits every
+// account's new block to every witness with a consistency proof. Accounts
+// per second of sweep is the figure: a checkpoint per account per minute
+// for N accounts needs N/60. SQLite, 1,000 accounts:
+// go test -run '^$' -bench WitnessSweep -benchtime 3x.
+func BenchmarkWitnessSweep(b *testing.B) {
+	const accounts = 1000
+	dsn := storetest.DSN(b, storetest.SQLite)
+	var ws []config.Witness
+	var tws []*tdWitness
+	for i := range 3 {
+		tw := startWitness(b, fmt.Sprintf("witness.example/bench%d", i))
+		tws = append(tws, tw)
+		ws = append(ws, tw.config())
+	}
+	key := serviceKey(b)
+	clk := &clock{t: time.Now()}
+	st := storetest.Open(b, dsn)
+	cfg := apptest.Config(b)
+	cfg.Witnesses, cfg.WitnessQuorum = ws, len(ws)
+	a := app.New(app.Deps{Store: st, Config: cfg, Now: clk.now, ServiceKey: key})
+	b.Cleanup(a.Close)
+	ctx := context.Background()
+	ps := make([]app.Principal, accounts)
+	for i := range ps {
+		acct, _, err := a.CreateAccount(ctx, app.AccountRequest{NoEmail: true})
+		if err != nil {
+			b.Fatal(err)
+		}
+		ps[i] = app.Principal{UserID: acct.UserID, KeyID: "k", Kind: "api_key"}
+		for _, tw := range tws {
+			origin := verify.Origin(acct.UserID)
+			vkey, _ := verify.CheckpointVerifierKey(origin, key.Public().(ed25519.PublicKey))
+			v, _ := verify.CheckpointVerifier(origin, key.Public().(ed25519.PublicKey))
+			if err := tw.persistence.AddLogs(ctx, []wconfig.Log{{Origin: origin, VKey: vkey, Verifier: v}}); err != nil {
+				b.Fatal(err)
+			}
+		}
+	}
+	seq := 0
+	round := func() {
+		for _, p := range ps {
+			id, typ := fmt.Sprintf("evt-bench-%d", seq), "note"
+			seq++
+			if _, err := a.AppendNext(ctx, p, api.EventInput{EventID: &id, EventType: &typ}, "rest"); err != nil {
+				b.Fatal(err)
+			}
+			if _, _, err := a.Seal(ctx, p.UserID); err != nil {
+				b.Fatal(err)
+			}
+		}
+	}
+	round()
+	if r, err := a.WitnessSweep(ctx); err != nil || r.Cosigned != accounts*3 {
+		b.Fatalf("first sweep: %+v %v", r, err)
+	}
+	var swept time.Duration
+	for b.Loop() {
+		b.StopTimer()
+		round()
+		b.StartTimer()
+		start := time.Now()
+		r, err := a.WitnessSweep(ctx)
+		swept += time.Since(start)
+		if err != nil || r.Cosigned != accounts*3 {
+			b.Fatalf("sweep: %+v %v", r, err)
+		}
+	}
+	b.ReportMetric(float64(accounts*b.N)/swept.Seconds(), "accounts/s")
+	b.ReportMetric(float64(3*accounts*b.N)/swept.Seconds(), "cosignatures/s")
 }
