@@ -271,9 +271,13 @@ func (e adminEnv) check(args []string) error {
 	if err != nil {
 		return err
 	}
+	gone := witnessesNone // a pinned account no longer in the store has nothing cosigned
+	if len(keys.ws) == 0 {
+		gone = witnessesNotConfigured
+	}
 	for _, r := range pins { // pinned, but no longer in the store
 		status, detail := r.Status, r.Detail
-		rep.Accounts = append(rep.Accounts, accountCheck{UserID: r.Pinned.UserID, MerkleRoot: app.RootOK, Witnesses: witnessesNone, Pin: &status, PinDetail: &detail})
+		rep.Accounts = append(rep.Accounts, accountCheck{UserID: r.Pinned.UserID, MerkleRoot: app.RootOK, Witnesses: gone, Pin: &status, PinDetail: &detail})
 	}
 	for i := range rep.Accounts {
 		c := &rep.Accounts[i]
