@@ -357,6 +357,9 @@ func printCheck(w io.Writer, rep checkReport) error {
 		if c.Pin != nil {
 			fmt.Fprintf(&b, ", pin %s", *c.Pin)
 		}
+		if c.Witnesses != witnessesNotConfigured {
+			fmt.Fprintf(&b, ", witnesses %s", c.Witnesses)
+		}
 		b.WriteByte('\n')
 		if c.MerkleRootDetail != nil {
 			fmt.Fprintf(&b, "         merkle root: %s\n", *c.MerkleRootDetail)
@@ -373,7 +376,9 @@ func printCheck(w io.Writer, rep checkReport) error {
 	} else {
 		fmt.Fprintf(&b, "%d accounts checked: %d do not match\n", len(rep.Accounts), rep.Mismatches)
 	}
-	b.WriteString("witness cosignatures: not checked (the service has no witnesses yet)\n")
+	if len(rep.Accounts) > 0 && rep.Accounts[0].Witnesses == witnessesNotConfigured {
+		b.WriteString("witness cosignatures: not checked (give the witnesses' keys with --witness)\n")
+	}
 	_, err := io.WriteString(w, b.String())
 	return err
 }
