@@ -317,6 +317,12 @@ func (a *App) submit(ctx context.Context, userID string, block store.BlockRow, s
 		case err == nil:
 			s.line, s.outcome, s.err = line, WitnessCosigned, nil
 			return
+		case errors.As(err, &conflict) && int64(conflict.Size) == old:
+			// The witness holds the size we sent as old, so the 409 is
+			// the spec's answer to another root at an equal size (the
+			// checkpoint's, when old is its size): a fork.
+			s.outcome, s.err = WitnessRefused, fmt.Errorf("%w: %v", errWitnessRoot, err)
+			return
 		case errors.As(err, &conflict):
 			old = int64(conflict.Size)
 			s.outcome, s.err = WitnessRefused, err
@@ -331,11 +337,17 @@ func (a *App) submit(ctx context.Context, userID string, block store.BlockRow, s
 	s.witnessSize = old
 }
 
-// isInconsistent reports a witness's 422: the checkpoint is not consistent
-// with what it cosigned before.
+// errWitnessRoot is a 409 naming the very size submitted as old: C2SP
+// tlog-witness answers so when the checkpoint's root differs from the one
+// the witness cosigned at that size.
+var errWitnessRoot = errors.New("the witness cosigned another root at this size: the log forked")
+
+// isInconsistent reports a witness's refusal of a checkpoint inconsistent
+// with what it cosigned before: a 422 (the proof or the root does not
+// hold), or a 409 at the size sent (errWitnessRoot).
 func isInconsistent(err error) bool {
 	var refused *witnessclient.RefusedError
-	return errors.As(err, &refused) && refused.Status == http.StatusUnprocessableEntity
+	return errors.Is(err, errWitnessRoot) || errors.As(err, &refused) && refused.Status == http.StatusUnprocessableEntity
 }
 
 // WitnessLag is one witness's lag over every account (store.WitnessLag).

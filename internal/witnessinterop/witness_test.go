@@ -652,3 +652,37 @@ func BenchmarkWitnessSweep(b *testing.B) {
 	b.ReportMetric(float64(accounts*b.N)/swept.Seconds(), "accounts/s")
 	b.ReportMetric(float64(3*accounts*b.N)/swept.Seconds(), "cosignatures/s")
 }
+
+// C2SP tlog-witness answers a checkpoint whose root differs from the one the
+// witness cosigned at the same size with 409 and that size (the
+// transparency-dev witness answers 422): the job, having sent that size as
+// old, takes it for the fork it is — refused, logged as an error, not
+// retried in the same run.
+func TestWitnessConflictAtTheSizeSentIsAFork(t *testing.T) {
+	storetest.Each(t, func(t *testing.T, dsn string) {
+		var requests atomic.Int64
+		srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			requests.Add(1)
+			w.Header().Set("Content-Type", "text/x.tlog.size")
+			w.WriteHeader(http.StatusConflict)
+			fmt.Fprintln(w, 3)
+		}))
+		defer srv.Close()
+		_, vkey, err := note.GenerateKey(rand.Reader, "witness.example/spec")
+		if err != nil {
+			t.Fatal(err)
+		}
+		s := newService(t, dsn, serviceKey(t), "", &clock{t: time.Now()}, config.Witness{URL: srv.URL, VKey: vkey, Name: "witness.example/spec"})
+		s.append(t, 3, "a")
+		if r := s.sweep(t); r.Failed != 1 || requests.Load() != 2 {
+			t.Fatalf("run %+v after %d requests, want one failure after 2 (old 0, then old 3)", r, requests.Load())
+		}
+		st := s.state(t, "witness.example/spec")
+		if st.LastError == nil || !strings.Contains(*st.LastError, "forked") || st.WitnessSize != 3 {
+			t.Fatalf("state: %+v (%v)", st, st.LastError)
+		}
+		if !strings.Contains(s.logs.String(), "level=ERROR") {
+			t.Fatalf("the fork is not logged as an error:\n%s", s.logs)
+		}
+	})
+}
