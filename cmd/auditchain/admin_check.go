@@ -4,6 +4,7 @@ package main
 // "Verify a store" and "Pinned state"), and serve's --pin-state.
 
 import (
+	"bytes"
 	"context"
 	"crypto/ed25519"
 	"errors"
@@ -13,23 +14,31 @@ import (
 	"os"
 	"strings"
 	"time"
+	"unicode"
 
 	"github.com/auditchain/auditchain/internal/app"
+	"github.com/auditchain/auditchain/internal/config"
 	"github.com/auditchain/auditchain/internal/durable"
+	"github.com/auditchain/auditchain/internal/merkle"
 	"github.com/auditchain/auditchain/internal/pinstate"
 	"github.com/auditchain/auditchain/internal/progress"
 	"github.com/auditchain/auditchain/internal/store"
+	"github.com/auditchain/auditchain/pkg/verify"
 )
 
-const checkUsage = `usage: auditchain admin check [--pin-state FILE] [--service-key-file FILE] [--strict] [--json] [--quiet] [--db DSN]
+const checkUsage = `usage: auditchain admin check [--pin-state FILE] [--service-key-file FILE] [--witness URL=VKEY ...] [--witness-quorum N] [--strict] [--json] [--quiet] [--db DSN]
 
 Checks every account of the store, reading only: each event's payload_hash
 recomputed from its stored fields, the prev_hash links and sequence gaps, the
 Merkle root of the events against the stored tree and against the newest
 signed block (its signature verified with the service key), and, with
 --pin-state, that the store holds each pinned account's block and tree
-(nothing rolled back). Witness cosignatures are not checked: the service has
-no witnesses yet.
+(nothing rolled back). With --witness keys (serve's, or just the verifier
+keys; $AUDITCHAIN_WITNESS as serve reads it), the witnesses' cosignatures on
+each newest block: ok (--witness-quorum of them verify), none (fewer: not yet
+cosigned), mismatch (a stored cosignature that does not verify, a witness
+that cosigned another root at a size, or holds more than the newest block);
+without, witnesses is not_configured.
 
 One line per account (--json: a report); exits 1 when any account does not
 match. Breaks, gaps and event signature failures are what POST
@@ -91,18 +100,116 @@ type pinSummary struct {
 	Accounts int    `json:"accounts"`
 }
 
-// Witness states of an account's newest block: not_built until the service
-// has witnesses; then ok, or mismatch (which fails the check).
+// Witness states of an account's newest block (docs/integrity.md
+// "Witnesses"), from the cosignatures and witness rows the store holds,
+// checked against the witness keys given (--witness, as serve takes it):
+//   - ok: at least --witness-quorum valid cosignatures on the newest block;
+//   - none: fewer (the witness job has not caught up, or the witnesses are
+//     down): nothing wrong, the detail names who is missing;
+//   - mismatch (fails the check): a stored cosignature that does not verify
+//     under its witness's key, a witness that cosigned a root at a size
+//     where this store's tree has another (a fork), or a witness that holds
+//     more of the log than the newest block (a rollback);
+//   - not_configured: no --witness key given, nothing checked.
 const (
-	witnessesNotBuilt = "not_built"
-	witnessesMismatch = "mismatch"
+	witnessesOK            = "ok"
+	witnessesNone          = "none"
+	witnessesMismatch      = "mismatch"
+	witnessesNotConfigured = "not_configured"
 )
 
-// checkWitnesses is where the witnesses' cosignatures on the newest block
-// will be verified once the service has witnesses: each configured witness's
-// cosignature on the block's checkpoint, kept outside the stored block bytes
-// (docs/integrity.md). Until then nothing is checked, and the report says so.
-func checkWitnesses(store.BlockRow) (status string, detail *string) { return witnessesNotBuilt, nil }
+// witnessKeys are admin check's --witness keys and quorum.
+type witnessKeys struct {
+	ws     []verify.Witness
+	quorum int
+}
+
+// checkWitnesses checks the witnesses' cosignatures on the account's newest
+// block b and the witness rows against the store's own tree.
+func checkWitnesses(ctx context.Context, a *adminApp, userID string, b store.BlockRow, keys witnessKeys) (string, *string, error) {
+	if len(keys.ws) == 0 {
+		return witnessesNotConfigured, nil, nil
+	}
+	detail := func(format string, args ...any) *string { s := fmt.Sprintf(format, args...); return &s }
+	cosigs, err := a.Store.Cosignatures(ctx, userID, b.Index, b.Index)
+	if err != nil {
+		return "", nil, err
+	}
+	states, err := a.Store.WitnessStates(ctx, nil, userID)
+	if err != nil {
+		return "", nil, err
+	}
+	var lines []string
+	for _, c := range cosigs[b.Index] {
+		for _, w := range keys.ws {
+			if w.Name != c.Witness {
+				continue
+			}
+			if err := w.VerifyCosignature(b.Note, c.Signature); err != nil {
+				return witnessesMismatch, detail("the stored cosignature of %s on block %d: %v", w.Name, b.Index, err), nil
+			}
+			lines = append(lines, c.Signature)
+		}
+	}
+	r := a.Store.HashReader(ctx, nil, userID)
+	for _, w := range keys.ws {
+		st, ok := states[w.Name]
+		if !ok {
+			continue
+		}
+		if st.WitnessSize > int64(b.Size) {
+			return witnessesMismatch, detail("%s holds size %d of this log, beyond its newest block (size %d): rolled back or forked", w.Name, st.WitnessSize, b.Size), nil
+		}
+		if st.CosignedSize > 0 && st.CosignedSize <= int64(b.Size) {
+			root, err := merkle.Root(st.CosignedSize, r)
+			if err != nil {
+				return "", nil, err
+			}
+			if !bytes.Equal(root[:], st.CosignedRoot) {
+				return witnessesMismatch, detail("%s cosigned another root at size %d than this store's tree has: a fork", w.Name, st.CosignedSize), nil
+			}
+		}
+	}
+	q := verify.CheckQuorum(b.Note, lines, keys.ws, keys.quorum)
+	if !q.Met() {
+		return witnessesNone, detail("%d of %d required cosignatures on block %d (missing: %s)", len(q.Cosigned), q.Required, b.Index, strings.Join(q.Missing, ", ")), nil
+	}
+	return witnessesOK, nil, nil
+}
+
+// witnessFlags are admin check's --witness (URL=VKEY as serve takes it, or
+// a bare VKEY; repeatable; $AUDITCHAIN_WITNESS as serve reads it) and
+// --witness-quorum.
+func (e adminEnv) witnessFlags(fs *flag.FlagSet) func() (witnessKeys, error) {
+	var specs multiFlag
+	fs.Var(&specs, "witness", "a witness's URL=VKEY (as serve takes it) or VKEY, repeatable: check its cosignatures (env AUDITCHAIN_WITNESS)")
+	quorum := fs.Int("witness-quorum", 0, "cosignatures the newest block needs (default: every --witness)")
+	return func() (witnessKeys, error) {
+		if len(specs) == 0 && e.getenv("AUDITCHAIN_WITNESS") != "" {
+			specs = strings.FieldsFunc(e.getenv("AUDITCHAIN_WITNESS"), func(r rune) bool { return r == ',' || unicode.IsSpace(r) })
+		}
+		var keys witnessKeys
+		for _, spec := range specs {
+			vkey := spec
+			if w, err := config.ParseWitness(spec); err == nil {
+				vkey = w.VKey
+			}
+			w, err := verify.NewWitness(vkey)
+			if err != nil {
+				return keys, usagef("admin check: --witness: %v", err)
+			}
+			keys.ws = append(keys.ws, w)
+		}
+		keys.quorum = *quorum
+		if keys.quorum == 0 {
+			keys.quorum = len(keys.ws)
+		}
+		if len(keys.ws) > 0 && (keys.quorum < 1 || keys.quorum > len(keys.ws)) {
+			return keys, usagef("admin check: --witness-quorum must be between 1 and the %d --witness keys", len(keys.ws))
+		}
+		return keys, nil
+	}
+}
 
 const pinNotPinned = "not_pinned"
 
@@ -113,7 +220,12 @@ func (e adminEnv) check(args []string) error {
 	strict := fs.Bool("strict", false, "count breaks, gaps and event signature failures as mismatches")
 	asJSON := fs.Bool("json", false, "print the report as JSON")
 	quiet := fs.Bool("quiet", false, "no progress line on stderr")
+	witnesses := e.witnessFlags(fs)
 	if err := e.noArgs(fs, args); err != nil {
+		return err
+	}
+	keys, err := witnesses()
+	if err != nil {
 		return err
 	}
 	a, closeStore, err := withServiceKey(e.ctx, open, *keyFile)
@@ -137,7 +249,7 @@ func (e adminEnv) check(args []string) error {
 		progress.Options{Label: "auditchain admin check", Unit: "accounts checked"})
 	err = eachAccount(e.ctx, a.Store, func(acct store.AccountSummary) error {
 		defer line.Add(1)
-		c, err := checkAccount(e.ctx, a, acct)
+		c, err := checkAccount(e.ctx, a, acct, keys)
 		if err != nil {
 			return fmt.Errorf("account %s: %w", acct.UserID, err)
 		}
@@ -159,9 +271,13 @@ func (e adminEnv) check(args []string) error {
 	if err != nil {
 		return err
 	}
+	gone := witnessesNone // a pinned account no longer in the store has nothing cosigned
+	if len(keys.ws) == 0 {
+		gone = witnessesNotConfigured
+	}
 	for _, r := range pins { // pinned, but no longer in the store
 		status, detail := r.Status, r.Detail
-		rep.Accounts = append(rep.Accounts, accountCheck{UserID: r.Pinned.UserID, MerkleRoot: app.RootOK, Witnesses: witnessesNotBuilt, Pin: &status, PinDetail: &detail})
+		rep.Accounts = append(rep.Accounts, accountCheck{UserID: r.Pinned.UserID, MerkleRoot: app.RootOK, Witnesses: gone, Pin: &status, PinDetail: &detail})
 	}
 	for i := range rep.Accounts {
 		c := &rep.Accounts[i]
@@ -188,7 +304,7 @@ func (e adminEnv) check(args []string) error {
 
 // checkAccount is one account's check: the heal scan (which writes nothing)
 // and the newest block.
-func checkAccount(ctx context.Context, a *adminApp, acct store.AccountSummary) (accountCheck, error) {
+func checkAccount(ctx context.Context, a *adminApp, acct store.AccountSummary, keys witnessKeys) (accountCheck, error) {
 	c := accountCheck{UserID: acct.UserID, Email: acct.Email, Present: true, Events: acct.EventCount, UnsealedEvents: acct.EventCount}
 	scan, err := a.HealScan(ctx, app.Principal{UserID: acct.UserID}, nil)
 	if err != nil {
@@ -196,7 +312,10 @@ func checkAccount(ctx context.Context, a *adminApp, acct store.AccountSummary) (
 	}
 	c.MerkleRoot, c.MerkleRootDetail = scan.MerkleRootStatus, scan.MerkleRootDetail
 	c.Breaks, c.Gaps, c.SignatureFails = len(scan.Breaks), len(scan.Gaps), len(scan.SignatureFailures)
-	c.Witnesses = witnessesNotBuilt
+	c.Witnesses = witnessesNone
+	if len(keys.ws) == 0 {
+		c.Witnesses = witnessesNotConfigured
+	}
 	b, err := a.Store.LastBlock(ctx, nil, acct.UserID)
 	switch {
 	case errors.Is(err, store.ErrNotFound):
@@ -205,7 +324,9 @@ func checkAccount(ctx context.Context, a *adminApp, acct store.AccountSummary) (
 	default:
 		c.NewestBlock = &checkedBlock{Index: b.Index, TreeSize: b.Size, RootHash: b.Root.String()}
 		c.UnsealedEvents = max(acct.EventCount-int64(b.Size), 0)
-		c.Witnesses, c.WitnessDetail = checkWitnesses(b)
+		if c.Witnesses, c.WitnessDetail, err = checkWitnesses(ctx, a, acct.UserID, b, keys); err != nil {
+			return c, err
+		}
 	}
 	return c, nil
 }
@@ -236,6 +357,9 @@ func printCheck(w io.Writer, rep checkReport) error {
 		if c.Pin != nil {
 			fmt.Fprintf(&b, ", pin %s", *c.Pin)
 		}
+		if c.Witnesses != witnessesNotConfigured {
+			fmt.Fprintf(&b, ", witnesses %s", c.Witnesses)
+		}
 		b.WriteByte('\n')
 		if c.MerkleRootDetail != nil {
 			fmt.Fprintf(&b, "         merkle root: %s\n", *c.MerkleRootDetail)
@@ -252,7 +376,9 @@ func printCheck(w io.Writer, rep checkReport) error {
 	} else {
 		fmt.Fprintf(&b, "%d accounts checked: %d do not match\n", len(rep.Accounts), rep.Mismatches)
 	}
-	b.WriteString("witness cosignatures: not checked (the service has no witnesses yet)\n")
+	if len(rep.Accounts) > 0 && rep.Accounts[0].Witnesses == witnessesNotConfigured {
+		b.WriteString("witness cosignatures: not checked (give the witnesses' keys with --witness)\n")
+	}
 	_, err := io.WriteString(w, b.String())
 	return err
 }

@@ -95,7 +95,7 @@ func TestAdminCheckHoldsTheStoreToItsPin(t *testing.T) {
 		}
 		c := rep.Accounts[0]
 		if c.UserID != userID || c.Events != 3 || c.NewestBlock == nil || c.NewestBlock.TreeSize != 2 || c.UnsealedEvents != 1 ||
-			*c.Pin != "ok" || c.Witnesses != witnessesNotBuilt {
+			*c.Pin != "ok" || c.Witnesses != witnessesNotConfigured {
 			t.Fatalf("account report: %+v", c)
 		}
 		if err := stop(); err != nil {

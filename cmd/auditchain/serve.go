@@ -89,6 +89,18 @@ func serve(ctx context.Context, args []string, getenv func(string) string, stdou
 		UsageFlush: app.NewRealTicker(app.UsageFlushInterval), Scheduler: cfg.Scheduler}); err != nil {
 		return err
 	}
+	if len(cfg.Witnesses) > 0 {
+		names := make([]string, len(cfg.Witnesses))
+		for i, w := range cfg.Witnesses {
+			names[i] = w.Name
+		}
+		if cfg.Scheduler {
+			log.Info("witnesses: the witness job submits every account's newest block each minute", "witnesses", names, "quorum", cfg.WitnessQuorum)
+		} else {
+			// The witness job has no cron route: only the scheduler runs it.
+			log.Warn("--witness is set but --scheduler=false: nothing submits checkpoints to the witnesses", "witnesses", names)
+		}
+	}
 	handler := httpapi.NewServer(a, cfg, log, doc)
 
 	ln, err := net.Listen("tcp", cfg.Addr)

@@ -5,6 +5,7 @@ import (
 	"crypto/ed25519"
 	"encoding/base64"
 	"encoding/json"
+	"flag"
 	"fmt"
 	"io"
 	"os"
@@ -35,9 +36,13 @@ func verifyCmd(ctx context.Context, args []string, stdout, stderr io.Writer) err
 }
 
 // verifyArgs parses a verify command's line: one FILE and --service-key,
-// flags before or after FILE; it returns FILE and the key.
-func verifyArgs(name, synopsis string, args []string, stdout, stderr io.Writer) (string, ed25519.PublicKey, bool, error) {
+// flags before or after FILE; it returns FILE and the key. extra defines a
+// command's own flags on the set before it is parsed.
+func verifyArgs(name, synopsis string, args []string, stdout, stderr io.Writer, extra ...func(*flag.FlagSet)) (string, ed25519.PublicKey, bool, error) {
 	fs := newFlags("verify "+name, synopsis)
+	for _, f := range extra {
+		f(fs)
+	}
 	keyArg := fs.String("service-key", "", "the service public key: standard base64, or a file holding it or the GET /v1/delegation/public-key answer")
 	fs.Bool("json", true, "the report is JSON either way (accepted like the client verbs' --json)")
 	quiet := fs.Bool("quiet", false, "no progress line on stderr (drawn only when stderr is a terminal)")

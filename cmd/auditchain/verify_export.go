@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"flag"
 	"fmt"
 	"io"
 	"os"
@@ -35,7 +36,20 @@ type exportReport struct {
 	Whole                bool           `json:"whole"`
 	Gaps                 []verify.Gap   `json:"gaps"`
 	Breaks               []verify.Break `json:"breaks"`
-	Failure              *exportFault   `json:"failure"`
+	// Witnesses is the --witness check of the checkpoint the export ends
+	// on; null without --witness.
+	Witnesses *witnessCheck `json:"witnesses"`
+	Failure   *exportFault  `json:"failure"`
+}
+
+// witnessCheck reports which of the --witness keys cosigned the export's
+// last checkpoint, by name, and whether --quorum of them did.
+type witnessCheck struct {
+	Block    *int64   `json:"block"` // the last checkpoint's index (null: the export has none)
+	Required int      `json:"required"`
+	Cosigned []string `json:"cosigned"`
+	Missing  []string `json:"missing"`
+	Met      bool     `json:"met"`
 }
 
 // exportFault locates the first failure: sequence for event failures, block
@@ -48,7 +62,7 @@ type exportFault struct {
 	Error    string `json:"error"`
 }
 
-const verifyExportUsage = `usage: auditchain verify export FILE --service-key KEY
+const verifyExportUsage = `usage: auditchain verify export FILE --service-key KEY [--witness VKEY ... [--quorum N]]
 
 FILE is an export (GET /v1/chain/export), "-" for standard input. On a
 terminal, stderr shows the lines read so far (--quiet: never).
@@ -56,7 +70,13 @@ KEY is the service's published public key: the standard base64 of its 32 bytes
 (public_key of GET /v1/delegation/public-key), or the path of a file holding
 either that base64 text or the whole GET /v1/delegation/public-key document.
 
-Prints a JSON report; exits non-zero unless the export verifies.
+--witness VKEY (repeatable) is a witness's note verifier key (cosignature/v1,
+"<name>+<hash>+<base64>"); the checkpoint the export ends on must then carry
+valid cosignatures of --quorum N of them (default: all given). The report's
+"witnesses" names who cosigned and who is missing.
+
+Prints a JSON report; exits non-zero unless the export verifies (and, with
+--witness, the quorum is met).
 `
 
 // verifyExportCmd is `auditchain verify export FILE --service-key KEY`: it
@@ -64,7 +84,16 @@ Prints a JSON report; exits non-zero unless the export verifies.
 // on stdout; on failure it also names the failure on stderr and returns an
 // error, so the process exits non-zero. FILE "-" reads standard input.
 func verifyExportCmd(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	file, pub, quiet, err := verifyArgs("export", verifyExportUsage, args, stdout, stderr)
+	var witnessKeys multiFlag
+	var quorum int
+	file, pub, quiet, err := verifyArgs("export", verifyExportUsage, args, stdout, stderr, func(fs *flag.FlagSet) {
+		fs.Var(&witnessKeys, "witness", "a witness's note verifier key (repeatable): the last checkpoint must carry its cosignature")
+		fs.IntVar(&quorum, "quorum", 0, "cosignatures required of the --witness keys (default: all of them)")
+	})
+	if err != nil {
+		return err
+	}
+	witnesses, err := witnessesOf(witnessKeys, &quorum)
 	if err != nil {
 		return err
 	}
@@ -108,6 +137,15 @@ func verifyExportCmd(ctx context.Context, args []string, stdout, stderr io.Write
 	default: // an unreadable file or similar: no report to print
 		return fmt.Errorf("verify export: %w", verr)
 	}
+	if len(witnesses) > 0 {
+		out.Witnesses = checkWitnessQuorum(rep.LastCheckpoint, witnesses, quorum)
+		if verr == nil && !out.Witnesses.Met {
+			q := verify.Quorum{Required: quorum, Cosigned: out.Witnesses.Cosigned, Missing: out.Witnesses.Missing}
+			verr = errors.New(q.Error())
+			out.Valid = false
+			out.Failure = &exportFault{Kind: string(verify.KindWitnessQuorum), Block: out.Witnesses.Block, Error: verr.Error()}
+		}
+	}
 	enc := json.NewEncoder(stdout)
 	enc.SetIndent("", "  ")
 	if err := enc.Encode(out); err != nil {
@@ -120,8 +158,56 @@ func verifyExportCmd(ctx context.Context, args []string, stdout, stderr io.Write
 	return nil
 }
 
+// witnessesOf parses the --witness keys and settles --quorum: all of them
+// by default, and 1..len otherwise.
+func witnessesOf(keys []string, quorum *int) ([]verify.Witness, error) {
+	if len(keys) == 0 {
+		if *quorum != 0 {
+			return nil, usagef("verify export: --quorum needs --witness keys")
+		}
+		return nil, nil
+	}
+	ws := make([]verify.Witness, 0, len(keys))
+	names := map[string]bool{}
+	for _, k := range keys {
+		w, err := verify.NewWitness(k)
+		if err != nil {
+			return nil, usagef("verify export: --witness: %v", err)
+		}
+		if names[w.Name] {
+			return nil, usagef("verify export: --witness: two keys named %q", w.Name)
+		}
+		names[w.Name] = true
+		ws = append(ws, w)
+	}
+	if *quorum == 0 {
+		*quorum = len(ws)
+	}
+	if *quorum < 1 || *quorum > len(ws) {
+		return nil, usagef("verify export: --quorum must be between 1 and the %d --witness keys", len(ws))
+	}
+	return ws, nil
+}
+
+// checkWitnessQuorum checks the cosignatures the export carries on its last
+// checkpoint (none: nothing is cosigned) against the witnesses.
+func checkWitnessQuorum(last *verify.ExportCheckpoint, ws []verify.Witness, quorum int) *witnessCheck {
+	var q verify.Quorum
+	c := &witnessCheck{Required: quorum}
+	if last != nil {
+		q = verify.CheckQuorum([]byte(last.Note), last.Cosignatures, ws, quorum)
+		c.Block = &last.Block
+	} else {
+		q = verify.CheckQuorum(nil, nil, ws, quorum)
+	}
+	c.Cosigned, c.Missing, c.Met = q.Cosigned, q.Missing, q.Met()
+	return c
+}
+
 func describeFault(f *exportFault) string {
 	switch {
+	case f.Kind == string(verify.KindWitnessQuorum):
+		return f.Error
 	case f.Sequence != nil:
 		return fmt.Sprintf("%s at sequence %d", f.Kind, *f.Sequence)
 	case f.Block != nil:

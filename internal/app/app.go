@@ -11,6 +11,7 @@ import (
 	"crypto/rand"
 	"io"
 	"log/slog"
+	"net/http"
 	"time"
 
 	"github.com/auditchain/auditchain/internal/app/writer"
@@ -47,6 +48,8 @@ type App struct {
 
 	// egress delivers webhooks (SSRF-safe; --webhook-allow-private).
 	egress *webhook.Egress
+	// witnesses are the configured witnesses (--witness; nil: none).
+	witnesses *witnessSet
 	// webhookBackoff is the wait before webhook attempt n+2 within a drain;
 	// tests make it zero.
 	webhookBackoff func(n int) time.Duration
@@ -117,6 +120,10 @@ type Deps struct {
 	// Egress delivers webhooks (nil: the SSRF-safe egress that
 	// --webhook-allow-private configures).
 	Egress *webhook.Egress
+	// WitnessHTTP submits checkpoints to the configured witnesses (nil: a
+	// plain client with witnessclient.Timeout; witnesses are operator-
+	// trusted, so not the webhooks' egress).
+	WitnessHTTP *http.Client
 }
 
 // New returns the App of d. Nothing of it changes afterwards: a different
@@ -145,6 +152,16 @@ func New(d Deps) *App {
 	}
 	if a.egress == nil {
 		a.egress = webhook.NewEgress(webhook.Options{AllowPrivate: a.cfg.WebhookAllowPrivate})
+	}
+	if len(a.cfg.Witnesses) > 0 {
+		// config.Parse checked every key; a Config built by hand with a
+		// bad one gets no witnesses, and says so.
+		set, err := newWitnessSet(a.cfg.Witnesses, a.cfg.WitnessQuorum, d.WitnessHTTP)
+		if err != nil {
+			a.log.Error("witnesses ignored", "err", err)
+		} else {
+			a.witnesses = set
+		}
 	}
 	a.w = writer.New(a.store, writer.Options{Now: a.now, Log: a.log, Hub: a.hub, StatementTimeout: a.cfg.RequestTimeout})
 	a.gateCache = writer.NewReadCache[gateKey, gateRead](a.w, gateCacheAccounts, gateCacheEntries)

@@ -132,20 +132,46 @@ func (a *App) Blocks(ctx context.Context, p Principal, cursor int64, limit int) 
 		bs = bs[:limit]
 	}
 	page.Count, page.Blocks = len(bs), make([]api.Block, len(bs))
+	var cosigs map[int64][]string
+	if len(bs) > 0 {
+		if cosigs, err = a.cosignatures(ctx, p.UserID, bs[0].Index, bs[len(bs)-1].Index); err != nil {
+			return api.BlockPage{}, err
+		}
+	}
 	for i := range bs {
-		page.Blocks[i] = *blockView(&bs[i])
+		page.Blocks[i] = *blockView(&bs[i], cosigs[bs[i].Index])
 	}
 	return page, nil
 }
 
-// blockView is a chain block as the API shows it (nil for none); created_at
-// keeps encoding/json's form of a time.
-func blockView(b *store.BlockRow) *api.Block {
+// cosignatures returns the witnesses' cosignature lines on the account's
+// blocks with index in [from, to], by index (docs/integrity.md "Witnesses").
+func (a *App) cosignatures(ctx context.Context, userID string, from, to int64) (map[int64][]string, error) {
+	cs, err := a.store.Cosignatures(ctx, userID, from, to)
+	if err != nil {
+		return nil, err
+	}
+	out := make(map[int64][]string, len(cs))
+	for b, list := range cs {
+		for _, c := range list {
+			out[b] = append(out[b], c.Signature)
+		}
+	}
+	return out, nil
+}
+
+// blockView is a chain block as the API shows it (nil for none), with the
+// witnesses' cosignature lines on it; created_at keeps encoding/json's form
+// of a time.
+func blockView(b *store.BlockRow, cosignatures []string) *api.Block {
 	if b == nil {
 		return nil
 	}
+	if cosignatures == nil {
+		cosignatures = []string{}
+	}
 	out := &api.Block{Index: b.Index, TreeSize: int64(b.Size), RootHash: b.Root.String(), BlockHash: b.Hash.String(),
-		Note: string(b.Note), CreatedAt: time.UnixMicro(b.CreatedAt).UTC().Format(time.RFC3339Nano)}
+		Note: string(b.Note), Cosignatures: cosignatures, CreatedAt: time.UnixMicro(b.CreatedAt).UTC().Format(time.RFC3339Nano)}
 	if b.PrevHash != nil {
 		out.PrevBlockHash = new(b.PrevHash.String())
 	}
@@ -338,10 +364,12 @@ func (a *App) InclusionProof(ctx context.Context, p Principal, eventID string, t
 	}
 	return api.InclusionProof{EventID: e.EventID, Sequence: e.Sequence, LeafIndex: e.LeafIndex, PayloadHash: e.PayloadHash,
 		LeafHash: verify.LeafHash(leaf).String(), TreeSize: size, Proof: hashStrings(proof), RootHash: root.String(),
-		Checkpoint: blockView(block), Origin: verify.Origin(p.UserID)}, nil
+		Checkpoint: block, Origin: verify.Origin(p.UserID)}, nil
 }
 
-func (a *App) blockOfSize(ctx context.Context, userID string, size int64) (*store.BlockRow, error) {
+// blockOfSize is the account's block of exactly size as the API shows it,
+// with its cosignatures; nil when no block has that size.
+func (a *App) blockOfSize(ctx context.Context, userID string, size int64) (*api.Block, error) {
 	b, err := a.store.BlockBySize(ctx, userID, size)
 	if errors.Is(err, store.ErrNotFound) {
 		return nil, nil
@@ -349,7 +377,11 @@ func (a *App) blockOfSize(ctx context.Context, userID string, size int64) (*stor
 	if err != nil {
 		return nil, err
 	}
-	return &b, nil
+	cosigs, err := a.cosignatures(ctx, userID, b.Index, b.Index)
+	if err != nil {
+		return nil, err
+	}
+	return blockView(&b, cosigs[b.Index]), nil
 }
 
 // ConsistencyProof proves the tree of size first is a prefix of the tree of
@@ -395,7 +427,7 @@ func (a *App) ConsistencyProof(ctx context.Context, p Principal, first int64, se
 		return api.ConsistencyProof{}, err
 	}
 	return api.ConsistencyProof{First: first, Second: n2, Proof: hashStrings(proof), FirstRoot: firstRoot.String(),
-		SecondRoot: secondRoot.String(), FirstCheckpoint: blockView(firstBlock), SecondCheckpoint: blockView(secondBlock),
+		SecondRoot: secondRoot.String(), FirstCheckpoint: firstBlock, SecondCheckpoint: secondBlock,
 		Origin: verify.Origin(p.UserID)}, nil
 }
 
@@ -408,6 +440,9 @@ type Export struct {
 	// treeSize is the newest block's size when the export was prepared:
 	// the tree the range is cut from.
 	treeSize uint64
+	// cosigs holds the cosignatures of blocks cosigFrom..cosigTo (writeCheckpoint).
+	cosigs             map[int64][]string
+	cosigFrom, cosigTo int64
 }
 
 // PrepareExport seals the tip and checks the leaf range [from, to) (nil: the
@@ -487,7 +522,7 @@ func (x *Export) WriteTo(ctx context.Context, w io.Writer) error {
 					return err
 				}
 			}
-			if err := out.WriteCheckpoint(anchor.Index, anchor.Note); err != nil {
+			if err := x.writeCheckpoint(ctx, out, &anchor); err != nil {
 				return err
 			}
 			nextBlock = anchor.Index + 1
@@ -543,7 +578,7 @@ func (x *Export) WriteTo(ctx context.Context, w io.Writer) error {
 		// rows are missing; it is written anyway, and the verifier reports
 		// the gap it covers.)
 		for havePending && int64(pending.Size) <= e.LeafIndex+1 {
-			if err := out.WriteCheckpoint(pending.Index, pending.Note); err != nil {
+			if err := x.writeCheckpoint(ctx, out, &pending); err != nil {
 				return err
 			}
 			pending, havePending = nextB()
@@ -557,7 +592,7 @@ func (x *Export) WriteTo(ctx context.Context, w io.Writer) error {
 		return blockErr
 	}
 	for havePending && int64(pending.Size) <= x.end { // only when trailing rows are missing
-		if err := out.WriteCheckpoint(pending.Index, pending.Note); err != nil {
+		if err := x.writeCheckpoint(ctx, out, &pending); err != nil {
 			return err
 		}
 		pending, havePending = nextB()
@@ -571,7 +606,7 @@ func (x *Export) WriteTo(ctx context.Context, w io.Writer) error {
 		if err := out.WriteConsistency(verify.ExportConsistency{From: uint64(x.end), To: pending.Size, Proof: proof}); err != nil {
 			return err
 		}
-		if err := out.WriteCheckpoint(pending.Index, pending.Note); err != nil {
+		if err := x.writeCheckpoint(ctx, out, &pending); err != nil {
 			return err
 		}
 	}
@@ -579,6 +614,23 @@ func (x *Export) WriteTo(ctx context.Context, w io.Writer) error {
 		return blockErr
 	}
 	return out.Close()
+}
+
+// cosignatureWindow is how many blocks' cosignatures an export reads at once.
+const cosignatureWindow = 500
+
+// writeCheckpoint writes block b's checkpoint line with the witnesses'
+// cosignatures on it, read a window of blocks at a time (blocks are written
+// in index order).
+func (x *Export) writeCheckpoint(ctx context.Context, out *verify.ExportWriter, b *store.BlockRow) error {
+	if x.cosigs == nil || b.Index < x.cosigFrom || b.Index > x.cosigTo {
+		cs, err := x.a.cosignatures(ctx, x.userID, b.Index, b.Index+cosignatureWindow-1)
+		if err != nil {
+			return err
+		}
+		x.cosigs, x.cosigFrom, x.cosigTo = cs, b.Index, b.Index+cosignatureWindow-1
+	}
+	return out.WriteCheckpoint(b.Index, b.Note, x.cosigs[b.Index]...)
 }
 
 // blocks is the account's blocks from index from on, as an iterator.
@@ -605,5 +657,9 @@ func (a *App) LatestCheckpoint(ctx context.Context, p Principal) (*api.Block, er
 	if err != nil || !ok {
 		return nil, err
 	}
-	return blockView(&last), nil
+	cosigs, err := a.cosignatures(ctx, p.UserID, last.Index, last.Index)
+	if err != nil {
+		return nil, err
+	}
+	return blockView(&last, cosigs[last.Index]), nil
 }

@@ -28,9 +28,20 @@ const (
 	JobAnchor      = "anchor"
 )
 
+// witnessJob is the witness job (witness.go), run only when witnesses are configured.
+func (a *App) witnessJob() []schedule.Job {
+	if a.witnesses == nil || len(a.witnesses.clients) == 0 {
+		return nil
+	}
+	return []schedule.Job{{Name: JobWitness, Cadence: schedule.Every(WitnessCadence), Run: func(ctx context.Context) error {
+		_, err := a.WitnessSweep(ctx)
+		return err
+	}}}
+}
+
 // Jobs lists the operator jobs with CONTRACT.md's cadence.
 func (a *App) Jobs() []schedule.Job {
-	return []schedule.Job{
+	return append([]schedule.Job{
 		{Name: JobWebhooks, Cadence: schedule.Every(2 * time.Minute), Run: a.dispatchWebhooks},
 		{Name: JobDigest, Cadence: schedule.DailyAt(14, 0), Run: func(ctx context.Context) error {
 			_, err := a.DigestAll(ctx)
@@ -52,7 +63,7 @@ func (a *App) Jobs() []schedule.Job {
 			_, err := a.AnchorSweep(ctx)
 			return err
 		}},
-	}
+	}, a.witnessJob()...)
 }
 
 // jobState is this process's scheduler and its replica id.

@@ -62,6 +62,12 @@ type Config struct {
 	// AnnounceLimitPerDay bounds `admin announce` (its --limit-per-day,
 	// not a serve flag).
 	AnnounceLimitPerDay int
+	// Witnesses are the C2SP tlog-witness witnesses each account's
+	// checkpoints are submitted to (--witness URL=VKEY, repeatable), and
+	// WitnessQuorum how many cosignatures a checkpoint needs to count as
+	// witnessed (--witness-quorum; default all of them). witnesses.go.
+	Witnesses     []Witness
+	WitnessQuorum int
 }
 
 // Production reports whether --env production is set.
@@ -184,6 +190,16 @@ func Parse(args []string, getenv func(string) string, stderr io.Writer) (Config,
 	integer(&c.TestNotifyLimitPerAccount, "test-notification-limit-per-account", DefaultTestNotifyLimitPerAccount, "POST /v1/notifications/test calls per account per hour")
 	integer(&c.TestNotifyLimitGlobal, "test-notification-limit-global", DefaultTestNotifyLimitGlobal, "POST /v1/notifications/test calls per hour, every account together")
 	str(&c.TrustedProxies, "trusted-proxies", "", "comma-separated addresses or CIDR prefixes of reverse proxies whose X-Forwarded-For names the client (default: none, the TCP peer is the client)")
+	witnessSpecs := &listValue{}
+	if v, from, err := file.list("witness"); err != nil {
+		errs = append(errs, err)
+	} else if env := getenv(envName("witness")); env != "" {
+		witnessSpecs.set(splitList(env), envName("witness"))
+	} else {
+		witnessSpecs.set(v, from)
+	}
+	fs.Var(witnessSpecs, "witness", "a C2SP tlog-witness `URL=VKEY` each account's checkpoints are submitted to (repeatable; VKEY is the witness's note verifier key)")
+	integer(&c.WitnessQuorum, "witness-quorum", 0, "cosignatures a checkpoint needs to count as witnessed (0: every --witness)")
 
 	if err := file.syntaxError(func(key string) bool { return isSecret(fs, key) }); err != nil {
 		return Config{}, err
@@ -201,6 +217,10 @@ func Parse(args []string, getenv func(string) string, stderr io.Writer) (Config,
 		errs = append(errs, fmt.Errorf("unexpected arguments: %v", fs.Args()))
 	}
 	c.MaxBodyBytes = int64(maxBody)
+	c.Witnesses, c.WitnessQuorum, err = parseWitnesses(witnessSpecs, c.WitnessQuorum)
+	if err != nil {
+		errs = append(errs, err)
+	}
 	if t, err := time.Parse(time.DateOnly, anchor); err != nil {
 		errs = append(errs, fmt.Errorf("--epoch-anchor: %q is not YYYY-MM-DD", anchor))
 	} else {

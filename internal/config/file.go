@@ -126,6 +126,32 @@ func (f *settingsFile) value(key string, kind valueKind) (string, bool, error) {
 	return "", true, fmt.Errorf("--config %s: %s must be %s", f.path, key, want)
 }
 
+// list is key's value as a list of strings: a TOML array of strings, or one
+// string (split like an AUDITCHAIN_* list, splitList), and where it came from.
+func (f *settingsFile) list(key string) ([]string, string, error) {
+	raw, ok := f.values[key]
+	if !ok {
+		return nil, "", nil
+	}
+	f.used[key] = true
+	from := "--config " + f.path + ": " + key
+	switch v := raw.(type) {
+	case string:
+		return splitList(v), from, nil
+	case []any:
+		out := make([]string, 0, len(v))
+		for _, e := range v {
+			s, ok := e.(string)
+			if !ok {
+				return nil, from, fmt.Errorf("--config %s: %s must be an array of strings", f.path, key)
+			}
+			out = append(out, s)
+		}
+		return out, from, nil
+	}
+	return nil, from, fmt.Errorf("--config %s: %s must be an array of strings", f.path, key)
+}
+
 // unknown answers an error for each key no flag claimed, sorted, each with the nearest flag name when one is close.
 func (f *settingsFile) unknown(flags []string) []error {
 	var errs []error

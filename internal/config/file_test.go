@@ -81,6 +81,9 @@ func TestSettingsFileTakesEveryFlag(t *testing.T) {
 			value = strconv.FormatBool(def == "true")
 		case "int":
 			value = def
+			if value == "" { // the flag package shows no zero default
+				value = "0"
+			}
 		case "string":
 			if def == "" {
 				def = `""`

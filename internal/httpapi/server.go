@@ -132,6 +132,31 @@ func NewServer(a *app.App, cfg config.Config, log *slog.Logger, openapiJSON []by
 	counter("auditchain_webhook_attempts_total", webhookAttemptHelp, "outcome=failed", func() int64 { return a.NotifyStats().AttemptsFailed })
 	counter("auditchain_webhook_rows_total", webhookRowHelp, "outcome=sent", func() int64 { return a.NotifyStats().RowsSent })
 	counter("auditchain_webhook_rows_total", webhookRowHelp, "outcome=failed", func() int64 { return a.NotifyStats().RowsFailed })
+	// Witness lag (docs/integrity.md "Witnesses"), by witness name: read
+	// from the store (at most every 10 s) when scraped; no series without
+	// --witness.
+	witnessLag := func(pick func(app.WitnessLag) int64) func() []metrics.Sample {
+		return func() []metrics.Sample {
+			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+			defer cancel()
+			lags, err := a.WitnessLags(ctx)
+			if err != nil {
+				log.Warn("witness lag not read for metrics", "err", err)
+				return nil
+			}
+			var out []metrics.Sample
+			for name, l := range lags {
+				out = append(out, metrics.Sample{Labels: []metrics.Label{{Name: "witness", Value: name}}, Value: float64(pick(l))})
+			}
+			return out
+		}
+	}
+	s.registry.Collector("auditchain_witness_lag_leaves",
+		"Per witness: over every account, the newest sealed block's size (as the witness job last saw it) minus the size the witness last cosigned, summed.",
+		"gauge", witnessLag(func(l app.WitnessLag) int64 { return l.Leaves }))
+	s.registry.Collector("auditchain_witness_behind_accounts",
+		"Per witness: accounts whose newest sealed block (as the witness job last saw it) the witness has not cosigned.",
+		"gauge", witnessLag(func(l app.WitnessLag) int64 { return l.Accounts }))
 	s.registry.RegisterRuntime(processStart)
 
 	s.literal = map[string][]string{}

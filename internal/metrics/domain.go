@@ -50,6 +50,8 @@ var (
 		"Messages the mailer (--mail) sent, or failed to send after every attempt, by kind (sign_in_code, team_invitation, digest, operator_summary, or the notice type) and outcome (sent, failed).", "kind", "outcome")
 	JobRuns = NewCounterVec("auditchain_job_runs_total",
 		"Operator job runs by the built-in scheduler by job and outcome: ok, failed (an error or a panic), skipped (another replica had the period, or the previous run was still going).", "job", "outcome")
+	WitnessSubmissions = NewCounterVec("auditchain_witness_submissions_total",
+		"Checkpoints the witness job submitted, by witness (its key name, from --witness) and outcome: cosigned, refused (4xx or 5xx; 422 is a checkpoint the witness finds inconsistent), ahead (the witness holds more than our newest block: a rollback or a fork), error (no answer, or one that does not verify).", "witness", "outcome")
 	JobDuration = NewHistogramVec("auditchain_job_duration_seconds",
 		"Duration of the runs of the operator jobs by the built-in scheduler (periods skipped excluded), by job.", latencyBuckets, "job")
 )
@@ -57,5 +59,5 @@ var (
 // RegisterDomain exposes the domain's metrics in r.
 func (r *Registry) RegisterDomain() {
 	r.Register(EventsAppended, GateDecisions, Refusals, ProposalTransitions,
-		WebhookDeliveries, WebhookDeliveryDuration, MailMessages, JobRuns, JobDuration)
+		WebhookDeliveries, WebhookDeliveryDuration, MailMessages, JobRuns, JobDuration, WitnessSubmissions)
 }

@@ -4,15 +4,19 @@ package api
 // standard base64, as in checkpoints and exports.
 
 // Block is a signed checkpoint over the account's Merkle tree; Note is the
-// C2SP signed note, verbatim, and BlockHash its SHA-256.
+// C2SP signed note, verbatim, and BlockHash its SHA-256. Cosignatures are
+// the witnesses' note signature lines on it ("— <name> <base64>", no
+// newline; empty when none): Note plus each line and a newline is the
+// cosigned note.
 type Block struct {
-	Index         int64   `json:"index"`
-	TreeSize      int64   `json:"tree_size"`
-	RootHash      string  `json:"root_hash"`
-	BlockHash     string  `json:"block_hash"`
-	PrevBlockHash *string `json:"prev_block_hash"` // nil for block 0
-	Note          string  `json:"note"`
-	CreatedAt     string  `json:"created_at"`
+	Index         int64    `json:"index"`
+	TreeSize      int64    `json:"tree_size"`
+	RootHash      string   `json:"root_hash"`
+	BlockHash     string   `json:"block_hash"`
+	PrevBlockHash *string  `json:"prev_block_hash"` // nil for block 0
+	Note          string   `json:"note"`
+	Cosignatures  []string `json:"cosignatures"`
+	CreatedAt     string   `json:"created_at"`
 }
 
 // BlockPage answers GET /v1/chain/blocks: NextCursor continues it.

@@ -115,10 +115,15 @@ type ExportConsistency struct {
 	Proof []Hash `json:"proof"`
 }
 
-// ExportCheckpoint is a chain block: its index and its signed note, verbatim.
+// ExportCheckpoint is a chain block: its index and its signed note,
+// verbatim, and the witnesses' cosignatures on it (note signature lines,
+// kept outside the note, whose bytes BlockHash covers; absent when none).
+// The export only carries them: VerifyExport does not trust them, and
+// CheckQuorum checks them against witness keys given out of band.
 type ExportCheckpoint struct {
-	Block int64  `json:"block"`
-	Note  string `json:"note"`
+	Block        int64    `json:"block"`
+	Note         string   `json:"note"`
+	Cosignatures []string `json:"cosignatures,omitempty"`
 }
 
 // ExportEnd closes an export.

@@ -428,6 +428,8 @@ func (v *exportVerifier) checkpointLine(it *item, c *ExportCheckpoint) error {
 		v.rep.FirstBlock = c.Block
 	}
 	v.rep.LastBlock = c.Block
+	last := ExportCheckpoint{Block: c.Block, Note: c.Note, Cosignatures: append([]string(nil), c.Cosignatures...)}
+	v.rep.LastCheckpoint = &last
 	v.rep.Checkpoints++
 	return nil
 }

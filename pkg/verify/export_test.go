@@ -235,6 +235,25 @@ func golden(t *testing.T, name string, got []byte) {
 	}
 }
 
+// lastCheckpointLine is the last checkpoint line of an export, as Report.LastCheckpoint gives it.
+func lastCheckpointLine(t *testing.T, export []byte) *verify.ExportCheckpoint {
+	t.Helper()
+	var last *verify.ExportCheckpoint
+	for line := range bytes.Lines(export) {
+		var l struct{ Checkpoint *verify.ExportCheckpoint }
+		if err := json.Unmarshal(line, &l); err != nil {
+			t.Fatal(err)
+		}
+		if l.Checkpoint != nil {
+			last = l.Checkpoint
+		}
+	}
+	if last == nil {
+		t.Fatal("the export has no checkpoint")
+	}
+	return last
+}
+
 func TestGoldenExport(t *testing.T) {
 	c := goldenChain(t)
 	full := c.export(t, 0, int64(len(c.events)))
@@ -256,7 +275,7 @@ func TestGoldenExport(t *testing.T) {
 		Events: 34, Checkpoints: 5, FirstSequence: 0, LastSequence: 33,
 		TreeSize: 34, RootHash: c.tree.Root(), SignedSize: 30,
 		SignaturesVerified: 13, UnverifiedSignatures: 1, FirstBlock: 0, LastBlock: 4,
-		Gaps: []verify.Gap{}, Breaks: []verify.Break{}, Whole: true,
+		Gaps: []verify.Gap{}, Breaks: []verify.Break{}, Whole: true, LastCheckpoint: lastCheckpointLine(t, full),
 	}
 	if !reflect.DeepEqual(rep, want) {
 		t.Fatalf("full export report\n got %+v\nwant %+v", rep, want)
@@ -271,7 +290,7 @@ func TestGoldenExport(t *testing.T) {
 		UserID: goldenUser, Origin: verify.Origin(goldenUser),
 		Events: 16, Checkpoints: 4, FirstSequence: 12, LastSequence: 27,
 		TreeSize: 28, RootHash: root16, SignedSize: 28,
-		SignaturesVerified: 7, FirstBlock: 1, LastBlock: 4,
+		SignaturesVerified: 7, FirstBlock: 1, LastBlock: 4, LastCheckpoint: lastCheckpointLine(t, frag),
 		Gaps: []verify.Gap{}, Breaks: []verify.Break{},
 	}
 	if !reflect.DeepEqual(rep, want) {

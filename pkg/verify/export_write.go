@@ -70,10 +70,11 @@ func (x *ExportWriter) WriteConsistency(c ExportConsistency) error {
 	return x.write(exportLine{Kind: LineConsistency, Consistency: &c})
 }
 
-// WriteCheckpoint writes a block's signed note verbatim.
-func (x *ExportWriter) WriteCheckpoint(block int64, signedNote []byte) error {
+// WriteCheckpoint writes a block's signed note verbatim, with the
+// witnesses' cosignature lines on it, if any.
+func (x *ExportWriter) WriteCheckpoint(block int64, signedNote []byte, cosignatures ...string) error {
 	x.checkpoints++
-	return x.write(exportLine{Kind: LineCheckpoint, Checkpoint: &ExportCheckpoint{Block: block, Note: string(signedNote)}})
+	return x.write(exportLine{Kind: LineCheckpoint, Checkpoint: &ExportCheckpoint{Block: block, Note: string(signedNote), Cosignatures: cosignatures}})
 }
 
 // Close writes the end line and flushes; it does not close the underlying writer.

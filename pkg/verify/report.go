@@ -24,6 +24,7 @@ const (
 	KindCheckpointSignature Kind = "checkpoint_signature" // block not signed by the service key
 	KindCheckpointOrigin    Kind = "checkpoint_origin"    // block for another account
 	KindBlockLink           Kind = "block_link"           // block chain broken
+	KindWitnessQuorum       Kind = "witness_quorum"       // fewer valid witness cosignatures than required (CheckQuorum)
 )
 
 // Error is a verification failure at one place of the record: Sequence for
@@ -109,4 +110,8 @@ type Report struct {
 	// FirstBlock and LastBlock are -1 when the export has no checkpoints.
 	FirstBlock int64
 	LastBlock  int64
+	// LastCheckpoint is the verified checkpoint the export ends on (its
+	// note and the cosignature lines the export carries for it, unchecked:
+	// CheckQuorum checks them); nil when the export has no checkpoints.
+	LastCheckpoint *ExportCheckpoint
 }
