@@ -1,0 +1,95 @@
+package witness
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/http"
+	"strconv"
+)
+
+// MaxRequestBytes bounds an add-checkpoint body: 63 proof lines and a
+// checkpoint with its signatures are a few kilobytes.
+const MaxRequestBytes = 64 << 10
+
+// Handler serves tlog-witness at the root: POST /add-checkpoint (the
+// submission prefix) and GET /<origin hash>/checkpoint (the monitoring
+// prefix).
+func Handler(w *Witness, log *slog.Logger) http.Handler {
+	mux := http.NewServeMux()
+	mux.HandleFunc("POST /add-checkpoint", func(rw http.ResponseWriter, r *http.Request) {
+		body, err := io.ReadAll(http.MaxBytesReader(rw, r.Body, MaxRequestBytes))
+		if err != nil {
+			var tooLarge *http.MaxBytesError
+			if errors.As(err, &tooLarge) {
+				http.Error(rw, fmt.Sprintf("request body over %d bytes", MaxRequestBytes), http.StatusRequestEntityTooLarge)
+				return
+			}
+			http.Error(rw, "reading the request body failed", http.StatusBadRequest)
+			return
+		}
+		cosig, err := w.AddCheckpoint(r.Context(), body)
+		if err != nil {
+			writeError(rw, log, err)
+			return
+		}
+		rw.Header().Set("Content-Type", "text/plain; charset=utf-8")
+		rw.Write(cosig)
+	})
+	mux.HandleFunc("GET /{origin_hash}/checkpoint", func(rw http.ResponseWriter, r *http.Request) {
+		cp, ok, err := w.Checkpoint(r.Context(), r.PathValue("origin_hash"))
+		if err != nil {
+			writeError(rw, log, err)
+			return
+		}
+		if !ok {
+			http.Error(rw, "this witness never cosigned a checkpoint of that log", http.StatusNotFound)
+			return
+		}
+		rw.Header().Set("Content-Type", "text/plain; charset=utf-8")
+		rw.Write(cp)
+	})
+	return mux
+}
+
+// Status is the HTTP status tlog-witness gives err.
+func Status(err error) int {
+	var conflict *ConflictError
+	switch {
+	case errors.As(err, &conflict):
+		return http.StatusConflict
+	case errors.Is(err, ErrBadRequest):
+		return http.StatusBadRequest
+	case errors.Is(err, ErrUnknownLog):
+		return http.StatusNotFound
+	case errors.Is(err, ErrNoLogSignature):
+		return http.StatusForbidden
+	case errors.Is(err, ErrNotConsistent):
+		return http.StatusUnprocessableEntity
+	}
+	return http.StatusInternalServerError
+}
+
+func writeError(rw http.ResponseWriter, log *slog.Logger, err error) {
+	status := Status(err)
+	var conflict *ConflictError
+	switch {
+	case errors.As(err, &conflict):
+		// tlog-witness: the body is the size last cosigned, in decimal and
+		// a newline, typed text/x.tlog.size.
+		rw.Header().Set("Content-Type", "text/x.tlog.size")
+		rw.WriteHeader(status)
+		io.WriteString(rw, strconv.FormatUint(conflict.Size, 10)+"\n")
+	case status == http.StatusInternalServerError:
+		log.Error("witness: internal error", "err", err)
+		http.Error(rw, "internal error", status)
+	default:
+		if status == http.StatusUnprocessableEntity || status == http.StatusForbidden {
+			// Possible evidence of a misbehaving log (tlog-witness: the
+			// witness MAY log such requests).
+			log.Warn("witness: refused a checkpoint", "status", status, "err", err)
+		}
+		http.Error(rw, err.Error(), status)
+	}
+}
