@@ -161,7 +161,10 @@ func witnessServeCmd(ctx context.Context, args []string, getenv func(string) str
 		return err
 	}
 	defer state.Close()
-	w := witness.New(signer, trusted, state)
+	w, err := witness.New(signer, vkey, trusted, state)
+	if err != nil {
+		return err
+	}
 	ln, err := net.Listen("tcp", *listen)
 	if err != nil {
 		return err

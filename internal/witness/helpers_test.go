@@ -13,6 +13,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"sync"
 	"testing"
 
 	"github.com/transparency-dev/formats/log"
@@ -132,6 +133,26 @@ type testWitness struct {
 	vkey  string
 	url   string
 	srv   *httptest.Server
+
+	mu       sync.Mutex
+	statuses map[int]int // answers given, by status
+}
+
+type statusRecorder struct {
+	http.ResponseWriter
+	status int
+}
+
+func (r *statusRecorder) WriteHeader(status int) {
+	r.status = status
+	r.ResponseWriter.WriteHeader(status)
+}
+
+// conflicts is the number of 409s answered so far.
+func (tw *testWitness) conflicts() int {
+	tw.mu.Lock()
+	defer tw.mu.Unlock()
+	return tw.statuses[http.StatusConflict]
 }
 
 func newTestWitness(t testing.TB, dbPath string, logs *Logs) *testWitness {
@@ -156,9 +177,20 @@ func openTestWitness(t testing.TB, dbPath, skey string, logs *Logs) *testWitness
 	if err != nil {
 		t.Fatal(err)
 	}
-	w := New(signer, logs, st)
-	srv := httptest.NewServer(Handler(w, slog.New(slog.NewTextHandler(io.Discard, nil))))
-	tw := &testWitness{t: t, w: w, state: st, vkey: vkey, url: srv.URL, srv: srv}
+	w, err := New(signer, vkey, logs, st)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tw := &testWitness{t: t, w: w, state: st, vkey: vkey, statuses: map[int]int{}}
+	h := Handler(w, slog.New(slog.NewTextHandler(io.Discard, nil)))
+	tw.srv = httptest.NewServer(http.HandlerFunc(func(rw http.ResponseWriter, r *http.Request) {
+		rec := &statusRecorder{ResponseWriter: rw, status: http.StatusOK}
+		h.ServeHTTP(rec, r)
+		tw.mu.Lock()
+		tw.statuses[rec.status]++
+		tw.mu.Unlock()
+	}))
+	tw.url = tw.srv.URL
 	t.Cleanup(tw.close)
 	return tw
 }

@@ -32,11 +32,12 @@ func GenerateKey(name string) (skey, vkey string, err error) {
 }
 
 // NewSigner reads an skey (GenerateKey's) and returns its cosignature/v1
-// signer and its vkey (as GenerateKey printed it). Only Ed25519 keys are
-// taken: the cosignature/v1 line that logs and verifiers here expect.
-func NewSigner(skey string) (*fnote.Signer, string, error) {
+// signer (transparency-dev/formats') and its vkey (as GenerateKey printed
+// it). Only Ed25519 keys are taken: the cosignature/v1 line that logs and
+// verifiers here expect.
+func NewSigner(skey string) (note.Signer, string, error) {
 	skey = strings.TrimSpace(skey)
-	fail := func() (*fnote.Signer, string, error) {
+	fail := func() (note.Signer, string, error) {
 		return nil, "", errors.New("witness key: not an Ed25519 note signer key (PRIVATE+KEY+<name>+<hash>+<base64>, as witness keygen writes)")
 	}
 	// PRIVATE+KEY+<name>+<hash>+<base64(type || 32-byte seed)>
@@ -70,7 +71,7 @@ const (
 )
 
 // ReadSigner reads a key file (GenerateKey's skey on one line).
-func ReadSigner(path string) (*fnote.Signer, string, error) {
+func ReadSigner(path string) (note.Signer, string, error) {
 	b, err := os.ReadFile(path)
 	if err != nil {
 		return nil, "", err

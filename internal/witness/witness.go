@@ -64,15 +64,22 @@ func (e *ConflictError) Error() string {
 // Witness answers add-checkpoint requests.
 type Witness struct {
 	logs     *Logs
-	signer   *fnote.Signer
+	signer   note.Signer
 	verifier note.Verifier
 	state    *State
 }
 
-// New returns a witness that cosigns with signer (NewSigner) the logs in
-// logs, keeping its records in state.
-func New(signer *fnote.Signer, logs *Logs, state *State) *Witness {
-	return &Witness{logs: logs, signer: signer, verifier: signer.Verifier(), state: state}
+// New returns a witness that cosigns with signer, whose vkey is vkey
+// (NewSigner's two answers), the logs in logs, keeping its records in state.
+func New(signer note.Signer, vkey string, logs *Logs, state *State) (*Witness, error) {
+	v, err := fnote.NewVerifierForCosignatureV1(vkey)
+	if err != nil {
+		return nil, fmt.Errorf("witness vkey: %w", err)
+	}
+	if v.Name() != signer.Name() || v.KeyHash() != signer.KeyHash() {
+		return nil, fmt.Errorf("witness vkey %q is not the signer's key", vkey)
+	}
+	return &Witness{logs: logs, signer: signer, verifier: v, state: state}, nil
 }
 
 // Verifier is the witness's own cosignature verifier.
