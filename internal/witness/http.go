@@ -31,7 +31,7 @@ func Handler(w *Witness, log *slog.Logger) http.Handler {
 		}
 		cosig, err := w.AddCheckpoint(r.Context(), body)
 		if err != nil {
-			writeError(rw, log, err)
+			writeError(rw, log, err, body)
 			return
 		}
 		rw.Header().Set("Content-Type", "text/plain; charset=utf-8")
@@ -40,7 +40,7 @@ func Handler(w *Witness, log *slog.Logger) http.Handler {
 	mux.HandleFunc("GET /{origin_hash}/checkpoint", func(rw http.ResponseWriter, r *http.Request) {
 		cp, ok, err := w.Checkpoint(r.Context(), r.PathValue("origin_hash"))
 		if err != nil {
-			writeError(rw, log, err)
+			writeError(rw, log, err, nil)
 			return
 		}
 		if !ok {
@@ -71,7 +71,7 @@ func Status(err error) int {
 	return http.StatusInternalServerError
 }
 
-func writeError(rw http.ResponseWriter, log *slog.Logger, err error) {
+func writeError(rw http.ResponseWriter, log *slog.Logger, err error, body []byte) {
 	status := Status(err)
 	var conflict *ConflictError
 	switch {
@@ -81,15 +81,20 @@ func writeError(rw http.ResponseWriter, log *slog.Logger, err error) {
 		rw.Header().Set("Content-Type", "text/x.tlog.size")
 		rw.WriteHeader(status)
 		io.WriteString(rw, strconv.FormatUint(conflict.Size, 10)+"\n")
+		return
 	case status == http.StatusInternalServerError:
 		log.Error("witness: internal error", "err", err)
 		http.Error(rw, "internal error", status)
+		return
+	case status == http.StatusUnprocessableEntity:
+		// The log's key signed a checkpoint inconsistent with one it
+		// signed before (or the client sent a wrong proof): tlog-witness
+		// allows keeping such a request as possible evidence of a
+		// misbehaving log, so the request is logged whole.
+		log.Warn("witness: refused a validly signed checkpoint", "err", err, "request", string(body))
 	default:
-		if status == http.StatusUnprocessableEntity || status == http.StatusForbidden {
-			// Possible evidence of a misbehaving log (tlog-witness: the
-			// witness MAY log such requests).
-			log.Warn("witness: refused a checkpoint", "status", status, "err", err)
-		}
-		http.Error(rw, err.Error(), status)
+		// 400, 403, 404: anyone can send those; not worth more than debug.
+		log.Debug("witness: refused a request", "status", status, "err", err)
 	}
+	http.Error(rw, err.Error(), status)
 }
