@@ -384,3 +384,39 @@ func TestAuditchainServiceFamily(t *testing.T) {
 		}
 	}
 }
+
+// Whatever the body, add-checkpoint answers one of tlog-witness's statuses
+// (never a panic, never a 500), and a 200 only for a checkpoint the log
+// signed.
+func FuzzAddCheckpoint(f *testing.F) {
+	lg := newMemLog(f, "example.com/log").append(9, "a")
+	f.Add(addBody(0, nil, lg.checkpoint(4)))
+	f.Add(addBody(4, lg.proof(4, 9), lg.checkpoint(9)))
+	f.Add([]byte("old 0\n\nexample.com/log\n0\n47DEQpj8HBSa+/TImW+5JCeuQeRkm5NMpJWZG3hSuFU=\n\n— example.com/log AAAA\n"))
+	f.Add([]byte("old 18446744073709551615\n\n"))
+	st, err := OpenState(context.Background(), filepath.Join(f.TempDir(), "w.db"))
+	if err != nil {
+		f.Fatal(err)
+	}
+	f.Cleanup(func() { st.Close() })
+	skey, _, _ := GenerateKey("witness.test/fuzz")
+	signer, vkey, _ := NewSigner(skey)
+	w, err := New(signer, vkey, logsOf(f, lg), st)
+	if err != nil {
+		f.Fatal(err)
+	}
+	f.Fuzz(func(t *testing.T, body []byte) {
+		cosig, err := w.AddCheckpoint(context.Background(), body)
+		switch status := Status(err); {
+		case err == nil:
+			if !bytes.HasPrefix(cosig, []byte("— witness.test/fuzz ")) {
+				t.Fatalf("200 with %q", cosig)
+			}
+			if _, perr := parseAddRequest(body); perr != nil {
+				t.Fatalf("cosigned a body that does not parse: %v", perr)
+			}
+		case status == http.StatusInternalServerError:
+			t.Fatalf("500 for %q: %v", body, err)
+		}
+	})
+}
