@@ -38,6 +38,7 @@ commands:
   keys      create | list | revoke
   machines  keygen | register | list                  signing keys
   health [--url URL]    probe a running service's /v1/health (exit 0 when it is ok)
+  witness keygen | serve                cosign other logs' checkpoints: a C2SP witness (docs/witness.md)
   completion bash|zsh|fish              print a shell completion script
   version               print the version and the commit it was built from (also --version)
   help [COMMAND…]       print this, or a command's help
@@ -101,6 +102,7 @@ func commands(ctx context.Context, getenv func(string) string, stdout, stderr io
 		"keys":      func(args []string) error { return keysCmd(ctx, args, getenv, stdout, stderr) },
 		"machines":  func(args []string) error { return machinesCmd(ctx, args, getenv, stdout, stderr) },
 		"health":    func(args []string) error { return healthCmd(ctx, args, getenv, stdout, stderr) },
+		"witness":   func(args []string) error { return witnessCmd(ctx, args, getenv, stdout, stderr) },
 		"completion": func(args []string) error {
 			return completionCmd(ctx, args, stdout, stderr)
 		},

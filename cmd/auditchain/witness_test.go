@@ -1,198 +1,163 @@
 package main
 
 import (
+	"bufio"
 	"bytes"
 	"context"
 	"crypto/rand"
-	"encoding/base64"
-	"encoding/json"
+	"crypto/sha256"
+	"errors"
 	"fmt"
+	"io"
+	"net/http"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/transparency-dev/formats/log"
 	fnote "github.com/transparency-dev/formats/note"
 	"golang.org/x/mod/sumdb/note"
-
-	"github.com/auditchain/auditchain/internal/app"
-	"github.com/auditchain/auditchain/internal/app/apptest"
-	"github.com/auditchain/auditchain/internal/store"
-	"github.com/auditchain/auditchain/internal/store/storetest"
-	"github.com/auditchain/auditchain/pkg/api"
 )
 
-// testWitness is a cosignature/v1 key pair: what a witness signs with, and
-// the verifier key an auditor is given.
-type testWitness struct {
-	name, vkey string
-	signer     note.Signer
+// startWitness runs `auditchain witness serve` in-process on a random port
+// and returns its base URL, its vkey and a stop function.
+func startWitness(t *testing.T, args ...string) (string, string, func() error) {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	pr, pw := io.Pipe()
+	done := make(chan error, 1)
+	go func() {
+		err := run(ctx, append([]string{"witness", "serve", "--listen", "127.0.0.1:0"}, args...), func(string) string { return "" }, pw, io.Discard)
+		pw.CloseWithError(io.EOF)
+		done <- err
+	}()
+	lines := bufio.NewScanner(pr)
+	var base, vkey string
+	for base == "" && lines.Scan() {
+		if v, ok := strings.CutPrefix(lines.Text(), "auditchain witness vkey "); ok {
+			vkey = v
+		}
+		if u, ok := strings.CutPrefix(lines.Text(), "auditchain witness listening on "); ok {
+			base = u
+		}
+	}
+	if base == "" {
+		cancel()
+		t.Fatalf("witness serve did not report its address: %v", <-done)
+	}
+	go io.Copy(io.Discard, pr)
+	stopped := false
+	stop := func() error {
+		if stopped {
+			return nil
+		}
+		stopped = true
+		cancel()
+		select {
+		case err := <-done:
+			return err
+		case <-time.After(30 * time.Second):
+			return errors.New("witness serve did not stop within 30s")
+		}
+	}
+	t.Cleanup(func() { stop() })
+	return base, vkey, stop
 }
 
-func newTestWitness(t *testing.T, name string) testWitness {
-	t.Helper()
-	skey, vkey, err := note.GenerateKey(rand.Reader, name)
-	if err != nil {
+// keygen writes a witness key and prints its vkey; serve cosigns a log it
+// was given with that key, and after a restart on the same --db refuses the
+// older checkpoint with 409 and the size it holds.
+func TestWitnessKeygenAndServe(t *testing.T) {
+	dir := t.TempDir()
+	keyFile := filepath.Join(dir, "w.key")
+	var out bytes.Buffer
+	if err := run(context.Background(), []string{"witness", "keygen", "--out", keyFile, "--name", "witness.test/cli"}, func(string) string { return "" }, &out, io.Discard); err != nil {
 		t.Fatal(err)
 	}
-	signer, err := fnote.NewSignerForCosignatureV1(skey)
-	if err != nil {
-		t.Fatal(err)
+	vkey := strings.TrimSpace(out.String())
+	if fi, err := os.Stat(keyFile); err != nil || fi.Mode().Perm() != 0o600 {
+		t.Fatalf("key file: %v %v, want mode 0600", fi, err)
 	}
-	if vkey, err = fnote.VKeyToCosignatureV1(vkey); err != nil {
-		t.Fatal(err)
+	if err := run(context.Background(), []string{"witness", "keygen", "--out", keyFile, "--name", "witness.test/cli"}, func(string) string { return "" }, io.Discard, io.Discard); err == nil {
+		t.Fatal("keygen over an existing key file succeeded")
 	}
-	return testWitness{name: name, vkey: vkey, signer: signer}
-}
 
-// cosign is w's cosignature line on a signed checkpoint note, as a witness
-// answers it.
-func (w testWitness) cosign(t *testing.T, signedNote string) string {
-	t.Helper()
-	text, _, _ := strings.Cut(signedNote, "\n\n")
-	signed, err := note.Sign(&note.Note{Text: text + "\n"}, w.signer)
+	skey, logVKey, err := note.GenerateKey(rand.Reader, "example.com/cli-log")
 	if err != nil {
 		t.Fatal(err)
 	}
-	lines := strings.Split(strings.TrimSuffix(string(signed), "\n"), "\n")
-	return lines[len(lines)-1]
-}
-
-// witnessedStore is a store with one account of 3 events whose newest block
-// carries w's cosignature (as the witness job stores it), and its export.
-func witnessedStore(t *testing.T, dsn string, w testWitness) (userID, export, serviceKey string) {
-	t.Helper()
-	ctx := context.Background()
-	st := storetest.Open(t, dsn)
-	a := apptest.New(t, st, apptest.Options{})
-	acct, _, err := a.CreateAccount(ctx, app.AccountRequest{NoEmail: true})
-	if err != nil {
-		t.Fatal(err)
-	}
-	p := app.Principal{UserID: acct.UserID, KeyID: "k", Kind: "api_key"}
-	for i := range 3 {
-		id, typ := fmt.Sprintf("evt-w-%d", i), "note"
-		if _, err := a.AppendNext(ctx, p, api.EventInput{EventID: &id, EventType: &typ}, "rest"); err != nil {
+	signer, _ := note.NewSigner(skey)
+	checkpoint := func(size uint64) []byte {
+		root := sha256.Sum256(fmt.Appendf(nil, "root %d", size))
+		msg, err := note.Sign(&note.Note{Text: string(log.Checkpoint{Origin: "example.com/cli-log", Size: size, Hash: root[:]}.Marshal())}, signer)
+		if err != nil {
 			t.Fatal(err)
 		}
+		return msg
 	}
-	b, _, err := a.Seal(ctx, acct.UserID)
-	if err != nil {
-		t.Fatal(err)
-	}
-	tx, err := st.WriteDB().BeginTx(ctx, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	now := time.Now().UnixMicro()
-	err = st.InsertCosignature(ctx, tx, acct.UserID, b.Index, store.Cosignature{Witness: w.name, Signature: w.cosign(t, string(b.Note))}, now)
-	if err == nil {
-		idx := b.Index
-		err = st.SaveWitnessState(ctx, tx, store.WitnessState{UserID: acct.UserID, Witness: w.name, WitnessSize: int64(b.Size),
-			CosignedSize: int64(b.Size), CosignedRoot: b.Root[:], CosignedBlock: &idx, LogSize: int64(b.Size), UpdatedAt: now})
-	}
-	if err == nil {
-		err = tx.Commit()
-	}
-	if err != nil {
-		t.Fatal(err)
-	}
-	x, err := a.PrepareExport(ctx, p, nil, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var buf bytes.Buffer
-	if err := x.WriteTo(ctx, &buf); err != nil {
-		t.Fatal(err)
-	}
-	file := filepath.Join(t.TempDir(), "export.ndjson")
-	if err := os.WriteFile(file, buf.Bytes(), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	return acct.UserID, file, base64.StdEncoding.EncodeToString(a.ServicePublicKey())
-}
-
-// verify export --witness requires --quorum valid cosignatures on the
-// export's last checkpoint and names who cosigned; a quorum not met fails
-// (exit non-zero), naming the witnesses missing.
-func TestVerifyExportRequiresTheWitnessQuorum(t *testing.T) {
-	a, b := newTestWitness(t, "witness.example/a"), newTestWitness(t, "witness.example/b")
-	_, file, key := witnessedStore(t, storetest.DSN(t, storetest.SQLite), a)
-	verifyOut := func(args ...string) (exportReport, string, error) {
-		t.Helper()
-		out, errOut, err := runOut(t, noEnv, append([]string{"verify", "export", file, "--service-key", key}, args...)...)
-		var rep exportReport
-		if jerr := json.Unmarshal([]byte(out), &rep); jerr != nil {
-			t.Fatalf("no report (%v): %s\n%s", err, out, errOut)
+	post := func(base string, old uint64, cp []byte) (int, string) {
+		resp, err := http.Post(base+"/add-checkpoint", "text/plain", bytes.NewReader(append(fmt.Appendf(nil, "old %d\n\n", old), cp...)))
+		if err != nil {
+			t.Fatal(err)
 		}
-		return rep, errOut, err
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		return resp.StatusCode, string(b)
 	}
 
-	rep, _, err := verifyOut("--witness", a.vkey)
-	if err != nil || !rep.Valid || rep.Witnesses == nil || !rep.Witnesses.Met || strings.Join(rep.Witnesses.Cosigned, ",") != a.name {
-		t.Fatalf("one witness, who cosigned: %v %+v", err, rep.Witnesses)
+	db := filepath.Join(dir, "w.db")
+	base, servedVKey, stop := startWitness(t, "--key", keyFile, "--db", db, "--create-db", "--log", logVKey)
+	if servedVKey != vkey {
+		t.Fatalf("serve names vkey %q, keygen printed %q", servedVKey, vkey)
 	}
-	rep, _, err = verifyOut("--witness", a.vkey, "--witness", b.vkey, "--quorum", "1")
-	if err != nil || !rep.Valid || len(rep.Witnesses.Missing) != 1 || rep.Witnesses.Missing[0] != b.name {
-		t.Fatalf("quorum 1 of 2: %v %+v", err, rep.Witnesses)
+	cp := checkpoint(7)
+	status, cosig := post(base, 0, cp)
+	if status != 200 {
+		t.Fatalf("add-checkpoint: %d %s", status, cosig)
 	}
-	rep, errOut, err := verifyOut("--witness", a.vkey, "--witness", b.vkey)
-	if err == nil || rep.Valid || rep.Failure == nil || rep.Failure.Kind != "witness_quorum" || rep.Witnesses.Met {
-		t.Fatalf("quorum 2 of 2 with one cosignature: %v %+v %+v", err, rep.Failure, rep.Witnesses)
+	v, err := fnote.NewVerifierForCosignatureV1(vkey)
+	if err != nil {
+		t.Fatal(err)
 	}
-	for _, want := range []string{"1 of 2", "missing: " + b.name, "cosigned: " + a.name} {
-		if !strings.Contains(err.Error(), want) || !strings.Contains(errOut, want) {
-			t.Errorf("the failure does not say %q: %v / %s", want, err, errOut)
-		}
+	if _, err := note.Open(append(cp, cosig...), note.VerifierList(v)); err != nil {
+		t.Fatalf("the cosignature does not verify under keygen's vkey: %v", err)
 	}
-	rep, _, err = verifyOut("--witness", b.vkey)
-	if err == nil || rep.Witnesses.Met || len(rep.Witnesses.Cosigned) != 0 {
-		t.Fatalf("a witness who did not cosign: %v %+v", err, rep.Witnesses)
+	if err := stop(); err != nil {
+		t.Fatal(err)
 	}
-	if _, _, err := runOut(t, noEnv, "verify", "export", file, "--service-key", key, "--quorum", "1"); err == nil {
-		t.Fatal("--quorum without --witness was accepted")
-	}
-	if _, _, err := runOut(t, noEnv, "verify", "export", file, "--service-key", key, "--witness", a.vkey, "--quorum", "2"); err == nil {
-		t.Fatal("--quorum above the witnesses given was accepted")
+
+	base, _, _ = startWitness(t, "--key", keyFile, "--db", db, "--log", logVKey)
+	if status, body := post(base, 0, checkpoint(3)); status != http.StatusConflict || body != "7\n" {
+		t.Fatalf("after a restart, an older checkpoint from 0: %d %q, want 409 \"7\\n\"", status, body)
 	}
 }
 
-// admin check --witness reports each account's newest block ok when the
-// quorum of cosignatures stored on it verify, none when fewer (naming who
-// is missing; not a mismatch), and mismatch when a stored cosignature does
-// not verify or a witness cosigned another root than the store's tree.
-func TestAdminCheckReportsWitnessCosignatures(t *testing.T) {
-	storetest.Each(t, func(t *testing.T, dsn string) {
-		a, b := newTestWitness(t, "witness.example/a"), newTestWitness(t, "witness.example/b")
-		userID, _, _ := witnessedStore(t, dsn, a)
-		check := func(args ...string) accountCheck {
-			t.Helper()
-			rep, _ := adminCheck(t, dsn, append([]string{"--quiet"}, args...)...)
-			if len(rep.Accounts) != 1 {
-				t.Fatalf("report: %+v", rep)
-			}
-			return rep.Accounts[0]
+// serve refuses to start without what it needs, saying which flag.
+func TestWitnessServeRefusals(t *testing.T) {
+	dir := t.TempDir()
+	keyFile := filepath.Join(dir, "w.key")
+	if err := run(context.Background(), []string{"witness", "keygen", "--out", keyFile, "--name", "w"}, func(string) string { return "" }, io.Discard, io.Discard); err != nil {
+		t.Fatal(err)
+	}
+	_, logVKey, _ := note.GenerateKey(rand.Reader, "example.com/l")
+	for _, tc := range []struct {
+		args  []string
+		usage bool
+		want  string
+	}{
+		{[]string{"--db", filepath.Join(dir, "x.db"), "--log", logVKey}, true, "--key"},
+		{[]string{"--key", keyFile, "--db", filepath.Join(dir, "x.db")}, true, "a log to witness"},
+		{[]string{"--key", keyFile, "--db", filepath.Join(dir, "x.db"), "--log", "nonsense"}, true, "--log"},
+		{[]string{"--key", keyFile, "--db", filepath.Join(dir, "x.db"), "--auditchain-service", "nonsense"}, true, "--auditchain-service"},
+		{[]string{"--key", keyFile, "--db", filepath.Join(dir, "missing.db"), "--log", logVKey}, false, "--create-db"},
+		{[]string{"--key", filepath.Join(dir, "nokey"), "--db", filepath.Join(dir, "x.db"), "--log", logVKey}, false, "--key"},
+	} {
+		err := run(context.Background(), append([]string{"witness", "serve"}, tc.args...), func(string) string { return "" }, io.Discard, io.Discard)
+		var ue usageError
+		if err == nil || errors.As(err, &ue) != tc.usage || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("serve %v: %v (usage error %v), want one naming %q (usage error %v)", tc.args, err, errors.As(err, &ue), tc.want, tc.usage)
 		}
-		if c := check(); c.Witnesses != witnessesNotConfigured {
-			t.Fatalf("without --witness: %+v", c)
-		}
-		if c := check("--witness", a.vkey); c.Witnesses != witnessesOK || !c.OK {
-			t.Fatalf("cosigned: %+v %v", c, c.WitnessDetail)
-		}
-		if c := check("--witness", "http://127.0.0.1:1="+a.vkey, "--witness", b.vkey); c.Witnesses != witnessesNone || !c.OK ||
-			c.WitnessDetail == nil || !strings.Contains(*c.WitnessDetail, "missing: "+b.name) {
-			t.Fatalf("one of two: %+v %v", c, c.WitnessDetail)
-		}
-		execSQL(t, dsn, fmt.Sprintf(`UPDATE witness_state SET cosigned_root = cosigned_root || cosigned_root WHERE user_id = '%s'`, userID))
-		if c := check("--witness", a.vkey); c.Witnesses != witnessesMismatch || c.OK || !strings.Contains(*c.WitnessDetail, "fork") {
-			t.Fatalf("another root cosigned: %+v %v", c, c.WitnessDetail)
-		}
-		forged := b.cosign(t, "other\n1\nAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA=\n\n")
-		forged = strings.Replace(forged, b.name, a.name, 1)
-		execSQL(t, dsn, fmt.Sprintf(`UPDATE block_cosignatures SET signature = '%s' WHERE user_id = '%s'`, forged, userID))
-		if c := check("--witness", a.vkey); c.Witnesses != witnessesMismatch || c.OK || !strings.Contains(*c.WitnessDetail, "stored cosignature") {
-			t.Fatalf("a forged cosignature: %+v %v", c, c.WitnessDetail)
-		}
-	})
+	}
 }

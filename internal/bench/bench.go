@@ -217,6 +217,13 @@ func runOnce(ctx context.Context, o *Options, w *workload, run int) (res Result)
 		res.Prefill = e.prefill
 	}
 	fail := func(err error) Result { res.Error = err.Error(); return res }
+	if w.ownServer {
+		res, err := w.run(ctx, e, res)
+		if err != nil && res.Error == "" {
+			res.Error = err.Error()
+		}
+		return res
+	}
 
 	db := o.DB
 	var tmp string

@@ -219,3 +219,22 @@ func TestSessionWithURLNeedsAMailSink(t *testing.T) {
 		t.Fatalf("--session against --url without --mail-sink: error %q", e)
 	}
 }
+
+// witness starts its own `auditchain witness serve` and gets a cosignature
+// for every checkpoint it sends (each log's first checked against the
+// witness's vkey); it needs no --db and refuses --url.
+func TestWitnessWorkload(t *testing.T) {
+	res, err := bench.Run(context.Background(), bench.Options{Exe: auditchainExe, Workloads: []string{"witness"},
+		Duration: 300 * time.Millisecond, Warmup: -1, Clients: 4, Accounts: 6})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r := res[0]; r.Error != "" || len(r.Errors) > 0 || r.Ops < 10 || r.Accounts != 6 || r.Server == nil {
+		t.Fatalf("witness: %+v", r)
+	}
+	res, err = bench.Run(context.Background(), bench.Options{URL: "http://127.0.0.1:1", DB: "sqlite:x", Exe: auditchainExe,
+		Workloads: []string{"witness"}, Duration: 100 * time.Millisecond})
+	if err != nil || !strings.Contains(res[0].Error, "drop --url") {
+		t.Fatalf("witness with --url: %+v %v", res, err)
+	}
+}

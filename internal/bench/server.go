@@ -54,10 +54,16 @@ type localServer struct {
 // startServer runs wrap... exe serve --addr 127.0.0.1:0 --db db (quotas lifted)
 // and waits for its "auditchain listening on" line.
 func startServer(ctx context.Context, exe string, wrap []string, db string, extra []string, logPath string) (*localServer, error) {
-	args := append([]string{}, wrap...)
-	args = append(args, exe, "serve", "--addr", "127.0.0.1:0", "--db", db, "--log-level", "warn")
+	args := []string{exe, "serve", "--addr", "127.0.0.1:0", "--db", db, "--log-level", "warn"}
 	args = append(args, LiftedQuotas...)
 	args = append(args, extra...)
+	return startListening(ctx, wrap, args, logPath, "auditchain listening on ")
+}
+
+// startListening runs wrap... args (a server of this binary) and waits for
+// the stdout line that starts with listening and goes on with its URL.
+func startListening(ctx context.Context, wrap, cmdline []string, logPath, listening string) (*localServer, error) {
+	args := append(append([]string{}, wrap...), cmdline...)
 	logf, err := os.Create(logPath)
 	if err != nil {
 		return nil, err
@@ -79,7 +85,7 @@ func startServer(ctx context.Context, exe string, wrap []string, db string, extr
 	go func() {
 		sc := bufio.NewScanner(out)
 		for sc.Scan() {
-			if u, ok := strings.CutPrefix(sc.Text(), "auditchain listening on "); ok {
+			if u, ok := strings.CutPrefix(sc.Text(), listening); ok {
 				urlc <- strings.TrimSpace(u)
 			}
 		}

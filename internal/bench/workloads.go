@@ -28,7 +28,10 @@ type workload struct {
 	prefillRows bool
 	// signsIn: the workload reads sign-in codes the server mails, so the
 	// started server mails to the generator's SMTP sink.
-	signsIn    bool
+	signsIn bool
+	// ownServer: the workload starts the server it measures itself (not
+	// auditchain serve), and needs no bench accounts.
+	ownServer  bool
 	serverArgs []string // serve flags the workload needs (before --server-arg)
 	openLoop   bool     // --rate applies
 	defRate    float64  // --rate when not given (0: closed loop)
@@ -81,6 +84,8 @@ var workloads = []*workload{
 		help: "`auditchain hook --host claude-code` run as a process per PreToolUse call (process start, one POST /v1/tool-calls: gate, use, record); --hook-exe: the binary"},
 	{name: "hook-result", clients: 1, accounts: 1, openLoop: true, run: loadRun(hookSetup("PostToolUse")),
 		help: "`auditchain hook --host claude-code` run as a process per PostToolUse call (process start, one POST /v1/events/append: the tool_result); --hook-exe: the binary"},
+	{name: "witness", clients: 64, accounts: 100, openLoop: true, ownServer: true, run: runWitness,
+		help: "`auditchain witness serve` (started by the generator; --server-arg: its flags) cosigning --accounts account logs (at least --clients): each op a new checkpoint of one leaf more with its consistency proof, POST /add-checkpoint"},
 }
 
 func lookup(name string) *workload {

@@ -1,0 +1,198 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"crypto/rand"
+	"encoding/base64"
+	"encoding/json"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	fnote "github.com/transparency-dev/formats/note"
+	"golang.org/x/mod/sumdb/note"
+
+	"github.com/auditchain/auditchain/internal/app"
+	"github.com/auditchain/auditchain/internal/app/apptest"
+	"github.com/auditchain/auditchain/internal/store"
+	"github.com/auditchain/auditchain/internal/store/storetest"
+	"github.com/auditchain/auditchain/pkg/api"
+)
+
+// testWitness is a cosignature/v1 key pair: what a witness signs with, and
+// the verifier key an auditor is given.
+type testWitness struct {
+	name, vkey string
+	signer     note.Signer
+}
+
+func newTestWitness(t *testing.T, name string) testWitness {
+	t.Helper()
+	skey, vkey, err := note.GenerateKey(rand.Reader, name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	signer, err := fnote.NewSignerForCosignatureV1(skey)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if vkey, err = fnote.VKeyToCosignatureV1(vkey); err != nil {
+		t.Fatal(err)
+	}
+	return testWitness{name: name, vkey: vkey, signer: signer}
+}
+
+// cosign is w's cosignature line on a signed checkpoint note, as a witness
+// answers it.
+func (w testWitness) cosign(t *testing.T, signedNote string) string {
+	t.Helper()
+	text, _, _ := strings.Cut(signedNote, "\n\n")
+	signed, err := note.Sign(&note.Note{Text: text + "\n"}, w.signer)
+	if err != nil {
+		t.Fatal(err)
+	}
+	lines := strings.Split(strings.TrimSuffix(string(signed), "\n"), "\n")
+	return lines[len(lines)-1]
+}
+
+// witnessedStore is a store with one account of 3 events whose newest block
+// carries w's cosignature (as the witness job stores it), and its export.
+func witnessedStore(t *testing.T, dsn string, w testWitness) (userID, export, serviceKey string) {
+	t.Helper()
+	ctx := context.Background()
+	st := storetest.Open(t, dsn)
+	a := apptest.New(t, st, apptest.Options{})
+	acct, _, err := a.CreateAccount(ctx, app.AccountRequest{NoEmail: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := app.Principal{UserID: acct.UserID, KeyID: "k", Kind: "api_key"}
+	for i := range 3 {
+		id, typ := fmt.Sprintf("evt-w-%d", i), "note"
+		if _, err := a.AppendNext(ctx, p, api.EventInput{EventID: &id, EventType: &typ}, "rest"); err != nil {
+			t.Fatal(err)
+		}
+	}
+	b, _, err := a.Seal(ctx, acct.UserID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tx, err := st.WriteDB().BeginTx(ctx, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	now := time.Now().UnixMicro()
+	err = st.InsertCosignature(ctx, tx, acct.UserID, b.Index, store.Cosignature{Witness: w.name, Signature: w.cosign(t, string(b.Note))}, now)
+	if err == nil {
+		idx := b.Index
+		err = st.SaveWitnessState(ctx, tx, store.WitnessState{UserID: acct.UserID, Witness: w.name, WitnessSize: int64(b.Size),
+			CosignedSize: int64(b.Size), CosignedRoot: b.Root[:], CosignedBlock: &idx, LogSize: int64(b.Size), UpdatedAt: now})
+	}
+	if err == nil {
+		err = tx.Commit()
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	x, err := a.PrepareExport(ctx, p, nil, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var buf bytes.Buffer
+	if err := x.WriteTo(ctx, &buf); err != nil {
+		t.Fatal(err)
+	}
+	file := filepath.Join(t.TempDir(), "export.ndjson")
+	if err := os.WriteFile(file, buf.Bytes(), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return acct.UserID, file, base64.StdEncoding.EncodeToString(a.ServicePublicKey())
+}
+
+// verify export --witness requires --quorum valid cosignatures on the
+// export's last checkpoint and names who cosigned; a quorum not met fails
+// (exit non-zero), naming the witnesses missing.
+func TestVerifyExportRequiresTheWitnessQuorum(t *testing.T) {
+	a, b := newTestWitness(t, "witness.example/a"), newTestWitness(t, "witness.example/b")
+	_, file, key := witnessedStore(t, storetest.DSN(t, storetest.SQLite), a)
+	verifyOut := func(args ...string) (exportReport, string, error) {
+		t.Helper()
+		out, errOut, err := runOut(t, noEnv, append([]string{"verify", "export", file, "--service-key", key}, args...)...)
+		var rep exportReport
+		if jerr := json.Unmarshal([]byte(out), &rep); jerr != nil {
+			t.Fatalf("no report (%v): %s\n%s", err, out, errOut)
+		}
+		return rep, errOut, err
+	}
+
+	rep, _, err := verifyOut("--witness", a.vkey)
+	if err != nil || !rep.Valid || rep.Witnesses == nil || !rep.Witnesses.Met || strings.Join(rep.Witnesses.Cosigned, ",") != a.name {
+		t.Fatalf("one witness, who cosigned: %v %+v", err, rep.Witnesses)
+	}
+	rep, _, err = verifyOut("--witness", a.vkey, "--witness", b.vkey, "--quorum", "1")
+	if err != nil || !rep.Valid || len(rep.Witnesses.Missing) != 1 || rep.Witnesses.Missing[0] != b.name {
+		t.Fatalf("quorum 1 of 2: %v %+v", err, rep.Witnesses)
+	}
+	rep, errOut, err := verifyOut("--witness", a.vkey, "--witness", b.vkey)
+	if err == nil || rep.Valid || rep.Failure == nil || rep.Failure.Kind != "witness_quorum" || rep.Witnesses.Met {
+		t.Fatalf("quorum 2 of 2 with one cosignature: %v %+v %+v", err, rep.Failure, rep.Witnesses)
+	}
+	for _, want := range []string{"1 of 2", "missing: " + b.name, "cosigned: " + a.name} {
+		if !strings.Contains(err.Error(), want) || !strings.Contains(errOut, want) {
+			t.Errorf("the failure does not say %q: %v / %s", want, err, errOut)
+		}
+	}
+	rep, _, err = verifyOut("--witness", b.vkey)
+	if err == nil || rep.Witnesses.Met || len(rep.Witnesses.Cosigned) != 0 {
+		t.Fatalf("a witness who did not cosign: %v %+v", err, rep.Witnesses)
+	}
+	if _, _, err := runOut(t, noEnv, "verify", "export", file, "--service-key", key, "--quorum", "1"); err == nil {
+		t.Fatal("--quorum without --witness was accepted")
+	}
+	if _, _, err := runOut(t, noEnv, "verify", "export", file, "--service-key", key, "--witness", a.vkey, "--quorum", "2"); err == nil {
+		t.Fatal("--quorum above the witnesses given was accepted")
+	}
+}
+
+// admin check --witness reports each account's newest block ok when the
+// quorum of cosignatures stored on it verify, none when fewer (naming who
+// is missing; not a mismatch), and mismatch when a stored cosignature does
+// not verify or a witness cosigned another root than the store's tree.
+func TestAdminCheckReportsWitnessCosignatures(t *testing.T) {
+	storetest.Each(t, func(t *testing.T, dsn string) {
+		a, b := newTestWitness(t, "witness.example/a"), newTestWitness(t, "witness.example/b")
+		userID, _, _ := witnessedStore(t, dsn, a)
+		check := func(args ...string) accountCheck {
+			t.Helper()
+			rep, _ := adminCheck(t, dsn, append([]string{"--quiet"}, args...)...)
+			if len(rep.Accounts) != 1 {
+				t.Fatalf("report: %+v", rep)
+			}
+			return rep.Accounts[0]
+		}
+		if c := check(); c.Witnesses != witnessesNotConfigured {
+			t.Fatalf("without --witness: %+v", c)
+		}
+		if c := check("--witness", a.vkey); c.Witnesses != witnessesOK || !c.OK {
+			t.Fatalf("cosigned: %+v %v", c, c.WitnessDetail)
+		}
+		if c := check("--witness", "http://127.0.0.1:1="+a.vkey, "--witness", b.vkey); c.Witnesses != witnessesNone || !c.OK ||
+			c.WitnessDetail == nil || !strings.Contains(*c.WitnessDetail, "missing: "+b.name) {
+			t.Fatalf("one of two: %+v %v", c, c.WitnessDetail)
+		}
+		execSQL(t, dsn, fmt.Sprintf(`UPDATE witness_state SET cosigned_root = cosigned_root || cosigned_root WHERE user_id = '%s'`, userID))
+		if c := check("--witness", a.vkey); c.Witnesses != witnessesMismatch || c.OK || !strings.Contains(*c.WitnessDetail, "fork") {
+			t.Fatalf("another root cosigned: %+v %v", c, c.WitnessDetail)
+		}
+		forged := b.cosign(t, "other\n1\nAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA=\n\n")
+		forged = strings.Replace(forged, b.name, a.name, 1)
+		execSQL(t, dsn, fmt.Sprintf(`UPDATE block_cosignatures SET signature = '%s' WHERE user_id = '%s'`, forged, userID))
+		if c := check("--witness", a.vkey); c.Witnesses != witnessesMismatch || c.OK || !strings.Contains(*c.WitnessDetail, "stored cosignature") {
+			t.Fatalf("a forged cosignature: %+v %v", c, c.WitnessDetail)
+		}
+	})
+}
