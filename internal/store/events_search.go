@@ -54,7 +54,7 @@ func (s *Store) Search(ctx context.Context, f SearchFilter) ([]api.Event, error)
 // one whose matches must be sorted, and the pool forces generic plans for
 // every prepared statement (openPostgres).
 func (s *Store) searchStatement(account any, f SearchFilter) (string, []any) {
-	q, args := searchQuery(account, f)
+	q, args := searchQuery(account, f, s.Dialect == SQLite)
 	if s.Dialect == Postgres {
 		args = append([]any{pgx.QueryExecModeSimpleProtocol}, args...)
 	}
@@ -65,7 +65,12 @@ func (s *Store) searchStatement(account any, f SearchFilter) (string, []any) {
 // index that yields the account's rows in sequence order (the primary key,
 // events_type, events_tool, events_decision), so a page reads about limit
 // rows whatever the chain length (TestSearchPlans).
-func searchQuery(account any, f SearchFilter) (string, []any) {
+//
+// withTail (SQLite): the rows not yet in those indexes (unindexed,
+// index_behind.go) are read from events_unindexed, also in sequence order,
+// and merged with the indexed ones (SQLite's MERGE of the two ordered arms
+// stops after limit rows), so that an acknowledged append is found at once.
+func searchQuery(account any, f SearchFilter, withTail bool) (string, []any) {
 	var where []string
 	args := []any{account}
 	arg := func(v any) string { args = append(args, v); return fmt.Sprintf("$%d", len(args)) }
@@ -93,7 +98,16 @@ func searchQuery(account any, f SearchFilter) (string, []any) {
 		where = append(where, "event_type IN ("+strings.Join(ph, ", ")+")")
 	}
 	limit := arg(f.Limit)
-	return `SELECT ` + searchColumns + ` FROM events WHERE ` + strings.Join(where, " AND ") + ` ORDER BY sequence DESC LIMIT ` + limit, args
+	cond := strings.Join(where, " AND ")
+	if withTail {
+		return `SELECT ` + searchColumns + ` FROM events WHERE unindexed IS NOT NULL AND ` + cond +
+			` UNION ALL SELECT ` + searchColumns + ` FROM events WHERE unindexed IS NULL AND ` + cond +
+			` ORDER BY sequence DESC LIMIT ` + limit, args
+	}
+	// PostgreSQL never marks a row: its indexes, partial like SQLite's, hold
+	// every row, and the planner uses them only when the query names their
+	// predicate.
+	return `SELECT ` + searchColumns + ` FROM events WHERE unindexed IS NULL AND ` + cond + ` ORDER BY sequence DESC LIMIT ` + limit, args
 }
 
 // searchColumns are the columns a search result shows (SPEC.md "Event": no

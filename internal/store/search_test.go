@@ -21,7 +21,8 @@ func testSQLiteStore(t *testing.T) *Store {
 // Search pages must cost about limit rows at any chain length: every filter
 // but the time bounds is served by an index in sequence order, never by a
 // scan of the account's events or a sort of them (SQLite's plan; PostgreSQL
-// plans by statistics).
+// plans by statistics). The rows not yet indexed (index_behind.go) are read
+// from events_unindexed, in sequence order too, and merged.
 func TestSearchPlans(t *testing.T) {
 	ctx := context.Background()
 	s := testSQLiteStore(t)
@@ -42,7 +43,7 @@ func TestSearchPlans(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			tt.f.UserID, tt.f.Limit = "u", 200
-			q, args := searchQuery(int64(1), tt.f)
+			q, args := searchQuery(int64(1), tt.f, true)
 			rows, err := s.read.QueryContext(ctx, "EXPLAIN QUERY PLAN "+q, args...)
 			if err != nil {
 				t.Fatal(err)
@@ -60,6 +61,9 @@ func TestSearchPlans(t *testing.T) {
 			p := strings.Join(plan, "; ")
 			if !strings.Contains(p, "SEARCH events USING INDEX "+tt.wantIndex+" ") || strings.Contains(p, "TEMP B-TREE") {
 				t.Errorf("plan %q: want a search of %s in sequence order", p, tt.wantIndex)
+			}
+			if !strings.Contains(p, "MERGE (UNION ALL)") || !strings.Contains(p, "SEARCH events USING INDEX events_unindexed ") {
+				t.Errorf("plan %q: want the rows not yet indexed read from events_unindexed and merged", p)
 			}
 		})
 	}

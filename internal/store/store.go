@@ -50,6 +50,9 @@ type Store struct {
 	walCkpt *walCheckpointer
 	// noticeCache remembers what decides notices' rows (SQLite; noticecache.go).
 	noticeCache *noticeCache
+	// behind counts appended rows not yet in search's indexes (SQLite;
+	// index_behind.go).
+	behind atomic.Int64
 	// numbers are the accounts' numbers (SQLite; account_numbers.go).
 	numbers *accountNumbers
 	// inserts caches the texts of batch inserts (events_insert.go).
@@ -140,6 +143,7 @@ func openSQLite(path string, readers int) (*Store, error) {
 	path = strings.NewReplacer("%", "%25", "?", "%3F", "#", "%23").Replace(path)
 	drv := sqlite.Driver{}
 	st := &Store{Dialect: SQLite, walCkpt: newWALCheckpointer(), noticeCache: &noticeCache{}}
+	st.behind.Store(1) // unknown: whatever the last run left (index_behind.go)
 	write := sql.OpenDB(cachingConnector{dsn: "file:" + path + "?" + pragmas + "&_txlock=immediate", driver: &drv, faults: &st.ioFaults, opened: &st.writeConns,
 		committed: st.walCkpt.committed, settled: st.noticeCache.writerSettled})
 	write.SetMaxOpenConns(1)
