@@ -54,7 +54,12 @@ func (s *Store) Search(ctx context.Context, f SearchFilter) ([]api.Event, error)
 // one whose matches must be sorted, and the pool forces generic plans for
 // every prepared statement (openPostgres).
 func (s *Store) searchStatement(account any, f SearchFilter) (string, []any) {
-	q, args := searchQuery(account, f, s.Dialect == SQLite)
+	// Without rows waiting to be indexed (index_behind.go) the tail is
+	// empty, and reading it would cost every row of the page a step of the
+	// merge. The count moves before the insert's commit, so an acknowledged
+	// append is always counted here; it may count rolled-back rows, which
+	// only costs the merge.
+	q, args := searchQuery(account, f, s.Dialect == SQLite && s.behind.Load() > 0)
 	if s.Dialect == Postgres {
 		args = append([]any{pgx.QueryExecModeSimpleProtocol}, args...)
 	}
@@ -104,9 +109,9 @@ func searchQuery(account any, f SearchFilter, withTail bool) (string, []any) {
 			` UNION ALL SELECT ` + searchColumns + ` FROM events WHERE unindexed IS NULL AND ` + cond +
 			` ORDER BY sequence DESC LIMIT ` + limit, args
 	}
-	// PostgreSQL never marks a row: its indexes, partial like SQLite's, hold
-	// every row, and the planner uses them only when the query names their
-	// predicate.
+	// No row is marked (PostgreSQL never marks one): the indexes, partial
+	// (migration 023), hold every row, and the planner uses them only when
+	// the query names their predicate.
 	return `SELECT ` + searchColumns + ` FROM events WHERE unindexed IS NULL AND ` + cond + ` ORDER BY sequence DESC LIMIT ` + limit, args
 }
 

@@ -51,6 +51,9 @@ func (s *Store) IndexBehind(ctx context.Context) (int64, error) {
 		return 0, err
 	}
 	defer tx.Rollback()
+	// The transaction holds the writer's only connection: every row counted
+	// so far was committed or rolled back, and none is counted until it ends.
+	counted := s.behind.Load()
 	// In the tail's key order (events_unindexed): account by account.
 	res, err := tx.ExecContext(ctx, `UPDATE events SET unindexed = NULL WHERE rowid IN (
 		SELECT rowid FROM events WHERE unindexed IS NOT NULL ORDER BY account, sequence LIMIT $1)`, indexBehindChunk)
@@ -65,9 +68,9 @@ func (s *Store) IndexBehind(ctx context.Context) (int64, error) {
 		return 0, fmt.Errorf("index behind: %w", err)
 	}
 	if n < indexBehindChunk {
-		s.behind.Store(0) // the writer is the only one inserting, and it is here
+		s.behind.Add(-counted) // every row marked is indexed now
 	} else {
-		s.behind.Add(-n)
+		s.behind.Add(-min(n, counted))
 	}
 	return n, nil
 }

@@ -2,6 +2,7 @@ package store
 
 import (
 	"context"
+	"fmt"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -41,30 +42,32 @@ func TestSearchPlans(t *testing.T) {
 		{"one event type", SearchFilter{EventTypes: []string{"tool_call"}}, "events_type"},
 	}
 	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			tt.f.UserID, tt.f.Limit = "u", 200
-			q, args := searchQuery(int64(1), tt.f, true)
-			rows, err := s.read.QueryContext(ctx, "EXPLAIN QUERY PLAN "+q, args...)
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer rows.Close()
-			var plan []string
-			for rows.Next() {
-				var id, parent, unused int
-				var detail string
-				if err := rows.Scan(&id, &parent, &unused, &detail); err != nil {
+		for _, withTail := range []bool{true, false} {
+			t.Run(fmt.Sprintf("%s, tail %v", tt.name, withTail), func(t *testing.T) {
+				tt.f.UserID, tt.f.Limit = "u", 200
+				q, args := searchQuery(int64(1), tt.f, withTail)
+				rows, err := s.read.QueryContext(ctx, "EXPLAIN QUERY PLAN "+q, args...)
+				if err != nil {
 					t.Fatal(err)
 				}
-				plan = append(plan, detail)
-			}
-			p := strings.Join(plan, "; ")
-			if !strings.Contains(p, "SEARCH events USING INDEX "+tt.wantIndex+" ") || strings.Contains(p, "TEMP B-TREE") {
-				t.Errorf("plan %q: want a search of %s in sequence order", p, tt.wantIndex)
-			}
-			if !strings.Contains(p, "MERGE (UNION ALL)") || !strings.Contains(p, "SEARCH events USING INDEX events_unindexed ") {
-				t.Errorf("plan %q: want the rows not yet indexed read from events_unindexed and merged", p)
-			}
-		})
+				defer rows.Close()
+				var plan []string
+				for rows.Next() {
+					var id, parent, unused int
+					var detail string
+					if err := rows.Scan(&id, &parent, &unused, &detail); err != nil {
+						t.Fatal(err)
+					}
+					plan = append(plan, detail)
+				}
+				p := strings.Join(plan, "; ")
+				if !strings.Contains(p, "SEARCH events USING INDEX "+tt.wantIndex+" ") || strings.Contains(p, "TEMP B-TREE") {
+					t.Errorf("plan %q: want a search of %s in sequence order", p, tt.wantIndex)
+				}
+				if withTail && (!strings.Contains(p, "MERGE (UNION ALL)") || !strings.Contains(p, "SEARCH events USING INDEX events_unindexed ")) {
+					t.Errorf("plan %q: want the rows not yet indexed read from events_unindexed and merged", p)
+				}
+			})
+		}
 	}
 }
