@@ -5,6 +5,7 @@ import (
 	"database/sql"
 	"fmt"
 	"slices"
+	"strings"
 	"testing"
 
 	"github.com/auditchain/auditchain/internal/store"
@@ -112,4 +113,131 @@ func TestSearchFindsEventsBeforeAndAfterTheyAreIndexed(t *testing.T) {
 		}
 		check("indexed and tail")
 	})
+}
+
+// BenchmarkIndexBehind measures IndexBehind on a tail as the writer leaves
+// it under load: store.IndexBehindRows single appends spread over 100
+// accounts, indexed chunk by chunk. A chunk's time (ms/chunk) is a pause of
+// the writer between two group commits.
+func BenchmarkIndexBehind(b *testing.B) {
+	s := storetest.Open(b, storetest.DSN(b, storetest.SQLite))
+	ctx := context.Background()
+	const accounts = 100
+	seq := make([]int64, accounts)
+	var rows, chunks int64
+	for b.Loop() {
+		b.StopTimer()
+		err := s.InTx(ctx, func(tx *sql.Tx) error {
+			for i := range store.IndexBehindRows {
+				a := i % accounts
+				user := fmt.Sprintf("u-%03d", a)
+				head, err := s.LockHead(ctx, tx, user)
+				if err != nil {
+					return err
+				}
+				dec, tool := "allow", "bash"
+				e := store.Event{StoredEvent: api.StoredEvent{Event: api.Event{UserID: user, Sequence: seq[a],
+					EventID: fmt.Sprintf("evt-%d-%d", a, seq[a]), EventType: "tool_call",
+					PayloadHash: fmt.Sprintf("sha256:%064x", rows+int64(i)), TS: "2026-11-28T00:00:00Z", Surface: "rest",
+					Decision: &dec, Tool: &tool}}, LeafIndex: head.EventCount, TSMicros: &rows}
+				if err := insertEvent(ctx, s, tx, &e); err != nil {
+					return err
+				}
+				seq[a]++
+			}
+			return nil
+		})
+		if err != nil {
+			b.Fatal(err)
+		}
+		b.StartTimer()
+		for s.EventsBehind() > 0 {
+			n, err := s.IndexBehind(ctx)
+			if err != nil {
+				b.Fatal(err)
+			}
+			rows += n
+			chunks++
+		}
+	}
+	b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(rows), "ns/row")
+	b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(chunks)/1e6, "ms/chunk")
+}
+
+// A tail longer than a chunk is indexed chunk by chunk, sweeping round the
+// accounts, and a store opened on a tail left behind (a crash, a stop)
+// counts it, so that search reads it and the writer indexes it.
+func TestIndexBehindSweepsTheTailInChunks(t *testing.T) {
+	ctx := context.Background()
+	dsn := storetest.DSN(t, storetest.SQLite)
+	s := storetest.Open(t, dsn)
+	const accounts = 7
+	rows := store.IndexBehindChunk*2 + 100
+	err := s.InTx(ctx, func(tx *sql.Tx) error {
+		for i := range rows {
+			user := fmt.Sprintf("u-sweep-%d", i%accounts)
+			head, err := s.LockHead(ctx, tx, user)
+			if err != nil {
+				return err
+			}
+			seq := int64(i / accounts)
+			e := store.Event{StoredEvent: api.StoredEvent{Event: api.Event{UserID: user, Sequence: seq, EventID: fmt.Sprintf("evt-%d", seq),
+				EventType: "tool_call", PayloadHash: fmt.Sprintf("sha256:%064x", i+1), TS: "2026-11-28T00:00:00Z", Surface: "rest"}},
+				LeafIndex: head.EventCount}
+			if err := insertEvent(ctx, s, tx, &e); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	marked := func() int64 {
+		t.Helper()
+		var n int64
+		if err := s.DB().QueryRowContext(ctx, `SELECT count(*) FROM events WHERE unindexed IS NOT NULL`).Scan(&n); err != nil {
+			t.Fatal(err)
+		}
+		return n
+	}
+	// A store opened now finds the whole tail.
+	again, err := store.Open(ctx, "sqlite:"+strings.TrimPrefix(dsn, "sqlite:"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n := again.EventsBehind(); n != int64(rows) {
+		t.Fatalf("a store opened on %d marked rows counts %d", rows, n)
+	}
+	again.Close()
+
+	if n := s.EventsBehind(); n != int64(rows) {
+		t.Fatalf("EventsBehind = %d, want %d", n, rows)
+	}
+	var calls int
+	for s.EventsBehind() > 0 {
+		n, err := s.IndexBehind(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if n > store.IndexBehindChunk {
+			t.Fatalf("one IndexBehind indexed %d rows, more than a chunk", n)
+		}
+		if calls++; calls > 10 {
+			t.Fatalf("%d calls and %d rows still behind", calls, s.EventsBehind())
+		}
+	}
+	if m := marked(); m != 0 {
+		t.Fatalf("%d rows still marked when EventsBehind is 0", m)
+	}
+	if calls < 3 {
+		t.Fatalf("%d rows indexed in %d calls, want chunks of at most %d", rows, calls, store.IndexBehindChunk)
+	}
+	got, err := s.Search(ctx, store.SearchFilter{UserID: "u-sweep-3", EventTypes: []string{"tool_call"}, Limit: 1000})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := (rows - 3 + accounts - 1) / accounts; len(got) != want {
+		t.Fatalf("search after the sweep found %d events of u-sweep-3, want %d", len(got), want)
+	}
 }

@@ -53,6 +53,8 @@ type Store struct {
 	// behind counts appended rows not yet in search's indexes (SQLite;
 	// index_behind.go).
 	behind atomic.Int64
+	// sweep is the account the next IndexBehind starts from.
+	sweep atomic.Int64
 	// numbers are the accounts' numbers (SQLite; account_numbers.go).
 	numbers *accountNumbers
 	// inserts caches the texts of batch inserts (events_insert.go).
@@ -109,6 +111,12 @@ func OpenWith(ctx context.Context, dsn string, o Options) (*Store, error) {
 		s.Close()
 		return nil, err
 	}
+	if s.Dialect == SQLite {
+		if err := s.countBehind(ctx); err != nil && o.migrateUpTo == 0 {
+			s.Close()
+			return nil, err
+		}
+	}
 	return s, nil
 }
 
@@ -143,7 +151,6 @@ func openSQLite(path string, readers int) (*Store, error) {
 	path = strings.NewReplacer("%", "%25", "?", "%3F", "#", "%23").Replace(path)
 	drv := sqlite.Driver{}
 	st := &Store{Dialect: SQLite, walCkpt: newWALCheckpointer(), noticeCache: &noticeCache{}}
-	st.behind.Store(1) // unknown: whatever the last run left (index_behind.go)
 	write := sql.OpenDB(cachingConnector{dsn: "file:" + path + "?" + pragmas + "&_txlock=immediate", driver: &drv, faults: &st.ioFaults, opened: &st.writeConns,
 		committed: st.walCkpt.committed, settled: st.noticeCache.writerSettled})
 	write.SetMaxOpenConns(1)

@@ -27,9 +27,10 @@ const (
 	// groupMaxBatch bounds how many requests share one transaction.
 	groupMaxBatch = 256
 	// indexIdle is how long the writer waits for a request, with appended
-	// rows not yet in search's indexes, before it indexes them
+	// rows not yet in search's indexes, before it indexes them all
 	// (store/index_behind.go). Under load the writer is never idle that
-	// long, and indexes once store.IndexBehindRows rows wait.
+	// long, and indexes a chunk between two commits once
+	// store.IndexBehindRows rows wait.
 	indexIdle = 10 * time.Millisecond
 )
 
@@ -105,9 +106,14 @@ func (g *groupCommitter) loop() {
 		case j := <-g.queue:
 			batch = append(batch[:0], j)
 		case <-idle:
+			// The whole tail, a chunk at a time, while no request waits.
 			// Errors leave the rows marked: search reads them all the same,
-			// and the next call indexes them.
-			_, _ = g.store.IndexBehind(ctx)
+			// and a later call indexes them.
+			for g.store.EventsBehind() > 0 && len(g.queue) == 0 {
+				if _, err := g.store.IndexBehind(ctx); err != nil {
+					break
+				}
+			}
 			continue
 		}
 		if timer != nil {
@@ -126,6 +132,8 @@ func (g *groupCommitter) loop() {
 		// (store/wal_checkpoint.go) so that the WAL can start over.
 		g.store.CatchUpWALCheckpoint(ctx)
 		g.commit(batch)
+		// Under load, one chunk between two commits once enough rows wait:
+		// a pause of a few milliseconds (store.IndexBehindChunk).
 		if g.store.EventsBehind() >= store.IndexBehindRows {
 			_, _ = g.store.IndexBehind(ctx)
 		}
