@@ -23,7 +23,14 @@ type loadResult struct {
 	cpu     time.Duration // server CPU over the measured window
 	proc    procSample    // server at the end
 	sampled bool
+	io      ioDelta // server writes over the measured window
 	abort   error
+}
+
+// ioDelta is the growth of /proc/PID/io's write counters over the window.
+type ioDelta struct {
+	wchar, writeBytes, syscw int64
+	ok                       bool
 }
 
 // drive runs op on e.clients workers: in a closed loop (each worker sends its
@@ -138,6 +145,10 @@ func drive(ctx context.Context, e *env, mk func(w *worker) opFunc, rate float64)
 	if cpuOK.Load() {
 		if s, err := sampleProc(e.serverPID); err == nil {
 			r.cpu, r.proc, r.sampled = s.cpu-cpuFrom.cpu, s, true
+			if s.ioOK && cpuFrom.ioOK {
+				r.io = ioDelta{wchar: s.wchar - cpuFrom.wchar, writeBytes: s.writeBytes - cpuFrom.writeBytes,
+					syscw: s.syscw - cpuFrom.syscw, ok: true}
+			}
 		}
 	}
 	if p := abort.Load(); p != nil {
@@ -167,6 +178,12 @@ func (r *loadResult) fill(res *Result) {
 			s.CPUMicrosPerOp = float64(r.cpu.Microseconds()) / float64(r.ops)
 			if r.items != r.ops && r.items > 0 {
 				s.CPUMicrosPerItem = float64(r.cpu.Microseconds()) / float64(r.items)
+			}
+			if r.io.ok {
+				n := float64(r.ops)
+				s.WriteBytesPerOp = float64(r.io.writeBytes) / n
+				s.WcharPerOp = float64(r.io.wchar) / n
+				s.WriteCallsPerOp = float64(r.io.syscw) / n
 			}
 		}
 		res.Server = s

@@ -61,6 +61,14 @@ type ServerStats struct {
 	// BytesPerEvent is SQLite's growth on disk (database + WAL, after the
 	// server stopped) per event stored in the run, prefill included.
 	BytesPerEvent float64 `json:"bytes_per_event,omitempty"`
+	// What the server wrote per successful operation over the measured
+	// window (/proc/PID/io, issue #39): WriteBytesPerOp the bytes sent to
+	// storage (write_bytes), WcharPerOp the bytes passed to write calls
+	// (wchar: the WAL frames, the checkpoint's copy, the HTTP answers),
+	// WriteCallsPerOp the write system calls (syscw, sockets included).
+	WriteBytesPerOp float64 `json:"write_bytes_per_op,omitempty"`
+	WcharPerOp      float64 `json:"wchar_per_op,omitempty"`
+	WriteCallsPerOp float64 `json:"write_calls_per_op,omitempty"`
 }
 
 // median folds several runs of one workload: every figure is the median of the
@@ -128,6 +136,9 @@ func median(runs []Result) Result {
 			PeakRSSMB:        g(func(s *ServerStats) float64 { return s.PeakRSSMB }),
 			RSSMB:            g(func(s *ServerStats) float64 { return s.RSSMB }),
 			BytesPerEvent:    g(func(s *ServerStats) float64 { return s.BytesPerEvent }),
+			WriteBytesPerOp:  g(func(s *ServerStats) float64 { return s.WriteBytesPerOp }),
+			WcharPerOp:       g(func(s *ServerStats) float64 { return s.WcharPerOp }),
+			WriteCallsPerOp:  g(func(s *ServerStats) float64 { return s.WriteCallsPerOp }),
 		}
 	}
 	if out.Extra != nil {
@@ -200,6 +211,10 @@ func WriteTable(w io.Writer, rs []Result) error {
 		}
 		for _, k := range slices.Sorted(maps.Keys(r.Extra)) {
 			notes = append(notes, fmt.Sprintf("%s: %s", k, num(r.Extra[k])))
+		}
+		if s := r.Server; s != nil && (s.WcharPerOp > 0 || s.WriteCallsPerOp > 0) {
+			notes = append(notes, fmt.Sprintf("server writes per op: %s bytes to storage, %s bytes in %s write calls",
+				num(s.WriteBytesPerOp), num(s.WcharPerOp), num(s.WriteCallsPerOp)))
 		}
 		if r.Server != nil && r.Server.CPUMicrosPerItem > 0 {
 			notes = append(notes, "server µs per item: "+num(r.Server.CPUMicrosPerItem))

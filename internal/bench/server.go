@@ -154,6 +154,12 @@ type procSample struct {
 	cpu   time.Duration // utime + stime
 	hwmKB int64         // peak resident set (VmHWM)
 	rssKB int64         // current resident set (VmRSS)
+	// From /proc/PID/io, every thread of the process: bytes handed to write
+	// calls (wchar), bytes sent to the storage layer (write_bytes: the page
+	// cache's dirtied pages, the WAL and the checkpoint's copy), and write
+	// system calls (syscw). ioOK is false where the file cannot be read.
+	wchar, writeBytes, syscw int64
+	ioOK                     bool
 }
 
 // clockTicks is USER_HZ, 100 on every Linux architecture Go supports.
@@ -188,7 +194,33 @@ func sampleProc(pid int) (procSample, error) {
 			s.rssKB = parseKB(v)
 		}
 	}
+	s.wchar, s.writeBytes, s.syscw, s.ioOK = readProcIO(pid)
 	return s, nil
+}
+
+// readProcIO reads the write counters of /proc/PID/io (readable by the
+// process's owner).
+func readProcIO(pid int) (wchar, writeBytes, syscw int64, ok bool) {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/io", pid))
+	if err != nil {
+		return 0, 0, 0, false
+	}
+	for line := range strings.SplitSeq(string(b), "\n") {
+		k, v, found := strings.Cut(line, ":")
+		if !found {
+			continue
+		}
+		n, _ := strconv.ParseInt(strings.TrimSpace(v), 10, 64)
+		switch k {
+		case "wchar":
+			wchar = n
+		case "write_bytes":
+			writeBytes = n
+		case "syscw":
+			syscw = n
+		}
+	}
+	return wchar, writeBytes, syscw, true
 }
 
 func parseKB(v string) int64 {

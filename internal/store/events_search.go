@@ -58,7 +58,12 @@ func (s *Store) Search(ctx context.Context, f SearchFilter) ([]api.Event, error)
 // one whose matches must be sorted, and the pool forces generic plans for
 // every prepared statement (openPostgres).
 func (s *Store) searchStatement(account any, f SearchFilter) (string, []any) {
-	q, args := searchQuery(s.Dialect, account, f)
+	// Without rows waiting to be indexed (index_behind.go) the tail is
+	// empty, and reading it would cost every row of the page a step of the
+	// merge. The count moves before the insert's commit, so an acknowledged
+	// append is always counted here; it may count rolled-back rows, which
+	// only costs the merge.
+	q, args := searchQuery(s.Dialect, account, f, s.Dialect == SQLite && s.behind.Load() > 0)
 	if s.Dialect == Postgres {
 		args = append([]any{pgx.QueryExecModeSimpleProtocol}, args...)
 	}
@@ -73,7 +78,12 @@ func (s *Store) searchStatement(account any, f SearchFilter) (string, []any) {
 // The surface and sub-agent filters have no index of their own (each would
 // cost every append a write): a page with them reads rows in sequence order
 // until it has limit matches.
-func searchQuery(dialect Dialect, account any, f SearchFilter) (string, []any) {
+//
+// withTail (SQLite): the rows not yet in those indexes (unindexed,
+// index_behind.go) are read from events_unindexed, also in sequence order,
+// and merged with the indexed ones (SQLite's MERGE of the two ordered arms
+// stops after limit rows), so that an acknowledged append is found at once.
+func searchQuery(dialect Dialect, account any, f SearchFilter, withTail bool) (string, []any) {
 	var where []string
 	args := []any{account}
 	arg := func(v any) string { args = append(args, v); return fmt.Sprintf("$%d", len(args)) }
@@ -107,7 +117,16 @@ func searchQuery(dialect Dialect, account any, f SearchFilter) (string, []any) {
 		where = append(where, "event_type IN ("+strings.Join(ph, ", ")+")")
 	}
 	limit := arg(f.Limit)
-	return `SELECT ` + searchColumns + ` FROM events WHERE ` + strings.Join(where, " AND ") + ` ORDER BY sequence DESC LIMIT ` + limit, args
+	cond := strings.Join(where, " AND ")
+	if withTail {
+		return `SELECT ` + searchColumns + ` FROM events WHERE unindexed IS NOT NULL AND ` + cond +
+			` UNION ALL SELECT ` + searchColumns + ` FROM events WHERE unindexed IS NULL AND ` + cond +
+			` ORDER BY sequence DESC LIMIT ` + limit, args
+	}
+	// No row is marked (PostgreSQL never marks one): the indexes, partial
+	// (migration 023), hold every row, and the planner uses them only when
+	// the query names their predicate.
+	return `SELECT ` + searchColumns + ` FROM events WHERE unindexed IS NULL AND ` + cond + ` ORDER BY sequence DESC LIMIT ` + limit, args
 }
 
 // searchColumns are the columns a search result shows (SPEC.md "Event": no

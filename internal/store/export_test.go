@@ -37,7 +37,7 @@ func (s *Store) SearchStatement(f SearchFilter) (string, []any) {
 
 // SearchQuery is Search's SQL and arguments on PostgreSQL (the account is
 // the user_id) before any dialect's options.
-func SearchQuery(f SearchFilter) (string, []any) { return searchQuery(Postgres, f.UserID, f) }
+func SearchQuery(f SearchFilter) (string, []any) { return searchQuery(Postgres, f.UserID, f, false) }
 
 // GateQuery is GateCandidates' statement (byID: for one grant id).
 var GateQuery = gateQuery

@@ -2,6 +2,7 @@ package store
 
 import (
 	"context"
+	"fmt"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -21,7 +22,8 @@ func testSQLiteStore(t *testing.T) *Store {
 // Search pages must cost about limit rows at any chain length: every filter
 // but the time bounds is served by an index in sequence order, never by a
 // scan of the account's events or a sort of them (SQLite's plan; PostgreSQL
-// plans by statistics).
+// plans by statistics). The rows not yet indexed (index_behind.go) are read
+// from events_unindexed, in sequence order too, and merged.
 func TestSearchPlans(t *testing.T) {
 	ctx := context.Background()
 	s := testSQLiteStore(t)
@@ -40,27 +42,32 @@ func TestSearchPlans(t *testing.T) {
 		{"one event type", SearchFilter{EventTypes: []string{"tool_call"}}, "events_type"},
 	}
 	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			tt.f.UserID, tt.f.Limit = "u", 200
-			q, args := searchQuery(SQLite, int64(1), tt.f)
-			rows, err := s.read.QueryContext(ctx, "EXPLAIN QUERY PLAN "+q, args...)
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer rows.Close()
-			var plan []string
-			for rows.Next() {
-				var id, parent, unused int
-				var detail string
-				if err := rows.Scan(&id, &parent, &unused, &detail); err != nil {
+		for _, withTail := range []bool{true, false} {
+			t.Run(fmt.Sprintf("%s, tail %v", tt.name, withTail), func(t *testing.T) {
+				tt.f.UserID, tt.f.Limit = "u", 200
+				q, args := searchQuery(SQLite, int64(1), tt.f, withTail)
+				rows, err := s.read.QueryContext(ctx, "EXPLAIN QUERY PLAN "+q, args...)
+				if err != nil {
 					t.Fatal(err)
 				}
-				plan = append(plan, detail)
-			}
-			p := strings.Join(plan, "; ")
-			if !strings.Contains(p, "SEARCH events USING INDEX "+tt.wantIndex+" ") || strings.Contains(p, "TEMP B-TREE") {
-				t.Errorf("plan %q: want a search of %s in sequence order", p, tt.wantIndex)
-			}
-		})
+				defer rows.Close()
+				var plan []string
+				for rows.Next() {
+					var id, parent, unused int
+					var detail string
+					if err := rows.Scan(&id, &parent, &unused, &detail); err != nil {
+						t.Fatal(err)
+					}
+					plan = append(plan, detail)
+				}
+				p := strings.Join(plan, "; ")
+				if !strings.Contains(p, "SEARCH events USING INDEX "+tt.wantIndex+" ") || strings.Contains(p, "TEMP B-TREE") {
+					t.Errorf("plan %q: want a search of %s in sequence order", p, tt.wantIndex)
+				}
+				if withTail && (!strings.Contains(p, "MERGE (UNION ALL)") || !strings.Contains(p, "SEARCH events USING INDEX events_unindexed ")) {
+					t.Errorf("plan %q: want the rows not yet indexed read from events_unindexed and merged", p)
+				}
+			})
+		}
 	}
 }

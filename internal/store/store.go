@@ -50,6 +50,11 @@ type Store struct {
 	walCkpt *walCheckpointer
 	// noticeCache remembers what decides notices' rows (SQLite; noticecache.go).
 	noticeCache *noticeCache
+	// behind counts appended rows not yet in search's indexes (SQLite;
+	// index_behind.go).
+	behind atomic.Int64
+	// sweep is the account the next IndexBehind starts from.
+	sweep atomic.Int64
 	// numbers are the accounts' numbers (SQLite; account_numbers.go).
 	numbers *accountNumbers
 	// inserts caches the texts of batch inserts (events_insert.go).
@@ -105,6 +110,12 @@ func OpenWith(ctx context.Context, dsn string, o Options) (*Store, error) {
 	if err := s.migrate(ctx, o.migrateUpTo); err != nil {
 		s.Close()
 		return nil, err
+	}
+	if s.Dialect == SQLite {
+		if err := s.countBehind(ctx); err != nil && o.migrateUpTo == 0 {
+			s.Close()
+			return nil, err
+		}
 	}
 	return s, nil
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"time"
 
 	"github.com/auditchain/auditchain/internal/domain"
 	"github.com/auditchain/auditchain/internal/store"
@@ -25,6 +26,12 @@ const (
 	groupQueueSize = 4096
 	// groupMaxBatch bounds how many requests share one transaction.
 	groupMaxBatch = 256
+	// indexIdle is how long the writer waits for a request, with appended
+	// rows not yet in search's indexes, before it indexes them all
+	// (store/index_behind.go). Under load the writer is never idle that
+	// long, and indexes a chunk between two commits once
+	// store.IndexBehindRows rows wait.
+	indexIdle = 10 * time.Millisecond
 )
 
 type groupJob struct {
@@ -76,7 +83,14 @@ func (g *groupCommitter) close() {
 func (g *groupCommitter) loop() {
 	defer close(g.ended)
 	batch := make([]*groupJob, 0, groupMaxBatch)
+	ctx := context.Background()
 	for {
+		var idle <-chan time.Time
+		var timer *time.Timer
+		if g.store.EventsBehind() > 0 {
+			timer = time.NewTimer(indexIdle)
+			idle = timer.C
+		}
 		select {
 		case <-g.stop:
 			// Answer whatever is still queued.
@@ -91,6 +105,19 @@ func (g *groupCommitter) loop() {
 			}
 		case j := <-g.queue:
 			batch = append(batch[:0], j)
+		case <-idle:
+			// The whole tail, a chunk at a time, while no request waits.
+			// Errors leave the rows marked: search reads them all the same,
+			// and a later call indexes them.
+			for g.store.EventsBehind() > 0 && len(g.queue) == 0 {
+				if _, err := g.store.IndexBehind(ctx); err != nil {
+					break
+				}
+			}
+			continue
+		}
+		if timer != nil {
+			timer.Stop()
 		}
 	fill:
 		for len(batch) < groupMaxBatch {
@@ -103,8 +130,13 @@ func (g *groupCommitter) loop() {
 		}
 		// Between two transactions: finish a background checkpoint's work
 		// (store/wal_checkpoint.go) so that the WAL can start over.
-		g.store.CatchUpWALCheckpoint(context.Background())
+		g.store.CatchUpWALCheckpoint(ctx)
 		g.commit(batch)
+		// Under load, one chunk between two commits once enough rows wait:
+		// a pause of a few milliseconds (store.IndexBehindChunk).
+		if g.store.EventsBehind() >= store.IndexBehindRows {
+			_, _ = g.store.IndexBehind(ctx)
+		}
 	}
 }
 

@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"sync"
 	"testing"
+	"testing/synctest"
+	"time"
 
 	"github.com/auditchain/auditchain/internal/domain"
 	"github.com/auditchain/auditchain/internal/store"
@@ -259,4 +261,57 @@ func bigTable(t *testing.T, w *Writer) {
 	if _, err := w.store.WriteDB().Exec(`CREATE TABLE big (b BLOB)`); err != nil {
 		t.Fatal(err)
 	}
+}
+
+// Appended rows wait outside search's indexes while requests keep coming,
+// and the writer indexes them once it has waited indexIdle for a request
+// (store/index_behind.go); meanwhile search finds them all the same.
+func TestGroupCommitIndexesBehindWhenIdle(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		st := storetest.Open(t, storetest.DSN(t, storetest.SQLite))
+		w := New(st, Options{})
+		defer w.Close()
+		ctx := context.Background()
+		time.Sleep(2 * indexIdle) // what the store's last run left: nothing
+		synctest.Wait()
+		if n := st.EventsBehind(); n != 0 {
+			t.Fatalf("EventsBehind on an idle new store = %d", n)
+		}
+		c := &testChain{userID: "u-idle"}
+		for i := range 3 {
+			e := c.next(fmt.Sprintf("evt-%d", i))
+			out, err := w.Append(ctx, clientAppend(e))
+			if err != nil {
+				t.Fatal(err)
+			}
+			h := out.Event.PayloadHash
+			c.prev, c.seq = &h, c.seq+1
+		}
+		// No time passed: the three rows are not indexed yet, and found.
+		if n := st.EventsBehind(); n != 3 {
+			t.Fatalf("EventsBehind after 3 appends = %d, want 3", n)
+		}
+		found := func() int {
+			got, err := st.Search(ctx, store.SearchFilter{UserID: c.userID, EventTypes: []string{"tool_call"}, Limit: 10})
+			if err != nil {
+				t.Fatal(err)
+			}
+			return len(got)
+		}
+		if n := found(); n != 3 {
+			t.Fatalf("search before indexing found %d events, want 3", n)
+		}
+		time.Sleep(indexIdle + time.Millisecond)
+		synctest.Wait()
+		var marked int
+		if err := st.DB().QueryRow(`SELECT count(*) FROM events WHERE unindexed IS NOT NULL`).Scan(&marked); err != nil {
+			t.Fatal(err)
+		}
+		if n := st.EventsBehind(); n != 0 || marked != 0 {
+			t.Fatalf("after %v idle: EventsBehind %d, %d rows marked; want both 0", indexIdle, n, marked)
+		}
+		if n := found(); n != 3 {
+			t.Fatalf("search after indexing found %d events, want 3", n)
+		}
+	})
 }
