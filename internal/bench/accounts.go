@@ -143,10 +143,12 @@ type savedAccount struct {
 	UserID string `json:"user_id"`
 	KeyID  string `json:"key_id"`
 	APIKey string `json:"api_key"`
+	// Email signs the account in (console).
+	Email string `json:"email,omitempty"`
 }
 
 func saveAccount(path string, a account) error {
-	b, err := json.Marshal(savedAccount{UserID: a.userID, KeyID: a.keyID, APIKey: a.key})
+	b, err := json.Marshal(savedAccount{UserID: a.userID, KeyID: a.keyID, APIKey: a.key, Email: a.email})
 	if err != nil {
 		return err
 	}
@@ -166,7 +168,7 @@ func loadAccount(path string) (a account, ok bool, err error) {
 	if err := json.Unmarshal(b, &s); err != nil || s.APIKey == "" {
 		return a, false, fmt.Errorf("--account-file %s: not an account the bench saved", path)
 	}
-	return account{userID: s.UserID, keyID: s.KeyID, key: s.APIKey}, true, nil
+	return account{userID: s.UserID, keyID: s.KeyID, key: s.APIKey, email: s.Email}, true, nil
 }
 
 // reuseSavedAccount: with --prefill 0 and an --account-file that exists,

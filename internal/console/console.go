@@ -23,6 +23,7 @@ import (
 	"io/fs"
 	"log/slog"
 	"net/http"
+	"strconv"
 	"strings"
 	"time"
 
@@ -146,8 +147,37 @@ func (c *Console) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	h.Set("X-Frame-Options", "DENY")
 	h.Set("Cross-Origin-Opener-Policy", "same-origin")
 	h.Set("Cross-Origin-Resource-Policy", "same-origin")
-	c.mux.ServeHTTP(w, r)
+	c.mux.ServeHTTP(&timedWriter{ResponseWriter: w, start: time.Now()}, r)
 }
+
+// timedWriter adds Server-Timing (W3C Server Timing: `app;dur=` in
+// milliseconds) to an answer: the server's time until its status was
+// written. Pages are rendered into a buffer before that, so it is the whole
+// work of a page but the last write (`auditchain bench console` reads it).
+type timedWriter struct {
+	http.ResponseWriter
+	start   time.Time
+	written bool
+}
+
+func (t *timedWriter) WriteHeader(status int) {
+	if !t.written {
+		t.written = true
+		ms := float64(time.Since(t.start).Microseconds()) / 1000
+		t.Header().Set("Server-Timing", "app;dur="+strconv.FormatFloat(ms, 'f', 2, 64))
+	}
+	t.ResponseWriter.WriteHeader(status)
+}
+
+func (t *timedWriter) Write(b []byte) (int, error) {
+	if !t.written {
+		t.WriteHeader(http.StatusOK)
+	}
+	return t.ResponseWriter.Write(b)
+}
+
+// Unwrap lets http.ResponseController reach the connection.
+func (t *timedWriter) Unwrap() http.ResponseWriter { return t.ResponseWriter }
 
 type ctxKey struct{}
 
