@@ -60,6 +60,13 @@ type activityPage struct {
 	Now       time.Time
 }
 
+// consoleFilters are the filters the search route does not have, capped as
+// its own are (the body reader's max tags).
+type consoleFilters struct {
+	Subagent *string `json:"subagent,omitempty" max:"name"`
+	Surface  *string `json:"surface,omitempty" max:"name"`
+}
+
 func readFilter(q url.Values) activityFilter {
 	get := func(k string) string { return strings.TrimSpace(q.Get(k)) }
 	return activityFilter{Subagent: get("subagent"), Tool: get("tool"), Decision: get("decision"), Surface: get("surface"),
@@ -104,6 +111,13 @@ func (c *Console) search(r *http.Request, f activityFilter, cursor string) (app.
 	}
 	limit := activityLimit
 	q.Limit = &limit
+	// The search route's caps on its fields, and the same on the console's own.
+	if err := c.checkInput(q.SearchRequest); err != nil {
+		return app.EventPage{}, nil, err
+	}
+	if err := c.checkInput(consoleFilters{Subagent: q.Subagent, Surface: q.Surface}); err != nil {
+		return app.EventPage{}, nil, err
+	}
 	pg, err := c.App.SearchEventPage(r.Context(), viewerOf(r).Principal, q)
 	if err != nil {
 		return app.EventPage{}, nil, err

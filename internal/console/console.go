@@ -67,6 +67,13 @@ type Deps struct {
 	ClientAddress func(*http.Request) string
 	// Status is the HTTP status of an error code, as the API answers it.
 	Status func(code string) int
+	// CheckText is the API's text rule for a route's path values and
+	// query parameters (nil: none).
+	CheckText func(pattern string, r *http.Request) error
+	// CheckInput holds a request value built from a form or a query to
+	// the API's body rules for its type: the text rule, and the caps its
+	// `max` and `each` tags name (nil: none).
+	CheckInput func(v any) error
 }
 
 // Console is the http.Handler of GET / and /console/.
@@ -107,6 +114,9 @@ type route struct {
 	public bool
 	// stream routes are not cut by --request-timeout.
 	stream bool
+	// acceptance routes work while required legal documents are unmet
+	// (as /v1/legal/ does in the API): accepting them is what they do.
+	acceptance bool
 }
 
 // handlerFunc answers a console request; a non-nil error is rendered as an
@@ -128,6 +138,7 @@ func (c *Console) routes() []route {
 		{pattern: "GET " + Prefix + "activity", handler: c.activity},
 		{pattern: "GET " + Prefix + "activity/rows", handler: c.activityRows},
 		{pattern: "GET " + Prefix + "events/{event_id}", handler: c.event},
+		{pattern: "POST " + Prefix + "accept", handler: c.accept, acceptance: true},
 	}
 	for _, p := range panels {
 		if !p.Built {
@@ -204,11 +215,21 @@ func (c *Console) guard(rt route) http.Handler {
 			r = r.WithContext(ctx)
 		}
 		unsafe := r.Method != http.MethodGet && r.Method != http.MethodHead
+		if c.CheckText != nil {
+			if err := c.CheckText(rt.pattern, r); err != nil {
+				c.fail(w, r, err)
+				return
+			}
+		}
 		if unsafe {
 			// The API's rule first (Sec-Fetch-Site/Origin), then the form's
 			// token: either refusal writes nothing.
 			if err := c.CrossOrigin.Check(r); err != nil {
 				c.fail(w, r, &domain.Error{Code: domain.CodeCrossOrigin, Detail: "a cross-site form may not act on this console"})
+				return
+			}
+			if err := c.readForm(w, r); err != nil {
+				c.fail(w, r, err)
 				return
 			}
 		}
@@ -231,8 +252,8 @@ func (c *Console) guard(rt route) http.Handler {
 			}
 		}
 		if v.UserID != "" && !rt.public {
-			if err := c.App.RequireAcceptances(r.Context(), v.Principal); err != nil {
-				c.fail(w, r, err)
+			if err := c.App.RequireAcceptances(r.Context(), v.Principal); err != nil && !rt.acceptance {
+				c.mustAccept(w, r, err)
 				return
 			}
 			c.App.CountCall(v.UserID, app.CapabilityNone, Surface)
@@ -241,6 +262,41 @@ func (c *Console) guard(rt route) http.Handler {
 			c.fail(w, r, err)
 		}
 	})
+}
+
+// readForm reads an unsafe request's form within the API's body limit
+// (--max-body-bytes) and holds every name and value to the text rule, before
+// anything reads a field.
+func (c *Console) readForm(w http.ResponseWriter, r *http.Request) error {
+	limit := c.Config.MaxBodyBytes
+	if limit > 0 {
+		r.Body = http.MaxBytesReader(w, r.Body, limit)
+	}
+	if err := r.ParseForm(); err != nil {
+		if mbe, ok := errors.AsType[*http.MaxBytesError](err); ok {
+			return (&domain.Error{Code: domain.CodeBodyTooLarge,
+				Detail: "the form is larger than " + strconv.FormatInt(mbe.Limit, 10) + " bytes"}).With("limit_bytes", mbe.Limit)
+		}
+		return domain.Validation(domain.FieldError{Field: "form", Message: "the form could not be read: " + err.Error()})
+	}
+	for name, values := range r.PostForm {
+		bad := !domain.ValidText(name)
+		for _, v := range values {
+			bad = bad || !domain.ValidText(v)
+		}
+		if bad {
+			return domain.Validation(domain.FieldError{Field: name, Message: domain.TextRuleMessage})
+		}
+	}
+	return nil
+}
+
+// checkInput holds v to the API's rules for its type (Deps.CheckInput).
+func (c *Console) checkInput(v any) error {
+	if c.CheckInput == nil {
+		return nil
+	}
+	return c.CheckInput(v)
 }
 
 // authenticate resolves the session cookie, as the API does.
