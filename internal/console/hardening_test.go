@@ -127,3 +127,30 @@ func TestConsoleLegalEnforce(t *testing.T) {
 }
 
 var acceptBox = regexp.MustCompile(`name="accept" value="([^"]+)"`)
+
+// The activity rows show each event's sub-agent (raw's subagent member),
+// and the sub-agent filter finds it on the page and in the live rows.
+func TestConsoleActivitySubagent(t *testing.T) {
+	storetest.Each(t, func(t *testing.T, dsn string) {
+		e := newEnv(t, dsn)
+		const email = "who@example.com"
+		_, key := e.srv.Account(t, email)
+		e.appendEvent(key, map[string]any{"event_id": "evt-a", "event_type": "tool_call", "tool": "bash", "raw": map[string]any{"subagent": "worker-7"}})
+		e.appendEvent(key, map[string]any{"event_id": "evt-b", "event_type": "tool_call", "tool": "bash", "raw": map[string]any{"subagent": "other"}})
+		c := client(t)
+		signIn(t, e, c, email)
+		for _, path := range []string{"/console/activity?subagent=worker-7", "/console/activity/rows?subagent=worker-7"} {
+			r := do(t, c, "GET", e.srv.URL+path, nil)
+			if r.status != http.StatusOK || !strings.Contains(r.body, "<td>worker-7</td>") || strings.Contains(r.body, "evt-b") ||
+				!strings.Contains(r.body, "evt-a") {
+				t.Errorf("%s: %d\n%.3000s", path, r.status, r.body)
+			}
+			if strings.Contains(r.body, "Search older events") {
+				t.Errorf("%s: a window that reached the chain's start offers to search older", path)
+			}
+		}
+		if r := do(t, c, "GET", e.srv.URL+"/console/activity", nil); !strings.Contains(r.body, "<td>other</td>") {
+			t.Errorf("the unfiltered page lacks the other sub-agent:\n%.3000s", r.body)
+		}
+	})
+}
