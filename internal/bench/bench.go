@@ -176,6 +176,8 @@ type account struct {
 	key    string
 	keys   []string
 	email  string // with --session
+	// session is a saved session token (--account-file, console).
+	session string
 }
 
 // env is one run of one workload.

@@ -61,7 +61,7 @@ func runConsole(ctx context.Context, e *env, res Result) (Result, error) {
 			return res, err
 		}
 	}
-	token, err := signIn(ctx, e.c, e.sink, acct.email)
+	token, err := consoleSession(ctx, e, acct)
 	if err != nil {
 		return res, fmt.Errorf("sign in to the console: %w", err)
 	}
@@ -83,6 +83,29 @@ func runConsole(ctx context.Context, e *env, res Result) (Result, error) {
 		}
 	}
 	return res, nil
+}
+
+// consoleSession is the saved account's session while it lasts (an email
+// gets 5 codes an hour, and a kept account is measured again and again),
+// else a new one by one-time code, saved with the account.
+func consoleSession(ctx context.Context, e *env, acct *account) (string, error) {
+	if acct.session != "" {
+		var buf bytes.Buffer
+		if _, err := e.c.do(ctx, "GET", "/v1/auth/session", acct.session, nil, &buf); err == nil {
+			return acct.session, nil
+		}
+	}
+	token, err := signIn(ctx, e.c, e.sink, acct.email)
+	if err != nil {
+		return "", err
+	}
+	acct.session = token
+	if e.o.AccountFile != "" {
+		if err := saveAccount(e.o.AccountFile, *acct); err != nil {
+			return "", err
+		}
+	}
+	return token, nil
 }
 
 // consoleGrants creates n grants over consoleSubagents sub-agents, and one
