@@ -529,14 +529,18 @@ func measureLive(ctx context.Context, e *env, key, token string, res *Result) er
 	x["live_rows_refetches"] = float64(refetches.Load())
 	x["live_rows_p99_ms"] = latencyOf(&rowsHist).P99
 	x["live_append_p99_ms"] = latencyOf(&appendHist).P99
+	// The middle sample too: memory that grows keeps growing in the second
+	// half; a cache that fills stops.
+	half := samples[len(samples)/2]
+	x["live_rss_mb_half"], x["live_heap_mb_half"] = half.rssMB, half.heapMB
 	x["live_rss_mb_first"], x["live_rss_mb_last"], x["live_rss_mb_peak"] = first.rssMB, last.rssMB, peakRSS
 	x["live_heap_mb_first"], x["live_heap_mb_last"], x["live_heap_mb_peak"] = first.heapMB, last.heapMB, peakHeap
 	if len(w.errs) > 0 {
 		res.Errors = w.errs
 	}
-	fmt.Fprintf(e.progress, "bench: console live: %d appended (%.0f/s), %d frames, %d lagged, %d row refreshes (p99 %.1f ms); RSS %.1f → %.1f MB (peak %.1f), heap %.1f → %.1f MB (peak %.1f)\n",
+	fmt.Fprintf(e.progress, "bench: console live: %d appended (%.0f/s), %d frames, %d lagged, %d row refreshes (p99 %.1f ms); RSS %.1f → %.1f → %.1f MB (peak %.1f), heap %.1f → %.1f → %.1f MB (peak %.1f)\n",
 		appended, x["live_appended_per_s"], frames.Load(), lagged.Load(), refetches.Load(), x["live_rows_p99_ms"],
-		first.rssMB, last.rssMB, peakRSS, first.heapMB, last.heapMB, peakHeap)
+		first.rssMB, half.rssMB, last.rssMB, peakRSS, first.heapMB, half.heapMB, last.heapMB, peakHeap)
 	if frames.Load() < appended {
 		return fmt.Errorf("live: the stream delivered %d frames of %d appends", frames.Load(), appended)
 	}
