@@ -38,6 +38,8 @@ func benchCmd(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	fs.BoolVar(&o.Signed, "signed", false, "prefill Ed25519-signed events (heal-scan, search)")
 	fs.IntVar(&o.Runs, "runs", 1, "repeat each workload; report the medians")
 	fs.IntVar(&o.Restarts, "restarts", 5, "server restarts measured per run (restart)")
+	fs.IntVar(&o.Grants, "grants", 10000, "grants created on the account (console)")
+	config.DurationVar(fs, &o.Live, "live", 30*time.Second, "console: how long events are appended at --rate (default 200/s) with the activity stream open (0: skip)")
 	fs.BoolVar(&o.Session, "session", false, "authenticate with a session cookie (each account signed in by one-time code) instead of the API key")
 	fs.BoolVar(&o.SpreadRequests, "spread-requests", false, "with several --url targets: send each append to a target picked at random, not each client to one (no account affinity)")
 	fs.StringVar(&o.HookExe, "hook-exe", "", "the auditchain binary the hook workload runs as the hook (default: this one)")

@@ -29,12 +29,22 @@ type EventQuery struct {
 // SearchEvents is Search with the console's filters (the same rules,
 // limits and order).
 func (a *App) SearchEvents(ctx context.Context, p Principal, q EventQuery) ([]api.Event, int, error) {
+	f, err := a.searchFilter(p, q)
+	if err != nil {
+		return nil, 0, err
+	}
+	evs, err := a.store.Search(ctx, f)
+	return evs, f.Limit, err
+}
+
+// searchFilter checks q as the search route does and makes it the store's filter.
+func (a *App) searchFilter(p Principal, q EventQuery) (store.SearchFilter, error) {
 	req := q.SearchRequest
 	f := store.SearchFilter{UserID: p.UserID, Cursor: req.Cursor, Decision: req.Decision, EventTypes: req.EventTypes, Tool: req.Tool,
 		Surface: q.Surface, Subagent: q.Subagent, Limit: domain.DefSearchLimit}
 	if req.Limit != nil {
 		if *req.Limit < 1 || *req.Limit > domain.MaxSearchLimit {
-			return nil, 0, domain.Validation(domain.FieldError{Field: "limit", Message: "must be between 1 and 1000"})
+			return store.SearchFilter{}, domain.Validation(domain.FieldError{Field: "limit", Message: "must be between 1 and 1000"})
 		}
 		f.Limit = *req.Limit
 	}
@@ -52,16 +62,53 @@ func (a *App) SearchEvents(ctx context.Context, p Principal, q EventQuery) ([]ap
 	}
 	var err error
 	if f.AfterTS, err = parse(req.After, domain.CodeInvalidAfter, "after"); err != nil {
-		return nil, 0, err
+		return store.SearchFilter{}, err
 	}
 	if f.BeforeTS, err = parse(req.Before, domain.CodeInvalidBefore, "before"); err != nil {
-		return nil, 0, err
+		return store.SearchFilter{}, err
 	}
 	if len(f.EventTypes) > 100 {
-		return nil, 0, domain.Validation(domain.FieldError{Field: "event_types", Message: "at most 100 types"})
+		return store.SearchFilter{}, domain.Validation(domain.FieldError{Field: "event_types", Message: "at most 100 types"})
 	}
-	evs, err := a.store.Search(ctx, f)
-	return evs, f.Limit, err
+	return f, nil
+}
+
+// SearchWindow is how many events a page of SearchEventPage reads at most:
+// the surface, sub-agent and time filters have no index in sequence order
+// (docs/decisions/console.md), so a page reads this window and keeps what
+// matches, then offers to search on below it. 5,000 rows keep the
+// costliest filter (the sub-agent, read from raw) within the console's page
+// budget (docs/performance.md "Console at size").
+const SearchWindow = 5_000
+
+// EventRow is a row of SearchEventPage: the search result and raw's
+// subagent member.
+type EventRow = store.SearchRow
+
+// EventPage is one page of SearchEventPage.
+type EventPage struct {
+	Rows []EventRow
+	// ScannedTo, set when the window ended before a page of matches, is
+	// the lowest sequence the page read: the cursor to search on below.
+	ScannedTo *int64
+	// Window is the events a page reads at most.
+	Window int
+}
+
+// SearchEventPage is SearchEvents for the console: the same filters and
+// rules, each row with its sub-agent, and a bounded cost (SearchWindow rows
+// read at most, whatever the chain's length and the filters).
+func (a *App) SearchEventPage(ctx context.Context, p Principal, q EventQuery) (EventPage, error) {
+	f, err := a.searchFilter(p, q)
+	if err != nil {
+		return EventPage{}, err
+	}
+	f.Window = SearchWindow
+	pg, err := a.store.SearchWindowed(ctx, f)
+	if err != nil {
+		return EventPage{}, err
+	}
+	return EventPage{Rows: pg.Rows, ScannedTo: pg.Floor, Window: SearchWindow}, nil
 }
 
 // EventWithAncestry answers GET /v1/events/{event_id}: the event and the chain of

@@ -216,7 +216,6 @@ func (a *App) runUsageFlusher(ctx context.Context, tick Ticker) {
 // flush interval, show once flushed).
 func (a *App) DashboardUsage(ctx context.Context, p Principal) (api.Usage, error) {
 	now := a.now().UTC()
-	day := domain.QuotaDay(now)
 	// Under the flush lock, no batch is between the meter and the database.
 	a.meter.flushMu.Lock()
 	defer a.meter.flushMu.Unlock()
@@ -224,14 +223,35 @@ func (a *App) DashboardUsage(ctx context.Context, p Principal) (api.Usage, error
 	if err != nil {
 		return api.Usage{}, err
 	}
+	u, err := a.usageToday(ctx, p, now)
+	if err != nil {
+		return api.Usage{}, err
+	}
+	u.TreeSize, u.Proposals, u.Notifications = f.TreeSize, f.Proposals, f.Notifications
+	u.Events.Total = f.EventsTotal
+	u.Grants.Live, u.Grants.Expired, u.Grants.Revoked = f.GrantsLive, f.GrantsExpired, f.GrantsRevoked
+	return u, nil
+}
+
+// UsageToday is DashboardUsage's figures of today alone (the quota, the
+// gate's checks, the grants' uses, calls by capability and surface): the
+// console's overview, which reads no count that grows with the account
+// (its grants, proposals and notifications are their panels').
+func (a *App) UsageToday(ctx context.Context, p Principal) (api.Usage, error) {
+	a.meter.flushMu.Lock()
+	defer a.meter.flushMu.Unlock()
+	return a.usageToday(ctx, p, a.now().UTC())
+}
+
+// usageToday reads today's figures; the caller holds the flush lock.
+func (a *App) usageToday(ctx context.Context, p Principal, now time.Time) (api.Usage, error) {
+	day := domain.QuotaDay(now)
 	today, err := a.store.QuotaUsed(ctx, nil, p.UserID, day)
 	if err != nil {
 		return api.Usage{}, err
 	}
-	u := api.Usage{Day: day, TreeSize: f.TreeSize, Proposals: f.Proposals, Notifications: f.Notifications,
-		Events: api.UsageEvents{Today: today, Total: f.EventsTotal, QuotaLimit: int64(a.cfg.DailyEventQuota),
-			QuotaRemaining: max(0, int64(a.cfg.DailyEventQuota)-today)},
-		Grants: api.UsageGrants{Live: f.GrantsLive, Expired: f.GrantsExpired, Revoked: f.GrantsRevoked}}
+	u := api.Usage{Day: day, Events: api.UsageEvents{Today: today, QuotaLimit: int64(a.cfg.DailyEventQuota),
+		QuotaRemaining: max(0, int64(a.cfg.DailyEventQuota)-today)}}
 	read := func(kind string) (map[string]int64, error) {
 		m, err := a.store.Usage(ctx, p.UserID, kind, day, day)
 		if err != nil {

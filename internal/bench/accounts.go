@@ -143,10 +143,14 @@ type savedAccount struct {
 	UserID string `json:"user_id"`
 	KeyID  string `json:"key_id"`
 	APIKey string `json:"api_key"`
+	// Email signs the account in (console); Session is its last session
+	// token, used again while it lasts (one email gets 5 codes an hour).
+	Email   string `json:"email,omitempty"`
+	Session string `json:"session,omitempty"`
 }
 
 func saveAccount(path string, a account) error {
-	b, err := json.Marshal(savedAccount{UserID: a.userID, KeyID: a.keyID, APIKey: a.key})
+	b, err := json.Marshal(savedAccount{UserID: a.userID, KeyID: a.keyID, APIKey: a.key, Email: a.email, Session: a.session})
 	if err != nil {
 		return err
 	}
@@ -166,7 +170,7 @@ func loadAccount(path string) (a account, ok bool, err error) {
 	if err := json.Unmarshal(b, &s); err != nil || s.APIKey == "" {
 		return a, false, fmt.Errorf("--account-file %s: not an account the bench saved", path)
 	}
-	return account{userID: s.UserID, keyID: s.KeyID, key: s.APIKey}, true, nil
+	return account{userID: s.UserID, keyID: s.KeyID, key: s.APIKey, email: s.Email, session: s.Session}, true, nil
 }
 
 // reuseSavedAccount: with --prefill 0 and an --account-file that exists,

@@ -69,6 +69,11 @@ type Options struct {
 	Signed     bool // prefill signed events (heal-scan, search)
 	Runs       int  // repeat each workload; the report holds medians
 	Restarts   int  // server restarts measured per run (restart)
+	// Grants are the grants the console workload creates (default 10,000).
+	Grants int
+	// Live is how long the console workload appends with the activity
+	// stream open (0: no live step).
+	Live time.Duration
 	// Session authenticates every bench account's requests with a session
 	// cookie (signed in by one-time code) instead of its API key.
 	Session bool
@@ -171,6 +176,8 @@ type account struct {
 	key    string
 	keys   []string
 	email  string // with --session
+	// session is a saved session token (--account-file, console).
+	session string
 }
 
 // env is one run of one workload.
@@ -251,7 +258,7 @@ func runOnce(ctx context.Context, o *Options, w *workload, run int) (res Result)
 	}
 	fmt.Fprintf(o.Progress, "bench: creating %d accounts\n", nAccounts)
 	var emailOf func(int) string
-	if o.Session {
+	if o.Session || w.signsIn {
 		emailOf = func(i int) string { return benchEmail(e.prefix+"s", i) }
 	}
 	accts, err := createAccounts(ctx, o.Exe, db, nAccounts, emailOf)

@@ -238,3 +238,28 @@ func TestWitnessWorkload(t *testing.T) {
 		t.Fatalf("witness with --url: %+v %v", res, err)
 	}
 }
+
+// The console workload signs in by one-time code, times every page by its
+// Server-Timing header with its bytes and assets, and keeps the live view
+// fed: every appended event arrives on the session's stream.
+func TestConsoleWorkload(t *testing.T) {
+	dsn := "sqlite:" + filepath.Join(t.TempDir(), "console.db")
+	res, err := bench.Run(context.Background(), bench.Options{Exe: auditchainExe, DB: dsn, Workloads: []string{"console"},
+		Prefill: 1200, BatchSize: 500, Grants: 30, Duration: 500 * time.Millisecond, Live: time.Second, Rate: 50})
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := res[0]
+	if r.Error != "" || len(r.Errors) > 0 || r.Ops == 0 {
+		t.Fatalf("console: %+v", r)
+	}
+	for _, page := range []string{"overview", "activity", "activity_subagent", "activity_surface_none", "event_middle", "gate"} {
+		p99, kb := r.Extra[page+"_p99_ms"], r.Extra[page+"_kb"]
+		if p99 <= 0 || kb <= 10 {
+			t.Errorf("%s: p99 %v ms, %v KB: want both measured, with the assets", page, p99, kb)
+		}
+	}
+	if r.Extra["live_appended"] < 40 || r.Extra["live_frames"] != r.Extra["live_appended"] || r.Extra["live_heap_mb_last"] <= 0 {
+		t.Errorf("live: %v appended, %v frames, heap %v MB", r.Extra["live_appended"], r.Extra["live_frames"], r.Extra["live_heap_mb_last"])
+	}
+}

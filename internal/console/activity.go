@@ -17,7 +17,6 @@ import (
 
 	"github.com/auditchain/auditchain/internal/app"
 	"github.com/auditchain/auditchain/internal/domain"
-	"github.com/auditchain/auditchain/pkg/api"
 )
 
 // activityLimit is the rows of one page: enough to scan, little to render.
@@ -45,15 +44,27 @@ func (f activityFilter) Query() template.URL {
 
 type activityPage struct {
 	Filter   activityFilter
-	Events   []api.Event
+	Events   []app.EventRow
 	Decision []string
 	Surfaces []string
 	// Next is the next page's cursor ("" on the last page); Cursor this
 	// page's ("" on the first, the one that updates live).
 	Next, Cursor string
-	Error        string
-	Connect      connectHelp
-	Now          time.Time
+	// ScannedTo, when the page read its whole window (app.SearchWindow
+	// events) before a page of matches, is where it stopped: the cursor
+	// of "search older events".
+	ScannedTo string
+	Window    int
+	Error     string
+	Connect   connectHelp
+	Now       time.Time
+}
+
+// consoleFilters are the filters the search route does not have, capped as
+// its own are (the body reader's max tags).
+type consoleFilters struct {
+	Subagent *string `json:"subagent,omitempty" max:"name"`
+	Surface  *string `json:"surface,omitempty" max:"name"`
 }
 
 func readFilter(q url.Values) activityFilter {
@@ -62,9 +73,10 @@ func readFilter(q url.Values) activityFilter {
 		Type: get("type"), After: get("after"), Before: get("before")}
 }
 
-// search runs the page's query; a query the use case refuses is a domain
-// error the page shows beside the form.
-func (c *Console) search(r *http.Request, f activityFilter, cursor string) ([]api.Event, *int64, error) {
+// search runs the page's query (app.SearchEventPage: a bounded window); a
+// query the use case refuses is a domain error the page shows beside the
+// form.
+func (c *Console) search(r *http.Request, f activityFilter, cursor string) (app.EventPage, *int64, error) {
 	q := app.EventQuery{}
 	opt := func(s string) *string {
 		if s == "" {
@@ -86,29 +98,36 @@ func (c *Console) search(r *http.Request, f activityFilter, cursor string) ([]ap
 		}
 		ts, ok := formTime(t.in)
 		if !ok {
-			return nil, nil, domain.Validation(domain.FieldError{Field: t.name, Message: "must be a date and time like 2026-01-02T15:04 (UTC)"})
+			return app.EventPage{}, nil, domain.Validation(domain.FieldError{Field: t.name, Message: "must be a date and time like 2026-01-02T15:04 (UTC)"})
 		}
 		*t.out = &ts
 	}
 	if cursor != "" {
 		n, err := strconv.ParseInt(cursor, 10, 64)
 		if err != nil {
-			return nil, nil, domain.Validation(domain.FieldError{Field: "cursor", Message: "must be a whole number"})
+			return app.EventPage{}, nil, domain.Validation(domain.FieldError{Field: "cursor", Message: "must be a whole number"})
 		}
 		q.Cursor = &n
 	}
 	limit := activityLimit
 	q.Limit = &limit
-	evs, _, err := c.App.SearchEvents(r.Context(), viewerOf(r).Principal, q)
+	// The search route's caps on its fields, and the same on the console's own.
+	if err := c.checkInput(q.SearchRequest); err != nil {
+		return app.EventPage{}, nil, err
+	}
+	if err := c.checkInput(consoleFilters{Subagent: q.Subagent, Surface: q.Surface}); err != nil {
+		return app.EventPage{}, nil, err
+	}
+	pg, err := c.App.SearchEventPage(r.Context(), viewerOf(r).Principal, q)
 	if err != nil {
-		return nil, nil, err
+		return app.EventPage{}, nil, err
 	}
 	var next *int64
-	if len(evs) == activityLimit {
-		n := evs[len(evs)-1].Sequence
+	if len(pg.Rows) == activityLimit {
+		n := pg.Rows[len(pg.Rows)-1].Sequence
 		next = &n
 	}
-	return evs, next, nil
+	return pg, next, nil
 }
 
 // formTime reads a time the form sends (an <input type=datetime-local> value,
@@ -129,7 +148,7 @@ func (c *Console) activity(w http.ResponseWriter, r *http.Request) error {
 	q := r.URL.Query()
 	pg := activityPage{Filter: readFilter(q), Cursor: q.Get("cursor"), Decision: domain.Decisions,
 		Surfaces: domain.Surfaces, Connect: connect(r), Now: c.App.Now()}
-	evs, next, err := c.search(r, pg.Filter, pg.Cursor)
+	found, next, err := c.search(r, pg.Filter, pg.Cursor)
 	status := http.StatusOK
 	var de *domain.Error
 	switch {
@@ -141,9 +160,12 @@ func (c *Console) activity(w http.ResponseWriter, r *http.Request) error {
 	case err != nil:
 		return err
 	}
-	pg.Events = evs
+	pg.Events, pg.Window = found.Rows, found.Window
 	if next != nil {
 		pg.Next = strconv.FormatInt(*next, 10)
+	}
+	if found.ScannedTo != nil {
+		pg.ScannedTo = strconv.FormatInt(*found.ScannedTo, 10)
 	}
 	c.render(w, r, status, "activity", "Activity", pg)
 	return nil
@@ -152,10 +174,10 @@ func (c *Console) activity(w http.ResponseWriter, r *http.Request) error {
 // activityRows is the first page's rows alone, for the live refresh.
 func (c *Console) activityRows(w http.ResponseWriter, r *http.Request) error {
 	f := readFilter(r.URL.Query())
-	evs, _, err := c.search(r, f, "")
+	found, _, err := c.search(r, f, "")
 	if err != nil {
 		return err
 	}
-	c.fragment(w, "activity", "rows", activityPage{Filter: f, Events: evs, Now: c.App.Now()})
+	c.fragment(w, "activity", "rows", activityPage{Filter: f, Events: found.Rows, Now: c.App.Now()})
 	return nil
 }

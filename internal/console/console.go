@@ -23,6 +23,7 @@ import (
 	"io/fs"
 	"log/slog"
 	"net/http"
+	"strconv"
 	"strings"
 	"time"
 
@@ -66,6 +67,13 @@ type Deps struct {
 	ClientAddress func(*http.Request) string
 	// Status is the HTTP status of an error code, as the API answers it.
 	Status func(code string) int
+	// CheckText is the API's text rule for a route's path values and
+	// query parameters (nil: none).
+	CheckText func(pattern string, r *http.Request) error
+	// CheckInput holds a request value built from a form or a query to
+	// the API's body rules for its type: the text rule, and the caps its
+	// `max` and `each` tags name (nil: none).
+	CheckInput func(v any) error
 }
 
 // Console is the http.Handler of GET / and /console/.
@@ -157,6 +165,7 @@ func (c *Console) routes() []route {
 		{pattern: "GET " + Prefix + "team/{org_id}", handler: c.org},
 		{pattern: "POST " + Prefix + "team/{org_id}/invite", handler: c.inviteMember},
 		{pattern: "POST " + Prefix + "team/{org_id}/remove", handler: c.removeMember},
+		{pattern: "POST " + Prefix + "accept", handler: c.accept, legalExempt: true},
 	}
 	for _, p := range panels {
 		if !p.Built {
@@ -176,8 +185,37 @@ func (c *Console) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	h.Set("X-Frame-Options", "DENY")
 	h.Set("Cross-Origin-Opener-Policy", "same-origin")
 	h.Set("Cross-Origin-Resource-Policy", "same-origin")
-	c.mux.ServeHTTP(w, r)
+	c.mux.ServeHTTP(&timedWriter{ResponseWriter: w, start: time.Now()}, r)
 }
+
+// timedWriter adds Server-Timing (W3C Server Timing: `app;dur=` in
+// milliseconds) to an answer: the server's time until its status was
+// written. Pages are rendered into a buffer before that, so it is the whole
+// work of a page but the last write (`auditchain bench console` reads it).
+type timedWriter struct {
+	http.ResponseWriter
+	start   time.Time
+	written bool
+}
+
+func (t *timedWriter) WriteHeader(status int) {
+	if !t.written {
+		t.written = true
+		ms := float64(time.Since(t.start).Microseconds()) / 1000
+		t.Header().Set("Server-Timing", "app;dur="+strconv.FormatFloat(ms, 'f', 2, 64))
+	}
+	t.ResponseWriter.WriteHeader(status)
+}
+
+func (t *timedWriter) Write(b []byte) (int, error) {
+	if !t.written {
+		t.WriteHeader(http.StatusOK)
+	}
+	return t.ResponseWriter.Write(b)
+}
+
+// Unwrap lets http.ResponseController reach the connection.
+func (t *timedWriter) Unwrap() http.ResponseWriter { return t.ResponseWriter }
 
 type ctxKey struct{}
 
@@ -204,20 +242,21 @@ func (c *Console) guard(rt route) http.Handler {
 			r = r.WithContext(ctx)
 		}
 		unsafe := r.Method != http.MethodGet && r.Method != http.MethodHead
-		if unsafe {
-			// A form is bounded as the API's bodies are: 413, nothing done.
-			r.Body = http.MaxBytesReader(w, r.Body, c.Config.MaxBodyBytes)
-			if err := r.ParseForm(); err != nil {
-				if _, ok := errors.AsType[*http.MaxBytesError](err); ok {
-					c.fail(w, r, (&domain.Error{Code: domain.CodeBodyTooLarge, Detail: "the form is larger than the service accepts"}).
-						With("limit_bytes", c.Config.MaxBodyBytes))
-					return
-				}
+		if c.CheckText != nil {
+			if err := c.CheckText(rt.pattern, r); err != nil {
+				c.fail(w, r, err)
+				return
 			}
+		}
+		if unsafe {
 			// The API's rule first (Sec-Fetch-Site/Origin), then the form's
 			// token: either refusal writes nothing.
 			if err := c.CrossOrigin.Check(r); err != nil {
 				c.fail(w, r, &domain.Error{Code: domain.CodeCrossOrigin, Detail: "a cross-site form may not act on this console"})
+				return
+			}
+			if err := c.readForm(w, r); err != nil {
+				c.fail(w, r, err)
 				return
 			}
 		}
@@ -241,7 +280,7 @@ func (c *Console) guard(rt route) http.Handler {
 		}
 		if v.UserID != "" && !rt.public && !rt.legalExempt {
 			if err := c.App.RequireAcceptances(r.Context(), v.Principal); err != nil {
-				c.fail(w, r, err)
+				c.mustAccept(w, r, err)
 				return
 			}
 		}
@@ -252,6 +291,41 @@ func (c *Console) guard(rt route) http.Handler {
 			c.fail(w, r, err)
 		}
 	})
+}
+
+// readForm reads an unsafe request's form within the API's body limit
+// (--max-body-bytes) and holds every name and value to the text rule, before
+// anything reads a field.
+func (c *Console) readForm(w http.ResponseWriter, r *http.Request) error {
+	limit := c.Config.MaxBodyBytes
+	if limit > 0 {
+		r.Body = http.MaxBytesReader(w, r.Body, limit)
+	}
+	if err := r.ParseForm(); err != nil {
+		if mbe, ok := errors.AsType[*http.MaxBytesError](err); ok {
+			return (&domain.Error{Code: domain.CodeBodyTooLarge,
+				Detail: "the form is larger than " + strconv.FormatInt(mbe.Limit, 10) + " bytes"}).With("limit_bytes", mbe.Limit)
+		}
+		return domain.Validation(domain.FieldError{Field: "form", Message: "the form could not be read: " + err.Error()})
+	}
+	for name, values := range r.PostForm {
+		bad := !domain.ValidText(name)
+		for _, v := range values {
+			bad = bad || !domain.ValidText(v)
+		}
+		if bad {
+			return domain.Validation(domain.FieldError{Field: name, Message: domain.TextRuleMessage})
+		}
+	}
+	return nil
+}
+
+// checkInput holds v to the API's rules for its type (Deps.CheckInput).
+func (c *Console) checkInput(v any) error {
+	if c.CheckInput == nil {
+		return nil
+	}
+	return c.CheckInput(v)
 }
 
 // authenticate resolves the session cookie, as the API does.

@@ -47,6 +47,9 @@ func do(t *testing.T, c *http.Client, method, u string, form url.Values) answer 
 	return answer{resp.StatusCode, resp.Header, string(b)}
 }
 
+// serverTiming is the console's Server-Timing header: the server's time in ms.
+var serverTiming = regexp.MustCompile(`^app;dur=[0-9]+\.[0-9]{2}$`)
+
 var csrfField = regexp.MustCompile(`name="csrf" value="([^"]+)"`)
 
 func csrfOf(t *testing.T, a answer) string {
@@ -103,6 +106,9 @@ func TestConsoleHTTP(t *testing.T) {
 			}
 			if h.Get("X-Content-Type-Options") != "nosniff" || h.Get("Referrer-Policy") != "no-referrer" {
 				t.Errorf("%s: headers %v", path, h)
+			}
+			if !serverTiming.MatchString(h.Get("Server-Timing")) {
+				t.Errorf("%s: Server-Timing %q", path, h.Get("Server-Timing"))
 			}
 		}
 		// Without a session: pages redirect to sign-in, keeping where to

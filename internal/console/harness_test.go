@@ -23,6 +23,7 @@ import (
 	"github.com/chromedp/chromedp"
 
 	"github.com/auditchain/auditchain/internal/app/apptest"
+	"github.com/auditchain/auditchain/internal/config"
 	"github.com/auditchain/auditchain/internal/httpapi/httpapitest"
 	imail "github.com/auditchain/auditchain/internal/mail"
 	"github.com/auditchain/auditchain/internal/mail/mailtest"
@@ -38,13 +39,20 @@ type env struct {
 
 func newEnv(t testing.TB, dsn string) *env {
 	t.Helper()
+	return newEnvConfig(t, dsn, nil)
+}
+
+// newEnvConfig is newEnv with the configuration adjusted by cfg (nil: as
+// serve with no flags).
+func newEnvConfig(t testing.TB, dsn string, cfg func(*config.Config)) *env {
+	t.Helper()
 	smtpd := &mailtest.Server{}
 	smtpd.Start(t, nil)
 	mailer, err := imail.New("smtp://"+smtpd.Addr(), imail.Options{Backoff: func(int) time.Duration { return 0 }})
 	if err != nil {
 		t.Fatal(err)
 	}
-	return &env{t: t, srv: httpapitest.Start(t, dsn, apptest.Options{Mail: mailer}), smtp: smtpd}
+	return &env{t: t, srv: httpapitest.Start(t, dsn, apptest.Options{Mail: mailer, Config: cfg}), smtp: smtpd}
 }
 
 var codeInSubject = regexp.MustCompile(`sign-in code: ([0-9]{8})`)

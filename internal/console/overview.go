@@ -48,7 +48,8 @@ func (c *Console) overview(w http.ResponseWriter, r *http.Request) error {
 			return err
 		}
 	}
-	if o.Usage, err = c.App.DashboardUsage(ctx, p); err != nil {
+	// Today's figures only: no count that grows with the account's grants.
+	if o.Usage, err = c.App.UsageToday(ctx, p); err != nil {
 		return err
 	}
 	c.render(w, r, http.StatusOK, "overview", "Overview", o)

@@ -31,11 +31,12 @@ var funcs = template.FuncMap{
 		}
 		return *s
 	},
-	"num": func(n int64) string { return groupDigits(strconv.FormatInt(n, 10)) },
-	"ago": func(t time.Time, now time.Time) string { return ago(now.Sub(t)) },
-	"utc": func(t time.Time) string { return t.UTC().Format("2006-01-02 15:04:05 UTC") },
-	"iso": func(t time.Time) string { return t.UTC().Format(time.RFC3339) },
-	"ts":  parseTS,
+	"num":   func(n int64) string { return groupDigits(strconv.FormatInt(n, 10)) },
+	"int64": func(n int) int64 { return int64(n) },
+	"ago":   func(t time.Time, now time.Time) string { return ago(now.Sub(t)) },
+	"utc":   func(t time.Time) string { return t.UTC().Format("2006-01-02 15:04:05 UTC") },
+	"iso":   func(t time.Time) string { return t.UTC().Format(time.RFC3339) },
+	"ts":    parseTS,
 	"pct": func(used, limit int64) int64 {
 		if limit <= 0 {
 			return 0

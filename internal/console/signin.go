@@ -10,6 +10,7 @@ import (
 	"strconv"
 	"time"
 
+	"github.com/auditchain/auditchain/internal/app"
 	"github.com/auditchain/auditchain/internal/domain"
 	"github.com/auditchain/auditchain/pkg/api"
 )
@@ -54,7 +55,12 @@ func (c *Console) requestCode(w http.ResponseWriter, r *http.Request) error {
 			req.Acceptances = append(req.Acceptances, api.AcceptanceInput{DocumentID: d.DocumentID, Version: d.Version, ContentHash: d.ContentHash})
 		}
 	}
-	sent, err := c.App.RequestOTP(r.Context(), c.ClientAddress(r), req)
+	// The API's caps on the body's fields first (an email over 256 bytes…).
+	var sent api.OTPSent
+	err := c.checkInput(req)
+	if err == nil {
+		sent, err = c.App.RequestOTP(r.Context(), c.ClientAddress(r), req)
+	}
 	var de *domain.Error
 	if errors.As(err, &de) {
 		form := signInForm{Email: email, Next: next, Error: de.Detail}
@@ -92,7 +98,12 @@ func (c *Console) codePage(w http.ResponseWriter, r *http.Request) error {
 // the API's session cookie.
 func (c *Console) verifyCode(w http.ResponseWriter, r *http.Request) error {
 	email, code, next := r.PostFormValue("email"), r.PostFormValue("code"), safeNext(r.PostFormValue("next"))
-	in, err := c.App.VerifyOTP(r.Context(), api.OTPVerify{Email: &email, Code: &code})
+	req := api.OTPVerify{Email: &email, Code: &code}
+	var in app.SignedIn
+	err := c.checkInput(req)
+	if err == nil {
+		in, err = c.App.VerifyOTP(r.Context(), req)
+	}
 	var de *domain.Error
 	if errors.As(err, &de) {
 		c.render(w, r, c.Status(de.Code), "signin", "Enter your code", signInForm{Email: email, Next: next, Code: true, Error: de.Detail})

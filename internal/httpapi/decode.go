@@ -102,6 +102,19 @@ func decodeBody[T any](body []byte, refuse func(*inputProblem) error) (T, error)
 	return v, nil
 }
 
+// checkInput holds v, a request value the console built from a form or a
+// query, to this reader's rules for its type, as if it were a body.
+func checkInput(v any) error {
+	body, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+	if p := readInput(body, reflect.TypeOf(v)); p != nil {
+		return p.err()
+	}
+	return nil
+}
+
 func readBody(r *http.Request, maxBytes int64) ([]byte, error) {
 	body, err := io.ReadAll(io.LimitReader(r.Body, maxBytes+1))
 	if err != nil {

@@ -16,9 +16,21 @@ import (
 // opened is held until the test ends or close is called.
 func (e *env) streamStatus(key string) (int, map[string]any, func()) {
 	e.t.Helper()
+	return e.streamStatusWith(key)
+}
+
+// streamStatusWith is streamStatus with extra headers (name, value…), such
+// as a session cookie.
+func (e *env) streamStatusWith(key string, headers ...string) (int, map[string]any, func()) {
+	e.t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
 	req, _ := http.NewRequestWithContext(ctx, "GET", e.srv.URL+"/v1/events/stream", nil)
-	req.Header.Set("X-API-Key", key)
+	if key != "" {
+		req.Header.Set("X-API-Key", key)
+	}
+	for i := 0; i+1 < len(headers); i += 2 {
+		req.Header.Set(headers[i], headers[i+1])
+	}
 	resp, err := e.srv.Client().Do(req)
 	if err != nil {
 		cancel()
@@ -185,6 +197,36 @@ func TestKeysPerAccount(t *testing.T) {
 		e.clock.Advance(2 * time.Hour)
 		if r := e.do("POST", "/v1/keys", root, map[string]any{}); r.Status != 201 {
 			t.Fatalf("after a key expired: %d %s", r.Status, r.Body)
+		}
+	})
+}
+
+// Each session holds its own cap of open streams, as each key does: the
+// sessions of a replica do not share one (a session has no key id), and a
+// session over its cap is refused per key.
+func TestStreamsPerSession(t *testing.T) {
+	storetest.Each(t, func(t *testing.T, dsn string) {
+		e := newEnv(t, dsn, func(c *config.Config) { c.MaxStreams = 100 })
+		e.account("a@example.com")
+		e.account("b@example.com")
+		_, first := e.signIn("a@example.com")
+		_, second := e.signIn("a@example.com")
+		_, other := e.signIn("b@example.com")
+		open := func(cookie string) (int, map[string]any) {
+			code, m, _ := e.streamStatusWith("", "Cookie", api.SessionCookie+"="+cookie)
+			return code, m
+		}
+		for i := range 16 {
+			if code, m := open(first); code != 200 {
+				t.Fatalf("stream %d of the first session: %d %v", i, code, m)
+			}
+		}
+		code, m := open(first)
+		wantTooManyStreams(t, code, m, "key", 16)
+		for name, cookie := range map[string]string{"another session of the account": second, "another account's session": other} {
+			if code, m := open(cookie); code != 200 {
+				t.Errorf("%s, while the first holds its 16: %d %v", name, code, m)
+			}
 		}
 	})
 }

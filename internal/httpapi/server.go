@@ -167,7 +167,8 @@ func NewServer(a *app.App, cfg config.Config, log *slog.Logger, openapiJSON []by
 		}
 	}
 	s.console = console.New(console.Deps{App: a, Config: cfg, Log: log, CrossOrigin: s.crossOrigin,
-		SessionCookie: s.sessionCookie, ClientAddress: s.clientAddress, Status: statusOfCode})
+		SessionCookie: s.sessionCookie, ClientAddress: s.clientAddress, Status: statusOfCode,
+		CheckText: checkText, CheckInput: checkInput})
 	s.mux.Handle("GET /{$}", s.console)
 	s.mux.Handle(console.Prefix, s.console)
 	s.agents = mcpserver.NewHTTPHandler(s, func(r *http.Request) []domain.Scope { return principal(r).Scopes }, log)

@@ -59,7 +59,10 @@ func eventStreamHandler(a *app.App, ping time.Duration, done <-chan struct{}) ha
 			}
 			return fl, err
 		}
-		return serveEventStream(w, r, a.Hub(), p.UserID, p.KeyID, ping, a.Now, done, tip)
+		// The hub's cap is per credential: a key's id, or a session's (a
+		// session has no key id, and "" would put every session of the
+		// replica under one cap).
+		return serveEventStream(w, r, a.Hub(), p.UserID, p.Identity(), ping, a.Now, done, tip)
 	}
 }
 

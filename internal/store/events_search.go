@@ -4,8 +4,11 @@ package store
 
 import (
 	"context"
+	"database/sql"
+	"errors"
 	"fmt"
 	"strings"
+	"unicode/utf8"
 
 	"github.com/auditchain/auditchain/pkg/api"
 	"github.com/jackc/pgx/v5"
@@ -25,6 +28,25 @@ type SearchFilter struct {
 	Surface  *string
 	Subagent *string
 	Limit    int
+	// Window, when above 0, bounds the rows a page reads (SearchWindowed):
+	// at most Window rows below the cursor, in sequence order, matching
+	// the one filter that has an index in that order.
+	Window int
+}
+
+// SearchRow is a search result with raw's subagent member (the console's
+// rows show it).
+type SearchRow struct {
+	api.Event
+	Subagent *string
+}
+
+// SearchPage is what SearchWindowed found.
+type SearchPage struct {
+	Rows []SearchRow
+	// Floor, set when fewer than Limit rows matched and older events
+	// remain past the window, is the cursor that searches on below it.
+	Floor *int64
 }
 
 // Search returns matching events, newest first, as a search result shows
@@ -135,6 +157,187 @@ func searchQuery(dialect Dialect, account any, f SearchFilter, withTail bool) (s
 // of 21 cut the row decoding of a 200-row page by a third.
 const searchColumns = `sequence, event_id, event_type, prev_hash, payload_hash, decision, tool, machine_id, parent_id, ts, api_key_id,
 	machine_sequence, surface`
+
+// SearchWindowed is Search with a bounded cost, for the console, whose
+// filters include the surface, the sub-agent and time bounds, which have no
+// index in sequence order (an index each would cost every append a write,
+// docs/decisions/console.md): the page reads at most f.Window rows below the
+// cursor — in sequence order through the primary key, or through the index
+// of one indexed filter (event type, tool or decision) — and keeps those
+// that match every other filter, so a filter that matches little or nothing
+// reads Window rows, never the whole chain. When fewer than f.Limit rows
+// matched and older events remain, Floor is where to search on.
+//
+// Two statements: the window's end, the sequence of the first row past it
+// (read from the index alone), then the page, a range of that index with
+// the other filters checked on each row in place.
+func (s *Store) SearchWindowed(ctx context.Context, f SearchFilter) (SearchPage, error) {
+	account, err := s.accountKey(ctx, nil, f.UserID)
+	if err != nil {
+		return SearchPage{}, err
+	}
+	var bound *int64
+	if f.Window > 0 {
+		q, args := windowBound(account, f)
+		var b int64
+		switch err := s.read.QueryRowContext(ctx, q, args...).Scan(&b); {
+		case err == nil:
+			bound = &b
+		case !errors.Is(err, sql.ErrNoRows):
+			return SearchPage{}, err
+		}
+	}
+	q, args := windowQuery(s.Dialect, account, f, bound)
+	if s.Dialect == Postgres {
+		args = append([]any{pgx.QueryExecModeSimpleProtocol}, args...)
+	}
+	page := SearchPage{Rows: make([]SearchRow, 0, min(f.Limit, 1000))}
+	rows, err := s.read.QueryContext(ctx, q, args...)
+	if err != nil {
+		return SearchPage{}, err
+	}
+	defer rows.Close()
+	for rows.Next() {
+		e := SearchRow{Event: api.Event{UserID: f.UserID}}
+		if err := rows.Scan(&e.Sequence, &e.EventID, &e.EventType, &e.PrevHash, &e.PayloadHash, &e.Decision, &e.Tool,
+			&e.MachineID, &e.ParentID, &e.TS, &e.APIKeyID, &e.MachineSequence, &e.Surface, &e.Subagent); err != nil {
+			return SearchPage{}, err
+		}
+		page.Rows = append(page.Rows, e)
+	}
+	if err := rows.Err(); err != nil {
+		return SearchPage{}, err
+	}
+	if len(page.Rows) < f.Limit && bound != nil {
+		next := *bound + 1 // the first row the window did not read, and below
+		page.Floor = &next
+	}
+	return page, nil
+}
+
+// windowIndexed is the one filter the window follows through its index
+// (event types, else the tool, else the decision; none: the primary key).
+func windowIndexed(f SearchFilter) string {
+	switch {
+	case len(f.EventTypes) > 0:
+		return "event_type"
+	case f.Tool != nil:
+		return "tool"
+	case f.Decision != nil:
+		return "decision"
+	}
+	return ""
+}
+
+// windowBound is the sequence of the first row past the window: the
+// (Window+1)-th newest below the cursor matching the indexed filter (no row:
+// the window reaches the chain's start).
+func windowBound(account any, f SearchFilter) (string, []any) {
+	args := []any{account}
+	arg := func(v any) string { args = append(args, v); return fmt.Sprintf("$%d", len(args)) }
+	where := []string{"account = $1"}
+	if f.Cursor != nil {
+		where = append(where, "sequence < "+arg(*f.Cursor))
+	}
+	switch windowIndexed(f) {
+	case "event_type":
+		ph := make([]string, len(f.EventTypes))
+		for i, t := range f.EventTypes {
+			ph[i] = arg(t)
+		}
+		where = append(where, "event_type IN ("+strings.Join(ph, ", ")+")")
+	case "tool":
+		where = append(where, "tool = "+arg(*f.Tool))
+	case "decision":
+		where = append(where, "decision = "+arg(*f.Decision))
+	}
+	offset := arg(f.Window) // before the return reads args
+	return `SELECT sequence FROM events WHERE ` + strings.Join(where, " AND ") + ` ORDER BY sequence DESC LIMIT 1 OFFSET ` + offset, args
+}
+
+// windowQuery is the page of SearchWindowed: the rows above bound (nil: to
+// the chain's start) and below the cursor, newest first, matching every
+// filter, at most f.Limit, with the sub-agent of each. Only the window's
+// filter may use an index (the others are written so that no planner
+// takes their index and sorts: "col || ”", "col + 0").
+func windowQuery(dialect Dialect, account any, f SearchFilter, bound *int64) (string, []any) {
+	args := []any{account}
+	arg := func(v any) string { args = append(args, v); return fmt.Sprintf("$%d", len(args)) }
+	where := []string{"account = $1"}
+	if f.Cursor != nil {
+		where = append(where, "sequence < "+arg(*f.Cursor))
+	}
+	if bound != nil {
+		where = append(where, "sequence > "+arg(*bound))
+	}
+	indexed := windowIndexed(f)
+	text := func(col string, v string) {
+		if col == indexed {
+			where = append(where, col+" = "+arg(v))
+		} else {
+			where = append(where, col+" || '' = "+arg(v))
+		}
+	}
+	if len(f.EventTypes) > 0 {
+		ph := make([]string, len(f.EventTypes))
+		for i, t := range f.EventTypes {
+			ph[i] = arg(t)
+		}
+		where = append(where, "event_type IN ("+strings.Join(ph, ", ")+")")
+	}
+	if f.Tool != nil {
+		text("tool", *f.Tool)
+	}
+	if f.Decision != nil {
+		text("decision", *f.Decision)
+	}
+	if f.AfterTS != nil {
+		where = append(where, "ts_micros + 0 > "+arg(*f.AfterTS))
+	}
+	if f.BeforeTS != nil {
+		where = append(where, "ts_micros + 0 < "+arg(*f.BeforeTS))
+	}
+	if f.Surface != nil {
+		where = append(where, "surface = "+arg(*f.Surface))
+	}
+	if f.Subagent != nil {
+		// raw is stored compacted, not canonicalised: a member written
+		// without escapes appears as these bytes, and one written with
+		// escapes leaves a backslash in raw. Rows with neither cannot
+		// match and skip the JSON parse, the cost of this filter (CASE:
+		// in this order).
+		// (Placeholders numbered in the order they appear: SQLite numbers
+		// them so.)
+		if needle, ok := subagentNeedle(*f.Subagent); ok {
+			pre := "CASE WHEN " + instrExpr(dialect, "raw", arg(needle)) + " OR " + instrExpr(dialect, "raw", `'\'`)
+			where = append(where, pre+" THEN "+subagentExpr(dialect)+" = "+arg(*f.Subagent)+" ELSE FALSE END")
+		} else {
+			where = append(where, subagentExpr(dialect)+" = "+arg(*f.Subagent))
+		}
+	}
+	limit := arg(f.Limit) // before the return reads args
+	return `SELECT ` + searchColumns + `, ` + subagentExpr(dialect) + ` FROM events WHERE ` + strings.Join(where, " AND ") +
+		` ORDER BY sequence DESC LIMIT ` + limit, args
+}
+
+// subagentNeedle is how raw spells a subagent member of value v when it
+// is written without escapes; ok is false when v itself needs escapes.
+func subagentNeedle(v string) (string, bool) {
+	for _, r := range v {
+		if r < 0x20 || r == '"' || r == '\\' || r == 0x7f || r == 0x2028 || r == 0x2029 || r == utf8.RuneError {
+			return "", false
+		}
+	}
+	return `"subagent":"` + v + `"`, true
+}
+
+// instrExpr is "needle occurs in s" in dialect's SQL.
+func instrExpr(dialect Dialect, s, needle string) string {
+	if dialect == Postgres {
+		return "strpos(" + s + ", " + needle + ") > 0"
+	}
+	return "instr(" + s + ", " + needle + ") > 0"
+}
 
 // LatestSemanticMatch returns the newest event of the account with that dedup
 // semantic key and a sequence of at least minSequence.

@@ -71,3 +71,56 @@ func TestSearchPlans(t *testing.T) {
 		}
 	}
 }
+
+// A windowed page (the console's) finds its window's end and reads its
+// rows through one index in sequence order, the window's: no sort, no other
+// index, so a page whose matches come early stops early.
+func TestSearchWindowedPlans(t *testing.T) {
+	ctx := context.Background()
+	s := testSQLiteStore(t)
+	str := func(v string) *string { return &v }
+	cur, ts := int64(1000), int64(5)
+	tests := []struct {
+		name      string
+		f         SearchFilter
+		wantIndex string
+	}{
+		{"sub-agent", SearchFilter{Subagent: str("worker")}, "sqlite_autoindex_events_1"},
+		{"surface after a cursor", SearchFilter{Surface: str("hook"), Cursor: &cur}, "sqlite_autoindex_events_1"},
+		{"after", SearchFilter{AfterTS: &ts}, "sqlite_autoindex_events_1"},
+		{"before and a tool", SearchFilter{BeforeTS: &ts, Tool: str("bash")}, "events_tool"},
+		{"decision and a sub-agent", SearchFilter{Decision: str("deny"), Subagent: str("w")}, "events_decision"},
+		{"a type, a tool and a decision", SearchFilter{EventTypes: []string{"tool_call"}, Tool: str("bash"), Decision: str("deny")}, "events_type"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			tt.f.UserID, tt.f.Limit, tt.f.Window = "u", 50, 10000
+			bound := int64(10)
+			bq, bargs := windowBound(int64(1), tt.f)
+			q, args := windowQuery(SQLite, int64(1), tt.f, &bound)
+			for _, stmt := range []struct {
+				q    string
+				args []any
+			}{{bq, bargs}, {q, args}} {
+				rows, err := s.read.QueryContext(ctx, "EXPLAIN QUERY PLAN "+stmt.q, stmt.args...)
+				if err != nil {
+					t.Fatal(err)
+				}
+				var plan []string
+				for rows.Next() {
+					var id, parent, unused int
+					var detail string
+					if err := rows.Scan(&id, &parent, &unused, &detail); err != nil {
+						t.Fatal(err)
+					}
+					plan = append(plan, detail)
+				}
+				rows.Close()
+				p := strings.Join(plan, "; ")
+				if !strings.Contains(p, "SEARCH events USING ") || !strings.Contains(p, "INDEX "+tt.wantIndex+" ") || strings.Contains(p, "TEMP B-TREE") {
+					t.Errorf("plan %q: want a search of %s in sequence order", p, tt.wantIndex)
+				}
+			}
+		})
+	}
+}
