@@ -176,9 +176,12 @@ func (s *Store) SearchWindowed(ctx context.Context, f SearchFilter) (SearchPage,
 	if err != nil {
 		return SearchPage{}, err
 	}
+	// As in searchStatement: the rows not yet in the search indexes are
+	// read beside them only when there are some (index_behind.go).
+	withTail := s.Dialect == SQLite && s.behind.Load() > 0
 	var bound *int64
 	if f.Window > 0 {
-		q, args := windowBound(account, f)
+		q, args := windowBound(account, f, withTail)
 		var b int64
 		switch err := s.read.QueryRowContext(ctx, q, args...).Scan(&b); {
 		case err == nil:
@@ -187,7 +190,7 @@ func (s *Store) SearchWindowed(ctx context.Context, f SearchFilter) (SearchPage,
 			return SearchPage{}, err
 		}
 	}
-	q, args := windowQuery(s.Dialect, account, f, bound)
+	q, args := windowQuery(s.Dialect, account, f, bound, withTail)
 	if s.Dialect == Postgres {
 		args = append([]any{pgx.QueryExecModeSimpleProtocol}, args...)
 	}
@@ -232,7 +235,7 @@ func windowIndexed(f SearchFilter) string {
 // windowBound is the sequence of the first row past the window: the
 // (Window+1)-th newest below the cursor matching the indexed filter (no row:
 // the window reaches the chain's start).
-func windowBound(account any, f SearchFilter) (string, []any) {
+func windowBound(account any, f SearchFilter, withTail bool) (string, []any) {
 	args := []any{account}
 	arg := func(v any) string { args = append(args, v); return fmt.Sprintf("$%d", len(args)) }
 	where := []string{"account = $1"}
@@ -252,7 +255,24 @@ func windowBound(account any, f SearchFilter) (string, []any) {
 		where = append(where, "decision = "+arg(*f.Decision))
 	}
 	offset := arg(f.Window) // before the return reads args
-	return `SELECT sequence FROM events WHERE ` + strings.Join(where, " AND ") + ` ORDER BY sequence DESC LIMIT 1 OFFSET ` + offset, args
+	return indexedArms(`SELECT sequence FROM events`, strings.Join(where, " AND "), windowIndexed(f) != "", withTail) +
+		` ORDER BY sequence DESC LIMIT 1 OFFSET ` + offset, args
+}
+
+// indexedArms is selection over the rows matching cond. When cond names a
+// column of the search indexes (partial on unindexed IS NULL, migration
+// 023), it must name their predicate for a planner to use them, and the
+// rows not yet indexed (withTail) are read from events_unindexed beside
+// them: two arms in sequence order that the ORDER BY after them merges.
+func indexedArms(selection, cond string, searchIndex, withTail bool) string {
+	if !searchIndex {
+		return selection + ` WHERE ` + cond
+	}
+	q := selection + ` WHERE unindexed IS NULL AND ` + cond
+	if withTail {
+		q = selection + ` WHERE unindexed IS NOT NULL AND ` + cond + ` UNION ALL ` + q
+	}
+	return q
 }
 
 // windowQuery is the page of SearchWindowed: the rows above bound (nil: to
@@ -260,7 +280,7 @@ func windowBound(account any, f SearchFilter) (string, []any) {
 // filter, at most f.Limit, with the sub-agent of each. Only the window's
 // filter may use an index (the others are written so that no planner
 // takes their index and sorts: "col || ”", "col + 0").
-func windowQuery(dialect Dialect, account any, f SearchFilter, bound *int64) (string, []any) {
+func windowQuery(dialect Dialect, account any, f SearchFilter, bound *int64, withTail bool) (string, []any) {
 	args := []any{account}
 	arg := func(v any) string { args = append(args, v); return fmt.Sprintf("$%d", len(args)) }
 	where := []string{"account = $1"}
@@ -316,7 +336,7 @@ func windowQuery(dialect Dialect, account any, f SearchFilter, bound *int64) (st
 		}
 	}
 	limit := arg(f.Limit) // before the return reads args
-	return `SELECT ` + searchColumns + `, ` + subagentExpr(dialect) + ` FROM events WHERE ` + strings.Join(where, " AND ") +
+	return indexedArms(`SELECT `+searchColumns+`, `+subagentExpr(dialect)+` FROM events`, strings.Join(where, " AND "), indexed != "", withTail) +
 		` ORDER BY sequence DESC LIMIT ` + limit, args
 }
 

@@ -88,6 +88,20 @@ func TestSearchFindsEventsBeforeAndAfterTheyAreIndexed(t *testing.T) {
 					if !slices.Equal(have, want) {
 						t.Errorf("%s, %s, limit %d: sequences %v, want %v", stage, tt.name, limit, have, want)
 					}
+					// The console's bounded search reads the same rows
+					// when its window holds the whole chain.
+					f.Window = 1000
+					page, err := s.SearchWindowed(ctx, f)
+					if err != nil {
+						t.Fatalf("%s, %s: SearchWindowed: %v", stage, tt.name, err)
+					}
+					have = have[:0]
+					for _, e := range page.Rows {
+						have = append(have, e.Sequence)
+					}
+					if !slices.Equal(have, want) {
+						t.Errorf("%s, %s, limit %d: SearchWindowed sequences %v, want %v", stage, tt.name, limit, have, want)
+					}
 				}
 			}
 		}

@@ -93,34 +93,39 @@ func TestSearchWindowedPlans(t *testing.T) {
 		{"a type, a tool and a decision", SearchFilter{EventTypes: []string{"tool_call"}, Tool: str("bash"), Decision: str("deny")}, "events_type"},
 	}
 	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			tt.f.UserID, tt.f.Limit, tt.f.Window = "u", 50, 10000
-			bound := int64(10)
-			bq, bargs := windowBound(int64(1), tt.f)
-			q, args := windowQuery(SQLite, int64(1), tt.f, &bound)
-			for _, stmt := range []struct {
-				q    string
-				args []any
-			}{{bq, bargs}, {q, args}} {
-				rows, err := s.read.QueryContext(ctx, "EXPLAIN QUERY PLAN "+stmt.q, stmt.args...)
-				if err != nil {
-					t.Fatal(err)
-				}
-				var plan []string
-				for rows.Next() {
-					var id, parent, unused int
-					var detail string
-					if err := rows.Scan(&id, &parent, &unused, &detail); err != nil {
+		for _, withTail := range []bool{false, true} {
+			t.Run(fmt.Sprintf("%s, tail %v", tt.name, withTail), func(t *testing.T) {
+				tt.f.UserID, tt.f.Limit, tt.f.Window = "u", 50, 10000
+				bound := int64(10)
+				bq, bargs := windowBound(int64(1), tt.f, withTail)
+				q, args := windowQuery(SQLite, int64(1), tt.f, &bound, withTail)
+				for _, stmt := range []struct {
+					q    string
+					args []any
+				}{{bq, bargs}, {q, args}} {
+					rows, err := s.read.QueryContext(ctx, "EXPLAIN QUERY PLAN "+stmt.q, stmt.args...)
+					if err != nil {
 						t.Fatal(err)
 					}
-					plan = append(plan, detail)
+					var plan []string
+					for rows.Next() {
+						var id, parent, unused int
+						var detail string
+						if err := rows.Scan(&id, &parent, &unused, &detail); err != nil {
+							t.Fatal(err)
+						}
+						plan = append(plan, detail)
+					}
+					rows.Close()
+					p := strings.Join(plan, "; ")
+					if !strings.Contains(p, "SEARCH events USING ") || !strings.Contains(p, "INDEX "+tt.wantIndex+" ") || strings.Contains(p, "TEMP B-TREE") {
+						t.Errorf("plan %q: want a search of %s in sequence order", p, tt.wantIndex)
+					}
+					if withTail && tt.wantIndex != "sqlite_autoindex_events_1" && !strings.Contains(p, "INDEX events_unindexed ") {
+						t.Errorf("plan %q: want the rows not yet indexed read from events_unindexed", p)
+					}
 				}
-				rows.Close()
-				p := strings.Join(plan, "; ")
-				if !strings.Contains(p, "SEARCH events USING ") || !strings.Contains(p, "INDEX "+tt.wantIndex+" ") || strings.Contains(p, "TEMP B-TREE") {
-					t.Errorf("plan %q: want a search of %s in sequence order", p, tt.wantIndex)
-				}
-			}
-		})
+			})
+		}
 	}
 }
