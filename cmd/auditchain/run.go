@@ -37,13 +37,14 @@ commands:
   chain     tip | verify | proof | export | public-key                    --json for scripts)
   keys      create | list | revoke
   machines  keygen | register | list                  signing keys
+  monitor --account ID --state FILE  hold an account's log to its pinned checkpoint (split view, rollback)
   health [--url URL]    probe a running service's /v1/health (exit 0 when it is ok)
   completion bash|zsh|fish              print a shell completion script
   version               print the version and the commit it was built from (also --version)
   help [COMMAND…]       print this, or a command's help
 
 Every command and group takes -h or --help. Exit codes: 0 success, 1 error,
-2 usage error, 3 the gate said no (docs/cli.md, docs/cli-verbs.md).
+2 usage error, 3 the gate said no, 4 a monitor's alarm (docs/cli.md, docs/cli-verbs.md).
 `
 
 // run is the whole program; main only supplies the process's context, arguments,
@@ -100,6 +101,7 @@ func commands(ctx context.Context, getenv func(string) string, stdout, stderr io
 		"chain":     func(args []string) error { return chainCmd(ctx, args, getenv, stdout, stderr) },
 		"keys":      func(args []string) error { return keysCmd(ctx, args, getenv, stdout, stderr) },
 		"machines":  func(args []string) error { return machinesCmd(ctx, args, getenv, stdout, stderr) },
+		"monitor":   func(args []string) error { return monitorCmd(ctx, args, getenv, stdout, stderr) },
 		"health":    func(args []string) error { return healthCmd(ctx, args, getenv, stdout, stderr) },
 		"completion": func(args []string) error {
 			return completionCmd(ctx, args, stdout, stderr)
