@@ -12,10 +12,12 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/auditchain/auditchain/internal/app/apptest"
 	"github.com/auditchain/auditchain/internal/httpapi/httpapitest"
 	"github.com/auditchain/auditchain/internal/monitor"
+	"github.com/auditchain/auditchain/internal/store"
 	"github.com/auditchain/auditchain/internal/store/storetest"
 	"github.com/auditchain/auditchain/pkg/client"
 	"github.com/auditchain/auditchain/pkg/verify"
@@ -324,6 +326,52 @@ func TestChainVerifyPinCatchesARollback(t *testing.T) {
 		}
 		if code, _, errOut := verifyPin(orig, "--service-key", base64.StdEncoding.EncodeToString(make([]byte, 32))); code != exitFailure || !strings.Contains(errOut, "trusts the service key") {
 			t.Fatalf("another --service-key than the pinned one: exit %d %s", code, errOut)
+		}
+	})
+}
+
+// With --witness the monitor pins only a checkpoint the quorum cosigned: an
+// uncosigned newest block is consistent but awaits cosignatures (exit 0,
+// the pin stays), and once the witness's cosignature is stored with the
+// block the pin moves to it.
+func TestMonitorPinsOnlyWitnessedCheckpoints(t *testing.T) {
+	storetest.Each(t, func(t *testing.T, dsn string) {
+		w := newTestWitness(t, "witness.example/monitor")
+		orig := startMonitorService(t, dsn)
+		state := filepath.Join(t.TempDir(), "monitor.json")
+		appendEvents(t, orig.env(), 2)
+		code, out, errOut := monitorOnce(t, orig, state, "--witness", w.vkey, "--json")
+		var r monitor.Result
+		if err := json.Unmarshal([]byte(out), &r); err != nil || code != 0 || r.Status != monitor.StatusAwaitingCosignatures ||
+			r.Quorum == nil || len(r.Quorum.Missing) != 1 || r.Quorum.Missing[0] != w.name {
+			t.Fatalf("uncosigned: exit %d %+v\n%s%s", code, r, out, errOut)
+		}
+		if _, err := os.Stat(state); err == nil {
+			t.Fatal("an uncosigned checkpoint was pinned")
+		}
+
+		ctx := context.Background()
+		b, _, err := orig.srv.App.Seal(ctx, orig.userID)
+		if err != nil {
+			t.Fatal(err)
+		}
+		st := storetest.Open(t, dsn)
+		tx, err := st.WriteDB().BeginTx(ctx, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := st.InsertCosignature(ctx, tx, orig.userID, b.Index, store.Cosignature{Witness: w.name, Signature: w.cosign(t, string(b.Note))}, time.Now().UnixMicro()); err != nil {
+			t.Fatal(err)
+		}
+		if err := tx.Commit(); err != nil {
+			t.Fatal(err)
+		}
+		code, out, errOut = monitorOnce(t, orig, state, "--witness", w.vkey)
+		if code != 0 || !strings.HasPrefix(out, monitor.StatusPinned+" ") || !strings.Contains(out, "cosigned: "+w.name) {
+			t.Fatalf("cosigned: exit %d\n%s%s", code, out, errOut)
+		}
+		if s := readMonitorState(t, state); s.Checkpoint == nil || len(s.Checkpoint.Cosignatures) != 1 {
+			t.Fatalf("the pin does not keep the cosignature: %+v", s.Checkpoint)
 		}
 	})
 }
