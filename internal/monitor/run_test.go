@@ -111,8 +111,9 @@ func TestRunPollsAndReportsAnAlarmOnce(t *testing.T) {
 			}
 			note := append([]byte(nil), b.Note...)
 			i := len(note) - 10 // a character of the Ed25519 signature
-			note[i] ^= 'A' ^ 'B'
-			if note[i] < 'A' || note[i] > 'z' {
+			if note[i] == 'A' {
+				note[i] = 'B'
+			} else {
 				note[i] = 'A'
 			}
 			if _, err := st.WriteDB().Exec(`UPDATE chain_blocks SET note = $1 WHERE user_id = $2 AND block_index = $3`, note, acct.UserID, b.Index); err != nil {
