@@ -231,7 +231,13 @@ func TestMonitorCatchesRollbackForkAndBadSignature(t *testing.T) {
 		if code != exitAlarm || !strings.Contains(errOut, "not consistent") {
 			t.Fatalf("fork past the pinned size: exit %d\n%s%s", code, out, errOut)
 		}
-		checkEvidence(t, alarmOf(t, out).Alarm, monitor.KindSplitView, 5, 6, orig)
+		past := alarmOf(t, out).Alarm
+		checkEvidence(t, past, monitor.KindSplitView, 5, 6, orig)
+		// The fork's own block of the pinned size comes with the proof: two
+		// signed notes of size 5.
+		if past.AtPinnedSize == nil || past.AtPinnedSize.Note != fork.Observed.Note {
+			t.Fatalf("the fork's block at the pinned size is not in the evidence: %+v", past.AtPinnedSize)
+		}
 
 		// The original goes on and its newest block's signature is tampered with.
 		appendEvents(t, orig.env(), 1)
@@ -323,6 +329,10 @@ func TestChainVerifyPinCatchesARollback(t *testing.T) {
 		checkEvidence(t, alarmOf(t, out).Alarm, monitor.KindRollback, 5, 2, orig)
 		if s := readMonitorState(t, pin); s.Checkpoint.TreeSize != 5 {
 			t.Fatalf("the alarm moved the pin: %+v", s.Checkpoint)
+		}
+		if code, _, errOut := monitorOnce(t, &monitorService{srv: orig.srv, userID: "01a2218f-0000-7000-8000-000000000000", token: orig.token},
+			filepath.Join(t.TempDir(), "other.json")); code != exitFailure || !strings.Contains(errOut, "another account's API key") {
+			t.Fatalf("--account not the key's: exit %d %s", code, errOut)
 		}
 		if code, _, errOut := verifyPin(orig, "--service-key", base64.StdEncoding.EncodeToString(make([]byte, 32))); code != exitFailure || !strings.Contains(errOut, "trusts the service key") {
 			t.Fatalf("another --service-key than the pinned one: exit %d %s", code, errOut)

@@ -91,6 +91,10 @@ type Alarm struct {
 	ServiceKeyID string      `json:"service_key_id"`
 	Pinned       *Checkpoint `json:"pinned"`
 	Observed     *Checkpoint `json:"observed"`
+	// AtPinnedSize, for a split view past the pinned size, is the block of
+	// the pinned size the service showed with its proof, when it is signed
+	// by the key and has another root than the pin: two notes of one size.
+	AtPinnedSize *Checkpoint `json:"at_pinned_size,omitempty"`
 	DetectedAt   string      `json:"detected_at"`
 }
 
@@ -241,7 +245,15 @@ func Check(ctx context.Context, src Source, s *State, o Options) (*Result, error
 		// The roots are the signed notes', not the proof's: a proof only
 		// counts between the two checkpoints the service signed.
 		if err := verify.VerifyConsistency(pinned.Size, cp.Size, path, pinned.Root, cp.Root); err != nil {
-			return alarm(KindSplitView, "the newest checkpoint is not consistent with the pinned one: %v", err)
+			res, _ := alarm(KindSplitView, "the newest checkpoint is not consistent with the pinned one: %v", err)
+			if p.FirstCheckpoint != nil {
+				if other, err := verify.OpenCheckpoint([]byte(p.FirstCheckpoint.Note), pub, origin); err == nil &&
+					other.Size == pinned.Size && other.Root != pinned.Root {
+					res.Alarm.AtPinnedSize = view(p.FirstCheckpoint)
+					res.Alarm.Detail += fmt.Sprintf("; the service also signed size %d with root %s", other.Size, other.Root)
+				}
+			}
+			return res, nil
 		}
 	}
 	if len(o.Witnesses) > 0 {
