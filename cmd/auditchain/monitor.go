@@ -50,6 +50,10 @@ polls every --interval until interrupted, reporting each alarm once.
 The first run trusts the service key the service names and records it in
 FILE (trust on first use) unless --service-key gives it. docs/integrity.md
 "Monitor" says what this proves and what it does not.
+
+The service is --url and --api-key, else AUDITCHAIN_URL and AUDITCHAIN_API_KEY.
+Exit codes: 0 checked (pinned, advanced, unchanged, awaiting cosignatures),
+1 no check could be made, 2 a usage error, 4 an alarm (docs/cli.md).
 `
 
 // pinFlags are the trust flags monitor and chain verify --pin share.
@@ -86,7 +90,7 @@ func (p *pinFlags) options(cmd, userID string) (monitor.Options, error) {
 }
 
 func monitorCmd(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) error {
-	fs := newFlags("monitor", monitorUsage+serviceFlagsHelp)
+	fs := newFlags("monitor", monitorUsage)
 	url, key := serviceFlags(fs, getenv)
 	account := fs.String("account", "", "the account's user_id (the API key must be of it)")
 	state := fs.String("state", "", "the state file: the pinned checkpoint and trusted key (created on first use)")
