@@ -5,7 +5,11 @@ import (
 	"encoding/json"
 	"errors"
 	"flag"
+	"fmt"
 	"io"
+	"strings"
+
+	"github.com/auditchain/auditchain/internal/monitor"
 
 	"github.com/auditchain/auditchain/pkg/client"
 )
@@ -21,16 +25,37 @@ commands:
   public-key           the service's public key document (GET /v1/delegation/public-key)
 `
 
+const chainVerifyUsage = `usage: auditchain chain verify [--pin FILE [--service-key KEY] [--witness VKEY ... [--quorum N]]]
+
+Without --pin, the service's own check of the account's signed blocks; exit 1
+when it finds the chain invalid.
+
+With --pin FILE, the check of auditchain monitor --once, here and offline:
+the newest checkpoint must be signed by the key pinned in FILE and
+consistent with the checkpoint pinned there (a consistency proof, checked
+here); the pin then moves forward. FILE is created on first use (trust on
+first use, or --service-key). A split view, a rollback or a bad signature
+prints the evidence (both checkpoints, notes in full) and exits 4.
+`
+
 // errInvalidChain ends chain verify with exit 1 after its report.
 var errInvalidChain = errors.New("the chain does not verify")
 
 var chainVerbs = []verb{
 	noArgVerb("tip", "usage: auditchain chain tip\n", (*client.Client).Tip),
-	{"verify", "usage: auditchain chain verify\n\nExit 1 when the service finds the chain invalid.\n",
+	{"verify", chainVerifyUsage,
 		func(fs *flag.FlagSet) func(context.Context, *client.Client, []string) (any, error) {
+			pin := fs.String("pin", "", "hold the newest checkpoint to the one pinned in FILE (auditchain monitor's state), and move the pin forward when consistent")
+			pf := addPinFlags(fs)
 			return func(ctx context.Context, c *client.Client, args []string) (any, error) {
 				if err := noPositional(args); err != nil {
 					return nil, err
+				}
+				if *pin != "" {
+					return verifyPin(ctx, c, *pin, pf)
+				}
+				if *pf.serviceKey != "" || len(pf.witnessKeys) > 0 || *pf.quorum != 0 {
+					return nil, usagef("chain verify: --service-key, --witness and --quorum go with --pin FILE")
 				}
 				v, err := c.VerifyChain(ctx)
 				if err == nil && !v.Valid {
@@ -88,6 +113,37 @@ var chainVerbs = []verb{
 				return humanText{text: string(b) + "\n", json: doc}, err
 			}
 		}},
+}
+
+// verifyPin is chain verify --pin: one monitor check against FILE.
+func verifyPin(ctx context.Context, c *client.Client, file string, pf *pinFlags) (any, error) {
+	o, err := pf.options("chain verify", "")
+	if err != nil {
+		return nil, err
+	}
+	m := &monitor.Monitor{Source: c, StatePath: file, Options: o}
+	r, err := m.Once(ctx)
+	if r == nil {
+		return nil, err
+	}
+	if r.Alarm != nil {
+		// The evidence is printed as JSON whatever the format: it is kept.
+		var buf strings.Builder
+		if perr := printMonitorResult(&buf, r, true); perr != nil {
+			return nil, perr
+		}
+		if err != nil {
+			err = fmt.Errorf("%w; and %v", alarmError{r.Alarm}, err)
+		} else {
+			err = alarmError{r.Alarm}
+		}
+		return humanText{text: buf.String(), json: r}, err
+	}
+	var buf strings.Builder
+	if perr := printMonitorResult(&buf, r, false); perr != nil {
+		return nil, perr
+	}
+	return humanText{text: buf.String(), json: r}, err
 }
 
 func chainCmd(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) error {

@@ -103,8 +103,12 @@ func clientSubs(ctx context.Context, name string, verbs []verb, getenv func(stri
 			if err != nil {
 				var ue usageError
 				var gr gateRefusal
+				var al alarmError
 				if errors.As(err, &ue) || errors.As(err, &gr) {
 					return err
+				}
+				if errors.As(err, &al) { // exit 4: a monitor check's alarm
+					return fmt.Errorf("%s %s: %w", name, v.name, err)
 				}
 				if out := serviceOutOfReach(err, *url); out != nil {
 					return fmt.Errorf("%s %s: %w", name, v.name, out)

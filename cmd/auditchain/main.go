@@ -21,7 +21,7 @@ func main() {
 
 // exitCode is the process's exit status for run's error: 0 for none, an
 // exitError's own code (its message is already written: a hook's exit 2),
-// else, after printing the error, 2 for a usage error, 3 for the gate's no and 1 for any other
+// else, after printing the error, 2 for a usage error, 3 for the gate's no, 4 for a monitor's alarm and 1 for any other
 // (docs/cli.md).
 func exitCode(err error, stderr io.Writer) int {
 	var ee *exitError
@@ -34,7 +34,10 @@ func exitCode(err error, stderr io.Writer) int {
 	fmt.Fprintln(stderr, "auditchain:", err)
 	var ue usageError
 	var gr gateRefusal
+	var al alarmError
 	switch {
+	case errors.As(err, &al):
+		return exitAlarm
 	case errors.As(err, &ue):
 		return exitUsage
 	case errors.As(err, &gr):

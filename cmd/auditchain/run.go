@@ -37,6 +37,7 @@ commands:
   chain     tip | verify | proof | export | public-key                    --json for scripts)
   keys      create | list | revoke
   machines  keygen | register | list                  signing keys
+  monitor --account ID --state FILE  hold an account's log to its pinned checkpoint (split view, rollback)
   health [--url URL]    probe a running service's /v1/health (exit 0 when it is ok)
   witness keygen | serve                cosign other logs' checkpoints: a C2SP witness (docs/witness.md)
   completion bash|zsh|fish              print a shell completion script
@@ -44,7 +45,7 @@ commands:
   help [COMMAND…]       print this, or a command's help
 
 Every command and group takes -h or --help. Exit codes: 0 success, 1 error,
-2 usage error, 3 the gate said no (docs/cli.md, docs/cli-verbs.md).
+2 usage error, 3 the gate said no, 4 a monitor's alarm (docs/cli.md, docs/cli-verbs.md).
 `
 
 // run is the whole program; main only supplies the process's context, arguments,
@@ -101,6 +102,7 @@ func commands(ctx context.Context, getenv func(string) string, stdout, stderr io
 		"chain":     func(args []string) error { return chainCmd(ctx, args, getenv, stdout, stderr) },
 		"keys":      func(args []string) error { return keysCmd(ctx, args, getenv, stdout, stderr) },
 		"machines":  func(args []string) error { return machinesCmd(ctx, args, getenv, stdout, stderr) },
+		"monitor":   func(args []string) error { return monitorCmd(ctx, args, getenv, stdout, stderr) },
 		"health":    func(args []string) error { return healthCmd(ctx, args, getenv, stdout, stderr) },
 		"witness":   func(args []string) error { return witnessCmd(ctx, args, getenv, stdout, stderr) },
 		"completion": func(args []string) error {

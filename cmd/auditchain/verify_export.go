@@ -93,7 +93,7 @@ func verifyExportCmd(ctx context.Context, args []string, stdout, stderr io.Write
 	if err != nil {
 		return err
 	}
-	witnesses, err := witnessesOf(witnessKeys, &quorum)
+	witnesses, err := witnessesOf("verify export", witnessKeys, &quorum)
 	if err != nil {
 		return err
 	}
@@ -160,10 +160,10 @@ func verifyExportCmd(ctx context.Context, args []string, stdout, stderr io.Write
 
 // witnessesOf parses the --witness keys and settles --quorum: all of them
 // by default, and 1..len otherwise.
-func witnessesOf(keys []string, quorum *int) ([]verify.Witness, error) {
+func witnessesOf(cmd string, keys []string, quorum *int) ([]verify.Witness, error) {
 	if len(keys) == 0 {
 		if *quorum != 0 {
-			return nil, usagef("verify export: --quorum needs --witness keys")
+			return nil, usagef("%s: --quorum needs --witness keys", cmd)
 		}
 		return nil, nil
 	}
@@ -172,10 +172,10 @@ func witnessesOf(keys []string, quorum *int) ([]verify.Witness, error) {
 	for _, k := range keys {
 		w, err := verify.NewWitness(k)
 		if err != nil {
-			return nil, usagef("verify export: --witness: %v", err)
+			return nil, usagef("%s: --witness: %v", cmd, err)
 		}
 		if names[w.Name] {
-			return nil, usagef("verify export: --witness: two keys named %q", w.Name)
+			return nil, usagef("%s: --witness: two keys named %q", cmd, w.Name)
 		}
 		names[w.Name] = true
 		ws = append(ws, w)
@@ -184,7 +184,7 @@ func witnessesOf(keys []string, quorum *int) ([]verify.Witness, error) {
 		*quorum = len(ws)
 	}
 	if *quorum < 1 || *quorum > len(ws) {
-		return nil, usagef("verify export: --quorum must be between 1 and the %d --witness keys", len(ws))
+		return nil, usagef("%s: --quorum must be between 1 and the %d --witness keys", cmd, len(ws))
 	}
 	return ws, nil
 }

@@ -1,0 +1,133 @@
+package monitor
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"time"
+)
+
+// Monitor runs Check on an interval, writes the state when the pin moves,
+// and reports each alarm once: on Report and, with a Webhook, as a POST.
+type Monitor struct {
+	Source    Source
+	StatePath string
+	Options   Options
+	Interval  time.Duration
+	// Webhook, when not empty, receives each alarm's evidence (WebhookBody)
+	// as a JSON POST. Unsigned: docs/integrity.md "Monitor".
+	Webhook string
+	HTTP    *http.Client
+	// Report receives every Result, and each error of a poll that could not
+	// be made; it must not keep r past the call.
+	Report func(r *Result, err error)
+}
+
+// WebhookBody is what the webhook receives: the alarm, evidence in full.
+type WebhookBody struct {
+	Type  string `json:"type"` // "auditchain.monitor.alarm"
+	Alarm *Alarm `json:"alarm"`
+}
+
+// Once runs one check: the state is read, checked and, when the pin moved,
+// written; an alarm is posted to the webhook. The Result carries the alarm.
+func (m *Monitor) Once(ctx context.Context) (*Result, error) {
+	s, err := ReadState(m.StatePath)
+	if err != nil {
+		return nil, err
+	}
+	before := s.Checkpoint
+	r, err := Check(ctx, m.Source, s, m.Options)
+	if err != nil {
+		return nil, err
+	}
+	if r.Alarm != nil {
+		if m.Webhook != "" {
+			if err := m.post(ctx, r.Alarm); err != nil {
+				return r, fmt.Errorf("webhook: %w", err)
+			}
+		}
+		return r, nil
+	}
+	if s.Checkpoint != before {
+		if err := WriteState(m.StatePath, s); err != nil {
+			return r, fmt.Errorf("write state: %w", err)
+		}
+	}
+	return r, nil
+}
+
+// Run checks every Interval until ctx ends. An alarm does not end it (the
+// pin stays where it was, so the next poll sees the same conflict): the
+// same evidence is reported and posted once, a new conflict again.
+func (m *Monitor) Run(ctx context.Context) error {
+	t := time.NewTicker(m.Interval)
+	defer t.Stop()
+	var last string
+	for {
+		s, err := ReadState(m.StatePath)
+		if err != nil {
+			return err
+		}
+		before := s.Checkpoint
+		r, err := Check(ctx, m.Source, s, m.Options)
+		switch {
+		case err != nil:
+			m.Report(nil, err)
+		case r.Alarm != nil:
+			if key := r.Alarm.Kind + "\x00" + r.Alarm.Observed.Note; key != last {
+				m.Report(r, nil)
+				if m.Webhook != "" {
+					if err := m.post(ctx, r.Alarm); err != nil {
+						m.Report(nil, fmt.Errorf("webhook: %w", err))
+					} else {
+						last = key
+					}
+				} else {
+					last = key
+				}
+			}
+		default:
+			if s.Checkpoint != before {
+				if err := WriteState(m.StatePath, s); err != nil {
+					return fmt.Errorf("write state: %w", err)
+				}
+			}
+			m.Report(r, nil)
+		}
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-t.C:
+		}
+	}
+}
+
+func (m *Monitor) post(ctx context.Context, a *Alarm) error {
+	b, err := json.Marshal(WebhookBody{Type: "auditchain.monitor.alarm", Alarm: a})
+	if err != nil {
+		return err
+	}
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, m.Webhook, bytes.NewReader(b))
+	if err != nil {
+		return err
+	}
+	req.Header.Set("Content-Type", "application/json")
+	c := m.HTTP
+	if c == nil {
+		c = &http.Client{Timeout: 30 * time.Second}
+	}
+	resp, err := c.Do(req)
+	if err != nil {
+		return err
+	}
+	defer resp.Body.Close()
+	io.Copy(io.Discard, io.LimitReader(resp.Body, 1<<16))
+	if resp.StatusCode/100 != 2 {
+		return fmt.Errorf("%s answered %s", m.Webhook, resp.Status)
+	}
+	return nil
+}
