@@ -132,6 +132,16 @@ func (c *Console) routes() []route {
 		{pattern: "GET " + Prefix + "activity/rows", handler: c.activityRows},
 		{pattern: "GET " + Prefix + "events/{event_id}", handler: c.event},
 
+		{pattern: "GET " + Prefix + "gate", handler: c.gate},
+		{pattern: "POST " + Prefix + "gate", handler: c.createGrant},
+		{pattern: "GET " + Prefix + "gate/{grant_id}/revoke", handler: c.confirmRevoke},
+		{pattern: "POST " + Prefix + "gate/{grant_id}/revoke", handler: c.revokeGrant},
+		{pattern: "GET " + Prefix + "governance", handler: c.governance},
+		{pattern: "POST " + Prefix + "governance", handler: c.createProposal},
+		{pattern: "POST " + Prefix + "governance/{proposal_id}/ratify", handler: c.transition(domain.ActionRatify, "ratified")},
+		{pattern: "POST " + Prefix + "governance/{proposal_id}/enact", handler: c.transition(domain.ActionEnact, "enacted")},
+		{pattern: "POST " + Prefix + "governance/{proposal_id}/reject", handler: c.transition(domain.ActionReject, "rejected")},
+
 		{pattern: "GET " + Prefix + "notifications", handler: c.notifications},
 		{pattern: "POST " + Prefix + "notifications/preferences", handler: c.savePreferences},
 		{pattern: "POST " + Prefix + "notifications/test", handler: c.testNotification},
