@@ -181,7 +181,7 @@ func (c *Console) createGrant(w http.ResponseWriter, r *http.Request) error {
 }
 
 // grantRequest reads the create form: the sub-agent, its parent (optional),
-// the allowed tools (one per line or comma-separated; none: every tool),
+// the allowed tools (one per line or comma-separated; none allows no tool by name),
 // the budget and the expiry (a datetime-local value, UTC).
 func grantRequest(r *http.Request) (grantForm, api.CreateGrantRequest, error) {
 	var form grantForm

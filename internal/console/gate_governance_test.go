@@ -257,7 +257,7 @@ func TestGovernancePanelHTTP(t *testing.T) {
 			t.Errorf("ratify a missing proposal: %d", r.status)
 		}
 		r = do(t, ratifier, "GET", e.srv.URL+"/console/governance", nil)
-		if !strings.Contains(r.body, `id="proposals-rejected"`) || !strings.Contains(r.body, `rejected by <span title="session">session <code>`) {
+		if !strings.Contains(r.body, `id="proposals-rejected"`) || !strings.Contains(r.body, `rejected by session <code class="hash">`) {
 			t.Errorf("the rejected proposal is not listed:\n%s", r.body)
 		}
 	})
