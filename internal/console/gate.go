@@ -49,10 +49,12 @@ type gatePage struct {
 	Tree       []*agentNode
 	Form       grantForm
 	Created    *api.GrantCreated
-	Refused    *refusal
-	Done       string
-	MaxTools   int
-	Connect    connectHelp
+	// CreateRefused is the create form's refusal, shown beside it;
+	// Refused any other (a revoke's).
+	CreateRefused, Refused *refusal
+	Done                   string
+	MaxTools               int
+	Connect                connectHelp
 }
 
 var gateDone = map[string]string{
@@ -82,7 +84,7 @@ func (c *Console) gatePage(w http.ResponseWriter, r *http.Request, status int, p
 		pg.Grants = append(pg.Grants, row)
 	}
 	pg.Tree, pg.MaxTools, pg.Connect = agentTree(grants), app.MaxGrantTools, connect(r)
-	if pg.Form.ExpiresAt == "" && pg.Refused == nil {
+	if pg.Form.ExpiresAt == "" && pg.CreateRefused == nil {
 		pg.Form.ExpiresAt = now.UTC().Add(24 * time.Hour).Format("2006-01-02T15:04")
 	}
 	c.render(w, r, status, "gate", "Gate", pg)
@@ -131,7 +133,9 @@ func agentTree(grants []api.ListedGrant) []*agentNode {
 			}
 			from = p
 		}
-		return true
+		// The chain runs into a cycle without to: that cycle is broken
+		// where it closes, when one of its agents comes in order.
+		return false
 	}
 	var roots []*agentNode
 	slices.Sort(order)
@@ -177,7 +181,7 @@ func (c *Console) createGrant(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	return c.gatePage(w, r, f.Status, gatePage{Refused: f, Form: form})
+	return c.gatePage(w, r, f.Status, gatePage{CreateRefused: f, Form: form})
 }
 
 // grantRequest reads the create form: the sub-agent, its parent (optional),

@@ -116,7 +116,9 @@ func TestGateGovernanceInBrowser(t *testing.T) {
 		if got := other.text(t, "#proposals-ratified"); !strings.Contains(got, first) {
 			t.Errorf("the ratified proposals:\n%s", got)
 		}
-		other.run(t, chromedp.Click(chromedp.CSS(`form[action="/console/governance/`+first+`/enact"] button`)), chromedp.WaitVisible(chromedp.CSS("#done")))
+		// The ratified page shows #done too: wait for the enacted one.
+		other.run(t, chromedp.Click(chromedp.CSS(`form[action="/console/governance/`+first+`/enact"] button`)))
+		other.until(t, `document.readyState === "complete" && location.search === "?done=enacted" && document.getElementById("rules") !== null`)
 		if got := other.text(t, "#rules"); !strings.Contains(got, first) || !strings.Contains(got, "deny_scope") {
 			t.Errorf("the rules in force:\n%s", got)
 		}

@@ -54,7 +54,7 @@ func TestGatePanelHTTP(t *testing.T) {
 		over := url.Values{"csrf": {tok}, "subagent": {"worker"}, "parent_agent": {"orch"}, "allowed_tools": {"read\nwrite"},
 			"max_tool_calls": {"20"}, "expires_at": {formMinute(now.Add(3 * time.Hour))}}
 		r = do(t, c, "POST", e.srv.URL+"/console/gate", over)
-		if r.status != http.StatusForbidden || !strings.Contains(r.body, `id="refused"`) ||
+		if r.status != http.StatusForbidden || strings.Index(r.body, `id="refused"`) < strings.Index(r.body, `id="create-grant-h"`) ||
 			!regexp.MustCompile(`403 grant_overreach: [^<]*allowed_tools, expires_at, max_tool_calls`).MatchString(r.body) ||
 			!strings.Contains(r.body, `value="worker"`) {
 			t.Fatalf("overreach: %d\n%s", r.status, r.body)
@@ -126,7 +126,8 @@ func TestGatePanelHTTP(t *testing.T) {
 		if !strings.Contains(r.body, `id="done"`) || strings.Contains(r.body, `/console/gate/`+id+`/revoke`) {
 			t.Errorf("after the revoke the grant is still offered for revocation:\n%s", r.body)
 		}
-		if r := do(t, c, "POST", e.srv.URL+"/console/gate/g-00/revoke", url.Values{"csrf": {tok}, "subagent": {"orch"}}); r.status != http.StatusNotFound || !strings.Contains(r.body, "404 no_grant") {
+		if r := do(t, c, "POST", e.srv.URL+"/console/gate/g-00/revoke", url.Values{"csrf": {tok}, "subagent": {"orch"}}); r.status != http.StatusNotFound || !strings.Contains(r.body, "404 no_grant") ||
+			strings.Index(r.body, "404 no_grant") > strings.Index(r.body, `id="create-grant-h"`) {
 			t.Errorf("revoking a missing grant: %d", r.status)
 		}
 	})
@@ -157,8 +158,9 @@ func TestGovernancePanelHTTP(t *testing.T) {
 		propose := url.Values{"csrf": {ptok}, "kind": {"deny_scope"}, "subagent": {"worker"}, "tool": {"write"}, "blocked_attempts": {"2"},
 			"note": {"<i>too many</i> writes"}}
 		if r := do(t, proposer, "POST", e.srv.URL+"/console/governance", propose); r.status != http.StatusUnprocessableEntity ||
-			!strings.Contains(r.body, "422 threshold_not_met") || !strings.Contains(r.body, `value="worker"`) {
-			t.Fatalf("below the threshold: %d\n%s", r.status, r.body)
+			!strings.Contains(r.body, "422 threshold_not_met") || !strings.Contains(r.body, `value="worker"`) ||
+			strings.Index(r.body, "422 threshold_not_met") < strings.Index(r.body, `id="propose-h"`) {
+			t.Fatalf("below the threshold, refused beside the form: %d\n%s", r.status, r.body)
 		}
 		for _, bad := range []url.Values{{"kind": {"nope"}}, {"subagent": {" "}}, {"blocked_attempts": {""}}} {
 			form := url.Values{}

@@ -54,9 +54,11 @@ type governancePage struct {
 	// needs (SPEC.md: default 3).
 	Threshold int
 	Form      proposalForm
-	Refused   *refusal
-	Done      string
-	Connect   connectHelp
+	// ProposeRefused is the propose form's refusal, shown beside it;
+	// Refused a transition's.
+	ProposeRefused, Refused *refusal
+	Done                    string
+	Connect                 connectHelp
 }
 
 var governanceDone = map[string]string{
@@ -129,7 +131,7 @@ func (c *Console) createProposal(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	return c.governancePage(w, r, f.Status, governancePage{Refused: f, Form: form})
+	return c.governancePage(w, r, f.Status, governancePage{ProposeRefused: f, Form: form})
 }
 
 func proposalRequest(r *http.Request) (proposalForm, api.CreateProposalRequest, error) {
