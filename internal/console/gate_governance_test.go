@@ -126,6 +126,10 @@ func TestGatePanelHTTP(t *testing.T) {
 		if !strings.Contains(r.body, `id="done"`) || strings.Contains(r.body, `/console/gate/`+id+`/revoke`) {
 			t.Errorf("after the revoke the grant is still offered for revocation:\n%s", r.body)
 		}
+		// Counted as the API counts its grants routes, on surface dashboard.
+		if u, err := e.srv.App.DashboardUsage(ctx, p); err != nil || u.CallsToday.ByCapability["grants"] < 10 || u.CallsToday.BySurface["dashboard"] < 10 {
+			t.Errorf("usage: %v %+v", err, u.CallsToday)
+		}
 		if r := do(t, c, "POST", e.srv.URL+"/console/gate/g-00/revoke", url.Values{"csrf": {tok}, "subagent": {"orch"}}); r.status != http.StatusNotFound || !strings.Contains(r.body, "404 no_grant") ||
 			strings.Index(r.body, "404 no_grant") > strings.Index(r.body, `id="create-grant-h"`) {
 			t.Errorf("revoking a missing grant: %d", r.status)
@@ -257,6 +261,9 @@ func TestGovernancePanelHTTP(t *testing.T) {
 		}
 		if r := do(t, ratifier, "POST", e.srv.URL+"/console/governance/prop-00/ratify", url.Values{"csrf": {rtok}}); r.status != http.StatusNotFound || !strings.Contains(r.body, "proposal_not_found") {
 			t.Errorf("ratify a missing proposal: %d", r.status)
+		}
+		if u, err := e.srv.App.DashboardUsage(ctx, p); err != nil || u.CallsToday.ByCapability["governance"] < 10 {
+			t.Errorf("usage: %v %+v", err, u.CallsToday)
 		}
 		r = do(t, ratifier, "GET", e.srv.URL+"/console/governance", nil)
 		if !strings.Contains(r.body, `id="proposals-rejected"`) || !strings.Contains(r.body, `rejected by session <code class="hash">`) {
