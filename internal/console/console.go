@@ -114,6 +114,10 @@ type route struct {
 	public bool
 	// stream routes are not cut by --request-timeout.
 	stream bool
+	// capability is the API's capability of the route whose use case this
+	// route runs, counted in the usage as the API counts it ("" counts
+	// app.CapabilityNone).
+	capability domain.Scope
 	// legalExempt routes work while required legal documents are unmet,
 	// as the API's keys and legal routes do (CONTRACT.md "Legal
 	// agreements"): where a person accepts them.
@@ -139,6 +143,16 @@ func (c *Console) routes() []route {
 		{pattern: "GET " + Prefix + "activity", handler: c.activity},
 		{pattern: "GET " + Prefix + "activity/rows", handler: c.activityRows},
 		{pattern: "GET " + Prefix + "events/{event_id}", handler: c.event},
+
+		{pattern: "GET " + Prefix + "gate", handler: c.gate, capability: domain.ScopeGrants},
+		{pattern: "POST " + Prefix + "gate", handler: c.createGrant, capability: domain.ScopeGrants},
+		{pattern: "GET " + Prefix + "gate/{grant_id}/revoke", handler: c.confirmRevoke, capability: domain.ScopeGrants},
+		{pattern: "POST " + Prefix + "gate/{grant_id}/revoke", handler: c.revokeGrant, capability: domain.ScopeGrants},
+		{pattern: "GET " + Prefix + "governance", handler: c.governance, capability: domain.ScopeGovernance},
+		{pattern: "POST " + Prefix + "governance", handler: c.createProposal, capability: domain.ScopeGovernance},
+		{pattern: "POST " + Prefix + "governance/{proposal_id}/ratify", handler: c.transition(domain.ActionRatify, "ratified"), capability: domain.ScopeGovernance},
+		{pattern: "POST " + Prefix + "governance/{proposal_id}/enact", handler: c.transition(domain.ActionEnact, "enacted"), capability: domain.ScopeGovernance},
+		{pattern: "POST " + Prefix + "governance/{proposal_id}/reject", handler: c.transition(domain.ActionReject, "rejected"), capability: domain.ScopeGovernance},
 
 		{pattern: "GET " + Prefix + "notifications", handler: c.notifications},
 		{pattern: "POST " + Prefix + "notifications/preferences", handler: c.savePreferences},
@@ -285,7 +299,11 @@ func (c *Console) guard(rt route) http.Handler {
 			}
 		}
 		if v.UserID != "" && !rt.public {
-			c.App.CountCall(v.UserID, app.CapabilityNone, Surface)
+			capability := app.CapabilityNone
+			if rt.capability != "" {
+				capability = string(rt.capability)
+			}
+			c.App.CountCall(v.UserID, capability, Surface)
 		}
 		if err := rt.handler(w, r); err != nil {
 			c.fail(w, r, err)

@@ -50,6 +50,9 @@ func do(t *testing.T, c *http.Client, method, u string, form url.Values) answer 
 // serverTiming is the console's Server-Timing header: the server's time in ms.
 var serverTiming = regexp.MustCompile(`^app;dur=[0-9]+\.[0-9]{2}$`)
 
+// navLink is a panel's link in the navigation.
+var navLink = regexp.MustCompile(`<li><a href="(/console/[a-z]*)"`)
+
 var csrfField = regexp.MustCompile(`name="csrf" value="([^"]+)"`)
 
 func csrfOf(t *testing.T, a answer) string {
@@ -136,8 +139,17 @@ func TestConsoleHTTP(t *testing.T) {
 		if r := do(t, c, "GET", e.srv.URL+"/console/activity", nil); r.status != http.StatusOK || !strings.Contains(r.body, "Nothing recorded yet") {
 			t.Errorf("an empty activity panel: %d, without the connect help", r.status)
 		}
-		if r := do(t, c, "GET", e.srv.URL+"/console/gate", nil); r.status != http.StatusOK || !strings.Contains(r.body, "not built yet") {
-			t.Errorf("a panel not built: %d", r.status)
+		// Every panel of the navigation is built: none answers the
+		// not-built page, and the navigation marks none.
+		home := do(t, c, "GET", e.srv.URL+"/console/", nil)
+		links := navLink.FindAllStringSubmatch(home.body, -1)
+		if len(links) != 11 || strings.Contains(home.body, "not built yet") {
+			t.Errorf("the navigation has %d panels, or marks one not built:\n%s", len(links), home.body)
+		}
+		for _, m := range links {
+			if r := do(t, c, "GET", e.srv.URL+m[1], nil); r.status != http.StatusOK || strings.Contains(r.body, "This panel is not built yet") {
+				t.Errorf("panel %s: %d, or not built", m[1], r.status)
+			}
 		}
 		// A form post of the session without its token is refused, and
 		// the session lives on.

@@ -19,8 +19,8 @@ type panel struct {
 var panels = []panel{
 	{Slug: "overview", Title: "Overview", Path: Prefix, Built: true},
 	{Slug: "activity", Title: "Activity", Path: Prefix + "activity", Built: true},
-	{Slug: "gate", Title: "Gate", Path: Prefix + "gate", About: "grants with budget used and time to expiry, the sub-agent tree, create and revoke"},
-	{Slug: "governance", Title: "Governance", Path: Prefix + "governance", About: "proposals by state; ratify, enact, reject; the rules in force"},
+	{Slug: "gate", Built: true, Title: "Gate", Path: Prefix + "gate", About: "grants with budget used and time to expiry, the sub-agent tree, create and revoke"},
+	{Slug: "governance", Built: true, Title: "Governance", Path: Prefix + "governance", About: "proposals by state; ratify, enact, reject; the rules in force"},
 	{Slug: "notifications", Built: true, Title: "Notifications", Path: Prefix + "notifications", About: "the inbox, and preferences as a type × channel grid"},
 	{Slug: "webhooks", Built: true, Title: "Webhooks", Path: Prefix + "webhooks", About: "endpoints, deliveries with status and duration, redeliver, send a test"},
 	{Slug: "keys", Built: true, Title: "Keys and machines", Path: Prefix + "keys", About: "API keys (created once, scopes, revoke) and machines' signing keys"},
