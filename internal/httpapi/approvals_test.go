@@ -213,13 +213,20 @@ func TestApprovalDeniedAndExpiredCalls(t *testing.T) {
 	eachEnv(t, func(t *testing.T, e *env) {
 		user, agent, approver := approvalSetup(e, "deny@example.com")
 
-		// Denied: the call sent again is denied approval_denied.
+		// Denied by a signed-in person (a session holds the approvals
+		// capability): the call sent again is denied approval_denied.
+		signedIn, cookie := e.signIn("deny@example.com")
+		if signedIn != user {
+			t.Fatalf("signed in to %s, want %s", signedIn, user)
+		}
 		id := e.ask(agent, "evt-dn-1", digestA)["approval_id"].(string)
-		r := e.do("POST", "/v1/approvals/"+id+"/deny", approver, map[string]any{"note": "no"})
-		if r.Status != 200 || r.JSON(t)["status"] != "denied" {
+		r := e.do("POST", "/v1/approvals/"+id+"/deny", "", map[string]any{"note": "no"}, "Cookie", "auditchain_session="+cookie)
+		if r.Status != 200 || r.JSON(t)["status"] != "denied" || r.JSON(t)["decided_by"].(map[string]any)["kind"] != "session" {
 			t.Fatalf("deny: %d %s", r.Status, r.Body)
 		}
-		if evs := e.serviceEvents(user, agent, "approval.denied"); len(evs) != 1 || evs[0]["raw"].(map[string]any)["approver"] == nil {
+		evs := e.serviceEvents(user, agent, "approval.denied")
+		if len(evs) != 1 || evs[0]["raw"].(map[string]any)["approver"].(map[string]any)["kind"] != "session" ||
+			evs[0]["raw"].(map[string]any)["note"] != "no" {
 			t.Fatalf("approval.denied events = %v", evs)
 		}
 		if got := e.toolCall(agent, approvalCall("evt-dn-2", digestA, id)); got["gate_status"] != "approval_denied" || got["decision"] != "deny" {
