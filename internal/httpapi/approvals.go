@@ -3,6 +3,7 @@ package httpapi
 // Per-call approvals (CONTRACT.md "Approvals"; app/approvals.go).
 
 import (
+	"context"
 	"net/http"
 	"strconv"
 	"time"
@@ -80,7 +81,11 @@ func (s *Server) getApproval(w http.ResponseWriter, r *http.Request) error {
 		}
 		wait = time.Duration(n) * time.Second
 	}
-	ap, err := s.app.GetApproval(r.Context(), principal(r), r.PathValue("approval_id"), wait)
+	// The route is not cut at --request-timeout (unboundedRoutes): the wait
+	// holds no database connection, and each read is short.
+	ctx, cancel := context.WithTimeout(r.Context(), wait+s.cfg.RequestTimeout)
+	defer cancel()
+	ap, err := s.app.GetApproval(ctx, principal(r), r.PathValue("approval_id"), wait)
 	if err != nil {
 		return err
 	}

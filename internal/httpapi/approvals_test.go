@@ -9,7 +9,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/auditchain/auditchain/internal/config"
 	"github.com/auditchain/auditchain/internal/store"
+	"github.com/auditchain/auditchain/internal/store/storetest"
 	"github.com/auditchain/auditchain/pkg/api"
 )
 
@@ -281,8 +283,10 @@ func TestApprovalDeniedAndExpiredCalls(t *testing.T) {
 	})
 }
 
+// The long-poll outlives --request-timeout (here shorter than the wait).
 func TestApprovalLongPoll(t *testing.T) {
-	eachEnv(t, func(t *testing.T, e *env) {
+	storetest.Each(t, func(t *testing.T, dsn string) {
+		e := newEnv(t, dsn, func(c *config.Config) { c.RequestTimeout = 500 * time.Millisecond })
 		_, agent, approver := approvalSetup(e, "poll@example.com")
 		id := e.ask(agent, "evt-lp-1", digestA)["approval_id"].(string)
 
