@@ -32,7 +32,8 @@ func TestNoticeTypesTable(t *testing.T) {
 	if !bc.Mandatory || !slices.Equal(bc.Channels, []string{ChannelEmail}) {
 		t.Errorf("breaking_change.announce = %+v", bc)
 	}
-	want := []string{NoticeGrantRevoked, NoticeGrantExpiring24h, NoticeGovernanceProposed, NoticeGovernanceEnacted, NoticeChainRepairRun}
+	want := []string{NoticeGrantRevoked, NoticeGrantExpiring24h, NoticeGovernanceProposed, NoticeGovernanceEnacted, NoticeChainRepairRun,
+		NoticeApprovalRequested}
 	if got := WebhookTypes(); !slices.Equal(got, want) {
 		t.Errorf("WebhookTypes = %v, want %v", got, want)
 	}
