@@ -232,16 +232,21 @@ func runOnce(ctx context.Context, o *Options, w *workload, run int) (res Result)
 		return res
 	}
 
+	if w.prepServer != nil && o.URL != "" {
+		return fail(fmt.Errorf("%s starts its own server (and what it needs beside it): drop --url", w.name))
+	}
 	db := o.DB
 	var tmp string
-	if o.URL == "" && db == "" {
+	if o.URL == "" && (db == "" || w.prepServer != nil) {
 		var err error
 		tmp, err = os.MkdirTemp("", "auditchain-bench-")
 		if err != nil {
 			return fail(err)
 		}
 		defer os.RemoveAll(tmp)
-		db = "sqlite:" + filepath.Join(tmp, "bench.db")
+		if db == "" {
+			db = "sqlite:" + filepath.Join(tmp, "bench.db")
+		}
 	}
 	e.db = db
 	var serverArgs []string
@@ -284,7 +289,20 @@ func runOnce(ctx context.Context, o *Options, w *workload, run int) (res Result)
 		}
 		e.logDir = logDir
 		// The workload's serve flags first: --server-arg may override them.
-		args := append(append(serverArgs, w.serverArgs...), o.ServerArgs...)
+		args := append(serverArgs, w.serverArgs...)
+		if w.prepServer != nil {
+			more, stop, err := w.prepServer(ctx, e, tmp)
+			if err != nil {
+				return fail(err)
+			}
+			defer func() {
+				if err := stop(); err != nil && res.Error == "" {
+					res.Error = err.Error()
+				}
+			}()
+			args = append(args, more...)
+		}
+		args = append(args, o.ServerArgs...)
 		srv, err = startServer(ctx, o.Exe, o.ServerWrap, db, args, filepath.Join(logDir, "bench-server.log"))
 		if err != nil {
 			return fail(err)

@@ -263,3 +263,30 @@ func TestConsoleWorkload(t *testing.T) {
 		t.Errorf("live: %v appended, %v frames, heap %v MB", r.Extra["live_appended"], r.Extra["live_frames"], r.Extra["live_heap_mb_last"])
 	}
 }
+
+// The witness-sweep workload starts three witnesses and serve --witness
+// with the scheduler, seals a block on every account and times the next
+// scheduled witness run, which must leave every account's newest block with
+// three cosignatures. The run is on the minute: the test waits for it (up
+// to a minute; skipped with -short).
+func TestWitnessSweepWorkload(t *testing.T) {
+	if testing.Short() {
+		t.Skip("waits for the witness job's next minute")
+	}
+	var progress bytes.Buffer
+	res, err := bench.Run(context.Background(), bench.Options{Exe: auditchainExe, Workloads: []string{"witness-sweep"},
+		Accounts: 20, Progress: &progress})
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := res[0]
+	if r.Error != "" || r.Ops != 20 || r.OpsPerSec <= 0 || r.Extra["sweep_seconds"] <= 0 || r.Extra["witnesses"] != 3 ||
+		r.Extra["cosignatures_per_sec"] != 3*r.OpsPerSec {
+		t.Fatalf("witness-sweep: %+v\n%s", r, progress.String())
+	}
+	res, err = bench.Run(context.Background(), bench.Options{URL: "http://127.0.0.1:1", DB: "sqlite:x", Exe: auditchainExe,
+		Workloads: []string{"witness-sweep"}, Accounts: 2})
+	if err != nil || !strings.Contains(res[0].Error, "drop --url") {
+		t.Fatalf("witness-sweep with --url: %+v %v", res, err)
+	}
+}

@@ -33,8 +33,12 @@ type workload struct {
 	// auditchain serve), and needs no bench accounts.
 	ownServer  bool
 	serverArgs []string // serve flags the workload needs (before --server-arg)
-	openLoop   bool     // --rate applies
-	defRate    float64  // --rate when not given (0: closed loop)
+	// prepServer, when set, runs before the generator starts serve (in its
+	// scratch directory dir) and gives more serve flags and what to stop
+	// after the server; such a workload needs a server the generator starts.
+	prepServer func(ctx context.Context, e *env, dir string) (args []string, stop func() error, err error)
+	openLoop   bool    // --rate applies
+	defRate    float64 // --rate when not given (0: closed loop)
 	keys       func(o *Options) int
 	run        func(ctx context.Context, e *env, res Result) (Result, error)
 	help       string
@@ -71,6 +75,8 @@ var workloads = []*workload{
 	{name: "grant-expiry", clients: 1, fixedClients: true, accounts: 100, prefill: true, defPrefill: 100000, prefillRows: true,
 		serverArgs: jobServerArgs, run: runGrantExpiry,
 		help: "--prefill grants (default 100,000) all expiring within a day, then POST /v1/internal/cron/grant-expiry twice: the first run notifies every grant, the second none"},
+	{name: "witness-sweep", clients: 1, fixedClients: true, accounts: 10000, prepServer: startSweepWitnesses, run: runWitnessSweep,
+		help: "three `auditchain witness serve` (started by the generator) behind serve --witness; every account (--accounts, 10,000) gets events and a sealed block, then the next scheduled witness run (on the minute) is timed: accounts cosigned/s, against the 60 s budget"},
 	{name: "search", clients: 16, accounts: 1, prefill: true, defPrefill: 100000, openLoop: true,
 		run: loadRun(searchSetup), help: "POST /v1/events/search limit 200 on an account of --prefill events (other --accounts: --fill-others events each)"},
 	{name: "heal-scan", clients: 1, accounts: 1, fixedAccounts: true, prefill: true, defPrefill: 100000, openLoop: true,
