@@ -85,8 +85,6 @@ type App struct {
 	throttles throttleState
 	// loops stops the background loops (supervisor.go).
 	loops supervisor
-	// waiters wakes this process's long-polls of approvals (approvals.go).
-	waiters approvalWaiters
 }
 
 // Bounds of the read caches: at most this many accounts with this many cached

@@ -63,12 +63,6 @@ func (a *App) Jobs() []schedule.Job {
 			_, err := a.AnchorSweep(ctx)
 			return err
 		}},
-		// Reads answer an approval past its expiry expired already; the job
-		// only brings the stored status in step (docs/approvals.md).
-		{Name: JobApprovalExpiry, Cadence: schedule.Every(5 * time.Minute), Run: func(ctx context.Context) error {
-			_, err := a.ApprovalExpirySweep(ctx)
-			return err
-		}},
 	}, a.witnessJob()...)
 }
 

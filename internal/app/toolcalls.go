@@ -31,12 +31,9 @@ const (
 	rawGrantID    = "grant_id"
 	rawProposalID = "proposal_id"
 	rawNoGrant    = "no_grant"
-	// rawApprovalID names the approval a call was answered ask with, or
-	// was sent again with (CONTRACT.md "Approvals").
-	rawApprovalID = "approval_id"
 )
 
-var toolCallServerMembers = []string{rawSubagent, rawGateStatus, rawGrantID, rawProposalID, rawNoGrant, rawApprovalID}
+var toolCallServerMembers = []string{rawSubagent, rawGateStatus, rawGrantID, rawProposalID, rawNoGrant}
 
 // toolCall is a gated tool call as the use case carries it: the request
 // (POST /v1/tool-calls), the caller's X-SVC-Surface, stored with its events,
@@ -60,9 +57,6 @@ type ToolCallResult struct {
 	Quota    api.Quota
 	Epoch    api.EpochStamp
 	Replayed bool
-	// Approval is the approval the call was answered ask with, or was
-	// sent again with (as it stands after the call).
-	Approval *api.ApprovalRef
 }
 
 // MalformedToolCall is the 422 validation_error of a tool-call body.
@@ -123,9 +117,6 @@ func (a *App) gateToolCall(ctx context.Context, p Principal, req toolCall) (Tool
 				return ToolCallResult{}, serr
 			}
 			return ToolCallResult{}, a.quotaExceeded(over.Used)
-		case errors.Is(err, errApprovalRace) && round < 3:
-			// Another use of the approval committed between the read and
-			// the use: the next round reads it used.
 		case errors.Is(err, writer.ErrEventIDTaken) && round < 3:
 			if req, call, err = a.dropStored(ctx, p.UserID, req); err != nil {
 				return ToolCallResult{}, err
@@ -159,58 +150,15 @@ func (a *App) writeToolCall(ctx context.Context, p Principal, req toolCall, clie
 		if err != nil {
 			return err
 		}
-		// An authorized call a rule matches waits for a person (ask); one
-		// sent again with its approval runs only if the approval holds.
-		ask := false
-		var approved *store.Approval
-		if ans.Authorized {
-			if req.ApprovalID != nil {
-				ap, status, reason, err := a.checkApproval(ctx, t, p, req, client, now)
-				if err != nil {
-					return err
-				}
-				if ap != nil {
-					out.Approval = approvalRef(*ap, now)
-				}
-				if status != "" {
-					ans = domain.GateAnswer{Status: status, Reason: reason, Subagent: ans.Subagent, Grant: ans.Grant,
-						Uses: ans.Uses, Remaining: ans.Remaining}
-				} else {
-					approved = ap
-				}
-			} else if ap, err := a.askApproval(ctx, t, p, req, client, now); err != nil {
-				return err
-			} else if ap != nil {
-				ask = true
-				out.Approval = approvalRef(*ap, now)
-				ans.Reason = "a rule asks a person to approve this call first (approval " + ap.ApprovalID + "); nothing was metered"
-			}
-		}
-		if !ask {
-			if ans, err = a.meterToolCall(ctx, t, p.UserID, ans, rows, now); err != nil {
-				return err
-			}
-		}
-		if approved != nil && ans.Authorized {
-			// The one use: a conditional update (approved -> used) in the
-			// same transaction as the allow and its meter.
-			used, err := a.store.UseApproval(ctx, t.SQL(), p.UserID, approved.ApprovalID, *req.EventID, now)
-			if err != nil {
-				return err
-			}
-			if !used {
-				return errApprovalRace
-			}
-			out.Approval.Status = store.ApprovalUsed
+		if ans, err = a.meterToolCall(ctx, t, p.UserID, ans, rows, now); err != nil {
+			return err
 		}
 		out.Gate = ans
 		if ans.Grant != nil {
 			out.GrantID = ans.Grant.GrantID
 		}
-		out.Metered = ans.Authorized && !ask
+		out.Metered = ans.Authorized
 		switch {
-		case ask:
-			out.Decision = api.DecisionAsk
 		case ans.Authorized:
 			out.Decision = api.DecisionAllow
 		case ans.Status == domain.GateNoGrant:
@@ -313,11 +261,6 @@ func checkToolCall(req *toolCall) (map[string]json.RawMessage, error) {
 	}
 	if err := checkName("tool", *req.Tool, MalformedToolCall); err != nil {
 		return nil, err
-	}
-	if req.ApprovalID != nil {
-		if err := checkName("approval_id", *req.ApprovalID, MalformedToolCall); err != nil {
-			return nil, err
-		}
 	}
 	req.noGrant = api.DecisionDeny
 	if req.NoGrant != nil {
@@ -442,9 +385,6 @@ func withGateMembers(client map[string]json.RawMessage, req toolCall, out *ToolC
 	if out.Gate.Status == domain.GateNoGrant {
 		m[rawNoGrant] = req.noGrant
 	}
-	if out.Approval != nil {
-		m[rawApprovalID] = out.Approval.ApprovalID
-	}
 	// Without HTML escaping (api.Marshal), the client's members are stored
 	// as sent (compacted), which a replay compares them with.
 	return api.Marshal(m)
@@ -468,14 +408,7 @@ func (a *App) replayToolCall(ctx context.Context, p Principal, req toolCall, sto
 	out.Gate = domain.GateAnswer{Status: text(rawGateStatus), Subagent: *req.Subagent, ProposalID: text(rawProposalID),
 		Reason: "this tool call is already on the record (sequence " + fmt.Sprint(stored.Sequence) + "); it was not metered again"}
 	out.Gate.Authorized = out.Gate.Status == domain.GateAuthorized
-	out.Metered = out.Gate.Authorized && out.Decision == api.DecisionAllow
-	if id := text(rawApprovalID); id != "" {
-		ap, err := a.store.ApprovalByID(ctx, nil, p.UserID, id)
-		if err != nil {
-			return ToolCallResult{}, err
-		}
-		out.Approval = approvalRef(ap, now)
-	}
+	out.Metered = out.Gate.Authorized
 	used, err := a.store.QuotaUsed(ctx, nil, p.UserID, domain.QuotaDay(now))
 	if err != nil {
 		return ToolCallResult{}, err
@@ -507,16 +440,6 @@ func sameToolCall(stored *store.Event, req toolCall, members map[string]json.Raw
 		return false
 	}
 	if ng, ok := text(rawNoGrant); ok && ng != req.noGrant {
-		return false
-	}
-	// A call answered ask is the same call only when sent without an
-	// approval_id (the resend with one is a new tool_call); any other
-	// stored call carries the approval_id it was sent with, or none.
-	if apID, ok := text(rawApprovalID); *stored.Decision == api.DecisionAsk {
-		if req.ApprovalID != nil {
-			return false
-		}
-	} else if ok != (req.ApprovalID != nil) || (ok && apID != *req.ApprovalID) {
 		return false
 	}
 	for k, v := range client {

@@ -25,15 +25,6 @@ const (
 	GateInvalidExpiry      = "invalid_expiry"
 	GateInvalidLimit       = "invalid_limit"
 	GateDeniedByGovernance = "denied_by_governance"
-
-	// Statuses of a call sent again with an approval_id that cannot run
-	// (CONTRACT.md "Approvals"): only in POST /v1/tool-calls answers and
-	// their events, never in GET /v1/grants/status.
-	GateApprovalPending  = "approval_pending"
-	GateApprovalDenied   = "approval_denied"
-	GateApprovalExpired  = "approval_expired"
-	GateApprovalUsed     = "approval_used"
-	GateApprovalMismatch = "approval_mismatch"
 )
 
 // Bounds of a usable grant. SPEC.md leaves the conditions of invalid_expiry and

@@ -48,8 +48,6 @@ const (
 	NoticeTeamMemberInvited = "team.member_invited"
 	NoticeTeamMemberJoined  = "team.member_joined"
 	NoticeTeamMemberRemoved = "team.member_removed"
-	// A call waits for a person's approval (CONTRACT.md "Approvals").
-	NoticeApprovalRequested = "approval.requested"
 )
 
 // NoticeType is one row of CONTRACT.md's table of notice types.
@@ -87,9 +85,6 @@ var NoticeTypes = []NoticeType{
 	{NoticeTeamMemberInvited, noWebhook, SeverityInfo, false, true, "an owner invites an email to a team", "Team invitation sent"},
 	{NoticeTeamMemberJoined, noWebhook, SeverityInfo, false, true, "an invitation is accepted", "Team member joined"},
 	{NoticeTeamMemberRemoved, noWebhook, SeverityWarning, false, true, "an owner removes a member or withdraws an invitation, or a member leaves", "Team member removed"},
-	// CONTRACT.md "Approvals": every channel, info, not mandatory, no digest
-	// (an approval waits minutes, a digest a day).
-	{NoticeApprovalRequested, allChannels, SeverityInfo, false, false, "a tool call a rule matches waits for approval", "Tool call waits for approval"},
 }
 
 // LookupNoticeType returns the type named name.

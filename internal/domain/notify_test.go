@@ -32,8 +32,7 @@ func TestNoticeTypesTable(t *testing.T) {
 	if !bc.Mandatory || !slices.Equal(bc.Channels, []string{ChannelEmail}) {
 		t.Errorf("breaking_change.announce = %+v", bc)
 	}
-	want := []string{NoticeGrantRevoked, NoticeGrantExpiring24h, NoticeGovernanceProposed, NoticeGovernanceEnacted, NoticeChainRepairRun,
-		NoticeApprovalRequested}
+	want := []string{NoticeGrantRevoked, NoticeGrantExpiring24h, NoticeGovernanceProposed, NoticeGovernanceEnacted, NoticeChainRepairRun}
 	if got := WebhookTypes(); !slices.Equal(got, want) {
 		t.Errorf("WebhookTypes = %v, want %v", got, want)
 	}

@@ -16,13 +16,10 @@ const (
 	ScopeEventsWrite   Scope = "events:write"
 	ScopeEventsRead    Scope = "events:read"
 	ScopeOrgs          Scope = "orgs"
-	// ScopeApprovals approves or denies a pending call (CONTRACT.md
-	// "Approvals"); rules are the grants capability's.
-	ScopeApprovals Scope = "approvals"
 )
 
 // AllScopes lists every scope a key can be limited to.
-var AllScopes = []Scope{ScopeGovernance, ScopeGrants, ScopeNotifications, ScopeEventsWrite, ScopeEventsRead, ScopeOrgs, ScopeApprovals}
+var AllScopes = []Scope{ScopeGovernance, ScopeGrants, ScopeNotifications, ScopeEventsWrite, ScopeEventsRead, ScopeOrgs}
 
 // ParseScopes validates a list of scope names; an empty list is an unscoped key.
 // Duplicates are folded so a stored key never lists a scope twice.
@@ -32,7 +29,7 @@ func ParseScopes(names []string) ([]Scope, error) {
 		n = strings.TrimSpace(n)
 		s := Scope(n)
 		if !slices.Contains(AllScopes, s) {
-			return nil, fmt.Errorf("unknown scope %q (known: governance, grants, notifications, events:write, events:read, orgs, approvals)", n)
+			return nil, fmt.Errorf("unknown scope %q (known: governance, grants, notifications, events:write, events:read, orgs)", n)
 		}
 		if !slices.Contains(out, s) {
 			out = append(out, s)

@@ -82,7 +82,6 @@ func (s *Server) routes() []route {
 		write  = scope(domain.ScopeEventsWrite)
 		read   = scope(domain.ScopeEventsRead)
 		orgs   = scope(domain.ScopeOrgs).behind(featureTeams)
-		apprv  = scope(domain.ScopeApprovals)
 	)
 	return []route{
 		// Operations and documents.
@@ -131,16 +130,6 @@ func (s *Server) routes() []route {
 		// A tool call through the gate: check, meter and record in one commit
 		// (docs/decisions/tool-calls.md; CONTRACT.md "Agent surfaces").
 		{"POST /v1/tool-calls", scopes(domain.ScopeGrants, domain.ScopeEventsWrite), s.gateToolCall},
-
-		// Per-call approvals (CONTRACT.md "Approvals"; docs/approvals.md):
-		// rules are the grants capability's, decisions the approvals'.
-		{"GET /v1/approval-rules", grants, s.listApprovalRules},
-		{"POST /v1/approval-rules", grants, s.createApprovalRule},
-		{"DELETE /v1/approval-rules/{rule_id}", grants, s.deleteApprovalRule},
-		{"GET /v1/approvals", apprv, s.listApprovals},
-		{"GET /v1/approvals/{approval_id}", apprv, s.getApproval},
-		{"POST /v1/approvals/{approval_id}/approve", apprv, s.decideApproval(true)},
-		{"POST /v1/approvals/{approval_id}/deny", apprv, s.decideApproval(false)},
 
 		// Governance.
 		{"GET /v1/governance/proposals", gov, s.listProposals},

@@ -256,9 +256,6 @@ var unboundedRoutes = map[string]bool{
 	// A tunnel: each tool call it carries is a request of its own route,
 	// bounded (or not) there.
 	"POST /v1/mcp": true,
-	// A long-poll (?wait= up to 30 s) outlives --request-timeout; the
-	// handler bounds it by the wait plus that timeout.
-	"GET /v1/approvals/{approval_id}": true,
 }
 
 // guard applies a route's authentication and capability, then runs its handler.

@@ -93,14 +93,6 @@ var strictCases = map[string]strictCase{
 		times: []string{"ts", "results[0].ts"}, free: []string{"raw", "results[0].raw"}},
 	"GET /v1/delegation/public-key": {},
 
-	"GET /v1/approval-rules":                   {},
-	"POST /v1/approval-rules":                  {body: `{"subagent":"s","tool":"*","ttl_seconds":60}`},
-	"DELETE /v1/approval-rules/{rule_id}":      {},
-	"GET /v1/approvals":                        {query: "status=pending"},
-	"GET /v1/approvals/{approval_id}":          {},
-	"POST /v1/approvals/{approval_id}/approve": {body: `{"note":"n"}`},
-	"POST /v1/approvals/{approval_id}/deny":    {body: `{"note":"n"}`},
-
 	"GET /v1/governance/proposals":                       {},
 	"POST /v1/governance/proposals":                      {body: `{"kind":"deny_scope","note":"n","evidence":{"blocked_attempts":3,"threshold":3},"subject":{"subagent":"s","tool":"t"}}`},
 	"GET /v1/governance/proposals/{proposal_id}":         {},

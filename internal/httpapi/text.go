@@ -67,8 +67,6 @@ var missingIDs = map[string]struct{ code, what string }{
 	"grant_id":        {domain.CodeNoGrant, "grant"},
 	"org_id":          {domain.CodeOrgNotFound, "team"},
 	"email":           {domain.CodeMemberNotFound, "member or live invitation"},
-	"rule_id":         {app.CodeApprovalRuleNotFound, "approval rule"},
-	"approval_id":     {app.CodeApprovalNotFound, "approval"},
 }
 
 // badPathValue answers a path value that breaks the text rule. An id that

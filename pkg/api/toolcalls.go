@@ -36,11 +36,6 @@ type ToolCallRequest struct {
 	// NoGrant is the decision recorded when the gate finds no grant for the
 	// sub-agent: allow, ask or deny (nil: deny; "" is refused).
 	NoGrant *string `json:"no_grant,omitempty"`
-	// ApprovalID is the approval this call was answered ask with, once a
-	// person approved it (CONTRACT.md "Approvals"): the call, sent again
-	// as a new tool_call with the same sub-agent, tool and
-	// raw.tool_input_sha256, is allowed once.
-	ApprovalID *string `json:"approval_id,omitempty" max:"name"`
 	// Results are tool_result events of earlier calls (at most
 	// MaxToolCallResults), recorded in the same commit before this call: a
 	// caller that sends each result with its next call pays one commit per
@@ -67,8 +62,7 @@ type ToolResult struct {
 // ToolCallResponse answers POST /v1/tool-calls.
 type ToolCallResponse struct {
 	// Decision is allow (the gate authorized the call and one use was
-	// metered), deny, ask (a rule asks a person first: nothing metered),
-	// or for no_grant the request's no_grant.
+	// metered), deny, or for no_grant the request's no_grant.
 	Decision   string  `json:"decision"`
 	GateStatus string  `json:"gate_status"`
 	Reason     string  `json:"reason"`
@@ -84,7 +78,4 @@ type ToolCallResponse struct {
 	Event     StoredEvent `json:"event"`
 	Epoch     EpochStamp  `json:"epoch"`
 	Quota     Quota       `json:"quota"`
-	// Approval is set when the call was answered ask (the pending approval
-	// created) or was sent with approval_id (that approval after the call).
-	Approval *ApprovalRef `json:"approval,omitempty"`
 }

@@ -204,41 +204,6 @@ func TestEveryRouteThroughTheClient(t *testing.T) {
 		}
 		must[*api.GrantList](t)(c.Grants(ctx, ""))
 		exact[api.GrantList](t, rec, "GET /v1/grants")
-
-		// Approvals: a rule, a call that asks, a decision by another key,
-		// the call sent again (docs/approvals.md).
-		rule := must[*api.ApprovalRule](t)(c.CreateApprovalRule(ctx, api.CreateApprovalRuleRequest{Subagent: new("worker"), Tool: new("search")}))
-		exact[api.ApprovalRule](t, rec, "POST /v1/approval-rules")
-		must[*api.ApprovalRuleList](t)(c.ApprovalRules(ctx))
-		exact[api.ApprovalRuleList](t, rec, "GET /v1/approval-rules")
-		digest := strings.Repeat("ab", 32)
-		askRaw := json.RawMessage(`{"tool_input_sha256":"` + digest + `"}`)
-		asked := must[*api.ToolCallResponse](t)(c.GateToolCall(ctx, api.ToolCallRequest{Subagent: new("worker"), Tool: new("search"), Raw: askRaw}))
-		exact[api.ToolCallResponse](t, rec, "POST /v1/tool-calls")
-		if asked.Decision != "ask" || asked.Approval == nil || asked.Approval.Status != "pending" {
-			t.Fatalf("asked call = %+v", asked)
-		}
-		must[*api.ApprovalList](t)(c.Approvals(ctx, "pending"))
-		exact[api.ApprovalList](t, rec, "GET /v1/approvals")
-		approverKey := must[*api.KeyCreated](t)(c.CreateKey(ctx, api.CreateKeyRequest{Scopes: []string{"approvals"}, Label: str("approver")}))
-		approver := newClient(t, s, approverKey.APIKey, client.WithHTTPClient(hc))
-		must[*api.Approval](t)(approver.Approve(ctx, asked.Approval.ApprovalID, str("ok")))
-		exact[api.Approval](t, rec, "POST /v1/approvals/"+asked.Approval.ApprovalID+"/approve")
-		must[*api.Approval](t)(approver.Approval(ctx, asked.Approval.ApprovalID, 1))
-		exact[api.Approval](t, rec, "GET /v1/approvals/"+asked.Approval.ApprovalID)
-		ran := must[*api.ToolCallResponse](t)(c.GateToolCall(ctx, api.ToolCallRequest{Subagent: new("worker"), Tool: new("search"), Raw: askRaw,
-			ApprovalID: &asked.Approval.ApprovalID}))
-		exact[api.ToolCallResponse](t, rec, "POST /v1/tool-calls")
-		if ran.Decision != "allow" || !ran.Metered || ran.Approval == nil || ran.Approval.Status != "used" {
-			t.Fatalf("approved call = %+v", ran)
-		}
-		other := must[*api.ToolCallResponse](t)(c.GateToolCall(ctx, api.ToolCallRequest{Subagent: new("worker"), Tool: new("search"), Raw: askRaw}))
-		must[*api.Approval](t)(approver.Deny(ctx, other.Approval.ApprovalID, nil))
-		exact[api.Approval](t, rec, "POST /v1/approvals/"+other.Approval.ApprovalID+"/deny")
-		if err := c.DeleteApprovalRule(ctx, rule.RuleID); err != nil {
-			t.Fatal(err)
-		}
-		c.ForgetTip() // the approvals' service events moved the tip
 		must[*api.RevokeResult](t)(c.RevokeGrant(ctx, g.Grant.GrantID, api.RevokeRequest{Subagent: new("worker")}))
 		exact[api.RevokeResult](t, rec, "POST /v1/grants/"+g.Grant.GrantID+"/revoke")
 		must[*api.DelegationPublicKey](t)(c.DelegationPublicKey(ctx))
