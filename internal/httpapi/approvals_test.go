@@ -8,10 +8,12 @@ import (
 	"fmt"
 	"net/http"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
 	"github.com/auditchain/auditchain/internal/config"
+	"github.com/auditchain/auditchain/internal/store/storetest"
 	"github.com/auditchain/auditchain/pkg/api"
 )
 
@@ -300,4 +302,79 @@ func TestApprovalExpiryCronRoute(t *testing.T) {
 			t.Fatalf("cron approval-expiry: %d %s", r.Status, r.Body)
 		}
 	})
+}
+
+// concurrentApprovedResends sends 50 resends of one approved call at once,
+// spread over envs: exactly one runs (metered), the rest are approval_used,
+// and the record holds one allow carrying the approval id.
+func concurrentApprovedResends(t *testing.T, envs []*env) {
+	t.Helper()
+	e := envs[0]
+	s := e.approvalSetup("ap-cc@example.com")
+	id := e.heldCall(s.agent, "evt-cc-held", "deploy")
+	if r := envs[len(envs)-1].do("POST", "/v1/approvals/"+id+"/approve", s.approver, nil); r.Status != 200 {
+		t.Fatalf("approve: %d %s", r.Status, r.Body)
+	}
+	const resends = 50
+	var mu sync.Mutex
+	decisions := map[string]int{}
+	var wg sync.WaitGroup
+	errs := make(chan error, resends)
+	for i := range resends {
+		wg.Go(func() {
+			e := envs[i%len(envs)]
+			status, m, err := e.post("/v1/tool-calls", s.agent, heldCallBody(fmt.Sprintf("evt-cc-%d", i), "s", "bash", "deploy", id))
+			if err != nil || status != 200 {
+				errs <- fmt.Errorf("resend answered %d: %v (%v)", status, m, err)
+				return
+			}
+			mu.Lock()
+			decisions[fmt.Sprint(m["decision"], "/", m["gate_status"], "/", m["metered"])]++
+			mu.Unlock()
+		})
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Fatal(err)
+	}
+	if decisions["allow/authorized/true"] != 1 || decisions["deny/approval_used/false"] != resends-1 || len(decisions) != 2 {
+		t.Fatalf("decisions = %v, want exactly one allowed and %d approval_used", decisions, resends-1)
+	}
+	if st := e.status(s.agent, "subagent", "s"); st["uses"] != float64(1) {
+		t.Fatalf("uses = %v, want 1", st["uses"])
+	}
+	if v := e.do("GET", "/v1/chain/verify", s.agent, nil).JSON(t); v["valid"] != true {
+		t.Fatalf("chain: %v", v)
+	}
+}
+
+func TestApprovalUsedOnceConcurrentSQLite(t *testing.T) {
+	concurrentApprovedResends(t, []*env{newEnv(t, storetest.DSN(t, storetest.SQLite), nil)})
+}
+
+func TestApprovalUsedOnceConcurrentTwoPostgresReplicas(t *testing.T) {
+	dsn := storetest.DSN(t, storetest.Postgres)
+	concurrentApprovedResends(t, []*env{newEnv(t, dsn, nil), newEnv(t, dsn, nil)})
+}
+
+// A long-poll on one replica wakes when another replica approves.
+func TestApprovalWaitWakesAcrossPostgresReplicas(t *testing.T) {
+	dsn := storetest.DSN(t, storetest.Postgres)
+	one, two := newEnv(t, dsn, nil), newEnv(t, dsn, nil)
+	s := one.approvalSetup("ap-x@example.com")
+	id := one.heldCall(s.agent, "evt-x-1", "a")
+	waited := make(chan response, 1)
+	start := time.Now()
+	go func() { waited <- one.do("GET", "/v1/approvals/"+id+"?wait=25", s.approver, nil) }()
+	for one.app.Hub().Len() == 0 { // the poll is waiting once it has subscribed
+		time.Sleep(time.Millisecond)
+	}
+	if r := two.do("POST", "/v1/approvals/"+id+"/deny", s.approver, nil); r.Status != 200 {
+		t.Fatalf("deny on the other replica: %d %s", r.Status, r.Body)
+	}
+	r := <-waited
+	if r.Status != 200 || r.JSON(t)["status"] != "denied" || time.Since(start) > 20*time.Second {
+		t.Fatalf("long-poll: %d %s after %v", r.Status, r.Body, time.Since(start))
+	}
 }
