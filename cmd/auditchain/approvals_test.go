@@ -3,6 +3,8 @@ package main
 import (
 	"context"
 	"encoding/json"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 
@@ -89,5 +91,29 @@ func TestApprovalVerbs(t *testing.T) {
 		if res := call(); res.Decision != "allow" {
 			t.Fatalf("after the rule's deletion: %+v", res)
 		}
+
+		// The export proves the approved call offline.
+		dir := t.TempDir()
+		export, _, err := runOut(t, agent, "chain", "export")
+		if err != nil {
+			t.Fatal(err)
+		}
+		pubDoc, _, err := runOut(t, agent, "chain", "public-key")
+		if err != nil {
+			t.Fatal(err)
+		}
+		must(t, os.WriteFile(filepath.Join(dir, "export.ndjson"), []byte(export), 0o600))
+		must(t, os.WriteFile(filepath.Join(dir, "key.json"), []byte(pubDoc), 0o600))
+		rep := runJSON(t, noEnv, 0, "verify", "export", filepath.Join(dir, "export.ndjson"), "--service-key", filepath.Join(dir, "key.json"))
+		if rep["valid"] != true || rep["approved_calls"] != float64(1) {
+			t.Fatalf("verify export: %v", rep)
+		}
 	})
+}
+
+func must(t *testing.T, err error) {
+	t.Helper()
+	if err != nil {
+		t.Fatal(err)
+	}
 }
