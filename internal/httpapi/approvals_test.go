@@ -186,6 +186,13 @@ func TestApprovalFullCycle(t *testing.T) {
 		if raw := e.rawOf(s.user, "evt-ap-4"); raw["approval_id"] != id || raw["gate_status"] != "authorized" {
 			t.Fatalf("approved call's raw = %v", raw)
 		}
+		// Its answer lost, the same resend is answered as stored, metered once;
+		// the held call's own event_id with the approval id is another call.
+		if r := e.do("POST", "/v1/tool-calls", s.agent, heldCallBody("evt-ap-4", "s", "bash", "rm -rf build", id)); r.Status != 200 ||
+			r.Header.Get("Idempotent-Replayed") != "true" || r.JSON(t)["decision"] != "allow" {
+			t.Fatalf("replayed resend: %d %s", r.Status, r.Body)
+		}
+		wantProblem(t, e.do("POST", "/v1/tool-calls", s.agent, heldCallBody("evt-ap-1", "s", "bash", "rm -rf build", id)), 409, "event_id_conflict")
 		if got = e.toolCall(s.agent, heldCallBody("evt-ap-5", "s", "bash", "rm -rf build", id)); got["gate_status"] != "approval_used" || got["metered"] != false {
 			t.Fatalf("second use = %v", got)
 		}
