@@ -33,7 +33,7 @@ func everyVerb(t *testing.T) [][]string {
 		}
 	}
 	for group, verbs := range map[string][]verb{"events": eventVerbs, "grants": grantVerbs, "proposals": proposalVerbs,
-		"chain": chainVerbs, "keys": keyVerbs, "machines": machineVerbs} {
+		"chain": chainVerbs, "keys": keyVerbs, "machines": machineVerbs, "approvals": approvalVerbs, "approval-rules": approvalRuleVerbs} {
 		for _, v := range verbs {
 			all = append(all, []string{group, v.name})
 		}

@@ -28,8 +28,8 @@ const hookUsage = `usage:
 
 hosts: claude-code, codex, gemini, cursor
 environment: AUDITCHAIN_URL, AUDITCHAIN_API_KEY (required); AUDITCHAIN_HOOK_AGENT,
-AUDITCHAIN_HOOK_POLICY, AUDITCHAIN_HOOK_ON_ERROR, AUDITCHAIN_HOOK_TIMEOUT, AUDITCHAIN_HOOK_SPOOL
-stand for the flags of the same name; AUDITCHAIN_HOOK_DEBUG=1 copies the diagnostics (hook.log in
+AUDITCHAIN_HOOK_POLICY, AUDITCHAIN_HOOK_ON_ERROR, AUDITCHAIN_HOOK_TIMEOUT, AUDITCHAIN_HOOK_APPROVAL_WAIT,
+AUDITCHAIN_HOOK_SPOOL stand for the flags of the same name; AUDITCHAIN_HOOK_DEBUG=1 copies the diagnostics (hook.log in
 the spool directory) to stderr.
 `
 
@@ -66,6 +66,9 @@ func hookCmd(ctx context.Context, args []string, getenv func(string) string, std
 	onError := fs.String("on-error", envOr(getenv, "AUDITCHAIN_HOOK_ON_ERROR", "deny"), "when the hook cannot decide: deny (fail closed) or allow")
 	timeout := new(time.Duration)
 	config.DurationVar(fs, timeout, "timeout", envDuration(getenv, "AUDITCHAIN_HOOK_TIMEOUT", 5*time.Second), "deadline of one hook call, well under the host's timeout")
+	approvalWait := new(time.Duration)
+	config.DurationVar(fs, approvalWait, "approval-wait", envDuration(getenv, "AUDITCHAIN_HOOK_APPROVAL_WAIT", 0),
+		"how long a call held for a person's approval waits for the decision, within --timeout (0: refuse it at once, naming the approval)")
 	// stderr carries nothing but a refusal's one-line reason (Codex shows a
 	// blocking hook's whole stderr to the model): the usage a bad flag
 	// prints goes to the diagnostics.
@@ -107,7 +110,8 @@ func hookCmd(ctx context.Context, args []string, getenv func(string) string, std
 		return answer(h, call, hook.Verdict{Decision: api.DecisionAllow}, stdout, stderr)
 	}
 	now := time.Now
-	r := &hook.Runner{MainAgent: *agent, Policy: pol, Spool: &hook.Spool{Dir: o.spoolDir()}, Now: now, Log: diag}
+	r := &hook.Runner{MainAgent: *agent, Policy: pol, Spool: &hook.Spool{Dir: o.spoolDir()}, Now: now, Log: diag,
+		ApprovalWait: *approvalWait}
 	svc, err := o.service(now)
 	var v hook.Verdict
 	if err == nil {
@@ -236,6 +240,9 @@ func (u unreachable) GateCall(context.Context, api.ToolCallRequest) (*api.ToolCa
 	return nil, u.err
 }
 func (u unreachable) AppendNext(context.Context, *api.EventInput) error { return u.err }
+func (u unreachable) Approval(context.Context, string, time.Duration) (*api.Approval, error) {
+	return nil, u.err
+}
 
 func hookFlushCmd(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) error {
 	fs := newFlags("hook flush", "usage: auditchain hook flush [--url URL] [--spool DIR]\n\nSends the events earlier hook runs spooled while the service was unreachable.\n")

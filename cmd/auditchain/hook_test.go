@@ -61,15 +61,16 @@ func hookProcess(t *testing.T, env map[string]string, stdin string, args ...stri
 // ("worker": Bash and Read, 10 calls) and one for a sub-agent ("reviewer":
 // Read, 5 calls), and the hook's environment.
 type hookWorld struct {
-	s   *httpapitest.Server
-	c   *client.Client
-	env map[string]string
+	s    *httpapitest.Server
+	c    *client.Client
+	env  map[string]string
+	user string
 }
 
 func newHookWorld(t *testing.T, dsn string) *hookWorld {
 	t.Helper()
 	s := httpapitest.Start(t, dsn, apptest.Options{})
-	_, token := s.Account(t, "hook-e2e@example.com")
+	user, token := s.Account(t, "hook-e2e@example.com")
 	c, err := client.New(s.URL, token)
 	if err != nil {
 		t.Fatal(err)
@@ -84,7 +85,7 @@ func newHookWorld(t *testing.T, dsn string) *hookWorld {
 		}
 	}
 	return &hookWorld{s: s, c: c, env: map[string]string{"AUDITCHAIN_URL": s.URL, "AUDITCHAIN_API_KEY": token,
-		"AUDITCHAIN_HOOK_SPOOL": t.TempDir(), "AUDITCHAIN_HOOK_AGENT": "worker"}}
+		"AUDITCHAIN_HOOK_SPOOL": t.TempDir(), "AUDITCHAIN_HOOK_AGENT": "worker"}, user: user}
 }
 
 func strp(s string) *string { return &s }

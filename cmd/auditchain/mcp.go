@@ -21,10 +21,11 @@ import (
 const mcpUsage = `usage:
   auditchain mcp [--url URL] [--api-key KEY]
       serve auditchain's tools to an agent host over stdio (surface mcp_stdio)
-  auditchain mcp proxy [--url URL] [--api-key KEY] [--subagent NAME] [--fail-open] -- COMMAND [ARGS…]
+  auditchain mcp proxy [--url URL] [--api-key KEY] [--subagent NAME] [--fail-open] [--approval-wait D] -- COMMAND [ARGS…]
       start the MCP server COMMAND and serve its tools over stdio, every call
       checked at the gate for NAME (default: COMMAND's base name), metered and
-      recorded; refused while the service is unreachable unless --fail-open
+      recorded; refused while the service is unreachable unless --fail-open;
+      a call held for a person's approval waits up to D (docs/approvals.md)
 
 URL and KEY default to AUDITCHAIN_URL and AUDITCHAIN_API_KEY. See docs/mcp.md.
 `
@@ -41,6 +42,7 @@ func mcpCmd(ctx context.Context, args []string, getenv func(string) string, stdi
 	url, key := serviceFlags(fs, getenv)
 	subagent := fs.String("subagent", "", "proxy: the sub-agent the gate checks (default: the command's base name)")
 	failOpen := fs.Bool("fail-open", false, "proxy: let calls through while the service is unreachable")
+	approvalWait := fs.Duration("approval-wait", 0, "proxy: how long a call held for a person's approval waits for the decision (0: refuse it at once, naming the approval)")
 	// Flags end at the first argument: the proxy's COMMAND keeps its own.
 	if err := parseLeading(fs, args, stdout, stderr); err != nil {
 		return err
@@ -74,7 +76,8 @@ func mcpCmd(ctx context.Context, args []string, getenv func(string) string, stdi
 	if err != nil {
 		return err
 	}
-	p, err := mcpserver.NewProxy(upstream, mcpserver.ProxyOptions{Subagent: *subagent, FailOpen: *failOpen, Service: c, Log: log})
+	p, err := mcpserver.NewProxy(upstream, mcpserver.ProxyOptions{Subagent: *subagent, FailOpen: *failOpen, Service: c, Log: log,
+		ApprovalWait: *approvalWait})
 	if err != nil {
 		upstream.Close()
 		return err

@@ -35,6 +35,8 @@ commands:
   grants    create | status | use | revoke | list     the gate            or AUDITCHAIN_URL and
   proposals list | get | create | ratify | enact | reject  governance     AUDITCHAIN_API_KEY;
   chain     tip | verify | proof | export | public-key                    --json for scripts)
+  approvals list | get | approve | deny | watch      per-call approvals (docs/approvals.md)
+  approval-rules create | list | delete              which calls wait for a person
   keys      create | list | revoke
   machines  keygen | register | list                  signing keys
   monitor --account ID --state FILE  hold an account's log to its pinned checkpoint (split view, rollback)
@@ -100,11 +102,15 @@ func commands(ctx context.Context, getenv func(string) string, stdout, stderr io
 		"grants":    func(args []string) error { return grantsCmd(ctx, args, getenv, stdout, stderr) },
 		"proposals": func(args []string) error { return proposalsCmd(ctx, args, getenv, stdout, stderr) },
 		"chain":     func(args []string) error { return chainCmd(ctx, args, getenv, stdout, stderr) },
-		"keys":      func(args []string) error { return keysCmd(ctx, args, getenv, stdout, stderr) },
-		"machines":  func(args []string) error { return machinesCmd(ctx, args, getenv, stdout, stderr) },
-		"monitor":   func(args []string) error { return monitorCmd(ctx, args, getenv, stdout, stderr) },
-		"health":    func(args []string) error { return healthCmd(ctx, args, getenv, stdout, stderr) },
-		"witness":   func(args []string) error { return witnessCmd(ctx, args, getenv, stdout, stderr) },
+		"approvals": func(args []string) error { return approvalsCmd(ctx, args, getenv, stdout, stderr) },
+		"approval-rules": func(args []string) error {
+			return approvalRulesCmd(ctx, args, getenv, stdout, stderr)
+		},
+		"keys":     func(args []string) error { return keysCmd(ctx, args, getenv, stdout, stderr) },
+		"machines": func(args []string) error { return machinesCmd(ctx, args, getenv, stdout, stderr) },
+		"monitor":  func(args []string) error { return monitorCmd(ctx, args, getenv, stdout, stderr) },
+		"health":   func(args []string) error { return healthCmd(ctx, args, getenv, stdout, stderr) },
+		"witness":  func(args []string) error { return witnessCmd(ctx, args, getenv, stdout, stderr) },
 		"completion": func(args []string) error {
 			return completionCmd(ctx, args, stdout, stderr)
 		},

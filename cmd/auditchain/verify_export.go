@@ -19,23 +19,26 @@ import (
 // order; empty arrays when none), and on failure the first failure by kind
 // and place.
 type exportReport struct {
-	Valid                bool           `json:"valid"`
-	UserID               string         `json:"user_id"`
-	Origin               string         `json:"origin"`
-	Events               int64          `json:"events"`
-	Checkpoints          int64          `json:"checkpoints"`
-	FirstSequence        int64          `json:"first_sequence"`
-	LastSequence         int64          `json:"last_sequence"`
-	FirstBlock           int64          `json:"first_block"`
-	LastBlock            int64          `json:"last_block"`
-	TreeSize             uint64         `json:"tree_size"`
-	RootHash             verify.Hash    `json:"root_hash"`
-	SignedSize           uint64         `json:"signed_size"`
-	SignaturesVerified   int64          `json:"signatures_verified"`
-	UnverifiedSignatures int64          `json:"unverified_signatures"`
-	Whole                bool           `json:"whole"`
-	Gaps                 []verify.Gap   `json:"gaps"`
-	Breaks               []verify.Break `json:"breaks"`
+	Valid                bool        `json:"valid"`
+	UserID               string      `json:"user_id"`
+	Origin               string      `json:"origin"`
+	Events               int64       `json:"events"`
+	Checkpoints          int64       `json:"checkpoints"`
+	FirstSequence        int64       `json:"first_sequence"`
+	LastSequence         int64       `json:"last_sequence"`
+	FirstBlock           int64       `json:"first_block"`
+	LastBlock            int64       `json:"last_block"`
+	TreeSize             uint64      `json:"tree_size"`
+	RootHash             verify.Hash `json:"root_hash"`
+	SignedSize           uint64      `json:"signed_size"`
+	SignaturesVerified   int64       `json:"signatures_verified"`
+	UnverifiedSignatures int64       `json:"unverified_signatures"`
+	// ApprovedCalls and ApprovalsUnchecked: docs/approvals.md "The offline proof".
+	ApprovedCalls      int64          `json:"approved_calls"`
+	ApprovalsUnchecked int64          `json:"approvals_unchecked"`
+	Whole              bool           `json:"whole"`
+	Gaps               []verify.Gap   `json:"gaps"`
+	Breaks             []verify.Break `json:"breaks"`
 	// Witnesses is the --witness check of the checkpoint the export ends
 	// on; null without --witness.
 	Witnesses *witnessCheck `json:"witnesses"`
@@ -116,6 +119,7 @@ func verifyExportCmd(ctx context.Context, args []string, stdout, stderr io.Write
 		FirstSequence: rep.FirstSequence, LastSequence: rep.LastSequence, FirstBlock: rep.FirstBlock, LastBlock: rep.LastBlock,
 		TreeSize: rep.TreeSize, RootHash: rep.RootHash, SignedSize: rep.SignedSize,
 		SignaturesVerified: rep.SignaturesVerified, UnverifiedSignatures: rep.UnverifiedSignatures,
+		ApprovedCalls: rep.ApprovedCalls, ApprovalsUnchecked: rep.ApprovalsUnchecked,
 		Whole: rep.Whole, Gaps: rep.Gaps, Breaks: rep.Breaks}
 	if out.Gaps == nil {
 		out.Gaps = []verify.Gap{}

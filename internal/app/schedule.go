@@ -26,6 +26,9 @@ const (
 	JobKeyExpiry   = "key-expiry"
 	JobAdminDigest = "admin-digest"
 	JobAnchor      = "anchor"
+	// JobApprovalExpiry marks approvals past their time expired
+	// (CONTRACT.md "Approvals").
+	JobApprovalExpiry = "approval-expiry"
 )
 
 // witnessJob is the witness job (witness.go), run only when witnesses are configured.
@@ -61,6 +64,10 @@ func (a *App) Jobs() []schedule.Job {
 		}},
 		{Name: JobAnchor, Cadence: schedule.Every(time.Hour), Run: func(ctx context.Context) error {
 			_, err := a.AnchorSweep(ctx)
+			return err
+		}},
+		{Name: JobApprovalExpiry, Cadence: schedule.Every(time.Minute), Run: func(ctx context.Context) error {
+			_, err := a.ApprovalExpirySweep(ctx)
 			return err
 		}},
 	}, a.witnessJob()...)

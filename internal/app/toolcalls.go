@@ -31,9 +31,15 @@ const (
 	rawGrantID    = "grant_id"
 	rawProposalID = "proposal_id"
 	rawNoGrant    = "no_grant"
+	// rawApprovalID names the approval a held call created, or the one a
+	// call sent again with approval_id used or was refused by.
+	rawApprovalID = "approval_id"
+	// rawToolInputSHA256 is the client's digest of the tool's input, which
+	// an approval binds (CONTRACT.md "Approvals").
+	rawToolInputSHA256 = "tool_input_sha256"
 )
 
-var toolCallServerMembers = []string{rawSubagent, rawGateStatus, rawGrantID, rawProposalID, rawNoGrant}
+var toolCallServerMembers = []string{rawSubagent, rawGateStatus, rawGrantID, rawProposalID, rawNoGrant, rawApprovalID}
 
 // toolCall is a gated tool call as the use case carries it: the request
 // (POST /v1/tool-calls), the caller's X-SVC-Surface, stored with its events,
@@ -57,6 +63,10 @@ type ToolCallResult struct {
 	Quota    api.Quota
 	Epoch    api.EpochStamp
 	Replayed bool
+	// ApprovalID is the approval the call created (decision ask) or was
+	// sent with; Approval is set for ask.
+	ApprovalID string
+	Approval   *api.ApprovalTicket
 }
 
 // MalformedToolCall is the 422 validation_error of a tool-call body.
@@ -150,7 +160,19 @@ func (a *App) writeToolCall(ctx context.Context, p Principal, req toolCall, clie
 		if err != nil {
 			return err
 		}
-		if ans, err = a.meterToolCall(ctx, t, p.UserID, ans, rows, now); err != nil {
+		var held *store.Approval
+		if req.ApprovalID != nil {
+			out.ApprovalID = *req.ApprovalID
+		}
+		switch {
+		case ans.Authorized && req.ApprovalID != nil:
+			ans, err = a.useApproval(ctx, t, p.UserID, req, client, ans, rows, now)
+		case ans.Authorized:
+			if held, err = a.holdForApproval(ctx, t, p, req, client, now); err == nil && held == nil {
+				ans, err = a.meterToolCall(ctx, t, p.UserID, ans, rows, now)
+			}
+		}
+		if err != nil {
 			return err
 		}
 		out.Gate = ans
@@ -159,6 +181,13 @@ func (a *App) writeToolCall(ctx context.Context, p Principal, req toolCall, clie
 		}
 		out.Metered = ans.Authorized
 		switch {
+		case held != nil:
+			out.Decision, out.ApprovalID = api.DecisionAsk, held.ApprovalID
+			out.Gate.Status, out.Gate.Authorized, out.Metered = api.GateApprovalPending, false, false
+			out.Gate.Reason = fmt.Sprintf("an approval rule holds this call until a person approves it: approval %s, until %s; "+
+				"send the same call again with approval_id once it is approved", held.ApprovalID, domain.FormatTimestamp(held.ExpiresAt))
+			out.Approval = &api.ApprovalTicket{ApprovalID: held.ApprovalID, Status: api.ApprovalPending,
+				ExpiresAt: domain.FormatTimestamp(held.ExpiresAt), ArgsSHA256: held.ArgsSHA256}
 		case ans.Authorized:
 			out.Decision = api.DecisionAllow
 		case ans.Status == domain.GateNoGrant:
@@ -289,6 +318,14 @@ func checkToolCall(req *toolCall) (map[string]json.RawMessage, error) {
 			return nil, MalformedToolCall("raw."+k, "is written by the service from the gate's answer; do not send it")
 		}
 	}
+	if req.ApprovalID != nil {
+		if err := checkName("approval_id", *req.ApprovalID, MalformedToolCall); err != nil {
+			return nil, err
+		}
+		if _, err := argsDigest(members, "required with approval_id: the digest the approval binds"); err != nil {
+			return nil, err
+		}
+	}
 	if len(req.Results) > api.MaxToolCallResults {
 		return nil, MalformedToolCall("results", fmt.Sprintf("at most %d results go with one call", api.MaxToolCallResults))
 	}
@@ -385,6 +422,9 @@ func withGateMembers(client map[string]json.RawMessage, req toolCall, out *ToolC
 	if out.Gate.Status == domain.GateNoGrant {
 		m[rawNoGrant] = req.noGrant
 	}
+	if out.ApprovalID != "" {
+		m[rawApprovalID] = out.ApprovalID
+	}
 	// Without HTML escaping (api.Marshal), the client's members are stored
 	// as sent (compacted), which a replay compares them with.
 	return api.Marshal(m)
@@ -409,6 +449,17 @@ func (a *App) replayToolCall(ctx context.Context, p Principal, req toolCall, sto
 		Reason: "this tool call is already on the record (sequence " + fmt.Sprint(stored.Sequence) + "); it was not metered again"}
 	out.Gate.Authorized = out.Gate.Status == domain.GateAuthorized
 	out.Metered = out.Gate.Authorized
+	out.ApprovalID = text(rawApprovalID)
+	if out.Decision == api.DecisionAsk && out.ApprovalID != "" {
+		ap, ok, err := a.store.ApprovalByID(ctx, nil, p.UserID, out.ApprovalID)
+		if err != nil {
+			return ToolCallResult{}, err
+		}
+		if ok {
+			out.Approval = &api.ApprovalTicket{ApprovalID: ap.ApprovalID, Status: approvalStatus(ap, now),
+				ExpiresAt: domain.FormatTimestamp(ap.ExpiresAt), ArgsSHA256: ap.ArgsSHA256}
+		}
+	}
 	used, err := a.store.QuotaUsed(ctx, nil, p.UserID, domain.QuotaDay(now))
 	if err != nil {
 		return ToolCallResult{}, err
@@ -442,6 +493,12 @@ func sameToolCall(stored *store.Event, req toolCall, members map[string]json.Raw
 	if ng, ok := text(rawNoGrant); ok && ng != req.noGrant {
 		return false
 	}
+	// A call sent again with approval_id is a new call: the held call's
+	// event_id with an approval_id is another call under the same id.
+	if id, ok := text(rawApprovalID); req.ApprovalID != nil && (!ok || id != *req.ApprovalID || *stored.Decision == api.DecisionAsk) ||
+		req.ApprovalID == nil && ok && *stored.Decision != api.DecisionAsk {
+		return false
+	}
 	for k, v := range client {
 		var c bytes.Buffer
 		if json.Compact(&c, v) != nil || !bytes.Equal(c.Bytes(), members[k]) {
@@ -463,3 +520,132 @@ func countGateMembers(members map[string]json.RawMessage) int {
 }
 
 func equalPtr(a, b *string) bool { return (a == nil) == (b == nil) && (a == nil || *a == *b) }
+
+// argsDigest is the client raw's tool_input_sha256, which must be lowercase
+// hex SHA-256 (422 naming raw.tool_input_sha256 otherwise; why says when it
+// is required).
+func argsDigest(client map[string]json.RawMessage, why string) (string, error) {
+	v, ok := client[rawToolInputSHA256]
+	if !ok {
+		return "", MalformedToolCall("raw."+rawToolInputSHA256, why)
+	}
+	var d string
+	if json.Unmarshal(v, &d) != nil || !isSHA256Hex(d) {
+		return "", MalformedToolCall("raw."+rawToolInputSHA256,
+			"must be the lowercase hex SHA-256 of the RFC 8785 form of the tool's input (64 digits)")
+	}
+	return d, nil
+}
+
+func isSHA256Hex(s string) bool {
+	if len(s) != 64 {
+		return false
+	}
+	for _, c := range s {
+		if (c < '0' || c > '9') && (c < 'a' || c > 'f') {
+			return false
+		}
+	}
+	return true
+}
+
+// holdForApproval creates the approval of an authorized call that an
+// approval rule holds (CONTRACT.md "Approvals"), with its approval.requested
+// notice, inside t; nil when no rule holds it. Nothing is metered: the call
+// does not run now.
+func (a *App) holdForApproval(ctx context.Context, t *writer.Tx, p Principal, req toolCall, client map[string]json.RawMessage,
+	now time.Time) (*store.Approval, error) {
+	rule, ok, err := a.store.MatchingApprovalRule(ctx, t.SQL(), p.UserID, *req.Subagent, *req.Tool)
+	if err != nil || !ok {
+		return nil, err
+	}
+	digest, err := argsDigest(client, fmt.Sprintf("required: approval rule %s holds this call, and its approval binds the digest of the tool's input", rule.RuleID))
+	if err != nil {
+		return nil, err
+	}
+	id, err := a.newID("ap-", 16)
+	if err != nil {
+		return nil, err
+	}
+	created := now.UTC().Truncate(time.Microsecond)
+	ap := store.Approval{UserID: p.UserID, ApprovalID: id, RuleID: rule.RuleID, Subagent: *req.Subagent, Tool: *req.Tool,
+		ArgsSHA256: digest, CallEventID: *req.EventID, RequestedBy: p.Identity(), RequestedKind: p.Kind,
+		Status: store.ApprovalPending, CreatedAt: created, ExpiresAt: created.Add(time.Duration(rule.TTLSeconds) * time.Second)}
+	if err := a.store.InsertApproval(ctx, t.SQL(), &ap); err != nil {
+		return nil, err
+	}
+	_, err = a.notify(ctx, t, p.UserID, Notice{Type: domain.NoticeApprovalRequested, Subject: map[string]any{
+		"approval_id": id, "subagent": ap.Subagent, "tool": ap.Tool, "args_sha256": digest,
+		"expires_at": domain.FormatTimestamp(ap.ExpiresAt), "call_event_id": ap.CallEventID}})
+	return &ap, err
+}
+
+// Refusals inside useApproval's savepoint.
+var (
+	errApprovalTaken = errors.New("the approval is no longer approved")
+	errNotMetered    = errors.New("the grant could not be metered")
+)
+
+// useApproval decides a call the gate authorized that is sent again with
+// approval_id: it runs — metered, the approval marked used by a
+// compare-and-set in this transaction, so that it is used once across any
+// number of replicas — only when the approval is the account's, approved,
+// not expired, not used, and binds this sub-agent, tool and digest;
+// otherwise the answer is one of the approval_* statuses (deny).
+func (a *App) useApproval(ctx context.Context, t *writer.Tx, userID string, req toolCall, client map[string]json.RawMessage,
+	ans domain.GateAnswer, rows []store.Grant, now time.Time) (domain.GateAnswer, error) {
+	id := *req.ApprovalID
+	refuse := func(status, reason string) (domain.GateAnswer, error) {
+		return domain.GateAnswer{Status: status, Reason: reason, Subagent: ans.Subagent}, nil
+	}
+	ap, ok, err := a.store.ApprovalByID(ctx, t.SQL(), userID, id)
+	if err != nil {
+		return ans, err
+	}
+	digest, err := argsDigest(client, "required with approval_id")
+	if err != nil {
+		return ans, err // checkToolCall refused it already
+	}
+	if !ok || ap.Subagent != *req.Subagent || ap.Tool != *req.Tool || ap.ArgsSHA256 != digest {
+		return refuse(api.GateApprovalMismatch, fmt.Sprintf("approval %s does not bind this call: the approval names one sub-agent, "+
+			"tool and digest of the tool's input, and this call differs (or the account has no such approval)", id))
+	}
+	switch approvalStatus(ap, now) {
+	case store.ApprovalPending:
+		return refuse(api.GateApprovalPending, fmt.Sprintf("approval %s is still pending: nobody has approved it yet (it expires %s); try again later",
+			id, domain.FormatTimestamp(ap.ExpiresAt)))
+	case store.ApprovalDenied:
+		return refuse(api.GateApprovalDenied, fmt.Sprintf("approval %s was denied", id))
+	case store.ApprovalExpired:
+		return refuse(api.GateApprovalExpired, fmt.Sprintf("approval %s expired at %s", id, domain.FormatTimestamp(ap.ExpiresAt)))
+	case store.ApprovalUsed:
+		return refuse(api.GateApprovalUsed, fmt.Sprintf("approval %s was used already, by event %s; an approval runs one call",
+			id, deref(ap.UsedEventID)))
+	}
+	var metered domain.GateAnswer
+	err = t.Savepoint(ctx, func() error {
+		used, err := a.store.UseApproval(ctx, t.SQL(), userID, id, *req.EventID, now)
+		if err != nil {
+			return err
+		}
+		if !used {
+			return errApprovalTaken
+		}
+		if metered, err = a.meterToolCall(ctx, t, userID, ans, rows, now); err != nil {
+			return err
+		}
+		if !metered.Authorized {
+			return errNotMetered
+		}
+		return nil
+	})
+	switch {
+	case errors.Is(err, errApprovalTaken):
+		// Only the expiry job changes an approval without the head this
+		// transaction holds.
+		return refuse(api.GateApprovalExpired, fmt.Sprintf("approval %s expired at %s", id, domain.FormatTimestamp(ap.ExpiresAt)))
+	case errors.Is(err, errNotMetered):
+		return metered, nil // the grant's own refusal; the approval stays approved
+	}
+	return metered, err
+}

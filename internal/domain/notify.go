@@ -48,6 +48,8 @@ const (
 	NoticeTeamMemberInvited = "team.member_invited"
 	NoticeTeamMemberJoined  = "team.member_joined"
 	NoticeTeamMemberRemoved = "team.member_removed"
+	// A call waits for a person's approval (CONTRACT.md "Approvals").
+	NoticeApprovalRequested = "approval.requested"
 )
 
 // NoticeType is one row of CONTRACT.md's table of notice types.
@@ -69,8 +71,9 @@ type NoticeType struct {
 var allChannels = []string{ChannelInApp, ChannelEmail, ChannelWebhook}
 var noWebhook = []string{ChannelInApp, ChannelEmail}
 
-// NoticeTypes is CONTRACT.md's table, in its order, and then the team
-// changes (docs/decisions/teams.md), which CONTRACT.md's table predates.
+// NoticeTypes is CONTRACT.md's table, in its order, then the team changes
+// (docs/decisions/teams.md), which CONTRACT.md's table predates, then
+// approval.requested (CONTRACT.md "Approvals").
 var NoticeTypes = []NoticeType{
 	{NoticeGrantRevoked, allChannels, SeverityWarning, false, true, "a revoke that revokes", "Grant revoked"},
 	{NoticeGrantExpiring24h, allChannels, SeverityWarning, false, true, "grant-expiry job", "Grant expires within 24 hours"},
@@ -85,6 +88,7 @@ var NoticeTypes = []NoticeType{
 	{NoticeTeamMemberInvited, noWebhook, SeverityInfo, false, true, "an owner invites an email to a team", "Team invitation sent"},
 	{NoticeTeamMemberJoined, noWebhook, SeverityInfo, false, true, "an invitation is accepted", "Team member joined"},
 	{NoticeTeamMemberRemoved, noWebhook, SeverityWarning, false, true, "an owner removes a member or withdraws an invitation, or a member leaves", "Team member removed"},
+	{NoticeApprovalRequested, allChannels, SeverityInfo, false, false, "a tool call a rule holds for approval", "Approval requested"},
 }
 
 // LookupNoticeType returns the type named name.

@@ -32,7 +32,14 @@ func TestNoticeTypesTable(t *testing.T) {
 	if !bc.Mandatory || !slices.Equal(bc.Channels, []string{ChannelEmail}) {
 		t.Errorf("breaking_change.announce = %+v", bc)
 	}
-	want := []string{NoticeGrantRevoked, NoticeGrantExpiring24h, NoticeGovernanceProposed, NoticeGovernanceEnacted, NoticeChainRepairRun}
+	// CONTRACT.md "Approvals": approval.requested is in_app, email and
+	// webhook, info, not mandatory, no digest.
+	ar, _ := LookupNoticeType(NoticeApprovalRequested)
+	if !slices.Equal(ar.Channels, []string{ChannelInApp, ChannelEmail, ChannelWebhook}) || ar.Severity != SeverityInfo || ar.Mandatory || ar.Digest {
+		t.Errorf("approval.requested = %+v", ar)
+	}
+	want := []string{NoticeGrantRevoked, NoticeGrantExpiring24h, NoticeGovernanceProposed, NoticeGovernanceEnacted, NoticeChainRepairRun,
+		NoticeApprovalRequested}
 	if got := WebhookTypes(); !slices.Equal(got, want) {
 		t.Errorf("WebhookTypes = %v, want %v", got, want)
 	}

@@ -16,10 +16,13 @@ const (
 	ScopeEventsWrite   Scope = "events:write"
 	ScopeEventsRead    Scope = "events:read"
 	ScopeOrgs          Scope = "orgs"
+	// ScopeApprovals approves and denies per-call approvals (CONTRACT.md
+	// "Approvals"); an unscoped key and a session hold it.
+	ScopeApprovals Scope = "approvals"
 )
 
 // AllScopes lists every scope a key can be limited to.
-var AllScopes = []Scope{ScopeGovernance, ScopeGrants, ScopeNotifications, ScopeEventsWrite, ScopeEventsRead, ScopeOrgs}
+var AllScopes = []Scope{ScopeGovernance, ScopeGrants, ScopeNotifications, ScopeEventsWrite, ScopeEventsRead, ScopeOrgs, ScopeApprovals}
 
 // ParseScopes validates a list of scope names; an empty list is an unscoped key.
 // Duplicates are folded so a stored key never lists a scope twice.
@@ -29,7 +32,7 @@ func ParseScopes(names []string) ([]Scope, error) {
 		n = strings.TrimSpace(n)
 		s := Scope(n)
 		if !slices.Contains(AllScopes, s) {
-			return nil, fmt.Errorf("unknown scope %q (known: governance, grants, notifications, events:write, events:read, orgs)", n)
+			return nil, fmt.Errorf("unknown scope %q (known: governance, grants, notifications, events:write, events:read, orgs, approvals)", n)
 		}
 		if !slices.Contains(out, s) {
 			out = append(out, s)

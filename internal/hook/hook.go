@@ -116,6 +116,9 @@ type Service interface {
 	// /v1/events/append). The same event sent again is answered with the
 	// one stored, at the place it took.
 	AppendNext(ctx context.Context, ev *api.EventInput) error
+	// Approval reads an approval, waiting up to wait while it is pending
+	// (GET /v1/approvals/{id}?wait=).
+	Approval(ctx context.Context, id string, wait time.Duration) (*api.Approval, error)
 }
 
 // Runner handles calls for one configuration.
@@ -130,6 +133,10 @@ type Runner struct {
 	Now   func() time.Time
 	// Log receives diagnostics (stderr); never the answer.
 	Log io.Writer
+	// ApprovalWait is how long a call held for a person's approval waits
+	// for the decision (approval.go), within the hook's deadline; 0 refuses
+	// it at once, naming the approval.
+	ApprovalWait time.Duration
 }
 
 // Subagent is the name the gate knows the caller by: the host's sub-agent
@@ -237,10 +244,17 @@ func (r *Runner) pre(ctx context.Context, c *Call) (Verdict, error) {
 	// one commit on the service (POST /v1/tool-calls), which writes the
 	// gate's answer into the event's raw.
 	ev := callEvent(c, r.now(), "", callFacts{})
-	res, err := r.Service.GateCall(ctx, api.ToolCallRequest{Subagent: &sub, Tool: &c.Tool, EventID: ev.EventID, Raw: ev.Raw,
-		TS: ev.TS, NoGrant: &noGrant})
+	digest, _ := c.inputDigest()
+	res, approvalID, err := r.throughApproval(ctx, approvalKey(sub, c.Tool, digest), *ev.EventID,
+		func(eventID string, approvalID *string) (*api.ToolCallResponse, error) {
+			return r.Service.GateCall(ctx, api.ToolCallRequest{Subagent: &sub, Tool: &c.Tool, EventID: &eventID, Raw: ev.Raw,
+				TS: ev.TS, NoGrant: &noGrant, ApprovalID: approvalID})
+		})
 	if err != nil {
 		return Verdict{}, fmt.Errorf("ask the gate: %w", err)
+	}
+	if reason, ok := approvalRefusal(res, approvalID); ok && res.Decision != api.DecisionAllow {
+		return Verdict{Decision: api.DecisionDeny, Reason: reason}, nil
 	}
 	switch res.Decision {
 	case api.DecisionAllow:

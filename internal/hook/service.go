@@ -3,6 +3,7 @@ package hook
 import (
 	"context"
 	"errors"
+	"time"
 
 	"github.com/auditchain/auditchain/pkg/api"
 	"github.com/auditchain/auditchain/pkg/client"
@@ -17,6 +18,11 @@ type ClientService struct {
 // GateCall implements Service.
 func (s *ClientService) GateCall(ctx context.Context, req api.ToolCallRequest) (*api.ToolCallResponse, error) {
 	return s.C.GateToolCall(ctx, req)
+}
+
+// Approval implements Service.
+func (s *ClientService) Approval(ctx context.Context, id string, wait time.Duration) (*api.Approval, error) {
+	return s.C.Approval(ctx, id, wait)
 }
 
 // AppendNext implements Service: the event as the hook made it — id, raw,

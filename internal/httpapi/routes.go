@@ -82,6 +82,8 @@ func (s *Server) routes() []route {
 		write  = scope(domain.ScopeEventsWrite)
 		read   = scope(domain.ScopeEventsRead)
 		orgs   = scope(domain.ScopeOrgs).behind(featureTeams)
+		// approvals: an unscoped key and a session hold it.
+		approvals = scope(domain.ScopeApprovals)
 	)
 	return []route{
 		// Operations and documents.
@@ -130,6 +132,15 @@ func (s *Server) routes() []route {
 		// A tool call through the gate: check, meter and record in one commit
 		// (docs/decisions/tool-calls.md; CONTRACT.md "Agent surfaces").
 		{"POST /v1/tool-calls", scopes(domain.ScopeGrants, domain.ScopeEventsWrite), s.gateToolCall},
+
+		// Per-call approvals (CONTRACT.md "Approvals"; docs/approvals.md).
+		{"POST /v1/approval-rules", grants, s.createApprovalRule},
+		{"GET /v1/approval-rules", grants, s.listApprovalRules},
+		{"DELETE /v1/approval-rules/{rule_id}", grants, s.deleteApprovalRule},
+		{"GET /v1/approvals", approvals, s.listApprovals},
+		{"GET /v1/approvals/{approval_id}", approvals, s.getApproval},
+		{"POST /v1/approvals/{approval_id}/approve", approvals, s.decideApproval(true)},
+		{"POST /v1/approvals/{approval_id}/deny", approvals, s.decideApproval(false)},
 
 		// Governance.
 		{"GET /v1/governance/proposals", gov, s.listProposals},
@@ -183,6 +194,7 @@ func (s *Server) routes() []route {
 		// Operator cron (SPEC.md "Operator cron").
 		{"POST /v1/internal/cron/admin-digest", cron, cronJob(s, s.app.AdminDigest)},
 		{"POST /v1/internal/cron/anchor", cron, cronJob(s, swept(s.app.AnchorSweep))},
+		{"POST /v1/internal/cron/approval-expiry", cron, cronJob(s, swept(s.app.ApprovalExpirySweep))},
 		{"POST /v1/internal/cron/digest", cron, cronJob(s, swept(s.app.DigestAll))},
 		{"POST /v1/internal/cron/grant-expiry", cron, cronJob(s, swept(s.app.GrantExpirySweep))},
 		{"POST /v1/internal/cron/key-expiry", cron, cronJob(s, swept(s.app.KeyExpirySweep))},

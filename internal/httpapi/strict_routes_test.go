@@ -97,6 +97,14 @@ var strictCases = map[string]strictCase{
 	"POST /v1/governance/proposals":                      {body: `{"kind":"deny_scope","note":"n","evidence":{"blocked_attempts":3,"threshold":3},"subject":{"subagent":"s","tool":"t"}}`},
 	"GET /v1/governance/proposals/{proposal_id}":         {},
 	"POST /v1/governance/proposals/{proposal_id}/ratify": {body: `{"reason":"r"}`},
+
+	"POST /v1/approval-rules":                            {body: `{"subagent":"s","tool":"*","ttl_seconds":60}`},
+	"GET /v1/approval-rules":                             {},
+	"DELETE /v1/approval-rules/{rule_id}":                {},
+	"GET /v1/approvals":                                  {query: "status=pending&limit=5"},
+	"GET /v1/approvals/{approval_id}":                    {},
+	"POST /v1/approvals/{approval_id}/approve":           {body: `{"note":"n"}`},
+	"POST /v1/approvals/{approval_id}/deny":              {body: `{"note":"n"}`},
 	"POST /v1/governance/proposals/{proposal_id}/enact":  {body: `{"reason":"r"}`},
 	"POST /v1/governance/proposals/{proposal_id}/reject": {body: `{"reason":"r"}`},
 
@@ -133,14 +141,15 @@ var strictCases = map[string]strictCase{
 	"GET /v1/dashboard/usage":                  {},
 	// A JSON-RPC tunnel: the tool calls it carries are requests of the
 	// routes above, probed there.
-	"POST /v1/mcp":                        {},
-	"POST /v1/internal/cron/admin-digest": {},
-	"POST /v1/internal/cron/anchor":       {},
-	"POST /v1/internal/cron/digest":       {},
-	"POST /v1/internal/cron/grant-expiry": {},
-	"POST /v1/internal/cron/key-expiry":   {},
-	"POST /v1/internal/cron/webhooks":     {},
-	"GET /v1/internal/jobs":               {},
+	"POST /v1/mcp":                           {},
+	"POST /v1/internal/cron/admin-digest":    {},
+	"POST /v1/internal/cron/anchor":          {},
+	"POST /v1/internal/cron/approval-expiry": {},
+	"POST /v1/internal/cron/digest":          {},
+	"POST /v1/internal/cron/grant-expiry":    {},
+	"POST /v1/internal/cron/key-expiry":      {},
+	"POST /v1/internal/cron/webhooks":        {},
+	"GET /v1/internal/jobs":                  {},
 }
 
 // Every route, sent each class of bad input — NUL and invalid UTF-8 in each

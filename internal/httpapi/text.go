@@ -63,6 +63,8 @@ var missingIDs = map[string]struct{ code, what string }{
 	"proposal_id":     {app.CodeProposalNotFound, "proposal"},
 	"notification_id": {app.CodeNotificationMissing, "notification"},
 	"webhook_id":      {app.CodeWebhookNotFound, "webhook"},
+	"approval_id":     {app.CodeApprovalNotFound, "approval"},
+	"rule_id":         {app.CodeApprovalRuleNotFound, "approval rule"},
 	"document_id":     {domain.CodeUnknownLegalDocument, "legal document"},
 	"grant_id":        {domain.CodeNoGrant, "grant"},
 	"org_id":          {domain.CodeOrgNotFound, "team"},

@@ -52,7 +52,8 @@ func (s *Server) gateToolCall(w http.ResponseWriter, r *http.Request) error {
 		w.Header().Set("Idempotent-Replayed", "true")
 	}
 	out := api.ToolCallResponse{Decision: res.Decision, GateStatus: res.Gate.Status, Reason: res.Gate.Reason,
-		Subagent: res.Gate.Subagent, Metered: res.Metered, Event: res.Event, Epoch: res.Epoch, Quota: res.Quota}
+		Subagent: res.Gate.Subagent, Metered: res.Metered, Event: res.Event, Epoch: res.Epoch, Quota: res.Quota,
+		Approval: res.Approval}
 	if res.GrantID != "" {
 		out.GrantID = &res.GrantID
 	}

@@ -29,6 +29,10 @@ type ProxyOptions struct {
 	Log     *slog.Logger
 	// Now is the clock of the proxy's own records (time.Now when nil).
 	Now func() time.Time
+	// ApprovalWait is how long a call held for a person's approval waits
+	// for the decision before it is refused (proxy_approval.go); 0 refuses
+	// it at once, naming the approval.
+	ApprovalWait time.Duration
 }
 
 // Proxy relays MCP between a host and an upstream MCP server, both over
@@ -64,6 +68,9 @@ type Proxy struct {
 	hostIDOf  map[string]json.RawMessage // the host-facing id of each, by the upstream's idKey
 	inflight  map[string]*hostCall       // the host's requests being served, by idKey
 	calls     sync.WaitGroup
+	// approvals are the approvals of held calls, by tool and arguments
+	// digest, for the model's retry of the same call (proxy_approval.go).
+	approvals heldApprovals
 }
 
 // hostCall is a request of the host being served.
@@ -514,7 +521,8 @@ func (p *Proxy) toolCall(ctx context.Context, hc *hostCall) {
 		return
 	}
 	callID := newEventID()
-	if refused := p.gate(ctx, name, callID, argsHash); refused != nil {
+	refused, callID := p.gate(ctx, name, callID, argsHash)
+	if refused != nil {
 		_ = p.host.answer(m, refused, nil)
 		return
 	}

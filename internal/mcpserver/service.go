@@ -8,6 +8,7 @@ package mcpserver
 
 import (
 	"context"
+	"time"
 
 	"github.com/auditchain/auditchain/pkg/api"
 	"github.com/auditchain/auditchain/pkg/client"
@@ -32,6 +33,9 @@ type Service interface {
 	PolicyTest(ctx context.Context, req api.PolicyTestRequest) (*api.PolicyDecision, error)
 	Proposals(ctx context.Context, q api.ProposalQuery) (*api.ProposalList, error)
 	Propose(ctx context.Context, req api.CreateProposalRequest) (*api.Proposal, error)
+	// Approval reads an approval, waiting up to wait while it is pending
+	// (GET /v1/approvals/{id}?wait=): the proxy's wait for a held call.
+	Approval(ctx context.Context, approvalID string, wait time.Duration) (*api.Approval, error)
 }
 
 var _ Service = (*client.Client)(nil)

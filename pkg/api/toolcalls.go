@@ -42,6 +42,10 @@ type ToolCallRequest struct {
 	// call. A result already on the record with the same content is left
 	// out.
 	Results []ToolResult `json:"results,omitempty"`
+	// ApprovalID sends again a call an approval rule held (CONTRACT.md
+	// "Approvals"): with the same sub-agent, tool and raw.tool_input_sha256
+	// as the held call, once it is approved, it runs once.
+	ApprovalID *string `json:"approval_id,omitempty" max:"name"`
 }
 
 // MaxToolCallResults bounds the results one tool call carries: a call and
@@ -62,7 +66,8 @@ type ToolResult struct {
 // ToolCallResponse answers POST /v1/tool-calls.
 type ToolCallResponse struct {
 	// Decision is allow (the gate authorized the call and one use was
-	// metered), deny, or for no_grant the request's no_grant.
+	// metered), deny, or for no_grant the request's no_grant; ask when an
+	// approval rule holds the authorized call (Approval says which).
 	Decision   string  `json:"decision"`
 	GateStatus string  `json:"gate_status"`
 	Reason     string  `json:"reason"`
@@ -78,4 +83,7 @@ type ToolCallResponse struct {
 	Event     StoredEvent `json:"event"`
 	Epoch     EpochStamp  `json:"epoch"`
 	Quota     Quota       `json:"quota"`
+	// Approval is the approval a rule created for this call (decision
+	// ask): null otherwise.
+	Approval *ApprovalTicket `json:"approval"`
 }

@@ -138,6 +138,7 @@ type exportVerifier struct {
 	cont      *Continuity // links and gaps, in sequence order
 	keys      map[string]ed25519.PublicKey
 	pending   *ExportConsistency
+	approvals approvalChecks
 	beyond    bool // a checkpoint past the last event was tied; no more events
 	ended     bool
 }
@@ -356,6 +357,10 @@ func (v *exportVerifier) eventLine(it *item, e *ExportEvent) error {
 		} else if e.Signature != nil {
 			v.rep.UnverifiedSignatures++
 		}
+	}
+	// 4. A call allowed on an approval shows the approval (approvals.go).
+	if err := v.approvals.see(e, it.no, v.header.Start > 0, &v.rep); err != nil {
+		return err
 	}
 	v.frontier.Append(LeafHash(stated))
 	if v.rep.Events == 0 || seq < v.rep.FirstSequence {

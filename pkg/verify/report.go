@@ -25,6 +25,10 @@ const (
 	KindCheckpointOrigin    Kind = "checkpoint_origin"    // block for another account
 	KindBlockLink           Kind = "block_link"           // block chain broken
 	KindWitnessQuorum       Kind = "witness_quorum"       // fewer valid witness cosignatures than required (CheckQuorum)
+	// KindApproval: an allowed call names an approval the chain does not
+	// show granted earlier by another identity for the same call, or used
+	// it twice; or an approval is granted by the identity that made the call.
+	KindApproval Kind = "approval"
 )
 
 // Error is a verification failure at one place of the record: Sequence for
@@ -107,6 +111,13 @@ type Report struct {
 	// had no key in force (nothing to check them against).
 	SignaturesVerified   int64
 	UnverifiedSignatures int64
+	// ApprovedCalls counts allowed tool calls carrying an approval id whose
+	// approval.granted event is earlier in the export, names another
+	// identity than the call's, binds the same sub-agent, tool and input
+	// digest, and is used by no other allow. ApprovalsUnchecked counts those
+	// of a fragment whose approval, if any, precedes its start.
+	ApprovedCalls      int64
+	ApprovalsUnchecked int64
 	// FirstBlock and LastBlock are -1 when the export has no checkpoints.
 	FirstBlock int64
 	LastBlock  int64

@@ -1,0 +1,224 @@
+package store
+
+// Tables approval_rules and approvals (CONTRACT.md "Approvals"; migration
+// 031). The use cases are internal/app/approvals.go; an approval's status
+// changes only by the compare-and-sets below, each inside the write that
+// records the change on the chain.
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"time"
+)
+
+// Approval statuses as stored (CONTRACT.md "Approvals").
+const (
+	ApprovalPending  = "pending"
+	ApprovalApproved = "approved"
+	ApprovalDenied   = "denied"
+	ApprovalExpired  = "expired"
+	ApprovalUsed     = "used"
+)
+
+// ApprovalRule is one row of approval_rules.
+type ApprovalRule struct {
+	UserID     string
+	RuleID     string
+	Subagent   string // an exact name or "*"
+	Tool       string // an exact name or "*"
+	TTLSeconds int64
+	CreatedAt  time.Time
+}
+
+// Approval is one row of approvals.
+type Approval struct {
+	UserID        string
+	ApprovalID    string
+	RuleID        string
+	Subagent      string
+	Tool          string
+	ArgsSHA256    string
+	CallEventID   string
+	RequestedBy   string // the identity (key or session id) that made the call
+	RequestedKind string // api_key or session
+	Status        string
+	CreatedAt     time.Time
+	ExpiresAt     time.Time
+	DecidedAt     *time.Time
+	DecidedBy     *string
+	DecidedKind   *string
+	Note          *string
+	UsedAt        *time.Time
+	UsedEventID   *string
+}
+
+// InsertApprovalRule stores a new rule.
+func (s *Store) InsertApprovalRule(ctx context.Context, tx *sql.Tx, r ApprovalRule) error {
+	_, err := tx.ExecContext(ctx, `INSERT INTO approval_rules (user_id, rule_id, subagent, tool, ttl_seconds, created_at)
+		VALUES ($1, $2, $3, $4, $5, $6)`, r.UserID, r.RuleID, r.Subagent, r.Tool, r.TTLSeconds, r.CreatedAt.UnixMicro())
+	if IsUniqueViolation(err) {
+		return ErrConflict
+	}
+	return err
+}
+
+// DeleteApprovalRule deletes one rule and returns it; ok is false when the
+// account has no such rule.
+func (s *Store) DeleteApprovalRule(ctx context.Context, tx *sql.Tx, userID, ruleID string) (ApprovalRule, bool, error) {
+	r, err := scanApprovalRule(tx.QueryRowContext(ctx, `DELETE FROM approval_rules WHERE user_id = $1 AND rule_id = $2
+		RETURNING `+approvalRuleColumns, userID, ruleID))
+	if errors.Is(err, sql.ErrNoRows) {
+		return ApprovalRule{}, false, nil
+	}
+	return r, err == nil, err
+}
+
+const approvalRuleColumns = `user_id, rule_id, subagent, tool, ttl_seconds, created_at`
+
+func scanApprovalRule(r scanner) (ApprovalRule, error) {
+	var a ApprovalRule
+	var created int64
+	if err := r.Scan(&a.UserID, &a.RuleID, &a.Subagent, &a.Tool, &a.TTLSeconds, &created); err != nil {
+		return ApprovalRule{}, err
+	}
+	a.CreatedAt = time.UnixMicro(created).UTC()
+	return a, nil
+}
+
+// ApprovalRules lists the account's rules, oldest first.
+func (s *Store) ApprovalRules(ctx context.Context, q Querier, userID string) ([]ApprovalRule, error) {
+	return queryAll(ctx, s, q, scanApprovalRule, `SELECT `+approvalRuleColumns+` FROM approval_rules WHERE user_id = $1
+		ORDER BY created_at, rule_id`, userID)
+}
+
+// MatchingApprovalRule returns the rule that holds subagent's call of tool:
+// of the rules naming them exactly or by "*", the one with the shortest
+// life (the most cautious), ties to the oldest; ok is false when none does.
+func (s *Store) MatchingApprovalRule(ctx context.Context, q Querier, userID, subagent, tool string) (ApprovalRule, bool, error) {
+	if q == nil {
+		q = s.read
+	}
+	r, err := scanApprovalRule(q.QueryRowContext(ctx, `SELECT `+approvalRuleColumns+` FROM approval_rules
+		WHERE user_id = $1 AND subagent IN ($2, '*') AND tool IN ($3, '*')
+		ORDER BY ttl_seconds, created_at, rule_id LIMIT 1`, userID, subagent, tool))
+	if errors.Is(err, sql.ErrNoRows) {
+		return ApprovalRule{}, false, nil
+	}
+	return r, err == nil, err
+}
+
+// InsertApproval stores a new approval.
+func (s *Store) InsertApproval(ctx context.Context, tx *sql.Tx, a *Approval) error {
+	_, err := tx.ExecContext(ctx, `INSERT INTO approvals (user_id, approval_id, rule_id, subagent, tool, args_sha256,
+		call_event_id, requested_by, requested_kind, status, created_at, expires_at)
+		VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12)`,
+		a.UserID, a.ApprovalID, a.RuleID, a.Subagent, a.Tool, a.ArgsSHA256, a.CallEventID, a.RequestedBy, a.RequestedKind,
+		a.Status, a.CreatedAt.UnixMicro(), a.ExpiresAt.UnixMicro())
+	if IsUniqueViolation(err) {
+		return ErrConflict
+	}
+	return err
+}
+
+const approvalColumns = `user_id, approval_id, rule_id, subagent, tool, args_sha256, call_event_id, requested_by,
+	requested_kind, status, created_at, expires_at, decided_at, decided_by, decided_kind, note, used_at, used_event_id`
+
+func scanApproval(r scanner) (Approval, error) {
+	var a Approval
+	var created, expires int64
+	var decided, used sql.NullInt64
+	if err := r.Scan(&a.UserID, &a.ApprovalID, &a.RuleID, &a.Subagent, &a.Tool, &a.ArgsSHA256, &a.CallEventID,
+		&a.RequestedBy, &a.RequestedKind, &a.Status, &created, &expires, &decided, &a.DecidedBy, &a.DecidedKind, &a.Note,
+		&used, &a.UsedEventID); err != nil {
+		return Approval{}, err
+	}
+	a.CreatedAt, a.ExpiresAt = time.UnixMicro(created).UTC(), time.UnixMicro(expires).UTC()
+	if decided.Valid {
+		t := time.UnixMicro(decided.Int64).UTC()
+		a.DecidedAt = &t
+	}
+	if used.Valid {
+		t := time.UnixMicro(used.Int64).UTC()
+		a.UsedAt = &t
+	}
+	return a, nil
+}
+
+// ApprovalByID reads one of the account's approvals (q nil: the read pool);
+// ok is false when the account has none of that id.
+func (s *Store) ApprovalByID(ctx context.Context, q Querier, userID, approvalID string) (Approval, bool, error) {
+	if q == nil {
+		q = s.read
+	}
+	a, err := scanApproval(q.QueryRowContext(ctx, `SELECT `+approvalColumns+` FROM approvals
+		WHERE user_id = $1 AND approval_id = $2`, userID, approvalID))
+	if errors.Is(err, sql.ErrNoRows) {
+		return Approval{}, false, nil
+	}
+	return a, err == nil, err
+}
+
+// Approvals lists the account's approvals newest first, at most limit, in
+// the status they read as at now (status "" for every one): a pending or
+// approved row past its expires_at reads as expired before the job marks
+// it.
+func (s *Store) Approvals(ctx context.Context, userID, status string, now time.Time, limit int) ([]Approval, error) {
+	at := now.UnixMicro()
+	var where string
+	args := []any{userID, limit}
+	switch status {
+	case "":
+	case ApprovalPending:
+		where, args = ` AND status = 'pending' AND expires_at > $3`, append(args, at)
+	case ApprovalApproved:
+		where, args = ` AND status = 'approved' AND expires_at > $3`, append(args, at)
+	case ApprovalExpired:
+		where, args = ` AND (status = 'expired' OR (status IN ('pending', 'approved') AND expires_at <= $3))`, append(args, at)
+	default:
+		where, args = ` AND status = $3`, append(args, status)
+	}
+	return queryAll(ctx, s, nil, scanApproval, `SELECT `+approvalColumns+` FROM approvals WHERE user_id = $1`+where+`
+		ORDER BY created_at DESC, approval_id DESC LIMIT $2`, args...)
+}
+
+// DecideApproval sets a pending approval, not expired at now, to status
+// (approved or denied) with its decider, and reports whether it did: false
+// when it is no longer pending. tx holds the account's head.
+func (s *Store) DecideApproval(ctx context.Context, tx *sql.Tx, userID, approvalID, status, by, kind string, note *string,
+	now time.Time) (bool, error) {
+	res, err := tx.ExecContext(ctx, `UPDATE approvals SET status = $1, decided_at = $2, decided_by = $3, decided_kind = $4, note = $5
+		WHERE user_id = $6 AND approval_id = $7 AND status = 'pending' AND expires_at > $2`,
+		status, now.UnixMicro(), by, kind, note, userID, approvalID)
+	if err != nil {
+		return false, err
+	}
+	n, err := res.RowsAffected()
+	return n == 1, err
+}
+
+// UseApproval marks an approved approval, not expired at now, used by the
+// call eventID, and reports whether it did: the compare-and-set that lets
+// an approval be used once across any number of replicas, in the same
+// transaction as the allow it records.
+func (s *Store) UseApproval(ctx context.Context, tx *sql.Tx, userID, approvalID, eventID string, now time.Time) (bool, error) {
+	res, err := tx.ExecContext(ctx, `UPDATE approvals SET status = 'used', used_at = $1, used_event_id = $2
+		WHERE user_id = $3 AND approval_id = $4 AND status = 'approved' AND expires_at > $1`,
+		now.UnixMicro(), eventID, userID, approvalID)
+	if err != nil {
+		return false, err
+	}
+	n, err := res.RowsAffected()
+	return n == 1, err
+}
+
+// ExpireApprovals marks expired every pending or approved approval whose
+// expires_at is at or before now, and returns how many it marked.
+func (s *Store) ExpireApprovals(ctx context.Context, tx *sql.Tx, now time.Time) (int64, error) {
+	res, err := tx.ExecContext(ctx, `UPDATE approvals SET status = 'expired'
+		WHERE status IN ('pending', 'approved') AND expires_at <= $1`, now.UnixMicro())
+	if err != nil {
+		return 0, err
+	}
+	return res.RowsAffected()
+}
