@@ -291,7 +291,8 @@ func TestSchedulerDrainsSoonAndShowsItsJobs(t *testing.T) {
 			}
 		}
 		want := map[string]string{"webhooks": "every 2m0s", "digest": "daily at 14:00 UTC", "grant-expiry": "every 6h0m0s",
-			"key-expiry": "every 1h0m0s", "admin-digest": "daily at 07:00 UTC", "anchor": "every 1h0m0s"}
+			"key-expiry": "every 1h0m0s", "admin-digest": "daily at 07:00 UTC", "anchor": "every 1h0m0s",
+			"approval-expiry": "every 1m0s"}
 		if fmt.Sprint(cadence) != fmt.Sprint(want) {
 			t.Errorf("cadences %v, want %v", cadence, want)
 		}
