@@ -44,7 +44,7 @@ func TestCommandLineMistakesSayWhatToDo(t *testing.T) {
 		{[]string{"chain", "tip", "--json=maybe"}, []string{`--json "maybe": want true or false`}},
 		{[]string{"chain", "tip", "--url"}, []string{"--url needs a value: --url VALUE"}},
 		{[]string{"chian", "tip"}, []string{`unknown command "chian"; did you mean chain?`, "auditchain --help"}},
-		{[]string{"frobnicate"}, []string{`unknown command "frobnicate"; the commands are admin, bench,`}},
+		{[]string{"frobnicate"}, []string{`unknown command "frobnicate"; the commands are admin, approval-rules, approvals, bench,`}},
 		{[]string{"chain", "tpi"}, []string{`unknown chain command "tpi"; did you mean tip?`, "auditchain chain --help"}},
 		{[]string{"events", "list"}, []string{`unknown events command "list"; the events commands are append, get, search, tail`}},
 		{[]string{"admin", "create-acount"}, []string{`unknown admin command "create-acount"; did you mean create-account?`}},
