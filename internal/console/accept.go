@@ -60,6 +60,11 @@ func (c *Console) acceptForm(r *http.Request, next string) (acceptPage, error) {
 // on to where the viewer was going.
 func (c *Console) accept(w http.ResponseWriter, r *http.Request) error {
 	p, next := viewerOf(r).Principal, safeNext(r.PostFormValue("next"))
+	// Who may accept is the API's rule (POST /v1/legal/accept), as on the
+	// legal panel: it answers before anything is recorded.
+	if err := c.App.CheckLegalAcceptor(r.Context(), p); err != nil {
+		return err
+	}
 	ticked := map[string]bool{}
 	for _, id := range r.PostForm["accept"] {
 		ticked[id] = true

@@ -128,8 +128,7 @@ type route struct {
 // error page by c.fail.
 type handlerFunc func(w http.ResponseWriter, r *http.Request) error
 
-// routes is the whole console on one screen; panels not built yet answer a
-// page that says so (panels.go).
+// routes is the whole console on one screen (the navigation is panels.go).
 func (c *Console) routes() []route {
 	rts := []route{
 		{pattern: "GET " + Prefix + "signin", handler: c.signInPage, public: true},
@@ -180,11 +179,6 @@ func (c *Console) routes() []route {
 		{pattern: "POST " + Prefix + "team/{org_id}/invite", handler: c.inviteMember},
 		{pattern: "POST " + Prefix + "team/{org_id}/remove", handler: c.removeMember},
 		{pattern: "POST " + Prefix + "accept", handler: c.accept, legalExempt: true},
-	}
-	for _, p := range panels {
-		if !p.Built {
-			rts = append(rts, route{pattern: "GET " + p.Path, handler: c.notBuilt(p)})
-		}
 	}
 	return rts
 }

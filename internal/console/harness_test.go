@@ -52,7 +52,9 @@ func newEnvConfig(t testing.TB, dsn string, cfg func(*config.Config)) *env {
 	if err != nil {
 		t.Fatal(err)
 	}
-	return &env{t: t, srv: httpapitest.Start(t, dsn, apptest.Options{Mail: mailer, Config: cfg}), smtp: smtpd}
+	// Webhook retries without waiting, so a test drains them at once.
+	o := apptest.Options{Mail: mailer, Config: cfg, WebhookBackoff: func(int) time.Duration { return 0 }}
+	return &env{t: t, srv: httpapitest.Start(t, dsn, o), smtp: smtpd}
 }
 
 var codeInSubject = regexp.MustCompile(`sign-in code: ([0-9]{8})`)

@@ -28,7 +28,7 @@ import (
 func TestPanelsInBrowser(t *testing.T) {
 	storetest.Each(t, func(t *testing.T, dsn string) {
 		browser(t)
-		e := newEnvWith(t, dsn, func(c *config.Config) { c.WebhookAllowPrivate, c.LegalEnforce, c.Teams = true, true, true })
+		e := newEnvConfig(t, dsn, func(c *config.Config) { c.WebhookAllowPrivate, c.LegalEnforce, c.Teams = true, true, true })
 		const email = "panels@example.com"
 		userID, key := e.srv.Account(t, email)
 		tb := newTab(t, e)

@@ -15,32 +15,13 @@ import (
 	"strings"
 	"sync"
 	"testing"
-	"time"
 
 	"github.com/auditchain/auditchain/internal/app"
-	"github.com/auditchain/auditchain/internal/app/apptest"
 	"github.com/auditchain/auditchain/internal/config"
-	"github.com/auditchain/auditchain/internal/httpapi/httpapitest"
-	imail "github.com/auditchain/auditchain/internal/mail"
-	"github.com/auditchain/auditchain/internal/mail/mailtest"
 	"github.com/auditchain/auditchain/internal/store/storetest"
 	"github.com/auditchain/auditchain/pkg/api"
 	"github.com/auditchain/auditchain/pkg/verify"
 )
-
-// newEnvWith is newEnv with the configuration adjusted by cfg (webhooks to
-// loopback, teams, the legal gate).
-func newEnvWith(t testing.TB, dsn string, cfg func(*config.Config)) *env {
-	t.Helper()
-	smtpd := &mailtest.Server{}
-	smtpd.Start(t, nil)
-	mailer, err := imail.New("smtp://"+smtpd.Addr(), imail.Options{Backoff: func(int) time.Duration { return 0 }})
-	if err != nil {
-		t.Fatal(err)
-	}
-	o := apptest.Options{Mail: mailer, Config: cfg, WebhookBackoff: func(int) time.Duration { return 0 }}
-	return &env{t: t, srv: httpapitest.Start(t, dsn, o), smtp: smtpd}
-}
 
 // receiver is a real webhook receiver on loopback that records what it got.
 type receiver struct {
@@ -146,7 +127,7 @@ func TestKeysPanelHTTP(t *testing.T) {
 // attempt listed with status and duration; a failed delivery is redelivered.
 func TestWebhooksPanelHTTP(t *testing.T) {
 	storetest.Each(t, func(t *testing.T, dsn string) {
-		e := newEnvWith(t, dsn, func(c *config.Config) { c.WebhookAllowPrivate = true })
+		e := newEnvConfig(t, dsn, func(c *config.Config) { c.WebhookAllowPrivate = true })
 		const email = "hooks@example.com"
 		userID, _ := e.srv.Account(t, email)
 		c := client(t)
@@ -283,7 +264,7 @@ func TestNotificationsPanelHTTP(t *testing.T) {
 // an acceptance of a version not served records nothing.
 func TestLegalPanelHTTP(t *testing.T) {
 	storetest.Each(t, func(t *testing.T, dsn string) {
-		e := newEnvWith(t, dsn, func(c *config.Config) { c.LegalEnforce = true })
+		e := newEnvConfig(t, dsn, func(c *config.Config) { c.LegalEnforce = true })
 		const email = "legal@example.com"
 		userID, _ := e.srv.Account(t, email)
 		c := client(t)
@@ -413,7 +394,7 @@ func TestTeamPanelHTTP(t *testing.T) {
 			t.Errorf("create with teams off: %d", r.status)
 		}
 
-		e := newEnvWith(t, dsn, func(c *config.Config) { c.Teams = true })
+		e := newEnvConfig(t, dsn, func(c *config.Config) { c.Teams = true })
 		ownerID, _ := e.srv.Account(t, "owner@example.com")
 		e.srv.Account(t, "second@example.com")
 		owner, second := client(t), client(t)
