@@ -239,39 +239,59 @@ func postgresTemplate(db *sql.DB, admin *url.URL) (string, error) {
 var templatePrefix = "ac_tmpl_"
 
 // ensureTemplate builds the migrated template database name unless the server
-// has it. Test binaries running at once may both build it: each builds under
-// a name of its own and renames it into place, and the one that finds the
-// name taken drops its copy.
+// has it. Test binaries running at once serialize on a session advisory lock
+// keyed by the name: two sessions altering one pg_database row at once fail
+// with "tuple concurrently updated" (XX000), so only the lock holder checks,
+// builds and marks. The build still happens under a name of its own and is
+// renamed into place, so a binary killed mid-build leaves no half-built
+// template behind the real name.
 func ensureTemplate(db *sql.DB, admin *url.URL, name string) error {
+	ctx := context.Background()
+	conn, err := db.Conn(ctx)
+	if err != nil {
+		return err
+	}
+	defer conn.Close()
+	if _, err := conn.ExecContext(ctx, `SELECT pg_advisory_lock(hashtext($1))`, name); err != nil {
+		return fmt.Errorf("lock the template %s: %w", name, err)
+	}
+	defer conn.ExecContext(ctx, `SELECT pg_advisory_unlock(hashtext($1))`, name)
 	var found bool
-	if err := db.QueryRow(`SELECT EXISTS (SELECT 1 FROM pg_database WHERE datname = $1)`, name).Scan(&found); err != nil || found {
+	if err := conn.QueryRowContext(ctx, `SELECT EXISTS (SELECT 1 FROM pg_database WHERE datname = $1 AND datistemplate)`, name).Scan(&found); err != nil || found {
+		return err
+	}
+	if err := conn.QueryRowContext(ctx, `SELECT EXISTS (SELECT 1 FROM pg_database WHERE datname = $1)`, name).Scan(&found); err != nil {
+		return err
+	}
+	if found {
+		// A binary died between the rename and the mark: the copy is complete
+		// (it is renamed only after migrating), so only the mark is missing.
+		_, err := conn.ExecContext(ctx, "ALTER DATABASE "+name+" WITH IS_TEMPLATE true")
 		return err
 	}
 	building := randomName(name + "_")
-	if _, err := db.Exec("CREATE DATABASE " + building); err != nil {
+	if _, err := conn.ExecContext(ctx, "CREATE DATABASE "+building); err != nil {
 		return err
 	}
-	err := migrate(withDatabase(admin, building))
+	err = migrate(withDatabase(admin, building))
 	if err == nil {
 		// No session may connect to a template while it is copied.
-		_, err = db.Exec("ALTER DATABASE " + building + " WITH ALLOW_CONNECTIONS false")
+		_, err = conn.ExecContext(ctx, "ALTER DATABASE "+building+" WITH ALLOW_CONNECTIONS false")
 	}
 	if err == nil {
-		_, err = db.Exec("ALTER DATABASE " + building + " RENAME TO " + name)
-		if pe := (*pgconn.PgError)(nil); errors.As(err, &pe) && pe.Code == "42P04" {
-			err = nil // another binary's template won
-		} else if err == nil {
+		_, err = conn.ExecContext(ctx, "ALTER DATABASE "+building+" RENAME TO "+name)
+		if err == nil {
 			building = ""
 		}
 	}
 	if building != "" {
-		db.Exec("DROP DATABASE IF EXISTS " + building + " WITH (FORCE)")
+		conn.ExecContext(ctx, "DROP DATABASE IF EXISTS "+building+" WITH (FORCE)")
 	}
 	if err != nil {
 		return fmt.Errorf("build the template %s: %w", name, err)
 	}
 	// Marked a template, it can be dropped only after an ALTER to false.
-	_, err = db.Exec("ALTER DATABASE " + name + " WITH IS_TEMPLATE true")
+	_, err = conn.ExecContext(ctx, "ALTER DATABASE "+name+" WITH IS_TEMPLATE true")
 	return err
 }
 
