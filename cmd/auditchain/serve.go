@@ -12,7 +12,6 @@ import (
 	"fmt"
 	"io"
 	"io/fs"
-	"log/slog"
 	"net"
 	"net/http"
 	"net/http/pprof"
@@ -107,20 +106,9 @@ func serve(ctx context.Context, args []string, getenv func(string) string, stdou
 	if err != nil {
 		return err
 	}
-	srv := &http.Server{
-		Handler:           handler,
-		ReadHeaderTimeout: 10 * time.Second,
-		ReadTimeout:       60 * time.Second,
-		// Streams clear their own write deadline (SSE must not be cut).
-		WriteTimeout:   60 * time.Second,
-		IdleTimeout:    120 * time.Second,
-		MaxHeaderBytes: 64 << 10,
-		ErrorLog:       slog.NewLogLogger(log.Handler(), slog.LevelWarn),
-		// Requests must not inherit the signal's cancellation: on SIGTERM
-		// in-flight requests finish (Shutdown waits for them) and streams end
-		// through handler.Close; a cancelled request could otherwise get no answer.
-		BaseContext: func(net.Listener) context.Context { return context.WithoutCancel(ctx) },
-	}
+	// Streams clear their own write deadline (SSE must not be cut) and end
+	// through handler.Close on shutdown.
+	srv := newHTTPServer(ctx, handler, log, listenerLimits{read: 60 * time.Second, write: 60 * time.Second, maxHeaderBytes: 64 << 10})
 	srv.RegisterOnShutdown(handler.Close)
 	if err := hintFirstAccount(ctx, st, stdout); err != nil {
 		return err
@@ -139,23 +127,7 @@ func serve(ctx context.Context, args []string, getenv func(string) string, stdou
 		go dsrv.ListenAndServe()
 		defer dsrv.Close()
 	}
-	errc := make(chan error, 1)
-	go func() { errc <- srv.Serve(ln) }()
-	select {
-	case err := <-errc:
-		return err
-	case <-ctx.Done():
-	}
-	log.Info("shutting down: finishing in-flight requests")
-	shutdownCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), cfg.ShutdownTimeout)
-	defer cancel()
-	if err := srv.Shutdown(shutdownCtx); err != nil {
-		return fmt.Errorf("shutdown: %w", err)
-	}
-	if err := <-errc; !errors.Is(err, http.ErrServerClosed) {
-		return err
-	}
-	return nil
+	return serveUntilDone(ctx, srv, ln, log, cfg.ShutdownTimeout)
 }
 
 // checkStore refuses a sqlite: store whose file does not exist, naming it: a

@@ -10,7 +10,6 @@ import (
 	"io"
 	"log/slog"
 	"net"
-	"net/http"
 	"os"
 	"time"
 
@@ -169,37 +168,13 @@ func witnessServeCmd(ctx context.Context, args []string, getenv func(string) str
 	if err != nil {
 		return err
 	}
-	srv := &http.Server{
-		Handler:           witness.Handler(w, log),
-		ReadHeaderTimeout: 10 * time.Second,
-		ReadTimeout:       30 * time.Second,
-		WriteTimeout:      30 * time.Second,
-		IdleTimeout:       120 * time.Second,
-		MaxHeaderBytes:    16 << 10,
-		ErrorLog:          slog.NewLogLogger(log.Handler(), slog.LevelWarn),
-		// In-flight requests finish on SIGTERM (Shutdown waits for them):
-		// a cosignature is answered only once it is durable.
-		BaseContext: func(net.Listener) context.Context { return context.WithoutCancel(ctx) },
-	}
+	// A cosignature is answered only once it is durable, so in-flight
+	// requests finish on SIGTERM.
+	srv := newHTTPServer(ctx, witness.Handler(w, log), log, listenerLimits{read: 30 * time.Second, write: 30 * time.Second, maxHeaderBytes: 16 << 10})
 	fmt.Fprintf(stdout, "auditchain witness vkey %s\n", vkey)
 	fmt.Fprintf(stdout, "auditchain witness state in %s\n", *db)
 	fmt.Fprintf(stdout, "auditchain witness listening on http://%s\n", ln.Addr())
 	log.Info("witness serving", "addr", ln.Addr().String(), "name", signer.Name(), "logs", trusted.Len())
 
-	errc := make(chan error, 1)
-	go func() { errc <- srv.Serve(ln) }()
-	select {
-	case err := <-errc:
-		return err
-	case <-ctx.Done():
-	}
-	shutdownCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
-	defer cancel()
-	if err := srv.Shutdown(shutdownCtx); err != nil {
-		return fmt.Errorf("shutdown: %w", err)
-	}
-	if err := <-errc; !errors.Is(err, http.ErrServerClosed) {
-		return err
-	}
-	return nil
+	return serveUntilDone(ctx, srv, ln, log, 30*time.Second)
 }
