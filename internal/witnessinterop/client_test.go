@@ -1,9 +1,6 @@
-// Package interop holds the witness's interop tests that need
-// github.com/transparency-dev/witness, a module of its own here: it needs a
-// newer transparency-dev/formats (v0.1.2-0.20260710124811-af9e607161b6) and
-// merkle than the service pins, so it is kept out of the main module, whose
-// go.mod stays on formats v0.1.1 (docs/witness.md "Interop").
-package interop
+// Our witness (internal/witness) against transparency-dev's own client and
+// witness library: the other program's behaviour decides these tests.
+package witnessinterop_test
 
 import (
 	"bytes"
