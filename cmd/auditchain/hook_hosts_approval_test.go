@@ -54,17 +54,17 @@ func approvalWorld(t *testing.T, dsn, tool string) (*hostWorld, *client.Client) 
 	return w, person
 }
 
-// approveOnAsk listens to the account's live events and, as soon as a
+// approveOnAsk listens to the account's live events (watcher's key) and, as soon as a
 // tool_call is recorded ask (the hook holds the call and waits), has the
 // person approve the one pending approval. It returns once listening; the
 // channel delivers the approval's id, or the error.
-func approveOnAsk(t *testing.T, w *hostWorld, person *client.Client) <-chan error {
+func approveOnAsk(t *testing.T, watcher, person *client.Client) <-chan error {
 	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
 	t.Cleanup(cancel)
 	ready, done := make(chan struct{}), make(chan error, 1)
 	go func() {
-		done <- w.c.Stream(ctx, func(m client.StreamMessage) error {
+		done <- watcher.Stream(ctx, func(m client.StreamMessage) error {
 			switch {
 			case m.Kind == "ready" && !m.Reconnected:
 				close(ready)
@@ -163,7 +163,7 @@ func TestHostApprovals(t *testing.T) {
 					w, person := approvalWorld(t, storetest.DSN(t, store), h.tool)
 					srv := hosttest.NewServer(t, hosttest.Script{hosttest.Calls(h.host.Shell("touch approved")), hosttest.Text("finished")})
 					s := hostSession(t, w, h.host, h.hookHost, srv, "7s")
-					approved := approveOnAsk(t, w, person)
+					approved := approveOnAsk(t, w.c, person)
 					out := s.Run(t, "Create the file.", h.flags...)
 					if out.ExitCode != 0 {
 						t.Fatalf("exit %d\nstdout:\n%s\nstderr:\n%s\nserver:\n%s", out.ExitCode, out.Stdout, out.Stderr, srv.Log())
