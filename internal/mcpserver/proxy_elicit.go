@@ -48,8 +48,24 @@ const ElicitationNote = "host user via MCP elicitation"
 // digest names them whole.
 const maxShownArguments = 2000
 
-// maxUserNote bounds the note the user may add (the API's note is 4 KiB).
-const maxUserNote = 1000
+// maxUserNote and maxHostName bound, in bytes, what the decision's note
+// keeps of the user's note and of the host's clientInfo: with the prefix
+// they stay well under the API's 4 KiB note.
+const (
+	maxUserNote = 1000
+	maxHostName = 200
+)
+
+// cutUTF8 is s cut to at most n bytes, on a character boundary.
+func cutUTF8(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	for n > 0 && !utf8.RuneStart(s[n]) {
+		n--
+	}
+	return s[:n]
+}
 
 // heldCall is what an approval binds, and the arguments shown to the
 // host's user (never sent to the service).
@@ -159,11 +175,7 @@ func (p *Proxy) elicitDecision(ctx context.Context, id string, c heldCall, deadl
 func (p *Proxy) question(id string, c heldCall) json.RawMessage {
 	shown := string(c.args)
 	if len(shown) > maxShownArguments {
-		cut := maxShownArguments
-		for cut > 0 && !utf8.RuneStart(shown[cut]) {
-			cut--
-		}
-		shown = shown[:cut] + fmt.Sprintf(" … (%d bytes in all)", len(c.args))
+		shown = cutUTF8(shown, maxShownArguments) + fmt.Sprintf(" … (%d bytes in all)", len(c.args))
 	}
 	msg := fmt.Sprintf("auditchain: the agent (sub-agent %q) asks to call the tool %q with these arguments:\n\n%s\n\n"+
 		"(SHA-256 of their RFC 8785 form: %s)\n\n"+
@@ -217,19 +229,12 @@ func (p *Proxy) decide(ctx context.Context, id string, approve bool, userNote st
 	note := ElicitationNote + " (auditchain mcp proxy"
 	p.mu.Lock()
 	if p.hostClient != "" {
-		note += "; host " + p.hostClient
+		note += "; host " + cutUTF8(p.hostClient, maxHostName)
 	}
 	p.mu.Unlock()
 	note += ")"
 	if userNote = strings.TrimSpace(userNote); userNote != "" {
-		if len(userNote) > maxUserNote {
-			cut := maxUserNote
-			for cut > 0 && !utf8.RuneStart(userNote[cut]) {
-				cut--
-			}
-			userNote = userNote[:cut]
-		}
-		note += ": " + userNote
+		note += ": " + cutUTF8(userNote, maxUserNote)
 	}
 	decide, want := p.opts.Approver.Deny, api.ApprovalDenied
 	if approve {
