@@ -1,11 +1,14 @@
 package mcpserver_test
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
+	"log/slog"
 	"net"
 	"regexp"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -22,7 +25,8 @@ import (
 // approver key, once, the record naming that key and saying the host's user
 // decided through elicitation; decline denies it; cancel leaves it pending
 // for a later try; a decision made elsewhere while the question is open
-// withdraws the question and decides the call. Both stores.
+// withdraws the question and decides the call; a host that declared no
+// elicitation is not asked. Both stores.
 func TestProxyElicitsApproval(t *testing.T) {
 	eachServer(t, func(t *testing.T, s *httpapitest.Server) {
 		ctx := context.Background()
@@ -165,8 +169,50 @@ func TestProxyElicitsApproval(t *testing.T) {
 			t.Fatal("the question stayed open after the decision")
 		}
 
-		// The chain: each decision names its approver; the export proves
-		// the two approved calls.
+		// A host that declared no elicitation gets the plain wait: nothing
+		// is asked, and the person's approval through the API runs the call.
+		upConn2, proxyUp2 := net.Pipe()
+		ss2, err := u.server.Connect(ctx, &mcp.IOTransport{Reader: upConn2, Writer: upConn2}, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { ss2.Close() })
+		var logs syncBuffer
+		plain, _ := proxyHost(t, proxyUp2, mcpserver.ProxyOptions{Subagent: "worker", Service: c, ApprovalWait: 20 * time.Second,
+			Approver: approver, Log: slog.New(slog.NewTextHandler(&logs, nil))}, nil)
+		sctx, stop := context.WithCancel(ctx)
+		defer stop()
+		ready, streamed := make(chan struct{}), make(chan error, 1)
+		go func() {
+			streamed <- c.Stream(sctx, func(m client.StreamMessage) error {
+				switch {
+				case m.Kind == "ready" && !m.Reconnected:
+					close(ready)
+				case m.Kind == "event" && m.Event.EventType == "tool_call" && m.Event.Decision != nil && *m.Event.Decision == api.DecisionAsk:
+					_, err := person.Approve(sctx, newest().ApprovalID, nil)
+					if err == nil {
+						err = client.ErrStopStream
+					}
+					return err
+				}
+				return nil
+			})
+		}()
+		<-ready
+		if r, err := plain.CallTool(ctx, &mcp.CallToolParams{Name: "echo", Arguments: map[string]any{"msg": "no questions"}}); err != nil ||
+			r.IsError || u.echoes.Load() != 3 {
+			t.Fatalf("a host without elicitation: %+v %v (upstream ran %d)", r, err, u.echoes.Load())
+		}
+		if err := <-streamed; err != nil {
+			t.Fatal(err)
+		}
+		// Not asked: the proxy said at initialize that it would not ask, and
+		// never met a host refusing a question.
+		if l := logs.String(); !strings.Contains(l, "the host declared no form elicitation") || strings.Contains(l, "did not answer the approval question") {
+			t.Fatalf("the proxy's log:\n%s", l)
+		}
+
+		// The chain: each decision names its approver.
 		granted := map[string]string{}
 		for _, e := range exported(t, s, token) {
 			if e.EventType == api.EventApprovalGranted {
@@ -177,8 +223,26 @@ func TestProxyElicitsApproval(t *testing.T) {
 				granted[raw.ApprovalID] = raw.Approver.Identity
 			}
 		}
-		if len(granted) != 2 || granted[ap.ApprovalID] != approverKey.ID || granted[pending.ApprovalID] != personal.DecidedBy.Identity {
+		if len(granted) != 3 || granted[ap.ApprovalID] != approverKey.ID || granted[pending.ApprovalID] != personal.DecidedBy.Identity {
 			t.Fatalf("approval.granted events: %v", granted)
 		}
 	})
+}
+
+// syncBuffer is a bytes.Buffer the proxy's goroutines may log to.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (b *syncBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.b.Write(p)
+}
+
+func (b *syncBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.b.String()
 }
