@@ -63,6 +63,16 @@ func (w *approvalProxyWorld) plan(everything string, flags ...string) hostPlan {
 	return hostPlan{Command: os.Args[0], Args: []string{"-test.run=^$"}, Env: map[string]string{childServeEnv: string(argv)}}
 }
 
+// uses reads the meter of the sub-agent's grant: each call that ran.
+func (w *approvalProxyWorld) uses(t *testing.T) int64 {
+	t.Helper()
+	st, err := w.c.GrantStatus(context.Background(), api.GrantStatusQuery{Subagent: "everything"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return st.Uses
+}
+
 // approvals lists the account's approvals, newest first.
 func (w *approvalProxyWorld) approvals(t *testing.T) []api.Approval {
 	t.Helper()
@@ -150,8 +160,8 @@ func TestRealProxyApprovals(t *testing.T) {
 			if len(aps) != 2 || aps[0].Status != api.ApprovalUsed || aps[1].Status != api.ApprovalUsed {
 				t.Fatalf("approvals: %+v, want two, each used", aps)
 			}
-			if n, _ := w.proveOffline(t); n != 2 {
-				t.Fatalf("the export proves %d approved calls, want 2", n)
+			if n, _ := w.proveOffline(t); n != 2 || w.uses(t) != 2 {
+				t.Fatalf("the export proves %d approved calls and %d uses are metered, want 2 and 2", n, w.uses(t))
 			}
 		})
 		// --approval-elicit: the client, which declares elicitation, is
@@ -187,6 +197,9 @@ func TestRealProxyApprovals(t *testing.T) {
 			aps := w.approvals(t)
 			if len(aps) != 2 || aps[0].Status != api.ApprovalDenied || aps[1].Status != api.ApprovalUsed {
 				t.Fatalf("approvals: %+v, want one denied and one used", aps)
+			}
+			if u := w.uses(t); u != 1 {
+				t.Fatalf("%d uses metered, want the accepted call's 1", u)
 			}
 			n, decided := w.proveOffline(t)
 			granted, denied := decided[aps[1].ApprovalID], decided[aps[0].ApprovalID]
