@@ -545,9 +545,13 @@ func (p *Proxy) toolCall(ctx context.Context, hc *hostCall) {
 		return
 	}
 	callID := newEventID()
-	refused, callID := p.gate(ctx, name, callID, argsHash, args)
+	refused, callID := p.gate(ctx, name, callID, argsHash, args, hc.canceled)
 	if refused != nil {
-		_ = p.host.answer(m, refused, nil)
+		select {
+		case <-hc.canceled: // a cancelled request is not answered (MCP: cancellation)
+		default:
+			_ = p.host.answer(m, refused, nil)
+		}
 		return
 	}
 

@@ -97,6 +97,19 @@ func (p *Proxy) awaitApproval(ctx context.Context, key, id, callID string, c hel
 		return last, callID, nil
 	}
 	deadline := p.now().Add(p.opts.ApprovalWait)
+	// The host cancelling the call ends the wait: the approval stays
+	// pending for a later try.
+	ctx, stop := context.WithCancel(ctx)
+	defer stop()
+	if c.canceled != nil {
+		go func() {
+			select {
+			case <-c.canceled:
+				stop()
+			case <-ctx.Done():
+			}
+		}()
+	}
 	var status string
 	if p.elicits() {
 		status = p.elicitDecision(ctx, id, c, deadline)

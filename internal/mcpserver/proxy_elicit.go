@@ -72,6 +72,9 @@ func cutUTF8(s string, n int) string {
 type heldCall struct {
 	tool, argsHash string
 	args           json.RawMessage
+	// canceled is closed when the host cancels the tools/call: the wait
+	// for its approval ends (and a question about it is withdrawn).
+	canceled <-chan struct{}
 }
 
 // hostElicitsForms reports whether the host's initialize capabilities

@@ -25,8 +25,9 @@ import (
 // approver key, once, the record naming that key and saying the host's user
 // decided through elicitation; decline denies it; cancel leaves it pending
 // for a later try; a decision made elsewhere while the question is open
-// withdraws the question and decides the call; a host that declared no
-// elicitation is not asked. Both stores.
+// withdraws the question and decides the call, and so does the host
+// cancelling the call; a host that declared no elicitation is not asked.
+// Both stores.
 func TestProxyElicitsApproval(t *testing.T) {
 	eachServer(t, func(t *testing.T, s *httpapitest.Server) {
 		ctx := context.Background()
@@ -167,6 +168,30 @@ func TestProxyElicitsApproval(t *testing.T) {
 		}
 		if q := <-questions; !q.withdrawn {
 			t.Fatal("the question stayed open after the decision")
+		}
+
+		// The host cancels the call while its user is being asked: the
+		// question is withdrawn at once (not after the 20 s wait) and the
+		// approval stays pending.
+		actions <- "wait"
+		cctx, cancelCall := context.WithCancel(ctx)
+		cancelled := make(chan error, 1)
+		go func() {
+			_, err := host.CallTool(cctx, &mcp.CallToolParams{Name: "echo", Arguments: map[string]any{"msg": "never mind"}})
+			cancelled <- err
+		}()
+		id := <-opened
+		cancelledAt := time.Now()
+		cancelCall()
+		if err := <-cancelled; err == nil {
+			t.Fatal("the cancelled call answered")
+		}
+		if q := <-questions; !q.withdrawn || time.Since(cancelledAt) > 10*time.Second {
+			t.Fatalf("the question was withdrawn %v after the host cancelled the call (withdrawn: %v), want at once, not at the wait's end (20 s)",
+				time.Since(cancelledAt), q.withdrawn)
+		}
+		if ap, err := person.Approval(ctx, id, 0); err != nil || ap.Status != api.ApprovalPending || u.echoes.Load() != 2 {
+			t.Fatalf("after the host cancelled: %+v %v (upstream ran %d)", ap, err, u.echoes.Load())
 		}
 
 		// A host that declared no elicitation gets the plain wait: nothing
