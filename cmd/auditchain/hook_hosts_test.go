@@ -42,8 +42,14 @@ type hostWorld struct {
 
 func newHostWorld(t *testing.T, grants ...api.CreateGrantRequest) *hostWorld {
 	t.Helper()
-	s := httpapitest.Start(t, storetest.DSN(t, storetest.SQLite), apptest.Options{})
-	_, token := s.Account(t, "hosts@example.com")
+	return newHostWorldOn(t, storetest.DSN(t, storetest.SQLite), grants...)
+}
+
+// newHostWorldOn is newHostWorld on the store dsn names.
+func newHostWorldOn(t *testing.T, dsn string, grants ...api.CreateGrantRequest) *hostWorld {
+	t.Helper()
+	s := httpapitest.Start(t, dsn, apptest.Options{})
+	user, token := s.Account(t, "hosts@example.com")
 	c, err := client.New(s.URL, token)
 	if err != nil {
 		t.Fatal(err)
@@ -54,7 +60,7 @@ func newHostWorld(t *testing.T, grants ...api.CreateGrantRequest) *hostWorld {
 			t.Fatal(err)
 		}
 	}
-	w := &hostWorld{hookWorld: hookWorld{s: s, c: c}}
+	w := &hostWorld{hookWorld: hookWorld{s: s, c: c, user: user}}
 	target, _ := url.Parse(s.URL)
 	proxy := httputil.NewSingleHostReverseProxy(target)
 	w.front = httptest.NewServer(http.HandlerFunc(func(rw http.ResponseWriter, r *http.Request) {

@@ -13,6 +13,7 @@ import (
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
+	"github.com/auditchain/auditchain/internal/config"
 	"github.com/auditchain/auditchain/internal/mcpserver"
 	"github.com/auditchain/auditchain/internal/progress"
 	"github.com/auditchain/auditchain/pkg/client"
@@ -21,11 +22,16 @@ import (
 const mcpUsage = `usage:
   auditchain mcp [--url URL] [--api-key KEY]
       serve auditchain's tools to an agent host over stdio (surface mcp_stdio)
-  auditchain mcp proxy [--url URL] [--api-key KEY] [--subagent NAME] [--fail-open] [--approval-wait D] -- COMMAND [ARGS…]
+  auditchain mcp proxy [--url URL] [--api-key KEY] [--subagent NAME] [--fail-open] [--approval-wait D]
+                      [--approval-elicit [--approver-key KEY2]] -- COMMAND [ARGS…]
       start the MCP server COMMAND and serve its tools over stdio, every call
       checked at the gate for NAME (default: COMMAND's base name), metered and
       recorded; refused while the service is unreachable unless --fail-open;
-      a call held for a person's approval waits up to D (docs/approvals.md)
+      a call held for a person's approval waits up to D (docs/approvals.md);
+      with --approval-elicit the host's user is asked through MCP elicitation
+      (when the host supports it) and the proxy decides with KEY2, another key
+      holding the approvals capability (AUDITCHAIN_APPROVER_KEY): a weaker
+      statement than a signed-in approver's (docs/approvals.md)
 
 URL and KEY default to AUDITCHAIN_URL and AUDITCHAIN_API_KEY. See docs/mcp.md.
 `
@@ -43,6 +49,10 @@ func mcpCmd(ctx context.Context, args []string, getenv func(string) string, stdi
 	subagent := fs.String("subagent", "", "proxy: the sub-agent the gate checks (default: the command's base name)")
 	failOpen := fs.Bool("fail-open", false, "proxy: let calls through while the service is unreachable")
 	approvalWait := fs.Duration("approval-wait", 0, "proxy: how long a call held for a person's approval waits for the decision (0: refuse it at once, naming the approval)")
+	elicit := fs.Bool("approval-elicit", false, "proxy: ask the host's user about a held call through MCP elicitation, within --approval-wait, and decide it with --approver-key")
+	approverKey := new(string)
+	config.SecretVar(fs, approverKey, "approver-key", getenv("AUDITCHAIN_APPROVER_KEY"), "",
+		"proxy: with --approval-elicit, the key that approves or denies on the host's user's answer: another key than --api-key, holding approvals (AUDITCHAIN_APPROVER_KEY)")
 	// Flags end at the first argument: the proxy's COMMAND keeps its own.
 	if err := parseLeading(fs, args, stdout, stderr); err != nil {
 		return err
@@ -70,6 +80,24 @@ func mcpCmd(ctx context.Context, args []string, getenv func(string) string, stdi
 	if *subagent == "" {
 		*subagent = filepath.Base(fs.Arg(0))
 	}
+	var approver mcpserver.Approver
+	if *elicit {
+		// Separation of powers (docs/approvals.md): the service refuses the
+		// caller's own key as approver; say so before the first call.
+		switch {
+		case *approvalWait <= 0:
+			return errors.New("mcp proxy: --approval-elicit asks within --approval-wait: give it a duration (e.g. --approval-wait 2m)")
+		case *approverKey == "":
+			return errors.New("mcp proxy: --approval-elicit needs --approver-key (or AUDITCHAIN_APPROVER_KEY): another key than --api-key, holding the approvals capability")
+		case *approverKey == *key:
+			return errors.New("mcp proxy: --approver-key is the proxy's own key; the service refuses a call's own identity as its approver (separation of powers): give another key")
+		}
+		a, err := client.New(*url, *approverKey, client.WithSurface(surface))
+		if err != nil {
+			return err
+		}
+		approver = a
+	}
 	cmd := exec.CommandContext(ctx, fs.Arg(0), fs.Args()[1:]...)
 	cmd.Stderr = stderr
 	upstream, err := mcpserver.CommandUpstream(cmd)
@@ -77,7 +105,7 @@ func mcpCmd(ctx context.Context, args []string, getenv func(string) string, stdi
 		return err
 	}
 	p, err := mcpserver.NewProxy(upstream, mcpserver.ProxyOptions{Subagent: *subagent, FailOpen: *failOpen, Service: c, Log: log,
-		ApprovalWait: *approvalWait})
+		ApprovalWait: *approvalWait, Approver: approver})
 	if err != nil {
 		upstream.Close()
 		return err

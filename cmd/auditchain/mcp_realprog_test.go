@@ -1,13 +1,16 @@
 package main
 
 import (
+	"bufio"
 	"bytes"
 	"context"
 	"encoding/json"
+	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"reflect"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -43,6 +46,9 @@ type hostRun struct {
 			Message string `json:"message"`
 		} `json:"error"`
 	} `json:"results"`
+	Elicitations []struct {
+		Message string `json:"message"`
+	} `json:"elicitations"`
 	Sessions int      `json:"sessions"`
 	Failures []string `json:"failures"`
 }
@@ -50,6 +56,8 @@ type hostRun struct {
 type hostCall struct {
 	Name      string         `json:"name"`
 	Arguments map[string]any `json:"arguments"`
+	// Pause: the host waits for the test's pause function before the call.
+	Pause bool `json:"pause,omitempty"`
 }
 
 // hostPlan is what the host script runs.
@@ -60,10 +68,20 @@ type hostPlan struct {
 	Calls    []hostCall        `json:"calls"`
 	Sessions int               `json:"sessions,omitempty"`
 	Parallel int               `json:"parallel,omitempty"`
+	// Elicit makes the client declare elicitation and answer each
+	// elicitation/create with the next of these.
+	Elicit []map[string]any `json:"elicit,omitempty"`
 }
 
 // runHost runs the TypeScript SDK host on plan.
 func runHost(t *testing.T, plan hostPlan) hostRun {
+	t.Helper()
+	return runHostPausing(t, plan, nil)
+}
+
+// runHostPausing runs the TypeScript SDK host on plan, calling pause(i)
+// before each call i marked Pause, while the host waits.
+func runHostPausing(t *testing.T, plan hostPlan, pause func(i int)) hostRun {
 	t.Helper()
 	nm := realprog.NodeModules(t)
 	dir := t.TempDir()
@@ -89,12 +107,45 @@ func runHost(t *testing.T, plan hostPlan) hostRun {
 	cmd := exec.CommandContext(ctx, "node", filepath.Join(dir, "host.mjs"), string(argv))
 	var stdout, stderr bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &stdout, &stderr
-	err = cmd.Run()
+	if pause == nil {
+		err = cmd.Run()
+	} else {
+		err = runPausing(t, cmd, &stderr, pause)
+	}
 	var out hostRun
 	if jerr := json.Unmarshal(stdout.Bytes(), &out); jerr != nil || err != nil || out.Fatal != "" {
 		t.Fatalf("the SDK host: %v; output %s\nfatal: %s\nstderr:\n%s", err, stdout.Bytes(), out.Fatal, stderr.Bytes())
 	}
 	return out
+}
+
+// runPausing runs cmd, the host script, reading its stderr into errs and
+// answering each of its pauses on its stdin after pause(i).
+func runPausing(t *testing.T, cmd *exec.Cmd, errs *bytes.Buffer, pause func(i int)) error {
+	t.Helper()
+	in, err := cmd.StdinPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmd.Stderr = nil
+	errPipe, err := cmd.StderrPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	sc := bufio.NewScanner(errPipe)
+	for sc.Scan() {
+		errs.Write(append(sc.Bytes(), '\n'))
+		if _, after, ok := strings.Cut(sc.Text(), "auditchain-test-host: paused before call "); ok {
+			i, _ := strconv.Atoi(after)
+			pause(i)
+			io.WriteString(in, "go\n")
+		}
+	}
+	in.Close()
+	return cmd.Wait()
 }
 
 // proxyPlan runs `auditchain mcp proxy` (this test binary as the command, see

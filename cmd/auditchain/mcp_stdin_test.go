@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"context"
+	"io"
 	"strings"
 	"testing"
 )
@@ -50,5 +51,34 @@ func TestMCPStdinThatIsNoSession(t *testing.T) {
 				t.Errorf("stdout %q lacks %q", out.String(), tc.wantStdout)
 			}
 		})
+	}
+}
+
+// --approval-elicit needs a wait to ask within and an approver key that is
+// not the proxy's own (the service would refuse it: separation of powers);
+// each is refused before the upstream starts, saying which.
+func TestMCPProxyApprovalElicitFlags(t *testing.T) {
+	for _, tc := range []struct {
+		env  map[string]string
+		args []string
+		want string
+	}{
+		{nil, []string{"--approval-elicit", "--approver-key", "ac_y"}, "--approval-elicit asks within --approval-wait"},
+		{nil, []string{"--approval-elicit", "--approval-wait", "1m"}, "--approval-elicit needs --approver-key (or AUDITCHAIN_APPROVER_KEY)"},
+		{nil, []string{"--approval-elicit", "--approval-wait", "1m", "--approver-key", "ac_x"}, "--approver-key is the proxy's own key"},
+		{map[string]string{"AUDITCHAIN_APPROVER_KEY": "ac_x"}, []string{"--approval-elicit", "--approval-wait", "1m"}, "--approver-key is the proxy's own key"},
+	} {
+		env := cliEnv("http://127.0.0.1:1", "ac_x")
+		getenv := func(k string) string {
+			if v, ok := tc.env[k]; ok {
+				return v
+			}
+			return env(k)
+		}
+		args := append(append([]string{"proxy"}, tc.args...), "--", "/nonexistent/upstream")
+		err := mcpCmd(context.Background(), args, getenv, strings.NewReader(""), io.Discard, io.Discard)
+		if err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("%v %v: %v, want %q", tc.env, tc.args, err, tc.want)
+		}
 	}
 }

@@ -10,6 +10,7 @@ import (
 	"runtime/debug"
 	"slices"
 	"strconv"
+	"strings"
 	"sync"
 	"time"
 
@@ -33,6 +34,11 @@ type ProxyOptions struct {
 	// for the decision before it is refused (proxy_approval.go); 0 refuses
 	// it at once, naming the approval.
 	ApprovalWait time.Duration
+	// Approver, when set, decides a held call on the host's user's answer
+	// to an elicitation/create, when the host declared form elicitation
+	// (proxy_elicit.go); within ApprovalWait. Its credential must be
+	// another identity than Service's.
+	Approver Approver
 }
 
 // Proxy relays MCP between a host and an upstream MCP server, both over
@@ -67,7 +73,12 @@ type Proxy struct {
 	relayed   map[string]*message        // the upstream's requests relayed to the host, by the host-facing idKey
 	hostIDOf  map[string]json.RawMessage // the host-facing id of each, by the upstream's idKey
 	inflight  map[string]*hostCall       // the host's requests being served, by idKey
-	calls     sync.WaitGroup
+	ownCalls  map[string]chan *message   // the proxy's own requests to the host, by idKey
+	// hostElicit: the host declared form elicitation; hostClient: its
+	// clientInfo (name and version), for the note of a decision it made.
+	hostElicit bool
+	hostClient string
+	calls      sync.WaitGroup
 	// approvals are the approvals of held calls, by tool and arguments
 	// digest, for the model's retry of the same call (proxy_approval.go).
 	approvals heldApprovals
@@ -100,7 +111,7 @@ func NewProxy(upstream io.ReadWriteCloser, opts ProxyOptions) (*Proxy, error) {
 	}
 	p := &Proxy{opts: opts, log: opts.Log, now: opts.Now, closer: upstream, upDone: make(chan struct{}),
 		upCalls: map[string]chan *message{}, relayed: map[string]*message{}, hostIDOf: map[string]json.RawMessage{},
-		inflight: map[string]*hostCall{}}
+		inflight: map[string]*hostCall{}, ownCalls: map[string]chan *message{}}
 	if p.log == nil {
 		p.log = slog.New(slog.DiscardHandler)
 	}
@@ -310,6 +321,9 @@ func (p *Proxy) fromHost(ctx context.Context, m *message) {
 	case m.isNotification():
 		p.safely(m.method, nil, func() { p.hostNotification(m) })
 	case m.id != nil:
+		if p.ownAnswer(m) {
+			return
+		}
 		p.mu.Lock()
 		um := p.relayed[idKey(m.id)]
 		delete(p.relayed, idKey(m.id))
@@ -453,6 +467,16 @@ func (p *Proxy) initialize(ctx context.Context, hc *hostCall) {
 	}
 	var asked string
 	_ = json.Unmarshal(params["protocolVersion"], &asked)
+	var info struct{ Name, Version string }
+	_ = json.Unmarshal(params["clientInfo"], &info)
+	p.mu.Lock()
+	p.hostElicit = hostElicitsForms(params["capabilities"])
+	p.hostClient = strings.TrimSpace(info.Name + " " + info.Version)
+	elicit := p.hostElicit
+	p.mu.Unlock()
+	if p.opts.Approver != nil && !elicit {
+		p.log.Warn("mcp proxy: the host declared no form elicitation, so a held call waits for a decision through the API only")
+	}
 	if asked > proxyVersions[0] {
 		params["protocolVersion"], _ = json.Marshal(proxyVersions[0])
 	}
@@ -521,9 +545,13 @@ func (p *Proxy) toolCall(ctx context.Context, hc *hostCall) {
 		return
 	}
 	callID := newEventID()
-	refused, callID := p.gate(ctx, name, callID, argsHash)
+	refused, callID := p.gate(ctx, name, callID, argsHash, args, hc.canceled)
 	if refused != nil {
-		_ = p.host.answer(m, refused, nil)
+		select {
+		case <-hc.canceled: // a cancelled request is not answered (MCP: cancellation)
+		default:
+			_ = p.host.answer(m, refused, nil)
+		}
 		return
 	}
 

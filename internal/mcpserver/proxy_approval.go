@@ -55,8 +55,9 @@ type proxySend func(eventID string, approvalID *string, results []api.ToolResult
 // approval kept for the same call, or asks anew, and waits for the decision
 // as ApprovalWait allows. It returns the service's last answer, the
 // approval in play ("" when none) and the event id of the last call sent.
-func (p *Proxy) throughApproval(ctx context.Context, key, callID string, results []api.ToolResult, send proxySend) (
+func (p *Proxy) throughApproval(ctx context.Context, c heldCall, callID string, results []api.ToolResult, send proxySend) (
 	*api.ToolCallResponse, string, string, error) {
+	key := c.tool + "\x00" + c.argsHash
 	if held := p.approvals.get(key); held != "" {
 		res, err := send(callID, &held, results)
 		if err != nil {
@@ -64,7 +65,7 @@ func (p *Proxy) throughApproval(ctx context.Context, key, callID string, results
 		}
 		switch res.GateStatus {
 		case api.GateApprovalPending:
-			res, callID, err = p.awaitApproval(ctx, key, held, callID, res, send)
+			res, callID, err = p.awaitApproval(ctx, key, held, callID, c, res, send)
 			return res, held, callID, err
 		case api.GateApprovalExpired, api.GateApprovalUsed, api.GateApprovalMismatch:
 			// Spent or stale: this call asks anew, under an id of its own
@@ -82,44 +83,75 @@ func (p *Proxy) throughApproval(ctx context.Context, key, callID string, results
 	}
 	id := res.Approval.ApprovalID
 	p.approvals.set(key, id)
-	res, callID, err = p.awaitApproval(ctx, key, id, callID, res, send)
+	res, callID, err = p.awaitApproval(ctx, key, id, callID, c, res, send)
 	return res, id, callID, err
 }
 
 // awaitApproval waits for the pending approval id (last is the answer that
-// said so) up to ApprovalWait, and sends the call again once it is
+// said so) up to ApprovalWait — asking the host's user when the proxy
+// elicits (proxy_elicit.go) — and sends the call again once it is
 // approved; it returns the last answer and the id of the last call sent.
-func (p *Proxy) awaitApproval(ctx context.Context, key, id, callID string, last *api.ToolCallResponse, send proxySend) (
+func (p *Proxy) awaitApproval(ctx context.Context, key, id, callID string, c heldCall, last *api.ToolCallResponse, send proxySend) (
 	*api.ToolCallResponse, string, error) {
 	if p.opts.ApprovalWait <= 0 {
 		return last, callID, nil
 	}
 	deadline := p.now().Add(p.opts.ApprovalWait)
+	// The host cancelling the call ends the wait: the approval stays
+	// pending for a later try.
+	ctx, stop := context.WithCancel(ctx)
+	defer stop()
+	if c.canceled != nil {
+		go func() {
+			select {
+			case <-c.canceled:
+				stop()
+			case <-ctx.Done():
+			}
+		}()
+	}
+	var status string
+	if p.elicits() {
+		status = p.elicitDecision(ctx, id, c, deadline)
+	} else {
+		status = p.waitDecision(ctx, id, deadline)
+	}
+	switch status {
+	case api.ApprovalPending:
+		return last, callID, nil
+	case api.ApprovalApproved:
+		callID += ".approved"
+		res, err := send(callID, &id, nil)
+		if err == nil && res.Decision == api.DecisionAllow {
+			p.approvals.forget(key)
+		}
+		return res, callID, err
+	default: // denied or expired (or used): the next try asks anew
+		p.approvals.forget(key)
+		last.Decision, last.GateStatus = api.DecisionDeny, "approval_"+status
+		last.Reason = "approval " + id + " is " + status
+		return last, callID, nil
+	}
+}
+
+// waitDecision long-polls approval id (GET /v1/approvals/{id}?wait=) until
+// it is no longer pending or deadline nears, and answers its status
+// (pending when the wait ended undecided, or could not be read).
+func (p *Proxy) waitDecision(ctx context.Context, id string, deadline time.Time) string {
 	for {
 		left := deadline.Sub(p.now())
 		if left < time.Second {
-			return last, callID, nil
+			return api.ApprovalPending
 		}
 		ap, err := p.opts.Service.Approval(ctx, id, min(left, api.MaxApprovalWait*time.Second))
 		if err != nil {
-			p.log.Warn("waiting for an approval failed; the call is refused as pending", "approval_id", id, "err", err)
-			return last, callID, nil
-		}
-		switch ap.Status {
-		case api.ApprovalPending:
-			continue
-		case api.ApprovalApproved:
-			callID += ".approved"
-			res, err := send(callID, &id, nil)
-			if err == nil && res.Decision == api.DecisionAllow {
-				p.approvals.forget(key)
+			if ctx.Err() == nil {
+				p.log.Warn("waiting for an approval failed; the call is refused as pending", "approval_id", id, "err", err)
 			}
-			return res, callID, err
-		default: // denied or expired: the next try asks anew
-			p.approvals.forget(key)
-			last.Decision, last.GateStatus = api.DecisionDeny, "approval_"+ap.Status
-			last.Reason = "approval " + id + " is " + ap.Status
-			return last, callID, nil
+			return api.ApprovalPending
+		}
+		if ap.Status != api.ApprovalPending {
+			return ap.Status
 		}
 	}
 }

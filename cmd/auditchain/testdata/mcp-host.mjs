@@ -4,17 +4,28 @@
 //
 //   node host.mjs '<plan>'
 //
-// where the plan is {command, args, env, calls: [{name, arguments}], sessions,
-// parallel}. It starts the server `command args` over stdio as a host does, lists
+// where the plan is {command, args, env, calls: [{name, arguments, pause}], sessions,
+// parallel, elicit}. It starts the server `command args` over stdio as a host does, lists
 // every tool (page by page), makes each call with client.callTool — which checks a
 // result against the tool's outputSchema and throws when it does not validate — and
 // prints one JSON object: {serverInfo, capabilities, tools, results: [{result} or
 // {error}]}. With sessions > 1 it instead starts that many sessions, `parallel` at a
 // time, each connecting and listing the tools, and prints {sessions, failures}.
+//
+// With elicit (a list of answers, e.g. [{action: 'accept', content: {note: '…'}}]) the
+// client declares the elicitation capability and answers each elicitation/create with
+// the next answer (cancel when none is left); the requests' params are printed under
+// elicitations. A call with pause: true is made only after the script has written
+// "auditchain-test-host: paused before call <i>" on stderr and read a line on stdin, so
+// the test can act between calls.
 import { Client } from '@modelcontextprotocol/sdk/client/index.js';
 import { StdioClientTransport } from '@modelcontextprotocol/sdk/client/stdio.js';
+import { ElicitRequestSchema } from '@modelcontextprotocol/sdk/types.js';
+import { createInterface } from 'node:readline';
 
 const plan = JSON.parse(process.argv[2]);
+
+const lines = createInterface({ input: process.stdin })[Symbol.asyncIterator]();
 
 async function session(calls) {
   const transport = new StdioClientTransport({
@@ -23,7 +34,16 @@ async function session(calls) {
     env: plan.env ?? {},
     stderr: 'inherit',
   });
-  const client = new Client({ name: 'auditchain-test-host', version: '1' }, { capabilities: {} });
+  const client = new Client({ name: 'auditchain-test-host', version: '1' },
+    { capabilities: plan.elicit ? { elicitation: {} } : {} });
+  const elicitations = [];
+  if (plan.elicit) {
+    let next = 0;
+    client.setRequestHandler(ElicitRequestSchema, async (request) => {
+      elicitations.push(request.params);
+      return plan.elicit[next++] ?? { action: 'cancel' };
+    });
+  }
   await client.connect(transport);
   try {
     const tools = [];
@@ -34,7 +54,11 @@ async function session(calls) {
       cursor = page.nextCursor;
     } while (cursor);
     const results = [];
-    for (const call of calls) {
+    for (const [i, { pause, ...call }] of calls.entries()) {
+      if (pause) {
+        process.stderr.write(`auditchain-test-host: paused before call ${i}\n`);
+        await lines.next();
+      }
       try {
         results.push({ result: await client.callTool(call) });
       } catch (e) {
@@ -46,6 +70,7 @@ async function session(calls) {
       capabilities: client.getServerCapabilities(),
       tools,
       results,
+      elicitations,
     };
   } finally {
     await client.close();
@@ -70,10 +95,13 @@ async function sessions(n, parallel) {
   return { sessions: n, failures };
 }
 
+// It exits when done: stdin, read for pauses, would keep it running.
+let code = 0;
 try {
   const out = plan.sessions > 1 ? await sessions(plan.sessions, plan.parallel ?? 1) : await session(plan.calls ?? []);
   process.stdout.write(JSON.stringify(out) + '\n');
 } catch (e) {
   process.stdout.write(JSON.stringify({ fatal: String(e.stack ?? e) }) + '\n');
-  process.exitCode = 1;
+  code = 1;
 }
+process.exit(code);
