@@ -178,7 +178,6 @@ func (c *Console) routes() []route {
 		{pattern: "GET " + Prefix + "team/{org_id}", handler: c.org},
 		{pattern: "POST " + Prefix + "team/{org_id}/invite", handler: c.inviteMember},
 		{pattern: "POST " + Prefix + "team/{org_id}/remove", handler: c.removeMember},
-		{pattern: "POST " + Prefix + "accept", handler: c.accept, legalExempt: true},
 	}
 	return rts
 }

@@ -285,9 +285,9 @@ func TestLegalPanelHTTP(t *testing.T) {
 		tok = csrfOf(t, legal)
 		docs := e.srv.App.LegalDocuments()
 		for i, d := range docs.Documents {
-			form := url.Values{"csrf": {tok}, "document_id": {d.DocumentID}, "version": {d.Version}, "content_hash": {d.ContentHash}, "accepted": {"true"}}
+			form := url.Values{"csrf": {tok}, "document_id": {d.DocumentID}, "version": {d.Version}, "content_hash": {d.ContentHash}, "accepted": {d.DocumentID}}
 			if i == 0 {
-				bad := url.Values{"csrf": {tok}, "document_id": {d.DocumentID}, "version": {"1999"}, "content_hash": {d.ContentHash}, "accepted": {"true"}}
+				bad := url.Values{"csrf": {tok}, "document_id": {d.DocumentID}, "version": {"1999"}, "content_hash": {d.ContentHash}, "accepted": {d.DocumentID}}
 				if r := do(t, c, "POST", e.srv.URL+"/console/legal/accept", bad); r.status != http.StatusUnprocessableEntity {
 					t.Errorf("an old version: %d", r.status)
 				}
