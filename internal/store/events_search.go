@@ -113,9 +113,19 @@ func searchQuery(dialect Dialect, account any, f SearchFilter, withTail bool) (s
 	limit := arg(f.Limit)
 	// No row is marked (PostgreSQL never marks one): the indexes, partial
 	// (migration 023), hold every row, and the planner uses them only when
-	// the query names their predicate.
-	return indexedArms(`SELECT `+searchColumns+` FROM events`, strings.Join(where, " AND "), true, withTail) +
+	// the query names their predicate. Without a filter they serve, the
+	// primary key holds every row and reads them in order, and naming the
+	// predicate would only offer a planner without statistics (a freshly
+	// loaded PostgreSQL) an index to read the whole account through and
+	// sort (1–2 s at 1M events, docs/performance.md "Console at size").
+	return indexedArms(`SELECT `+searchColumns+` FROM events`, strings.Join(where, " AND "), searchIndexed(f), withTail) +
 		` ORDER BY sequence DESC LIMIT ` + limit, args
+}
+
+// searchIndexed reports whether f has a filter a search index serves (all
+// of them but the surface's).
+func searchIndexed(f SearchFilter) bool {
+	return len(f.EventTypes) > 0 || f.Tool != nil || f.Decision != nil || f.Subagent != nil || f.AfterTS != nil || f.BeforeTS != nil
 }
 
 // anyIndex lets searchWhere's planner take any index of the filters.
