@@ -249,14 +249,21 @@ func (a *App) ListGrants(ctx context.Context, p Principal, subagent *string) (ap
 	return a.listedGrants(ctx, p, rows, len(rows))
 }
 
-// NewestGrants is ListGrants' first limit grants, with Count all of them:
-// what a page shows (the console's gate panel) at the cost of limit rows.
-func (a *App) NewestGrants(ctx context.Context, p Principal, limit int) (api.GrantList, error) {
-	rows, n, err := a.store.NewestGrants(ctx, p.UserID, limit)
+// NewestGrants is ListGrants' first limit grants, and whether there are
+// more: what a page shows (the console's gate panel) at the cost of limit
+// rows, never counting them all (a count read every grant row: 25 ms at
+// 10,000 on PostgreSQL).
+func (a *App) NewestGrants(ctx context.Context, p Principal, limit int) (api.GrantList, bool, error) {
+	rows, err := a.store.NewestGrants(ctx, p.UserID, limit+1)
 	if err != nil {
-		return api.GrantList{}, err
+		return api.GrantList{}, false, err
 	}
-	return a.listedGrants(ctx, p, rows, n)
+	more := len(rows) > limit
+	if more {
+		rows = rows[:limit]
+	}
+	list, err := a.listedGrants(ctx, p, rows, len(rows))
+	return list, more, err
 }
 
 // listedGrants is rows as listed, each with its state under the rules in

@@ -48,9 +48,9 @@ type grantForm struct {
 
 type gatePage struct {
 	Grants []grantRow
-	// MoreGrants are the grants past maxGrantsListed (the tree is drawn
-	// from the listed ones).
-	MoreGrants int
+	// MoreGrants: the account has grants past maxGrantsListed (the tree is
+	// drawn from the listed ones).
+	MoreGrants bool
 	Tree       []*agentNode
 	Form       grantForm
 	Created    *api.GrantCreated
@@ -72,12 +72,12 @@ func (c *Console) gate(w http.ResponseWriter, r *http.Request) error {
 }
 
 func (c *Console) gatePage(w http.ResponseWriter, r *http.Request, status int, pg gatePage) error {
-	list, err := c.App.NewestGrants(r.Context(), viewerOf(r).Principal, maxGrantsListed)
+	list, more, err := c.App.NewestGrants(r.Context(), viewerOf(r).Principal, maxGrantsListed)
 	if err != nil {
 		return err
 	}
 	grants := list.Grants
-	pg.MoreGrants = list.Count - len(grants)
+	pg.MoreGrants = more
 	now := c.App.Now()
 	for _, g := range grants {
 		row := grantRow{ListedGrant: g, Expires: parseTS(g.ExpiresAt)}

@@ -166,20 +166,12 @@ func (s *Store) Grants(ctx context.Context, userID string, subagent *string) ([]
 		ORDER BY created_at DESC, grant_id DESC, generation DESC`, userID)
 }
 
-// NewestGrants is the account's newest limit grants (Grants' order) and
-// how many it has: a page of them (the console's gate panel) reads limit
-// rows of grants_created, not every grant.
-func (s *Store) NewestGrants(ctx context.Context, userID string, limit int) ([]Grant, int, error) {
-	rows, err := s.queryGrants(ctx, nil, `SELECT `+grantColumns+` FROM grants WHERE user_id = $1
+// NewestGrants is the account's newest limit grants (Grants' order): a page
+// of them (the console's gate panel) reads limit rows of grants_created,
+// not every grant.
+func (s *Store) NewestGrants(ctx context.Context, userID string, limit int) ([]Grant, error) {
+	return s.queryGrants(ctx, nil, `SELECT `+grantColumns+` FROM grants WHERE user_id = $1
 		ORDER BY created_at DESC, grant_id DESC, generation DESC LIMIT $2`, userID, limit)
-	if err != nil {
-		return nil, 0, err
-	}
-	var n int
-	if err := s.read.QueryRowContext(ctx, `SELECT count(*) FROM grants WHERE user_id = $1`, userID).Scan(&n); err != nil {
-		return nil, 0, err
-	}
-	return rows, n, nil
 }
 
 // GrantRow reads one grant by its full key.
