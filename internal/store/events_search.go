@@ -247,7 +247,11 @@ func (s *Store) SearchWindowed(ctx context.Context, f SearchFilter) (SearchPage,
 	// read beside them only when there are some (index_behind.go).
 	withTail := s.Dialect == SQLite && s.behind.Load() > 0
 	var bound *int64
-	if f.Window > 0 {
+	// Without a filter every row below the cursor matches: the page is
+	// full unless the chain ends, so it needs no window's end (reading it
+	// walked 5,000 index entries, on PostgreSQL the rows too until a
+	// vacuum marks the pages all-visible).
+	if f.Window > 0 && (searchIndexed(f) || f.Surface != nil) {
 		q, args := windowBound(s.Dialect, account, f, withTail)
 		var b int64
 		switch err := s.read.QueryRowContext(ctx, q, args...).Scan(&b); {
