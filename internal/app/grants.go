@@ -242,11 +242,34 @@ func checkName(field, v string, bad func(field, reason string) *domain.Error) er
 // sub-agent, each with GrantListState (the status route's check, governance
 // included).
 func (a *App) ListGrants(ctx context.Context, p Principal, subagent *string) (api.GrantList, error) {
-	now := a.now()
 	rows, err := a.store.Grants(ctx, p.UserID, subagent)
 	if err != nil {
 		return api.GrantList{}, err
 	}
+	return a.listedGrants(ctx, p, rows, len(rows))
+}
+
+// NewestGrants is ListGrants' first limit grants, and whether there are
+// more: what a page shows (the console's gate panel) at the cost of limit
+// rows, never counting them all (a count read every grant row: 25 ms at
+// 10,000 on PostgreSQL).
+func (a *App) NewestGrants(ctx context.Context, p Principal, limit int) (api.GrantList, bool, error) {
+	rows, err := a.store.NewestGrants(ctx, p.UserID, limit+1)
+	if err != nil {
+		return api.GrantList{}, false, err
+	}
+	more := len(rows) > limit
+	if more {
+		rows = rows[:limit]
+	}
+	list, err := a.listedGrants(ctx, p, rows, len(rows))
+	return list, more, err
+}
+
+// listedGrants is rows as listed, each with its state under the rules in
+// force; count is the list's count.
+func (a *App) listedGrants(ctx context.Context, p Principal, rows []store.Grant, count int) (api.GrantList, error) {
+	now := a.now()
 	rules, err := a.EnactedRules(ctx, nil, p.UserID)
 	if err != nil {
 		return api.GrantList{}, err
@@ -261,7 +284,7 @@ func (a *App) ListGrants(ctx context.Context, p Principal, subagent *string) (ap
 		out = append(out, api.ListedGrant{GrantRecord: recordOf(g), State: state, StateReason: reason,
 			Uses: g.Uses, Remaining: g.Remaining(), RevokedAt: formatOpt(g.RevokedAt)})
 	}
-	return api.GrantList{Count: len(out), Grants: out}, nil
+	return api.GrantList{Count: count, Grants: out}, nil
 }
 
 // MalformedRevoke is the 422 malformed_revoke answer.

@@ -649,12 +649,17 @@ func (a *App) blocks(ctx context.Context, userID string, from int64, errp *error
 	}
 }
 
-// LatestCheckpoint is the account's newest signed block, sealing the tip
-// first as GET /v1/chain/blocks does (nil for an empty chain): what the
-// console's overview shows as the last checkpoint.
+// LatestCheckpoint is the account's newest signed block as stored (nil
+// when none is): what the console's overview shows as the last checkpoint.
+// It reads and never seals: a page view writes nothing. The tip may be
+// past it; a block covering it is sealed when a proof or the blocks are
+// asked for (Seal).
 func (a *App) LatestCheckpoint(ctx context.Context, p Principal) (*api.Block, error) {
-	last, ok, err := a.Seal(ctx, p.UserID)
-	if err != nil || !ok {
+	last, err := a.store.LastBlock(ctx, nil, p.UserID)
+	if errors.Is(err, store.ErrNotFound) {
+		return nil, nil
+	}
+	if err != nil {
 		return nil, err
 	}
 	cosigs, err := a.cosignatures(ctx, p.UserID, last.Index, last.Index)

@@ -116,7 +116,9 @@ type route struct {
 	stream bool
 	// capability is the API's capability of the route whose use case this
 	// route runs, counted in the usage as the API counts it ("" counts
-	// app.CapabilityNone).
+	// app.CapabilityNone, as the API counts its routes that need no
+	// capability: keys, legal, the dashboard's usage; the overview is the
+	// dashboard's page).
 	capability domain.Scope
 	// legalExempt routes work while required legal documents are unmet,
 	// as the API's keys and legal routes do (CONTRACT.md "Legal
@@ -139,9 +141,9 @@ func (c *Console) routes() []route {
 		{pattern: "POST " + Prefix + "signout/everywhere", handler: c.signOutEverywhere},
 
 		{pattern: "GET " + Prefix + "{$}", handler: c.overview},
-		{pattern: "GET " + Prefix + "activity", handler: c.activity},
-		{pattern: "GET " + Prefix + "activity/rows", handler: c.activityRows},
-		{pattern: "GET " + Prefix + "events/{event_id}", handler: c.event},
+		{pattern: "GET " + Prefix + "activity", handler: c.activity, capability: domain.ScopeEventsRead},
+		{pattern: "GET " + Prefix + "activity/rows", handler: c.activityRows, capability: domain.ScopeEventsRead},
+		{pattern: "GET " + Prefix + "events/{event_id}", handler: c.event, capability: domain.ScopeEventsRead},
 
 		{pattern: "GET " + Prefix + "gate", handler: c.gate, capability: domain.ScopeGrants},
 		{pattern: "POST " + Prefix + "gate", handler: c.createGrant, capability: domain.ScopeGrants},
@@ -153,32 +155,31 @@ func (c *Console) routes() []route {
 		{pattern: "POST " + Prefix + "governance/{proposal_id}/enact", handler: c.transition(domain.ActionEnact, "enacted"), capability: domain.ScopeGovernance},
 		{pattern: "POST " + Prefix + "governance/{proposal_id}/reject", handler: c.transition(domain.ActionReject, "rejected"), capability: domain.ScopeGovernance},
 
-		{pattern: "GET " + Prefix + "notifications", handler: c.notifications},
-		{pattern: "POST " + Prefix + "notifications/preferences", handler: c.savePreferences},
-		{pattern: "POST " + Prefix + "notifications/test", handler: c.testNotification},
-		{pattern: "POST " + Prefix + "notifications/{notification_id}/redeliver", handler: c.redeliverNotification},
-		{pattern: "GET " + Prefix + "webhooks", handler: c.webhooks},
-		{pattern: "POST " + Prefix + "webhooks", handler: c.createWebhook},
-		{pattern: "POST " + Prefix + "webhooks/test", handler: c.testWebhook},
-		{pattern: "GET " + Prefix + "webhooks/{webhook_id}", handler: c.webhookEndpoint},
-		{pattern: "POST " + Prefix + "webhooks/{webhook_id}/delete", handler: c.deleteWebhook},
-		{pattern: "POST " + Prefix + "webhooks/{webhook_id}/redeliver", handler: c.redeliverWebhook},
+		{pattern: "GET " + Prefix + "notifications", handler: c.notifications, capability: domain.ScopeNotifications},
+		{pattern: "POST " + Prefix + "notifications/preferences", handler: c.savePreferences, capability: domain.ScopeNotifications},
+		{pattern: "POST " + Prefix + "notifications/test", handler: c.testNotification, capability: domain.ScopeNotifications},
+		{pattern: "POST " + Prefix + "notifications/{notification_id}/redeliver", handler: c.redeliverNotification, capability: domain.ScopeNotifications},
+		{pattern: "GET " + Prefix + "webhooks", handler: c.webhooks, capability: domain.ScopeNotifications},
+		{pattern: "POST " + Prefix + "webhooks", handler: c.createWebhook, capability: domain.ScopeNotifications},
+		{pattern: "POST " + Prefix + "webhooks/test", handler: c.testWebhook, capability: domain.ScopeNotifications},
+		{pattern: "GET " + Prefix + "webhooks/{webhook_id}", handler: c.webhookEndpoint, capability: domain.ScopeNotifications},
+		{pattern: "POST " + Prefix + "webhooks/{webhook_id}/delete", handler: c.deleteWebhook, capability: domain.ScopeNotifications},
+		{pattern: "POST " + Prefix + "webhooks/{webhook_id}/redeliver", handler: c.redeliverWebhook, capability: domain.ScopeNotifications},
 		{pattern: "GET " + Prefix + "keys", handler: c.keys, legalExempt: true},
 		{pattern: "POST " + Prefix + "keys", handler: c.createKey, legalExempt: true},
 		{pattern: "POST " + Prefix + "keys/{key_id}/revoke", handler: c.revokeKey, legalExempt: true},
 		{pattern: "GET " + Prefix + "legal", handler: c.legal, legalExempt: true},
 		{pattern: "POST " + Prefix + "legal/accept", handler: c.acceptLegal, legalExempt: true},
 		{pattern: "GET " + Prefix + "usage", handler: c.usage},
-		{pattern: "GET " + Prefix + "export", handler: c.export},
-		{pattern: "GET " + Prefix + "export/download", handler: c.exportDownload, stream: true},
+		{pattern: "GET " + Prefix + "export", handler: c.export, capability: domain.ScopeEventsRead},
+		{pattern: "GET " + Prefix + "export/download", handler: c.exportDownload, stream: true, capability: domain.ScopeEventsRead},
 		{pattern: "GET " + Prefix + "export/public-key", handler: c.exportPublicKey},
-		{pattern: "GET " + Prefix + "team", handler: c.team},
-		{pattern: "POST " + Prefix + "team", handler: c.createTeam},
-		{pattern: "POST " + Prefix + "team/join", handler: c.joinTeam},
-		{pattern: "GET " + Prefix + "team/{org_id}", handler: c.org},
-		{pattern: "POST " + Prefix + "team/{org_id}/invite", handler: c.inviteMember},
-		{pattern: "POST " + Prefix + "team/{org_id}/remove", handler: c.removeMember},
-		{pattern: "POST " + Prefix + "accept", handler: c.accept, legalExempt: true},
+		{pattern: "GET " + Prefix + "team", handler: c.team, capability: domain.ScopeOrgs},
+		{pattern: "POST " + Prefix + "team", handler: c.createTeam, capability: domain.ScopeOrgs},
+		{pattern: "POST " + Prefix + "team/join", handler: c.joinTeam, capability: domain.ScopeOrgs},
+		{pattern: "GET " + Prefix + "team/{org_id}", handler: c.org, capability: domain.ScopeOrgs},
+		{pattern: "POST " + Prefix + "team/{org_id}/invite", handler: c.inviteMember, capability: domain.ScopeOrgs},
+		{pattern: "POST " + Prefix + "team/{org_id}/remove", handler: c.removeMember, capability: domain.ScopeOrgs},
 	}
 	return rts
 }

@@ -1,6 +1,7 @@
 package console_test
 
 import (
+	"context"
 	"io"
 	"net/http"
 	"net/http/cookiejar"
@@ -188,6 +189,40 @@ func TestConsoleHTTP(t *testing.T) {
 		// And the API agrees: the other session's cookie is refused there.
 		if r := do(t, other, "GET", e.srv.URL+"/v1/auth/session", nil); r.status != http.StatusUnauthorized {
 			t.Errorf("GET /v1/auth/session with an ended session: %d", r.status)
+		}
+	})
+}
+
+// The overview shows the newest signed checkpoint as stored: viewing it
+// signs none (a page view writes nothing), and it says when the tip is past
+// the checkpoint.
+func TestOverviewSealsNothing(t *testing.T) {
+	storetest.Each(t, func(t *testing.T, dsn string) {
+		e := newEnv(t, dsn)
+		const email = "seal@example.com"
+		userID, key := e.srv.Account(t, email)
+		p := appPrincipal(userID)
+		ctx := context.Background()
+		c := client(t)
+		signIn(t, e, c, email)
+		e.appendEvent(key, map[string]any{"event_id": "evt-1", "event_type": "note"})
+		r := do(t, c, "GET", e.srv.URL+"/console/", nil)
+		if r.status != http.StatusOK || !strings.Contains(r.body, "<dt>Last signed checkpoint</dt><dd>none yet") {
+			t.Fatalf("overview before any checkpoint: %d\n%s", r.status, r.body)
+		}
+		if cp, err := e.srv.App.LatestCheckpoint(ctx, p); err != nil || cp != nil {
+			t.Fatalf("viewing the overview signed a checkpoint: %+v, %v", cp, err)
+		}
+		if _, _, err := e.srv.App.Seal(ctx, userID); err != nil {
+			t.Fatal(err)
+		}
+		e.appendEvent(key, map[string]any{"event_id": "evt-2", "event_type": "note"})
+		r = do(t, c, "GET", e.srv.URL+"/console/", nil)
+		if !strings.Contains(r.body, "covering 1 events") || !strings.Contains(r.body, "the newer events are signed into the next checkpoint") {
+			t.Errorf("overview with the tip past the checkpoint:\n%s", r.body)
+		}
+		if cp, _ := e.srv.App.LatestCheckpoint(ctx, p); cp == nil || cp.TreeSize != 1 {
+			t.Errorf("the checkpoint after a view: %+v", cp)
 		}
 	})
 }

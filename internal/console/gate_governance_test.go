@@ -5,6 +5,7 @@ package console_test
 
 import (
 	"context"
+	"fmt"
 	"net/http"
 	"net/url"
 	"regexp"
@@ -13,6 +14,7 @@ import (
 	"time"
 
 	"github.com/auditchain/auditchain/internal/app"
+	"github.com/auditchain/auditchain/internal/console"
 	"github.com/auditchain/auditchain/internal/store/storetest"
 	"github.com/auditchain/auditchain/pkg/api"
 )
@@ -268,6 +270,36 @@ func TestGovernancePanelHTTP(t *testing.T) {
 		r = do(t, ratifier, "GET", e.srv.URL+"/console/governance", nil)
 		if !strings.Contains(r.body, `id="proposals-rejected"`) || !strings.Contains(r.body, `rejected by session <code class="hash">`) {
 			t.Errorf("the rejected proposal is not listed:\n%s", r.body)
+		}
+	})
+}
+
+// The gate panel reads and renders its newest MaxGrantsListed grants, and
+// says that it left older ones out (issue #37 "Fast at size").
+func TestGatePanelListsTheNewestGrants(t *testing.T) {
+	storetest.Each(t, func(t *testing.T, dsn string) {
+		e := newEnv(t, dsn)
+		const email = "many@example.com"
+		userID, _ := e.srv.Account(t, email)
+		p := appPrincipal(userID)
+		ctx := context.Background()
+		c := client(t)
+		signIn(t, e, c, email)
+		expires := e.srv.App.Now().Add(time.Hour).UTC().Format(time.RFC3339)
+		var newest string
+		for i := range console.MaxGrantsListed + 2 {
+			g, err := e.srv.App.CreateGrant(ctx, p, api.CreateGrantRequest{Subagent: new(fmt.Sprintf("w%d", i)), MaxToolCalls: new(int64(5)),
+				ExpiresAt: new(expires)})
+			if err != nil {
+				t.Fatal(err)
+			}
+			newest = g.Grant.GrantID
+		}
+		r := do(t, c, "GET", e.srv.URL+"/console/gate", nil)
+		rows := strings.Count(r.body, `aria-label="Revoke grant `)
+		if r.status != http.StatusOK || rows != console.MaxGrantsListed || !strings.Contains(r.body, fmt.Sprintf(`<p id="more-grants">The newest %d grants are shown`, console.MaxGrantsListed)) ||
+			!strings.Contains(r.body, "<code>"+newest+"</code>") {
+			t.Fatalf("gate: %d, %d rows\n%s", r.status, rows, r.body)
 		}
 	})
 }

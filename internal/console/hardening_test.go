@@ -1,6 +1,7 @@
 package console_test
 
 import (
+	"html"
 	"net/http"
 	"net/url"
 	"regexp"
@@ -94,23 +95,28 @@ func TestConsoleLegalEnforce(t *testing.T) {
 			t.Fatalf("the API before accepting: %d %s", api.status, api.body)
 		}
 		ask := do(t, c, "GET", e.srv.URL+"/console/activity", nil)
-		if ask.status != api.status || !strings.Contains(ask.body, `action="/console/accept"`) || !strings.Contains(ask.body, `name="accept"`) {
+		if ask.status != api.status || !strings.Contains(ask.body, `action="/console/legal/accept"`) || !strings.Contains(ask.body, `name="accepted"`) {
 			t.Fatalf("the console before accepting: %d, want %d and the accept form:\n%.3000s", ask.status, api.status, ask.body)
 		}
 		csrf := csrfOf(t, ask)
 		// Without ticking anything: asked again, nothing recorded.
-		if r := do(t, c, "POST", e.srv.URL+"/console/accept", url.Values{"csrf": {csrf}, "next": {"/console/activity"}}); r.status != http.StatusForbidden ||
+		form := url.Values{"csrf": {csrf}, "next": {"/console/activity"}}
+		for _, m := range hiddenField.FindAllStringSubmatch(ask.body, -1) {
+			if m[1] == "document_id" || m[1] == "version" || m[1] == "content_hash" {
+				form.Add(m[1], html.UnescapeString(m[2]))
+			}
+		}
+		if r := do(t, c, "POST", e.srv.URL+"/console/legal/accept", form); r.status != http.StatusForbidden ||
 			!strings.Contains(r.body, "Accept every document") {
 			t.Fatalf("accept nothing: %d %.2000s", r.status, r.body)
 		}
-		form := url.Values{"csrf": {csrf}, "next": {"/console/activity"}}
 		for _, m := range acceptBox.FindAllStringSubmatch(ask.body, -1) {
-			form.Add("accept", m[1])
+			form.Add("accepted", m[1])
 		}
-		if len(form["accept"]) == 0 {
-			t.Fatal("the accept form lists no document")
+		if len(form["accepted"]) == 0 || len(form["accepted"]) != len(form["document_id"]) {
+			t.Fatalf("the accept form lists %d boxes for %d documents", len(form["accepted"]), len(form["document_id"]))
 		}
-		if r := do(t, c, "POST", e.srv.URL+"/console/accept", form); r.status != http.StatusSeeOther || r.header.Get("Location") != "/console/activity" {
+		if r := do(t, c, "POST", e.srv.URL+"/console/legal/accept", form); r.status != http.StatusSeeOther || r.header.Get("Location") != "/console/activity" {
 			t.Fatalf("accept: %d %q %.2000s", r.status, r.header.Get("Location"), r.body)
 		}
 		if r := do(t, c, "GET", e.srv.URL+"/console/activity", nil); r.status != http.StatusOK {
@@ -126,7 +132,10 @@ func TestConsoleLegalEnforce(t *testing.T) {
 	})
 }
 
-var acceptBox = regexp.MustCompile(`name="accept" value="([^"]+)"`)
+var (
+	acceptBox   = regexp.MustCompile(`name="accepted" value="([^"]+)"`)
+	hiddenField = regexp.MustCompile(`<input type="hidden" name="([a-z_]+)" value="([^"]*)">`)
+)
 
 // The activity rows show each event's sub-agent (raw's subagent member),
 // and the sub-agent filter finds it on the page and in the live rows.

@@ -18,6 +18,7 @@ import (
 
 	"github.com/auditchain/auditchain/internal/app"
 	"github.com/auditchain/auditchain/internal/config"
+	"github.com/auditchain/auditchain/internal/domain"
 	"github.com/auditchain/auditchain/internal/store/storetest"
 	"github.com/auditchain/auditchain/pkg/api"
 	"github.com/auditchain/auditchain/pkg/verify"
@@ -285,9 +286,9 @@ func TestLegalPanelHTTP(t *testing.T) {
 		tok = csrfOf(t, legal)
 		docs := e.srv.App.LegalDocuments()
 		for i, d := range docs.Documents {
-			form := url.Values{"csrf": {tok}, "document_id": {d.DocumentID}, "version": {d.Version}, "content_hash": {d.ContentHash}, "accepted": {"true"}}
+			form := url.Values{"csrf": {tok}, "document_id": {d.DocumentID}, "version": {d.Version}, "content_hash": {d.ContentHash}, "accepted": {d.DocumentID}}
 			if i == 0 {
-				bad := url.Values{"csrf": {tok}, "document_id": {d.DocumentID}, "version": {"1999"}, "content_hash": {d.ContentHash}, "accepted": {"true"}}
+				bad := url.Values{"csrf": {tok}, "document_id": {d.DocumentID}, "version": {"1999"}, "content_hash": {d.ContentHash}, "accepted": {d.DocumentID}}
 				if r := do(t, c, "POST", e.srv.URL+"/console/legal/accept", bad); r.status != http.StatusUnprocessableEntity {
 					t.Errorf("an old version: %d", r.status)
 				}
@@ -437,6 +438,46 @@ func TestTeamPanelHTTP(t *testing.T) {
 		}
 		if r := do(t, owner, "GET", e.srv.URL+"/console/team/"+id, nil); strings.Contains(r.body, "second@example.com") {
 			t.Error("the member who left is still listed")
+		}
+	})
+}
+
+// The console counts each page in the usage under the capability of the
+// API route whose use case it runs, as the API counts that route: the
+// activity under events:read, notifications and webhooks under
+// notifications, keys and legal under none (their API routes need none).
+func TestConsoleCountsCallsAsTheAPI(t *testing.T) {
+	storetest.Each(t, func(t *testing.T, dsn string) {
+		e := newEnv(t, dsn)
+		const email = "meter@example.com"
+		userID, _ := e.srv.Account(t, email)
+		c := client(t)
+		signIn(t, e, c, email)
+		p := appPrincipal(userID)
+		ctx := context.Background()
+		before, err := e.srv.App.DashboardUsage(ctx, p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		pages := map[string]string{
+			"/console/activity": string(domain.ScopeEventsRead), "/console/notifications": string(domain.ScopeNotifications),
+			"/console/webhooks": string(domain.ScopeNotifications), "/console/keys": app.CapabilityNone, "/console/legal": app.CapabilityNone,
+		}
+		want := map[string]int64{}
+		for path, capability := range pages {
+			if r := do(t, c, "GET", e.srv.URL+path, nil); r.status != http.StatusOK {
+				t.Fatalf("%s: %d", path, r.status)
+			}
+			want[capability]++
+		}
+		after, err := e.srv.App.DashboardUsage(ctx, p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for capability, n := range want {
+			if got := after.CallsToday.ByCapability[capability] - before.CallsToday.ByCapability[capability]; got != n {
+				t.Errorf("%s: counted %d, want %d", capability, got, n)
+			}
 		}
 	})
 }

@@ -94,61 +94,128 @@ func (s *Store) searchStatement(account any, f SearchFilter) (string, []any) {
 
 // searchQuery is the SQL of Search. Every filter but the time bounds has an
 // index that yields the account's rows in sequence order (the primary key,
-// events_type, events_tool, events_decision), so a page reads about limit
-// rows whatever the chain length (TestSearchPlans).
+// events_type, events_tool, events_decision, events_subagent), so a page
+// reads about limit rows whatever the chain length (TestSearchPlans); the
+// planner picks among them (anyIndex).
 //
-// The surface and sub-agent filters have no index of their own (each would
-// cost every append a write): a page with them reads rows in sequence order
-// until it has limit matches.
+// The surface filter has no index of its own (it would cost every append a
+// write): a page with it reads rows in sequence order until it has limit
+// matches.
 //
 // withTail (SQLite): the rows not yet in those indexes (unindexed,
 // index_behind.go) are read from events_unindexed, also in sequence order,
 // and merged with the indexed ones (SQLite's MERGE of the two ordered arms
 // stops after limit rows), so that an acknowledged append is found at once.
 func searchQuery(dialect Dialect, account any, f SearchFilter, withTail bool) (string, []any) {
-	var where []string
 	args := []any{account}
 	arg := func(v any) string { args = append(args, v); return fmt.Sprintf("$%d", len(args)) }
-	where = append(where, "account = $1")
-	if f.AfterTS != nil {
-		where = append(where, "ts_micros > "+arg(*f.AfterTS))
-	}
-	if f.BeforeTS != nil {
-		where = append(where, "ts_micros < "+arg(*f.BeforeTS))
+	where := searchWhere(dialect, f, nil, anyIndex, arg)
+	limit := arg(f.Limit)
+	// No row is marked (PostgreSQL never marks one): the indexes, partial
+	// (migration 023), hold every row, and the planner uses them only when
+	// the query names their predicate. Without a filter they serve, the
+	// primary key holds every row and reads them in order, and naming the
+	// predicate would only offer a planner without statistics (a freshly
+	// loaded PostgreSQL) an index to read the whole account through and
+	// sort (1–2 s at 1M events, docs/performance.md "Console at size").
+	return indexedArms(`SELECT `+searchColumns+` FROM events`, strings.Join(where, " AND "), searchIndexed(f), withTail) +
+		` ORDER BY sequence DESC LIMIT ` + limit, args
+}
+
+// searchIndexed reports whether f has a filter a search index serves (all
+// of them but the surface's).
+func searchIndexed(f SearchFilter) bool {
+	return len(f.EventTypes) > 0 || f.Tool != nil || f.Decision != nil || f.Subagent != nil || f.AfterTS != nil || f.BeforeTS != nil
+}
+
+// anyIndex lets searchWhere's planner take any index of the filters.
+const anyIndex = "*"
+
+// searchWhere is the one filter of Search and SearchWindowed: f's
+// conditions on the account's rows ($1), its placeholders made by arg in
+// the order they appear (SQLite numbers them so), with the rows above
+// bound (SearchWindowed's window) when it is set. use names the one index a
+// planner may take: anyIndex (Search), a column windowIndexed names, or ""
+// (the primary key). Every other indexed filter is written so that no
+// planner takes its index and sorts: a text column with the empty string
+// appended, the time plus 0, the sub-agent without its index's predicate.
+func searchWhere(dialect Dialect, f SearchFilter, bound *int64, use string, arg func(any) string) []string {
+	where := []string{"account = $1"}
+	may := func(col string) bool { return use == anyIndex || use == col }
+	text := func(col, v string) {
+		if may(col) {
+			where = append(where, col+" = "+arg(v))
+		} else {
+			where = append(where, col+" || '' = "+arg(v))
+		}
 	}
 	if f.Cursor != nil {
 		where = append(where, "sequence < "+arg(*f.Cursor))
 	}
-	if f.Decision != nil {
-		where = append(where, "decision = "+arg(*f.Decision))
-	}
-	if f.Tool != nil {
-		where = append(where, "tool = "+arg(*f.Tool))
-	}
-	if f.Surface != nil {
-		where = append(where, "surface = "+arg(*f.Surface))
-	}
-	if f.Subagent != nil {
-		where = append(where, subagentExpr(dialect)+" = "+arg(*f.Subagent))
+	if bound != nil {
+		where = append(where, "sequence > "+arg(*bound))
 	}
 	if len(f.EventTypes) > 0 {
 		ph := make([]string, len(f.EventTypes))
 		for i, t := range f.EventTypes {
 			ph[i] = arg(t)
 		}
-		where = append(where, "event_type IN ("+strings.Join(ph, ", ")+")")
+		col := "event_type"
+		if !may(col) {
+			col += " || ''"
+		}
+		where = append(where, col+" IN ("+strings.Join(ph, ", ")+")")
 	}
-	limit := arg(f.Limit)
-	cond := strings.Join(where, " AND ")
-	if withTail {
-		return `SELECT ` + searchColumns + ` FROM events WHERE unindexed IS NOT NULL AND ` + cond +
-			` UNION ALL SELECT ` + searchColumns + ` FROM events WHERE unindexed IS NULL AND ` + cond +
-			` ORDER BY sequence DESC LIMIT ` + limit, args
+	if f.Tool != nil {
+		text("tool", *f.Tool)
 	}
-	// No row is marked (PostgreSQL never marks one): the indexes, partial
-	// (migration 023), hold every row, and the planner uses them only when
-	// the query names their predicate.
-	return `SELECT ` + searchColumns + ` FROM events WHERE unindexed IS NULL AND ` + cond + ` ORDER BY sequence DESC LIMIT ` + limit, args
+	if f.Decision != nil {
+		text("decision", *f.Decision)
+	}
+	if f.AfterTS != nil {
+		where = append(where, tsExpr(may("ts"))+" > "+arg(*f.AfterTS))
+	}
+	if f.BeforeTS != nil {
+		where = append(where, tsExpr(may("ts"))+" < "+arg(*f.BeforeTS))
+	}
+	if f.Surface != nil {
+		where = append(where, "surface = "+arg(*f.Surface))
+	}
+	if f.Subagent != nil {
+		where = append(where, subagentCond(dialect, *f.Subagent, may("subagent"), arg))
+	}
+	return where
+}
+
+// tsExpr is the time column, as events_ts may use it or not.
+func tsExpr(indexed bool) string {
+	if indexed {
+		return "ts_micros"
+	}
+	return "ts_micros + 0"
+}
+
+// subagentCond is "raw's subagent member is v". Indexed, it names
+// events_subagent's predicate and expression (migration 033), as a planner
+// needs to take it. Otherwise the rows whose raw cannot hold the member
+// (neither its unescaped spelling nor any escape: raw is stored compacted,
+// not canonicalised) skip the JSON parse, the cost of this filter (CASE: in
+// this order).
+func subagentCond(dialect Dialect, v string, indexed bool, arg func(any) string) string {
+	if indexed {
+		return subagentPredicate(dialect) + " AND " + subagentExpr(dialect) + " = " + arg(v)
+	}
+	if needle, ok := subagentNeedle(v); ok {
+		pre := "CASE WHEN " + instrExpr(dialect, "raw", arg(needle)) + " OR " + instrExpr(dialect, "raw", `'\'`)
+		return pre + " THEN " + subagentExpr(dialect) + " = " + arg(v) + " ELSE FALSE END"
+	}
+	return subagentExpr(dialect) + " = " + arg(v)
+}
+
+// subagentPredicate is events_subagent's partial predicate beside
+// unindexed IS NULL (migration 033), spelled exactly as there.
+func subagentPredicate(dialect Dialect) string {
+	return "(" + instrExpr(dialect, "raw", `'"subagent"'`) + " OR " + instrExpr(dialect, "raw", `'\'`) + ")"
 }
 
 // searchColumns are the columns a search result shows (SPEC.md "Event": no
@@ -180,8 +247,12 @@ func (s *Store) SearchWindowed(ctx context.Context, f SearchFilter) (SearchPage,
 	// read beside them only when there are some (index_behind.go).
 	withTail := s.Dialect == SQLite && s.behind.Load() > 0
 	var bound *int64
-	if f.Window > 0 {
-		q, args := windowBound(account, f, withTail)
+	// Without a filter every row below the cursor matches: the page is
+	// full unless the chain ends, so it needs no window's end (reading it
+	// walked 5,000 index entries, on PostgreSQL the rows too until a
+	// vacuum marks the pages all-visible).
+	if f.Window > 0 && (searchIndexed(f) || f.Surface != nil) {
+		q, args := windowBound(s.Dialect, account, f, withTail)
 		var b int64
 		switch err := s.read.QueryRowContext(ctx, q, args...).Scan(&b); {
 		case err == nil:
@@ -219,9 +290,12 @@ func (s *Store) SearchWindowed(ctx context.Context, f SearchFilter) (SearchPage,
 }
 
 // windowIndexed is the one filter the window follows through its index
-// (event types, else the tool, else the decision; none: the primary key).
+// (the sub-agent, the most selective, else event types, the tool, the
+// decision; none: the primary key).
 func windowIndexed(f SearchFilter) string {
 	switch {
+	case f.Subagent != nil:
+		return "subagent"
 	case len(f.EventTypes) > 0:
 		return "event_type"
 	case f.Tool != nil:
@@ -235,34 +309,31 @@ func windowIndexed(f SearchFilter) string {
 // windowBound is the sequence of the first row past the window: the
 // (Window+1)-th newest below the cursor matching the indexed filter (no row:
 // the window reaches the chain's start).
-func windowBound(account any, f SearchFilter, withTail bool) (string, []any) {
+func windowBound(dialect Dialect, account any, f SearchFilter, withTail bool) (string, []any) {
+	indexed := windowIndexed(f)
+	only := SearchFilter{Cursor: f.Cursor}
+	switch indexed {
+	case "subagent":
+		only.Subagent = f.Subagent
+	case "event_type":
+		only.EventTypes = f.EventTypes
+	case "tool":
+		only.Tool = f.Tool
+	case "decision":
+		only.Decision = f.Decision
+	}
 	args := []any{account}
 	arg := func(v any) string { args = append(args, v); return fmt.Sprintf("$%d", len(args)) }
-	where := []string{"account = $1"}
-	if f.Cursor != nil {
-		where = append(where, "sequence < "+arg(*f.Cursor))
-	}
-	switch windowIndexed(f) {
-	case "event_type":
-		ph := make([]string, len(f.EventTypes))
-		for i, t := range f.EventTypes {
-			ph[i] = arg(t)
-		}
-		where = append(where, "event_type IN ("+strings.Join(ph, ", ")+")")
-	case "tool":
-		where = append(where, "tool = "+arg(*f.Tool))
-	case "decision":
-		where = append(where, "decision = "+arg(*f.Decision))
-	}
+	where := searchWhere(dialect, only, nil, indexed, arg)
 	offset := arg(f.Window) // before the return reads args
-	return indexedArms(`SELECT sequence FROM events`, strings.Join(where, " AND "), windowIndexed(f) != "", withTail) +
+	return indexedArms(`SELECT sequence FROM events`, strings.Join(where, " AND "), indexed != "", withTail) +
 		` ORDER BY sequence DESC LIMIT 1 OFFSET ` + offset, args
 }
 
 // indexedArms is selection over the rows matching cond. When cond names a
-// column of the search indexes (partial on unindexed IS NULL, migration
-// 023), it must name their predicate for a planner to use them, and the
-// rows not yet indexed (withTail) are read from events_unindexed beside
+// column of the search indexes (partial on unindexed IS NULL, migrations
+// 023 and 033), it must name their predicate for a planner to use them, and
+// the rows not yet indexed (withTail) are read from events_unindexed beside
 // them: two arms in sequence order that the ORDER BY after them merges.
 func indexedArms(selection, cond string, searchIndex, withTail bool) string {
 	if !searchIndex {
@@ -278,63 +349,12 @@ func indexedArms(selection, cond string, searchIndex, withTail bool) string {
 // windowQuery is the page of SearchWindowed: the rows above bound (nil: to
 // the chain's start) and below the cursor, newest first, matching every
 // filter, at most f.Limit, with the sub-agent of each. Only the window's
-// filter may use an index (the others are written so that no planner
-// takes their index and sorts: "col || ”", "col + 0").
+// filter may use an index (searchWhere).
 func windowQuery(dialect Dialect, account any, f SearchFilter, bound *int64, withTail bool) (string, []any) {
 	args := []any{account}
 	arg := func(v any) string { args = append(args, v); return fmt.Sprintf("$%d", len(args)) }
-	where := []string{"account = $1"}
-	if f.Cursor != nil {
-		where = append(where, "sequence < "+arg(*f.Cursor))
-	}
-	if bound != nil {
-		where = append(where, "sequence > "+arg(*bound))
-	}
 	indexed := windowIndexed(f)
-	text := func(col string, v string) {
-		if col == indexed {
-			where = append(where, col+" = "+arg(v))
-		} else {
-			where = append(where, col+" || '' = "+arg(v))
-		}
-	}
-	if len(f.EventTypes) > 0 {
-		ph := make([]string, len(f.EventTypes))
-		for i, t := range f.EventTypes {
-			ph[i] = arg(t)
-		}
-		where = append(where, "event_type IN ("+strings.Join(ph, ", ")+")")
-	}
-	if f.Tool != nil {
-		text("tool", *f.Tool)
-	}
-	if f.Decision != nil {
-		text("decision", *f.Decision)
-	}
-	if f.AfterTS != nil {
-		where = append(where, "ts_micros + 0 > "+arg(*f.AfterTS))
-	}
-	if f.BeforeTS != nil {
-		where = append(where, "ts_micros + 0 < "+arg(*f.BeforeTS))
-	}
-	if f.Surface != nil {
-		where = append(where, "surface = "+arg(*f.Surface))
-	}
-	if f.Subagent != nil {
-		// raw is stored compacted, not canonicalised: a member written
-		// without escapes appears as these bytes, and one written with
-		// escapes leaves a backslash in raw. Rows with neither cannot
-		// match and skip the JSON parse, the cost of this filter (CASE:
-		// in this order).
-		// (Placeholders numbered in the order they appear: SQLite numbers
-		// them so.)
-		if needle, ok := subagentNeedle(*f.Subagent); ok {
-			pre := "CASE WHEN " + instrExpr(dialect, "raw", arg(needle)) + " OR " + instrExpr(dialect, "raw", `'\'`)
-			where = append(where, pre+" THEN "+subagentExpr(dialect)+" = "+arg(*f.Subagent)+" ELSE FALSE END")
-		} else {
-			where = append(where, subagentExpr(dialect)+" = "+arg(*f.Subagent))
-		}
-	}
+	where := searchWhere(dialect, f, bound, indexed, arg)
 	limit := arg(f.Limit) // before the return reads args
 	return indexedArms(`SELECT `+searchColumns+`, `+subagentExpr(dialect)+` FROM events`, strings.Join(where, " AND "), indexed != "", withTail) +
 		` ORDER BY sequence DESC LIMIT ` + limit, args
@@ -374,10 +394,11 @@ func (s *Store) LatestSemanticMatch(ctx context.Context, q Querier, userID, key 
 }
 
 // subagentExpr reads raw's subagent member in dialect's SQL (raw is stored
-// JSON text on both stores).
+// JSON text on both stores), spelled as events_subagent's expression
+// (migration 033): it never raises an error, whatever raw holds.
 func subagentExpr(dialect Dialect) string {
 	if dialect == Postgres {
-		return "(raw::jsonb ->> 'subagent')"
+		return "raw_subagent(raw)"
 	}
-	return "json_extract(raw, '$.subagent')"
+	return "(CASE WHEN json_valid(raw) THEN json_extract(raw, '$.subagent') END)"
 }

@@ -166,6 +166,14 @@ func (s *Store) Grants(ctx context.Context, userID string, subagent *string) ([]
 		ORDER BY created_at DESC, grant_id DESC, generation DESC`, userID)
 }
 
+// NewestGrants is the account's newest limit grants (Grants' order): a page
+// of them (the console's gate panel) reads limit rows of grants_created,
+// not every grant.
+func (s *Store) NewestGrants(ctx context.Context, userID string, limit int) ([]Grant, error) {
+	return s.queryGrants(ctx, nil, `SELECT `+grantColumns+` FROM grants WHERE user_id = $1
+		ORDER BY created_at DESC, grant_id DESC, generation DESC LIMIT $2`, userID, limit)
+}
+
 // GrantRow reads one grant by its full key.
 func (s *Store) GrantRow(ctx context.Context, q Querier, userID, grantID string, generation int64) (Grant, error) {
 	if q == nil {

@@ -48,8 +48,8 @@ func readSchema(t *testing.T, s *store.Store) schemaOf {
 			WHERE ns.nspname = current_schema() AND x.indisprimary`
 		indexes = `SELECT i.relname, t.relname, x.indisunique::int, x.indisprimary, x.indpred IS NOT NULL,
 				NOT EXISTS (SELECT 1 FROM pg_constraint c WHERE c.conindid = x.indexrelid),
-				(SELECT string_agg(a.attname, ',' ORDER BY k.n) FROM unnest(x.indkey) WITH ORDINALITY k(attnum, n)
-					JOIN pg_attribute a ON a.attrelid = x.indrelid AND a.attnum = k.attnum)
+				(SELECT string_agg(coalesce(a.attname, '(expression)'), ',' ORDER BY k.n) FROM unnest(x.indkey) WITH ORDINALITY k(attnum, n)
+					LEFT JOIN pg_attribute a ON a.attrelid = x.indrelid AND a.attnum = k.attnum)
 			FROM pg_index x JOIN pg_class i ON i.oid = x.indexrelid JOIN pg_class t ON t.oid = x.indrelid
 			JOIN pg_namespace ns ON ns.oid = t.relnamespace WHERE ns.nspname = current_schema()`
 	}
@@ -173,6 +173,9 @@ func sqliteIndexColumns(t *testing.T, s *store.Store, index string) string {
 	query(t, s, `SELECT name FROM pragma_index_info('`+strings.ReplaceAll(index, "'", "''")+`') ORDER BY seqno`, func(scan func(...any)) {
 		var name sql.NullString
 		scan(&name)
+		if !name.Valid { // a column that is an expression (PostgreSQL's attnum 0)
+			name.String = "(expression)"
+		}
 		cols = append(cols, name.String)
 	})
 	return strings.Join(cols, ",")

@@ -125,3 +125,55 @@ func TestSearchWindowed(t *testing.T) {
 		check("decision alone", got, []int64{27, 24, 21}, pg, -1)
 	})
 }
+
+// events_subagent's expression (migration 033) raises no error whatever raw
+// holds: an escape PostgreSQL's text cannot hold (\u0000, a lone surrogate)
+// neither refuses the append nor stops SQLite's indexer, and the sub-agent
+// filter answers, through the index, before and after the rows are indexed.
+func TestSubagentIndexTakesAnyRaw(t *testing.T) {
+	storetest.EachStore(t, func(t *testing.T, s *store.Store) {
+		ctx := context.Background()
+		const user = "u-hostile"
+		raws := []string{
+			`{"note":"\u0000","subagent":"w3"}`,
+			`{"subagent":"w3\u0000"}`,
+			`{"subagent":"\ud800"}`,
+			`{"subagent":"w3"}`,
+			`[1,2,"subagent"]`,
+		}
+		err := s.InTx(ctx, func(tx *sql.Tx) error {
+			for i, r := range raws {
+				e := store.Event{StoredEvent: api.StoredEvent{Event: api.Event{UserID: user, Sequence: int64(i), EventID: fmt.Sprintf("evt-%d", i),
+					EventType: "tool_call", PayloadHash: fmt.Sprintf("sha256:%064x", i+1), TS: "2026-11-21T00:00:00Z", Surface: "hook"}},
+					LeafIndex: int64(i)}
+				e.Raw = []byte(r)
+				if err := insertEvent(ctx, s, tx, &e); err != nil {
+					return fmt.Errorf("append raw %s: %w", r, err)
+				}
+			}
+			return nil
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		w3 := "w3"
+		for _, when := range []string{"before indexing", "after indexing"} {
+			page, err := s.SearchWindowed(ctx, store.SearchFilter{UserID: user, Subagent: &w3, Limit: 50, Window: 5000})
+			if err != nil {
+				t.Fatalf("%s: %v", when, err)
+			}
+			var got []string
+			for _, r := range page.Rows {
+				got = append(got, r.EventID)
+			}
+			// evt-3 on both stores; evt-0 too where text holds its
+			// \u0000 elsewhere in raw (SQLite).
+			if !slices.Contains(got, "evt-3") || slices.Contains(got, "evt-1") || slices.Contains(got, "evt-2") {
+				t.Errorf("%s: subagent=w3 found %v", when, got)
+			}
+			if _, err := s.IndexBehind(ctx); err != nil {
+				t.Fatalf("the indexer stopped: %v", err)
+			}
+		}
+	})
+}

@@ -1,0 +1,4 @@
+package console
+
+// MaxGrantsListed is maxGrantsListed, for the external tests.
+const MaxGrantsListed = maxGrantsListed
