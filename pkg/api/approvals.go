@@ -39,6 +39,11 @@ const (
 	DefaultApprovalTTL = 600
 )
 
+// MaxApprovalArgsText bounds approval_args_text, in bytes (the body
+// reader's cap "args"): enough to read a command or a short file, never a
+// store of tool inputs.
+const MaxApprovalArgsText = 16384
+
 // MaxApprovalWait is the longest ?wait= of GET /v1/approvals/{id}, in seconds.
 const MaxApprovalWait = 30
 
@@ -95,6 +100,15 @@ type Approval struct {
 	Note        *string   `json:"note"`
 	UsedAt      *string   `json:"used_at"`
 	UsedEventID *string   `json:"used_event_id"`
+	// ArgsText is the arguments' text the call sent with
+	// approval_args_text, shown only by GET /v1/approvals/{id} and only
+	// while the approval is pending (absent otherwise); ArgsTextMatches
+	// says whether its SHA-256 is ArgsSHA256, that is whether it is
+	// exactly the input the approval binds (false when a surface cut it or
+	// sent another form). The text is the surface's word; the digest is
+	// what is approved.
+	ArgsText        *string `json:"args_text,omitempty"`
+	ArgsTextMatches *bool   `json:"args_text_matches,omitempty"`
 }
 
 // Identity names a credential: a key's or a session's id, and which.
