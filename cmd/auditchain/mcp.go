@@ -21,11 +21,12 @@ import (
 const mcpUsage = `usage:
   auditchain mcp [--url URL] [--api-key KEY]
       serve auditchain's tools to an agent host over stdio (surface mcp_stdio)
-  auditchain mcp proxy [--url URL] [--api-key KEY] [--subagent NAME] [--fail-open] [--approval-wait D] -- COMMAND [ARGS…]
+  auditchain mcp proxy [--url URL] [--api-key KEY] [--subagent NAME] [--fail-open] [--approval-wait D] [--send-args-text] -- COMMAND [ARGS…]
       start the MCP server COMMAND and serve its tools over stdio, every call
       checked at the gate for NAME (default: COMMAND's base name), metered and
       recorded; refused while the service is unreachable unless --fail-open;
-      a call held for a person's approval waits up to D (docs/approvals.md)
+      a call held for a person's approval waits up to D (docs/approvals.md);
+      --send-args-text shows the approver the arguments' text (off by default)
 
 URL and KEY default to AUDITCHAIN_URL and AUDITCHAIN_API_KEY. See docs/mcp.md.
 `
@@ -43,6 +44,7 @@ func mcpCmd(ctx context.Context, args []string, getenv func(string) string, stdi
 	subagent := fs.String("subagent", "", "proxy: the sub-agent the gate checks (default: the command's base name)")
 	failOpen := fs.Bool("fail-open", false, "proxy: let calls through while the service is unreachable")
 	approvalWait := fs.Duration("approval-wait", 0, "proxy: how long a call held for a person's approval waits for the decision (0: refuse it at once, naming the approval)")
+	sendArgsText := fs.Bool("send-args-text", false, "proxy: send each call's arguments as text, shown to whoever approves a call an approval rule holds, kept only while it is pending (off: the service sees only their digest)")
 	// Flags end at the first argument: the proxy's COMMAND keeps its own.
 	if err := parseLeading(fs, args, stdout, stderr); err != nil {
 		return err
@@ -77,7 +79,7 @@ func mcpCmd(ctx context.Context, args []string, getenv func(string) string, stdi
 		return err
 	}
 	p, err := mcpserver.NewProxy(upstream, mcpserver.ProxyOptions{Subagent: *subagent, FailOpen: *failOpen, Service: c, Log: log,
-		ApprovalWait: *approvalWait})
+		ApprovalWait: *approvalWait, SendArgsText: *sendArgsText})
 	if err != nil {
 		upstream.Close()
 		return err

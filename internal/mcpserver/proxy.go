@@ -13,6 +13,8 @@ import (
 	"sync"
 	"time"
 
+	"github.com/gowebpki/jcs"
+
 	"github.com/auditchain/auditchain/pkg/api"
 )
 
@@ -33,6 +35,11 @@ type ProxyOptions struct {
 	// for the decision before it is refused (proxy_approval.go); 0 refuses
 	// it at once, naming the approval.
 	ApprovalWait time.Duration
+	// SendArgsText sends the call's arguments as text (their RFC 8785
+	// form, api.CutArgsText) with each call it asks the gate about, for a
+	// person approving a call a rule holds; off by default, since the
+	// record keeps hashes, not text (docs/approvals.md).
+	SendArgsText bool
 }
 
 // Proxy relays MCP between a host and an upstream MCP server, both over
@@ -521,7 +528,14 @@ func (p *Proxy) toolCall(ctx context.Context, hc *hostCall) {
 		return
 	}
 	callID := newEventID()
-	refused, callID := p.gate(ctx, name, callID, argsHash)
+	var argsText *string
+	if p.opts.SendArgsText {
+		if c, err := jcs.Transform(args); err == nil { // ArgumentsHash canonicalised it already
+			t := api.CutArgsText(c)
+			argsText = &t
+		}
+	}
+	refused, callID := p.gate(ctx, name, callID, argsHash, argsText)
 	if refused != nil {
 		_ = p.host.answer(m, refused, nil)
 		return

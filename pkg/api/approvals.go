@@ -4,6 +4,11 @@ package api
 // holds a sub-agent's authorized calls of a tool until a person approves the
 // exact call, once.
 
+import (
+	"strings"
+	"unicode/utf8"
+)
+
 // Service events of approvals, written on the account's chain.
 const (
 	EventApprovalRuleCreated = "approval_rule.created"
@@ -145,4 +150,23 @@ type ApprovalEvent struct {
 // ApprovalExpiry answers the approval-expiry job: how many it marked.
 type ApprovalExpiry struct {
 	Expired int64 `json:"expired"`
+}
+
+// CutArgsText is canonical (a tool's input in its RFC 8785 form) as a
+// surface sends it in approval_args_text: held to the text rule (invalid
+// UTF-8 replaced, NUL dropped) and cut at a character boundary to
+// MaxApprovalArgsText bytes. Uncut, its SHA-256 is the call's
+// tool_input_sha256, which GET /v1/approvals/{id} reports as
+// args_text_matches.
+func CutArgsText(canonical []byte) string {
+	s := strings.ToValidUTF8(string(canonical), "\uFFFD")
+	s = strings.ReplaceAll(s, "\x00", "")
+	if len(s) <= MaxApprovalArgsText {
+		return s
+	}
+	n := MaxApprovalArgsText
+	for n > 0 && !utf8.RuneStart(s[n]) {
+		n--
+	}
+	return s[:n]
 }
