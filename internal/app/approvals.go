@@ -223,8 +223,10 @@ func (a *App) readApproval(ctx context.Context, p Principal, approvalID string) 
 	if v.Status != api.ApprovalPending {
 		return v, ap, nil
 	}
-	texts, err := a.store.ApprovalArgs(ctx, nil, p.UserID, []string{approvalID})
-	withArgsText(&v, texts)
+	txt, ok, err := a.store.ApprovalArgs(ctx, p.UserID, approvalID)
+	if ok {
+		withArgsText(&v, map[string]string{approvalID: txt})
+	}
 	return v, ap, err
 }
 
@@ -232,15 +234,12 @@ func (a *App) readApproval(ctx context.Context, p Principal, approvalID string) 
 // most limit, each with the arguments' text kept for it (the console's
 // approvals panel; GET /v1/approvals lists without it).
 func (a *App) PendingApprovals(ctx context.Context, p Principal, limit int) ([]api.Approval, error) {
+	now := a.now()
 	list, err := a.Approvals(ctx, p, api.ApprovalPending, limit)
 	if err != nil || len(list.Approvals) == 0 {
 		return list.Approvals, err
 	}
-	ids := make([]string, len(list.Approvals))
-	for i, v := range list.Approvals {
-		ids[i] = v.ApprovalID
-	}
-	texts, err := a.store.ApprovalArgs(ctx, nil, p.UserID, ids)
+	texts, err := a.store.PendingApprovalArgs(ctx, p.UserID, now, limit)
 	if err != nil {
 		return nil, err
 	}

@@ -24,7 +24,7 @@ import (
 
 // Bounds of the panel's lists (GET /v1/approvals pages through them all).
 const (
-	pendingShown = 100
+	pendingShown = 25
 	decidedShown = 50
 )
 

@@ -113,6 +113,11 @@ func TestApprovalsPanelHTTP(t *testing.T) {
 		if r := do(t, c, "POST", e.srv.URL+"/console/approvals/"+id+"/approve", url.Values{"note": {"ok"}}); r.status != http.StatusForbidden {
 			t.Fatalf("approve without CSRF: %d", r.status)
 		}
+		// A note over the API's cap (max:"note") is refused as the API refuses it.
+		if r := do(t, c, "POST", e.srv.URL+"/console/approvals/"+id+"/approve", url.Values{"csrf": {tok}, "note": {strings.Repeat("n", 4097)}}); r.status != http.StatusUnprocessableEntity ||
+			!strings.Contains(r.body, "note: must be at most 4096 bytes") {
+			t.Fatalf("a note over the cap: %d\n%s", r.status, r.body)
+		}
 		if got, _ := e.srv.App.Approval(ctx, p, id, 0); got.Status != api.ApprovalPending {
 			t.Fatalf("a refused form decided: %s", got.Status)
 		}

@@ -10,8 +10,8 @@ package store
 import (
 	"context"
 	"database/sql"
-	"strconv"
-	"strings"
+	"errors"
+	"time"
 )
 
 // InsertApprovalArgs keeps text for the account's approval approvalID.
@@ -24,28 +24,32 @@ func (s *Store) InsertApprovalArgs(ctx context.Context, tx *sql.Tx, userID, appr
 	return err
 }
 
-// ApprovalArgs reads the kept text of the account's approvals ids (q nil:
-// the read pool), by approval id; an approval without one is absent.
-func (s *Store) ApprovalArgs(ctx context.Context, q Querier, userID string, ids []string) (map[string]string, error) {
-	out := map[string]string{}
-	if len(ids) == 0 {
-		return out, nil
+// ApprovalArgs reads the kept text of the account's approval approvalID
+// (the read pool); ok is false when none was kept.
+func (s *Store) ApprovalArgs(ctx context.Context, userID, approvalID string) (text string, ok bool, err error) {
+	err = s.read.QueryRowContext(ctx, `SELECT args_text FROM approval_args WHERE user_id = $1 AND approval_id = $2`,
+		userID, approvalID).Scan(&text)
+	if errors.Is(err, sql.ErrNoRows) {
+		return "", false, nil
 	}
-	if q == nil {
-		q = s.read
-	}
-	args := []any{userID}
-	marks := make([]string, len(ids))
-	for i, id := range ids {
-		args = append(args, id)
-		marks[i] = "$" + strconv.Itoa(i+2)
-	}
-	rows, err := q.QueryContext(ctx, `SELECT approval_id, args_text FROM approval_args
-		WHERE user_id = $1 AND approval_id IN (`+strings.Join(marks, ", ")+`)`, args...)
+	return text, err == nil, err
+}
+
+// PendingApprovalArgs reads the kept texts of the account's newest limit
+// pending approvals at now (those Approvals(userID, pending, now, limit)
+// lists), by approval id. One join down the list's index: an IN list of
+// ids was slower on PostgreSQL than the rows it read (docs/performance.md
+// "Approvals panel").
+func (s *Store) PendingApprovalArgs(ctx context.Context, userID string, now time.Time, limit int) (map[string]string, error) {
+	rows, err := s.read.QueryContext(ctx, `SELECT a.approval_id, g.args_text FROM
+		(SELECT user_id, approval_id FROM approvals WHERE user_id = $1 AND status = 'pending' AND +expires_at > $2
+		 ORDER BY created_at DESC, approval_id DESC LIMIT $3) a
+		JOIN approval_args g ON g.user_id = a.user_id AND g.approval_id = a.approval_id`, userID, now.UnixMicro(), limit)
 	if err != nil {
 		return nil, err
 	}
 	defer rows.Close()
+	out := map[string]string{}
 	for rows.Next() {
 		var id, text string
 		if err := rows.Scan(&id, &text); err != nil {

@@ -169,10 +169,14 @@ func (s *Store) Approvals(ctx context.Context, userID, status string, now time.T
 	args := []any{userID, limit}
 	switch status {
 	case "":
+	// "+expires_at" (a no-op on both dialects) keeps SQLite's planner off
+	// approvals_to_expire, whose range on expires_at would have it sort every
+	// pending row: the lists walk approvals_by_status_order newest first and
+	// stop at the limit (docs/performance.md "Approvals panel").
 	case ApprovalPending:
-		where, args = ` AND status = 'pending' AND expires_at > $3`, append(args, at)
+		where, args = ` AND status = 'pending' AND +expires_at > $3`, append(args, at)
 	case ApprovalApproved:
-		where, args = ` AND status = 'approved' AND expires_at > $3`, append(args, at)
+		where, args = ` AND status = 'approved' AND +expires_at > $3`, append(args, at)
 	case ApprovalExpired:
 		where, args = ` AND (status = 'expired' OR (status IN ('pending', 'approved') AND expires_at <= $3))`, append(args, at)
 	default:
