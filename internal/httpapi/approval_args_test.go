@@ -121,3 +121,44 @@ func TestApprovalArgsTextExpiry(t *testing.T) {
 		}
 	})
 }
+
+// TestApprovalExpiredListMergesMarkedAndDue: status=expired lists the rows
+// the job marked and those past due it has not marked yet (pending or
+// approved), together newest first and within the limit.
+func TestApprovalExpiredListMergesMarkedAndDue(t *testing.T) {
+	eachEnv(t, func(t *testing.T, e *env) {
+		s := e.approvalSetup("exp-list@example.com")
+		held := func(n string) string {
+			id := e.heldCall(s.agent, "evt-el-"+n, n)
+			e.clock.Advance(time.Second)
+			return id
+		}
+		a, b := held("a"), held("b")
+		e.clock.Advance(70 * time.Second)
+		if n, err := e.app.ApprovalExpirySweep(t.Context()); err != nil || n.Expired != 2 {
+			t.Fatalf("sweep: %+v %v", n, err)
+		}
+		c, d := held("c"), held("d")
+		if r := e.do("POST", "/v1/approvals/"+c+"/approve", s.approver, nil); r.Status != 200 {
+			t.Fatalf("approve: %d %s", r.Status, r.Body)
+		}
+		e.clock.Advance(70 * time.Second)
+		fresh := held("e")
+		ids := func(query string) []string {
+			var out []string
+			for _, ap := range e.do("GET", "/v1/approvals?"+query, s.approver, nil).JSON(t)["approvals"].([]any) {
+				out = append(out, ap.(map[string]any)["approval_id"].(string))
+			}
+			return out
+		}
+		if got, want := ids("status=expired"), []string{d, c, b, a}; fmt.Sprint(got) != fmt.Sprint(want) {
+			t.Errorf("expired = %v, want %v", got, want)
+		}
+		if got, want := ids("status=expired&limit=3"), []string{d, c, b}; fmt.Sprint(got) != fmt.Sprint(want) {
+			t.Errorf("expired, limit 3 = %v, want %v", got, want)
+		}
+		if got := ids("status=pending"); fmt.Sprint(got) != fmt.Sprint([]string{fresh}) {
+			t.Errorf("pending = %v, want [%s]", got, fresh)
+		}
+	})
+}
