@@ -39,6 +39,16 @@ func TestApprovalsInBrowser(t *testing.T) {
 			t.Errorf("the waiting call's row:\n%s", got)
 		}
 
+		// A note being typed survives the live refresh a new call brings.
+		tb.run(t, chromedp.SendKeys(chromedp.CSS("#note-"+early), "half a note"),
+			chromedp.Evaluate[chromedp.Void](`document.activeElement.blur()`))
+		typedThrough := e.heldCall(key, "evt-b-typed", sub, tool, "typed", "")
+		tb.waitRow(t, typedThrough)
+		if got := eval[string](t, tb, `document.getElementById("note-`+early+`").value`); got != "half a note" {
+			t.Errorf("the note typed before the refresh is %q", got)
+		}
+		tb.run(t, chromedp.Evaluate[chromedp.Void](`document.getElementById("note-`+early+`").value = ""`))
+
 		// A call by the API key appears live, its text shown as text.
 		argsText := `{"command":"` + hostile[0] + hostile[4] + `"}`
 		id := e.heldCall(key, "evt-b-live", sub, tool, argsText, argsText)

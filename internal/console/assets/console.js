@@ -34,7 +34,11 @@
         .then(function (html) {
           var doc = new DOMParser().parseFromString("<table><tbody>" + html + "</tbody></table>", "text/html");
           var body = doc.querySelector("tbody");
+          // What a person typed in the rows (an approval's note) survives.
+          var typed = {};
+          rows.querySelectorAll("input[id]").forEach(function (i) { if (i.value) { typed[i.id] = i.value; } });
           rows.replaceChildren.apply(rows, Array.prototype.slice.call(body.children));
+          Object.keys(typed).forEach(function (id) { var i = document.getElementById(id); if (i && rows.contains(i)) { i.value = typed[id]; } });
           localTimes(rows);
           live.textContent = "Live: updated " + new Date().toLocaleTimeString() + ".";
         })
