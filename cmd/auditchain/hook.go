@@ -10,6 +10,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"time"
 
@@ -29,7 +30,7 @@ const hookUsage = `usage:
 hosts: claude-code, codex, gemini, cursor
 environment: AUDITCHAIN_URL, AUDITCHAIN_API_KEY (required); AUDITCHAIN_HOOK_AGENT,
 AUDITCHAIN_HOOK_POLICY, AUDITCHAIN_HOOK_ON_ERROR, AUDITCHAIN_HOOK_TIMEOUT, AUDITCHAIN_HOOK_APPROVAL_WAIT,
-AUDITCHAIN_HOOK_SPOOL stand for the flags of the same name; AUDITCHAIN_HOOK_DEBUG=1 copies the diagnostics (hook.log in
+AUDITCHAIN_HOOK_SEND_ARGS_TEXT (1 or true), AUDITCHAIN_HOOK_SPOOL stand for the flags of the same name; AUDITCHAIN_HOOK_DEBUG=1 copies the diagnostics (hook.log in
 the spool directory) to stderr.
 `
 
@@ -69,6 +70,8 @@ func hookCmd(ctx context.Context, args []string, getenv func(string) string, std
 	approvalWait := new(time.Duration)
 	config.DurationVar(fs, approvalWait, "approval-wait", envDuration(getenv, "AUDITCHAIN_HOOK_APPROVAL_WAIT", 0),
 		"how long a call held for a person's approval waits for the decision, within --timeout (0: refuse it at once, naming the approval)")
+	sendArgsText := fs.Bool("send-args-text", envBool(getenv, "AUDITCHAIN_HOOK_SEND_ARGS_TEXT"),
+		"send the tool's input as text with each call, shown to whoever approves a call an approval rule holds, kept only while it is pending (off: the service sees only its digest)")
 	// stderr carries nothing but a refusal's one-line reason (Codex shows a
 	// blocking hook's whole stderr to the model): the usage a bad flag
 	// prints goes to the diagnostics.
@@ -111,7 +114,7 @@ func hookCmd(ctx context.Context, args []string, getenv func(string) string, std
 	}
 	now := time.Now
 	r := &hook.Runner{MainAgent: *agent, Policy: pol, Spool: &hook.Spool{Dir: o.spoolDir()}, Now: now, Log: diag,
-		ApprovalWait: *approvalWait}
+		ApprovalWait: *approvalWait, SendArgsText: *sendArgsText}
 	svc, err := o.service(now)
 	var v hook.Verdict
 	if err == nil {
@@ -496,4 +499,10 @@ func envDuration(getenv func(string) string, name string, def time.Duration) tim
 		return d
 	}
 	return def
+}
+
+// envBool reads a switch from the environment: 1 or true (any case) is on.
+func envBool(getenv func(string) string, name string) bool {
+	v, err := strconv.ParseBool(strings.TrimSpace(getenv(name)))
+	return err == nil && v
 }

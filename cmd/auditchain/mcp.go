@@ -23,7 +23,7 @@ const mcpUsage = `usage:
   auditchain mcp [--url URL] [--api-key KEY]
       serve auditchain's tools to an agent host over stdio (surface mcp_stdio)
   auditchain mcp proxy [--url URL] [--api-key KEY] [--subagent NAME] [--fail-open] [--approval-wait D]
-                      [--approval-elicit [--approver-key KEY2]] -- COMMAND [ARGS…]
+                      [--approval-elicit [--approver-key KEY2]] [--send-args-text] -- COMMAND [ARGS…]
       start the MCP server COMMAND and serve its tools over stdio, every call
       checked at the gate for NAME (default: COMMAND's base name), metered and
       recorded; refused while the service is unreachable unless --fail-open;
@@ -32,6 +32,7 @@ const mcpUsage = `usage:
       (when the host supports it) and the proxy decides with KEY2, another key
       holding the approvals capability (AUDITCHAIN_APPROVER_KEY): a weaker
       statement than a signed-in approver's (docs/approvals.md)
+      --send-args-text shows the approver the arguments' text (off by default)
 
 URL and KEY default to AUDITCHAIN_URL and AUDITCHAIN_API_KEY. See docs/mcp.md.
 `
@@ -53,6 +54,7 @@ func mcpCmd(ctx context.Context, args []string, getenv func(string) string, stdi
 	approverKey := new(string)
 	config.SecretVar(fs, approverKey, "approver-key", getenv("AUDITCHAIN_APPROVER_KEY"), "",
 		"proxy: with --approval-elicit, the key that approves or denies on the host's user's answer: another key than --api-key, holding approvals (AUDITCHAIN_APPROVER_KEY)")
+	sendArgsText := fs.Bool("send-args-text", false, "proxy: send each call's arguments as text, shown to whoever approves a call an approval rule holds, kept only while it is pending (off: the service sees only their digest)")
 	// Flags end at the first argument: the proxy's COMMAND keeps its own.
 	if err := parseLeading(fs, args, stdout, stderr); err != nil {
 		return err
@@ -105,7 +107,7 @@ func mcpCmd(ctx context.Context, args []string, getenv func(string) string, stdi
 		return err
 	}
 	p, err := mcpserver.NewProxy(upstream, mcpserver.ProxyOptions{Subagent: *subagent, FailOpen: *failOpen, Service: c, Log: log,
-		ApprovalWait: *approvalWait, Approver: approver})
+		ApprovalWait: *approvalWait, Approver: approver, SendArgsText: *sendArgsText})
 	if err != nil {
 		upstream.Close()
 		return err

@@ -9,6 +9,8 @@ package app
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"fmt"
 	"time"
 
@@ -217,7 +219,46 @@ func (a *App) readApproval(ctx context.Context, p Principal, approvalID string) 
 	if !ok {
 		return api.Approval{}, ap, domain.NotFound(CodeApprovalNotFound, "approval "+approvalID)
 	}
-	return approvalView(ap, a.now()), ap, nil
+	v := approvalView(ap, a.now())
+	if v.Status != api.ApprovalPending {
+		return v, ap, nil
+	}
+	txt, ok, err := a.store.ApprovalArgs(ctx, p.UserID, approvalID)
+	if ok {
+		withArgsText(&v, map[string]string{approvalID: txt})
+	}
+	return v, ap, err
+}
+
+// PendingApprovals lists the account's pending approvals newest first, at
+// most limit, each with the arguments' text kept for it (the console's
+// approvals panel; GET /v1/approvals lists without it).
+func (a *App) PendingApprovals(ctx context.Context, p Principal, limit int) ([]api.Approval, error) {
+	now := a.now()
+	list, err := a.Approvals(ctx, p, api.ApprovalPending, limit)
+	if err != nil || len(list.Approvals) == 0 {
+		return list.Approvals, err
+	}
+	texts, err := a.store.PendingApprovalArgs(ctx, p.UserID, now, limit)
+	if err != nil {
+		return nil, err
+	}
+	for i := range list.Approvals {
+		withArgsText(&list.Approvals[i], texts)
+	}
+	return list.Approvals, nil
+}
+
+// withArgsText sets v's arguments' text from texts (by approval id), with
+// whether it hashes to the digest the approval binds.
+func withArgsText(v *api.Approval, texts map[string]string) {
+	txt, ok := texts[v.ApprovalID]
+	if !ok {
+		return
+	}
+	sum := sha256.Sum256([]byte(txt))
+	matches := hex.EncodeToString(sum[:]) == v.ArgsSHA256
+	v.ArgsText, v.ArgsTextMatches = &txt, &matches
 }
 
 // DecideApproval approves or denies a pending approval of the account, with
@@ -260,6 +301,10 @@ func (a *App) DecideApproval(ctx context.Context, p Principal, approvalID string
 			return domain.Errorf(CodeApprovalNotPending, "approval %s is expired, no longer pending", approvalID).
 				With("approval_id", approvalID).With("status", store.ApprovalExpired)
 		}
+		// The arguments' text is kept for the decision only.
+		if err := a.store.DeleteApprovalArgs(ctx, t.SQL(), p.UserID, approvalID); err != nil {
+			return err
+		}
 		ap.Status, ap.DecidedAt, ap.Note = status, &now, note
 		by, kind := p.Identity(), p.Kind
 		ap.DecidedBy, ap.DecidedKind = &by, &kind
@@ -280,11 +325,16 @@ func (a *App) DecideApproval(ctx context.Context, p Principal, approvalID string
 // ApprovalExpirySweep marks expired every pending or approved approval past
 // its expires_at, and writes nothing else: expiry is a consequence of the
 // rule's ttl, already on the chain, and reads treat an approval past its
-// time as expired whether or not it was marked.
+// time as expired whether or not it was marked. It deletes the arguments'
+// text kept for approvals no longer pending (approval_args.go).
 func (a *App) ApprovalExpirySweep(ctx context.Context) (api.ApprovalExpiry, error) {
 	var n int64
 	err := a.w.Write(ctx, func(t *writer.Tx) (err error) {
-		n, err = a.store.ExpireApprovals(ctx, t.SQL(), a.now())
+		if n, err = a.store.ExpireApprovals(ctx, t.SQL(), a.now()); err != nil {
+			return err
+		}
+		// And forgets the arguments' text of approvals no longer pending.
+		_, err = a.store.DeleteSettledApprovalArgs(ctx, t.SQL())
 		return err
 	})
 	return api.ApprovalExpiry{Expired: n}, err

@@ -574,6 +574,13 @@ func (a *App) holdForApproval(ctx context.Context, t *writer.Tx, p Principal, re
 	if err := a.store.InsertApproval(ctx, t.SQL(), &ap); err != nil {
 		return nil, err
 	}
+	// The arguments' text, where the surface sent it, is kept beside the
+	// pending approval only, for the approver (approval_args.go).
+	if txt := req.ApprovalArgsText; txt != nil && *txt != "" {
+		if err := a.store.InsertApprovalArgs(ctx, t.SQL(), p.UserID, id, *txt); err != nil {
+			return nil, err
+		}
+	}
 	_, err = a.notify(ctx, t, p.UserID, Notice{Type: domain.NoticeApprovalRequested, Subject: map[string]any{
 		"approval_id": id, "subagent": ap.Subagent, "tool": ap.Tool, "args_sha256": digest,
 		"expires_at": domain.FormatTimestamp(ap.ExpiresAt), "call_event_id": ap.CallEventID}})

@@ -155,6 +155,11 @@ func (c *Console) routes() []route {
 		{pattern: "POST " + Prefix + "governance/{proposal_id}/enact", handler: c.transition(domain.ActionEnact, "enacted"), capability: domain.ScopeGovernance},
 		{pattern: "POST " + Prefix + "governance/{proposal_id}/reject", handler: c.transition(domain.ActionReject, "rejected"), capability: domain.ScopeGovernance},
 
+		{pattern: "GET " + Prefix + "approvals", handler: c.approvals, capability: domain.ScopeApprovals},
+		{pattern: "GET " + Prefix + "approvals/rows", handler: c.approvalRowsFragment, capability: domain.ScopeApprovals},
+		{pattern: "POST " + Prefix + "approvals/{approval_id}/approve", handler: c.decideApproval(true), capability: domain.ScopeApprovals},
+		{pattern: "POST " + Prefix + "approvals/{approval_id}/deny", handler: c.decideApproval(false), capability: domain.ScopeApprovals},
+
 		{pattern: "GET " + Prefix + "notifications", handler: c.notifications, capability: domain.ScopeNotifications},
 		{pattern: "POST " + Prefix + "notifications/preferences", handler: c.savePreferences, capability: domain.ScopeNotifications},
 		{pattern: "POST " + Prefix + "notifications/test", handler: c.testNotification, capability: domain.ScopeNotifications},

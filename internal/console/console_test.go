@@ -144,8 +144,8 @@ func TestConsoleHTTP(t *testing.T) {
 		// not-built page, and the navigation marks none.
 		home := do(t, c, "GET", e.srv.URL+"/console/", nil)
 		links := navLink.FindAllStringSubmatch(home.body, -1)
-		if len(links) != 11 {
-			t.Errorf("the navigation has %d panels, want 11:\n%s", len(links), home.body)
+		if len(links) != 12 {
+			t.Errorf("the navigation has %d panels, want 12:\n%s", len(links), home.body)
 		}
 		for _, m := range links {
 			if r := do(t, c, "GET", e.srv.URL+m[1], nil); r.status != http.StatusOK {

@@ -17,6 +17,7 @@ var panels = []panel{
 	{Slug: "activity", Title: "Activity", Path: Prefix + "activity"},
 	{Slug: "gate", Title: "Gate", Path: Prefix + "gate"},
 	{Slug: "governance", Title: "Governance", Path: Prefix + "governance"},
+	{Slug: "approvals", Title: "Approvals", Path: Prefix + "approvals"},
 	{Slug: "notifications", Title: "Notifications", Path: Prefix + "notifications"},
 	{Slug: "webhooks", Title: "Webhooks", Path: Prefix + "webhooks"},
 	{Slug: "keys", Title: "Keys and machines", Path: Prefix + "keys"},

@@ -3,6 +3,8 @@ package domain
 import (
 	"strings"
 	"unicode/utf8"
+
+	"github.com/auditchain/auditchain/pkg/api"
 )
 
 // The text rule (docs/decisions/strict-input.md): every path segment, query
@@ -25,11 +27,12 @@ func ValidText(s string) bool {
 // field's `max` tag (and `each`, for the text items of a list); the body
 // reader refuses what is over, naming the field.
 const (
-	MaxNameBytes   = 256  // a name or id: sub-agent, tool, machine, type, email, hash, ...
-	MaxReasonBytes = 1024 // a transition's reason
-	MaxNoteBytes   = 4096 // free text: a proposal's note, a test notification's body
-	MaxURLBytes    = 2048 // a webhook's URL
-	MaxListItems   = 256  // a list of names
+	MaxNameBytes   = 256                     // a name or id: sub-agent, tool, machine, type, email, hash, ...
+	MaxReasonBytes = 1024                    // a transition's reason
+	MaxNoteBytes   = 4096                    // free text: a proposal's note, a test notification's body
+	MaxURLBytes    = 2048                    // a webhook's URL
+	MaxArgsBytes   = api.MaxApprovalArgsText // a held call's arguments' text (api.MaxApprovalArgsText)
+	MaxListItems   = 256                     // a list of names
 )
 
 // Cap is the cap a `max` or `each` tag names (0: no such cap).
@@ -43,6 +46,8 @@ func Cap(name string) int {
 		return MaxNoteBytes
 	case "url":
 		return MaxURLBytes
+	case "args":
+		return MaxArgsBytes
 	case "list":
 		return MaxListItems
 	}

@@ -137,6 +137,10 @@ type Runner struct {
 	// for the decision (approval.go), within the hook's deadline; 0 refuses
 	// it at once, naming the approval.
 	ApprovalWait time.Duration
+	// SendArgsText sends the tool's input as text with each call it asks
+	// about, for a person approving a call a rule holds (ArgsText); off by
+	// default, since the record keeps hashes, not text.
+	SendArgsText bool
 }
 
 // Subagent is the name the gate knows the caller by: the host's sub-agent
@@ -245,10 +249,19 @@ func (r *Runner) pre(ctx context.Context, c *Call) (Verdict, error) {
 	// gate's answer into the event's raw.
 	ev := callEvent(c, r.now(), "", callFacts{})
 	digest, _ := c.inputDigest()
+	var argsText *string
+	if r.SendArgsText {
+		t := ArgsText(c.Input)
+		argsText = &t
+	}
 	res, approvalID, err := r.throughApproval(ctx, approvalKey(sub, c.Tool, digest), *ev.EventID,
 		func(eventID string, approvalID *string) (*api.ToolCallResponse, error) {
-			return r.Service.GateCall(ctx, api.ToolCallRequest{Subagent: &sub, Tool: &c.Tool, EventID: &eventID, Raw: ev.Raw,
-				TS: ev.TS, NoGrant: &noGrant, ApprovalID: approvalID})
+			req := api.ToolCallRequest{Subagent: &sub, Tool: &c.Tool, EventID: &eventID, Raw: ev.Raw,
+				TS: ev.TS, NoGrant: &noGrant, ApprovalID: approvalID}
+			if approvalID == nil { // a call sent again creates no approval
+				req.ApprovalArgsText = argsText
+			}
+			return r.Service.GateCall(ctx, req)
 		})
 	if err != nil {
 		return Verdict{}, fmt.Errorf("ask the gate: %w", err)

@@ -30,6 +30,22 @@ func HashJSON(v json.RawMessage) (digest string, canonical bool) {
 	return hex.EncodeToString(sum[:]), canonical
 }
 
+// ArgsText is a tool's input as the hook sends it for the approver when
+// told to (--send-args-text; docs/approvals.md "The arguments' text"): its
+// RFC 8785 form, whose SHA-256 is the recorded tool_input_sha256 (the bytes
+// as sent when it has none), held to the text rule and cut to
+// api.MaxApprovalArgsText bytes.
+func ArgsText(v json.RawMessage) string {
+	if len(v) == 0 {
+		v = json.RawMessage("null")
+	}
+	b, err := jcs.Transform(v)
+	if err != nil {
+		b = v
+	}
+	return api.CutArgsText(b)
+}
+
 // idVersion separates the hook's derived ids from any other scheme.
 const idVersion = "auditchain-hook-v1"
 

@@ -14,6 +14,8 @@ import (
 	"sync"
 	"time"
 
+	"github.com/gowebpki/jcs"
+
 	"github.com/auditchain/auditchain/pkg/api"
 )
 
@@ -39,6 +41,11 @@ type ProxyOptions struct {
 	// (proxy_elicit.go); within ApprovalWait. Its credential must be
 	// another identity than Service's.
 	Approver Approver
+	// SendArgsText sends the call's arguments as text (their RFC 8785
+	// form, api.CutArgsText) with each call it asks the gate about, for a
+	// person approving a call a rule holds; off by default, since the
+	// record keeps hashes, not text (docs/approvals.md).
+	SendArgsText bool
 }
 
 // Proxy relays MCP between a host and an upstream MCP server, both over
@@ -545,7 +552,14 @@ func (p *Proxy) toolCall(ctx context.Context, hc *hostCall) {
 		return
 	}
 	callID := newEventID()
-	refused, callID := p.gate(ctx, name, callID, argsHash, args, hc.canceled)
+	var argsText *string
+	if p.opts.SendArgsText {
+		if c, err := jcs.Transform(args); err == nil { // ArgumentsHash canonicalised it already
+			t := api.CutArgsText(c)
+			argsText = &t
+		}
+	}
+	refused, callID := p.gate(ctx, name, callID, argsHash, args, argsText, hc.canceled)
 	if refused != nil {
 		select {
 		case <-hc.canceled: // a cancelled request is not answered (MCP: cancellation)

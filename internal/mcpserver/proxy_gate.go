@@ -26,13 +26,18 @@ import (
 //
 // tool_input_sha256 repeats arguments_sha256 (the same RFC 8785 digest of
 // the arguments, the tool's input): an approval binds that member
-// (docs/approvals.md).
-func (p *Proxy) gate(ctx context.Context, tool, callID, argsHash string, args json.RawMessage, canceled <-chan struct{}) (json.RawMessage, string) {
+// (docs/approvals.md). argsText, when the operator asked for it
+// (--send-args-text), goes with a call that may create an approval.
+func (p *Proxy) gate(ctx context.Context, tool, callID, argsHash string, args json.RawMessage, argsText *string, canceled <-chan struct{}) (json.RawMessage, string) {
 	raw, _ := json.Marshal(map[string]any{"upstream_tool": tool, "arguments_sha256": argsHash, "tool_input_sha256": argsHash})
 	results := p.rec.takeResults()
 	send := func(eventID string, approvalID *string, results []api.ToolResult) (*api.ToolCallResponse, error) {
-		return p.opts.Service.GateToolCall(ctx, api.ToolCallRequest{Subagent: &p.opts.Subagent, Tool: &tool, EventID: &eventID, Raw: raw,
-			Results: results, ApprovalID: approvalID})
+		req := api.ToolCallRequest{Subagent: &p.opts.Subagent, Tool: &tool, EventID: &eventID, Raw: raw,
+			Results: results, ApprovalID: approvalID}
+		if approvalID == nil { // a call sent again creates no approval
+			req.ApprovalArgsText = argsText
+		}
+		return p.opts.Service.GateToolCall(ctx, req)
 	}
 	res, approvalID, callID, err := p.throughApproval(ctx, heldCall{tool: tool, argsHash: argsHash, args: args, canceled: canceled}, callID, results, send)
 	if err != nil && len(results) > 0 {

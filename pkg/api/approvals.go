@@ -4,6 +4,11 @@ package api
 // holds a sub-agent's authorized calls of a tool until a person approves the
 // exact call, once.
 
+import (
+	"strings"
+	"unicode/utf8"
+)
+
 // Service events of approvals, written on the account's chain.
 const (
 	EventApprovalRuleCreated = "approval_rule.created"
@@ -38,6 +43,11 @@ const (
 	MaxApprovalTTL     = 86400
 	DefaultApprovalTTL = 600
 )
+
+// MaxApprovalArgsText bounds approval_args_text, in bytes (the body
+// reader's cap "args"): enough to read a command or a short file, never a
+// store of tool inputs.
+const MaxApprovalArgsText = 16384
 
 // MaxApprovalWait is the longest ?wait= of GET /v1/approvals/{id}, in seconds.
 const MaxApprovalWait = 30
@@ -95,6 +105,15 @@ type Approval struct {
 	Note        *string   `json:"note"`
 	UsedAt      *string   `json:"used_at"`
 	UsedEventID *string   `json:"used_event_id"`
+	// ArgsText is the arguments' text the call sent with
+	// approval_args_text, shown only by GET /v1/approvals/{id} and only
+	// while the approval is pending (absent otherwise); ArgsTextMatches
+	// says whether its SHA-256 is ArgsSHA256, that is whether it is
+	// exactly the input the approval binds (false when a surface cut it or
+	// sent another form). The text is the surface's word; the digest is
+	// what is approved.
+	ArgsText        *string `json:"args_text,omitempty"`
+	ArgsTextMatches *bool   `json:"args_text_matches,omitempty"`
 }
 
 // Identity names a credential: a key's or a session's id, and which.
@@ -131,4 +150,23 @@ type ApprovalEvent struct {
 // ApprovalExpiry answers the approval-expiry job: how many it marked.
 type ApprovalExpiry struct {
 	Expired int64 `json:"expired"`
+}
+
+// CutArgsText is canonical (a tool's input in its RFC 8785 form) as a
+// surface sends it in approval_args_text: held to the text rule (invalid
+// UTF-8 replaced, NUL dropped) and cut at a character boundary to
+// MaxApprovalArgsText bytes. Uncut, its SHA-256 is the call's
+// tool_input_sha256, which GET /v1/approvals/{id} reports as
+// args_text_matches.
+func CutArgsText(canonical []byte) string {
+	s := strings.ToValidUTF8(string(canonical), "\uFFFD")
+	s = strings.ReplaceAll(s, "\x00", "")
+	if len(s) <= MaxApprovalArgsText {
+		return s
+	}
+	n := MaxApprovalArgsText
+	for n > 0 && !utf8.RuneStart(s[n]) {
+		n--
+	}
+	return s[:n]
 }

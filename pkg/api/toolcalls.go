@@ -46,6 +46,13 @@ type ToolCallRequest struct {
 	// "Approvals"): with the same sub-agent, tool and raw.tool_input_sha256
 	// as the held call, once it is approved, it runs once.
 	ApprovalID *string `json:"approval_id,omitempty" max:"name"`
+	// ApprovalArgsText is the tool's input as text, for the person who
+	// approves the call (docs/approvals.md "The arguments' text"): sent only
+	// where the operator told the hook or the proxy to (off by default),
+	// kept only with a pending approval this call creates (ignored
+	// otherwise), never part of the event, its hash or an export. The
+	// surfaces send the RFC 8785 form, cut to MaxApprovalArgsText bytes.
+	ApprovalArgsText *string `json:"approval_args_text,omitempty" max:"args"`
 }
 
 // MaxToolCallResults bounds the results one tool call carries: a call and

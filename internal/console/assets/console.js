@@ -1,5 +1,6 @@
 // auditchain console: enhancements only. Every page works without this file;
-// with it, times read in the viewer's zone, the activity page updates live,
+// with it, times read in the viewer's zone, the activity and approvals pages
+// update live, expiries count down,
 // and an event's inclusion proof is checked in the browser. No request
 // leaves this origin; nothing is written into the page as HTML except rows
 // this server rendered (html/template escaped them).
@@ -24,13 +25,20 @@
     var url = live.dataset.rows, pending = false, busy = false;
     function refresh() {
       if (busy) { pending = true; return; }
+      // Never under a person's hands: a note being typed in a row (the
+      // approvals panel) waits until the focus leaves the rows.
+      if (rows.contains(document.activeElement) && document.activeElement !== rows) { setTimeout(refresh, 1000); return; }
       busy = true; pending = false;
       fetch(url, { credentials: "same-origin", headers: { "Accept": "text/html" } })
         .then(function (r) { if (!r.ok) { throw new Error("HTTP " + r.status); } return r.text(); })
         .then(function (html) {
           var doc = new DOMParser().parseFromString("<table><tbody>" + html + "</tbody></table>", "text/html");
           var body = doc.querySelector("tbody");
+          // What a person typed in the rows (an approval's note) survives.
+          var typed = {};
+          rows.querySelectorAll("input[id]").forEach(function (i) { if (i.value) { typed[i.id] = i.value; } });
           rows.replaceChildren.apply(rows, Array.prototype.slice.call(body.children));
+          Object.keys(typed).forEach(function (id) { var i = document.getElementById(id); if (i && rows.contains(i)) { i.value = typed[id]; } });
           localTimes(rows);
           live.textContent = "Live: updated " + new Date().toLocaleTimeString() + ".";
         })
@@ -39,10 +47,25 @@
     }
     var timer = null;
     var es = new EventSource("/v1/events/stream");
-    es.addEventListener("ready", function () { live.classList.add("on"); live.textContent = "Live: new events appear here."; });
+    es.addEventListener("ready", function () { live.classList.add("on"); live.textContent = live.dataset.ready || "Live: new events appear here."; });
     es.addEventListener("event", function () { if (!timer) { timer = setTimeout(function () { timer = null; refresh(); }, 300); } });
     es.addEventListener("lagged", refresh);
     es.onerror = function () { live.classList.remove("on"); };
+  }
+
+  // Countdowns (the approvals panel): the time left until data-expires,
+  // every second; the server wrote the first value.
+  function countdowns() {
+    function tick() {
+      document.querySelectorAll(".countdown[data-expires]").forEach(function (el) {
+        var left = Math.floor((new Date(el.dataset.expires) - Date.now()) / 1000);
+        if (isNaN(left)) { return; }
+        if (left <= 0) { el.textContent = "expired"; return; }
+        var h = Math.floor(left / 3600), m = Math.floor(left % 3600 / 60), sec = left % 60;
+        el.textContent = "in " + (h > 0 ? h + " h " + m + " min" : m > 0 ? m + " min " + sec + " s" : sec + " s");
+      });
+    }
+    if (document.querySelector(".countdown")) { tick(); setInterval(tick, 1000); }
   }
 
   // Inclusion proof (RFC 6962 / RFC 9162 2.1.3.2) with WebCrypto SHA-256.
@@ -101,6 +124,7 @@
   document.addEventListener("DOMContentLoaded", function () {
     localTimes(document);
     liveActivity();
+    countdowns();
     checkProof();
   });
 })();
