@@ -1,7 +1,7 @@
 package store
 
-// Tables approval_rules and approvals (CONTRACT.md "Approvals"; migration
-// 031). The use cases are internal/app/approvals.go; an approval's status
+// Tables approval_rules and approvals (CONTRACT.md "Approvals"; migrations
+// 031 and 032). The use cases are internal/app/approvals.go; an approval's status
 // changes only by the compare-and-sets below, each inside the write that
 // records the change on the chain.
 

@@ -1,0 +1,15 @@
+-- GET /v1/approvals?status=pending reads an account's approvals of one
+-- status newest first (created_at DESC, approval_id DESC, LIMIT): with
+-- approval_id in the index the rows come in that order from it, with no sort
+-- of every approval of the status (issue #38: 10,000 pending approvals list
+-- in p99 <= 50 ms; docs/performance.md "Approvals"). The expiry job's index
+-- keeps only the live rows it looks at (pending or approved): as
+-- (status, expires_at) SQLite's planner took it for the list, whose
+-- `status = 'pending' AND expires_at > now` it matches, and sorted every
+-- pending approval of every account.
+DROP INDEX approvals_by_status;
+DROP INDEX approvals_by_time;
+DROP INDEX approvals_to_expire;
+CREATE INDEX approvals_by_status ON approvals(user_id, status, created_at, approval_id);
+CREATE INDEX approvals_by_time ON approvals(user_id, created_at, approval_id);
+CREATE INDEX approvals_live_by_expiry ON approvals(expires_at) WHERE status IN ('pending', 'approved');
