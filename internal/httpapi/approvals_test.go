@@ -9,6 +9,7 @@ import (
 	"net/http"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -363,6 +364,52 @@ func TestApprovalUsedOnceConcurrentSQLite(t *testing.T) {
 func TestApprovalUsedOnceConcurrentTwoPostgresReplicas(t *testing.T) {
 	dsn := storetest.DSN(t, storetest.Postgres)
 	concurrentApprovedResends(t, []*env{newEnv(t, dsn, nil), newEnv(t, dsn, nil)})
+}
+
+// A pending long-poll holds no database connection while it waits (issue
+// #38): three times as many ?wait= polls as the store's pool has
+// connections (storetest.Open: 6) wait at once with no connection in use,
+// a write (the approval) goes through while they wait, and each poll then
+// answers approved.
+func TestApprovalWaitHoldsNoConnection(t *testing.T) {
+	eachEnv(t, func(t *testing.T, e *env) {
+		s := e.approvalSetup("ap-nc@example.com")
+		id := e.heldCall(s.agent, "evt-nc-1", "a")
+		const polls = 18
+		var returned atomic.Int32
+		answers := make(chan response, polls)
+		for range polls {
+			go func() {
+				r := e.do("GET", "/v1/approvals/"+id+"?wait=25", s.approver, nil)
+				returned.Add(1)
+				answers <- r
+			}()
+		}
+		// Waiting: every poll subscribed, and no connection in use.
+		deadline := time.Now().Add(15 * time.Second)
+		for e.app.Hub().Len() < polls || e.store.ConnsInUse() > 0 {
+			if time.Now().After(deadline) {
+				t.Fatalf("polls subscribed %d of %d, connections in use %d", e.app.Hub().Len(), polls, e.store.ConnsInUse())
+			}
+			time.Sleep(time.Millisecond)
+		}
+		if n := returned.Load(); n != 0 {
+			t.Fatalf("%d polls answered before the decision", n)
+		}
+		start := time.Now()
+		if r := e.do("POST", "/v1/approvals/"+id+"/approve", s.approver, nil); r.Status != 200 {
+			t.Fatalf("approve while %d polls wait: %d %s", polls, r.Status, r.Body)
+		}
+		for range polls {
+			r := <-answers
+			if r.Status != 200 || r.JSON(t)["status"] != "approved" {
+				t.Fatalf("poll: %d %s", r.Status, r.Body)
+			}
+		}
+		if d := time.Since(start); d > 20*time.Second {
+			t.Fatalf("the polls answered %v after the approval", d)
+		}
+	})
 }
 
 // A long-poll on one replica wakes when another replica approves.
