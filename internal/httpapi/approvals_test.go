@@ -357,6 +357,66 @@ func concurrentApprovedResends(t *testing.T, envs []*env) {
 	}
 }
 
+// ruleChangesSeen: a call decided on envs[0] obeys every rule created or
+// deleted before it on envs[len-1], though envs[0] keeps the rules it read
+// (by the generation on the account's head row): a rule created holds the
+// next call, a rule deleted no longer does, the shortest ttl decides.
+func ruleChangesSeen(t *testing.T, envs []*env) {
+	t.Helper()
+	a, b := envs[0], envs[len(envs)-1]
+	s := a.approvalSetup("ap-rules@example.com")
+	call := func(id, tool string) map[string]any {
+		t.Helper()
+		return a.toolCall(s.agent, heldCallBody(id, "s", tool, id, ""))
+	}
+	// The bash rule is read (and kept); curl runs.
+	if got := call("evt-r-1", "bash"); got["decision"] != "ask" {
+		t.Fatalf("bash under its rule = %v", got)
+	}
+	if got := call("evt-r-2", "curl"); got["decision"] != "allow" {
+		t.Fatalf("curl without a rule = %v", got)
+	}
+	r := b.do("POST", "/v1/approval-rules", s.agent, map[string]any{"subagent": "s", "tool": "curl", "ttl_seconds": 120})
+	if r.Status != http.StatusCreated {
+		t.Fatalf("create curl rule: %d %s", r.Status, r.Body)
+	}
+	curlRule := r.JSON(t)["rule_id"].(string)
+	if got := call("evt-r-3", "curl"); got["decision"] != "ask" {
+		t.Fatalf("curl after its rule was created elsewhere = %v", got)
+	}
+	if r := b.do("DELETE", "/v1/approval-rules/"+curlRule, s.agent, nil); r.Status/100 != 2 {
+		t.Fatalf("delete curl rule: %d %s", r.Status, r.Body)
+	}
+	if got := call("evt-r-4", "curl"); got["decision"] != "allow" {
+		t.Fatalf("curl after its rule was deleted elsewhere = %v", got)
+	}
+	r = b.do("POST", "/v1/approval-rules", s.agent, map[string]any{"subagent": "*", "tool": "*", "ttl_seconds": 30})
+	if r.Status != http.StatusCreated {
+		t.Fatalf("create wildcard rule: %d %s", r.Status, r.Body)
+	}
+	wild := r.JSON(t)["rule_id"].(string)
+	for _, tool := range []string{"bash", "curl"} {
+		got := call("evt-r-5-"+tool, tool)
+		ap, _ := got["approval"].(map[string]any)
+		if got["decision"] != "ask" || ap == nil {
+			t.Fatalf("%s under the wildcard rule = %v", tool, got)
+		}
+		if rule := a.do("GET", "/v1/approvals/"+ap["approval_id"].(string), s.approver, nil).JSON(t)["rule_id"]; rule != wild {
+			t.Fatalf("%s held by rule %v, want the shortest-lived %s", tool, rule, wild)
+		}
+	}
+}
+
+func TestApprovalRuleChangesSQLite(t *testing.T) {
+	e := newEnv(t, storetest.DSN(t, storetest.SQLite), nil)
+	ruleChangesSeen(t, []*env{e})
+}
+
+func TestApprovalRuleChangesTwoPostgresReplicas(t *testing.T) {
+	dsn := storetest.DSN(t, storetest.Postgres)
+	ruleChangesSeen(t, []*env{newEnv(t, dsn, nil), newEnv(t, dsn, nil)})
+}
+
 func TestApprovalUsedOnceConcurrentSQLite(t *testing.T) {
 	concurrentApprovedResends(t, []*env{newEnv(t, storetest.DSN(t, storetest.SQLite), nil)})
 }

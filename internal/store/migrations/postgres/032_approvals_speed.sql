@@ -1,3 +1,6 @@
+-- Approvals at speed (issue #38): the list by status from an index, and the
+-- generation of an account's approval rules on its head row.
+--
 -- GET /v1/approvals?status=pending reads an account's approvals of one
 -- status newest first (created_at DESC, approval_id DESC, LIMIT): with
 -- approval_id in the index the rows come in that order from it, with no sort
@@ -13,3 +16,10 @@ DROP INDEX approvals_to_expire;
 CREATE INDEX approvals_by_status ON approvals(user_id, status, created_at, approval_id);
 CREATE INDEX approvals_by_time ON approvals(user_id, created_at, approval_id);
 CREATE INDEX approvals_live_by_expiry ON approvals(expires_at) WHERE status IN ('pending', 'approved');
+-- The generation of an account's approval rules, bumped by every change of
+-- them under the head's lock (store.LockHeadRules): a tool call that holds
+-- the head knows from the row it locks whether the account has any rule (0:
+-- none ever) and whether the rules it read at a generation are still
+-- current, so a plain allowed call reads no approval_rules (issue #38).
+ALTER TABLE chain_heads ADD COLUMN approval_rules_gen BIGINT NOT NULL DEFAULT 0;
+UPDATE chain_heads SET approval_rules_gen = 1 WHERE user_id IN (SELECT user_id FROM approval_rules);
