@@ -74,7 +74,15 @@ type approvedCall struct {
 // runApprovedCall is loadRun over approvedCallSetup, reporting as prefill
 // the approvals prepared.
 func runApprovedCall(ctx context.Context, e *env, res Result) (Result, error) {
-	res, err := loadRun(approvedCallSetup)(ctx, e, res)
+	res, err := loadRun(approvedCallSetup(false))(ctx, e, res)
+	res.Prefill = e.prefill
+	return res, err
+}
+
+// runApprovedCallControl is approved-call's control: the same preparation,
+// then plain allowed calls on the same accounts.
+func runApprovedCallControl(ctx context.Context, e *env, res Result) (Result, error) {
+	res, err := loadRun(approvedCallSetup(true))(ctx, e, res)
 	res.Prefill = e.prefill
 	return res, err
 }
@@ -87,7 +95,19 @@ func runApprovedCall(ctx context.Context, e *env, res Result) (Result, error) {
 // allow: the gate, the approval's use, one metered use and the tool_call in
 // one commit). As with revoke, an open loop prepares rate × (warmup +
 // duration) and a margin, a closed loop --prefill (default 20,000).
-func approvedCallSetup(ctx context.Context, e *env) (func(w *worker) opFunc, error) {
+//
+// With plain (approved-call-control) each operation is instead a plain
+// allowed call on the same accounts after the same preparation: the same
+// sub-agent running read_file, which no rule holds, with a raw of the same
+// shape and a new event id. Its ratio to approved-call is the resend's
+// cost over a plain call, on the same store in the same state.
+func approvedCallSetup(plain bool) setupFunc {
+	return func(ctx context.Context, e *env) (func(w *worker) opFunc, error) {
+		return prepareApprovedCalls(ctx, e, plain)
+	}
+}
+
+func prepareApprovedCalls(ctx context.Context, e *env, plain bool) (func(w *worker) opFunc, error) {
 	n := e.prefill
 	if e.rate > 0 {
 		n = int(math.Ceil(e.rate*(e.o.Warmup+e.o.Duration).Seconds())) + e.clients + 64
@@ -123,6 +143,10 @@ func approvedCallSetup(ctx context.Context, e *env) (func(w *worker) opFunc, err
 		}
 		calls[i] = approvedCall{acct: a, body: []byte(`{"subagent":"` + benchSubagent + `","tool":"bash","event_id":"evt-sent-` +
 			e.prefix + "-" + strconv.Itoa(i) + `","approval_id":"` + id + `","raw":` + string(heldCallRaw(i)) + `}`)}
+		if plain {
+			calls[i].body = []byte(`{"subagent":"` + benchSubagent + `","tool":"read_file","event_id":"evt-plain-` +
+				e.prefix + "-" + strconv.Itoa(i) + `","raw":` + string(heldCallRaw(i)) + `}`)
+		}
 		return nil
 	})
 	if err != nil {
@@ -154,7 +178,7 @@ func approvedCallSetup(ctx context.Context, e *env) (func(w *worker) opFunc, err
 			if err == nil {
 				e.stored.Add(1)
 				if !bytes.Contains(w.resp.Bytes(), allowed) {
-					err = fmt.Errorf("approved call not answered allow: %.300s", w.resp.Bytes())
+					err = fmt.Errorf("%s: call not answered allow: %.300s", e.w.name, w.resp.Bytes())
 				}
 			}
 			return 1, err

@@ -297,7 +297,7 @@ func TestApprovalWorkloads(t *testing.T) {
 	url, dsn := startServer(t)
 	var progress bytes.Buffer
 	res, err := bench.Run(context.Background(), bench.Options{
-		URL: url, DB: dsn, Exe: auditchainExe, Workloads: []string{"approved-call", "approvals-list"},
+		URL: url, DB: dsn, Exe: auditchainExe, Workloads: []string{"approved-call", "approvals-list", "approved-call-control"},
 		Duration: 500 * time.Millisecond, Clients: 4, Accounts: 3, Prefill: 60, Progress: &progress,
 	})
 	if err != nil {

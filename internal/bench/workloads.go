@@ -63,6 +63,8 @@ var workloads = []*workload{
 		help: "POST /v1/tool-calls for a live grant: the gate's check, one use and the tool_call event in one commit"},
 	{name: "approved-call", clients: 64, accounts: 100, openLoop: true, prefill: true, defPrefill: 20000, prefillRows: true,
 		run: runApprovedCall, help: "POST /v1/tool-calls of an approved call sent again with approval_id (its second pass: gate, the approval's use, one use, the tool_call), each approval held and approved by a second key before the run (open loop: rate × time; closed: --prefill, default 20000)"},
+	{name: "approved-call-control", clients: 64, accounts: 100, openLoop: true, prefill: true, defPrefill: 20000, prefillRows: true,
+		run: runApprovedCallControl, help: "approved-call's control: the same preparation, then plain allowed POST /v1/tool-calls (read_file, which no rule holds, a raw of the same shape) on the same accounts"},
 	{name: "approvals-list", clients: 4, accounts: 1, fixedAccounts: true, openLoop: true, prefill: true, defPrefill: 10000, prefillRows: true,
 		run: runApprovalsList, help: "GET /v1/approvals?status=pending on an account of --prefill pending approvals (default 10,000), each held through POST /v1/tool-calls"},
 	{name: "mcp-gate", clients: 64, accounts: 100, openLoop: true, run: loadRun(grantSetup(mcpGate)),
