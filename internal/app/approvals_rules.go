@@ -25,6 +25,10 @@ import (
 //     that generation once it committed (a copy from a transaction that
 //     rolled back might name a generation that never committed, which
 //     another change could later commit with other rules).
+//
+// Reading the rules before taking the head would shorten the lock but not
+// the work, and a rule committed between that read and the lock would not
+// hold a call decided after it.
 
 // Bounds of the rules cache: accounts kept, and rules per account (an
 // account with more is read from the database each time).
