@@ -66,6 +66,10 @@ type App struct {
 	// legalCache each account's unmet documents (--legal-enforce).
 	sessionCache *writer.ReadCache[string, knownSession]
 	legalCache   *writer.ReadCache[string, []string]
+	// rules holds accounts' approval rules by generation, on every store:
+	// the generation read with the head keeps it exact across replicas
+	// (approvals_rules.go).
+	rules ruleCache
 	// expiryNoticesPerWrite overrides the expiry jobs' transaction size
 	// (0: expiryNoticesPerWrite); tests make it small.
 	expiryNoticesPerWrite int

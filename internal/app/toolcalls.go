@@ -555,7 +555,7 @@ func isSHA256Hex(s string) bool {
 // does not run now.
 func (a *App) holdForApproval(ctx context.Context, t *writer.Tx, p Principal, req toolCall, client map[string]json.RawMessage,
 	now time.Time) (*store.Approval, error) {
-	rule, ok, err := a.store.MatchingApprovalRule(ctx, t.SQL(), p.UserID, *req.Subagent, *req.Tool)
+	rule, ok, err := a.matchingApprovalRule(ctx, t, p.UserID, *req.Subagent, *req.Tool)
 	if err != nil || !ok {
 		return nil, err
 	}
@@ -587,20 +587,49 @@ func (a *App) holdForApproval(ctx context.Context, t *writer.Tx, p Principal, re
 	return &ap, err
 }
 
-// Refusals inside useApproval's savepoint.
-var (
-	errApprovalTaken = errors.New("the approval is no longer approved")
-	errNotMetered    = errors.New("the grant could not be metered")
-)
-
 // useApproval decides a call the gate authorized that is sent again with
 // approval_id: it runs — metered, the approval marked used by a
 // compare-and-set in this transaction, so that it is used once across any
 // number of replicas — only when the approval is the account's, approved,
 // not expired, not used, and binds this sub-agent, tool and digest;
 // otherwise the answer is one of the approval_* statuses (deny).
+//
+// The way a call runs costs two statements, the use and the meter (issue
+// #38: an approved call's second pass costs no more than a plain allowed
+// call); the approval is read only to say why a call does not run.
 func (a *App) useApproval(ctx context.Context, t *writer.Tx, userID string, req toolCall, client map[string]json.RawMessage,
 	ans domain.GateAnswer, rows []store.Grant, now time.Time) (domain.GateAnswer, error) {
+	id := *req.ApprovalID
+	digest, err := argsDigest(client, "required with approval_id")
+	if err != nil {
+		return ans, err // checkToolCall refused it already
+	}
+	used, err := a.store.UseApproval(ctx, t.SQL(), userID, id, *req.Subagent, *req.Tool, digest, *req.EventID, now)
+	if err != nil {
+		return ans, err
+	}
+	if !used {
+		return a.approvalRefusal(ctx, t, userID, req, digest, ans, now)
+	}
+	metered, err := a.meterToolCall(ctx, t, userID, ans, rows, now)
+	if err != nil {
+		return ans, err
+	}
+	if !metered.Authorized {
+		// The grant's own refusal: the approval stays approved for a call
+		// the grant allows.
+		if err := a.store.UnuseApproval(ctx, t.SQL(), userID, id, *req.EventID); err != nil {
+			return ans, err
+		}
+	}
+	return metered, nil
+}
+
+// approvalRefusal is the approval_* answer to a call sent again with an
+// approval it could not use (UseApproval changed nothing), read inside t,
+// which holds the account's head.
+func (a *App) approvalRefusal(ctx context.Context, t *writer.Tx, userID string, req toolCall, digest string,
+	ans domain.GateAnswer, now time.Time) (domain.GateAnswer, error) {
 	id := *req.ApprovalID
 	refuse := func(status, reason string) (domain.GateAnswer, error) {
 		return domain.GateAnswer{Status: status, Reason: reason, Subagent: ans.Subagent}, nil
@@ -608,10 +637,6 @@ func (a *App) useApproval(ctx context.Context, t *writer.Tx, userID string, req 
 	ap, ok, err := a.store.ApprovalByID(ctx, t.SQL(), userID, id)
 	if err != nil {
 		return ans, err
-	}
-	digest, err := argsDigest(client, "required with approval_id")
-	if err != nil {
-		return ans, err // checkToolCall refused it already
 	}
 	if !ok || ap.Subagent != *req.Subagent || ap.Tool != *req.Tool || ap.ArgsSHA256 != digest {
 		return refuse(api.GateApprovalMismatch, fmt.Sprintf("approval %s does not bind this call: the approval names one sub-agent, "+
@@ -623,36 +648,12 @@ func (a *App) useApproval(ctx context.Context, t *writer.Tx, userID string, req 
 			id, domain.FormatTimestamp(ap.ExpiresAt)))
 	case store.ApprovalDenied:
 		return refuse(api.GateApprovalDenied, fmt.Sprintf("approval %s was denied", id))
-	case store.ApprovalExpired:
-		return refuse(api.GateApprovalExpired, fmt.Sprintf("approval %s expired at %s", id, domain.FormatTimestamp(ap.ExpiresAt)))
 	case store.ApprovalUsed:
 		return refuse(api.GateApprovalUsed, fmt.Sprintf("approval %s was used already, by event %s; an approval runs one call",
 			id, deref(ap.UsedEventID)))
 	}
-	var metered domain.GateAnswer
-	err = t.Savepoint(ctx, func() error {
-		used, err := a.store.UseApproval(ctx, t.SQL(), userID, id, *req.EventID, now)
-		if err != nil {
-			return err
-		}
-		if !used {
-			return errApprovalTaken
-		}
-		if metered, err = a.meterToolCall(ctx, t, userID, ans, rows, now); err != nil {
-			return err
-		}
-		if !metered.Authorized {
-			return errNotMetered
-		}
-		return nil
-	})
-	switch {
-	case errors.Is(err, errApprovalTaken):
-		// Only the expiry job changes an approval without the head this
-		// transaction holds.
-		return refuse(api.GateApprovalExpired, fmt.Sprintf("approval %s expired at %s", id, domain.FormatTimestamp(ap.ExpiresAt)))
-	case errors.Is(err, errNotMetered):
-		return metered, nil // the grant's own refusal; the approval stays approved
-	}
-	return metered, err
+	// Expired; or approved and bound to this call yet not used by the
+	// compare-and-set, which only the expiry boundary explains: the expiry
+	// job is the one writer that changes an approval without the head.
+	return refuse(api.GateApprovalExpired, fmt.Sprintf("approval %s expired at %s", id, domain.FormatTimestamp(ap.ExpiresAt)))
 }

@@ -290,3 +290,25 @@ func TestWitnessSweepWorkload(t *testing.T) {
 		t.Fatalf("witness-sweep with --url: %+v %v", res, err)
 	}
 }
+
+// approved-call times resends of approved calls, each answered allow;
+// approvals-list lists the pending approvals it held.
+func TestApprovalWorkloads(t *testing.T) {
+	url, dsn := startServer(t)
+	var progress bytes.Buffer
+	res, err := bench.Run(context.Background(), bench.Options{
+		URL: url, DB: dsn, Exe: auditchainExe, Workloads: []string{"approved-call", "approvals-list", "approved-call-control"},
+		Duration: 500 * time.Millisecond, Clients: 4, Accounts: 3, Prefill: 60, Progress: &progress,
+	})
+	if err != nil {
+		t.Fatalf("run: %v\n%s", err, progress.String())
+	}
+	for _, r := range res {
+		if r.Error != "" || len(r.Errors) > 0 || r.Ops == 0 || r.Prefill != 60 {
+			t.Errorf("%s: %+v\n%s", r.Workload, r, progress.String())
+		}
+	}
+	if ops := res[0].Ops; ops > 60 {
+		t.Errorf("approved-call ran %d resends of 60 prepared approvals", ops)
+	}
+}

@@ -9,6 +9,7 @@ import (
 	"net/http"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -356,6 +357,66 @@ func concurrentApprovedResends(t *testing.T, envs []*env) {
 	}
 }
 
+// ruleChangesSeen: a call decided on envs[0] obeys every rule created or
+// deleted before it on envs[len-1], though envs[0] keeps the rules it read
+// (by the generation on the account's head row): a rule created holds the
+// next call, a rule deleted no longer does, the shortest ttl decides.
+func ruleChangesSeen(t *testing.T, envs []*env) {
+	t.Helper()
+	a, b := envs[0], envs[len(envs)-1]
+	s := a.approvalSetup("ap-rules@example.com")
+	call := func(id, tool string) map[string]any {
+		t.Helper()
+		return a.toolCall(s.agent, heldCallBody(id, "s", tool, id, ""))
+	}
+	// The bash rule is read (and kept); curl runs.
+	if got := call("evt-r-1", "bash"); got["decision"] != "ask" {
+		t.Fatalf("bash under its rule = %v", got)
+	}
+	if got := call("evt-r-2", "curl"); got["decision"] != "allow" {
+		t.Fatalf("curl without a rule = %v", got)
+	}
+	r := b.do("POST", "/v1/approval-rules", s.agent, map[string]any{"subagent": "s", "tool": "curl", "ttl_seconds": 120})
+	if r.Status != http.StatusCreated {
+		t.Fatalf("create curl rule: %d %s", r.Status, r.Body)
+	}
+	curlRule := r.JSON(t)["rule_id"].(string)
+	if got := call("evt-r-3", "curl"); got["decision"] != "ask" {
+		t.Fatalf("curl after its rule was created elsewhere = %v", got)
+	}
+	if r := b.do("DELETE", "/v1/approval-rules/"+curlRule, s.agent, nil); r.Status/100 != 2 {
+		t.Fatalf("delete curl rule: %d %s", r.Status, r.Body)
+	}
+	if got := call("evt-r-4", "curl"); got["decision"] != "allow" {
+		t.Fatalf("curl after its rule was deleted elsewhere = %v", got)
+	}
+	r = b.do("POST", "/v1/approval-rules", s.agent, map[string]any{"subagent": "*", "tool": "*", "ttl_seconds": 30})
+	if r.Status != http.StatusCreated {
+		t.Fatalf("create wildcard rule: %d %s", r.Status, r.Body)
+	}
+	wild := r.JSON(t)["rule_id"].(string)
+	for _, tool := range []string{"bash", "curl"} {
+		got := call("evt-r-5-"+tool, tool)
+		ap, _ := got["approval"].(map[string]any)
+		if got["decision"] != "ask" || ap == nil {
+			t.Fatalf("%s under the wildcard rule = %v", tool, got)
+		}
+		if rule := a.do("GET", "/v1/approvals/"+ap["approval_id"].(string), s.approver, nil).JSON(t)["rule_id"]; rule != wild {
+			t.Fatalf("%s held by rule %v, want the shortest-lived %s", tool, rule, wild)
+		}
+	}
+}
+
+func TestApprovalRuleChangesSQLite(t *testing.T) {
+	e := newEnv(t, storetest.DSN(t, storetest.SQLite), nil)
+	ruleChangesSeen(t, []*env{e})
+}
+
+func TestApprovalRuleChangesTwoPostgresReplicas(t *testing.T) {
+	dsn := storetest.DSN(t, storetest.Postgres)
+	ruleChangesSeen(t, []*env{newEnv(t, dsn, nil), newEnv(t, dsn, nil)})
+}
+
 func TestApprovalUsedOnceConcurrentSQLite(t *testing.T) {
 	concurrentApprovedResends(t, []*env{newEnv(t, storetest.DSN(t, storetest.SQLite), nil)})
 }
@@ -363,6 +424,52 @@ func TestApprovalUsedOnceConcurrentSQLite(t *testing.T) {
 func TestApprovalUsedOnceConcurrentTwoPostgresReplicas(t *testing.T) {
 	dsn := storetest.DSN(t, storetest.Postgres)
 	concurrentApprovedResends(t, []*env{newEnv(t, dsn, nil), newEnv(t, dsn, nil)})
+}
+
+// A pending long-poll holds no database connection while it waits (issue
+// #38): three times as many ?wait= polls as the store's pool has
+// connections (storetest.Open: 6) wait at once with no connection in use,
+// a write (the approval) goes through while they wait, and each poll then
+// answers approved.
+func TestApprovalWaitHoldsNoConnection(t *testing.T) {
+	eachEnv(t, func(t *testing.T, e *env) {
+		s := e.approvalSetup("ap-nc@example.com")
+		id := e.heldCall(s.agent, "evt-nc-1", "a")
+		const polls = 18
+		var returned atomic.Int32
+		answers := make(chan response, polls)
+		for range polls {
+			go func() {
+				r := e.do("GET", "/v1/approvals/"+id+"?wait=25", s.approver, nil)
+				returned.Add(1)
+				answers <- r
+			}()
+		}
+		// Waiting: every poll subscribed, and no connection in use.
+		deadline := time.Now().Add(15 * time.Second)
+		for e.app.Hub().Len() < polls || e.store.ConnsInUse() > 0 {
+			if time.Now().After(deadline) {
+				t.Fatalf("polls subscribed %d of %d, connections in use %d", e.app.Hub().Len(), polls, e.store.ConnsInUse())
+			}
+			time.Sleep(time.Millisecond)
+		}
+		if n := returned.Load(); n != 0 {
+			t.Fatalf("%d polls answered before the decision", n)
+		}
+		start := time.Now()
+		if r := e.do("POST", "/v1/approvals/"+id+"/approve", s.approver, nil); r.Status != 200 {
+			t.Fatalf("approve while %d polls wait: %d %s", polls, r.Status, r.Body)
+		}
+		for range polls {
+			r := <-answers
+			if r.Status != 200 || r.JSON(t)["status"] != "approved" {
+				t.Fatalf("poll: %d %s", r.Status, r.Body)
+			}
+		}
+		if d := time.Since(start); d > 20*time.Second {
+			t.Fatalf("the polls answered %v after the approval", d)
+		}
+	})
 }
 
 // A long-poll on one replica wakes when another replica approves.

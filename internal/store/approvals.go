@@ -1,14 +1,16 @@
 package store
 
-// Tables approval_rules and approvals (CONTRACT.md "Approvals"; migration
-// 031). The use cases are internal/app/approvals.go; an approval's status
+// Tables approval_rules and approvals (CONTRACT.md "Approvals"; migrations
+// 031 and 032). The use cases are internal/app/approvals.go; an approval's status
 // changes only by the compare-and-sets below, each inside the write that
 // records the change on the chain.
 
 import (
+	"cmp"
 	"context"
 	"database/sql"
 	"errors"
+	"fmt"
 	"time"
 )
 
@@ -53,25 +55,48 @@ type Approval struct {
 	UsedEventID   *string
 }
 
-// InsertApprovalRule stores a new rule.
+// InsertApprovalRule stores a new rule and bumps the account's rules
+// generation (LockHeadRules); tx holds the account's head.
 func (s *Store) InsertApprovalRule(ctx context.Context, tx *sql.Tx, r ApprovalRule) error {
 	_, err := tx.ExecContext(ctx, `INSERT INTO approval_rules (user_id, rule_id, subagent, tool, ttl_seconds, created_at)
 		VALUES ($1, $2, $3, $4, $5, $6)`, r.UserID, r.RuleID, r.Subagent, r.Tool, r.TTLSeconds, r.CreatedAt.UnixMicro())
 	if IsUniqueViolation(err) {
 		return ErrConflict
 	}
-	return err
+	if err != nil {
+		return err
+	}
+	return s.bumpApprovalRulesGen(ctx, tx, r.UserID)
 }
 
-// DeleteApprovalRule deletes one rule and returns it; ok is false when the
-// account has no such rule.
+// bumpApprovalRulesGen moves the account's rules generation on: every
+// change of approval_rules does, in its transaction, so that a generation
+// names one set of rules (an in-memory copy read at it stays exact, on any
+// replica). The head row exists: the writer locked it first.
+func (s *Store) bumpApprovalRulesGen(ctx context.Context, tx *sql.Tx, userID string) error {
+	res, err := tx.ExecContext(ctx, `UPDATE chain_heads SET approval_rules_gen = approval_rules_gen + 1 WHERE user_id = $1`, userID)
+	if err != nil {
+		return err
+	}
+	if n, err := res.RowsAffected(); err != nil || n != 1 {
+		return cmp.Or(err, fmt.Errorf("approval rules of %s changed without its head row", userID))
+	}
+	return nil
+}
+
+// DeleteApprovalRule deletes one rule, bumping the account's rules
+// generation, and returns it; ok is false when the account has no such
+// rule. tx holds the account's head.
 func (s *Store) DeleteApprovalRule(ctx context.Context, tx *sql.Tx, userID, ruleID string) (ApprovalRule, bool, error) {
 	r, err := scanApprovalRule(tx.QueryRowContext(ctx, `DELETE FROM approval_rules WHERE user_id = $1 AND rule_id = $2
 		RETURNING `+approvalRuleColumns, userID, ruleID))
 	if errors.Is(err, sql.ErrNoRows) {
 		return ApprovalRule{}, false, nil
 	}
-	return r, err == nil, err
+	if err != nil {
+		return ApprovalRule{}, false, err
+	}
+	return r, true, s.bumpApprovalRulesGen(ctx, tx, userID)
 }
 
 const approvalRuleColumns = `user_id, rule_id, subagent, tool, ttl_seconds, created_at`
@@ -170,9 +195,10 @@ func (s *Store) Approvals(ctx context.Context, userID, status string, now time.T
 	switch status {
 	case "":
 	// "+expires_at" (a no-op on both dialects) keeps SQLite's planner off
-	// approvals_to_expire, whose range on expires_at would have it sort every
-	// pending row: the lists walk approvals_by_status_order newest first and
-	// stop at the limit (docs/performance.md "Approvals panel").
+	// approvals_live_by_expiry, whose range on expires_at would have it sort
+	// every live row: the pending list walks approvals_pending (migration
+	// 032) newest first and stops at the limit (docs/performance.md
+	// "Approvals at speed").
 	case ApprovalPending:
 		where, args = ` AND status = 'pending' AND +expires_at > $3`, append(args, at)
 	case ApprovalApproved:
@@ -212,19 +238,32 @@ func (s *Store) DecideApproval(ctx context.Context, tx *sql.Tx, userID, approval
 	return n == 1, err
 }
 
-// UseApproval marks an approved approval, not expired at now, used by the
-// call eventID, and reports whether it did: the compare-and-set that lets
-// an approval be used once across any number of replicas, in the same
-// transaction as the allow it records.
-func (s *Store) UseApproval(ctx context.Context, tx *sql.Tx, userID, approvalID, eventID string, now time.Time) (bool, error) {
+// UseApproval marks used by the call eventID an approval of the account
+// that is approved, not expired at now, and binds subagent, tool and
+// argsSHA256, and reports whether it did: the compare-and-set that lets an
+// approval be used once across any number of replicas, in the same
+// transaction as the allow it records. One statement on the way a call
+// runs; the caller reads the approval only when it did not (to say why).
+func (s *Store) UseApproval(ctx context.Context, tx *sql.Tx, userID, approvalID, subagent, tool, argsSHA256, eventID string,
+	now time.Time) (bool, error) {
 	res, err := tx.ExecContext(ctx, `UPDATE approvals SET status = 'used', used_at = $1, used_event_id = $2
-		WHERE user_id = $3 AND approval_id = $4 AND status = 'approved' AND expires_at > $1`,
-		now.UnixMicro(), eventID, userID, approvalID)
+		WHERE user_id = $3 AND approval_id = $4 AND status = 'approved' AND expires_at > $1
+		AND subagent = $5 AND tool = $6 AND args_sha256 = $7`,
+		now.UnixMicro(), eventID, userID, approvalID, subagent, tool, argsSHA256)
 	if err != nil {
 		return false, err
 	}
 	n, err := res.RowsAffected()
 	return n == 1, err
+}
+
+// UnuseApproval undoes UseApproval of eventID inside the same transaction
+// (the grant could not be metered after all): the approval is approved
+// again, as if the call had not tried it.
+func (s *Store) UnuseApproval(ctx context.Context, tx *sql.Tx, userID, approvalID, eventID string) error {
+	_, err := tx.ExecContext(ctx, `UPDATE approvals SET status = 'approved', used_at = NULL, used_event_id = NULL
+		WHERE user_id = $1 AND approval_id = $2 AND status = 'used' AND used_event_id = $3`, userID, approvalID, eventID)
+	return err
 }
 
 // ExpireApprovals marks expired every pending or approved approval whose

@@ -26,20 +26,33 @@ func (h Head) Empty() bool { return h.EventCount == 0 }
 // appends to one account are serialised while other accounts proceed. On
 // SQLite the write transaction already holds the database's only write lock.
 func (s *Store) LockHead(ctx context.Context, tx *sql.Tx, userID string) (Head, error) {
-	q := `SELECT last_sequence, last_hash, last_event_id, event_count FROM chain_heads WHERE user_id = $1`
+	h, _, err := s.LockHeadRules(ctx, tx, userID)
+	return h, err
+}
+
+// LockHeadRules is LockHead that also returns the account's approval rules
+// generation (migration 032), read with the head in the same statement: 0
+// while the account has never had an approval rule, and a new value with
+// every change of its rules (InsertApprovalRule and DeleteApprovalRule bump
+// it in their transaction, under this lock). Whoever holds the head
+// therefore knows, without reading approval_rules, whether its rules are
+// the ones it saw at a generation before.
+func (s *Store) LockHeadRules(ctx context.Context, tx *sql.Tx, userID string) (Head, int64, error) {
+	q := `SELECT last_sequence, last_hash, last_event_id, event_count, approval_rules_gen FROM chain_heads WHERE user_id = $1`
 	if s.Dialect == Postgres {
 		q += ` FOR UPDATE`
 	}
 	for attempt := 0; ; attempt++ {
 		var h Head
-		err := tx.QueryRowContext(ctx, q, userID).Scan(&h.LastSequence, &h.LastHash, &h.LastEventID, &h.EventCount)
+		var gen int64
+		err := tx.QueryRowContext(ctx, q, userID).Scan(&h.LastSequence, &h.LastHash, &h.LastEventID, &h.EventCount, &gen)
 		if !errors.Is(err, sql.ErrNoRows) || attempt > 0 {
-			return h, err
+			return h, gen, err
 		}
 		// First append of the account: create the head row, then lock it.
 		if _, err := tx.ExecContext(ctx, `INSERT INTO chain_heads (user_id, last_sequence, last_hash, last_event_id, event_count)
 			VALUES ($1, -1, NULL, NULL, 0) ON CONFLICT (user_id) DO NOTHING`, userID); err != nil {
-			return h, err
+			return h, 0, err
 		}
 	}
 }

@@ -75,6 +75,26 @@ type Store struct {
 // Always 0 on PostgreSQL, whose server handles its own storage.
 func (s *Store) IOFaults() int64 { return s.ioFaults.Load() }
 
+// ConnsInUse is how many connections of the pools requests draw on (the
+// reader and writer pools, PostgreSQL's batch pool, SQLite's account-number
+// pool) are in use now (database/sql's DBStats.InUse): what a request holds
+// while it waits shows here (a pending long-poll holds none: issue #38).
+func (s *Store) ConnsInUse() int {
+	n := 0
+	seen := map[*sql.DB]bool{}
+	pools := []*sql.DB{s.read, s.write, s.batch}
+	if s.numbers != nil {
+		pools = append(pools, s.numbers.db)
+	}
+	for _, db := range pools {
+		if db != nil && !seen[db] { // on PostgreSQL reads and writes share one pool
+			seen[db] = true
+			n += db.Stats().InUse
+		}
+	}
+	return n
+}
+
 //go:embed migrations
 var migrations embed.FS
 

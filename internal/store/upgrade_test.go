@@ -552,3 +552,40 @@ func TestUpgradeTo21KeepsOnceOnlyNoticesWritten(t *testing.T) {
 		}
 	})
 }
+
+// Migration 032 gives an account that had approval rules before it a rules
+// generation other than 0 (0 means no rule was ever made: a tool call then
+// reads none), and one without rules 0.
+func TestUpgradeTo32MarksAccountsWithApprovalRules(t *testing.T) {
+	storetest.EachEmpty(t, func(t *testing.T, dsn string) {
+		ctx := context.Background()
+		old, err := store.OpenAtVersion(ctx, dsn, 31)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, q := range []string{
+			`INSERT INTO chain_heads (user_id, last_sequence, last_hash, last_event_id, event_count) VALUES ('u1', -1, NULL, NULL, 0)`,
+			`INSERT INTO chain_heads (user_id, last_sequence, last_hash, last_event_id, event_count) VALUES ('u2', -1, NULL, NULL, 0)`,
+			`INSERT INTO approval_rules (user_id, rule_id, subagent, tool, ttl_seconds, created_at) VALUES ('u1', 'ar-1', '*', 'bash', 600, 1)`,
+		} {
+			if _, err := old.WriteDB().ExecContext(ctx, q); err != nil {
+				t.Fatal(err)
+			}
+		}
+		old.Close()
+
+		st := storetest.Open(t, dsn) // every migration
+		for user, want := range map[string]bool{"u1": true, "u2": false} {
+			err := st.InTx(ctx, func(tx *sql.Tx) error {
+				_, gen, err := st.LockHeadRules(ctx, tx, user)
+				if err == nil && (gen != 0) != want {
+					t.Errorf("%s: rules generation %d after the upgrade, rules: %v", user, gen, want)
+				}
+				return err
+			})
+			if err != nil {
+				t.Fatal(err)
+			}
+		}
+	})
+}

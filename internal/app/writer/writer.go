@@ -144,6 +144,9 @@ type Tx struct {
 	// heads are the accounts' heads this transaction holds, as its appends
 	// left them.
 	heads map[string]store.Head
+	// rulesGen are the approval rules generations of the accounts whose
+	// heads this transaction locked, read with the head (LockHeadRules).
+	rulesGen map[string]int64
 	// after runs once the transaction committed, in order; finally once it
 	// ended, whatever happened.
 	after   []func()
@@ -152,7 +155,7 @@ type Tx struct {
 
 // begin makes t the handle of tx.
 func (t *Tx) begin(tx *sql.Tx) {
-	t.tx, t.heads, t.after = tx, nil, nil
+	t.tx, t.heads, t.rulesGen, t.after = tx, nil, nil, nil
 }
 
 // abandon drops what was to happen after a commit that will not come.
@@ -182,12 +185,25 @@ func (t *Tx) Lock(ctx context.Context, userID string) (store.Head, error) {
 	if h, ok := t.heads[userID]; ok {
 		return h, nil
 	}
-	h, err := t.w.store.LockHead(ctx, t.tx, userID)
+	h, gen, err := t.w.store.LockHeadRules(ctx, t.tx, userID)
 	if err != nil {
 		return h, err
 	}
 	t.setHead(userID, h)
+	if t.rulesGen == nil {
+		t.rulesGen = make(map[string]int64, 1)
+	}
+	t.rulesGen[userID] = gen
 	return h, nil
+}
+
+// ApprovalRulesGen is the approval rules generation of an account whose
+// head t holds (store.LockHeadRules), as it was when t locked it; ok is
+// false when t has not locked it. t's own changes of the account's rules
+// after it locked are not counted: it must not read rules by it after them.
+func (t *Tx) ApprovalRulesGen(userID string) (gen int64, ok bool) {
+	gen, ok = t.rulesGen[userID]
+	return gen, ok
 }
 
 func (t *Tx) setHead(userID string, h store.Head) {

@@ -1,5 +1,4 @@
--- Migration 034: the arguments' text of a pending approval, and an index
--- for the approvals lists.
+-- Migration 034: the arguments' text of a pending approval.
 --
 -- The arguments' text of a pending approval (docs/approvals.md "The
 -- arguments' text"): sent only when the operator told the hook or the proxy
@@ -12,9 +11,3 @@ CREATE TABLE approval_args (
   args_text   TEXT NOT NULL,
   PRIMARY KEY (user_id, approval_id)
 );
-
--- The newest approvals of one status, in the lists' order (created_at, then
--- approval_id, both descending), read from the index and stopped at the
--- limit instead of sorting every pending row (docs/performance.md
--- "Approvals panel").
-CREATE INDEX approvals_by_status_order ON approvals(user_id, status, created_at, approval_id);
