@@ -23,19 +23,7 @@ import (
 func TestProxyWaitsForApproval(t *testing.T) {
 	eachServer(t, func(t *testing.T, s *httpapitest.Server) {
 		ctx := context.Background()
-		user, token := s.Account(t, "proxy-ap@example.com")
-		c, err := client.New(s.URL, token, client.WithSurface(client.SurfaceMCPStdio))
-		if err != nil {
-			t.Fatal(err)
-		}
-		person, err := client.New(s.URL, s.Key(t, user, api.CreateKeyRequest{Scopes: []string{"approvals"}}))
-		if err != nil {
-			t.Fatal(err)
-		}
-		grant(t, c, "worker", 10, "echo")
-		if _, err := c.CreateApprovalRule(ctx, api.ApprovalRuleRequest{Subagent: new("worker"), Tool: new("echo")}); err != nil {
-			t.Fatal(err)
-		}
+		c, person := heldEchoWorld(t, s, "proxy-ap@example.com")
 		pending := func() string {
 			t.Helper()
 			for {
@@ -87,4 +75,24 @@ func TestProxyWaitsForApproval(t *testing.T) {
 			t.Fatalf("waiting proxy: %+v (upstream saw %d)", r, u.echoes.Load())
 		}
 	})
+}
+
+// heldEchoWorld makes an account whose sub-agent "worker" may call echo,
+// each call held by an approval rule: the proxy's client (surface
+// mcp_stdio) and a person's client, a key holding only approvals.
+func heldEchoWorld(t *testing.T, s *httpapitest.Server, email string) (agent, person *client.Client) {
+	t.Helper()
+	user, token := s.Account(t, email)
+	agent, err := client.New(s.URL, token, client.WithSurface(client.SurfaceMCPStdio))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if person, err = client.New(s.URL, s.Key(t, user, api.CreateKeyRequest{Scopes: []string{"approvals"}})); err != nil {
+		t.Fatal(err)
+	}
+	grant(t, agent, "worker", 10, "echo")
+	if _, err := agent.CreateApprovalRule(context.Background(), api.ApprovalRuleRequest{Subagent: new("worker"), Tool: new("echo")}); err != nil {
+		t.Fatal(err)
+	}
+	return agent, person
 }

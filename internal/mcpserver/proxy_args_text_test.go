@@ -12,7 +12,6 @@ import (
 	"github.com/auditchain/auditchain/internal/httpapi/httpapitest"
 	"github.com/auditchain/auditchain/internal/mcpserver"
 	"github.com/auditchain/auditchain/pkg/api"
-	"github.com/auditchain/auditchain/pkg/client"
 )
 
 // The arguments' text through the proxy (docs/approvals.md "The arguments'
@@ -23,19 +22,7 @@ import (
 func TestProxySendsArgsTextOnlyWhenTold(t *testing.T) {
 	eachServer(t, func(t *testing.T, s *httpapitest.Server) {
 		ctx := context.Background()
-		user, token := s.Account(t, "proxy-args@example.com")
-		c, err := client.New(s.URL, token, client.WithSurface(client.SurfaceMCPStdio))
-		if err != nil {
-			t.Fatal(err)
-		}
-		person, err := client.New(s.URL, s.Key(t, user, api.CreateKeyRequest{Scopes: []string{"approvals"}}))
-		if err != nil {
-			t.Fatal(err)
-		}
-		grant(t, c, "worker", 10, "echo")
-		if _, err := c.CreateApprovalRule(ctx, api.ApprovalRuleRequest{Subagent: new("worker"), Tool: new("echo")}); err != nil {
-			t.Fatal(err)
-		}
+		c, person := heldEchoWorld(t, s, "proxy-args@example.com")
 		u := newUpstream()
 		held := func(send bool, msg string) *api.Approval {
 			t.Helper()
