@@ -106,14 +106,16 @@ func (s *Store) AppendEvent(ctx context.Context, tx *sql.Tx, a Append) (Appended
 		}
 		return out, err
 	}
+	if s.Dialect == SQLite {
+		// No Merkle row: the row is the tail's, whose tree is built behind
+		// (merkle_behind_sqlite.go).
+		return s.appendEventSQLite(ctx, tx, a)
+	}
 	if a.Hashes == nil {
 		var err error
 		if a.Hashes, err = s.LeafRows(ctx, tx, a.Event, nil); err != nil {
 			return Appended{}, err
 		}
-	}
-	if s.Dialect == SQLite {
-		return s.appendEventSQLite(ctx, tx, a)
 	}
 	out, err := s.appendStatement(ctx, tx, a, false)
 	if err == nil && out.HeadMoved {
