@@ -12,9 +12,11 @@ package store
 //
 // Each of them moves the head, charges the daily quota when asked, numbers
 // the events per machine, inserts the rows and grows the account's Merkle
-// tree in the same statement or transaction. The tree is grown here and only
-// here: LeafRows computes the rows one leaf adds, and appendLeaves those of a
-// run. PostgreSQL's statements are in append_pg.go and append_pg_batch.go,
+// tree in the same statement or transaction — but for a single append on
+// SQLite, whose Merkle rows the writer stores behind it, with its account's
+// other rows waiting to be indexed (merkle_behind_sqlite.go). LeafRows
+// computes the rows one leaf adds, appendLeaves those of a run, and
+// growTails those of the tail. PostgreSQL's statements are in append_pg.go and append_pg_batch.go,
 // SQLite's in append_sqlite.go.
 
 import (
@@ -106,14 +108,16 @@ func (s *Store) AppendEvent(ctx context.Context, tx *sql.Tx, a Append) (Appended
 		}
 		return out, err
 	}
+	if s.Dialect == SQLite {
+		// No Merkle row: the row is the tail's, whose tree is built behind
+		// (merkle_behind_sqlite.go).
+		return s.appendEventSQLite(ctx, tx, a)
+	}
 	if a.Hashes == nil {
 		var err error
 		if a.Hashes, err = s.LeafRows(ctx, tx, a.Event, nil); err != nil {
 			return Appended{}, err
 		}
-	}
-	if s.Dialect == SQLite {
-		return s.appendEventSQLite(ctx, tx, a)
 	}
 	out, err := s.appendStatement(ctx, tx, a, false)
 	if err == nil && out.HeadMoved {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"database/sql"
 	"fmt"
+	"testing"
 
 	"github.com/auditchain/auditchain/internal/store"
 )
@@ -47,4 +48,20 @@ func insertRun(ctx context.Context, s *store.Store, tx *sql.Tx, evs []store.Even
 		return fmt.Errorf("run of %d events refused by the quota: %+v", len(evs), out)
 	}
 	return nil
+}
+
+// indexBehindAll runs the writer's work behind the appends until no row
+// waits (SQLite: search's indexes and the single appends' Merkle rows,
+// index_behind.go and merkle_behind_sqlite.go; nothing on PostgreSQL).
+func indexBehindAll(t *testing.T, s *store.Store) {
+	t.Helper()
+	for range 1000 {
+		if s.EventsBehind() == 0 {
+			return
+		}
+		if _, err := s.IndexBehind(context.Background()); err != nil {
+			t.Fatal(err)
+		}
+	}
+	t.Fatalf("%d rows still behind", s.EventsBehind())
 }

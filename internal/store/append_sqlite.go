@@ -10,7 +10,8 @@ import (
 // appendEventSQLite is AppendEvent on SQLite: one UPDATE of the head row
 // moves the head and, where migration 011 keeps them, charges the daily
 // quota (a client event) and counts an event without a machine; then the
-// row and its Merkle rows. Three statements (four for an event of a named
+// row, marked for the tail (its Merkle rows are written behind,
+// merkle_behind_sqlite.go). Two statements (three for an event of a named
 // machine, whose counter stays in machine_heads): each costs the single
 // writer more than the row it writes (docs/performance.md).
 // The outcomes come in the order of CONTRACT.md: the quota first, then the
@@ -68,11 +69,8 @@ func (s *Store) appendEventSQLite(ctx context.Context, tx *sql.Tx, a Append) (Ap
 	case err != nil:
 		return out, err
 	}
-	// a.Hashes come from LeafHashes in this transaction, which read that
-	// the stored tree ends where they begin.
-	if err := s.insertRuns(ctx, tx, e.UserID, a.Hashes); err != nil {
-		return out, err
-	}
+	// No Merkle row: the account's tree is grown over its tail behind the
+	// append (IndexBehind; merkle_behind_sqlite.go).
 	out.Inserted = true
 	return out, nil
 }

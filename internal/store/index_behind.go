@@ -15,6 +15,10 @@ package store
 // nothing to repair: a marked row is found by search all the same, and is
 // indexed by a later IndexBehind (Open counts the tail it finds).
 //
+// The tail's Merkle rows are written behind the same way: IndexBehind
+// stores the tree of each account of the chunk over its whole tail before it
+// clears a mark (merkle_behind_sqlite.go).
+//
 // Batch rows are stored indexed (unindexed NULL): the rows of one batch
 // share their index pages already. PostgreSQL never marks a row.
 
@@ -80,6 +84,16 @@ func (s *Store) IndexBehind(ctx context.Context) (int64, error) {
 		ORDER BY account, sequence LIMIT 1 OFFSET $2`, from, IndexBehindChunk-1).Scan(&last)
 	full := err == nil
 	if err != nil && !errors.Is(err, sql.ErrNoRows) {
+		return 0, fmt.Errorf("index behind: %w", err)
+	}
+	// The chunk's accounts' trees are grown over their whole tails first:
+	// a leaf past the stored tree must stay a marked row
+	// (merkle_behind_sqlite.go).
+	to := int64(-1)
+	if full {
+		to = last
+	}
+	if err := s.growTails(ctx, tx, from, to); err != nil {
 		return 0, fmt.Errorf("index behind: %w", err)
 	}
 	res, err := tx.ExecContext(ctx, `UPDATE events SET unindexed = NULL WHERE rowid IN (

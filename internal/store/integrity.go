@@ -43,6 +43,9 @@ type hashReader struct {
 	// account is the value bound for the account (accountKey), kept from
 	// the first read that found one.
 	account any
+	// stored: read the stored rows only, never computing the hashes of the
+	// tail past them (SQLite; merkle_behind_sqlite.go).
+	stored bool
 }
 
 // accountKey is the reader's account as its queries bind it. An account
@@ -75,7 +78,7 @@ func (r *hashReader) ReadHashes(indexes []int64) ([]tlog.Hash, error) {
 		return nil, nil
 	}
 	if r.s.Dialect == SQLite {
-		return r.readRuns(indexes)
+		return r.readWithTail(indexes)
 	}
 	account, err := r.accountKey()
 	if err != nil {
@@ -209,6 +212,12 @@ func (s *Store) readTree(ctx context.Context, tx *sql.Tx, userID string, n int64
 		if err != nil || whole {
 			return got, err
 		}
+		// Short of n leaves: single appends left their rows to be built
+		// behind (merkle_behind_sqlite.go); grown from where it ends.
+		if err := s.catchUpTree(ctx, tx, userID, n); err != nil {
+			return nil, err
+		}
+		return s.HashReader(ctx, tx, userID).ReadHashes(indexes)
 	} else {
 		got, err := s.HashReader(ctx, tx, userID).ReadHashes(indexes)
 		if !errors.Is(err, ErrMissingHash) {

@@ -81,7 +81,7 @@ func (s *Store) leafHashesSQLite(ctx context.Context, tx *sql.Tx, e *Event, leaf
 		return nil, err
 	}
 	if !whole {
-		if err := s.buildTree(ctx, tx, e.UserID, n); err != nil {
+		if err := s.catchUpTree(ctx, tx, e.UserID, n); err != nil {
 			return nil, err
 		}
 		return merkle.AppendLeaf(n, leaf, r)
@@ -113,14 +113,22 @@ func (s *Store) insertRuns(ctx context.Context, tx *sql.Tx, userID string, hs []
 	if len(hs) == 0 {
 		return nil
 	}
+	account, err := s.accountKeyForWrite(ctx, tx, userID)
+	if err != nil {
+		return err
+	}
+	return s.insertRunsFor(ctx, tx, account, hs)
+}
+
+// insertRunsFor is insertRuns for the account's key (accountKeyForWrite).
+func (s *Store) insertRunsFor(ctx context.Context, tx *sql.Tx, account any, hs []merkle.StoredHash) error {
+	if len(hs) == 0 {
+		return nil
+	}
 	for i := 1; i < len(hs); i++ {
 		if hs[i].Index != hs[i-1].Index+1 {
 			return fmt.Errorf("insert merkle hashes: index %d follows %d (a run must be consecutive)", hs[i].Index, hs[i-1].Index)
 		}
-	}
-	account, err := s.accountKeyForWrite(ctx, tx, userID)
-	if err != nil {
-		return err
 	}
 	var b strings.Builder
 	b.WriteString(`INSERT INTO merkle_hashes (account, idx, hash) VALUES `)
