@@ -86,6 +86,14 @@ func TestApprovalArgsText(t *testing.T) {
 		}
 
 		// Refused: over the cap, or against the text rule; nothing written.
+		countEvents := func() (n int) {
+			t.Helper()
+			if err := e.store.DB().QueryRow(`SELECT COUNT(*) FROM events`).Scan(&n); err != nil {
+				t.Fatal(err)
+			}
+			return n
+		}
+		events := countEvents()
 		for name, txt := range map[string]string{"over the cap": strings.Repeat("a", api.MaxApprovalArgsText+1), "NUL": "a\x00b"} {
 			r := e.do("POST", "/v1/tool-calls", s.agent, map[string]any{"subagent": "s", "tool": "bash", "event_id": "evt-at-bad",
 				"raw": map[string]any{"tool_input_sha256": digestOf("y")}, "approval_args_text": txt})
@@ -95,6 +103,9 @@ func TestApprovalArgsText(t *testing.T) {
 		}
 		if r := e.do("GET", "/v1/approvals?status=pending", s.approver, nil).JSON(t)["approvals"].([]any); len(r) != 2 {
 			t.Errorf("pending after the refusals = %d, want 2", len(r))
+		}
+		if n := countEvents(); n != events {
+			t.Errorf("the refused calls wrote %d events", n-events)
 		}
 	})
 }
