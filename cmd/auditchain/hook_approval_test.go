@@ -20,14 +20,7 @@ func TestHookWaitsForApproval(t *testing.T) {
 	storetest.Each(t, func(t *testing.T, dsn string) {
 		w := newHookWorld(t, dsn)
 		ctx := context.Background()
-		if _, err := w.c.CreateApprovalRule(ctx, api.ApprovalRuleRequest{Subagent: new("worker"), Tool: new("Bash")}); err != nil {
-			t.Fatal(err)
-		}
-		// A person's key: another identity than the hook's.
-		person, err := client.New(w.s.URL, w.s.Key(t, w.user, api.CreateKeyRequest{Scopes: []string{"approvals"}}))
-		if err != nil {
-			t.Fatal(err)
-		}
+		person := w.holdBash(t)
 		pending := func() string {
 			t.Helper()
 			l, err := person.Approvals(ctx, api.ApprovalPending, 0)
@@ -106,4 +99,19 @@ func TestHookWaitsForApproval(t *testing.T) {
 			t.Fatalf("export proves %d approved calls, want 2", rep.ApprovedCalls)
 		}
 	})
+}
+
+// holdBash puts the hook world's Bash calls by "worker" under an approval
+// rule and returns a person's client: another key of the account, holding
+// only the approvals capability (another identity than the hook's).
+func (w *hookWorld) holdBash(t *testing.T) *client.Client {
+	t.Helper()
+	if _, err := w.c.CreateApprovalRule(context.Background(), api.ApprovalRuleRequest{Subagent: new("worker"), Tool: new("Bash")}); err != nil {
+		t.Fatal(err)
+	}
+	person, err := client.New(w.s.URL, w.s.Key(t, w.user, api.CreateKeyRequest{Scopes: []string{"approvals"}}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return person
 }

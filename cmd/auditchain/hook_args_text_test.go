@@ -9,7 +9,6 @@ import (
 
 	"github.com/auditchain/auditchain/internal/store/storetest"
 	"github.com/auditchain/auditchain/pkg/api"
-	"github.com/auditchain/auditchain/pkg/client"
 )
 
 // The arguments' text through `auditchain hook` (docs/approvals.md "The
@@ -21,13 +20,7 @@ func TestHookSendsArgsTextOnlyWhenTold(t *testing.T) {
 	storetest.Each(t, func(t *testing.T, dsn string) {
 		w := newHookWorld(t, dsn)
 		ctx := context.Background()
-		if _, err := w.c.CreateApprovalRule(ctx, api.ApprovalRuleRequest{Subagent: new("worker"), Tool: new("Bash")}); err != nil {
-			t.Fatal(err)
-		}
-		person, err := client.New(w.s.URL, w.s.Key(t, w.user, api.CreateKeyRequest{Scopes: []string{"approvals"}}))
-		if err != nil {
-			t.Fatal(err)
-		}
+		person := w.holdBash(t)
 		held := func(toolUseID, command string, env map[string]string, args ...string) *api.Approval {
 			t.Helper()
 			out, _, exit := hookProcess(t, env, claudeCall("PreToolUse", toolUseID, "Bash", map[string]any{"command": command, "b": 1}, nil),
