@@ -26,6 +26,27 @@ func formText(r *http.Request, name string, max int) (string, error) {
 	return v, nil
 }
 
+// formField is one text field of a form: its name, where its value goes and
+// its bound in bytes (0: the body's bound alone).
+type formField struct {
+	name string
+	to   *string
+	max  int
+}
+
+// readFormTexts reads each field with formText, in order, and stops at the
+// first one refused, returning its refusal (a domain.Validation naming it).
+func readFormTexts(r *http.Request, fields ...formField) error {
+	for _, f := range fields {
+		v, err := formText(r, f.name, f.max)
+		if err != nil {
+			return err
+		}
+		*f.to = v
+	}
+	return nil
+}
+
 // formList is every value of the form's field name, each held to the text
 // rule and max bytes, at most domain.MaxListItems of them.
 func formList(r *http.Request, name string, max int) ([]string, error) {

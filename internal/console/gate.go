@@ -7,6 +7,7 @@ package console
 // confirmation page — through the use cases of /v1/grants.
 
 import (
+	"errors"
 	"net/http"
 	"net/url"
 	"slices"
@@ -207,22 +208,19 @@ func (c *Console) createGrant(w http.ResponseWriter, r *http.Request) error {
 func grantRequest(r *http.Request) (grantForm, api.CreateGrantRequest, error) {
 	var form grantForm
 	var req api.CreateGrantRequest
-	for _, f := range []struct {
-		name string
-		to   *string
-		max  int
-	}{
-		{"subagent", &form.Subagent, 0},
-		{"parent_agent", &form.ParentAgent, 0},
-		{"allowed_tools", &form.AllowedTools, (app.MaxGrantNameBytes + 2) * app.MaxGrantTools},
-		{"max_tool_calls", &form.MaxToolCalls, domain.MaxNameBytes},
-		{"expires_at", &form.ExpiresAt, domain.MaxNameBytes},
-	} {
-		v, err := formText(r, f.name, f.max)
-		if err != nil {
-			return form, req, app.MalformedGrant(f.name, domain.TextRuleMessage)
+	if err := readFormTexts(r,
+		formField{"subagent", &form.Subagent, 0},
+		formField{"parent_agent", &form.ParentAgent, 0},
+		formField{"allowed_tools", &form.AllowedTools, (app.MaxGrantNameBytes + 2) * app.MaxGrantTools},
+		formField{"max_tool_calls", &form.MaxToolCalls, domain.MaxNameBytes},
+		formField{"expires_at", &form.ExpiresAt, domain.MaxNameBytes},
+	); err != nil {
+		// POST /v1/grants answers a field it cannot read as malformed_grant.
+		var de *domain.Error
+		if errors.As(err, &de) && len(de.Fields) == 1 {
+			return form, req, app.MalformedGrant(de.Fields[0].Field, de.Fields[0].Message)
 		}
-		*f.to = v
+		return form, req, err
 	}
 	req.Subagent, req.ParentAgent = &form.Subagent, optional(form.ParentAgent)
 	req.AllowedTools = []string{}

@@ -137,22 +137,14 @@ func (c *Console) createProposal(w http.ResponseWriter, r *http.Request) error {
 func proposalRequest(r *http.Request) (proposalForm, api.CreateProposalRequest, error) {
 	var form proposalForm
 	var req api.CreateProposalRequest
-	for _, f := range []struct {
-		name string
-		to   *string
-		max  int
-	}{
-		{"kind", &form.Kind, domain.MaxNameBytes},
-		{"subagent", &form.Subagent, domain.MaxNameBytes},
-		{"tool", &form.Tool, domain.MaxNameBytes},
-		{"blocked_attempts", &form.BlockedAttempts, domain.MaxNameBytes},
-		{"note", &form.Note, domain.MaxNoteBytes},
-	} {
-		v, err := formText(r, f.name, f.max)
-		if err != nil {
-			return form, req, err
-		}
-		*f.to = v
+	if err := readFormTexts(r,
+		formField{"kind", &form.Kind, domain.MaxNameBytes},
+		formField{"subagent", &form.Subagent, domain.MaxNameBytes},
+		formField{"tool", &form.Tool, domain.MaxNameBytes},
+		formField{"blocked_attempts", &form.BlockedAttempts, domain.MaxNameBytes},
+		formField{"note", &form.Note, domain.MaxNoteBytes},
+	); err != nil {
+		return form, req, err
 	}
 	var errs []domain.FieldError
 	if form.Kind == "" {
