@@ -8,7 +8,6 @@ import (
 	"fmt"
 	"net/http"
 	"strings"
-	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -324,28 +323,9 @@ func concurrentApprovedResends(t *testing.T, envs []*env) {
 		t.Fatalf("approve: %d %s", r.Status, r.Body)
 	}
 	const resends = 50
-	var mu sync.Mutex
-	decisions := map[string]int{}
-	var wg sync.WaitGroup
-	errs := make(chan error, resends)
-	for i := range resends {
-		wg.Go(func() {
-			e := envs[i%len(envs)]
-			status, m, err := e.post("/v1/tool-calls", s.agent, heldCallBody(fmt.Sprintf("evt-cc-%d", i), "s", "bash", "deploy", id))
-			if err != nil || status != 200 {
-				errs <- fmt.Errorf("resend answered %d: %v (%v)", status, m, err)
-				return
-			}
-			mu.Lock()
-			decisions[fmt.Sprint(m["decision"], "/", m["gate_status"], "/", m["metered"])]++
-			mu.Unlock()
-		})
-	}
-	wg.Wait()
-	close(errs)
-	for err := range errs {
-		t.Fatal(err)
-	}
+	decisions := toolCallsAtOnce(t, envs, s.agent, resends, func(i int) any {
+		return heldCallBody(fmt.Sprintf("evt-cc-%d", i), "s", "bash", "deploy", id)
+	})
 	if decisions["allow/authorized/true"] != 1 || decisions["deny/approval_used/false"] != resends-1 || len(decisions) != 2 {
 		t.Fatalf("decisions = %v, want exactly one allowed and %d approval_used", decisions, resends-1)
 	}

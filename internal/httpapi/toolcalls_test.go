@@ -243,28 +243,9 @@ func concurrentToolCalls(t *testing.T, envs []*env, key string) {
 	e := envs[0]
 	gid := grantIDOf(e.grant(key, map[string]any{"subagent": "s", "expires_at": inOneHour, "max_tool_calls": 100, "allowed_tools": []string{"bash"}}))
 	const calls = 300
-	var mu sync.Mutex
-	decisions := map[string]int{}
-	var wg sync.WaitGroup
-	errs := make(chan error, calls)
-	for i := range calls {
-		wg.Go(func() {
-			e := envs[i%len(envs)]
-			status, m, err := e.post("/v1/tool-calls", key, toolCallBody(fmt.Sprintf("evt-cc-%d", i), "s", "bash"))
-			if err != nil || status != 200 {
-				errs <- fmt.Errorf("tool call answered %d: %v (%v)", status, m, err)
-				return
-			}
-			mu.Lock()
-			decisions[fmt.Sprint(m["decision"], "/", m["gate_status"], "/", m["metered"])]++
-			mu.Unlock()
-		})
-	}
-	wg.Wait()
-	close(errs)
-	for err := range errs {
-		t.Fatal(err)
-	}
+	decisions := toolCallsAtOnce(t, envs, key, calls, func(i int) any {
+		return toolCallBody(fmt.Sprintf("evt-cc-%d", i), "s", "bash")
+	})
 	if decisions["allow/authorized/true"] != 100 || decisions["deny/budget_exhausted/false"] != calls-100 || len(decisions) != 2 {
 		t.Fatalf("decisions = %v, want exactly 100 allowed and %d denied for the budget", decisions, calls-100)
 	}
@@ -478,4 +459,33 @@ func TestToolCallManyStoredResults(t *testing.T) {
 			t.Fatalf("%v events after, want %v + the call alone: %v", after.events, before.events, got)
 		}
 	})
+}
+
+// toolCallsAtOnce sends n tool calls at once, call i with body(i),
+// spread over envs (replicas of one store), and counts their answers by
+// decision/gate_status/metered; any answer but 200 fails the test.
+func toolCallsAtOnce(t *testing.T, envs []*env, key string, n int, body func(i int) any) map[string]int {
+	t.Helper()
+	var mu sync.Mutex
+	decisions := map[string]int{}
+	var wg sync.WaitGroup
+	errs := make(chan error, n)
+	for i := range n {
+		wg.Go(func() {
+			status, m, err := envs[i%len(envs)].post("/v1/tool-calls", key, body(i))
+			if err != nil || status != 200 {
+				errs <- fmt.Errorf("tool call %d answered %d: %v (%v)", i, status, m, err)
+				return
+			}
+			mu.Lock()
+			decisions[fmt.Sprint(m["decision"], "/", m["gate_status"], "/", m["metered"])]++
+			mu.Unlock()
+		})
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Fatal(err)
+	}
+	return decisions
 }
