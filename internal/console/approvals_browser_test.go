@@ -67,7 +67,7 @@ func TestApprovalsInBrowser(t *testing.T) {
 		// Approve with a note; the resend is allowed once.
 		tb.run(t,
 			chromedp.SendKeys(chromedp.CSS("#note-"+id), "checked the command"),
-			chromedp.Click(chromedp.CSS(`button[aria-label="Approve `+id+`"]`)),
+			settledClick(`button[aria-label="Approve `+id+`"]`),
 			chromedp.WaitVisible(chromedp.CSS("#done")))
 		if got, _ := e.srv.App.Approval(ctx, p, id, 0); got.Status != api.ApprovalApproved || got.Note == nil || *got.Note != "checked the command" ||
 			got.DecidedBy == nil || got.DecidedBy.Kind != "session" {
@@ -91,7 +91,7 @@ func TestApprovalsInBrowser(t *testing.T) {
 
 		// Deny the early one; its resend is refused.
 		tb.run(t, chromedp.Navigate(e.srv.URL+"/console/approvals"), chromedp.WaitVisible(chromedp.CSS("#pending-"+early)),
-			chromedp.Click(chromedp.CSS(`button[aria-label="Deny `+early+`"]`)),
+			settledClick(`button[aria-label="Deny `+early+`"]`),
 			chromedp.WaitVisible(chromedp.CSS("#decided-"+early)))
 		if got := tb.text(t, "#done"); !strings.HasPrefix(got, "Denied") {
 			t.Errorf("after deny: %q", got)

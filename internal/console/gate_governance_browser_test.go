@@ -39,7 +39,7 @@ func TestGateGovernanceInBrowser(t *testing.T) {
 			t.Helper()
 			tb.fill(t, map[string]string{"#g-subagent": subagent, "#g-parent": parent, "#g-tools": tools, "#g-budget": budget})
 			tb.run(t,
-				chromedp.Click(chromedp.CSS(`form[action="/console/gate"] button`)),
+				settledClick(`form[action="/console/gate"] button`),
 				chromedp.WaitVisible(chromedp.CSS(wait)))
 		}
 		createGrant("orch", "", "read, search", "10", "#created")
@@ -67,7 +67,7 @@ func TestGateGovernanceInBrowser(t *testing.T) {
 		// Revoke, confirmed on its own page.
 		list, _ := e.srv.App.ListGrants(ctx, p, new(hostile[1]))
 		id := list.Grants[0].GrantID
-		tb.run(t, chromedp.Click(chromedp.CSS(`#grants a[href^="/console/gate/`+id+`/revoke"]`)), chromedp.WaitVisible(chromedp.CSS("form.confirm")))
+		tb.run(t, settledClick(`#grants a[href^="/console/gate/`+id+`/revoke"]`), chromedp.WaitVisible(chromedp.CSS("form.confirm")))
 		if got := tb.text(t, "#revoke-grant"); !strings.Contains(got, hostile[1]) {
 			t.Errorf("the confirmation shows:\n%s", got)
 		}
@@ -76,7 +76,7 @@ func TestGateGovernanceInBrowser(t *testing.T) {
 		}
 		tb.axe(t)
 		tb.checkInert(t)
-		tb.run(t, chromedp.Click(chromedp.CSS("form.confirm button")), chromedp.WaitVisible(chromedp.CSS("#done")))
+		tb.run(t, settledClick("form.confirm button"), chromedp.WaitVisible(chromedp.CSS("#done")))
 		if st, _ := e.srv.App.GrantStatus(ctx, p, api.GrantStatusQuery{Subagent: hostile[1]}, e.srv.App.Now()); st.Status != "revoked" {
 			t.Errorf("after the revoke the gate answers %s", st.Status)
 		}
@@ -89,7 +89,7 @@ func TestGateGovernanceInBrowser(t *testing.T) {
 			t.Helper()
 			tb.run(t, chromedp.Navigate(e.srv.URL+"/console/governance"), chromedp.WaitVisible(chromedp.CSS("#p-subagent")))
 			tb.fill(t, map[string]string{"#p-kind": "deny_scope", "#p-subagent": subagent, "#p-tool": tool, "#p-blocked": "3", "#p-note": hostile[0]})
-			tb.run(t, chromedp.Click(chromedp.CSS(`form[action="/console/governance"] button`)),
+			tb.run(t, settledClick(`form[action="/console/governance"] button`),
 				chromedp.WaitVisible(chromedp.CSS("#done")))
 			ps, _ := e.srv.App.Proposals(ctx, p, api.ProposalQuery{Status: "proposed"})
 			return ps.Proposals[0].ProposalID
@@ -111,13 +111,13 @@ func TestGateGovernanceInBrowser(t *testing.T) {
 		other := newTab(t, e)
 		other.signIn(t, e, email)
 		other.run(t, chromedp.Navigate(e.srv.URL+"/console/governance"), chromedp.WaitVisible(chromedp.CSS("#proposals-proposed")),
-			chromedp.Click(chromedp.CSS(`form[action="/console/governance/`+first+`/ratify"] button`)),
+			settledClick(`form[action="/console/governance/`+first+`/ratify"] button`),
 			chromedp.WaitVisible(chromedp.CSS("#done")))
 		if got := other.text(t, "#proposals-ratified"); !strings.Contains(got, first) {
 			t.Errorf("the ratified proposals:\n%s", got)
 		}
 		// The ratified page shows #done too: wait for the enacted one.
-		other.run(t, chromedp.Click(chromedp.CSS(`form[action="/console/governance/`+first+`/enact"] button`)))
+		other.run(t, settledClick(`form[action="/console/governance/`+first+`/enact"] button`))
 		other.until(t, `document.readyState === "complete" && location.search === "?done=enacted" && document.getElementById("rules") !== null`)
 		if got := other.text(t, "#rules"); !strings.Contains(got, first) || !strings.Contains(got, "deny_scope") {
 			t.Errorf("the rules in force:\n%s", got)

@@ -192,14 +192,44 @@ func newTab(t *testing.T, e *env) *tab {
 	return tb
 }
 
-// run runs steps with a deadline.
+// run runs steps with a deadline. A step that fails says where the page
+// was, so that a failure in CI can be read without rerunning it.
 func (tb *tab) run(t *testing.T, steps ...chromedp.Action[chromedp.Void]) {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(tb.ctx, 30*time.Second)
 	defer cancel()
 	if err := chromedp.Do(ctx, steps...); err != nil {
-		t.Fatalf("browser: %v", err)
+		t.Fatalf("browser: %v\n%s", err, tb.where())
 	}
+}
+
+// where describes the page now: its address, its load state and the start of
+// its main text.
+func (tb *tab) where() string {
+	ctx, cancel := context.WithTimeout(tb.ctx, 5*time.Second)
+	defer cancel()
+	s, err := chromedp.Run(ctx, chromedp.Evaluate[string](
+		`location.href + " (" + document.readyState + "): " + (document.querySelector("main") || document.body).innerText.slice(0, 600)`))
+	if err != nil {
+		return "the page could not be read: " + err.Error()
+	}
+	return "the page: " + s
+}
+
+// settledClick clicks the first node sel matches once the page has loaded.
+// A click is a mouse event at the node's centre, measured just before it is
+// sent; a page whose deferred script still has to run (console.js rewrites
+// every time into the viewer's zone) can move the node after that, and the
+// click lands beside it. WaitVisible alone returns while the page is still
+// parsing: a form posted after it missed its button one run in many.
+func settledClick(sel string) chromedp.Action[chromedp.Void] {
+	return chromedp.Func(func(ctx context.Context, t *chromedp.Target) error {
+		if _, err := chromedp.Poll[chromedp.Void](`document.readyState === "complete"`)(ctx, t); err != nil {
+			return err
+		}
+		_, err := chromedp.Click(chromedp.CSS(sel))(ctx, t)
+		return err
+	})
 }
 
 // text is the text of the first node sel matches.
@@ -234,12 +264,12 @@ func (tb *tab) signIn(t *testing.T, e *env, email string) {
 		chromedp.Navigate(e.srv.URL+"/"),
 		chromedp.WaitVisible(chromedp.CSS(`form[action="/console/signin"] #email`)),
 		chromedp.SendKeys(chromedp.CSS("#email"), email),
-		chromedp.Click(chromedp.CSS(`form[action="/console/signin"] button`)),
+		settledClick(`form[action="/console/signin"] button`),
 		chromedp.WaitVisible(chromedp.CSS("#code")),
 	)
 	tb.run(t,
 		chromedp.SendKeys(chromedp.CSS("#code"), e.lastCode(email)),
-		chromedp.Click(chromedp.CSS(`form[action="/console/signin/code"] button`)),
+		settledClick(`form[action="/console/signin/code"] button`),
 		chromedp.WaitVisible(chromedp.CSS(`nav[aria-label="Panels"]`)),
 	)
 }

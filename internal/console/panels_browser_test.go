@@ -39,11 +39,11 @@ func TestPanelsInBrowser(t *testing.T) {
 		if got := tb.text(t, "h1"); !strings.Contains(got, "Accept the required documents") {
 			t.Fatalf("with unmet documents the first page is %q", got)
 		}
-		tb.run(t, chromedp.Click(chromedp.CSS(`main a[href="/console/legal"]`)), chromedp.WaitVisible(chromedp.CSS("#unmet")))
+		tb.run(t, settledClick(`main a[href="/console/legal"]`), chromedp.WaitVisible(chromedp.CSS("#unmet")))
 		for left := len(e.srv.App.LegalDocuments().Documents) - 1; left >= 0; left-- {
 			tb.run(t,
-				chromedp.Click(chromedp.CSS(`form.accept input[name="accepted"]`)),
-				chromedp.Click(chromedp.CSS(`form.accept button`)))
+				settledClick(`form.accept input[name="accepted"]`),
+				settledClick(`form.accept button`))
 			tb.until(t, `document.readyState === "complete" && document.getElementById("recorded") !== null && document.querySelectorAll("form.accept").length === `+strconv.Itoa(left))
 		}
 		if n := eval[int](t, tb, `document.querySelectorAll("form.accept").length`); n != 0 {
@@ -63,8 +63,8 @@ func TestPanelsInBrowser(t *testing.T) {
 		tb.run(t, chromedp.Navigate(e.srv.URL+"/console/keys"), chromedp.WaitVisible(chromedp.CSS("#k-label")),
 			chromedp.SendKeys(chromedp.CSS("#k-label"), hostile[0]),
 			chromedp.SendKeys(chromedp.CSS("#k-machine"), hostile[4]),
-			chromedp.Click(chromedp.CSS(`#scope-events\:read`)),
-			chromedp.Click(chromedp.CSS(`form[action="/console/keys"] button`)),
+			settledClick(`#scope-events\:read`),
+			settledClick(`form[action="/console/keys"] button`),
 			chromedp.WaitVisible(chromedp.CSS("#new-token")))
 		token := eval[string](t, tb, `document.getElementById("new-token").value`)
 
@@ -89,7 +89,7 @@ func TestPanelsInBrowser(t *testing.T) {
 		id := keys.Keys[0].ID
 		tb.screenshot(t, "keys")
 		tb.axe(t)
-		tb.run(t, chromedp.Click(chromedp.CSS(`form[action="/console/keys/`+id+`/revoke"] button`)), chromedp.WaitVisible(chromedp.CSS("#done")))
+		tb.run(t, settledClick(`form[action="/console/keys/`+id+`/revoke"] button`), chromedp.WaitVisible(chromedp.CSS("#done")))
 		if st := e.api("GET", "/v1/machines", token, nil, nil); st != http.StatusUnauthorized {
 			t.Errorf("the revoked key on the API: %d", st)
 		}
@@ -109,8 +109,8 @@ func TestPanelsInBrowser(t *testing.T) {
 		}
 		tb.run(t, chromedp.Navigate(e.srv.URL+"/console/webhooks"), chromedp.WaitVisible(chromedp.CSS("#h-url")),
 			chromedp.SendKeys(chromedp.CSS("#h-url"), target),
-			chromedp.Click(chromedp.CSS(`#type-grant\.revoked`)),
-			chromedp.Click(chromedp.CSS(`form[action="/console/webhooks"] button`)),
+			settledClick(`#type-grant\.revoked`),
+			settledClick(`form[action="/console/webhooks"] button`),
 			chromedp.WaitVisible(chromedp.CSS("#new-secret")))
 		secret := eval[string](t, tb, `document.getElementById("new-secret").value`)
 		if !strings.HasPrefix(secret, "whsec_") {
@@ -122,7 +122,7 @@ func TestPanelsInBrowser(t *testing.T) {
 			t.Fatal("the secret is shown again")
 		}
 		tb.run(t, chromedp.SetValue(chromedp.CSS("#t-type"), "grant.revoked"),
-			chromedp.Click(chromedp.CSS(`form[action="/console/webhooks/test"] button`)),
+			settledClick(`form[action="/console/webhooks/test"] button`),
 			chromedp.WaitVisible(chromedp.CSS("#tested")))
 		if got := tb.text(t, "#tested"); !strings.Contains(got, "webhook (queued)") {
 			t.Errorf("the test says %q", got)
@@ -141,7 +141,7 @@ func TestPanelsInBrowser(t *testing.T) {
 		tb.axe(t)
 		hooks, _ := e.srv.App.Webhooks(context.Background(), appPrincipal(userID))
 		hookID := hooks.Webhooks[1].ID
-		tb.run(t, chromedp.Click(chromedp.CSS(`#endpoints a[href$="`+hookID+`"]`)), chromedp.WaitVisible(chromedp.CSS("#deliveries")))
+		tb.run(t, settledClick(`#endpoints a[href$="`+hookID+`"]`), chromedp.WaitVisible(chromedp.CSS("#deliveries")))
 		if got := tb.text(t, "#deliveries"); !strings.Contains(got, "HTTP 204") || !strings.Contains(got, " ms") {
 			t.Errorf("the attempts:\n%s", got)
 		}
@@ -153,8 +153,8 @@ func TestPanelsInBrowser(t *testing.T) {
 		if got := tb.text(t, "#inbox"); !strings.Contains(got, "grant.revoked") || !strings.Contains(got, "key.created") {
 			t.Errorf("the inbox:\n%s", got)
 		}
-		tb.run(t, chromedp.Click(chromedp.CSS(`#on-grant\.revoked-email`)),
-			chromedp.Click(chromedp.CSS(`form[action="/console/notifications/preferences"] button`)),
+		tb.run(t, settledClick(`#on-grant\.revoked-email`),
+			settledClick(`form[action="/console/notifications/preferences"] button`),
 			chromedp.WaitVisible(chromedp.CSS("#saved")))
 		prefs, _ := e.srv.App.Preferences(context.Background(), appPrincipal(userID))
 		for _, p := range prefs.Preferences {
@@ -203,14 +203,14 @@ func TestPanelsInBrowser(t *testing.T) {
 		// Team: one created (its name hostile), a member invited.
 		tb.run(t, chromedp.Navigate(e.srv.URL+"/console/team"), chromedp.WaitVisible(chromedp.CSS("#team-name")),
 			chromedp.SendKeys(chromedp.CSS("#team-name"), hostile[3]),
-			chromedp.Click(chromedp.CSS(`form[action="/console/team"] button`)),
+			settledClick(`form[action="/console/team"] button`),
 			chromedp.WaitVisible(chromedp.CSS("#created")))
 		if got := tb.text(t, "#orgs"); !strings.Contains(got, hostile[3]) {
 			t.Errorf("the teams table:\n%s", got)
 		}
-		tb.run(t, chromedp.Click(chromedp.CSS(`#created a`)), chromedp.WaitVisible(chromedp.CSS("#inv-email")),
+		tb.run(t, settledClick(`#created a`), chromedp.WaitVisible(chromedp.CSS("#inv-email")),
 			chromedp.SendKeys(chromedp.CSS("#inv-email"), "teammate@example.com"),
-			chromedp.Click(chromedp.CSS(`form[action$="/invite"] button`)),
+			settledClick(`form[action$="/invite"] button`),
 			chromedp.WaitVisible(chromedp.CSS("#invited")))
 		if got := tb.text(t, "#members"); !strings.Contains(got, "teammate@example.com") || !strings.Contains(got, "invited") {
 			t.Errorf("the members:\n%s", got)
