@@ -51,6 +51,10 @@ func TestCommandLineMistakesSayWhatToDo(t *testing.T) {
 		{[]string{"--url", "http://x", "chain", "tip"}, []string{"--url before a command: flags go after it"}},
 		{[]string{"hook", "install", "--host", "claude"}, []string{`unknown host "claude"; did you mean claude-code?`, "claude-code, codex, gemini, cursor"}},
 		{[]string{"hook", "install"}, []string{"no host: give --host, one of claude-code, codex, gemini, cursor"}},
+		{[]string{"monitor", "--account", "u", "--state", "s.json", "--webhook-secret", "whsec_c2VjcmV0c2VjcmV0c2VjcmV0"},
+			[]string{"monitor: --webhook-secret signs the posts of --webhook URL, which is not given"}},
+		{[]string{"monitor", "--account", "u", "--state", "s.json", "--webhook", "http://127.0.0.1:1/", "--webhook-secret", "sekrit-not-whsec"},
+			[]string{"monitor: --webhook-secret: webhook secret must start with whsec_"}},
 	} {
 		code, stderr := runMessage(t, env, tc.args...)
 		if code != exitUsage {
@@ -60,6 +64,9 @@ func TestCommandLineMistakesSayWhatToDo(t *testing.T) {
 			if !strings.Contains(stderr, w) {
 				t.Errorf("%v: stderr %q lacks %q", tc.args, stderr, w)
 			}
+		}
+		if strings.Contains(stderr, "sekrit") || strings.Contains(stderr, "c2VjcmV0") {
+			t.Errorf("%v: stderr repeats the secret: %q", tc.args, stderr)
 		}
 		if n := strings.Count(stderr, "\n"); n != 1 || strings.Contains(stderr, "flag provided") || strings.Contains(stderr, "usage:") {
 			t.Errorf("%v: stderr is %d lines, want one line and no usage dump: %q", tc.args, n, stderr)

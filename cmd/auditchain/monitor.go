@@ -14,7 +14,9 @@ import (
 	"strings"
 	"time"
 
+	"github.com/auditchain/auditchain/internal/config"
 	"github.com/auditchain/auditchain/internal/monitor"
+	notifywebhook "github.com/auditchain/auditchain/internal/notify/webhook"
 	"github.com/auditchain/auditchain/pkg/client"
 )
 
@@ -32,7 +34,8 @@ func (e alarmError) Error() string {
 
 const monitorUsage = `usage: auditchain monitor --account USER_ID --state FILE [--url URL] [--api-key KEY]
                          [--service-key KEY] [--witness VKEY ... [--quorum N]]
-                         [--interval D] [--once] [--webhook URL] [--json]
+                         [--interval D] [--once] [--webhook URL [--webhook-secret whsec_...]]
+                         [--json]
 
 Polls the account's newest signed checkpoint and holds it to the one pinned
 in the state FILE: it must be signed by the pinned service key, and the
@@ -43,7 +46,9 @@ is a prefix of the new one. Consistent growth moves the pin forward (with
 A split view (another root at the pinned size, or no consistency), a
 rollback (a smaller tree) or a bad signature is an alarm: its evidence, the
 pinned and the observed checkpoints with their notes in full, is printed
-(JSON) and, with --webhook, POSTed there as JSON (unsigned); the pin stays.
+(JSON) and, with --webhook, POSTed there as JSON, signed per Standard
+Webhooks with --webhook-secret (or AUDITCHAIN_MONITOR_WEBHOOK_SECRET); the
+pin stays.
 With --once the check runs one time and an alarm exits 4; otherwise it
 polls every --interval until interrupted, reporting each alarm once.
 
@@ -98,6 +103,9 @@ func monitorCmd(ctx context.Context, args []string, getenv func(string) string, 
 	interval := fs.Duration("interval", time.Minute, "how often to poll")
 	once := fs.Bool("once", false, "check one time; exit 4 on an alarm")
 	webhook := fs.String("webhook", "", "POST each alarm's evidence (JSON) to this URL")
+	var webhookSecret string
+	config.SecretVar(fs, &webhookSecret, "webhook-secret", getenv("AUDITCHAIN_MONITOR_WEBHOOK_SECRET"), "",
+		"sign the webhook's posts per Standard Webhooks with this whsec_ secret (AUDITCHAIN_MONITOR_WEBHOOK_SECRET)")
 	asJSON := fs.Bool("json", false, "one JSON object per check (alarms are JSON either way)")
 	rest, err := parseFlags(fs, args, stdout, stderr)
 	if err != nil {
@@ -115,6 +123,14 @@ func monitorCmd(ctx context.Context, args []string, getenv func(string) string, 
 		return usagef("monitor: --interval must be positive, like 1m")
 	case *webhook != "" && !strings.HasPrefix(*webhook, "http://") && !strings.HasPrefix(*webhook, "https://"):
 		return usagef("monitor: --webhook must be an http:// or https:// URL")
+	case webhookSecret != "" && *webhook == "":
+		return usagef("monitor: --webhook-secret signs the posts of --webhook URL, which is not given")
+	}
+	if webhookSecret != "" {
+		// The secret's form is checked now, not at the first alarm.
+		if _, err := notifywebhook.Sign(webhookSecret, "check", time.Unix(0, 0), nil); err != nil {
+			return usagef("monitor: --webhook-secret: %v (the receiver's secret, like whsec_ and base64)", err)
+		}
 	}
 	if err := serviceMissing("monitor", *url, *key); err != nil {
 		return err
@@ -127,7 +143,8 @@ func monitorCmd(ctx context.Context, args []string, getenv func(string) string, 
 	if err != nil {
 		return usageError{err}
 	}
-	m := &monitor.Monitor{Source: c, StatePath: *state, Options: o, Interval: *interval, Webhook: *webhook}
+	m := &monitor.Monitor{Source: c, StatePath: *state, Options: o, Interval: *interval, Webhook: *webhook,
+		WebhookSecret: webhookSecret}
 	if *once {
 		r, err := m.Once(ctx)
 		return reportCheck("monitor", *url, stdout, r, err, *asJSON)

@@ -1,9 +1,11 @@
 package main
 
 import (
+	"bytes"
 	"context"
 	"encoding/base64"
 	"encoding/json"
+	"io"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -13,6 +15,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	standardwebhooks "github.com/standard-webhooks/standard-webhooks/libraries/go"
 
 	"github.com/auditchain/auditchain/internal/app/apptest"
 	"github.com/auditchain/auditchain/internal/httpapi/httpapitest"
@@ -136,24 +140,44 @@ func checkEvidence(t *testing.T, a *monitor.Alarm, kind string, pinnedSize, obse
 	}
 }
 
-// webhookSink is a loopback server that keeps what the monitor posts.
+// webhookSink is a loopback server that keeps what the monitor posts. With
+// a secret it checks each post's signature by the Standard Webhooks
+// reference library, as a receiver does, and keeps the posts it refused.
 type webhookSink struct {
-	mu     sync.Mutex
-	bodies []monitor.WebhookBody
-	url    string
+	mu      sync.Mutex
+	bodies  []monitor.WebhookBody
+	ids     []string
+	refused []string
+	url     string
 }
 
-func newWebhookSink(t *testing.T) *webhookSink {
+func newWebhookSink(t *testing.T, secret string) *webhookSink {
 	w := &webhookSink{}
+	var receiver *standardwebhooks.Webhook
+	if secret != "" {
+		var err error
+		if receiver, err = standardwebhooks.NewWebhook(secret); err != nil {
+			t.Fatal(err)
+		}
+	}
 	srv := httptest.NewServer(http.HandlerFunc(func(rw http.ResponseWriter, r *http.Request) {
+		raw, err := io.ReadAll(r.Body)
 		var b monitor.WebhookBody
-		if r.Method != http.MethodPost || r.Header.Get("Content-Type") != "application/json" || json.NewDecoder(r.Body).Decode(&b) != nil {
+		if err != nil || r.Method != http.MethodPost || r.Header.Get("Content-Type") != "application/json" || json.Unmarshal(raw, &b) != nil {
 			rw.WriteHeader(http.StatusBadRequest)
 			return
 		}
 		w.mu.Lock()
+		defer w.mu.Unlock()
+		if receiver != nil {
+			if err := receiver.Verify(raw, r.Header); err != nil {
+				w.refused = append(w.refused, err.Error())
+				rw.WriteHeader(http.StatusUnauthorized)
+				return
+			}
+		}
 		w.bodies = append(w.bodies, b)
-		w.mu.Unlock()
+		w.ids = append(w.ids, r.Header.Get("webhook-id"))
 		rw.WriteHeader(http.StatusNoContent)
 	}))
 	t.Cleanup(srv.Close)
@@ -173,12 +197,17 @@ func (w *webhookSink) received() []monitor.WebhookBody {
 // that backup (same service key, same account, other events) is a split
 // view, at the same size and past it; a tampered signature is caught. Each
 // alarm exits 4, prints both checkpoints with their notes in full, posts
-// the same evidence to the webhook, and leaves the pin where it was.
+// the same evidence to the webhook, signed (Standard Webhooks' reference
+// library verifies each post), and leaves the pin where it was.
 func TestMonitorCatchesRollbackForkAndBadSignature(t *testing.T) {
 	storetest.Each(t, func(t *testing.T, dsn string) {
 		orig := startMonitorService(t, dsn)
 		state := filepath.Join(t.TempDir(), "monitor.json")
-		hook := newWebhookSink(t)
+		secret := "whsec_" + base64.StdEncoding.EncodeToString(bytes.Repeat([]byte{9}, 32))
+		hook := newWebhookSink(t, secret)
+		signed := func(args ...string) []string {
+			return append(args, "--webhook", hook.url, "--webhook-secret", secret)
+		}
 
 		appendEvents(t, orig.env(), 3)
 		if code, out, errOut := monitorOnce(t, orig, state); code != 0 || !strings.HasPrefix(out, monitor.StatusPinned+" ") {
@@ -194,7 +223,7 @@ func TestMonitorCatchesRollbackForkAndBadSignature(t *testing.T) {
 
 		backup := backupStore(t, dsn) // the account at 3 events
 		appendEvents(t, orig.env(), 2)
-		if code, out, errOut := monitorOnce(t, orig, state, "--webhook", hook.url); code != 0 || !strings.HasPrefix(out, monitor.StatusAdvanced+" ") {
+		if code, out, errOut := monitorOnce(t, orig, state, signed()...); code != 0 || !strings.HasPrefix(out, monitor.StatusAdvanced+" ") {
 			t.Fatalf("consistent growth: exit %d\n%s%s", code, out, errOut)
 		}
 		pinned := readMonitorState(t, state)
@@ -204,7 +233,7 @@ func TestMonitorCatchesRollbackForkAndBadSignature(t *testing.T) {
 
 		// Restore from the old backup: the log is back at 3.
 		restored := serveCopy(t, orig, backup)
-		code, out, errOut := monitorOnce(t, restored, state, "--webhook", hook.url)
+		code, out, errOut := monitorOnce(t, restored, state, signed()...)
 		if code != exitAlarm || !strings.Contains(errOut, "rollback") {
 			t.Fatalf("rollback: exit %d\n%s%s", code, out, errOut)
 		}
@@ -216,7 +245,7 @@ func TestMonitorCatchesRollbackForkAndBadSignature(t *testing.T) {
 		// The restored store takes other events: a fork of the log, signed
 		// by the same key. At the pinned size it is another root...
 		appendEvents(t, restored.env(), 2)
-		code, out, errOut = monitorOnce(t, restored, state, "--webhook", hook.url)
+		code, out, errOut = monitorOnce(t, restored, state, signed()...)
 		if code != exitAlarm || !strings.Contains(errOut, "split_view") {
 			t.Fatalf("fork at the pinned size: exit %d\n%s%s", code, out, errOut)
 		}
@@ -260,7 +289,7 @@ func TestMonitorCatchesRollbackForkAndBadSignature(t *testing.T) {
 			[]byte(tampered), orig.userID, p.SecondCheckpoint.Index); err != nil {
 			t.Fatal(err)
 		}
-		code, out, errOut = monitorOnce(t, orig, state, "--webhook", hook.url)
+		code, out, errOut = monitorOnce(t, orig, state, signed()...)
 		if code != exitAlarm || !strings.Contains(errOut, "bad_signature") {
 			t.Fatalf("tampered signature: exit %d\n%s%s", code, out, errOut)
 		}
@@ -279,8 +308,11 @@ func TestMonitorCatchesRollbackForkAndBadSignature(t *testing.T) {
 			}
 			kinds = append(kinds, b.Alarm.Kind)
 		}
-		if strings.Join(kinds, ",") != "rollback,split_view,bad_signature" {
-			t.Fatalf("webhook received %v", kinds)
+		if strings.Join(kinds, ",") != "rollback,split_view,bad_signature" || len(hook.refused) != 0 {
+			t.Fatalf("webhook received %v, refused %q", kinds, hook.refused)
+		}
+		if hook.ids[0] == hook.ids[1] || hook.ids[1] == hook.ids[2] || !strings.HasPrefix(hook.ids[0], "alarm_") {
+			t.Fatalf("webhook-ids %q: one per alarm", hook.ids)
 		}
 		if got[1].Alarm.Observed.Note != fork.Observed.Note || got[1].Alarm.Pinned.Note != fork.Pinned.Note {
 			t.Fatal("the webhook's split view is not the printed evidence")

@@ -3,11 +3,16 @@ package monitor
 import (
 	"bytes"
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
 	"fmt"
 	"io"
 	"net/http"
+	"strconv"
 	"time"
+
+	"github.com/auditchain/auditchain/internal/notify/webhook"
 )
 
 // Monitor runs Check on an interval, writes the state when the pin moves,
@@ -18,9 +23,15 @@ type Monitor struct {
 	Options   Options
 	Interval  time.Duration
 	// Webhook, when not empty, receives each alarm's evidence (WebhookBody)
-	// as a JSON POST. Unsigned: docs/integrity.md "Monitor".
+	// as a JSON POST (docs/integrity.md "Monitor").
 	Webhook string
-	HTTP    *http.Client
+	// WebhookSecret, when not empty, signs each post per Standard Webhooks
+	// (a whsec_ secret the receiver holds too): webhook-id, webhook-timestamp
+	// and webhook-signature, as the service's own webhooks are signed.
+	WebhookSecret string
+	// Now stamps a signed post (webhook-timestamp); time.Now when nil.
+	Now  func() time.Time
+	HTTP *http.Client
 	// Report receives every Result, and each error of a poll that could not
 	// be made; it must not keep r past the call.
 	Report func(r *Result, err error)
@@ -116,6 +127,20 @@ func (m *Monitor) post(ctx context.Context, a *Alarm) error {
 		return err
 	}
 	req.Header.Set("Content-Type", "application/json")
+	if m.WebhookSecret != "" {
+		now := time.Now
+		if m.Now != nil {
+			now = m.Now
+		}
+		ts, id := now(), alarmID(a)
+		sig, err := webhook.Sign(m.WebhookSecret, id, ts, b)
+		if err != nil {
+			return err
+		}
+		req.Header.Set("webhook-id", id)
+		req.Header.Set("webhook-timestamp", strconv.FormatInt(ts.Unix(), 10))
+		req.Header.Set("webhook-signature", sig)
+	}
 	c := m.HTTP
 	if c == nil {
 		c = &http.Client{Timeout: 30 * time.Second}
@@ -130,4 +155,20 @@ func (m *Monitor) post(ctx context.Context, a *Alarm) error {
 		return fmt.Errorf("%s answered %s", m.Webhook, resp.Status)
 	}
 	return nil
+}
+
+// alarmID is a signed post's webhook-id: the same for the same evidence
+// (kind and the notes it holds), so a receiver that deduplicates by id, as
+// Standard Webhooks asks, sees one alarm when a post that failed is tried
+// again at the next poll, whose detected_at differs.
+func alarmID(a *Alarm) string {
+	h := sha256.New()
+	h.Write([]byte(a.Kind))
+	for _, c := range []*Checkpoint{a.Pinned, a.Observed, a.AtPinnedSize} {
+		h.Write([]byte{0})
+		if c != nil {
+			h.Write([]byte(c.Note))
+		}
+	}
+	return "alarm_" + hex.EncodeToString(h.Sum(nil)[:16])
 }
