@@ -41,7 +41,8 @@ Polls the account's newest signed checkpoint and holds it to the one pinned
 in the state FILE: it must be signed by the pinned service key, and the
 service must prove (a consistency proof, checked here) that the pinned tree
 is a prefix of the new one. Consistent growth moves the pin forward (with
---witness, only to a checkpoint carrying --quorum of their cosignatures).
+--witness, only to a checkpoint carrying --quorum of their cosignatures: the
+newest, else the newest of the 16 blocks before it that carries them).
 
 A split view (another root at the pinned size, or no consistency), a
 rollback (a smaller tree) or a bad signature is an alarm: its evidence, the
@@ -57,8 +58,8 @@ FILE (trust on first use) unless --service-key gives it. docs/integrity.md
 "Monitor" says what this proves and what it does not.
 
 The service is --url and --api-key, else AUDITCHAIN_URL and AUDITCHAIN_API_KEY.
-Exit codes: 0 checked (pinned, advanced, unchanged, awaiting cosignatures),
-1 no check could be made, 2 a usage error, 4 an alarm (docs/cli.md).
+Exit codes: 0 checked (pinned, advanced, unchanged, awaiting cosignatures,
+advanced to witnessed), 1 no check could be made, 2 a usage error, 4 an alarm (docs/cli.md).
 `
 
 // pinFlags are the trust flags monitor and chain verify --pin share.

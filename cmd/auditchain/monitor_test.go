@@ -415,5 +415,49 @@ func TestMonitorPinsOnlyWitnessedCheckpoints(t *testing.T) {
 		if s := readMonitorState(t, state); s.Checkpoint == nil || len(s.Checkpoint.Cosignatures) != 1 {
 			t.Fatalf("the pin does not keep the cosignature: %+v", s.Checkpoint)
 		}
+
+		// An account that keeps appending: each check's read seals a new
+		// block, which the witnesses have not cosigned yet. With no
+		// witnessed block past the pin the check waits; once the block an
+		// earlier check sealed is cosigned, the pin moves to it although
+		// the newest is still uncosigned.
+		cosign := func() store.BlockRow {
+			t.Helper()
+			b, _, err := orig.srv.App.Seal(ctx, orig.userID) // the newest block: the last check sealed it
+			if err != nil {
+				t.Fatal(err)
+			}
+			tx, err := st.WriteDB().BeginTx(ctx, nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := st.InsertCosignature(ctx, tx, orig.userID, b.Index, store.Cosignature{Witness: w.name, Signature: w.cosign(t, string(b.Note))}, time.Now().UnixMicro()); err != nil {
+				t.Fatal(err)
+			}
+			if err := tx.Commit(); err != nil {
+				t.Fatal(err)
+			}
+			return b
+		}
+		appendEvents(t, orig.env(), 2)
+		if code, out, errOut := monitorOnce(t, orig, state, "--witness", w.vkey); code != 0 || !strings.HasPrefix(out, monitor.StatusAwaitingCosignatures+" ") {
+			t.Fatalf("growth not yet witnessed: exit %d\n%s%s", code, out, errOut)
+		}
+		witnessed := cosign()
+		appendEvents(t, orig.env(), 3)
+		code, out, errOut = monitorOnce(t, orig, state, "--witness", w.vkey, "--json")
+		var moved monitor.Result
+		if err := json.Unmarshal([]byte(out), &moved); err != nil || code != 0 || moved.Status != monitor.StatusAdvancedToWitnessed {
+			t.Fatalf("a witnessed block behind the newest: exit %d %+v\n%s%s", code, moved, out, errOut)
+		}
+		s := readMonitorState(t, state)
+		if s.Checkpoint.BlockIndex != witnessed.Index || s.Checkpoint.TreeSize != 4 || len(s.Checkpoint.Cosignatures) != 1 ||
+			moved.Observed.TreeSize != 7 || moved.Observed.BlockIndex <= witnessed.Index {
+			t.Fatalf("pinned %+v after observing %+v; want block %d of size 4", s.Checkpoint, moved.Observed, witnessed.Index)
+		}
+		// The newest stays unwitnessed: nothing past the pin is.
+		if code, out, errOut := monitorOnce(t, orig, state, "--witness", w.vkey); code != 0 || !strings.HasPrefix(out, monitor.StatusAwaitingCosignatures+" ") {
+			t.Fatalf("nothing witnessed past the pin: exit %d\n%s%s", code, out, errOut)
+		}
 	})
 }

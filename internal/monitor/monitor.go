@@ -36,6 +36,9 @@ type Source interface {
 	// ConsistencyProof proves the tree of first leaves a prefix of the tree
 	// of second (nil: the newest block's), with the blocks of both sizes.
 	ConsistencyProof(ctx context.Context, first uint64, second *uint64) (*api.ConsistencyProof, error)
+	// Blocks lists the account's blocks from the index cursor on (nil: the
+	// first), oldest first, at most limit, with their cosignatures.
+	Blocks(ctx context.Context, cursor *int64, limit int) (*api.BlockPage, error)
 }
 
 // StateVersion is the version of the state file's format.
@@ -109,7 +112,19 @@ const (
 	// lacks the witness quorum, so the pin stays (the service's witness job
 	// cosigns after the block is sealed).
 	StatusAwaitingCosignatures = "awaiting_cosignatures"
+	// StatusAdvancedToWitnessed: the newest checkpoint lacks the quorum,
+	// and the pin moved to the newest earlier one that has it. On an
+	// account that keeps appending, each read seals a new block before the
+	// witness job has cosigned it, so the newest is rarely witnessed; the
+	// blocks just before it are.
+	StatusAdvancedToWitnessed = "advanced_to_witnessed"
 )
+
+// witnessedLookBack is how many blocks before the newest a check reads to
+// find the newest one cosigned by the quorum: the witness job cosigns the
+// newest sealed block every minute, so a monitor polling every minute
+// finds it one or two blocks back.
+const witnessedLookBack = 16
 
 // Result is one Check: its outcome, the checkpoint observed, and with
 // witnesses the quorum on it.
@@ -231,42 +246,28 @@ func Check(ctx context.Context, src Source, s *State, o Options) (*Result, error
 			res.Status = StatusUnchanged
 			return res, nil
 		}
-		size := cp.Size
-		p, err := src.ConsistencyProof(ctx, pinned.Size, &size)
-		if err != nil {
-			return nil, fmt.Errorf("consistency proof from %d to %d: %w", pinned.Size, size, err)
-		}
-		path := make([]verify.Hash, len(p.Proof))
-		for i, h := range p.Proof {
-			if err := path[i].UnmarshalText([]byte(h)); err != nil {
-				return alarm(KindSplitView, "the consistency proof from %d to %d is malformed: %v", pinned.Size, size, err)
-			}
-		}
-		// The roots are the signed notes', not the proof's: a proof only
-		// counts between the two checkpoints the service signed.
-		if err := verify.VerifyConsistency(pinned.Size, cp.Size, path, pinned.Root, cp.Root); err != nil {
-			res, _ := alarm(KindSplitView, "the newest checkpoint is not consistent with the pinned one: %v", err)
-			if p.FirstCheckpoint != nil {
-				if other, err := verify.OpenCheckpoint([]byte(p.FirstCheckpoint.Note), pub, origin); err == nil &&
-					other.Size == pinned.Size && other.Root != pinned.Root {
-					res.Alarm.AtPinnedSize = view(p.FirstCheckpoint)
-					res.Alarm.Detail += fmt.Sprintf("; the service also signed size %d with root %s", other.Size, other.Root)
-				}
-			}
-			return res, nil
-		}
-	}
-	if len(o.Witnesses) > 0 {
-		q := verify.CheckQuorum([]byte(obs.Note), obs.Cosignatures, o.Witnesses, o.Quorum)
-		res.Quorum = &q
-		if !q.Met() {
-			res.Status = StatusAwaitingCosignatures
-			return res, nil
+		if r, err := extends(ctx, src, pub, origin, pinned, cp, alarm); r != nil || err != nil {
+			return r, err
 		}
 	}
 	res.Status = StatusAdvanced
 	if s.Checkpoint == nil {
 		res.Status = StatusPinned
+	}
+	if len(o.Witnesses) > 0 {
+		q := verify.CheckQuorum([]byte(obs.Note), obs.Cosignatures, o.Witnesses, o.Quorum)
+		res.Quorum = &q
+		if !q.Met() {
+			b, alarmed, err := newestWitnessed(ctx, src, s, pub, origin, obs, o, alarm)
+			if alarmed != nil || err != nil {
+				return alarmed, err
+			}
+			if b == nil {
+				res.Status = StatusAwaitingCosignatures
+				return res, nil
+			}
+			res.Status, obs = StatusAdvancedToWitnessed, b
+		}
 	}
 	s.Version, s.Origin = StateVersion, origin
 	if s.UserID == "" {
@@ -278,6 +279,99 @@ func Check(ctx context.Context, src Source, s *State, o Options) (*Result, error
 	s.Checkpoint, s.PinnedAt = obs, now().UTC().Format(time.RFC3339)
 	res.Pinned = obs
 	return res, nil
+}
+
+// alarmFunc raises an alarm of a check (its Result) with a detail.
+type alarmFunc func(kind, format string, a ...any) (*Result, error)
+
+// extends checks with the service's consistency proof that cp, a signed
+// checkpoint larger than pinned, extends it. It returns the alarm's Result
+// when it does not (a split view), nil when it does. The roots are the
+// signed notes', not the proof's: a proof only counts between two
+// checkpoints the service signed.
+func extends(ctx context.Context, src Source, pub ed25519.PublicKey, origin string, pinned, cp verify.Checkpoint, alarm alarmFunc) (*Result, error) {
+	size := cp.Size
+	p, err := src.ConsistencyProof(ctx, pinned.Size, &size)
+	if err != nil {
+		return nil, fmt.Errorf("consistency proof from %d to %d: %w", pinned.Size, size, err)
+	}
+	path := make([]verify.Hash, len(p.Proof))
+	for i, h := range p.Proof {
+		if err := path[i].UnmarshalText([]byte(h)); err != nil {
+			return alarm(KindSplitView, "the consistency proof from %d to %d is malformed: %v", pinned.Size, size, err)
+		}
+	}
+	if err := verify.VerifyConsistency(pinned.Size, cp.Size, path, pinned.Root, cp.Root); err != nil {
+		res, _ := alarm(KindSplitView, "the checkpoint of size %d is not consistent with the pinned one: %v", size, err)
+		if p.FirstCheckpoint != nil {
+			if other, err := verify.OpenCheckpoint([]byte(p.FirstCheckpoint.Note), pub, origin); err == nil &&
+				other.Size == pinned.Size && other.Root != pinned.Root {
+				res.Alarm.AtPinnedSize = view(p.FirstCheckpoint)
+				res.Alarm.Detail += fmt.Sprintf("; the service also signed size %d with root %s", other.Size, other.Root)
+			}
+		}
+		return res, nil
+	}
+	return nil, nil
+}
+
+// newestWitnessed finds, among the witnessedLookBack blocks before newest,
+// the newest one past the pin that carries the quorum, and holds it to the
+// pin as the newest was held: signed by the trusted key, consistent with
+// the pinned checkpoint. It returns that block (its size and root read from
+// its note), or nil when there is none, or the alarm's Result when one of
+// those blocks is not what the service's key signs or does not extend the
+// pin (the newest did, so such a block is a fork the witnesses saw).
+func newestWitnessed(ctx context.Context, src Source, s *State, pub ed25519.PublicKey, origin string, newest *Checkpoint,
+	o Options, alarm alarmFunc) (*Checkpoint, *Result, error) {
+	from := max(newest.BlockIndex-witnessedLookBack, 0)
+	page, err := src.Blocks(ctx, &from, witnessedLookBack)
+	if err != nil {
+		return nil, nil, fmt.Errorf("blocks from %d: %w", from, err)
+	}
+	var pinned verify.Checkpoint
+	hasPin := s.Checkpoint != nil
+	if hasPin {
+		// Opened by Check already: it verifies.
+		if pinned, err = verify.OpenCheckpoint([]byte(s.Checkpoint.Note), pub, origin); err != nil {
+			return nil, nil, err
+		}
+	}
+	for i := len(page.Blocks) - 1; i >= 0; i-- {
+		b := view(&page.Blocks[i])
+		if b.BlockIndex >= newest.BlockIndex {
+			continue
+		}
+		if q := verify.CheckQuorum([]byte(b.Note), b.Cosignatures, o.Witnesses, o.Quorum); !q.Met() {
+			continue
+		}
+		cp, err := verify.OpenCheckpoint([]byte(b.Note), pub, origin)
+		if err != nil {
+			r, _ := alarm(KindBadSignature, "block %d, cosigned by the witnesses, does not verify with the trusted service key %s: %v",
+				b.BlockIndex, verify.ServiceKeyID(pub), err)
+			r.Alarm.Observed = b
+			return nil, r, nil
+		}
+		if cp.Size > newest.TreeSize {
+			continue // not before the newest: no witnessed past to pin
+		}
+		b.TreeSize, b.RootHash = cp.Size, cp.Root.String()
+		if hasPin {
+			if cp.Size <= pinned.Size {
+				// The newest witnessed block is not past the pin: none
+				// older is either.
+				return nil, nil, nil
+			}
+			if r, err := extends(ctx, src, pub, origin, pinned, cp, alarm); r != nil || err != nil {
+				if r != nil && r.Alarm != nil {
+					r.Alarm.Observed = b
+				}
+				return nil, r, err
+			}
+		}
+		return b, nil, nil
+	}
+	return nil, nil, nil
 }
 
 // trustedKey is the state's key; on first use the given one, else the

@@ -37,6 +37,15 @@ func (s appSource) ConsistencyProof(ctx context.Context, first uint64, second *u
 	return &p, err
 }
 
+func (s appSource) Blocks(ctx context.Context, cursor *int64, limit int) (*api.BlockPage, error) {
+	var from int64
+	if cursor != nil {
+		from = *cursor
+	}
+	p, err := s.a.Blocks(ctx, s.p, from, limit)
+	return &p, err
+}
+
 // Run polls on its interval (a ticker on synctest's clock): it pins, follows
 // growth at the next tick, reports an alarm once however many ticks see it,
 // and stops when its context ends.
