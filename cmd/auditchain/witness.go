@@ -1,10 +1,11 @@
 package main
 
-// `auditchain witness keygen|serve`: a C2SP tlog-witness anyone can run
+// `auditchain witness keygen|serve|evidence`: a C2SP tlog-witness anyone can run
 // beside (not inside) an auditchain service (docs/witness.md).
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -22,6 +23,7 @@ commands:
   keygen --out FILE --name NAME   make a witness key: FILE gets the secret key, stdout its vkey
   serve --key FILE --db PATH [--listen ADDR] [--log VKEY]… [--log-file FILE] [--auditchain-service KEY]…
                                   cosign the checkpoints of those logs (C2SP tlog-witness)
+  evidence --db PATH              the checkpoints refused although the log's key signed them
 
 A witness keeps, per log, the latest checkpoint it cosigned, and cosigns a new
 one only when the log's key signed it and a consistency proof shows it extends
@@ -55,12 +57,53 @@ PATH must exist unless --create-db: a witness started on an empty state by a
 typo would cosign a rolled-back log again.
 `
 
+const witnessEvidenceUsage = `usage: auditchain witness evidence --db PATH
+
+Prints, one JSON object a line, oldest first, the checkpoints the witness
+whose state is PATH refused as inconsistent although the log's key signed
+them (at most 100 a log, the newest), each beside the checkpoint it had
+cosigned then: origin, received_at, kind (same_size_other_root: the two
+notes prove a split view by themselves; proof_failed: a larger checkpoint
+whose consistency proof did not verify), tree_size, submitted, cosigned.
+Reads PATH read-only: a serving witness may hold it. docs/witness.md.
+`
+
 // witnessCmd is the `auditchain witness` group.
 func witnessCmd(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) error {
 	return group("witness", witnessUsage, args, stdout, stderr, map[string]func([]string) error{
-		"keygen": func(args []string) error { return witnessKeygenCmd(args, stdout, stderr) },
-		"serve":  func(args []string) error { return witnessServeCmd(ctx, args, getenv, stdout, stderr) },
+		"keygen":   func(args []string) error { return witnessKeygenCmd(args, stdout, stderr) },
+		"serve":    func(args []string) error { return witnessServeCmd(ctx, args, getenv, stdout, stderr) },
+		"evidence": func(args []string) error { return witnessEvidenceCmd(ctx, args, getenv, stdout, stderr) },
 	})
+}
+
+func witnessEvidenceCmd(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) error {
+	fs := newFlags("witness evidence", witnessEvidenceUsage)
+	db := fs.String("db", getenv("AUDITCHAIN_WITNESS_DB"), "the witness's state, a SQLite file of its own (env AUDITCHAIN_WITNESS_DB)")
+	rest, err := parseFlags(fs, args, stdout, stderr)
+	if err != nil {
+		return err
+	}
+	if err := noPositional(rest); err != nil {
+		return err
+	}
+	if *db == "" {
+		return usagef("witness evidence needs --db PATH: the state witness serve keeps")
+	}
+	if _, err := os.Stat(*db); err != nil {
+		return fmt.Errorf("witness evidence: %w", err)
+	}
+	evidence, err := witness.ReadEvidence(ctx, *db)
+	if err != nil {
+		return fmt.Errorf("witness evidence: %w", err)
+	}
+	enc := json.NewEncoder(stdout)
+	for _, e := range evidence {
+		if err := enc.Encode(e); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 func witnessKeygenCmd(args []string, stdout, stderr io.Writer) error {

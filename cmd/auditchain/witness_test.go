@@ -6,6 +6,7 @@ import (
 	"context"
 	"crypto/rand"
 	"crypto/sha256"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -19,6 +20,8 @@ import (
 	"github.com/transparency-dev/formats/log"
 	fnote "github.com/transparency-dev/formats/note"
 	"golang.org/x/mod/sumdb/note"
+
+	"github.com/auditchain/auditchain/internal/witness"
 )
 
 // startWitness runs `auditchain witness serve` in-process on a random port
@@ -89,14 +92,15 @@ func TestWitnessKeygenAndServe(t *testing.T) {
 		t.Fatal(err)
 	}
 	signer, _ := note.NewSigner(skey)
-	checkpoint := func(size uint64) []byte {
-		root := sha256.Sum256(fmt.Appendf(nil, "root %d", size))
+	checkpointOf := func(size uint64, tree string) []byte {
+		root := sha256.Sum256(fmt.Appendf(nil, "%s %d", tree, size))
 		msg, err := note.Sign(&note.Note{Text: string(log.Checkpoint{Origin: "example.com/cli-log", Size: size, Hash: root[:]}.Marshal())}, signer)
 		if err != nil {
 			t.Fatal(err)
 		}
 		return msg
 	}
+	checkpoint := func(size uint64) []byte { return checkpointOf(size, "root") }
 	post := func(base string, old uint64, cp []byte) (int, string) {
 		resp, err := http.Post(base+"/add-checkpoint", "text/plain", bytes.NewReader(append(fmt.Appendf(nil, "old %d\n\n", old), cp...)))
 		if err != nil {
@@ -131,6 +135,29 @@ func TestWitnessKeygenAndServe(t *testing.T) {
 	base, _, _ = startWitness(t, "--key", keyFile, "--db", db, "--log", logVKey)
 	if status, body := post(base, 0, checkpoint(3)); status != http.StatusConflict || body != "7\n" {
 		t.Fatalf("after a restart, an older checkpoint from 0: %d %q, want 409 \"7\\n\"", status, body)
+	}
+
+	// Another root at size 7, signed by the log's key: refused (422) and
+	// kept; witness evidence reads it while serve holds the database.
+	fork := checkpointOf(7, "fork")
+	if status, body := post(base, 7, fork); status != http.StatusUnprocessableEntity {
+		t.Fatalf("a fork at the cosigned size: %d %q, want 422", status, body)
+	}
+	out.Reset()
+	if err := run(context.Background(), []string{"witness", "evidence", "--db", db}, func(string) string { return "" }, &out, io.Discard); err != nil {
+		t.Fatal(err)
+	}
+	var kept witness.Evidence
+	if err := json.Unmarshal(out.Bytes(), &kept); err != nil || strings.Count(out.String(), "\n") != 1 {
+		t.Fatalf("witness evidence printed %q (%v), want one JSON line", out.String(), err)
+	}
+	if kept.Kind != witness.EvidenceSameSizeOtherRoot || kept.TreeSize != 7 || kept.Origin != "example.com/cli-log" ||
+		kept.Submitted != string(fork) || !strings.HasPrefix(kept.Cosigned, string(cp)) || !strings.Contains(kept.Cosigned, "— witness.test/cli ") {
+		t.Fatalf("evidence kept: %+v", kept)
+	}
+	if err := run(context.Background(), []string{"witness", "evidence"}, func(string) string { return "" }, io.Discard, io.Discard); err == nil ||
+		!strings.Contains(err.Error(), "--db") {
+		t.Fatalf("evidence without --db: %v", err)
 	}
 }
 

@@ -127,12 +127,13 @@ func addBody(old uint64, proof [][]byte, cp []byte) []byte {
 
 // testWitness is a witness over a state file, served over HTTP.
 type testWitness struct {
-	t     testing.TB
-	w     *Witness
-	state *State
-	vkey  string
-	url   string
-	srv   *httptest.Server
+	t      testing.TB
+	w      *Witness
+	state  *State
+	dbPath string
+	vkey   string
+	url    string
+	srv    *httptest.Server
 
 	mu       sync.Mutex
 	statuses map[int]int // answers given, by status
@@ -181,7 +182,7 @@ func openTestWitness(t testing.TB, dbPath, skey string, logs *Logs) *testWitness
 	if err != nil {
 		t.Fatal(err)
 	}
-	tw := &testWitness{t: t, w: w, state: st, vkey: vkey, statuses: map[int]int{}}
+	tw := &testWitness{t: t, w: w, state: st, dbPath: dbPath, vkey: vkey, statuses: map[int]int{}}
 	h := Handler(w, slog.New(slog.NewTextHandler(io.Discard, nil)))
 	tw.srv = httptest.NewServer(http.HandlerFunc(func(rw http.ResponseWriter, r *http.Request) {
 		rec := &statusRecorder{ResponseWriter: rw, status: http.StatusOK}

@@ -10,6 +10,7 @@ import (
 	"math"
 	"net/url"
 	"sync"
+	"time"
 
 	_ "modernc.org/sqlite" // the "sqlite" database/sql driver
 
@@ -75,8 +76,109 @@ CREATE TRIGGER IF NOT EXISTS witness_logs_never_shrink
 BEFORE UPDATE OF tree_size ON witness_logs
 WHEN NEW.tree_size < OLD.tree_size
 BEGIN SELECT RAISE(ABORT, 'witness: a log''s cosigned size never decreases'); END;
-PRAGMA user_version = 1;
+-- Checkpoints refused as inconsistent although the log's key signed them
+-- (tlog-witness allows keeping them as evidence of a misbehaving log), each
+-- beside the checkpoint this witness had cosigned then. At most
+-- maxEvidencePerLog per log, the newest; a checkpoint sent again is kept
+-- once.
+CREATE TABLE IF NOT EXISTS witness_evidence (
+	id          INTEGER PRIMARY KEY,
+	origin      TEXT NOT NULL,
+	received_at INTEGER NOT NULL, -- unix microseconds
+	kind        TEXT NOT NULL,
+	tree_size   INTEGER NOT NULL,
+	submitted   TEXT NOT NULL, -- the refused checkpoint with the log's verified signatures
+	cosigned    TEXT NOT NULL, -- the witness's record then: cosigned, with the log's signatures
+	UNIQUE (origin, submitted)
+) STRICT;
+PRAGMA user_version = 2;
 `
+
+// maxEvidencePerLog bounds the refused checkpoints kept per log: only the
+// log's key can make one, but a broken log could make many.
+const maxEvidencePerLog = 100
+
+// Evidence kinds.
+const (
+	// EvidenceSameSizeOtherRoot: a checkpoint of the size last cosigned
+	// with another root. The two notes, both signed by the log's key, are
+	// the proof of a split view by themselves.
+	EvidenceSameSizeOtherRoot = "same_size_other_root"
+	// EvidenceProofFailed: a larger checkpoint whose consistency proof did
+	// not verify. A proof by itself only when the log cannot produce one
+	// that does (its tree decides): a client sending a wrong proof looks
+	// the same.
+	EvidenceProofFailed = "proof_failed"
+)
+
+// Evidence is one refused checkpoint kept (witness_evidence).
+type Evidence struct {
+	Origin     string    `json:"origin"`
+	ReceivedAt time.Time `json:"received_at"`
+	Kind       string    `json:"kind"`
+	TreeSize   uint64    `json:"tree_size"`
+	Submitted  string    `json:"submitted"`
+	Cosigned   string    `json:"cosigned"`
+}
+
+// keepEvidence stores e durably (the state's synchronous=FULL), once per
+// submitted checkpoint, and drops the log's oldest beyond maxEvidencePerLog.
+func (s *State) keepEvidence(ctx context.Context, e Evidence) error {
+	if e.TreeSize > math.MaxInt64 {
+		return fmt.Errorf("witness state: tree size %d does not fit", e.TreeSize)
+	}
+	tx, err := s.write.BeginTx(ctx, nil)
+	if err != nil {
+		return err
+	}
+	defer tx.Rollback()
+	if _, err := tx.ExecContext(ctx, `INSERT INTO witness_evidence (origin, received_at, kind, tree_size, submitted, cosigned)
+		VALUES (?, ?, ?, ?, ?, ?) ON CONFLICT (origin, submitted) DO NOTHING`,
+		e.Origin, e.ReceivedAt.UnixMicro(), e.Kind, int64(e.TreeSize), e.Submitted, e.Cosigned); err != nil {
+		return fmt.Errorf("witness state: keep evidence for %q: %w", e.Origin, err)
+	}
+	if _, err := tx.ExecContext(ctx, `DELETE FROM witness_evidence WHERE origin = ?1 AND id NOT IN
+		(SELECT id FROM witness_evidence WHERE origin = ?1 ORDER BY id DESC LIMIT ?2)`, e.Origin, maxEvidencePerLog); err != nil {
+		return fmt.Errorf("witness state: keep evidence for %q: %w", e.Origin, err)
+	}
+	return tx.Commit()
+}
+
+// ReadEvidence reads the refused checkpoints kept in the witness database
+// at path, oldest first, opening it read-only (a serving witness may hold
+// it).
+func ReadEvidence(ctx context.Context, path string) ([]Evidence, error) {
+	dsn := "file:" + (&url.URL{Path: path}).EscapedPath() + "?mode=ro&_pragma=busy_timeout(10000)"
+	db, err := sql.Open("sqlite", dsn)
+	if err != nil {
+		return nil, err
+	}
+	defer db.Close()
+	var version int
+	if err := db.QueryRowContext(ctx, `PRAGMA user_version`).Scan(&version); err != nil {
+		return nil, fmt.Errorf("witness state %s: %w", path, err)
+	}
+	if version < 2 {
+		// A state no witness of this version has opened yet keeps none.
+		return nil, nil
+	}
+	rows, err := db.QueryContext(ctx, `SELECT origin, received_at, kind, tree_size, submitted, cosigned FROM witness_evidence ORDER BY id`)
+	if err != nil {
+		return nil, fmt.Errorf("witness state %s: %w", path, err)
+	}
+	defer rows.Close()
+	var out []Evidence
+	for rows.Next() {
+		var e Evidence
+		var at, size int64
+		if err := rows.Scan(&e.Origin, &at, &e.Kind, &size, &e.Submitted, &e.Cosigned); err != nil {
+			return nil, err
+		}
+		e.ReceivedAt, e.TreeSize = time.UnixMicro(at).UTC(), uint64(size)
+		out = append(out, e)
+	}
+	return out, rows.Err()
+}
 
 // OpenState opens (creating it if needed) the witness database at path.
 func OpenState(ctx context.Context, path string) (*State, error) {

@@ -18,6 +18,7 @@ import (
 	"fmt"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/transparency-dev/formats/log"
 	fnote "github.com/transparency-dev/formats/note"
@@ -67,6 +68,9 @@ type Witness struct {
 	signer   note.Signer
 	verifier note.Verifier
 	state    *State
+	// Now stamps the evidence kept of a refused checkpoint; time.Now when
+	// nil.
+	Now func() time.Time
 }
 
 // New returns a witness that cosigns with signer, whose vkey is vkey
@@ -188,14 +192,17 @@ func (w *Witness) AddCheckpoint(ctx context.Context, body []byte) ([]byte, error
 		}
 		// From the size last cosigned (0: nothing, an empty proof) to the
 		// new one; equal sizes need equal roots and an empty proof.
-		if err := verify.VerifyConsistency(last.Size, cp.Size, req.proof, last.Root, root); err != nil {
-			return nil, fmt.Errorf("%w: %s from %d to %d: %v", ErrNotConsistent, origin, last.Size, cp.Size, err)
-		}
-		// The verified log signatures, then the cosignature (tlog-witness:
-		// the witness serves this whole checkpoint to monitors).
+		// The verified log signatures (tlog-witness: the witness serves
+		// them with its cosignature to monitors).
 		logSigned, err := note.Sign(&note.Note{Text: n.Text, Sigs: n.Sigs})
 		if err != nil {
 			return nil, err
+		}
+		if err := verify.VerifyConsistency(last.Size, cp.Size, req.proof, last.Root, root); err != nil {
+			if kerr := w.keepRefused(ctx, last, cp.Size, logSigned); kerr != nil {
+				return nil, kerr
+			}
+			return nil, fmt.Errorf("%w: %s from %d to %d: %v", ErrNotConsistent, origin, last.Size, cp.Size, err)
 		}
 		cosigned, err := note.Sign(&note.Note{Text: n.Text, Sigs: n.Sigs}, w.signer)
 		if err != nil {
@@ -215,6 +222,25 @@ func (w *Witness) AddCheckpoint(ctx context.Context, body []byte) ([]byte, error
 		return nil, err
 	}
 	return nil, &ConflictError{Origin: origin, Old: req.old, Size: last.Size}
+}
+
+// keepRefused keeps a checkpoint the log's key signed that does not extend
+// last, the record it was held to, as evidence (State.keepEvidence), before
+// the refusal is answered.
+func (w *Witness) keepRefused(ctx context.Context, last Record, size uint64, logSigned []byte) error {
+	if !last.found {
+		return nil // nothing cosigned: nothing it contradicts
+	}
+	now := time.Now
+	if w.Now != nil {
+		now = w.Now
+	}
+	kind := EvidenceProofFailed
+	if size == last.Size {
+		kind = EvidenceSameSizeOtherRoot
+	}
+	return w.state.keepEvidence(ctx, Evidence{Origin: last.Origin, ReceivedAt: now().UTC(), Kind: kind, TreeSize: size,
+		Submitted: string(logSigned), Cosigned: string(last.Checkpoint)})
 }
 
 // Checkpoint returns the latest checkpoint cosigned for the origin whose

@@ -15,6 +15,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/transparency-dev/formats/log"
 	fnote "github.com/transparency-dev/formats/note"
 	"golang.org/x/mod/sumdb/note"
 
@@ -284,6 +285,71 @@ func TestForkIsRefused(t *testing.T) {
 	rec, _ := tw.state.Get(context.Background(), a.origin)
 	if rec.Size != 6 || !bytes.Equal(rec.Root[:], a.root(6)) {
 		t.Fatalf("record %d %x, want the first tree's size 6", rec.Size, rec.Root)
+	}
+
+	// The two 422s are kept as evidence, each beside the checkpoint the
+	// witness had cosigned; the same fork sent again is kept once. The
+	// same-size pair proves the split view with the log's key alone.
+	tw.add(addBody(6, nil, b.checkpoint(6)))
+	evidence, err := ReadEvidence(context.Background(), tw.dbPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(evidence) != 2 || evidence[0].Kind != EvidenceSameSizeOtherRoot || evidence[1].Kind != EvidenceProofFailed ||
+		evidence[0].TreeSize != 6 || evidence[1].TreeSize != 10 {
+		t.Fatalf("evidence kept: %+v", evidence)
+	}
+	logKey, err := note.NewVerifier(a.vkey)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cosignedNote, err := note.Open([]byte(evidence[0].Cosigned), note.VerifierList(logKey))
+	if err != nil {
+		t.Fatalf("the cosigned checkpoint kept does not verify with the log's key: %v", err)
+	}
+	if !strings.HasPrefix(cosignedNote.Text, string(firstLine(string(a.checkpoint(6))))) ||
+		!strings.Contains(evidence[0].Cosigned, "— witness.test/w1 ") {
+		t.Fatalf("the cosigned checkpoint kept: %q", evidence[0].Cosigned)
+	}
+	var roots [2]string
+	for i, n := range []string{evidence[0].Submitted, evidence[0].Cosigned} {
+		opened, err := note.Open([]byte(n), note.VerifierList(logKey))
+		if err != nil {
+			t.Fatalf("kept note %d does not verify with the log's key: %v", i, err)
+		}
+		var cp log.Checkpoint
+		if _, err := cp.Unmarshal([]byte(opened.Text)); err != nil || cp.Size != 6 {
+			t.Fatalf("kept note %d: size %d, %v", i, cp.Size, err)
+		}
+		roots[i] = string(cp.Hash)
+	}
+	if roots[0] == roots[1] {
+		t.Fatal("the same-size evidence holds one root twice")
+	}
+}
+
+// Evidence is bounded per log: the newest maxEvidencePerLog are kept.
+func TestEvidenceBoundedPerLog(t *testing.T) {
+	a := newMemLog(t, "example.com/log").append(3, "a")
+	tw := newTestWitness(t, "", logsOf(t, a))
+	tw.mustCosign(0, nil, a.checkpoint(3))
+	for i := range maxEvidencePerLog + 5 {
+		// Another root at size 3 each time, all signed by the log's key.
+		fork := a.withKey().append(3, fmt.Sprintf("fork%d", i))
+		if status, body, _ := tw.add(addBody(3, nil, fork.checkpoint(3))); status != 422 {
+			t.Fatalf("fork %d: %d %s", i, status, body)
+		}
+	}
+	evidence, err := ReadEvidence(context.Background(), tw.dbPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(evidence) != maxEvidencePerLog {
+		t.Fatalf("%d kept, want %d", len(evidence), maxEvidencePerLog)
+	}
+	last := a.withKey().append(3, fmt.Sprintf("fork%d", maxEvidencePerLog+4))
+	if evidence[len(evidence)-1].Submitted != string(last.checkpoint(3)) {
+		t.Error("the newest refusal is not the last kept")
 	}
 }
 
