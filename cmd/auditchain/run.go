@@ -41,7 +41,7 @@ commands:
   machines  keygen | register | list                  signing keys
   monitor --account ID --state FILE  hold an account's log to its pinned checkpoint (split view, rollback)
   health [--url URL]    probe a running service's /v1/health (exit 0 when it is ok)
-  witness keygen | serve                cosign other logs' checkpoints: a C2SP witness (docs/witness.md)
+  witness keygen | serve | evidence     cosign other logs' checkpoints: a C2SP witness (docs/witness.md)
   completion bash|zsh|fish              print a shell completion script
   version               print the version and the commit it was built from (also --version)
   help [COMMAND…]       print this, or a command's help

@@ -23,7 +23,7 @@ commands:
   keygen --out FILE --name NAME   make a witness key: FILE gets the secret key, stdout its vkey
   serve --key FILE --db PATH [--listen ADDR] [--log VKEY]… [--log-file FILE] [--auditchain-service KEY]…
                                   cosign the checkpoints of those logs (C2SP tlog-witness)
-  evidence --db PATH              the checkpoints refused although the log's key signed them
+  evidence --db PATH              the split views it refused: two roots at one size, both log-signed
 
 A witness keeps, per log, the latest checkpoint it cosigned, and cosigns a new
 one only when the log's key signed it and a consistency proof shows it extends
@@ -60,12 +60,12 @@ typo would cosign a rolled-back log again.
 const witnessEvidenceUsage = `usage: auditchain witness evidence --db PATH
 
 Prints, one JSON object a line, oldest first, the checkpoints the witness
-whose state is PATH refused as inconsistent although the log's key signed
-them (at most 100 a log, the newest), each beside the checkpoint it had
-cosigned then: origin, received_at, kind (same_size_other_root: the two
-notes prove a split view by themselves; proof_failed: a larger checkpoint
-whose consistency proof did not verify), tree_size, submitted, cosigned.
-Reads PATH read-only: a serving witness may hold it. docs/witness.md.
+whose state is PATH refused because they have the size it last cosigned and
+another root, although the log's key signed them (at most 100 a log, the
+newest), each beside the checkpoint it had cosigned then: origin,
+received_at, kind (same_size_other_root), tree_size, submitted, cosigned.
+The two notes prove a split view by themselves to anyone with the log's
+key. Reads PATH read-only: a serving witness may hold it. docs/witness.md.
 `
 
 // witnessCmd is the `auditchain witness` group.

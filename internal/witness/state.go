@@ -76,11 +76,12 @@ CREATE TRIGGER IF NOT EXISTS witness_logs_never_shrink
 BEFORE UPDATE OF tree_size ON witness_logs
 WHEN NEW.tree_size < OLD.tree_size
 BEGIN SELECT RAISE(ABORT, 'witness: a log''s cosigned size never decreases'); END;
--- Checkpoints refused as inconsistent although the log's key signed them
--- (tlog-witness allows keeping them as evidence of a misbehaving log), each
--- beside the checkpoint this witness had cosigned then. At most
--- maxEvidencePerLog per log, the newest; a checkpoint sent again is kept
--- once.
+-- Checkpoints of the size last cosigned with another root, signed by the
+-- log's key, refused (tlog-witness allows keeping them as evidence of a
+-- misbehaving log), each beside the checkpoint this witness had cosigned
+-- then: the two notes prove a split view by themselves. Only the log's key
+-- can make one, so no third party can fill the table; still at most
+-- maxEvidencePerLog per log, the newest; one sent again is kept once.
 CREATE TABLE IF NOT EXISTS witness_evidence (
 	id          INTEGER PRIMARY KEY,
 	origin      TEXT NOT NULL,
@@ -98,18 +99,13 @@ PRAGMA user_version = 2;
 // log's key can make one, but a broken log could make many.
 const maxEvidencePerLog = 100
 
-// Evidence kinds.
-const (
-	// EvidenceSameSizeOtherRoot: a checkpoint of the size last cosigned
-	// with another root. The two notes, both signed by the log's key, are
-	// the proof of a split view by themselves.
-	EvidenceSameSizeOtherRoot = "same_size_other_root"
-	// EvidenceProofFailed: a larger checkpoint whose consistency proof did
-	// not verify. A proof by itself only when the log cannot produce one
-	// that does (its tree decides): a client sending a wrong proof looks
-	// the same.
-	EvidenceProofFailed = "proof_failed"
-)
+// EvidenceSameSizeOtherRoot is the kind of evidence kept: a checkpoint of
+// the size last cosigned with another root. A larger checkpoint whose proof
+// does not verify is not kept: it proves nothing by itself (a client that
+// sends a wrong proof looks the same, and anyone can send the log's public
+// checkpoints with one), and keeping it would let anyone push real
+// evidence out.
+const EvidenceSameSizeOtherRoot = "same_size_other_root"
 
 // Evidence is one refused checkpoint kept (witness_evidence).
 type Evidence struct {
@@ -154,12 +150,19 @@ func ReadEvidence(ctx context.Context, path string) ([]Evidence, error) {
 		return nil, err
 	}
 	defer db.Close()
-	var version int
-	if err := db.QueryRowContext(ctx, `PRAGMA user_version`).Scan(&version); err != nil {
+	// The tables, not user_version (an older witness reopening the file
+	// sets that back): a file without witness_logs is not a witness's
+	// state; one without witness_evidence was never opened by a witness
+	// that keeps evidence.
+	var logs, evidence int
+	if err := db.QueryRowContext(ctx, `SELECT count(*) FILTER (WHERE name = 'witness_logs'), count(*) FILTER (WHERE name = 'witness_evidence')
+		FROM sqlite_master WHERE type = 'table'`).Scan(&logs, &evidence); err != nil {
 		return nil, fmt.Errorf("witness state %s: %w", path, err)
 	}
-	if version < 2 {
-		// A state no witness of this version has opened yet keeps none.
+	if logs == 0 {
+		return nil, fmt.Errorf("%s is not a witness's state (no witness_logs table)", path)
+	}
+	if evidence == 0 {
 		return nil, nil
 	}
 	rows, err := db.QueryContext(ctx, `SELECT origin, received_at, kind, tree_size, submitted, cosigned FROM witness_evidence ORDER BY id`)

@@ -199,10 +199,12 @@ func (w *Witness) AddCheckpoint(ctx context.Context, body []byte) ([]byte, error
 			return nil, err
 		}
 		if err := verify.VerifyConsistency(last.Size, cp.Size, req.proof, last.Root, root); err != nil {
-			if kerr := w.keepRefused(ctx, last, cp.Size, logSigned); kerr != nil {
-				return nil, kerr
+			err = fmt.Errorf("%w: %s from %d to %d: %v", ErrNotConsistent, origin, last.Size, cp.Size, err)
+			if kerr := w.keepSplitView(ctx, last, cp.Size, root, logSigned); kerr != nil {
+				// Still the 422 it is; the handler logs the request whole.
+				err = fmt.Errorf("%w; keeping it as evidence failed: %v", err, kerr)
 			}
-			return nil, fmt.Errorf("%w: %s from %d to %d: %v", ErrNotConsistent, origin, last.Size, cp.Size, err)
+			return nil, err
 		}
 		cosigned, err := note.Sign(&note.Note{Text: n.Text, Sigs: n.Sigs}, w.signer)
 		if err != nil {
@@ -224,23 +226,21 @@ func (w *Witness) AddCheckpoint(ctx context.Context, body []byte) ([]byte, error
 	return nil, &ConflictError{Origin: origin, Old: req.old, Size: last.Size}
 }
 
-// keepRefused keeps a checkpoint the log's key signed that does not extend
-// last, the record it was held to, as evidence (State.keepEvidence), before
-// the refusal is answered.
-func (w *Witness) keepRefused(ctx context.Context, last Record, size uint64, logSigned []byte) error {
-	if !last.found {
-		return nil // nothing cosigned: nothing it contradicts
+// keepSplitView keeps a checkpoint the log's key signed with the size of
+// last, the record it was held to, and another root, as evidence beside
+// last (State.keepEvidence), before the refusal is answered. Any other
+// refusal keeps nothing: an equal root refused for a non-empty proof, or a
+// larger size whose proof failed, proves nothing against the log.
+func (w *Witness) keepSplitView(ctx context.Context, last Record, size uint64, root verify.Hash, logSigned []byte) error {
+	if !last.found || size != last.Size || root == last.Root {
+		return nil
 	}
 	now := time.Now
 	if w.Now != nil {
 		now = w.Now
 	}
-	kind := EvidenceProofFailed
-	if size == last.Size {
-		kind = EvidenceSameSizeOtherRoot
-	}
-	return w.state.keepEvidence(ctx, Evidence{Origin: last.Origin, ReceivedAt: now().UTC(), Kind: kind, TreeSize: size,
-		Submitted: string(logSigned), Cosigned: string(last.Checkpoint)})
+	return w.state.keepEvidence(ctx, Evidence{Origin: last.Origin, ReceivedAt: now().UTC(), Kind: EvidenceSameSizeOtherRoot,
+		TreeSize: size, Submitted: string(logSigned), Cosigned: string(last.Checkpoint)})
 }
 
 // Checkpoint returns the latest checkpoint cosigned for the origin whose

@@ -6,6 +6,7 @@ import (
 	"crypto/ed25519"
 	"crypto/rand"
 	"crypto/sha256"
+	"database/sql"
 	"encoding/base64"
 	"fmt"
 	"net/http"
@@ -287,16 +288,22 @@ func TestForkIsRefused(t *testing.T) {
 		t.Fatalf("record %d %x, want the first tree's size 6", rec.Size, rec.Root)
 	}
 
-	// The two 422s are kept as evidence, each beside the checkpoint the
-	// witness had cosigned; the same fork sent again is kept once. The
-	// same-size pair proves the split view with the log's key alone.
+	// The fork at the cosigned size is kept as evidence beside the
+	// checkpoint the witness had cosigned, once however often it is sent:
+	// the pair proves the split view with the log's key alone. The grown
+	// fork, whose proof failed, proves nothing by itself and is not kept;
+	// nor is the cosigned checkpoint itself sent back with a proof (422:
+	// equal sizes need an empty proof), which anyone could do.
 	tw.add(addBody(6, nil, b.checkpoint(6)))
+	if status, body, _ := tw.add(addBody(6, [][]byte{bytes.Repeat([]byte{1}, 32)}, a.checkpoint(6))); status != 422 {
+		t.Fatalf("the cosigned checkpoint with a proof: %d %s", status, body)
+	}
 	evidence, err := ReadEvidence(context.Background(), tw.dbPath)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(evidence) != 2 || evidence[0].Kind != EvidenceSameSizeOtherRoot || evidence[1].Kind != EvidenceProofFailed ||
-		evidence[0].TreeSize != 6 || evidence[1].TreeSize != 10 {
+	if len(evidence) != 1 || evidence[0].Kind != EvidenceSameSizeOtherRoot || evidence[0].TreeSize != 6 ||
+		evidence[0].Submitted != string(b.checkpoint(6)) {
 		t.Fatalf("evidence kept: %+v", evidence)
 	}
 	logKey, err := note.NewVerifier(a.vkey)
@@ -485,4 +492,21 @@ func FuzzAddCheckpoint(f *testing.F) {
 			t.Fatalf("500 for %q: %v", body, err)
 		}
 	})
+}
+
+// witness evidence reads only a witness's state: another SQLite file is
+// named as such, not shown as a witness that kept nothing.
+func TestReadEvidenceRefusesAnotherDatabase(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "other.db")
+	db, err := sql.Open("sqlite", "file:"+path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := db.Exec(`CREATE TABLE events (id INTEGER)`); err != nil {
+		t.Fatal(err)
+	}
+	db.Close()
+	if _, err := ReadEvidence(context.Background(), path); err == nil || !strings.Contains(err.Error(), "not a witness's state") {
+		t.Fatalf("ReadEvidence of another database: %v", err)
+	}
 }
