@@ -87,3 +87,11 @@ func parseLeading(fs *flag.FlagSet, args []string, stdout, stderr io.Writer) err
 	stderr.Write(buf.Bytes())
 	return nil
 }
+
+// flagGiven reports whether the flag name was set on the command line (not
+// only defaulted, from the environment or the built-in value).
+func flagGiven(fs *flag.FlagSet, name string) bool {
+	given := false
+	fs.Visit(func(f *flag.Flag) { given = given || f.Name == name })
+	return given
+}

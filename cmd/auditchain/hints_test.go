@@ -54,7 +54,7 @@ func TestCommandLineMistakesSayWhatToDo(t *testing.T) {
 		{[]string{"monitor", "--account", "u", "--state", "s.json", "--webhook-secret", "whsec_c2VjcmV0c2VjcmV0c2VjcmV0"},
 			[]string{"monitor: --webhook-secret signs the posts of --webhook URL, which is not given"}},
 		{[]string{"monitor", "--account", "u", "--state", "s.json", "--webhook", "http://127.0.0.1:1/", "--webhook-secret", "sekrit-not-whsec"},
-			[]string{"monitor: --webhook-secret: webhook secret must start with whsec_"}},
+			[]string{"monitor: --webhook-secret (or AUDITCHAIN_MONITOR_WEBHOOK_SECRET): webhook secret must start with whsec_"}},
 	} {
 		code, stderr := runMessage(t, env, tc.args...)
 		if code != exitUsage {

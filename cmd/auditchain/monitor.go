@@ -124,13 +124,16 @@ func monitorCmd(ctx context.Context, args []string, getenv func(string) string, 
 		return usagef("monitor: --interval must be positive, like 1m")
 	case *webhook != "" && !strings.HasPrefix(*webhook, "http://") && !strings.HasPrefix(*webhook, "https://"):
 		return usagef("monitor: --webhook must be an http:// or https:// URL")
-	case webhookSecret != "" && *webhook == "":
+	case flagGiven(fs, "webhook-secret") && *webhook == "":
 		return usagef("monitor: --webhook-secret signs the posts of --webhook URL, which is not given")
 	}
-	if webhookSecret != "" {
+	switch {
+	case *webhook == "":
+		webhookSecret = "" // AUDITCHAIN_MONITOR_WEBHOOK_SECRET waits for a --webhook
+	case webhookSecret != "":
 		// The secret's form is checked now, not at the first alarm.
 		if _, err := notifywebhook.Sign(webhookSecret, "check", time.Unix(0, 0), nil); err != nil {
-			return usagef("monitor: --webhook-secret: %v (the receiver's secret, like whsec_ and base64)", err)
+			return usagef("monitor: --webhook-secret (or AUDITCHAIN_MONITOR_WEBHOOK_SECRET): %v (the receiver's secret, like whsec_ and base64)", err)
 		}
 	}
 	if err := serviceMissing("monitor", *url, *key); err != nil {
@@ -200,11 +203,19 @@ func printMonitorResult(w io.Writer, r *monitor.Result, asJSON bool) error {
 		return err
 	}
 	line := fmt.Sprintf("%s %s: block %d, tree size %d, root %s", r.Status, r.Origin, r.Observed.BlockIndex, r.Observed.TreeSize, r.Observed.RootHash)
+	witnesses := ""
 	if r.Quorum != nil {
-		line += fmt.Sprintf("; witnesses %d of %d required (cosigned: %s)", len(r.Quorum.Cosigned), r.Quorum.Required, strings.Join(r.Quorum.Cosigned, ", "))
+		witnesses = fmt.Sprintf("; witnesses %d of %d required (cosigned: %s)", len(r.Quorum.Cosigned), r.Quorum.Required, strings.Join(r.Quorum.Cosigned, ", "))
 	}
-	if r.Pinned != nil && r.Pinned != r.Observed {
-		line += fmt.Sprintf("; pinned: block %d, tree size %d", r.Pinned.BlockIndex, r.Pinned.TreeSize)
+	switch {
+	case r.Pinned != nil && r.Pinned != r.Observed && r.Status != monitor.StatusAwaitingCosignatures:
+		// Pinned, behind the newest, to the block the witnesses cosigned:
+		// the quorum is that block's.
+		line += fmt.Sprintf("; pinned: block %d, tree size %d", r.Pinned.BlockIndex, r.Pinned.TreeSize) + witnesses
+	case r.Pinned != nil && r.Pinned != r.Observed:
+		line += witnesses + fmt.Sprintf("; pinned: block %d, tree size %d", r.Pinned.BlockIndex, r.Pinned.TreeSize)
+	default:
+		line += witnesses
 	}
 	_, err := fmt.Fprintln(w, line)
 	return err

@@ -8,6 +8,8 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"net/http/httputil"
+	"net/url"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -34,6 +36,8 @@ type monitorService struct {
 	dsn    string
 	userID string
 	token  string
+	// url, when set, is where the monitor goes instead of srv (a proxy).
+	url string
 }
 
 func startMonitorService(t *testing.T, dsn string) *monitorService {
@@ -51,7 +55,33 @@ func serveCopy(t *testing.T, orig *monitorService, dsn string) *monitorService {
 }
 
 func (m *monitorService) env() map[string]string {
-	return map[string]string{"AUDITCHAIN_URL": m.srv.URL, "AUDITCHAIN_API_KEY": m.token}
+	url := m.srv.URL
+	if m.url != "" {
+		url = m.url
+	}
+	return map[string]string{"AUDITCHAIN_URL": url, "AUDITCHAIN_API_KEY": m.token}
+}
+
+// cosignNewest stores w's cosignature on the account's newest block, as the
+// service's witness job does, and returns the block.
+func cosignNewest(t *testing.T, m *monitorService, st *store.Store, w testWitness) store.BlockRow {
+	t.Helper()
+	ctx := context.Background()
+	b, _, err := m.srv.App.Seal(ctx, m.userID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tx, err := st.WriteDB().BeginTx(ctx, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := st.InsertCosignature(ctx, tx, m.userID, b.Index, store.Cosignature{Witness: w.name, Signature: w.cosign(t, string(b.Note))}, time.Now().UnixMicro()); err != nil {
+		t.Fatal(err)
+	}
+	if err := tx.Commit(); err != nil {
+		t.Fatal(err)
+	}
+	return b
 }
 
 // backupStore copies the store as an operator restores one: admin backup on
@@ -257,7 +287,7 @@ func TestMonitorCatchesRollbackForkAndBadSignature(t *testing.T) {
 		// ... and past it, a tree the pinned one is no prefix of.
 		appendEvents(t, restored.env(), 1)
 		code, out, errOut = monitorOnce(t, restored, state)
-		if code != exitAlarm || !strings.Contains(errOut, "not consistent") {
+		if code != exitAlarm || !strings.Contains(errOut, "the checkpoint of size 6 does not extend the one of size 5") {
 			t.Fatalf("fork past the pinned size: exit %d\n%s%s", code, out, errOut)
 		}
 		past := alarmOf(t, out).Alarm
@@ -321,6 +351,91 @@ func TestMonitorCatchesRollbackForkAndBadSignature(t *testing.T) {
 			t.Fatal("an alarm moved the pin")
 		}
 	})
+}
+
+// A service that shows the witnesses one log and the monitor another: its
+// block list (where the cosigned blocks are) comes from the original store,
+// everything else from a fork of it (a restored backup that took other
+// events), both under one account and service key. The newest block the
+// monitor reads extends its pin but carries no cosignature; the witnessed
+// block behind it is of the other branch: a split view, then, once the
+// witnessed branch outgrows the fork, a rollback, each with the witnessed
+// block in the evidence, and the pin unmoved.
+func TestMonitorCatchesAWitnessedFork(t *testing.T) {
+	storetest.Each(t, func(t *testing.T, dsn string) {
+		w := newTestWitness(t, "witness.example/fork")
+		orig := startMonitorService(t, dsn)
+		st := storetest.Open(t, dsn)
+		state := filepath.Join(t.TempDir(), "monitor.json")
+		appendEvents(t, orig.env(), 3)
+		monitorOnce(t, orig, state, "--witness", w.vkey) // seals the block of 3
+		cosignNewest(t, orig, st, w)
+		if code, out, errOut := monitorOnce(t, orig, state, "--witness", w.vkey); code != 0 || !strings.HasPrefix(out, monitor.StatusPinned+" ") {
+			t.Fatalf("pin: exit %d\n%s%s", code, out, errOut)
+		}
+		backup := backupStore(t, dsn)
+
+		// The witnessed branch: 5 events, cosigned.
+		appendEvents(t, orig.env(), 2)
+		witnessed := cosignNewest(t, orig, st, w)
+		// The fork: 6 events, sealed block by block so that its newest
+		// block's index is past the witnessed one's.
+		fork := serveCopy(t, orig, backup)
+		for range 3 {
+			appendEvents(t, fork.env(), 1)
+			if _, _, err := fork.srv.App.Seal(context.Background(), fork.userID); err != nil {
+				t.Fatal(err)
+			}
+		}
+		split := proxyBlocks(t, fork, orig)
+		code, out, errOut := monitorOnce(t, split, state, "--witness", w.vkey)
+		if code != exitAlarm || !strings.Contains(errOut, "split_view") {
+			t.Fatalf("a witnessed block of another branch: exit %d\n%s%s", code, out, errOut)
+		}
+		a := alarmOf(t, out).Alarm
+		if a.Witnessed == nil || a.Witnessed.BlockIndex != witnessed.Index || a.Witnessed.TreeSize != 5 || a.Observed.TreeSize != 6 ||
+			len(a.Witnessed.Cosignatures) != 1 || a.Pinned.TreeSize != 3 {
+			t.Fatalf("the evidence: %+v (witnessed %+v)", a, a.Witnessed)
+		}
+
+		// The witnessed branch grows past the fork: what the monitor is
+		// shown as newest is smaller than what the witnesses cosigned.
+		appendEvents(t, orig.env(), 2)
+		cosignNewest(t, orig, st, w)
+		code, out, errOut = monitorOnce(t, split, state, "--witness", w.vkey)
+		if code != exitAlarm || !strings.Contains(errOut, "rollback") {
+			t.Fatalf("a witnessed block larger than the newest: exit %d\n%s%s", code, out, errOut)
+		}
+		if a := alarmOf(t, out).Alarm; a.Witnessed == nil || a.Witnessed.TreeSize != 7 || a.Observed.TreeSize != 6 {
+			t.Fatalf("the rollback's evidence: %+v", a)
+		}
+		if s := readMonitorState(t, state); s.Checkpoint.TreeSize != 3 {
+			t.Fatalf("an alarm moved the pin to %d", s.Checkpoint.TreeSize)
+		}
+	})
+}
+
+// proxyBlocks is a service that answers GET /v1/chain/blocks from blocks
+// and everything else from rest.
+func proxyBlocks(t *testing.T, rest, blocks *monitorService) *monitorService {
+	t.Helper()
+	target := func(m *monitorService) *url.URL {
+		u, err := url.Parse(m.srv.URL)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return u
+	}
+	toRest, toBlocks := httputil.NewSingleHostReverseProxy(target(rest)), httputil.NewSingleHostReverseProxy(target(blocks))
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path == "/v1/chain/blocks" {
+			toBlocks.ServeHTTP(w, r)
+			return
+		}
+		toRest.ServeHTTP(w, r)
+	}))
+	t.Cleanup(srv.Close)
+	return &monitorService{srv: rest.srv, dsn: rest.dsn, userID: rest.userID, token: rest.token, url: srv.URL}
 }
 
 // chain verify --pin is the monitor's check once: it creates the pin, passes
@@ -394,26 +509,8 @@ func TestMonitorPinsOnlyWitnessedCheckpoints(t *testing.T) {
 
 		// The witness cosigns the newest block, as the service's witness job
 		// does: the block the last check's read sealed.
-		ctx := context.Background()
 		st := storetest.Open(t, dsn)
-		cosign := func() store.BlockRow {
-			t.Helper()
-			b, _, err := orig.srv.App.Seal(ctx, orig.userID)
-			if err != nil {
-				t.Fatal(err)
-			}
-			tx, err := st.WriteDB().BeginTx(ctx, nil)
-			if err != nil {
-				t.Fatal(err)
-			}
-			if err := st.InsertCosignature(ctx, tx, orig.userID, b.Index, store.Cosignature{Witness: w.name, Signature: w.cosign(t, string(b.Note))}, time.Now().UnixMicro()); err != nil {
-				t.Fatal(err)
-			}
-			if err := tx.Commit(); err != nil {
-				t.Fatal(err)
-			}
-			return b
-		}
+		cosign := func() store.BlockRow { return cosignNewest(t, orig, st, w) }
 		cosign()
 		code, out, errOut = monitorOnce(t, orig, state, "--witness", w.vkey)
 		if code != 0 || !strings.HasPrefix(out, monitor.StatusPinned+" ") || !strings.Contains(out, "cosigned: "+w.name) {

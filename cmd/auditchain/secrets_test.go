@@ -43,6 +43,8 @@ func markedEnv() map[string]string {
 		"AUDITCHAIN_MAIL":           "smtp://user:" + secretMark + "mail@127.0.0.1:1",
 		"AUDITCHAIN_DB":             "postgres://user:" + secretMark + "db@127.0.0.1:1/auditchain?sslmode=disable",
 		"AUDITCHAIN_ANCHOR_TSA_URL": "http://tsa:" + secretMark + "tsa@127.0.0.1:1/tsa",
+		// A valid whsec_ secret (its base64 decodes), so it is used, not refused.
+		"AUDITCHAIN_MONITOR_WEBHOOK_SECRET": "whsec_" + secretMark + "monitorwebhook",
 	}
 }
 

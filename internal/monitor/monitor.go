@@ -98,7 +98,11 @@ type Alarm struct {
 	// the pinned size the service showed with its proof, when it is signed
 	// by the key and has another root than the pin: two notes of one size.
 	AtPinnedSize *Checkpoint `json:"at_pinned_size,omitempty"`
-	DetectedAt   string      `json:"detected_at"`
+	// Witnessed, with --witness, is a block before the newest that carries
+	// the witnesses' quorum and contradicts the newest or the pin: the log
+	// the witnesses were shown against the one this monitor was.
+	Witnessed  *Checkpoint `json:"witnessed,omitempty"`
+	DetectedAt string      `json:"detected_at"`
 }
 
 func (a *Alarm) Error() string { return fmt.Sprintf("%s: %s", a.Kind, a.Detail) }
@@ -246,7 +250,7 @@ func Check(ctx context.Context, src Source, s *State, o Options) (*Result, error
 			res.Status = StatusUnchanged
 			return res, nil
 		}
-		if r, err := extends(ctx, src, pub, origin, pinned, cp, alarm); r != nil || err != nil {
+		if r, err := extends(ctx, src, pub, origin, pinned, cp, true, alarm); r != nil || err != nil {
 			return r, err
 		}
 	}
@@ -258,7 +262,7 @@ func Check(ctx context.Context, src Source, s *State, o Options) (*Result, error
 		q := verify.CheckQuorum([]byte(obs.Note), obs.Cosignatures, o.Witnesses, o.Quorum)
 		res.Quorum = &q
 		if !q.Met() {
-			b, alarmed, err := newestWitnessed(ctx, src, s, pub, origin, obs, o, alarm)
+			b, bq, alarmed, err := newestWitnessed(ctx, src, s, pub, origin, obs, cp, o, alarm)
 			if alarmed != nil || err != nil {
 				return alarmed, err
 			}
@@ -266,7 +270,11 @@ func Check(ctx context.Context, src Source, s *State, o Options) (*Result, error
 				res.Status = StatusAwaitingCosignatures
 				return res, nil
 			}
-			res.Status, obs = StatusAdvancedToWitnessed, b
+			// The quorum reported is the pinned block's.
+			obs, res.Quorum = b, bq
+			if s.Checkpoint != nil {
+				res.Status = StatusAdvancedToWitnessed
+			}
 		}
 	}
 	s.Version, s.Origin = StateVersion, origin
@@ -284,28 +292,31 @@ func Check(ctx context.Context, src Source, s *State, o Options) (*Result, error
 // alarmFunc raises an alarm of a check (its Result) with a detail.
 type alarmFunc func(kind, format string, a ...any) (*Result, error)
 
-// extends checks with the service's consistency proof that cp, a signed
-// checkpoint larger than pinned, extends it. It returns the alarm's Result
+// extends checks with the service's consistency proof that to, a signed
+// checkpoint larger than from, extends it. It returns the alarm's Result
 // when it does not (a split view), nil when it does. The roots are the
 // signed notes', not the proof's: a proof only counts between two
-// checkpoints the service signed.
-func extends(ctx context.Context, src Source, pub ed25519.PublicKey, origin string, pinned, cp verify.Checkpoint, alarm alarmFunc) (*Result, error) {
-	size := cp.Size
-	p, err := src.ConsistencyProof(ctx, pinned.Size, &size)
+// checkpoints the service signed. fromIsPin: from is the pinned checkpoint,
+// and a block of its size the service shows with the proof, signed with
+// another root, goes into the evidence (AtPinnedSize).
+func extends(ctx context.Context, src Source, pub ed25519.PublicKey, origin string, from, to verify.Checkpoint, fromIsPin bool,
+	alarm alarmFunc) (*Result, error) {
+	size := to.Size
+	p, err := src.ConsistencyProof(ctx, from.Size, &size)
 	if err != nil {
-		return nil, fmt.Errorf("consistency proof from %d to %d: %w", pinned.Size, size, err)
+		return nil, fmt.Errorf("consistency proof from %d to %d: %w", from.Size, size, err)
 	}
 	path := make([]verify.Hash, len(p.Proof))
 	for i, h := range p.Proof {
 		if err := path[i].UnmarshalText([]byte(h)); err != nil {
-			return alarm(KindSplitView, "the consistency proof from %d to %d is malformed: %v", pinned.Size, size, err)
+			return alarm(KindSplitView, "the consistency proof from %d to %d is malformed: %v", from.Size, size, err)
 		}
 	}
-	if err := verify.VerifyConsistency(pinned.Size, cp.Size, path, pinned.Root, cp.Root); err != nil {
-		res, _ := alarm(KindSplitView, "the checkpoint of size %d is not consistent with the pinned one: %v", size, err)
-		if p.FirstCheckpoint != nil {
+	if err := verify.VerifyConsistency(from.Size, to.Size, path, from.Root, to.Root); err != nil {
+		res, _ := alarm(KindSplitView, "the checkpoint of size %d does not extend the one of size %d: %v", size, from.Size, err)
+		if fromIsPin && p.FirstCheckpoint != nil {
 			if other, err := verify.OpenCheckpoint([]byte(p.FirstCheckpoint.Note), pub, origin); err == nil &&
-				other.Size == pinned.Size && other.Root != pinned.Root {
+				other.Size == from.Size && other.Root != from.Root {
 				res.Alarm.AtPinnedSize = view(p.FirstCheckpoint)
 				res.Alarm.Detail += fmt.Sprintf("; the service also signed size %d with root %s", other.Size, other.Root)
 			}
@@ -315,63 +326,78 @@ func extends(ctx context.Context, src Source, pub ed25519.PublicKey, origin stri
 	return nil, nil
 }
 
-// newestWitnessed finds, among the witnessedLookBack blocks before newest,
-// the newest one past the pin that carries the quorum, and holds it to the
-// pin as the newest was held: signed by the trusted key, consistent with
-// the pinned checkpoint. It returns that block (its size and root read from
-// its note), or nil when there is none, or the alarm's Result when one of
-// those blocks is not what the service's key signs or does not extend the
-// pin (the newest did, so such a block is a fork the witnesses saw).
+// newestWitnessed finds, among the blocks before newest (at most
+// witnessedLookBack, none at or below the pinned block), the newest one
+// carrying the quorum, and holds it to what the check already holds: it
+// must be signed by the trusted key and be a prefix of the newest, newestCP
+// (proven by the service's consistency proof), which was proven to extend
+// the pin, so it extends the pin too. It returns that block (its size and
+// root read from its note) and its quorum; nil when none is past the pin;
+// or the alarm's Result, with the block as Witnessed, when it contradicts
+// the newest or the pin (a signature that does not verify, a larger tree
+// than the newest, another root at one size, no consistency): the service
+// shows the witnesses one log and this monitor another.
 func newestWitnessed(ctx context.Context, src Source, s *State, pub ed25519.PublicKey, origin string, newest *Checkpoint,
-	o Options, alarm alarmFunc) (*Checkpoint, *Result, error) {
+	newestCP verify.Checkpoint, o Options, alarm alarmFunc) (*Checkpoint, *verify.Quorum, *Result, error) {
 	from := max(newest.BlockIndex-witnessedLookBack, 0)
-	page, err := src.Blocks(ctx, &from, witnessedLookBack)
-	if err != nil {
-		return nil, nil, fmt.Errorf("blocks from %d: %w", from, err)
-	}
 	var pinned verify.Checkpoint
-	hasPin := s.Checkpoint != nil
-	if hasPin {
-		// Opened by Check already: it verifies.
+	if s.Checkpoint != nil {
+		from = max(from, s.Checkpoint.BlockIndex+1)
+		var err error
 		if pinned, err = verify.OpenCheckpoint([]byte(s.Checkpoint.Note), pub, origin); err != nil {
-			return nil, nil, err
+			return nil, nil, nil, err // Check opened it already
 		}
+	}
+	if from >= newest.BlockIndex {
+		return nil, nil, nil, nil
+	}
+	page, err := src.Blocks(ctx, &from, int(newest.BlockIndex-from))
+	if err != nil {
+		return nil, nil, nil, fmt.Errorf("blocks from %d: %w", from, err)
+	}
+	witnessed := func(b *Checkpoint, kind, format string, a ...any) (*Checkpoint, *verify.Quorum, *Result, error) {
+		r, err := alarm(kind, format, a...)
+		r.Alarm.Witnessed = b
+		return nil, nil, r, err
 	}
 	for i := len(page.Blocks) - 1; i >= 0; i-- {
 		b := view(&page.Blocks[i])
-		if b.BlockIndex >= newest.BlockIndex {
+		if b.BlockIndex >= newest.BlockIndex || b.BlockIndex < from {
 			continue
 		}
-		if q := verify.CheckQuorum([]byte(b.Note), b.Cosignatures, o.Witnesses, o.Quorum); !q.Met() {
+		q := verify.CheckQuorum([]byte(b.Note), b.Cosignatures, o.Witnesses, o.Quorum)
+		if !q.Met() {
 			continue
 		}
 		cp, err := verify.OpenCheckpoint([]byte(b.Note), pub, origin)
 		if err != nil {
-			r, _ := alarm(KindBadSignature, "block %d, cosigned by the witnesses, does not verify with the trusted service key %s: %v",
+			return witnessed(b, KindBadSignature, "block %d, cosigned by the witnesses, does not verify with the trusted service key %s: %v",
 				b.BlockIndex, verify.ServiceKeyID(pub), err)
-			r.Alarm.Observed = b
-			return nil, r, nil
-		}
-		if cp.Size > newest.TreeSize {
-			continue // not before the newest: no witnessed past to pin
 		}
 		b.TreeSize, b.RootHash = cp.Size, cp.Root.String()
-		if hasPin {
-			if cp.Size <= pinned.Size {
-				// The newest witnessed block is not past the pin: none
-				// older is either.
-				return nil, nil, nil
-			}
-			if r, err := extends(ctx, src, pub, origin, pinned, cp, alarm); r != nil || err != nil {
+		switch {
+		case cp.Size > newestCP.Size:
+			return witnessed(b, KindRollback, "block %d, cosigned by the witnesses, covers %d leaves, the newest checkpoint %d: the log was rolled back below what the witnesses cosigned",
+				b.BlockIndex, cp.Size, newestCP.Size)
+		case cp.Size == newestCP.Size && cp.Root != newestCP.Root:
+			return witnessed(b, KindSplitView, "two checkpoints of size %d with different roots (%s cosigned by the witnesses, %s now), both signed by the service key",
+				cp.Size, cp.Root, newestCP.Root)
+		case s.Checkpoint != nil && cp.Size == pinned.Size && cp.Root != pinned.Root:
+			return witnessed(b, KindSplitView, "two checkpoints of size %d with different roots (%s pinned, %s cosigned by the witnesses), both signed by the service key",
+				cp.Size, pinned.Root, cp.Root)
+		case s.Checkpoint != nil && cp.Size <= pinned.Size:
+			return nil, nil, nil, nil // the newest witnessed is not past the pin
+		case cp.Size < newestCP.Size:
+			if r, err := extends(ctx, src, pub, origin, cp, newestCP, false, alarm); r != nil || err != nil {
 				if r != nil && r.Alarm != nil {
-					r.Alarm.Observed = b
+					r.Alarm.Witnessed = b
 				}
-				return nil, r, err
+				return nil, nil, r, err
 			}
 		}
-		return b, nil, nil
+		return b, &q, nil, nil
 	}
-	return nil, nil, nil
+	return nil, nil, nil, nil
 }
 
 // trustedKey is the state's key; on first use the given one, else the

@@ -164,7 +164,7 @@ func (m *Monitor) post(ctx context.Context, a *Alarm) error {
 func alarmID(a *Alarm) string {
 	h := sha256.New()
 	h.Write([]byte(a.Kind))
-	for _, c := range []*Checkpoint{a.Pinned, a.Observed, a.AtPinnedSize} {
+	for _, c := range []*Checkpoint{a.Pinned, a.Observed, a.AtPinnedSize, a.Witnessed} {
 		h.Write([]byte{0})
 		if c != nil {
 			h.Write([]byte(c.Note))
