@@ -7,10 +7,12 @@
 --
 -- Rows stored before: their column is filled here, once, and only where raw
 -- can hold the member — the rows events_subagent held, read through that
--- index (PostgreSQL never marks a row: unindexed is NULL on every one), so
--- this reads the few rows that name a sub-agent, not the table; sequential
--- scans are off for this transaction so that a table without statistics is
--- read through the index all the same. The value is RawSubagent's, not
+-- index (PostgreSQL never marks a row: unindexed is NULL on every one): this
+-- reads those rows, not the table (a one-time UPDATE in the upgrade's
+-- transaction rather than a backfill behind the append: the old index finds
+-- them without a scan, and a column half filled would hide events from the
+-- filter meanwhile). Sequential scans are off for this statement so that a
+-- table without statistics is read through the index all the same. The value is RawSubagent's, not
 -- raw_subagent's: the first member when raw names it twice (json_each keeps
 -- them in order), a string's text or an object's or array's JSON text as raw
 -- holds it, and none for null, a number or a boolean; a value whose text

@@ -13,13 +13,16 @@
 -- Rows stored before: their column is filled here, once, and only where raw
 -- can hold the member — the rows events_subagent held (the member's name
 -- unescaped, or any escape), read through that index (INDEXED BY), and the
--- rows not yet indexed through events_unindexed, so this reads the few rows
--- that name a sub-agent (1 % of a large test database), not the table. The
--- value is RawSubagent's: a string's text or an object's or array's JSON text
--- (raw is stored compacted, so json_extract gives it as raw holds it), the
--- first member when raw names it twice, and none for null, a number, a boolean
--- or a text holding U+0000. (A string with an unpaired surrogate escape keeps
--- the bytes json_extract makes of it, which no filter's text can equal.)
+-- rows not yet indexed through events_unindexed: this reads those rows, not
+-- the table (a one-time UPDATE of the rows that can hold the member, in the
+-- upgrade's transaction, rather than a backfill behind the append: the old
+-- index finds them without a scan, and a column half filled would hide
+-- events from the filter meanwhile). The value is RawSubagent's: a string's
+-- text or an object's or array's JSON text (raw is stored compacted, so
+-- json_extract gives it as raw holds it), the first member when raw names it
+-- twice, and none for null, a number, a boolean or a text holding U+0000. (A
+-- string with an unpaired surrogate escape keeps the bytes json_extract makes
+-- of it, which no filter's text can equal.)
 -- Building the new index then reads the table once, as migration 033 did.
 ALTER TABLE events ADD COLUMN subagent TEXT;
 UPDATE events INDEXED BY events_subagent
