@@ -59,7 +59,8 @@ func RawSubagent(raw []byte) *string {
 // ReadSubagent sets the event's subagent column from its raw (RawSubagent),
 // once. The service calls it before the writer takes the event
 // (app.prepareEvent), so that the single SQLite writer does not read raw; an
-// insert calls it for an event whose caller did not.
+// insert reads raw itself for an event whose caller did not
+// (subagentColumn).
 func (e *Event) ReadSubagent() {
 	if !e.SubagentRead {
 		e.Subagent, e.SubagentRead = RawSubagent(e.Raw), true
