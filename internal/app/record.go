@@ -401,7 +401,8 @@ func (a *App) quotaExceeded(used int64) error {
 }
 
 // prepareEvent turns a checked input into the row to store, computing what
-// needs no database: ts when absent, payload_hash and the dedup semantic key.
+// needs no database: ts when absent, payload_hash, the dedup semantic key and
+// raw's subagent member.
 // It runs before the writer takes the request, so the single SQLite writer
 // never spends its time on JSON canonicalisation.
 func (a *App) prepareEvent(p Principal, in *api.EventInput, surface string, now time.Time) (store.Event, error) {
@@ -442,6 +443,7 @@ func (a *App) prepareEvent(p Principal, in *api.EventInput, surface string, now 
 	if key, ok := a.dedup.StoredKey(e.EventType, e.Tool, e.Raw); ok {
 		e.SemanticKey = &key
 	}
+	e.ReadSubagent() // the console's sub-agent filter's column, read here rather than on the writer
 	return e, nil
 }
 

@@ -59,7 +59,7 @@ const appendSQL = `WITH
 	e AS (INSERT INTO events (` + eventColumns + `)
 		SELECT $1, $2::bigint, $3::bigint, $4::text, $5::text, $6::text, $7::text, $8::text, $9::text, $10::text,
 			$11::text, $12::text, $13::text, $14::text, $15::text, $16::bigint, $17::text, $18::text, m.events - 1,
-			$19::text, $20::bigint, NULL FROM m
+			$19::text, $20::bigint, NULL, $33::text FROM m
 		ON CONFLICT (account, event_id) DO NOTHING RETURNING 1),
 	h AS (INSERT INTO merkle_hashes (account, idx, hash)
 		SELECT $1, t.idx, t.hash FROM unnest($24::bigint[], $25::bytea[]) AS t(idx, hash) WHERE EXISTS (SELECT 1 FROM e)
@@ -112,7 +112,7 @@ func (s *Store) appendStatement(ctx context.Context, q Querier, a Append, selfAb
 		e.UserID, e.Sequence, e.LeafIndex, e.EventID, e.EventType, e.PrevHash, e.PayloadHash, raw, e.Decision, e.Tool,
 		e.MachineID, e.ParentID, e.Signature, e.SignatureKey, e.TS, e.TSMicros, e.Surface, e.APIKeyID,
 		e.SemanticKey, e.CreatedAt, day, limit, machine, idx, hs, a.NotifyChannel, a.NotifyPayload,
-		a.Expect.EventCount, a.Expect.LastSequence, a.Expect.LastHash, a.TreeCheck, charge).
+		a.Expect.EventCount, a.Expect.LastSequence, a.Expect.LastHash, a.TreeCheck, charge, e.subagentColumn()).
 		Scan(&moved, &admitted, &used, &machineEvents, &inserted, &notified, &abortColumn)
 	if pgErr := (*pgconn.PgError)(nil); errors.As(err, &pgErr) && pgErr.Code == "AC001" {
 		return out, errAppendAborted

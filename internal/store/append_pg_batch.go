@@ -24,10 +24,10 @@ const appendBatchStatement = `WITH
 	v AS (SELECT * FROM unnest($1::text[], $2::bigint[], $3::bigint[], $4::text[], $5::text[], $6::text[], $7::text[],
 			$8::text[], $9::text[], $10::text[], $11::text[], $12::text[], $13::text[], $14::text[], $15::text[],
 			$16::bigint[], $17::text[], $18::text[], $19::text[], $20::bigint[], $21::text[], $22::text[], $23::text[],
-			$24::text[], $25::bigint[], $26::bigint[], $27::text[], $28::bigint[])
+			$24::text[], $25::bigint[], $26::bigint[], $27::text[], $28::bigint[], $33::text[])
 		AS v(user_id, seq, leaf, event_id, event_type, prev_hash, payload_hash, raw, decision, tool, machine_id,
 			parent_id, signature, signature_key, ts, ts_micros, surface, api_key_id, semantic_key, created_at, day,
-			machine, channel, payload, expect_count, expect_seq, expect_hash, tree_check)),
+			machine, channel, payload, expect_count, expect_seq, expect_hash, tree_check, subagent)),
 	c AS (UPDATE chain_heads h SET last_sequence = v.seq, last_hash = v.payload_hash, last_event_id = v.event_id,
 			event_count = h.event_count + 1
 		FROM v WHERE h.user_id = v.user_id AND h.event_count = v.expect_count AND h.last_sequence = v.expect_seq
@@ -42,7 +42,7 @@ const appendBatchStatement = `WITH
 	e AS (INSERT INTO events (` + eventColumns + `)
 		SELECT v.user_id, v.seq, v.leaf, v.event_id, v.event_type, v.prev_hash, v.payload_hash, v.raw, v.decision, v.tool,
 			v.machine_id, v.parent_id, v.signature, v.signature_key, v.ts, v.ts_micros, v.surface, v.api_key_id, m.events - 1,
-			v.semantic_key, v.created_at, NULL FROM v JOIN m USING (user_id)
+			v.semantic_key, v.created_at, NULL, v.subagent FROM v JOIN m USING (user_id)
 		ON CONFLICT (account, event_id) DO NOTHING RETURNING account AS user_id),
 	h AS (INSERT INTO merkle_hashes (account, idx, hash)
 		SELECT t.user_id, t.idx, t.hash FROM unnest($30::text[], $31::bigint[], $32::bytea[]) AS t(user_id, idx, hash)
@@ -140,7 +140,7 @@ func (s *Store) appendBatch(ctx context.Context, c *batchColumns, as []Append, i
 		c.users, c.seqs, c.leaves, c.eventIDs, c.eventTypes, c.prevHashes, c.payloadHashes, c.raws, c.decisions, c.tools,
 		c.machineIDs, c.parentIDs, c.sigs, c.sigKeys, c.tss, c.tsMicros, c.surfaces, c.apiKeys, c.semKeys, c.createdAt,
 		c.days, c.machines, c.channels, c.payloads, c.expectCount, c.expectSeq, c.expectHash, c.treeChecks, as[0].Quota.Limit,
-		c.hashUsers, c.hashIdx, c.hashes)
+		c.hashUsers, c.hashIdx, c.hashes, c.subagents)
 	if err != nil {
 		return nil, err
 	}
@@ -212,6 +212,7 @@ type batchColumns struct {
 	users, eventIDs, eventTypes, payloadHashes, tss, surfaces, days, machines, channels, payloads []string
 	seqs, leaves, createdAt, expectCount, expectSeq                                               []int64
 	prevHashes, raws, decisions, tools, machineIDs, parentIDs, sigs, sigKeys, apiKeys, semKeys    []*string
+	subagents                                                                                     []*string
 	expectHash                                                                                    []*string
 	tsMicros, treeChecks                                                                          []*int64
 	hashUsers                                                                                     []string
@@ -240,6 +241,7 @@ func (c *batchColumns) add(a Append) {
 	c.tools, c.machineIDs, c.parentIDs = append(c.tools, e.Tool), append(c.machineIDs, e.MachineID), append(c.parentIDs, e.ParentID)
 	c.sigs, c.sigKeys, c.apiKeys = append(c.sigs, e.Signature), append(c.sigKeys, e.SignatureKey), append(c.apiKeys, e.APIKeyID)
 	c.semKeys, c.expectHash = append(c.semKeys, e.SemanticKey), append(c.expectHash, a.Expect.LastHash)
+	c.subagents = append(c.subagents, e.subagentColumn())
 	c.tsMicros, c.treeChecks = append(c.tsMicros, e.TSMicros), append(c.treeChecks, a.TreeCheck)
 	for _, h := range a.Hashes {
 		c.hashUsers, c.hashIdx, c.hashes = append(c.hashUsers, e.UserID), append(c.hashIdx, h.Index), append(c.hashes, h.Hash[:])

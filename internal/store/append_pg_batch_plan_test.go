@@ -28,7 +28,7 @@ func TestAppendBatchPlanReadsByPrimaryKey(t *testing.T) {
 	text := explain(t, conn, `EXPLAIN (COSTS off) EXECUTE batch(
 		'{u}', '{1}', '{1}', '{e}', '{t}', '{p}', '{h}', '{r}', '{d}', '{x}', '{NULL}', '{NULL}', '{NULL}', '{NULL}', '{ts}',
 		'{1}', '{rest}', '{k}', '{NULL}', '{1}', '{day}', '{""}', '{""}', '{""}', '{1}', '{0}', '{p}', '{0}', 100,
-		'{u}', '{1}', '{"\\x00"}')`)
+		'{u}', '{1}', '{"\\x00"}', '{NULL}')`)
 	for _, bad := range []string{"Seq Scan", "Hash Join", "Bitmap Heap Scan"} {
 		if strings.Contains(text, bad) {
 			t.Fatalf("the batch plan has %q:\n%s", bad, text)

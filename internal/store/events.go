@@ -22,11 +22,17 @@ type Event struct {
 	// whose sequence was below the highest stored one): it took the next
 	// leaf, so it is out of sequence order in leaf order (migration 014).
 	BelowTip bool
+	// Subagent is raw's subagent member as the subagent column holds it
+	// (RawSubagent) when SubagentRead is set (ReadSubagent); otherwise the
+	// insert reads it from Raw. A read of events leaves both unset.
+	Subagent     *string
+	SubagentRead bool
 }
 
 // eventColumns are an event row's columns as inserted: its account first (the
-// value accountKeyForWrite gives, account_numbers.go), then eventFields.
-const eventColumns = `account, ` + eventFields
+// value accountKeyForWrite gives, account_numbers.go), then eventFields, then
+// raw's subagent member (events_subagent.go), which only search reads.
+const eventColumns = `account, ` + eventFields + `, subagent`
 
 // eventFields are the columns a read of whole events takes: the row without
 // its account, which the query names (scanEvent sets Event.UserID from it).

@@ -30,11 +30,11 @@ func (s *Store) insertEventRow(ctx context.Context, tx *sql.Tx, e *Event) error 
 	// indexes behind the commit (unindexed = 1; index_behind.go). Only
 	// SQLite's append inserts a row alone.
 	res, err := tx.ExecContext(ctx, `INSERT INTO events (`+eventColumns+`, unindexed)
-		VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18, $19, $20, $21, NULL, 1)
+		VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18, $19, $20, $21, NULL, $22, 1)
 		ON CONFLICT (account, event_id) DO NOTHING`,
 		account, e.Sequence, e.LeafIndex, e.EventID, e.EventType, e.PrevHash, e.PayloadHash, raw, e.Decision, e.Tool,
 		e.MachineID, e.ParentID, e.Signature, e.SignatureKey, e.TS, e.TSMicros, e.Surface, e.APIKeyID, e.MachineSequence,
-		e.SemanticKey, e.CreatedAt)
+		e.SemanticKey, e.CreatedAt, e.subagentColumn())
 	if IsUniqueViolation(err) {
 		return ErrConflict
 	}
@@ -78,7 +78,7 @@ func (s *Store) insertEvents(ctx context.Context, tx *sql.Tx, userID string, evs
 }
 
 // eventColumnCount is the number of eventColumns.
-const eventColumnCount = 22
+const eventColumnCount = 23
 
 // eventRow is e's values in eventColumns order, pointers read (nil for
 // absent values), so that two rows' values compare with ==.
@@ -101,21 +101,21 @@ func eventRow(account any, e *Event) [eventColumnCount]any {
 	}
 	return [eventColumnCount]any{account, e.Sequence, e.LeafIndex, e.EventID, e.EventType, str(e.PrevHash), e.PayloadHash, raw,
 		str(e.Decision), str(e.Tool), str(e.MachineID), str(e.ParentID), str(e.Signature), str(e.SignatureKey), e.TS, tsMicros,
-		e.Surface, str(e.APIKeyID), e.MachineSequence, str(e.SemanticKey), e.CreatedAt, belowTip}
+		e.Surface, str(e.APIKeyID), e.MachineSequence, str(e.SemanticKey), e.CreatedAt, belowTip, str(e.subagentColumn())}
 }
 
 // sharedEventColumns are the columns a multi-row insert binds once when every
 // row of it has the same value there (or writes NULL when that value is
 // absent): the account; what the service sets per request (surface,
 // api_key_id, created_at); and what a batch's rows mostly lack, or share
-// (machine_id, parent_id, signature, signature_key, semantic_key, below_tip). Binding is
+// (machine_id, parent_id, signature, signature_key, semantic_key, below_tip, subagent). Binding is
 // a large part of the single writer's work per batched row on SQLite
 // (docs/performance.md), and a chunk binds every column of every row
 // otherwise. Content columns are left out: each combination of shared
 // columns is a statement of its own to prepare and cache, and these few
 // combinations cover the batches a client sends.
 var sharedEventColumns = [eventColumnCount]bool{0: true, 10: true, 11: true, 12: true, 13: true, 16: true, 17: true, 19: true, 20: true,
-	21: true}
+	21: true, 22: true}
 
 // insertShape is what the text of a multi-row INSERT of events depends on:
 // its number of rows, the columns it binds once (shared: the first row's
@@ -237,5 +237,5 @@ func (s *Store) placeholder(n int) string {
 }
 
 // maxRowsPerInsert keeps a multi-row INSERT of events within both databases'
-// limits on bound parameters (22 per row; SQLite allows 32,766, PostgreSQL 65,535).
+// limits on bound parameters (23 per row; SQLite allows 32,766, PostgreSQL 65,535).
 const maxRowsPerInsert = 500

@@ -8,7 +8,6 @@ import (
 	"errors"
 	"fmt"
 	"strings"
-	"unicode/utf8"
 
 	"github.com/auditchain/auditchain/pkg/api"
 	"github.com/jackc/pgx/v5"
@@ -24,7 +23,8 @@ type SearchFilter struct {
 	EventTypes []string
 	Tool       *string
 	// Surface and Subagent are the console's filters (not the API's):
-	// the stored surface, and raw's subagent member (a tool call's).
+	// the stored surface, and raw's subagent member (a tool call's; the
+	// subagent column, RawSubagent).
 	Surface  *string
 	Subagent *string
 	Limit    int
@@ -138,7 +138,7 @@ const anyIndex = "*"
 // planner may take: anyIndex (Search), a column windowIndexed names, or ""
 // (the primary key). Every other indexed filter is written so that no
 // planner takes its index and sorts: a text column with the empty string
-// appended, the time plus 0, the sub-agent without its index's predicate.
+// appended, the time plus 0.
 func searchWhere(dialect Dialect, f SearchFilter, bound *int64, use string, arg func(any) string) []string {
 	where := []string{"account = $1"}
 	may := func(col string) bool { return use == anyIndex || use == col }
@@ -182,7 +182,7 @@ func searchWhere(dialect Dialect, f SearchFilter, bound *int64, use string, arg 
 		where = append(where, "surface = "+arg(*f.Surface))
 	}
 	if f.Subagent != nil {
-		where = append(where, subagentCond(dialect, *f.Subagent, may("subagent"), arg))
+		text("subagent", *f.Subagent)
 	}
 	return where
 }
@@ -193,29 +193,6 @@ func tsExpr(indexed bool) string {
 		return "ts_micros"
 	}
 	return "ts_micros + 0"
-}
-
-// subagentCond is "raw's subagent member is v". Indexed, it names
-// events_subagent's predicate and expression (migration 033), as a planner
-// needs to take it. Otherwise the rows whose raw cannot hold the member
-// (neither its unescaped spelling nor any escape: raw is stored compacted,
-// not canonicalised) skip the JSON parse, the cost of this filter (CASE: in
-// this order).
-func subagentCond(dialect Dialect, v string, indexed bool, arg func(any) string) string {
-	if indexed {
-		return subagentPredicate(dialect) + " AND " + subagentExpr(dialect) + " = " + arg(v)
-	}
-	if needle, ok := subagentNeedle(v); ok {
-		pre := "CASE WHEN " + instrExpr(dialect, "raw", arg(needle)) + " OR " + instrExpr(dialect, "raw", `'\'`)
-		return pre + " THEN " + subagentExpr(dialect) + " = " + arg(v) + " ELSE FALSE END"
-	}
-	return subagentExpr(dialect) + " = " + arg(v)
-}
-
-// subagentPredicate is events_subagent's partial predicate beside
-// unindexed IS NULL (migration 033), spelled exactly as there.
-func subagentPredicate(dialect Dialect) string {
-	return "(" + instrExpr(dialect, "raw", `'"subagent"'`) + " OR " + instrExpr(dialect, "raw", `'\'`) + ")"
 }
 
 // searchColumns are the columns a search result shows (SPEC.md "Event": no
@@ -360,25 +337,6 @@ func windowQuery(dialect Dialect, account any, f SearchFilter, bound *int64, wit
 		` ORDER BY sequence DESC LIMIT ` + limit, args
 }
 
-// subagentNeedle is how raw spells a subagent member of value v when it
-// is written without escapes; ok is false when v itself needs escapes.
-func subagentNeedle(v string) (string, bool) {
-	for _, r := range v {
-		if r < 0x20 || r == '"' || r == '\\' || r == 0x7f || r == 0x2028 || r == 0x2029 || r == utf8.RuneError {
-			return "", false
-		}
-	}
-	return `"subagent":"` + v + `"`, true
-}
-
-// instrExpr is "needle occurs in s" in dialect's SQL.
-func instrExpr(dialect Dialect, s, needle string) string {
-	if dialect == Postgres {
-		return "strpos(" + s + ", " + needle + ") > 0"
-	}
-	return "instr(" + s + ", " + needle + ") > 0"
-}
-
 // LatestSemanticMatch returns the newest event of the account with that dedup
 // semantic key and a sequence of at least minSequence.
 func (s *Store) LatestSemanticMatch(ctx context.Context, q Querier, userID, key string, minSequence int64) (Event, error) {
@@ -394,8 +352,8 @@ func (s *Store) LatestSemanticMatch(ctx context.Context, q Querier, userID, key 
 }
 
 // subagentExpr reads raw's subagent member in dialect's SQL (raw is stored
-// JSON text on both stores), spelled as events_subagent's expression
-// (migration 033): it never raises an error, whatever raw holds.
+// JSON text on both stores), for the console's rows (the filter compares the
+// subagent column): it never raises an error, whatever raw holds.
 func subagentExpr(dialect Dialect) string {
 	if dialect == Postgres {
 		return "raw_subagent(raw)"

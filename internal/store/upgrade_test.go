@@ -589,3 +589,106 @@ func TestUpgradeTo32MarksAccountsWithApprovalRules(t *testing.T) {
 		}
 	})
 }
+
+// Migration 036 fills the subagent column of the rows stored before it with
+// what the service now writes there (store.RawSubagent), indexed rows and
+// (SQLite) rows not yet indexed alike, and the sub-agent filter finds them
+// as before.
+func TestUpgradeTo36FillsTheSubagentColumn(t *testing.T) {
+	storetest.EachEmpty(t, func(t *testing.T, dsn string) {
+		ctx := context.Background()
+		old, err := store.OpenAtVersion(ctx, dsn, 35)
+		if err != nil {
+			t.Fatal(err)
+		}
+		const user = "u-before-36"
+		raws := []string{
+			`{"subagent":"w1","tool_input":{}}`,
+			`{"sub\u0061gent":"w1"}`,
+			`{"subagent":"\u0077\u0031"}`,
+			`{"subagent":"w1","subagent":"w2"}`,
+			`{"subagent":"w2","cmd":"a\\b"}`,
+			`{"x":{"subagent":"w1"}}`,
+			`{"cmd":"grep \"subagent\" log"}`,
+			`{"note":"caf\u00e9"}`,
+			`{"subagent":{"a":"\u0041"}}`,
+			`{"subagent":5}`,
+			`{"subagent":true}`,
+			`{"subagent":null}`,
+			`{"subagent":"w\u0000"}`,
+			`[1,"subagent"]`,
+			`{"tool_input":{}}`,
+		}
+		account := any(user)
+		if old.Dialect == store.SQLite {
+			account = int64(7)
+			if _, err := old.WriteDB().ExecContext(ctx, `INSERT INTO account_numbers (num, user_id) VALUES (7, $1)`, user); err != nil {
+				t.Fatal(err)
+			}
+		}
+		// Twice over: a row appended and not yet indexed (SQLite's tail,
+		// unindexed = 1) and an indexed one.
+		for i, raw := range append(slices.Clone(raws), raws...) {
+			var unindexed any
+			if old.Dialect == store.SQLite && i < len(raws) {
+				unindexed = int64(1)
+			}
+			_, err := old.WriteDB().ExecContext(ctx, `INSERT INTO events (account, sequence, leaf_index, event_id, event_type,
+				payload_hash, raw, ts, surface, machine_sequence, created_at, unindexed)
+				VALUES ($1, $2, $2, $3, 'tool_call', $4, $5, '2026-11-28T00:00:00Z', 'hook', $2, 1, $6)`,
+				account, int64(i), fmt.Sprintf("evt-%d", i), fmt.Sprintf("sha256:%064x", i+1), raw, unindexed)
+			if err != nil {
+				t.Fatal(err)
+			}
+		}
+		old.Close()
+
+		st := storetest.Open(t, dsn) // every migration
+		rows, err := st.DB().QueryContext(ctx, `SELECT raw, subagent FROM events WHERE account = $1 ORDER BY sequence`, account)
+		if err != nil {
+			t.Fatal(err)
+		}
+		n := 0
+		for rows.Next() {
+			var raw string
+			var got *string
+			if err := rows.Scan(&raw, &got); err != nil {
+				t.Fatal(err)
+			}
+			if want := store.RawSubagent([]byte(raw)); !reflect.DeepEqual(got, want) {
+				t.Errorf("raw %s: subagent %s after the upgrade, the service writes %s", raw, show(got), show(want))
+			}
+			n++
+		}
+		if err := rows.Err(); err != nil || n != 2*len(raws) {
+			t.Fatalf("%d rows read: %v", n, err)
+		}
+		for _, when := range []string{"after the upgrade", "once indexed"} {
+			for v, want := range map[string][]int64{"w1": {18, 17, 16, 15, 3, 2, 1, 0}, "w2": {19, 4}, `{"a":"\u0041"}`: {23, 8}, "5": nil} {
+				page, err := st.SearchWindowed(ctx, store.SearchFilter{UserID: user, Subagent: &v, Limit: 50, Window: 5000})
+				if err != nil {
+					t.Fatal(err)
+				}
+				var got []int64
+				for _, r := range page.Rows {
+					got = append(got, r.Sequence)
+				}
+				if !slices.Equal(got, want) {
+					t.Errorf("%s: subagent=%s found %v, want %v", when, v, got, want)
+				}
+			}
+			for st.EventsBehind() > 0 {
+				if _, err := st.IndexBehind(ctx); err != nil {
+					t.Fatal(err)
+				}
+			}
+		}
+	})
+}
+
+func show(p *string) string {
+	if p == nil {
+		return "NULL"
+	}
+	return fmt.Sprintf("%q", *p)
+}
