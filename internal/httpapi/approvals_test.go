@@ -298,16 +298,59 @@ func TestApprovalWaitTimesOut(t *testing.T) {
 	})
 }
 
+// The expiry job marks the pending approval expired, and not the used one:
+// a use leaves the row 'approved' with used_at set (store.UseApproval),
+// which reads as used before the job and after it, when the job has stored
+// 'used' and taken the row out of the live rows' index.
 func TestApprovalExpiryCronRoute(t *testing.T) {
 	eachEnv(t, func(t *testing.T, e *env) {
 		e.restart(e.dsn, envOptions{config: func(c *config.Config) { c.CronSecret = "s" }}, nil)
 		s := e.approvalSetup("apc@example.com")
-		e.heldCall(s.agent, "evt-c-1", "a")
+		pending := e.heldCall(s.agent, "evt-c-1", "a")
+		used := e.heldCall(s.agent, "evt-c-2", "b")
+		if r := e.do("POST", "/v1/approvals/"+used+"/approve", s.approver, nil); r.Status != 200 {
+			t.Fatalf("approve: %d %s", r.Status, r.Body)
+		}
+		if got := e.toolCall(s.agent, heldCallBody("evt-c-3", "s", "bash", "b", used)); got["decision"] != "allow" {
+			t.Fatalf("resend = %v", got)
+		}
+		stored := func() (status string) {
+			t.Helper()
+			if err := e.store.DB().QueryRow(`SELECT status FROM approvals WHERE approval_id = $1`, used).Scan(&status); err != nil {
+				t.Fatal(err)
+			}
+			return status
+		}
+		reads := func(when string) {
+			t.Helper()
+			v := e.do("GET", "/v1/approvals/"+used, s.approver, nil).JSON(t)
+			if v["status"] != "used" || v["used_event_id"] != "evt-c-3" || v["used_at"] == nil {
+				t.Fatalf("used approval %s = %v", when, v)
+			}
+			for status, want := range map[string]int{"used": 1, "approved": 0} {
+				list := e.do("GET", "/v1/approvals?status="+status, s.approver, nil).JSON(t)["approvals"].([]any)
+				if len(list) != want {
+					t.Fatalf("%s list %s = %v, want %d", status, when, list, want)
+				}
+			}
+			list := e.do("GET", "/v1/approvals?status=expired", s.approver, nil).JSON(t)["approvals"].([]any)
+			if len(list) != 1 || list[0].(map[string]any)["approval_id"] != pending {
+				t.Fatalf("expired list %s = %v, want only %s", when, list, pending)
+			}
+		}
+		if st := stored(); st != "approved" {
+			t.Fatalf("stored status after the use = %q, want approved (the use sets used_at only)", st)
+		}
 		e.clock.Advance(2 * time.Minute)
+		reads("before the job")
 		r := e.do("POST", "/v1/internal/cron/approval-expiry", "", nil, "X-Cron-Secret", "s")
 		if r.Status != 200 || fmt.Sprint(r.JSON(t)["swept"]) != "map[expired:1]" {
 			t.Fatalf("cron approval-expiry: %d %s", r.Status, r.Body)
 		}
+		if st := stored(); st != "used" {
+			t.Fatalf("stored status after the job = %q, want used", st)
+		}
+		reads("after the job")
 	})
 }
 

@@ -3,7 +3,17 @@ package store
 // Tables approval_rules and approvals (CONTRACT.md "Approvals"; migrations
 // 031 and 032). The use cases are internal/app/approvals.go; an approval's status
 // changes only by the compare-and-sets below, each inside the write that
-// records the change on the chain.
+// records the change on the chain, and by the expiry job.
+//
+// A use is stored in used_at and used_event_id alone: the row keeps status
+// 'approved', and an approved row with used_at set reads as used everywhere
+// (scanApproval, the lists' filters). The status column, which the partial
+// indexes approvals_pending and approvals_live_by_expiry name in their
+// WHERE, is then left alone by the approved call's second pass, so the use
+// rewrites the row and no index entry (issue #38: the second pass costs no
+// more than a plain allowed call; docs/performance.md "Approvals at speed").
+// The expiry job stores status 'used' once such a row's time is past, which
+// takes it out of the live rows' index off the way a call runs.
 
 import (
 	"cmp"
@@ -159,6 +169,10 @@ func scanApproval(r scanner) (Approval, error) {
 		return Approval{}, err
 	}
 	a.CreatedAt, a.ExpiresAt = time.UnixMicro(created).UTC(), time.UnixMicro(expires).UTC()
+	if used.Valid {
+		// Approved and used: the use leaves status as it was (UseApproval).
+		a.Status = ApprovalUsed
+	}
 	if decided.Valid {
 		t := time.UnixMicro(decided.Int64).UTC()
 		a.DecidedAt = &t
@@ -187,7 +201,7 @@ func (s *Store) ApprovalByID(ctx context.Context, q Querier, userID, approvalID 
 // Approvals lists the account's approvals newest first, at most limit, in
 // the status they read as at now (status "" for every one): a pending or
 // approved row past its expires_at reads as expired before the job marks
-// it.
+// it, and an approved row with used_at set reads as used (UseApproval).
 func (s *Store) Approvals(ctx context.Context, userID, status string, now time.Time, limit int) ([]Approval, error) {
 	at := now.UnixMicro()
 	var where string
@@ -202,7 +216,10 @@ func (s *Store) Approvals(ctx context.Context, userID, status string, now time.T
 	case ApprovalPending:
 		where, args = ` AND status = 'pending' AND +expires_at > $3`, append(args, at)
 	case ApprovalApproved:
-		where, args = ` AND status = 'approved' AND +expires_at > $3`, append(args, at)
+		where, args = ` AND status = 'approved' AND used_at IS NULL AND +expires_at > $3`, append(args, at)
+	case ApprovalUsed:
+		// Marked 'used' by the expiry job, or still 'approved' (live).
+		where = ` AND used_at IS NOT NULL`
 	case ApprovalExpired:
 		// Two walks, each stopped at the limit, merged: the marked rows,
 		// and those past due the job has not marked yet; not an OR, which
@@ -214,7 +231,7 @@ func (s *Store) Approvals(ctx context.Context, userID, status string, now time.T
 			SELECT * FROM (SELECT `+approvalColumns+` FROM approvals WHERE user_id = $1 AND status = 'expired'`+order+`) marked
 			UNION ALL
 			SELECT * FROM (SELECT `+approvalColumns+` FROM approvals WHERE user_id = $1 AND status IN ('pending', 'approved')
-				AND expires_at <= $3`+order+`) due
+				AND used_at IS NULL AND expires_at <= $3`+order+`) due
 			) expired`+order, userID, limit, at)
 	default:
 		where, args = ` AND status = $3`, append(args, status)
@@ -239,15 +256,18 @@ func (s *Store) DecideApproval(ctx context.Context, tx *sql.Tx, userID, approval
 }
 
 // UseApproval marks used by the call eventID an approval of the account
-// that is approved, not expired at now, and binds subagent, tool and
-// argsSHA256, and reports whether it did: the compare-and-set that lets an
-// approval be used once across any number of replicas, in the same
-// transaction as the allow it records. One statement on the way a call
-// runs; the caller reads the approval only when it did not (to say why).
+// that is approved, not used, not expired at now, and binds subagent, tool
+// and argsSHA256, and reports whether it did: the compare-and-set (on
+// used_at) that lets an approval be used once across any number of
+// replicas, in the same transaction as the allow it records. One statement
+// on the way a call runs; the caller reads the approval only when it did
+// not (to say why). It sets used_at and used_event_id and leaves status
+// 'approved': no column an index names changes, so SQLite rewrites the row
+// alone and PostgreSQL may update it in place (a heap-only tuple).
 func (s *Store) UseApproval(ctx context.Context, tx *sql.Tx, userID, approvalID, subagent, tool, argsSHA256, eventID string,
 	now time.Time) (bool, error) {
-	res, err := tx.ExecContext(ctx, `UPDATE approvals SET status = 'used', used_at = $1, used_event_id = $2
-		WHERE user_id = $3 AND approval_id = $4 AND status = 'approved' AND expires_at > $1
+	res, err := tx.ExecContext(ctx, `UPDATE approvals SET used_at = $1, used_event_id = $2
+		WHERE user_id = $3 AND approval_id = $4 AND status = 'approved' AND used_at IS NULL AND expires_at > $1
 		AND subagent = $5 AND tool = $6 AND args_sha256 = $7`,
 		now.UnixMicro(), eventID, userID, approvalID, subagent, tool, argsSHA256)
 	if err != nil {
@@ -261,18 +281,27 @@ func (s *Store) UseApproval(ctx context.Context, tx *sql.Tx, userID, approvalID,
 // (the grant could not be metered after all): the approval is approved
 // again, as if the call had not tried it.
 func (s *Store) UnuseApproval(ctx context.Context, tx *sql.Tx, userID, approvalID, eventID string) error {
-	_, err := tx.ExecContext(ctx, `UPDATE approvals SET status = 'approved', used_at = NULL, used_event_id = NULL
-		WHERE user_id = $1 AND approval_id = $2 AND status = 'used' AND used_event_id = $3`, userID, approvalID, eventID)
+	_, err := tx.ExecContext(ctx, `UPDATE approvals SET used_at = NULL, used_event_id = NULL
+		WHERE user_id = $1 AND approval_id = $2 AND status = 'approved' AND used_event_id = $3`, userID, approvalID, eventID)
 	return err
 }
 
-// ExpireApprovals marks expired every pending or approved approval whose
-// expires_at is at or before now, and returns how many it marked.
+// ExpireApprovals marks expired every pending or approved approval not
+// used whose expires_at is at or before now, and returns how many it
+// marked; and stores status 'used' on the approved ones used (UseApproval
+// left them 'approved'), which takes them out of approvals_live_by_expiry.
+// Both walk that index's rows past due.
 func (s *Store) ExpireApprovals(ctx context.Context, tx *sql.Tx, now time.Time) (int64, error) {
 	res, err := tx.ExecContext(ctx, `UPDATE approvals SET status = 'expired'
-		WHERE status IN ('pending', 'approved') AND expires_at <= $1`, now.UnixMicro())
+		WHERE status IN ('pending', 'approved') AND used_at IS NULL AND expires_at <= $1`, now.UnixMicro())
 	if err != nil {
 		return 0, err
 	}
-	return res.RowsAffected()
+	n, err := res.RowsAffected()
+	if err != nil {
+		return 0, err
+	}
+	_, err = tx.ExecContext(ctx, `UPDATE approvals SET status = 'used'
+		WHERE status IN ('pending', 'approved') AND used_at IS NOT NULL AND expires_at <= $1`, now.UnixMicro())
+	return n, err
 }
