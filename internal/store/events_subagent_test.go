@@ -1,10 +1,6 @@
 package store_test
 
 import (
-	"context"
-	"crypto/sha256"
-	"database/sql"
-	"encoding/hex"
 	"encoding/json"
 	"fmt"
 	"strings"
@@ -12,8 +8,6 @@ import (
 
 	"github.com/auditchain/auditchain/internal/store"
 	"github.com/auditchain/auditchain/internal/store/storetest"
-	"github.com/auditchain/auditchain/pkg/api"
-	"github.com/auditchain/auditchain/pkg/verify"
 )
 
 // RawSubagent reads raw's top-level subagent member however raw spells it,
@@ -69,40 +63,7 @@ func rawOfSize(n int) json.RawMessage {
 // over a fixed number of iterations, -test.benchtime 60x).
 func BenchmarkInsertEventsRaw(b *testing.B) {
 	for _, size := range []int{95, 2000} {
-		b.Run(fmt.Sprint(size), func(b *testing.B) {
-			s := storetest.Open(b, storetest.DSN(b, storetest.SQLite))
-			ctx := context.Background()
-			const accounts, batch = 100, 500
-			raw := rawOfSize(size)
-			tool, keyID := "bash", "0194d5a0-0000-7000-8000-000000000001"
-			decisions := []string{"allow", "deny", "ask"}
-			var events int64
-			for i := 0; b.Loop(); i++ {
-				user := fmt.Sprintf("bench-%03d", i%accounts)
-				err := s.InTx(ctx, func(tx *sql.Tx) error {
-					head, err := s.LockHead(ctx, tx, user)
-					if err != nil {
-						return err
-					}
-					evs := make([]store.Event, batch)
-					for j := range evs {
-						n := head.EventCount + int64(j)
-						sum := sha256.Sum256([]byte(fmt.Sprintf("%s/%d", user, n)))
-						ts := int64(1_790_000_000_000_000) + n
-						evs[j] = store.Event{StoredEvent: api.StoredEvent{Event: api.Event{UserID: user, Sequence: n, EventID: fmt.Sprintf("evt-%s-%d", user, n),
-							EventType: "tool_call", PayloadHash: verify.HashPrefix + hex.EncodeToString(sum[:]), Decision: &decisions[n%3],
-							Tool: &tool, TS: "2026-11-26T06:00:00.000000Z", Surface: "rest", APIKeyID: &keyID, MachineSequence: n},
-							Raw: raw}, LeafIndex: n, TSMicros: &ts, CreatedAt: 1_790_000_000_000_000 + int64(i)}
-					}
-					return insertRun(ctx, s, tx, evs)
-				})
-				if err != nil {
-					b.Fatal(err)
-				}
-				events += batch
-			}
-			b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(events), "ns/event")
-		})
+		b.Run(fmt.Sprint(size), func(b *testing.B) { benchInsertEvents(b, storetest.SQLite, rawOfSize(size)) })
 	}
 }
 
@@ -110,48 +71,6 @@ func BenchmarkInsertEventsRaw(b *testing.B) {
 // appends made for each tail are counted in the process's CPU time too).
 func BenchmarkIndexBehindRaw(b *testing.B) {
 	for _, size := range []int{95, 2000} {
-		b.Run(fmt.Sprint(size), func(b *testing.B) {
-			s := storetest.Open(b, storetest.DSN(b, storetest.SQLite))
-			ctx := context.Background()
-			raw := rawOfSize(size)
-			const accounts = 100
-			seq := make([]int64, accounts)
-			var rows int64
-			for b.Loop() {
-				b.StopTimer()
-				err := s.InTx(ctx, func(tx *sql.Tx) error {
-					for i := range store.IndexBehindRows {
-						a := i % accounts
-						user := fmt.Sprintf("u-%03d", a)
-						head, err := s.LockHead(ctx, tx, user)
-						if err != nil {
-							return err
-						}
-						dec, tool := "allow", "bash"
-						e := store.Event{StoredEvent: api.StoredEvent{Event: api.Event{UserID: user, Sequence: seq[a],
-							EventID: fmt.Sprintf("evt-%d-%d", a, seq[a]), EventType: "tool_call",
-							PayloadHash: fmt.Sprintf("sha256:%064x", rows+int64(i)), TS: "2026-11-28T00:00:00Z", Surface: "rest",
-							Decision: &dec, Tool: &tool}, Raw: raw}, LeafIndex: head.EventCount, TSMicros: &rows}
-						if err := insertEvent(ctx, s, tx, &e); err != nil {
-							return err
-						}
-						seq[a]++
-					}
-					return nil
-				})
-				if err != nil {
-					b.Fatal(err)
-				}
-				b.StartTimer()
-				for s.EventsBehind() > 0 {
-					n, err := s.IndexBehind(ctx)
-					if err != nil {
-						b.Fatal(err)
-					}
-					rows += n
-				}
-			}
-			b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(rows), "ns/row")
-		})
+		b.Run(fmt.Sprint(size), func(b *testing.B) { benchIndexBehind(b, rawOfSize(size)) })
 	}
 }

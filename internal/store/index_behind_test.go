@@ -3,6 +3,7 @@ package store_test
 import (
 	"context"
 	"database/sql"
+	"encoding/json"
 	"fmt"
 	"slices"
 	"strings"
@@ -133,7 +134,10 @@ func TestSearchFindsEventsBeforeAndAfterTheyAreIndexed(t *testing.T) {
 // it under load: store.IndexBehindRows single appends spread over 100
 // accounts, indexed chunk by chunk. A chunk's time (ms/chunk) is a pause of
 // the writer between two group commits.
-func BenchmarkIndexBehind(b *testing.B) {
+func BenchmarkIndexBehind(b *testing.B) { benchIndexBehind(b, nil) }
+
+// benchIndexBehind is BenchmarkIndexBehind with raw on every appended row.
+func benchIndexBehind(b *testing.B, raw json.RawMessage) {
 	s := storetest.Open(b, storetest.DSN(b, storetest.SQLite))
 	ctx := context.Background()
 	const accounts = 100
@@ -153,7 +157,7 @@ func BenchmarkIndexBehind(b *testing.B) {
 				e := store.Event{StoredEvent: api.StoredEvent{Event: api.Event{UserID: user, Sequence: seq[a],
 					EventID: fmt.Sprintf("evt-%d-%d", a, seq[a]), EventType: "tool_call",
 					PayloadHash: fmt.Sprintf("sha256:%064x", rows+int64(i)), TS: "2026-11-28T00:00:00Z", Surface: "rest",
-					Decision: &dec, Tool: &tool}}, LeafIndex: head.EventCount, TSMicros: &rows}
+					Decision: &dec, Tool: &tool}, Raw: raw}, LeafIndex: head.EventCount, TSMicros: &rows}
 				if err := insertEvent(ctx, s, tx, &e); err != nil {
 					return err
 				}
