@@ -234,9 +234,10 @@ func Check(ctx context.Context, src Source, s *State, o Options) (*Result, error
 	// only a convenience.
 	obs.TreeSize, obs.RootHash = cp.Size, cp.Root.String()
 
+	// The pinned checkpoint, opened once: a zero Checkpoint on first use.
+	var pinned verify.Checkpoint
 	if s.Checkpoint != nil {
-		pinned, err := verify.OpenCheckpoint([]byte(s.Checkpoint.Note), pub, origin)
-		if err != nil {
+		if pinned, err = verify.OpenCheckpoint([]byte(s.Checkpoint.Note), pub, origin); err != nil {
 			return nil, fmt.Errorf("the pinned checkpoint does not verify with the state's key (the state file was altered?): %w", err)
 		}
 		switch {
@@ -262,7 +263,7 @@ func Check(ctx context.Context, src Source, s *State, o Options) (*Result, error
 		q := verify.CheckQuorum([]byte(obs.Note), obs.Cosignatures, o.Witnesses, o.Quorum)
 		res.Quorum = &q
 		if !q.Met() {
-			b, bq, alarmed, err := newestWitnessed(ctx, src, s, pub, origin, obs, cp, o, alarm)
+			b, bq, alarmed, err := newestWitnessed(ctx, src, s, pinned, pub, origin, obs, cp, o, alarm)
 			if alarmed != nil || err != nil {
 				return alarmed, err
 			}
@@ -336,17 +337,13 @@ func extends(ctx context.Context, src Source, pub ed25519.PublicKey, origin stri
 // or the alarm's Result, with the block as Witnessed, when it contradicts
 // the newest or the pin (a signature that does not verify, a larger tree
 // than the newest, another root at one size, no consistency): the service
-// shows the witnesses one log and this monitor another.
-func newestWitnessed(ctx context.Context, src Source, s *State, pub ed25519.PublicKey, origin string, newest *Checkpoint,
+// shows the witnesses one log and this monitor another. pinned is s's pin as
+// Check opened it (zero on first use).
+func newestWitnessed(ctx context.Context, src Source, s *State, pinned verify.Checkpoint, pub ed25519.PublicKey, origin string, newest *Checkpoint,
 	newestCP verify.Checkpoint, o Options, alarm alarmFunc) (*Checkpoint, *verify.Quorum, *Result, error) {
 	from := max(newest.BlockIndex-witnessedLookBack, 0)
-	var pinned verify.Checkpoint
 	if s.Checkpoint != nil {
 		from = max(from, s.Checkpoint.BlockIndex+1)
-		var err error
-		if pinned, err = verify.OpenCheckpoint([]byte(s.Checkpoint.Note), pub, origin); err != nil {
-			return nil, nil, nil, err // Check opened it already
-		}
 	}
 	if from >= newest.BlockIndex {
 		return nil, nil, nil, nil
