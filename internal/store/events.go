@@ -95,19 +95,12 @@ func (s *Store) EventIDsAt(ctx context.Context, q Querier, userID string, sequen
 	}
 	for start := 0; start < len(sequences); start += maxIDsPerLookup {
 		chunk := sequences[start:min(start+maxIDsPerLookup, len(sequences))]
-		var b strings.Builder
 		args := make([]any, 0, len(chunk)+1)
 		args = append(args, account)
-		b.WriteString(`SELECT sequence, event_id FROM events WHERE account = ` + s.placeholder(1) + ` AND sequence IN (`)
-		for i, seq := range chunk {
-			if i > 0 {
-				b.WriteByte(',')
-			}
+		for _, seq := range chunk {
 			args = append(args, seq)
-			b.WriteString(s.placeholder(len(args)))
 		}
-		b.WriteByte(')')
-		rows, err := q.QueryContext(ctx, b.String(), args...)
+		rows, err := q.QueryContext(ctx, eventIDsAtSQL(s.Dialect, len(chunk)), args...)
 		if err != nil {
 			return nil, err
 		}
@@ -128,6 +121,21 @@ func (s *Store) EventIDsAt(ctx context.Context, q Querier, userID string, sequen
 		}
 	}
 	return out, nil
+}
+
+// eventIDsAtSQL is EventIDsAt's statement for n sequences. Its parameters
+// are numbered: on SQLite both arms of bySequence name them.
+func eventIDsAtSQL(dialect Dialect, n int) string {
+	var b strings.Builder
+	b.WriteString(`account = ` + parameterIn(dialect, 1) + ` AND sequence IN (`)
+	for i := range n {
+		if i > 0 {
+			b.WriteByte(',')
+		}
+		b.WriteString(parameterIn(dialect, i+2))
+	}
+	b.WriteByte(')')
+	return bySequence(dialect, `SELECT sequence, event_id FROM events`, b.String())
 }
 
 // inQuery completes head, which ends with "IN (" and uses placeholder 1 for
@@ -167,8 +175,8 @@ func (s *Store) EventByID(ctx context.Context, q Querier, userID, eventID string
 // earlier events newest first, which finds a nearby ancestor quickly and costs
 // a scan of the earlier events only when the link's target does not exist.
 //
-// There is no payload_hash index (migration 007), so this walks the primary key
-// backwards; the walk is bounded to PayloadHashSearchWindow positions, so a
+// There is no payload_hash index (migration 007), so this walks the key by
+// sequence backwards; the walk is bounded to PayloadHashSearchWindow positions, so a
 // link to nowhere — which any client can write through batch rows — costs a
 // bounded read, not a scan of the whole chain. A target further back is
 // reported as not found.
@@ -177,9 +185,13 @@ func (s *Store) EventByPayloadHash(ctx context.Context, userID, hash string, bef
 	if err != nil {
 		return Event{}, err
 	}
-	return scanEvent(s.read.QueryRowContext(ctx, `SELECT `+eventFields+` FROM events
-		WHERE account = $1 AND sequence < $2 AND sequence >= $4 AND payload_hash = $3 ORDER BY sequence DESC LIMIT 1`,
+	return scanEvent(s.read.QueryRowContext(ctx, eventByPayloadHashSQL(s.Dialect),
 		account, beforeSequence, hash, beforeSequence-PayloadHashSearchWindow), userID)
+}
+
+func eventByPayloadHashSQL(dialect Dialect) string {
+	return bySequence(dialect, `SELECT `+eventFields+` FROM events`,
+		`account = $1 AND sequence < $2 AND sequence >= $4 AND payload_hash = $3`) + ` ORDER BY sequence DESC LIMIT 1`
 }
 
 // PayloadHashSearchWindow is how far back EventByPayloadHash looks.
@@ -191,7 +203,12 @@ func (s *Store) EventsBefore(ctx context.Context, userID string, seq int64, limi
 	if err != nil {
 		return nil, err
 	}
-	return s.queryEvents(ctx, s.read, userID, `SELECT `+eventFields+` FROM events WHERE account = $1 AND sequence < $2 ORDER BY sequence DESC LIMIT $3`, account, seq, limit)
+	return s.queryEvents(ctx, s.read, userID, eventsBeforeSQL(s.Dialect), account, seq, limit)
+}
+
+func eventsBeforeSQL(dialect Dialect) string {
+	return bySequence(dialect, `SELECT `+eventFields+` FROM events`, `account = $1 AND sequence < $2`) +
+		` ORDER BY sequence DESC LIMIT $3`
 }
 
 // queryEvents reads rows of eventFields of the account userID.

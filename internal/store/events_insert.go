@@ -216,8 +216,10 @@ func (s *Store) insertEventsText(shape insertShape) string {
 
 // parameter names the n-th (1-based) argument explicitly: a reference to a
 // parameter a generated statement bound before.
-func (s *Store) parameter(n int) string {
-	if s.Dialect == SQLite {
+func (s *Store) parameter(n int) string { return parameterIn(s.Dialect, n) }
+
+func parameterIn(dialect Dialect, n int) string {
+	if dialect == SQLite {
 		return "?" + strconv.Itoa(n)
 	}
 	return "$" + strconv.Itoa(n)

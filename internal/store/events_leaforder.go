@@ -19,7 +19,7 @@ const leafReorderWindow = 2000
 // calling fn for each; it reads in pages so memory stays flat in chain length.
 //
 // An event stored at the tip took the next leaf, so those events are in leaf
-// order when read by the primary key (account, sequence); there is no
+// order when read by the key (account, sequence) (events_sequence.go); there is no
 // leaf_index index (migration 007). The events a batch stored below the tip
 // (below_tip, migration 014) are read in leaf order through their partial
 // index, and the two are merged by leaf_index. The stored leaf_index is what
@@ -53,8 +53,7 @@ func (s *Store) eventsFrom(ctx context.Context, q Querier, userID string, from i
 			if tipDone {
 				return nil, nil
 			}
-			evs, err := s.queryEvents(ctx, q, userID, `SELECT `+eventFields+` FROM events
-				WHERE account = $1 AND sequence > $2 AND below_tip IS NULL ORDER BY sequence LIMIT $3`, account, after, page)
+			evs, err := s.queryEvents(ctx, q, userID, tipPageSQL(s.Dialect), account, after, page)
 			if err != nil {
 				return nil, err
 			}
@@ -142,7 +141,7 @@ func (h *leafHeap) Pop() any {
 // stored at the tip (in chain order; rows stored below it are left out)
 // whose leaf_index is at least leaf; found is false when there is none. Among
 // those events leaf_index grows with sequence, so this is a binary search
-// over sequence values, each probe one primary-key lookup (at most 64
+// over sequence values, each probe one lookup by the key (at most 64
 // probes), through q (nil: the read pool).
 func (s *Store) firstSequenceFromLeaf(ctx context.Context, q Querier, userID string, leaf int64) (seq int64, found bool, err error) {
 	if q == nil {
@@ -154,8 +153,7 @@ func (s *Store) firstSequenceFromLeaf(ctx context.Context, q Querier, userID str
 	}
 	probe := func(atLeast int64) (int64, int64, bool, error) {
 		var seq, leaf int64
-		err := q.QueryRowContext(ctx, `SELECT sequence, leaf_index FROM events WHERE account = $1 AND sequence >= $2
-			AND below_tip IS NULL ORDER BY sequence LIMIT 1`, account, atLeast).Scan(&seq, &leaf)
+		err := q.QueryRowContext(ctx, leafProbeSQL(s.Dialect), account, atLeast).Scan(&seq, &leaf)
 		if errors.Is(err, sql.ErrNoRows) {
 			return 0, 0, false, nil
 		}
@@ -184,4 +182,17 @@ func (s *Store) firstSequenceFromLeaf(ctx context.Context, q Querier, userID str
 		return 0, false, err
 	}
 	return at, true, nil
+}
+
+// tipPageSQL reads the next page of the rows stored at the tip, in sequence
+// order (eventsFrom).
+func tipPageSQL(dialect Dialect) string {
+	return bySequence(dialect, `SELECT `+eventFields+` FROM events`, `account = $1 AND sequence > $2 AND below_tip IS NULL`) +
+		` ORDER BY sequence LIMIT $3`
+}
+
+// leafProbeSQL is firstSequenceFromLeaf's probe.
+func leafProbeSQL(dialect Dialect) string {
+	return bySequence(dialect, `SELECT sequence, leaf_index FROM events`, `account = $1 AND sequence >= $2 AND below_tip IS NULL`) +
+		` ORDER BY sequence LIMIT 1`
 }

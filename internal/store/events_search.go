@@ -93,8 +93,8 @@ func (s *Store) searchStatement(account any, f SearchFilter) (string, []any) {
 }
 
 // searchQuery is the SQL of Search. Every filter but the time bounds has an
-// index that yields the account's rows in sequence order (the primary key,
-// events_type, events_tool, events_decision, events_subagent), so a page
+// index that yields the account's rows in sequence order (the key by
+// sequence, events_type, events_tool, events_decision, events_subagent), so a page
 // reads about limit rows whatever the chain length (TestSearchPlans); the
 // planner picks among them (anyIndex).
 //
@@ -113,12 +113,12 @@ func searchQuery(dialect Dialect, account any, f SearchFilter, withTail bool) (s
 	limit := arg(f.Limit)
 	// No row is marked (PostgreSQL never marks one): the indexes, partial
 	// (migration 023), hold every row, and the planner uses them only when
-	// the query names their predicate. Without a filter they serve, the
-	// primary key holds every row and reads them in order, and naming the
-	// predicate would only offer a planner without statistics (a freshly
-	// loaded PostgreSQL) an index to read the whole account through and
-	// sort (1–2 s at 1M events, docs/performance.md "Console at size").
-	return indexedArms(`SELECT `+searchColumns+` FROM events`, strings.Join(where, " AND "), searchIndexed(f), withTail) +
+	// the query names their predicate. Without a filter they serve,
+	// PostgreSQL's primary key holds every row and reads them in order, and
+	// naming the predicate would only offer a planner without statistics (a
+	// freshly loaded PostgreSQL) an index to read the whole account through
+	// and sort (1–2 s at 1M events, docs/performance.md "Console at size").
+	return indexedArms(dialect, `SELECT `+searchColumns+` FROM events`, strings.Join(where, " AND "), searchIndexed(f), withTail) +
 		` ORDER BY sequence DESC LIMIT ` + limit, args
 }
 
@@ -136,7 +136,7 @@ const anyIndex = "*"
 // the order they appear (SQLite numbers them so), with the rows above
 // bound (SearchWindowed's window) when it is set. use names the one index a
 // planner may take: anyIndex (Search), a column windowIndexed names, or ""
-// (the primary key). Every other indexed filter is written so that no
+// (the key by sequence). Every other indexed filter is written so that no
 // planner takes its index and sorts: a text column with the empty string
 // appended, the time plus 0.
 func searchWhere(dialect Dialect, f SearchFilter, bound *int64, use string, arg func(any) string) []string {
@@ -206,7 +206,7 @@ const searchColumns = `sequence, event_id, event_type, prev_hash, payload_hash, 
 // filters include the surface, the sub-agent and time bounds, which have no
 // index in sequence order (an index each would cost every append a write,
 // docs/decisions/console.md): the page reads at most f.Window rows below the
-// cursor — in sequence order through the primary key, or through the index
+// cursor — in sequence order through the key by sequence, or through the index
 // of one indexed filter (event type, tool or decision) — and keeps those
 // that match every other filter, so a filter that matches little or nothing
 // reads Window rows, never the whole chain. When fewer than f.Limit rows
@@ -268,7 +268,7 @@ func (s *Store) SearchWindowed(ctx context.Context, f SearchFilter) (SearchPage,
 
 // windowIndexed is the one filter the window follows through its index
 // (the sub-agent, the most selective, else event types, the tool, the
-// decision; none: the primary key).
+// decision; none: the key by sequence).
 func windowIndexed(f SearchFilter) string {
 	switch {
 	case f.Subagent != nil:
@@ -303,7 +303,7 @@ func windowBound(dialect Dialect, account any, f SearchFilter, withTail bool) (s
 	arg := func(v any) string { args = append(args, v); return fmt.Sprintf("$%d", len(args)) }
 	where := searchWhere(dialect, only, nil, indexed, arg)
 	offset := arg(f.Window) // before the return reads args
-	return indexedArms(`SELECT sequence FROM events`, strings.Join(where, " AND "), indexed != "", withTail) +
+	return indexedArms(dialect, `SELECT sequence FROM events`, strings.Join(where, " AND "), indexed != "", withTail) +
 		` ORDER BY sequence DESC LIMIT 1 OFFSET ` + offset, args
 }
 
@@ -311,9 +311,12 @@ func windowBound(dialect Dialect, account any, f SearchFilter, withTail bool) (s
 // column of the search indexes (partial on unindexed IS NULL, migrations
 // 023 and 033), it must name their predicate for a planner to use them, and
 // the rows not yet indexed (withTail) are read from events_unindexed beside
-// them: two arms in sequence order that the ORDER BY after them merges.
-func indexedArms(selection, cond string, searchIndex, withTail bool) string {
-	if !searchIndex {
+// them: two arms in sequence order that the ORDER BY after them merges. On
+// SQLite the key by sequence is partial the same way (migration 037,
+// events_sequence.go), so a search that no search index serves reads the
+// same two arms, through events_sequence.
+func indexedArms(dialect Dialect, selection, cond string, searchIndex, withTail bool) string {
+	if !searchIndex && dialect != SQLite {
 		return selection + ` WHERE ` + cond
 	}
 	q := selection + ` WHERE unindexed IS NULL AND ` + cond
@@ -333,7 +336,7 @@ func windowQuery(dialect Dialect, account any, f SearchFilter, bound *int64, wit
 	indexed := windowIndexed(f)
 	where := searchWhere(dialect, f, bound, indexed, arg)
 	limit := arg(f.Limit) // before the return reads args
-	return indexedArms(`SELECT `+searchColumns+`, `+subagentExpr(dialect)+` FROM events`, strings.Join(where, " AND "), indexed != "", withTail) +
+	return indexedArms(dialect, `SELECT `+searchColumns+`, `+subagentExpr(dialect)+` FROM events`, strings.Join(where, " AND "), indexed != "", withTail) +
 		` ORDER BY sequence DESC LIMIT ` + limit, args
 }
 

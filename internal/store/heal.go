@@ -114,8 +114,7 @@ func (s *Store) scanPageEnd(ctx context.Context, userID string, lo, maxSequence 
 	if err != nil {
 		return 0, false, err
 	}
-	err = s.read.QueryRowContext(ctx, `SELECT sequence FROM events WHERE account = $1 AND sequence > $2 AND sequence <= $3
-		ORDER BY sequence LIMIT 1 OFFSET $4`, account, lo, maxSequence, ScanPage-1).Scan(&hi)
+	err = s.read.QueryRowContext(ctx, scanPageEndSQL(s.Dialect), account, lo, maxSequence, ScanPage-1).Scan(&hi)
 	if errors.Is(err, sql.ErrNoRows) {
 		return maxSequence, false, nil
 	}
@@ -128,8 +127,7 @@ func (s *Store) scanRange(ctx context.Context, userID string, lo, hi int64) ([]E
 	if err != nil {
 		return nil, err
 	}
-	rows, err := s.read.QueryContext(ctx, `SELECT `+scanColumns+` FROM events
-		WHERE account = $1 AND sequence > $2 AND sequence <= $3 ORDER BY sequence`, account, lo, hi)
+	rows, err := s.read.QueryContext(ctx, scanRangeSQL(s.Dialect), account, lo, hi)
 	if err != nil {
 		return nil, err
 	}
@@ -252,4 +250,14 @@ func (s *Store) AccountIDs(ctx context.Context, after string, limit int) ([]stri
 		out = append(out, id)
 	}
 	return out, rows.Err()
+}
+
+func scanPageEndSQL(dialect Dialect) string {
+	return bySequence(dialect, `SELECT sequence FROM events`, `account = $1 AND sequence > $2 AND sequence <= $3`) +
+		` ORDER BY sequence LIMIT 1 OFFSET $4`
+}
+
+func scanRangeSQL(dialect Dialect) string {
+	return bySequence(dialect, `SELECT `+scanColumns+` FROM events`, `account = $1 AND sequence > $2 AND sequence <= $3`) +
+		` ORDER BY sequence`
 }

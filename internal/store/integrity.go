@@ -406,7 +406,7 @@ func (s *Store) EventAtLeaf(ctx context.Context, userID string, leaf int64) (Eve
 	if !found {
 		return Event{}, ErrNotFound
 	}
-	e, err = scanEvent(s.read.QueryRowContext(ctx, `SELECT `+eventFields+` FROM events WHERE account = $1 AND sequence = $2`, account, seq), userID)
+	e, err = scanEvent(s.read.QueryRowContext(ctx, eventAtSequenceSQL(s.Dialect), account, seq), userID)
 	if err == nil && e.LeafIndex != leaf {
 		return Event{}, ErrNotFound
 	}

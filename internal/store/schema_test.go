@@ -147,6 +147,30 @@ func TestMigrationsGiveBothDialectsTheSameSchema(t *testing.T) {
 	delete(sqlite.Columns, sqliteOnly)
 	delete(sqlite.PrimaryKey, sqliteOnly)
 	delete(sqlite.Unique, sqliteOnly+"(user_id)")
+	// One key is laid out differently: SQLite's events keep (account,
+	// sequence) in two partial unique indexes, events_sequence over the rows
+	// indexed and events_unindexed over the tail, and the dedup key in the
+	// unique index events_event_id (migration 037, which rebuilt the table
+	// to drop its primary key); PostgreSQL keeps the primary key and the
+	// dedup key's constraint, and its events_unindexed, always empty, need
+	// not be unique. Together they are PostgreSQL's key, row for row.
+	for index, def := range map[string]string{
+		"events_sequence":  "events(account,sequence) partial unique",
+		"events_unindexed": "events(account,sequence) partial unique",
+		"events_event_id":  "events(account,event_id) unique",
+	} {
+		if sqlite.Indexes[index] != def {
+			t.Errorf("SQLite's %s is %q, want %q (migration 037)", index, sqlite.Indexes[index], def)
+		}
+	}
+	if _, ok := sqlite.PrimaryKey["events"]; ok {
+		t.Errorf("SQLite's events has a primary key: %s", sqlite.PrimaryKey["events"])
+	}
+	delete(sqlite.Indexes, "events_sequence")
+	delete(sqlite.Indexes, "events_event_id")
+	delete(sqlite.Unique, "events(account,sequence) partial")
+	sqlite.Indexes["events_unindexed"] = "events(account,sequence) partial"
+	sqlite.PrimaryKey["events"] = "account,sequence"
 	tables := slices.Sorted(maps.Keys(sqlite.Columns))
 	if pg := slices.Sorted(maps.Keys(postgres.Columns)); !slices.Equal(tables, pg) {
 		t.Errorf("tables differ:\n sqlite   %v\n postgres %v", tables, pg)

@@ -692,3 +692,97 @@ func show(p *string) string {
 	}
 	return fmt.Sprintf("%q", *p)
 }
+
+// Migration 037 rebuilds SQLite's events without its primary key: every row
+// comes through unchanged, marks included, the dedup key still refuses a
+// second event_id, and the tail is indexed afterwards as before. (PostgreSQL
+// has no migration 037: the same checks hold of its unchanged table.)
+func TestUpgradeTo37KeepsEveryRowAndItsMark(t *testing.T) {
+	storetest.EachEmpty(t, func(t *testing.T, dsn string) {
+		ctx := context.Background()
+		old, err := store.OpenAtVersion(ctx, dsn, 36)
+		if err != nil {
+			t.Fatal(err)
+		}
+		const user = "u-before-37"
+		// Appended by the store at version 36; the first 25 indexed, the
+		// last 15 not yet (SQLite's tail).
+		const rows, tail = 40, 15
+		for i := range int64(rows) {
+			if i == rows-tail {
+				if _, err := old.IndexBehind(ctx); err != nil {
+					t.Fatal(err)
+				}
+			}
+			sub := "w1"
+			e := store.Event{StoredEvent: api.StoredEvent{Event: api.Event{UserID: user, Sequence: i, EventID: fmt.Sprintf("evt-%d", i),
+				EventType: "tool_call", PayloadHash: fmt.Sprintf("sha256:%064x", i+1), TS: "2026-11-28T00:00:00Z", Surface: "hook"},
+				Raw: json.RawMessage(fmt.Sprintf(`{"i":%d,"subagent":"w1"}`, i))}, LeafIndex: i, Subagent: &sub, SubagentRead: true}
+			if err := old.InTx(ctx, func(tx *sql.Tx) error { return insertEvent(ctx, old, tx, &e) }); err != nil {
+				t.Fatal(err)
+			}
+		}
+		var account any = user
+		if old.Dialect == store.SQLite {
+			if err := old.DB().QueryRowContext(ctx, `SELECT num FROM account_numbers WHERE user_id = $1`, user).Scan(&account); err != nil {
+				t.Fatal(err)
+			}
+		}
+		const dump = `SELECT sequence, leaf_index, event_id, event_type, payload_hash, raw, ts, surface,
+			machine_sequence, created_at, unindexed, subagent FROM events WHERE account = $1 ORDER BY sequence`
+		read := func(s *store.Store) []string {
+			t.Helper()
+			r, err := s.DB().QueryContext(ctx, dump, account)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer r.Close()
+			var out []string
+			for r.Next() {
+				var seq, leaf, ms, created int64
+				var id, typ, hash, raw, ts, surface, sub string
+				var unindexed sql.NullInt64
+				if err := r.Scan(&seq, &leaf, &id, &typ, &hash, &raw, &ts, &surface, &ms, &created, &unindexed, &sub); err != nil {
+					t.Fatal(err)
+				}
+				out = append(out, fmt.Sprint(seq, leaf, id, typ, hash, raw, ts, surface, ms, created, unindexed, sub))
+			}
+			return out
+		}
+		before := read(old)
+		old.Close()
+
+		st := storetest.Open(t, dsn) // every migration
+		if after := read(st); !slices.Equal(after, before) || len(after) != rows {
+			t.Fatalf("rows after the upgrade:\n%s\nbefore:\n%s", strings.Join(after, "\n"), strings.Join(before, "\n"))
+		}
+		if want := int64(0); st.Dialect == store.SQLite {
+			want = tail
+			if n := st.EventsBehind(); n != want {
+				t.Errorf("EventsBehind after the upgrade = %d, want %d", n, want)
+			}
+		}
+		_, err = st.WriteDB().ExecContext(ctx, `INSERT INTO events (account, sequence, leaf_index, event_id, event_type,
+			payload_hash, ts, surface, machine_sequence, created_at) VALUES ($1, 1000, 1000, 'evt-3', 'tool_call', 'sha256:00', 'x', 'hook', 0, 1)`, account)
+		if !store.IsUniqueViolation(err) {
+			t.Errorf("a second event_id evt-3 after the upgrade: %v, want a unique violation", err)
+		}
+		for st.EventsBehind() > 0 {
+			if _, err := st.IndexBehind(ctx); err != nil {
+				t.Fatal(err)
+			}
+		}
+		w1 := "w1"
+		page, err := st.SearchWindowed(ctx, store.SearchFilter{UserID: user, Subagent: &w1, Limit: 100, Window: 5000})
+		if err != nil || len(page.Rows) != rows {
+			t.Fatalf("search by sub-agent once indexed: %d rows, %v; want %d", len(page.Rows), err, rows)
+		}
+		var got []int64
+		if err := st.EventsBySequence(ctx, user, 1<<62, func(e *store.Event) error {
+			got = append(got, e.Sequence)
+			return nil
+		}); err != nil || len(got) != rows || got[0] != 0 || got[rows-1] != rows-1 {
+			t.Fatalf("EventsBySequence once indexed: %v, %v", got, err)
+		}
+	})
+}
