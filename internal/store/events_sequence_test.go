@@ -67,6 +67,13 @@ func TestReadsBySequenceFindTheTailAndTheIndexedRows(t *testing.T) {
 			}); err != nil || !slices.Equal(got, want) {
 				t.Errorf("%s: EventsFrom read %v (%v), want %v", stage, got, err, want)
 			}
+			got = got[:0]
+			if err := s.EventsFrom(ctx, user, 5, func(e *store.Event) error {
+				got = append(got, e.Sequence)
+				return nil
+			}); err != nil || !slices.Equal(got, want[5:]) {
+				t.Errorf("%s: EventsFrom leaf 5 read %v (%v), want %v", stage, got, err, want[5:])
+			}
 			// EventAtLeaf and the ancestor by payload hash, at each row.
 			for _, e := range all {
 				at, err := s.EventAtLeaf(ctx, user, e.LeafIndex)
@@ -115,9 +122,10 @@ func TestReadsBySequenceFindTheTailAndTheIndexedRows(t *testing.T) {
 	})
 }
 
-// The key by sequence stays unique on SQLite, part by part at the insert
-// and across the parts when the indexer clears a row's mark: a duplicate
-// that got past the writer's checks is refused, never indexed twice.
+// The key by sequence stays unique on SQLite (migration 037) as the primary
+// key kept it: a second row at a sequence is refused at its insert, with
+// the primary key's error, whether the row it meets is in its own part of
+// the key (the tail or the rows indexed) or in the other.
 func TestTheKeyBySequenceRefusesADuplicate(t *testing.T) {
 	ctx := context.Background()
 	s := storetest.Open(t, storetest.DSN(t, storetest.SQLite))
@@ -147,27 +155,32 @@ func TestTheKeyBySequenceRefusesADuplicate(t *testing.T) {
 			account, seq, id, fmt.Sprintf("sha256:%064x", 100+seq), unindexed)
 		return err
 	}
-	// In the tail, beside a row of the tail.
-	if err := insert(1, "evt-dup-tail", 1); !store.IsUniqueViolation(err) {
-		t.Fatalf("a second row at sequence 1 in the tail: %v, want a unique violation", err)
+	refused := func(what string, err error) {
+		t.Helper()
+		if !store.IsUniqueViolation(err) {
+			t.Errorf("%s: %v, want a unique violation", what, err)
+		}
 	}
+	// Every row is in the tail: single appends.
+	refused("a tail row beside a tail row", insert(1, "evt-dup-1", 1))
+	refused("an indexed row beside a tail row", insert(1, "evt-dup-2", nil))
 	if _, err := s.IndexBehind(ctx); err != nil {
 		t.Fatal(err)
 	}
-	// Indexed, beside an indexed row.
-	if err := insert(1, "evt-dup-indexed", nil); !store.IsUniqueViolation(err) {
-		t.Fatalf("a second indexed row at sequence 1: %v, want a unique violation", err)
+	refused("an indexed row beside an indexed row", insert(1, "evt-dup-3", nil))
+	refused("a tail row beside an indexed row", insert(1, "evt-dup-4", 1))
+	// A new sequence is taken in either part.
+	if err := insert(3, "evt-3", 1); err != nil {
+		t.Fatalf("a tail row at a new sequence: %v", err)
 	}
-	// In the tail, beside an indexed row: the insert takes it, the indexer
-	// refuses to index it.
-	if err := insert(2, "evt-dup-across", 1); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := s.IndexBehind(ctx); !store.IsUniqueViolation(err) {
-		t.Fatalf("indexing a row at a sequence already indexed: %v, want a unique violation", err)
+	if err := insert(4, "evt-4", nil); err != nil {
+		t.Fatalf("an indexed row at a new sequence: %v", err)
 	}
 	var n int
-	if err := s.DB().QueryRowContext(ctx, `SELECT count(*) FROM events WHERE unindexed IS NULL AND sequence = 2`).Scan(&n); err != nil || n != 1 {
-		t.Fatalf("%d indexed rows at sequence 2 (%v), want 1", n, err)
+	if err := s.DB().QueryRowContext(ctx, `SELECT count(*) FROM events WHERE account = $1`, account).Scan(&n); err != nil || n != 5 {
+		t.Fatalf("%d rows (%v), want 5", n, err)
+	}
+	if _, err := s.IndexBehind(ctx); err != nil {
+		t.Fatalf("indexing after the refusals: %v", err)
 	}
 }

@@ -37,10 +37,14 @@ const (
 	IndexBehindRows = 4096
 	// IndexBehindChunk bounds the rows one IndexBehind indexes: its
 	// transaction pauses the writer between two group commits, for about
-	// 8 µs of CPU per row (BenchmarkIndexBehind), so a chunk is a pause of
-	// a few milliseconds, not of the whole tail's 30. A chunk in key order
-	// takes whole accounts' tails, so it amortises the index pages as well.
-	IndexBehindChunk = 1024
+	// 14 µs per row (BenchmarkIndexBehind), so a chunk is a pause of a few
+	// milliseconds, not of the whole tail's 60. A chunk in key order takes
+	// whole accounts' tails, so it amortises the index pages as well. Half
+	// of the 1,024 it was before the key by sequence moved behind the
+	// append (migration 037), whose entries made each chunk longer: the
+	// appends' p99 under load came back below the earlier figure
+	// (docs/performance.md "The key by sequence behind the append").
+	IndexBehindChunk = 512
 )
 
 // EventsBehind is how many appended rows wait to be indexed, counted when

@@ -163,6 +163,18 @@ func TestMigrationsGiveBothDialectsTheSameSchema(t *testing.T) {
 			t.Errorf("SQLite's %s is %q, want %q (migration 037)", index, sqlite.Indexes[index], def)
 		}
 	}
+	st := storetest.Open(t, storetest.DSN(t, storetest.SQLite))
+	for name, where := range map[string]string{
+		"events_sequence":              "WHERE unindexed IS NULL;",
+		"events_unindexed":             "WHERE unindexed IS NOT NULL;",
+		"events_sequence_once_tail":    "WHEN NEW.unindexed IS NOT NULL AND EXISTS",
+		"events_sequence_once_indexed": "WHEN NEW.unindexed IS NULL AND EXISTS",
+	} {
+		var text string
+		if err := st.DB().QueryRow(`SELECT sql || ';' FROM sqlite_master WHERE name = $1`, name).Scan(&text); err != nil || !strings.Contains(text, where) {
+			t.Errorf("SQLite's %s: %q (%v), want it to say %q", name, text, err, where)
+		}
+	}
 	if _, ok := sqlite.PrimaryKey["events"]; ok {
 		t.Errorf("SQLite's events has a primary key: %s", sqlite.PrimaryKey["events"])
 	}

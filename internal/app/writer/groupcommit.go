@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"time"
 
 	"github.com/auditchain/auditchain/internal/domain"
@@ -47,10 +48,16 @@ type groupCommitter struct {
 	queue chan *groupJob
 	stop  chan struct{}
 	ended chan struct{}
+	log   *slog.Logger
+	// indexFailure is the text of the last IndexBehind error logged, so a
+	// failure that repeats (every idle tick) is logged once, and again
+	// after a success.
+	indexFailure string
 }
 
-func newGroupCommitter(st *store.Store, queueSize int) *groupCommitter {
-	g := &groupCommitter{store: st, queue: make(chan *groupJob, queueSize), stop: make(chan struct{}), ended: make(chan struct{})}
+func newGroupCommitter(st *store.Store, queueSize int, log *slog.Logger) *groupCommitter {
+	g := &groupCommitter{store: st, queue: make(chan *groupJob, queueSize), stop: make(chan struct{}), ended: make(chan struct{}),
+		log: log}
 	go g.loop()
 	return g
 }
@@ -110,7 +117,7 @@ func (g *groupCommitter) loop() {
 			// Errors leave the rows marked: search reads them all the same,
 			// and a later call indexes them.
 			for g.store.EventsBehind() > 0 && len(g.queue) == 0 {
-				if _, err := g.store.IndexBehind(ctx); err != nil {
+				if !g.indexBehind(ctx) {
 					break
 				}
 			}
@@ -135,9 +142,27 @@ func (g *groupCommitter) loop() {
 		// Under load, one chunk between two commits once enough rows wait:
 		// a pause of a few milliseconds (store.IndexBehindChunk).
 		if g.store.EventsBehind() >= store.IndexBehindRows {
-			_, _ = g.store.IndexBehind(ctx)
+			g.indexBehind(ctx)
 		}
 	}
+}
+
+// indexBehind indexes a chunk of the tail and reports whether it did. A
+// failure leaves the rows marked (search and every read by sequence read
+// them all the same; a later call indexes them) and is logged once until a
+// call succeeds: a failure that persists stops the tail from shrinking.
+func (g *groupCommitter) indexBehind(ctx context.Context) bool {
+	_, err := g.store.IndexBehind(ctx)
+	if err == nil {
+		g.indexFailure = ""
+		return true
+	}
+	if msg := err.Error(); msg != g.indexFailure && ctx.Err() == nil {
+		g.indexFailure = msg
+		g.log.Error("the writer could not index the rows appended behind it; they stay in the tail, which search reads",
+			"err", err, "rows_behind", g.store.EventsBehind())
+	}
+	return false
 }
 
 // commit executes one shared transaction. A failure of BEGIN or COMMIT fails every

@@ -102,7 +102,7 @@ func New(st *store.Store, o Options) *Writer {
 		w.hub = stream.NewHub(stream.Options{})
 	}
 	if st.Dialect == store.SQLite {
-		w.engine = newGroupCommitter(st, groupQueueSize)
+		w.engine = newGroupCommitter(st, groupQueueSize, w.log)
 	} else {
 		w.engine = pgEngine{store: st}
 		w.optimistic = newOptimistic(w, cmp.Or(o.StatementTimeout, 15*time.Second))

@@ -12,9 +12,12 @@
 -- events_unindexed over the tail, which it already was, now unique. Every
 -- read by sequence names their predicates and reads both (store/
 -- events_sequence.go): a planner uses a partial index only when the query
--- implies its WHERE. A duplicate sequence within either part is refused at
--- the insert, as before; one across the two (a bug in the writer's checks)
--- is refused when the indexer clears its mark.
+-- implies its WHERE. A second row at a sequence is refused at its insert,
+-- as the primary key refused it: by the index of its own part, and by a
+-- trigger that looks the sequence up in the other part (a read of one
+-- index leaf, which the append's page cache holds; no write). The error is
+-- the primary key's, so a writer that relied on it (store.ErrConflict)
+-- sees no difference.
 --
 -- SQLite cannot drop a table's key: the table is copied, in key order, and
 -- its indexes built after the copy (sorted, faster than inserting into
@@ -69,3 +72,11 @@ CREATE INDEX events_tool ON events(account, tool, sequence) WHERE unindexed IS N
 CREATE INDEX events_ts ON events(account, ts_micros) WHERE unindexed IS NULL;
 CREATE INDEX events_decision ON events(account, decision, sequence) WHERE unindexed IS NULL;
 CREATE INDEX events_subagent ON events(account, subagent, sequence) WHERE unindexed IS NULL AND subagent IS NOT NULL;
+CREATE TRIGGER events_sequence_once_tail BEFORE INSERT ON events
+  WHEN NEW.unindexed IS NOT NULL AND EXISTS (SELECT 1 FROM events
+    WHERE unindexed IS NULL AND account = NEW.account AND sequence = NEW.sequence)
+  BEGIN SELECT RAISE(ABORT, 'UNIQUE constraint failed: events.account, events.sequence'); END;
+CREATE TRIGGER events_sequence_once_indexed BEFORE INSERT ON events
+  WHEN NEW.unindexed IS NULL AND EXISTS (SELECT 1 FROM events
+    WHERE unindexed IS NOT NULL AND account = NEW.account AND sequence = NEW.sequence)
+  BEGIN SELECT RAISE(ABORT, 'UNIQUE constraint failed: events.account, events.sequence'); END;
