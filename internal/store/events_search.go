@@ -336,7 +336,9 @@ func windowQuery(dialect Dialect, account any, f SearchFilter, bound *int64, wit
 	indexed := windowIndexed(f)
 	where := searchWhere(dialect, f, bound, indexed, arg)
 	limit := arg(f.Limit) // before the return reads args
-	return indexedArms(dialect, `SELECT `+searchColumns+`, `+subagentExpr(dialect)+` FROM events`, strings.Join(where, " AND "), indexed != "", withTail) +
+	// The sub-agent shown is the column the filter compares (RawSubagent's
+	// value), so a row shows the sub-agent that finds it.
+	return indexedArms(dialect, `SELECT `+searchColumns+`, subagent FROM events`, strings.Join(where, " AND "), indexed != "", withTail) +
 		` ORDER BY sequence DESC LIMIT ` + limit, args
 }
 
@@ -352,14 +354,4 @@ func (s *Store) LatestSemanticMatch(ctx context.Context, q Querier, userID, key 
 	}
 	return scanEvent(q.QueryRowContext(ctx, `SELECT `+eventFields+` FROM events
 		WHERE account = $1 AND semantic_key = $2 AND sequence >= $3 ORDER BY sequence DESC LIMIT 1`, account, key, minSequence), userID)
-}
-
-// subagentExpr reads raw's subagent member in dialect's SQL (raw is stored
-// JSON text on both stores), for the console's rows (the filter compares the
-// subagent column): it never raises an error, whatever raw holds.
-func subagentExpr(dialect Dialect) string {
-	if dialect == Postgres {
-		return "raw_subagent(raw)"
-	}
-	return "(CASE WHEN json_valid(raw) THEN json_extract(raw, '$.subagent') END)"
 }
