@@ -1,7 +1,6 @@
 package store
 
 import (
-	"context"
 	"strings"
 	"testing"
 )
@@ -11,7 +10,6 @@ import (
 // for the tail, never a scan of events, and a read in sequence order merges
 // the two arms without sorting them.
 func TestReadsBySequencePlans(t *testing.T) {
-	ctx := context.Background()
 	s := testSQLiteStore(t)
 	tests := []struct {
 		name    string
@@ -30,21 +28,7 @@ func TestReadsBySequencePlans(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			rows, err := s.read.QueryContext(ctx, "EXPLAIN QUERY PLAN "+tt.q, tt.args...)
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer rows.Close()
-			var plan []string
-			for rows.Next() {
-				var id, parent, unused int
-				var detail string
-				if err := rows.Scan(&id, &parent, &unused, &detail); err != nil {
-					t.Fatal(err)
-				}
-				plan = append(plan, detail)
-			}
-			p := strings.Join(plan, "; ")
+			p := queryPlan(t, s, tt.q, tt.args...)
 			if !strings.Contains(p, "SEARCH events USING INDEX events_sequence ") || !strings.Contains(p, "SEARCH events USING INDEX events_unindexed ") {
 				t.Errorf("plan %q: want both parts of the key searched", p)
 			}

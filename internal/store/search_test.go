@@ -19,13 +19,35 @@ func testSQLiteStore(t *testing.T) *Store {
 	return s
 }
 
+// queryPlan is SQLite's plan of q, its steps' details joined by "; ".
+func queryPlan(t *testing.T, s *Store, q string, args ...any) string {
+	t.Helper()
+	rows, err := s.read.QueryContext(context.Background(), "EXPLAIN QUERY PLAN "+q, args...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rows.Close()
+	var plan []string
+	for rows.Next() {
+		var id, parent, unused int
+		var detail string
+		if err := rows.Scan(&id, &parent, &unused, &detail); err != nil {
+			t.Fatal(err)
+		}
+		plan = append(plan, detail)
+	}
+	if err := rows.Err(); err != nil {
+		t.Fatal(err)
+	}
+	return strings.Join(plan, "; ")
+}
+
 // Search pages must cost about limit rows at any chain length: every filter
 // but the time bounds is served by an index in sequence order, never by a
 // scan of the account's events or a sort of them (SQLite's plan; PostgreSQL
 // plans by statistics). The rows not yet indexed (index_behind.go) are read
 // from events_unindexed, in sequence order too, and merged.
 func TestSearchPlans(t *testing.T) {
-	ctx := context.Background()
 	s := testSQLiteStore(t)
 	str := func(v string) *string { return &v }
 	cur := int64(1000)
@@ -47,21 +69,7 @@ func TestSearchPlans(t *testing.T) {
 			t.Run(fmt.Sprintf("%s, tail %v", tt.name, withTail), func(t *testing.T) {
 				tt.f.UserID, tt.f.Limit = "u", 200
 				q, args := searchQuery(SQLite, int64(1), tt.f, withTail)
-				rows, err := s.read.QueryContext(ctx, "EXPLAIN QUERY PLAN "+q, args...)
-				if err != nil {
-					t.Fatal(err)
-				}
-				defer rows.Close()
-				var plan []string
-				for rows.Next() {
-					var id, parent, unused int
-					var detail string
-					if err := rows.Scan(&id, &parent, &unused, &detail); err != nil {
-						t.Fatal(err)
-					}
-					plan = append(plan, detail)
-				}
-				p := strings.Join(plan, "; ")
+				p := queryPlan(t, s, q, args...)
 				if !strings.Contains(p, "SEARCH events USING INDEX "+tt.wantIndex+" ") || strings.Contains(p, "TEMP B-TREE") {
 					t.Errorf("plan %q: want a search of %s in sequence order", p, tt.wantIndex)
 				}
@@ -79,7 +87,6 @@ func TestSearchPlans(t *testing.T) {
 // rows through one index in sequence order, the window's: no sort, no other
 // index, so a page whose matches come early stops early.
 func TestSearchWindowedPlans(t *testing.T) {
-	ctx := context.Background()
 	s := testSQLiteStore(t)
 	str := func(v string) *string { return &v }
 	cur, ts := int64(1000), int64(5)
@@ -108,21 +115,7 @@ func TestSearchWindowedPlans(t *testing.T) {
 					q    string
 					args []any
 				}{{bq, bargs}, {q, args}} {
-					rows, err := s.read.QueryContext(ctx, "EXPLAIN QUERY PLAN "+stmt.q, stmt.args...)
-					if err != nil {
-						t.Fatal(err)
-					}
-					var plan []string
-					for rows.Next() {
-						var id, parent, unused int
-						var detail string
-						if err := rows.Scan(&id, &parent, &unused, &detail); err != nil {
-							t.Fatal(err)
-						}
-						plan = append(plan, detail)
-					}
-					rows.Close()
-					p := strings.Join(plan, "; ")
+					p := queryPlan(t, s, stmt.q, stmt.args...)
 					if !strings.Contains(p, "SEARCH events USING ") || !strings.Contains(p, "INDEX "+tt.wantIndex+" ") || strings.Contains(p, "TEMP B-TREE") {
 						t.Errorf("plan %q: want a search of %s in sequence order", p, tt.wantIndex)
 					}
