@@ -77,7 +77,7 @@ func (a *App) searchFilter(p Principal, q EventQuery) (store.SearchFilter, error
 // the surface, sub-agent and time filters have no index in sequence order
 // (docs/decisions/console.md), so a page reads this window and keeps what
 // matches, then offers to search on below it. 5,000 rows keep the
-// costliest filter (the sub-agent, read from raw) within the console's page
+// costliest filter within the console's page
 // budget (docs/performance.md "Console at size").
 const SearchWindow = 5_000
 
