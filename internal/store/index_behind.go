@@ -71,6 +71,8 @@ func (s *Store) IndexBehind(ctx context.Context) (int64, error) {
 	if s.Dialect != SQLite {
 		return 0, nil
 	}
+	s.indexing.Lock()
+	defer s.indexing.Unlock()
 	tx, err := s.write.BeginTx(ctx, nil)
 	if err != nil {
 		return 0, err

@@ -259,3 +259,57 @@ func TestIndexBehindSweepsTheTailInChunks(t *testing.T) {
 		t.Fatalf("search after the sweep found %d events of u-sweep-3, want %d", len(got), want)
 	}
 }
+
+// IndexBehind called from two goroutines at once (the writer's loop and a
+// test, or any second caller) counts each row off once: the count of rows
+// behind ends at zero with no row marked, never below zero, which would
+// hide the tail from the reads that skip it when the count says it is
+// empty.
+func TestIndexBehindCountsRowsOffOnceUnderConcurrentCallers(t *testing.T) {
+	ctx := context.Background()
+	s := storetest.Open(t, storetest.DSN(t, storetest.SQLite))
+	seq := map[string]int64{}
+	for round := range 20 {
+		err := s.InTx(ctx, func(tx *sql.Tx) error {
+			for i := range 30 {
+				user := fmt.Sprintf("u-conc-%d", i%3)
+				e := store.Event{StoredEvent: api.StoredEvent{Event: api.Event{UserID: user, Sequence: seq[user],
+					EventID: fmt.Sprintf("evt-%d-%d", round, i), EventType: "tool_call",
+					PayloadHash: fmt.Sprintf("sha256:%064x", round*100+i+1), TS: "2026-11-28T00:00:00Z", Surface: "rest"}},
+					LeafIndex: seq[user]}
+				if err := insertEvent(ctx, s, tx, &e); err != nil {
+					return err
+				}
+				seq[user]++
+			}
+			return nil
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		done := make(chan error, 2)
+		for range 2 {
+			go func() {
+				for s.EventsBehind() > 0 {
+					if _, err := s.IndexBehind(ctx); err != nil {
+						done <- err
+						return
+					}
+				}
+				done <- nil
+			}()
+		}
+		for range 2 {
+			if err := <-done; err != nil {
+				t.Fatal(err)
+			}
+		}
+		var marked int64
+		if err := s.DB().QueryRowContext(ctx, `SELECT count(*) FROM events WHERE unindexed IS NOT NULL`).Scan(&marked); err != nil {
+			t.Fatal(err)
+		}
+		if n := s.EventsBehind(); n != 0 || marked != 0 {
+			t.Fatalf("round %d: EventsBehind %d with %d rows marked, want 0 and 0", round, n, marked)
+		}
+	}
+}
