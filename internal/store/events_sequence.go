@@ -13,12 +13,10 @@ package store
 // cond, which must find them by the key: account = and a condition on
 // sequence. An ORDER BY appended to it must name sequence among selection's
 // columns (an ORDER BY of a compound SELECT orders by its result columns).
+// It is search's two arms (indexedArms) with no search index and the tail
+// always read: these reads do not know whether the tail is empty.
 func bySequence(dialect Dialect, selection, cond string) string {
-	if dialect != SQLite {
-		return selection + ` WHERE ` + cond
-	}
-	return selection + ` WHERE unindexed IS NOT NULL AND ` + cond +
-		` UNION ALL ` + selection + ` WHERE unindexed IS NULL AND ` + cond
+	return indexedArms(dialect, selection, cond, false, true)
 }
 
 // eventAtSequenceSQL reads the account's event at a sequence.

@@ -81,7 +81,7 @@ func (s *Store) IndexBehind(ctx context.Context) (int64, error) {
 	// The transaction holds the writer's only connection: every row counted
 	// so far was committed or rolled back, and none is counted until it ends.
 	counted := s.behind.Load()
-	from := s.sweep.Load()
+	from := s.sweep
 	// The account of the chunk's last row: the next call starts there (its
 	// remaining rows, if the chunk ended inside it). None: the chunk takes
 	// the rest of the sweep, which starts over.
@@ -117,12 +117,12 @@ func (s *Store) IndexBehind(ctx context.Context) (int64, error) {
 	}
 	switch {
 	case full:
-		s.sweep.Store(last)
+		s.sweep = last
 		s.behind.Add(-min(n, counted))
 	case from == 0:
 		s.behind.Add(-counted) // the sweep took every marked row
 	default:
-		s.sweep.Store(0)
+		s.sweep = 0
 		s.behind.Add(-min(n, counted))
 	}
 	return n, nil

@@ -54,13 +54,13 @@ type Store struct {
 	// behind counts appended rows not yet in search's indexes (SQLite;
 	// index_behind.go).
 	behind atomic.Int64
-	// sweep is the account the next IndexBehind starts from.
-	sweep atomic.Int64
 	// indexing serialises IndexBehind whole, its counter updates included:
 	// a second caller that began after the first committed but before it
 	// counted its rows off would count them off again, and a count at or
 	// below zero hides the tail from the reads that skip it when empty.
 	indexing sync.Mutex
+	// sweep is the account the next IndexBehind starts from (held by indexing).
+	sweep int64
 	// numbers are the accounts' numbers (SQLite; account_numbers.go).
 	numbers *accountNumbers
 	// inserts caches the texts of batch inserts (events_insert.go).

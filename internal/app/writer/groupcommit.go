@@ -157,7 +157,7 @@ func (g *groupCommitter) indexBehind(ctx context.Context) bool {
 		g.indexFailure = ""
 		return true
 	}
-	if msg := err.Error(); msg != g.indexFailure && ctx.Err() == nil {
+	if msg := err.Error(); msg != g.indexFailure {
 		g.indexFailure = msg
 		g.log.Error("the writer could not index the rows appended behind it; they stay in the tail, which search reads",
 			"err", err, "rows_behind", g.store.EventsBehind())
