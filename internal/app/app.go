@@ -70,6 +70,9 @@ type App struct {
 	// the generation read with the head keeps it exact across replicas
 	// (approvals_rules.go).
 	rules ruleCache
+	// signingKeys holds machines' signing keys by generation, on every
+	// store (signing_keys.go).
+	signingKeys signingKeyCache
 	// expiryNoticesPerWrite overrides the expiry jobs' transaction size
 	// (0: expiryNoticesPerWrite); tests make it small.
 	expiryNoticesPerWrite int

@@ -3,7 +3,6 @@ package app
 import (
 	"bytes"
 	"context"
-	"crypto/ed25519"
 	"encoding/hex"
 	"encoding/json"
 	"errors"
@@ -59,7 +58,7 @@ func (a *App) appendEvent(ctx context.Context, p Principal, in api.EventInput, s
 	// Verify the signature before the write: Ed25519 is the largest CPU cost
 	// of an append. Under the head's lock the key it was verified with is
 	// checked to be still the machine's key.
-	verifiedWith, err := a.preverify(ctx, p.UserID, &in)
+	verified, err := a.preverify(ctx, p.UserID, &in)
 	if err != nil {
 		return a.refuseAppend(ctx, nil, p.UserID, &in, now, err)
 	}
@@ -76,7 +75,7 @@ func (a *App) appendEvent(ctx context.Context, p Principal, in api.EventInput, s
 				return err
 			}
 			if in.MachineID != nil {
-				if err := a.recheckSignature(ctx, q, p.UserID, &in, verifiedWith); err != nil {
+				if err := a.recheckSignature(ctx, q, head, p.UserID, &in, verified); err != nil {
 					_, err = a.refuseAppend(ctx, q, p.UserID, &in, now, err)
 					return err
 				}
@@ -134,7 +133,7 @@ func (a *App) appendNext(ctx context.Context, p Principal, in api.EventInput, su
 	if errs := domain.ValidateEventShape(&probe); len(errs) > 0 {
 		return a.refuseAppend(ctx, nil, p.UserID, &in, now, domain.Validation(errs...))
 	}
-	verifiedWith, err := a.preverify(ctx, p.UserID, &in)
+	verified, err := a.preverify(ctx, p.UserID, &in)
 	if err != nil {
 		return a.refuseAppend(ctx, nil, p.UserID, &in, now, err)
 	}
@@ -150,7 +149,7 @@ func (a *App) appendNext(ctx context.Context, p Principal, in api.EventInput, su
 			if err == nil {
 				e = next
 				if in.MachineID != nil {
-					err = a.recheckSignature(ctx, q, p.UserID, &in, verifiedWith)
+					err = a.recheckSignature(ctx, q, head, p.UserID, &in, verified)
 				}
 			}
 			if err != nil {
@@ -304,66 +303,6 @@ func conflictOf(stored *store.Event) error {
 		e = e.With("sequence", stored.Sequence)
 	}
 	return e
-}
-
-// preverify checks in's signature against the machine's current key, if any,
-// and returns that key's fingerprint ("" when the machine has no key).
-func (a *App) preverify(ctx context.Context, userID string, in *api.EventInput) (string, error) {
-	if in.MachineID == nil {
-		return "", nil
-	}
-	k, err := a.store.CurrentSigningKey(ctx, nil, userID, *in.MachineID)
-	if errors.Is(err, store.ErrNotFound) {
-		return "", nil
-	}
-	if err != nil {
-		return "", err
-	}
-	return k.Fingerprint, verifySignature(k, in)
-}
-
-// recheckSignature, under the head's lock (which a key registration also
-// takes), verifies in again if the machine's key is no longer the one
-// preverify used.
-func (a *App) recheckSignature(ctx context.Context, q store.Querier, userID string, in *api.EventInput, verifiedWith string) error {
-	k, err := a.store.CurrentSigningKey(ctx, q, userID, *in.MachineID)
-	switch {
-	case errors.Is(err, store.ErrNotFound):
-		if verifiedWith != "" { // the key vanished between check and lock: keys are never deleted
-			return fmt.Errorf("signing key of %s disappeared", *in.MachineID)
-		}
-		return nil
-	case err != nil:
-		return err
-	case k.Fingerprint != verifiedWith:
-		return verifySignature(k, in)
-	}
-	return nil
-}
-
-var (
-	errSignature = &domain.Error{Code: domain.CodeSignatureInvalid,
-		Detail: "this machine registered a signing key and the event's signature does not verify over raw"}
-	errWeakSigningKey = &domain.Error{Code: domain.CodeSignatureInvalid,
-		Detail: "this machine's registered signing key is not a usable Ed25519 key (small order or non-canonical): no signature verifies under it; register a new key"}
-	errSignatureMissing = &domain.Error{Code: domain.CodeSignatureInvalid,
-		Detail: "the event carries no signature: this machine registered a signing key, so each of its events must carry one " +
-			"(standard base64 Ed25519 over the RFC 8785 bytes of raw)"}
-)
-
-func verifySignature(k store.SigningKey, in *api.EventInput) error {
-	if in.Signature == nil {
-		return errSignatureMissing.With("machine_id", k.MachineID)
-	}
-	pub, err := verify.ParsePublicKey(k.PublicKey)
-	if err != nil {
-		// A key stored before weak keys were refused verifies nothing.
-		return errWeakSigningKey.With("machine_id", k.MachineID)
-	}
-	if verify.VerifyEventSignature(ed25519.PublicKey(pub), in.Raw, *in.Signature) != nil {
-		return errSignature.With("machine_id", k.MachineID)
-	}
-	return nil
 }
 
 // checkContinuity applies SPEC.md's chain rules against the head (locked, or

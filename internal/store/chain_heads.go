@@ -17,6 +17,10 @@ type Head struct {
 	LastHash     *string
 	LastEventID  *string
 	EventCount   int64
+	// SigningKeysGen is the generation of the account's signing keys
+	// (migration 038) where the head was read with it (LockHeadRules): a new
+	// value, never 0, with every change of its keys. 0 means not known.
+	SigningKeysGen int64
 }
 
 // Empty reports whether the chain has no event.
@@ -25,8 +29,11 @@ func (h Head) Empty() bool { return h.EventCount == 0 }
 // LockHead reads the account's chain head and holds it for the rest of tx, so
 // appends to one account are serialised while other accounts proceed. On
 // SQLite the write transaction already holds the database's only write lock.
+// The head's SigningKeysGen is not read (0: not known).
 func (s *Store) LockHead(ctx context.Context, tx *sql.Tx, userID string) (Head, error) {
-	h, _, err := s.LockHeadRules(ctx, tx, userID)
+	var h Head
+	err := s.lockHeadRow(ctx, tx, userID, `SELECT last_sequence, last_hash, last_event_id, event_count FROM chain_heads WHERE user_id = $1`,
+		&h.LastSequence, &h.LastHash, &h.LastEventID, &h.EventCount)
 	return h, err
 }
 
@@ -36,23 +43,31 @@ func (s *Store) LockHead(ctx context.Context, tx *sql.Tx, userID string) (Head, 
 // every change of its rules (InsertApprovalRule and DeleteApprovalRule bump
 // it in their transaction, under this lock). Whoever holds the head
 // therefore knows, without reading approval_rules, whether its rules are
-// the ones it saw at a generation before.
+// the ones it saw at a generation before. The head carries the account's
+// signing keys generation the same way (Head.SigningKeysGen).
 func (s *Store) LockHeadRules(ctx context.Context, tx *sql.Tx, userID string) (Head, int64, error) {
-	q := `SELECT last_sequence, last_hash, last_event_id, event_count, approval_rules_gen FROM chain_heads WHERE user_id = $1`
+	var h Head
+	var gen int64
+	err := s.lockHeadRow(ctx, tx, userID, `SELECT last_sequence, last_hash, last_event_id, event_count, approval_rules_gen, signing_keys_gen
+		FROM chain_heads WHERE user_id = $1`, &h.LastSequence, &h.LastHash, &h.LastEventID, &h.EventCount, &gen, &h.SigningKeysGen)
+	return h, gen, err
+}
+
+// lockHeadRow scans the account's head row, read by query, into dest,
+// holding it for the rest of tx; the first append of an account creates it.
+func (s *Store) lockHeadRow(ctx context.Context, tx *sql.Tx, userID, query string, dest ...any) error {
 	if s.Dialect == Postgres {
-		q += ` FOR UPDATE`
+		query += ` FOR UPDATE`
 	}
 	for attempt := 0; ; attempt++ {
-		var h Head
-		var gen int64
-		err := tx.QueryRowContext(ctx, q, userID).Scan(&h.LastSequence, &h.LastHash, &h.LastEventID, &h.EventCount, &gen)
+		err := tx.QueryRowContext(ctx, query, userID).Scan(dest...)
 		if !errors.Is(err, sql.ErrNoRows) || attempt > 0 {
-			return h, gen, err
+			return err
 		}
 		// First append of the account: create the head row, then lock it.
 		if _, err := tx.ExecContext(ctx, `INSERT INTO chain_heads (user_id, last_sequence, last_hash, last_event_id, event_count)
 			VALUES ($1, -1, NULL, NULL, 0) ON CONFLICT (user_id) DO NOTHING`, userID); err != nil {
-			return h, 0, err
+			return err
 		}
 	}
 }

@@ -590,6 +590,48 @@ func TestUpgradeTo32MarksAccountsWithApprovalRules(t *testing.T) {
 	})
 }
 
+// Migration 038 gives an account that had signing keys before it a signing
+// keys generation past the first, and one without keys the first (1): the
+// first generation means "no key", which an append then takes from memory
+// (app/signing_keys.go).
+func TestUpgradeTo38MarksAccountsWithSigningKeys(t *testing.T) {
+	storetest.EachEmpty(t, func(t *testing.T, dsn string) {
+		ctx := context.Background()
+		old, err := store.OpenAtVersion(ctx, dsn, 37)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, q := range []string{
+			`INSERT INTO chain_heads (user_id, last_sequence, last_hash, last_event_id, event_count) VALUES ('u1', -1, NULL, NULL, 0)`,
+			`INSERT INTO chain_heads (user_id, last_sequence, last_hash, last_event_id, event_count) VALUES ('u2', -1, NULL, NULL, 0)`,
+			`INSERT INTO signing_keys (user_id, machine_id, from_leaf, public_key, fingerprint, registered_at) VALUES ('u1', 'm1', 0, 'pk', 'fp', 1)`,
+		} {
+			if _, err := old.WriteDB().ExecContext(ctx, q); err != nil {
+				t.Fatal(err)
+			}
+		}
+		old.Close()
+
+		st := storetest.Open(t, dsn) // every migration
+		for user, wantGen := range map[string]int64{"u1": 2, "u2": 1} {
+			err := st.InTx(ctx, func(tx *sql.Tx) error {
+				h, _, err := st.LockHeadRules(ctx, tx, user)
+				if err == nil && h.SigningKeysGen != wantGen {
+					t.Errorf("%s: signing keys generation %d after the upgrade, want %d", user, h.SigningKeysGen, wantGen)
+				}
+				return err
+			})
+			if err != nil {
+				t.Fatal(err)
+			}
+			k, found, gen, err := st.SigningKeyAtGen(ctx, user, "m1")
+			if err != nil || gen != wantGen || found != (user == "u1") || (found && k.Fingerprint != "fp") {
+				t.Errorf("%s: SigningKeyAtGen = %+v, %v, %d, %v", user, k, found, gen, err)
+			}
+		}
+	})
+}
+
 // Migration 036 fills the subagent column of the rows stored before it with
 // what the service now writes there (store.RawSubagent), indexed rows and
 // (SQLite) rows not yet indexed alike, and the sub-agent filter finds them

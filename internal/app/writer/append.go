@@ -94,7 +94,9 @@ func (t *Tx) Append(ctx context.Context, a Append) (Appended, error) {
 	return Appended{Event: *e, QuotaUsed: out.QuotaUsed}, nil
 }
 
-// headAfter is the head once e, appended at head, became the tip.
+// headAfter is the head once e, appended at head, became the tip. Its
+// signing keys generation is not known (0): the write that appended e may
+// have changed the account's keys (a key registration does).
 func headAfter(head store.Head, e *store.Event) store.Head {
 	hash, id := e.PayloadHash, e.EventID
 	return store.Head{LastSequence: e.Sequence, LastHash: &hash, LastEventID: &id, EventCount: head.EventCount + 1}
