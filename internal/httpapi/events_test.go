@@ -2,6 +2,7 @@ package httpapi
 
 import (
 	"bytes"
+	"encoding/json"
 	"testing"
 
 	"github.com/auditchain/auditchain/pkg/api"
@@ -46,5 +47,41 @@ func TestAppendSearchResponse(t *testing.T) {
 				t.Errorf("appendSearchResponse:\n got %s\nwant %s", got, want)
 			}
 		})
+	}
+}
+
+// The hand-written encoding of an append's answer is encoding/json's, byte
+// for byte: strings needing escapes, absent pointers, raw absent, compact,
+// spaced or carrying HTML and U+2028, with and without a dedup advisory.
+func TestAppendAppendResponse(t *testing.T) {
+	str := func(s string) *string { return &s }
+	tricky := []string{"", "plain", `quote " and \ backslash`, "<script>&amp;</script>", "tab\tnewline\n\x00\x1f",
+		"é ü 日本", "line\u2028sep\u2029", "bad utf-8 \xff\xfe", "emoji 🙂"}
+	raws := []json.RawMessage{nil, json.RawMessage(`{}`), json.RawMessage(`{"a":[1,2.5e3,null,true],"b":"<&>\u2028"}`),
+		json.RawMessage(" {\n\t\"spaced\" : [ 1 , \"a b\" ] }\r\n"), json.RawMessage(`{"s":"\u003c\ud83d\ude00"}`)}
+	var responses []api.AppendResponse
+	for i, s := range tricky {
+		raw := raws[i%len(raws)]
+		ev := api.StoredEvent{Event: api.Event{UserID: "u-" + s, Sequence: int64(i) * 1e12, EventID: s, EventType: s,
+			PrevHash: str(s), PayloadHash: "sha256:" + s, Decision: str(s), Tool: str(s), MachineID: str(s), ParentID: str(s),
+			TS: s, APIKeyID: str(s), Surface: s, MachineSequence: -int64(i)}, Raw: raw, Signature: str(s), SignatureKey: str(s)}
+		epoch := api.EpochStamp{Anchor: s, DateUTC: s, EpochIndex: int64(i) - 3, Quadrant: s, Scheme: s,
+			Phase: api.EpochPhase{AccumulatedPhase: s, CycleNumber: 1 << 40, EpochIndex: -int64(i), Scheme: s}}
+		quota := api.Quota{Limit: int64(i), Remaining: -1, UsedToday: 1 << 50}
+		responses = append(responses,
+			api.AppendResponse{Status: s, Event: ev, Epoch: epoch, Quota: quota},
+			api.AppendResponse{Status: "appended", Event: api.StoredEvent{Event: api.Event{UserID: "u", EventID: "e"}, Raw: raw},
+				Epoch: epoch, Quota: quota, DedupAdvisory: &api.DedupAdvisory{SemanticKey: s, DedupStatus: s, DedupAction: s,
+					CachedFromEventID: s, CachedFromSequence: int64(i), CachedAt: s, WindowEvents: -i, WindowSeconds: 1 << 30}})
+	}
+	for i, r := range responses {
+		var buf bytes.Buffer
+		if err := encodeJSON(&buf, r); err != nil {
+			t.Fatal(err)
+		}
+		got, err := appendAppendResponse(nil, &r)
+		if err != nil || string(got) != buf.String() {
+			t.Errorf("response %d: appendAppendResponse (%v):\n got %s\nwant %s", i, err, got, buf.Bytes())
+		}
 	}
 }
