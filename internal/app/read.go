@@ -194,6 +194,7 @@ func (a *App) RegisterSigningKey(ctx context.Context, p Principal, machineID, pu
 		if err := a.store.InsertSigningKey(ctx, t.SQL(), k, p.KeyID); err != nil {
 			return err
 		}
+		t.SigningKeysChanged(p.UserID)
 		_, err = a.appendServerEvent(ctx, t, p, ServerEvent{EventType: domain.EventSigningKey, Raw: map[string]any{
 			"machine_id": machineID, "public_key": publicKey, "fingerprint": k.Fingerprint, "replaces": replaces,
 			"registered_by": actorOf(p),

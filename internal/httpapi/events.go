@@ -135,7 +135,9 @@ func appendAppendResponse(b []byte, r *api.AppendResponse) ([]byte, error) {
 
 // appendRawJSON appends raw as encoding/json writes a json.RawMessage
 // without HTML escaping: null when empty, else compacted (the service
-// stores raw compacted, so that is a copy).
+// stores raw compacted, so that is a copy). Unlike encoding/json it does
+// not validate raw without whitespace: the service stores only valid JSON
+// (app.prepareEvent compacts it, which validates).
 func appendRawJSON(b []byte, raw json.RawMessage) ([]byte, error) {
 	if len(raw) == 0 {
 		return append(b, "null"...), nil

@@ -19,7 +19,9 @@ type Head struct {
 	EventCount   int64
 	// SigningKeysGen is the generation of the account's signing keys
 	// (migration 038) where the head was read with it (LockHeadRules): a new
-	// value, never 0, with every change of its keys. 0 means not known.
+	// value, never 0, with every change of its keys. 0 means not known. A
+	// transaction that changes the keys after reading the head must forget
+	// it (writer.Tx.SigningKeysChanged).
 	SigningKeysGen int64
 }
 

@@ -81,8 +81,9 @@ func (s *Store) InsertSigningKey(ctx context.Context, tx *sql.Tx, k SigningKey, 
 // SigningKeyAtGen returns the machine's current key (found false when it
 // has none) with the account's signing keys generation, both read from
 // committed state in one statement, so the key is the machine's key at that
-// generation. An account without a head row has never had a key: its
-// generation is the first, 1 (migration 038).
+// generation. An account without a head row has never had a key; its
+// generation is then not known (0), which no locked head matches, so its
+// first append reads the key under the lock rather than trusting that.
 func (s *Store) SigningKeyAtGen(ctx context.Context, userID, machineID string) (k SigningKey, found bool, gen int64, err error) {
 	var fromLeaf, registeredAt sql.NullInt64
 	var publicKey, fingerprint sql.NullString
@@ -91,7 +92,7 @@ func (s *Store) SigningKeyAtGen(ctx context.Context, userID, machineID string) (
 		WHERE h.user_id = $1 ORDER BY k.from_leaf DESC LIMIT 1`, userID, machineID).
 		Scan(&gen, &fromLeaf, &publicKey, &fingerprint, &registeredAt)
 	if errors.Is(err, sql.ErrNoRows) {
-		return SigningKey{}, false, 1, nil
+		return SigningKey{}, false, 0, nil
 	}
 	if err != nil || !fromLeaf.Valid {
 		return SigningKey{}, false, gen, err

@@ -3,6 +3,7 @@ package store_test
 import (
 	"context"
 	"database/sql"
+	"errors"
 	"testing"
 
 	"github.com/auditchain/auditchain/internal/store"
@@ -12,7 +13,8 @@ import (
 // Every registration of a signing key moves the account's signing keys
 // generation on, in its transaction (a rolled back one leaves it), and
 // SigningKeyAtGen reads a machine's current key with the generation it is
-// current at: an account never seen is at the first generation, with no key.
+// current at: an account never seen has no key, at a generation not known
+// (0); its first locked head is at the first generation (1).
 func TestSigningKeysGenerationMovesWithEachRegistration(t *testing.T) {
 	storetest.EachStore(t, func(t *testing.T, s *store.Store) {
 		ctx := context.Background()
@@ -32,6 +34,7 @@ func TestSigningKeysGenerationMovesWithEachRegistration(t *testing.T) {
 				t.Errorf("%s: the locked head's generation is %d, %v; want %d", step, locked, err, wantGen)
 			}
 		}
+		errRolledBack := errors.New("rolled back on purpose")
 		register := func(machine, fingerprint string, fromLeaf int64, commit bool) {
 			t.Helper()
 			err := s.InTx(ctx, func(tx *sql.Tx) error {
@@ -48,12 +51,18 @@ func TestSigningKeysGenerationMovesWithEachRegistration(t *testing.T) {
 				}
 				return nil
 			})
-			if err != nil && (commit || err != errRolledBack) {
+			if err != nil && (commit || !errors.Is(err, errRolledBack)) {
 				t.Fatal(err)
 			}
 		}
 
-		check("never seen", "m1", false, "", 1)
+		if k, found, gen, err := s.SigningKeyAtGen(ctx, "u1", "m1"); err != nil || found || gen != 0 {
+			t.Errorf("never seen: key %+v (found %v) at generation %d, %v; want none at 0", k, found, gen, err)
+		}
+		if err := s.InTx(ctx, func(tx *sql.Tx) error { _, err := s.LockHead(ctx, tx, "u1"); return err }); err != nil {
+			t.Fatal(err)
+		}
+		check("its head made", "m1", false, "", 1)
 		register("m1", "fp-a", 0, true)
 		check("first key", "m1", true, "fp-a", 2)
 		check("another machine", "m2", false, "", 2)
@@ -68,9 +77,3 @@ func TestSigningKeysGenerationMovesWithEachRegistration(t *testing.T) {
 		check("that machine", "m2", true, "fp-d", 5)
 	})
 }
-
-var errRolledBack = rolledBack{}
-
-type rolledBack struct{}
-
-func (rolledBack) Error() string { return "rolled back on purpose" }

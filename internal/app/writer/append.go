@@ -18,8 +18,9 @@ type Append struct {
 	// events); nil for the events the service writes, which never spend it.
 	Quota *store.Quota
 	// Locked asks for the head's lock even where the engine could append
-	// without it: a machine's events, whose signing key Place re-reads under
-	// the lock a key registration also takes.
+	// without it: a machine's events, whose signing key Place checks again
+	// under the lock a key registration also takes (from the head's signing
+	// keys generation, or by reading it).
 	Locked bool
 	// Place decides, against the head the event would extend, whether and
 	// how it extends it: a client event that names its place is checked for

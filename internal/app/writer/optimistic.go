@@ -24,8 +24,9 @@ import (
 // orders the append against the others and tells those outcomes apart.
 //
 // Events of a machine always take the locked path: its signing key is
-// re-read there under the head's lock, which a key registration also takes;
-// the unlocked statement's snapshot could miss a key registered meanwhile.
+// checked again there under the head's lock, which a key registration also
+// takes; the unlocked statement's snapshot could miss a key registered
+// meanwhile.
 type optimistic struct {
 	w     *Writer
 	heads headCache

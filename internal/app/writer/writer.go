@@ -206,6 +206,16 @@ func (t *Tx) ApprovalRulesGen(userID string) (gen int64, ok bool) {
 	return gen, ok
 }
 
+// SigningKeysChanged tells t that it changed the account's signing keys
+// after locking its head: the head it holds no longer knows their generation
+// (store.Head.SigningKeysGen), so a later check in t reads the key.
+func (t *Tx) SigningKeysChanged(userID string) {
+	if h, ok := t.heads[userID]; ok {
+		h.SigningKeysGen = 0
+		t.heads[userID] = h
+	}
+}
+
 func (t *Tx) setHead(userID string, h store.Head) {
 	if t.heads == nil {
 		t.heads = make(map[string]store.Head, 1)
