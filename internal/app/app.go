@@ -69,10 +69,10 @@ type App struct {
 	// rules holds accounts' approval rules by generation, on every store:
 	// the generation read with the head keeps it exact across replicas
 	// (approvals_rules.go).
-	rules ruleCache
+	rules genCache[string, []store.ApprovalRule]
 	// signingKeys holds machines' signing keys by generation, on every
 	// store (signing_keys.go).
-	signingKeys signingKeyCache
+	signingKeys genCache[machineRef, keptKey]
 	// expiryNoticesPerWrite overrides the expiry jobs' transaction size
 	// (0: expiryNoticesPerWrite); tests make it small.
 	expiryNoticesPerWrite int
@@ -139,6 +139,7 @@ func New(d Deps) *App {
 	a := &App{store: d.Store, cfg: d.Config, now: d.Now, rand: d.Rand, log: d.Log, serviceKey: d.ServiceKey,
 		mail: d.Mail, legal: d.Legal, webhookBackoff: d.WebhookBackoff, egress: d.Egress,
 		hub: stream.NewHub(stream.Options{}), dedup: domain.DefaultDedupPolicy(), notices: newNotices(), meter: newMeter()}
+	a.rules.limit, a.signingKeys.limit = ruleCacheAccounts, signingKeyCacheEntries
 	if a.now == nil {
 		a.now = time.Now
 	}

@@ -2,7 +2,6 @@ package app
 
 import (
 	"context"
-	"sync"
 
 	"github.com/auditchain/auditchain/internal/app/writer"
 	"github.com/auditchain/auditchain/internal/store"
@@ -37,46 +36,6 @@ const (
 	ruleCacheRules    = 64
 )
 
-// ruleCache holds, per account, its approval rules at one generation, in
-// the order store.ApprovalRules reads them.
-type ruleCache struct {
-	mu sync.Mutex
-	m  map[string]cachedRules
-}
-
-type cachedRules struct {
-	gen   int64
-	rules []store.ApprovalRule // shared by readers: never modified
-}
-
-func (c *ruleCache) get(userID string, gen int64) ([]store.ApprovalRule, bool) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	e, ok := c.m[userID]
-	if !ok || e.gen != gen {
-		return nil, false
-	}
-	return e.rules, true
-}
-
-func (c *ruleCache) put(userID string, gen int64, rules []store.ApprovalRule) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if c.m == nil {
-		c.m = make(map[string]cachedRules)
-	}
-	if old, ok := c.m[userID]; ok && old.gen > gen {
-		return // a later generation was kept first
-	}
-	if _, ok := c.m[userID]; !ok && len(c.m) >= ruleCacheAccounts {
-		for k := range c.m { // evict an arbitrary entry: map order is random
-			delete(c.m, k)
-			break
-		}
-	}
-	c.m[userID] = cachedRules{gen: gen, rules: rules}
-}
-
 // matchingApprovalRule is store.MatchingApprovalRule for a transaction that
 // holds userID's head, from the head's rules generation and the cache when
 // it can (above).
@@ -88,8 +47,8 @@ func (a *App) matchingApprovalRule(ctx context.Context, t *writer.Tx, userID, su
 	if gen == 0 {
 		return store.ApprovalRule{}, false, nil
 	}
-	rules, ok := a.rules.get(userID, gen)
-	if !ok {
+	rules, keptGen, ok := a.rules.get(userID)
+	if !ok || keptGen != gen {
 		var err error
 		if rules, err = a.store.ApprovalRules(ctx, t.SQL(), userID); err != nil {
 			return store.ApprovalRule{}, false, err

@@ -5,7 +5,6 @@ import (
 	"crypto/ed25519"
 	"errors"
 	"fmt"
-	"sync"
 
 	"github.com/auditchain/auditchain/internal/domain"
 	"github.com/auditchain/auditchain/internal/store"
@@ -42,53 +41,14 @@ import (
 // signingKeyCacheEntries bounds the machines whose key is kept.
 const signingKeyCacheEntries = 16384
 
-type keyAtGen struct {
-	gen   int64
+// keptKey is a machine's current key, or its absence (found false).
+type keptKey struct {
 	found bool
 	key   store.SigningKey
 }
 
-// signingKeyCache holds machines' current keys (or their absence), each at
-// the generation it was read at, by account and machine.
-type signingKeyCache struct {
-	mu sync.Mutex
-	m  map[machineRef]keyAtGen
-}
-
+// machineRef names a machine of an account: the key of the kept keys.
 type machineRef struct{ userID, machineID string }
-
-func (c *signingKeyCache) get(ref machineRef) (keyAtGen, bool) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	e, ok := c.m[ref]
-	return e, ok
-}
-
-func (c *signingKeyCache) put(ref machineRef, e keyAtGen) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if c.m == nil {
-		c.m = make(map[machineRef]keyAtGen)
-	}
-	if old, ok := c.m[ref]; ok && old.gen > e.gen {
-		return // a later generation was kept first
-	}
-	if _, ok := c.m[ref]; !ok && len(c.m) >= signingKeyCacheEntries {
-		for k := range c.m { // evict an arbitrary entry: map order is random
-			delete(c.m, k)
-			break
-		}
-	}
-	c.m[ref] = e
-}
-
-func (c *signingKeyCache) drop(ref machineRef, gen int64) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if e, ok := c.m[ref]; ok && e.gen == gen {
-		delete(c.m, ref)
-	}
-}
 
 // verifiedWith is what preverify checked an event against: the key's
 // fingerprint ("" when the machine had no key) at a signing keys generation.
@@ -104,30 +64,32 @@ func (a *App) preverify(ctx context.Context, userID string, in *api.EventInput) 
 		return verifiedWith{}, nil
 	}
 	ref := machineRef{userID, *in.MachineID}
-	e, kept := a.signingKeys.get(ref)
-	for {
-		if !kept {
-			k, found, gen, err := a.store.SigningKeyAtGen(ctx, userID, *in.MachineID)
-			if err != nil {
-				return verifiedWith{}, err
-			}
-			e = keyAtGen{gen: gen, found: found, key: k}
-			a.signingKeys.put(ref, e)
+	if k, gen, ok := a.signingKeys.get(ref); ok {
+		v, err := checkAgainst(k, gen, in)
+		if err == nil {
+			return v, nil
 		}
-		if !e.found {
-			return verifiedWith{gen: e.gen}, nil
-		}
-		err := verifySignature(e.key, in)
-		if err != nil && kept {
-			// The kept key may have been replaced: a client signs with its
-			// new key as soon as the registration answered. Only a key read
-			// now may refuse the event.
-			a.signingKeys.drop(ref, e.gen)
-			kept = false
-			continue
-		}
-		return verifiedWith{fingerprint: e.key.Fingerprint, gen: e.gen}, err
+		// The kept key may have been replaced: a client signs with its new
+		// key as soon as the registration answered. Only a key read now may
+		// refuse the event.
+		a.signingKeys.drop(ref, gen)
 	}
+	key, found, gen, err := a.store.SigningKeyAtGen(ctx, userID, *in.MachineID)
+	if err != nil {
+		return verifiedWith{}, err
+	}
+	k := keptKey{found: found, key: key}
+	a.signingKeys.put(ref, gen, k)
+	return checkAgainst(k, gen, in)
+}
+
+// checkAgainst verifies in's signature by k, the machine's key (or its
+// absence) at gen.
+func checkAgainst(k keptKey, gen int64, in *api.EventInput) (verifiedWith, error) {
+	if !k.found {
+		return verifiedWith{gen: gen}, nil
+	}
+	return verifiedWith{fingerprint: k.key.Fingerprint, gen: gen}, verifySignature(k.key, in)
 }
 
 // recheckSignature, under the head's lock (which a key registration also
