@@ -102,6 +102,7 @@ func NewServer(a *app.App, cfg config.Config, log *slog.Logger, openapiJSON []by
 		headCacheHelp      = "Optimistic appends on PostgreSQL against this replica's cached head: hit (stored without reading the head), stale (another replica or path had appended; read again)."
 		webhookAttemptHelp = "Webhook delivery attempts by this replica: ok (2xx) or failed (anything else, refused targets and timeouts included)."
 		webhookRowHelp     = "Webhook notification rows this replica's drains settled: sent (every endpoint took it) or failed (after three attempts)."
+		rememberedHelp     = "Appends on SQLite placed against the head the writer remembered instead of reading it (hit), and remembered heads the head row did not match, read again (stale: a defect, reported so that it shows)."
 		rollbackHelp       = "Batch statements of optimistic appends on PostgreSQL that rolled back, their appends then sent one by one, by reason: refusal (quota or event_id after the compare-and-set), deadlock, lock_timeout (a head held over 100 ms), other."
 	)
 	rollbacks := func(pick func(app.StoreStats) int64) func() int64 {
@@ -117,6 +118,8 @@ func NewServer(a *app.App, cfg config.Config, log *slog.Logger, openapiJSON []by
 	counter("auditchain_pg_appends_total", pgAppendsHelp, "path=locked", func() int64 { return a.WriteStats().LockedAppends })
 	counter("auditchain_pg_head_cache_total", headCacheHelp, "result=hit", func() int64 { return a.WriteStats().HeadCacheHits })
 	counter("auditchain_pg_head_cache_total", headCacheHelp, "result=stale", func() int64 { return a.WriteStats().HeadCacheStale })
+	counter("auditchain_sqlite_remembered_heads_total", rememberedHelp, "result=hit", func() int64 { return a.WriteStats().RememberedHeadHits })
+	counter("auditchain_sqlite_remembered_heads_total", rememberedHelp, "result=stale", func() int64 { return a.WriteStats().RememberedHeadStale })
 	counter("auditchain_pg_append_batches_total",
 		"Statements that carried optimistic appends on PostgreSQL (several accounts' appends share one); with auditchain_pg_append_batched_total, the mean batch size.", "",
 		func() int64 { return a.WriteStats().BatchStatements })

@@ -57,6 +57,15 @@ type Append struct {
 	// account (MarkListened); PostgreSQL delivers the notification only if
 	// the transaction commits. PostgreSQL only.
 	NotifyChannel, NotifyPayload string
+	// Remembered says that Expect, and the approval rules generation
+	// RulesGen beside it, were not read under the lock but remembered by the
+	// sole writer from its own commits (SQLite; writer/headmemo.go). The
+	// head row must then also still carry Expect.SigningKeysGen and RulesGen:
+	// a head that is not the row's answers HeadMoved and writes nothing, so
+	// that a remembered head that went wrong can never decide an append.
+	// SQLite only.
+	Remembered bool
+	RulesGen   int64
 }
 
 // Quota is the daily quota an append is charged against.
@@ -69,7 +78,8 @@ type Quota struct {
 type Appended struct {
 	// HeadMoved is true when the head was no longer Expect, or the Merkle
 	// row TreeCheck names is missing: nothing was written (only appends
-	// without a transaction can see it; a locked head cannot move).
+	// without a transaction, and remembered heads, can see it; a head read
+	// under the lock cannot move).
 	HeadMoved bool
 	// QuotaOK is false when a charged event would exceed the daily quota;
 	// QuotaUsed is not filled then (read it with QuotaUsed). Always true for
@@ -92,9 +102,13 @@ func (c Appended) Stored() bool { return !c.HeadMoved && c.QuotaOK && c.Inserted
 // statement that writes everything or nothing: Stored() or nothing written —
 // the head had moved, or the quota or the event_id refused the event — and
 // the caller must take the locked path, which orders the append against the
-// others and tells those outcomes apart.
+// others and tells those outcomes apart. With a remembered head (SQLite,
+// Append.Remembered), HeadMoved reports a head that was not the row's.
 func (s *Store) AppendEvent(ctx context.Context, tx *sql.Tx, a Append) (Appended, error) {
 	a.Event.LeafIndex = a.Expect.EventCount
+	if a.Remembered && (s.Dialect != SQLite || tx == nil) {
+		return Appended{}, errors.New("a remembered head is SQLite's, in a transaction")
+	}
 	if tx == nil {
 		if s.Dialect != Postgres {
 			return Appended{}, errors.New("an append without a transaction is PostgreSQL only")

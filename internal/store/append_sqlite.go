@@ -27,29 +27,38 @@ func (s *Store) appendEventSQLite(ctx context.Context, tx *sql.Tx, a Append) (Ap
 	if a.Quota != nil {
 		charge, day, limit = 1, a.Quota.Day, a.Quota.Limit
 	}
+	args := []any{e.UserID, day, e.Sequence, e.PayloadHash, e.EventID, withoutMachine,
+		a.Expect.EventCount, a.Expect.LastSequence, a.Expect.LastHash, limit, charge}
+	query := sqliteAppendHead
+	if a.Remembered {
+		query = sqliteAppendRememberedHead
+		args = append(args, a.RulesGen, a.Expect.SigningKeysGen)
+	}
 	var used, counter int64
-	// The head is locked (the writer holds SQLite's only write lock), so the
-	// compare with Expect cannot fail; it is there so that a mistake shows.
+	// The writer holds SQLite's only write lock, so the compare with a head
+	// read under it cannot fail; it is there so that a mistake shows. A
+	// remembered head is compared with its generations too (Append.Remembered).
 	// An uncharged event leaves the quota as it is.
-	err := tx.QueryRowContext(ctx, `UPDATE chain_heads SET last_sequence = $3, last_hash = $4, last_event_id = $5,
-			event_count = event_count + 1,
-			quota_used = CASE WHEN $11 THEN `+sqliteQuotaUsed+` + 1 ELSE quota_used END,
-			quota_day = CASE WHEN $11 THEN `+sqliteQuotaDay+` ELSE quota_day END,
-			events_without_machine = events_without_machine + $6
-		WHERE user_id = $1 AND event_count = $7 AND last_sequence = $8 AND last_hash IS $9
-			AND (NOT $11 OR `+sqliteQuotaUsed+` + 1 <= $10)
-		RETURNING quota_used, events_without_machine`,
-		e.UserID, day, e.Sequence, e.PayloadHash, e.EventID, withoutMachine,
-		a.Expect.EventCount, a.Expect.LastSequence, a.Expect.LastHash, limit, charge).Scan(&used, &counter)
+	err := tx.QueryRowContext(ctx, query, args...).Scan(&used, &counter)
 	if errors.Is(err, sql.ErrNoRows) {
-		h, err := s.LockHead(ctx, tx, e.UserID)
+		// The quota refused the event, or the head row is not Expect.
+		if !a.Remembered {
+			h, err := s.LockHead(ctx, tx, e.UserID)
+			if err != nil {
+				return out, err
+			}
+			if !h.is(a.Expect) {
+				return out, fmt.Errorf("append: the locked head of %s moved", e.UserID)
+			}
+			return out, nil
+		}
+		h, rulesGen, err := s.LockHeadRules(ctx, tx, e.UserID)
 		if err != nil {
 			return out, err
 		}
-		if h.EventCount != a.Expect.EventCount || h.LastSequence != a.Expect.LastSequence || !sameHash(h.LastHash, a.Expect.LastHash) {
-			return out, fmt.Errorf("append: the locked head of %s moved", e.UserID)
-		}
-		return out, nil // the quota refused the event
+		// Nothing written: the caller reads the head and places the event again.
+		out.HeadMoved = !h.is(a.Expect) || rulesGen != a.RulesGen || h.SigningKeysGen != a.Expect.SigningKeysGen
+		return out, nil
 	}
 	if err != nil {
 		return out, fmt.Errorf("append: %w", err)
@@ -75,6 +84,32 @@ func (s *Store) appendEventSQLite(ctx context.Context, tx *sql.Tx, a Append) (Ap
 	return out, nil
 }
 
+// sqliteAppendHead moves the head row for appendEventSQLite; its
+// arguments: the account, the quota's day, the event's sequence, hash and
+// id, 1 for an event without a machine, the expected event count, last
+// sequence and last hash, the quota's limit, 1 to charge it.
+const sqliteAppendHead = `UPDATE chain_heads SET last_sequence = $3, last_hash = $4, last_event_id = $5,
+		event_count = event_count + 1,
+		quota_used = CASE WHEN $11 THEN ` + sqliteQuotaUsed + ` + 1 ELSE quota_used END,
+		quota_day = CASE WHEN $11 THEN ` + sqliteQuotaDay + ` ELSE quota_day END,
+		events_without_machine = events_without_machine + $6
+	WHERE user_id = $1 AND event_count = $7 AND last_sequence = $8 AND last_hash IS $9
+		AND (NOT $11 OR ` + sqliteQuotaUsed + ` + 1 <= $10)
+	RETURNING quota_used, events_without_machine`
+
+// sqliteAppendRememberedHead is sqliteAppendHead for a remembered head
+// (Append.Remembered), whose generations are compared too: $12 the approval
+// rules', $13 the signing keys'.
+const sqliteAppendRememberedHead = `UPDATE chain_heads SET last_sequence = $3, last_hash = $4, last_event_id = $5,
+		event_count = event_count + 1,
+		quota_used = CASE WHEN $11 THEN ` + sqliteQuotaUsed + ` + 1 ELSE quota_used END,
+		quota_day = CASE WHEN $11 THEN ` + sqliteQuotaDay + ` ELSE quota_day END,
+		events_without_machine = events_without_machine + $6
+	WHERE user_id = $1 AND event_count = $7 AND last_sequence = $8 AND last_hash IS $9
+		AND approval_rules_gen = $12 AND signing_keys_gen = $13
+		AND (NOT $11 OR ` + sqliteQuotaUsed + ` + 1 <= $10)
+	RETURNING quota_used, events_without_machine`
+
 // nextMachineSequence returns a named machine's next machine_sequence (0 for
 // its first event) and counts the event.
 func (s *Store) nextMachineSequence(ctx context.Context, tx *sql.Tx, userID, machineID string) (int64, error) {
@@ -82,6 +117,11 @@ func (s *Store) nextMachineSequence(ctx context.Context, tx *sql.Tx, userID, mac
 	err := tx.QueryRowContext(ctx, `INSERT INTO machine_heads (user_id, machine_id, events) VALUES ($1, $2, 1)
 		ON CONFLICT (user_id, machine_id) DO UPDATE SET events = machine_heads.events + 1 RETURNING events`, userID, machineID).Scan(&n)
 	return n - 1, err
+}
+
+// is reports whether h is the head e, generations aside.
+func (h Head) is(e Head) bool {
+	return h.EventCount == e.EventCount && h.LastSequence == e.LastSequence && sameHash(h.LastHash, e.LastHash)
 }
 
 func sameHash(a, b *string) bool {

@@ -59,27 +59,39 @@ func (e *QuotaExceeded) Error() string {
 // *QuotaExceeded) may leave writes behind in the transaction: the caller
 // must return it, so that the write rolls back.
 func (t *Tx) Append(ctx context.Context, a Append) (Appended, error) {
-	e := a.Event
-	head, err := t.Lock(ctx, e.UserID)
+	userID := a.Event.UserID
+	head, remembered, err := t.lockForAppend(ctx, userID)
 	if err != nil {
 		return Appended{}, err
 	}
-	if a.Place != nil {
-		if err := a.Place(ctx, head, t.tx); err != nil {
+	out, refused, err := t.appendAt(ctx, a, head, remembered)
+	if remembered && err == nil && (refused != nil || out.HeadMoved) {
+		// A remembered head decides nothing alone (headmemo.go): the row
+		// did not match it, or Place refused against it. Read the head
+		// under the lock and place the event again.
+		was, wasRulesGen := head, t.rulesGen[userID]
+		delete(t.heads, userID)
+		if head, err = t.lock(ctx, userID); err != nil {
 			return Appended{}, err
 		}
+		if !sameHead(head, was) || t.rulesGen[userID] != wasRulesGen {
+			t.w.memo.stale.Add(1)
+			t.w.memo.forget(userID)
+		}
+		remembered = false
+		out, refused, err = t.appendAt(ctx, a, head, false)
 	}
-	e.LeafIndex = head.EventCount // the frame names the event's leaf
-	sa := store.Append{Event: e, Expect: head, Quota: a.Quota}
-	if err := t.w.notification(e, &sa.NotifyChannel, &sa.NotifyPayload); err != nil {
-		return Appended{}, err
-	}
-	out, err := t.w.store.AppendEvent(ctx, t.tx, sa)
 	if err != nil {
 		return Appended{}, err
 	}
+	if refused != nil {
+		return Appended{}, refused
+	}
+	if out.HeadMoved {
+		return Appended{}, fmt.Errorf("append: the locked head of %s moved", userID)
+	}
 	if !out.QuotaOK {
-		used, err := t.w.store.QuotaUsed(ctx, t.tx, e.UserID, a.Quota.Day)
+		used, err := t.w.store.QuotaUsed(ctx, t.tx, userID, a.Quota.Day)
 		if err != nil {
 			return Appended{}, err
 		}
@@ -88,11 +100,52 @@ func (t *Tx) Append(ctx context.Context, a Append) (Appended, error) {
 	if !out.Inserted {
 		return Appended{}, ErrEventIDTaken
 	}
-	t.setHead(e.UserID, headAfter(head, e))
-	if sa.NotifyChannel == "" {
+	e := a.Event
+	after := headAfter(head, e)
+	t.setHead(userID, after)
+	if remembered {
+		t.w.memo.hits.Add(1)
+	}
+	t.rememberAfter(userID, head, after)
+	if out.NotifyChannel == "" {
 		t.publishAfterCommit(e)
 	}
 	return Appended{Event: *e, QuotaUsed: out.QuotaUsed}, nil
+}
+
+// sameHead reports whether a and b are the same head row: tip and signing
+// keys generation.
+func sameHead(a, b store.Head) bool {
+	return a.EventCount == b.EventCount && a.LastSequence == b.LastSequence &&
+		(a.LastHash == nil) == (b.LastHash == nil) && (a.LastHash == nil || *a.LastHash == *b.LastHash) &&
+		a.SigningKeysGen == b.SigningKeysGen
+}
+
+// appended is how appendAt turned out.
+type appended struct {
+	store.Appended
+	NotifyChannel string
+}
+
+// appendAt places a.Event against head and appends it there. refused is
+// Place's error: nothing was appended.
+func (t *Tx) appendAt(ctx context.Context, a Append, head store.Head, remembered bool) (out appended, refused, err error) {
+	e := a.Event
+	if a.Place != nil {
+		if err := a.Place(ctx, head, t.tx); err != nil {
+			return appended{}, err, nil
+		}
+	}
+	e.LeafIndex = head.EventCount // the frame names the event's leaf
+	sa := store.Append{Event: e, Expect: head, Quota: a.Quota}
+	if remembered {
+		sa.Remembered, sa.RulesGen = true, t.rulesGen[e.UserID]
+	}
+	if err := t.w.notification(e, &sa.NotifyChannel, &sa.NotifyPayload); err != nil {
+		return appended{}, nil, err
+	}
+	stored, err := t.w.store.AppendEvent(ctx, t.tx, sa)
+	return appended{Appended: stored, NotifyChannel: sa.NotifyChannel}, nil, err
 }
 
 // headAfter is the head once e, appended at head, became the tip. Its

@@ -49,15 +49,18 @@ type groupCommitter struct {
 	stop  chan struct{}
 	ended chan struct{}
 	log   *slog.Logger
+	// memo is the heads the jobs' appends left (headmemo.go): remembered
+	// as each job's writes are kept, forgotten when their transaction fails.
+	memo *headMemo
 	// indexFailure is the text of the last IndexBehind error logged, so a
 	// failure that repeats (every idle tick) is logged once, and again
 	// after a success.
 	indexFailure string
 }
 
-func newGroupCommitter(st *store.Store, queueSize int, log *slog.Logger) *groupCommitter {
+func newGroupCommitter(st *store.Store, queueSize int, log *slog.Logger, memo *headMemo) *groupCommitter {
 	g := &groupCommitter{store: st, queue: make(chan *groupJob, queueSize), stop: make(chan struct{}), ended: make(chan struct{}),
-		log: log}
+		log: log, memo: memo}
 	go g.loop()
 	return g
 }
@@ -171,6 +174,11 @@ func (g *groupCommitter) indexBehind(ctx context.Context) bool {
 func (g *groupCommitter) commit(batch []*groupJob) {
 	ctx := context.Background()
 	finish := func(err error) {
+		if err != nil {
+			// The heads remembered as its jobs' writes were kept did not
+			// commit.
+			g.memo.forgetAll()
+		}
 		for _, j := range batch {
 			if j.err == nil && err != nil {
 				j.err = err
@@ -229,12 +237,17 @@ func (g *groupCommitter) commit(batch []*groupJob) {
 			}
 		}
 		if alone {
+			j.t.kept()
 			continue
 		}
 		if _, err := tx.ExecContext(ctx, "RELEASE job"); err != nil {
 			tx.Rollback()
 			finish(fmt.Errorf("release savepoint: %w", err))
 			return
+		}
+		if j.err == nil {
+			// The jobs after this one see its writes: so does the memo.
+			j.t.kept()
 		}
 	}
 	if g.store.IOFaults() != faultsBefore {

@@ -78,7 +78,7 @@ func TestGroupCommitIsolatesFailures(t *testing.T) {
 func TestGroupCommitQueueFull(t *testing.T) {
 	w := sqliteWriter(t)
 	w.engine.close()
-	g := newGroupCommitter(w.store, 2, w.log)
+	g := newGroupCommitter(w.store, 2, w.log, w.memo)
 	w.engine = g
 	release := make(chan struct{})
 	running := make(chan struct{})

@@ -63,6 +63,9 @@ type Writer struct {
 	// engine runs write transactions: SQLite's group commit, or one
 	// PostgreSQL transaction per write.
 	engine engine
+	// memo holds the heads SQLite's writer remembers (headmemo.go; nil on
+	// PostgreSQL).
+	memo *headMemo
 	// optimistic stores client events without the head's lock (PostgreSQL;
 	// nil on SQLite).
 	optimistic *optimistic
@@ -102,7 +105,8 @@ func New(st *store.Store, o Options) *Writer {
 		w.hub = stream.NewHub(stream.Options{})
 	}
 	if st.Dialect == store.SQLite {
-		w.engine = newGroupCommitter(st, groupQueueSize, w.log)
+		w.memo = newHeadMemo()
+		w.engine = newGroupCommitter(st, groupQueueSize, w.log, w.memo)
 	} else {
 		w.engine = pgEngine{store: st}
 		w.optimistic = newOptimistic(w, cmp.Or(o.StatementTimeout, 15*time.Second))
@@ -145,8 +149,15 @@ type Tx struct {
 	// left them.
 	heads map[string]store.Head
 	// rulesGen are the approval rules generations of the accounts whose
-	// heads this transaction locked, read with the head (LockHeadRules).
+	// heads this transaction locked, read with the head (LockHeadRules) or
+	// remembered with it (headmemo.go).
 	rulesGen map[string]int64
+	// remember are the heads this transaction's appends left, for the
+	// writer to remember once its writes are kept (headmemo.go);
+	// lockedToWrite the accounts it locked for writes of its own (Lock),
+	// whose heads the writer forgets instead.
+	remember      map[string]rememberedHead
+	lockedToWrite map[string]bool
 	// after runs once the transaction committed, in order; finally once it
 	// ended, whatever happened.
 	after   []func()
@@ -156,6 +167,7 @@ type Tx struct {
 // begin makes t the handle of tx.
 func (t *Tx) begin(tx *sql.Tx) {
 	t.tx, t.heads, t.rulesGen, t.after = tx, nil, nil, nil
+	t.remember, t.lockedToWrite = nil, nil
 }
 
 // abandon drops what was to happen after a commit that will not come.
@@ -180,8 +192,23 @@ func (t *Tx) SQL() *sql.Tx { return t.tx }
 
 // Lock holds the account's head until the transaction ends and returns it
 // as this transaction left it: appends to one account, and every write that
-// must be ordered against them, are serialised on it.
+// must be ordered against them, are serialised on it. A write that locks
+// the head may change the head row in ways an append does not (its
+// generations, its quota), so the writer forgets the head it remembered
+// (headmemo.go) and reads it.
 func (t *Tx) Lock(ctx context.Context, userID string) (store.Head, error) {
+	t.w.memo.forget(userID)
+	delete(t.remember, userID)
+	if t.lockedToWrite == nil {
+		t.lockedToWrite = make(map[string]bool, 1)
+	}
+	t.lockedToWrite[userID] = true
+	return t.lock(ctx, userID)
+}
+
+// lock is Lock without forgetting: the head this transaction holds, or the
+// row read under the lock with its approval rules generation.
+func (t *Tx) lock(ctx context.Context, userID string) (store.Head, error) {
 	if h, ok := t.heads[userID]; ok {
 		return h, nil
 	}
@@ -195,6 +222,53 @@ func (t *Tx) Lock(ctx context.Context, userID string) (store.Head, error) {
 	}
 	t.rulesGen[userID] = gen
 	return h, nil
+}
+
+// lockForAppend is lock for Append, which may take the head the writer
+// remembers instead of reading it (remembered is then true; SQLite).
+func (t *Tx) lockForAppend(ctx context.Context, userID string) (head store.Head, remembered bool, err error) {
+	if h, ok := t.heads[userID]; ok {
+		return h, false, nil
+	}
+	if r, ok := t.w.memo.get(userID); ok {
+		t.setHead(userID, r.head)
+		if t.rulesGen == nil {
+			t.rulesGen = make(map[string]int64, 1)
+		}
+		t.rulesGen[userID] = r.rulesGen
+		return r.head, true, nil
+	}
+	head, err = t.lock(ctx, userID)
+	return head, false, err
+}
+
+// rememberAfter records, for the writer to remember once this
+// transaction's writes are kept, the head an append left: after, at the
+// generations of the head it extended (an append changes neither). Only a
+// head read or remembered with its generations, in a transaction that did
+// not lock it for writes of its own, is remembered.
+func (t *Tx) rememberAfter(userID string, before, after store.Head) {
+	if t.w.memo == nil || before.SigningKeysGen == 0 || t.lockedToWrite[userID] {
+		return
+	}
+	gen, ok := t.rulesGen[userID]
+	if !ok {
+		return
+	}
+	after.SigningKeysGen = before.SigningKeysGen
+	if t.remember == nil {
+		t.remember = make(map[string]rememberedHead, 1)
+	}
+	t.remember[userID] = rememberedHead{head: after, rulesGen: gen}
+}
+
+// kept tells t that its writes are kept in the transaction (its savepoint
+// released): the writer remembers the heads its appends left.
+func (t *Tx) kept() {
+	for userID, h := range t.remember {
+		t.w.memo.put(userID, h)
+	}
+	t.remember = nil
 }
 
 // ApprovalRulesGen is the approval rules generation of an account whose
@@ -229,7 +303,7 @@ func (t *Tx) Savepoint(ctx context.Context, fn func() error) error {
 	if _, err := t.tx.ExecContext(ctx, "SAVEPOINT attempt"); err != nil {
 		return err
 	}
-	heads, after := maps.Clone(t.heads), len(t.after)
+	heads, after, remember := maps.Clone(t.heads), len(t.after), maps.Clone(t.remember)
 	ferr := fn()
 	if ferr == nil {
 		_, err := t.tx.ExecContext(ctx, "RELEASE attempt")
@@ -241,7 +315,7 @@ func (t *Tx) Savepoint(ctx context.Context, fn func() error) error {
 	if _, err := t.tx.ExecContext(ctx, "RELEASE attempt"); err != nil {
 		return errors.Join(ferr, err)
 	}
-	t.heads, t.after = heads, t.after[:after]
+	t.heads, t.after, t.remember = heads, t.after[:after], remember
 	return ferr
 }
 

@@ -1,0 +1,274 @@
+package writer
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"testing"
+
+	"github.com/auditchain/auditchain/internal/store"
+	"github.com/auditchain/auditchain/internal/store/storetest"
+)
+
+// memoWriter is a Writer over a fresh SQLite store, and a client's chain on
+// it (replicaPair's helpers, one replica).
+func memoWriter(t *testing.T) (*replicaPair, *testChain) {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	t.Cleanup(cancel)
+	w := New(storetest.Open(t, storetest.DSN(t, storetest.SQLite)), Options{})
+	t.Cleanup(w.Close)
+	r := &replicaPair{t: t, ctx: ctx, writer: w}
+	return r, r.newChain("memo")
+}
+
+// rememberedHeads is the writer's counters of remembered heads.
+func rememberedHeads(w *Writer) (hits, stale int64) {
+	s := w.Stats()
+	return s.RememberedHeadHits, s.RememberedHeadStale
+}
+
+// commitDirectly runs fns as the jobs of one shared transaction (one alone
+// when there is one), the writer's loop bypassed, and returns their errors.
+func commitDirectly(w *Writer, fns ...func(*Tx) error) []error {
+	ctx := context.Background()
+	batch := make([]*groupJob, len(fns))
+	for i, fn := range fns {
+		batch[i] = &groupJob{ctx: ctx, fn: fn, t: &Tx{w: w}, done: make(chan struct{})}
+	}
+	w.engine.(*groupCommitter).commit(batch)
+	errs := make([]error, len(batch))
+	for i, j := range batch {
+		<-j.done
+		errs[i] = j.err
+	}
+	return errs
+}
+
+// appendJob is a job that appends the chain's next event (without advancing
+// the chain) and then returns fail, whatever the append did.
+func appendJob(c *testChain, id string, fail error) func(*Tx) error {
+	return func(t *Tx) error {
+		if _, err := t.Append(context.Background(), clientAppend(c.next(id))); err != nil {
+			return err
+		}
+		return fail
+	}
+}
+
+// Each append after an account's first is placed against the head the last
+// one left, without reading the head row, and the chain is whole.
+func TestRememberedHeadsServeTheNextAppends(t *testing.T) {
+	r, c := memoWriter(t)
+	other := r.newChain("other")
+	for range 5 {
+		r.append(c, nil)
+		r.append(other, nil)
+	}
+	machine := "m1"
+	r.append(c, &machine) // a machine's event too (its key is checked at the remembered generation)
+	if hits, stale := rememberedHeads(r.writer); hits != 9 || stale != 0 {
+		t.Fatalf("remembered heads: %d hits, %d stale; want 9 (every append but each account's first) and 0", hits, stale)
+	}
+	intact(t, r.writer.store, c.userID, 6)
+	intact(t, r.writer.store, other.userID, 5)
+}
+
+// A head row written behind the writer's back (what a write that bypassed
+// it would do; none does) is never trusted: the append's compare-and-set
+// sees that the row's generations or tip are not the remembered ones, and
+// the event is placed against the row, read under the lock.
+func TestARememberedHeadTheRowDoesNotMatchIsReadAgain(t *testing.T) {
+	for _, behind := range []struct {
+		name, update string
+	}{
+		{"signing keys generation", `UPDATE chain_heads SET signing_keys_gen = signing_keys_gen + 1 WHERE user_id = $1`},
+		{"approval rules generation", `UPDATE chain_heads SET approval_rules_gen = approval_rules_gen + 1 WHERE user_id = $1`},
+	} {
+		t.Run(behind.name, func(t *testing.T) {
+			r, c := memoWriter(t)
+			r.append(c, nil)
+			if _, err := r.writer.store.WriteDB().Exec(behind.update, c.userID); err != nil {
+				t.Fatal(err)
+			}
+			r.append(c, nil)
+			if hits, stale := rememberedHeads(r.writer); hits != 0 || stale != 1 {
+				t.Fatalf("remembered heads: %d hits, %d stale; want 0 and 1", hits, stale)
+			}
+			r.append(c, nil) // remembered again, at the row's generations
+			if hits, stale := rememberedHeads(r.writer); hits != 1 || stale != 1 {
+				t.Fatalf("remembered heads after: %d hits, %d stale; want 1 and 1", hits, stale)
+			}
+			intact(t, r.writer.store, c.userID, 3)
+		})
+	}
+	t.Run("tip", func(t *testing.T) {
+		// The tip moved behind the writer: Place refuses the client's next
+		// event against the remembered tip, and accepts it against the row.
+		r, c := memoWriter(t)
+		r.append(c, nil)
+		behind := c.next("evt-behind")
+		if err := r.writer.store.InTx(r.ctx, func(tx *sql.Tx) error {
+			head, err := r.writer.store.LockHead(r.ctx, tx, c.userID)
+			if err != nil {
+				return err
+			}
+			out, err := r.writer.store.AppendEvent(r.ctx, tx, store.Append{Event: behind, Expect: head})
+			if err == nil && !out.Stored() {
+				err = fmt.Errorf("not stored: %+v", out)
+			}
+			return err
+		}); err != nil {
+			t.Fatal(err)
+		}
+		h := behind.PayloadHash
+		c.prev, c.seq = &h, c.seq+1
+		r.append(c, nil)
+		if hits, stale := rememberedHeads(r.writer); hits != 0 || stale != 1 {
+			t.Fatalf("remembered heads: %d hits, %d stale; want 0 and 1", hits, stale)
+		}
+		intact(t, r.writer.store, c.userID, 3)
+	})
+}
+
+// A refusal the row's head refuses too is answered as refused, the head read
+// once more to make sure, and not counted as a remembered head gone wrong.
+func TestARefusalAgainstARememberedHeadIsTheRowsToo(t *testing.T) {
+	r, c := memoWriter(t)
+	r.append(c, nil)
+	stray := c.next("evt-stray")
+	stray.Sequence = 0 // not after the tip
+	_, err := r.writer.Append(r.ctx, clientAppend(stray))
+	if _, ok := errorAs[*notAtTip](err); !ok {
+		t.Fatalf("append before the tip: %v, want notAtTip", err)
+	}
+	if hits, stale := rememberedHeads(r.writer); hits != 0 || stale != 0 {
+		t.Fatalf("remembered heads: %d hits, %d stale; want 0 and 0", hits, stale)
+	}
+	r.append(c, nil)
+	if hits, _ := rememberedHeads(r.writer); hits != 1 {
+		t.Fatalf("remembered heads after the refusal: %d hits, want 1", hits)
+	}
+}
+
+// Only what is kept is remembered: the head an append left is forgotten
+// when its job fails after it (its savepoint rolled back, or its lone
+// transaction), and when the shared transaction that kept it fails to
+// commit. Each case would otherwise place the next append against a head
+// that was never stored (counted stale). The append that was dropped was
+// placed against the head remembered before it (a hit).
+func TestHeadsOfWritesNotKeptAreNotRemembered(t *testing.T) {
+	refused := errors.New("refused after appending")
+	t.Run("a job of a shared transaction", func(t *testing.T) {
+		r, c := memoWriter(t)
+		r.append(c, nil)
+		errs := commitDirectly(r.writer, appendJob(c, "evt-dropped", refused), func(*Tx) error { return nil })
+		if !errors.Is(errs[0], refused) || errs[1] != nil {
+			t.Fatalf("jobs: %v", errs)
+		}
+		r.append(c, nil)
+		if hits, stale := rememberedHeads(r.writer); hits != 2 || stale != 0 {
+			t.Fatalf("remembered heads: %d hits, %d stale; want 2 and 0", hits, stale)
+		}
+	})
+	t.Run("a job alone", func(t *testing.T) {
+		r, c := memoWriter(t)
+		r.append(c, nil)
+		if errs := commitDirectly(r.writer, appendJob(c, "evt-dropped", refused)); !errors.Is(errs[0], refused) {
+			t.Fatalf("job: %v", errs[0])
+		}
+		r.append(c, nil)
+		if hits, stale := rememberedHeads(r.writer); hits != 2 || stale != 0 {
+			t.Fatalf("remembered heads: %d hits, %d stale; want 2 and 0", hits, stale)
+		}
+	})
+	t.Run("a savepoint inside a job", func(t *testing.T) {
+		r, c := memoWriter(t)
+		r.append(c, nil)
+		errs := commitDirectly(r.writer, func(t *Tx) error {
+			err := t.Savepoint(context.Background(), func() error { return appendJob(c, "evt-dropped", refused)(t) })
+			if !errors.Is(err, refused) {
+				return fmt.Errorf("savepoint: %v", err)
+			}
+			return nil
+		})
+		if errs[0] != nil {
+			t.Fatal(errs[0])
+		}
+		r.append(c, nil)
+		if hits, stale := rememberedHeads(r.writer); hits != 2 || stale != 0 {
+			t.Fatalf("remembered heads: %d hits, %d stale; want 2 and 0", hits, stale)
+		}
+	})
+	t.Run("a shared transaction that does not commit", func(t *testing.T) {
+		r, c := memoWriter(t)
+		bigTable(t, r.writer)
+		r.append(c, nil)
+		errs := commitDirectly(r.writer, appendJob(c, "evt-lost", nil), func(t *Tx) error {
+			var pages int
+			if err := t.tx.QueryRow(`PRAGMA page_count`).Scan(&pages); err != nil {
+				return err
+			}
+			if _, err := t.tx.Exec(fmt.Sprintf(`PRAGMA max_page_count = %d`, pages+1)); err != nil {
+				return err
+			}
+			_, err := t.tx.Exec(`INSERT INTO big (b) VALUES (randomblob(1000000))`)
+			return err
+		})
+		if errs[0] == nil || !store.IsStorageFault(errs[1]) {
+			t.Fatalf("jobs: %v; want both failed by the storage fault", errs)
+		}
+		r.append(c, nil)
+		if hits, stale := rememberedHeads(r.writer); hits != 1 || stale != 0 {
+			t.Fatalf("remembered heads: %d hits, %d stale; want 1 and 0", hits, stale)
+		}
+		intact(t, r.writer.store, c.userID, 2)
+	})
+}
+
+// A write that locks an account's head for writes of its own (a rule's or a
+// key's generation, the quota) makes the writer forget the head: the next
+// append reads the row.
+func TestAHeadLockedForAWriteIsForgotten(t *testing.T) {
+	r, c := memoWriter(t)
+	r.append(c, nil)
+	errs := commitDirectly(r.writer, func(t *Tx) error {
+		if _, err := t.Lock(context.Background(), c.userID); err != nil {
+			return err
+		}
+		_, err := t.tx.Exec(`UPDATE chain_heads SET approval_rules_gen = approval_rules_gen + 1 WHERE user_id = $1`, c.userID)
+		return err
+	})
+	if errs[0] != nil {
+		t.Fatal(errs[0])
+	}
+	r.append(c, nil)
+	if hits, stale := rememberedHeads(r.writer); hits != 0 || stale != 0 {
+		t.Fatalf("remembered heads: %d hits, %d stale; want 0 and 0 (read, not remembered)", hits, stale)
+	}
+	// A job that appends after locking for itself is not remembered either.
+	errs = commitDirectly(r.writer, func(t *Tx) error {
+		if _, err := t.Lock(context.Background(), c.userID); err != nil {
+			return err
+		}
+		if _, err := t.tx.Exec(`UPDATE chain_heads SET signing_keys_gen = signing_keys_gen + 1 WHERE user_id = $1`, c.userID); err != nil {
+			return err
+		}
+		return appendJob(c, fmt.Sprintf("evt-%d", c.seq), nil)(t)
+	})
+	if errs[0] != nil {
+		t.Fatal(errs[0])
+	}
+	c.seq++
+	h, err := r.writer.store.Head(r.ctx, c.userID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c.prev = h.LastHash
+	r.append(c, nil)
+	if hits, stale := rememberedHeads(r.writer); hits != 0 || stale != 0 {
+		t.Fatalf("remembered heads after: %d hits, %d stale; want 0 and 0", hits, stale)
+	}
+	intact(t, r.writer.store, c.userID, 4)
+}
