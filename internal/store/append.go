@@ -66,6 +66,25 @@ type Append struct {
 	// SQLite only.
 	Remembered bool
 	RulesGen   int64
+	// Counters, with Remembered, are the head row's counters as the writer
+	// remembers them; MachineEvents the events of the event's machine it
+	// remembers (0: not known). The statements then write the values that
+	// follow and compare the ones they replace, instead of incrementing and
+	// returning them (a RETURNING costs SQLite a temporary table per
+	// statement); a row that does not hold them answers HeadMoved (the
+	// head's counters) or is incremented as without them (the machine's).
+	// SQLite only.
+	Counters      *HeadCounters
+	MachineEvents int64
+}
+
+// HeadCounters are the counters SQLite keeps in an account's head row
+// besides its tip (migration 011): the day the quota counts and its usage
+// that day, and the events without a machine.
+type HeadCounters struct {
+	QuotaDay       *string
+	QuotaUsed      int64
+	WithoutMachine int64
 }
 
 // Quota is the daily quota an append is charged against.
@@ -89,6 +108,11 @@ type Appended struct {
 	// Inserted is false when the event_id is already stored (ErrConflict's
 	// case).
 	Inserted bool
+	// Counters are the head row's counters after a stored append, and
+	// MachineEvents the events of the event's machine (0 for an event
+	// without one). SQLite only.
+	Counters      HeadCounters
+	MachineEvents int64
 }
 
 // Stored reports whether the event, its Merkle rows and the head's move

@@ -65,21 +65,20 @@ func (t *Tx) Append(ctx context.Context, a Append) (Appended, error) {
 		return Appended{}, err
 	}
 	out, refused, err := t.appendAt(ctx, a, head, remembered)
-	if remembered && err == nil && (refused != nil || out.HeadMoved) {
+	if remembered != nil && err == nil && (refused != nil || out.HeadMoved) {
 		// A remembered head decides nothing alone (headmemo.go): the row
 		// did not match it, or Place refused against it. Read the head
 		// under the lock and place the event again.
-		was, wasRulesGen := head, t.rulesGen[userID]
 		delete(t.heads, userID)
 		if head, err = t.lock(ctx, userID); err != nil {
 			return Appended{}, err
 		}
-		if !sameHead(head, was) || t.rulesGen[userID] != wasRulesGen {
+		if out.HeadMoved || !sameHead(head, remembered.head) || t.rulesGen[userID] != remembered.rulesGen {
 			t.w.memo.stale.Add(1)
 			t.w.memo.forget(userID)
 		}
-		remembered = false
-		out, refused, err = t.appendAt(ctx, a, head, false)
+		remembered = nil
+		out, refused, err = t.appendAt(ctx, a, head, nil)
 	}
 	if err != nil {
 		return Appended{}, err
@@ -101,12 +100,11 @@ func (t *Tx) Append(ctx context.Context, a Append) (Appended, error) {
 		return Appended{}, ErrEventIDTaken
 	}
 	e := a.Event
-	after := headAfter(head, e)
-	t.setHead(userID, after)
-	if remembered {
+	t.setHead(userID, headAfter(head, e))
+	if remembered != nil {
 		t.w.memo.hits.Add(1)
 	}
-	t.rememberAfter(userID, head, after)
+	t.rememberAfter(userID, head, remembered, e, out.Appended)
 	if out.NotifyChannel == "" {
 		t.publishAfterCommit(e)
 	}
@@ -127,9 +125,9 @@ type appended struct {
 	NotifyChannel string
 }
 
-// appendAt places a.Event against head and appends it there. refused is
-// Place's error: nothing was appended.
-func (t *Tx) appendAt(ctx context.Context, a Append, head store.Head, remembered bool) (out appended, refused, err error) {
+// appendAt places a.Event against head, remembered or not (nil), and
+// appends it there. refused is Place's error: nothing was appended.
+func (t *Tx) appendAt(ctx context.Context, a Append, head store.Head, remembered *rememberedHead) (out appended, refused, err error) {
 	e := a.Event
 	if a.Place != nil {
 		if err := a.Place(ctx, head, t.tx); err != nil {
@@ -138,8 +136,11 @@ func (t *Tx) appendAt(ctx context.Context, a Append, head store.Head, remembered
 	}
 	e.LeafIndex = head.EventCount // the frame names the event's leaf
 	sa := store.Append{Event: e, Expect: head, Quota: a.Quota}
-	if remembered {
-		sa.Remembered, sa.RulesGen = true, t.rulesGen[e.UserID]
+	if remembered != nil {
+		sa.Remembered, sa.RulesGen, sa.Counters = true, remembered.rulesGen, &remembered.counters
+		if e.MachineID != nil {
+			sa.MachineEvents = remembered.machines[*e.MachineID]
+		}
 	}
 	if err := t.w.notification(e, &sa.NotifyChannel, &sa.NotifyPayload); err != nil {
 		return appended{}, nil, err

@@ -9,6 +9,7 @@ import (
 
 	"github.com/auditchain/auditchain/internal/store"
 	"github.com/auditchain/auditchain/internal/store/storetest"
+	"github.com/auditchain/auditchain/pkg/verify"
 )
 
 // memoWriter is a Writer over a fresh SQLite store, and a client's chain on
@@ -271,4 +272,79 @@ func TestAHeadLockedForAWriteIsForgotten(t *testing.T) {
 		t.Fatalf("remembered heads after: %d hits, %d stale; want 0 and 0", hits, stale)
 	}
 	intact(t, r.writer.store, c.userID, 4)
+}
+
+// The counters an append moves (the quota's usage, the events without a
+// machine, each machine's events) are written from memory as their next
+// values, and stay exact: every event's machine_sequence counts its
+// machine's events (or those without one), and every charged append
+// answers the day's usage. A counter moved behind the writer's back is
+// found by the compare and counted from the row.
+func TestRememberedCountersStayExact(t *testing.T) {
+	r, c := memoWriter(t)
+	m1, m2 := "m1", "m2"
+	machines := []*string{nil, &m1, &m1, nil, &m2, &m1, nil, nil, &m2, &m1}
+	appendAll := func(ms []*string, used0 int64) {
+		t.Helper()
+		for i, m := range ms {
+			e := c.next(fmt.Sprintf("evt-%d", c.seq))
+			if m != nil {
+				e = withMachine(t, e, *m)
+			}
+			out, err := r.writer.Append(r.ctx, clientAppend(e))
+			if err != nil {
+				t.Fatalf("append %d: %v", i, err)
+			}
+			if want := used0 + int64(i) + 1; out.QuotaUsed != want {
+				t.Fatalf("append %d answered the day's usage %d, want %d", i, out.QuotaUsed, want)
+			}
+			h := out.Event.PayloadHash
+			c.prev, c.seq = &h, c.seq+1
+		}
+	}
+	appendAll(machines, 0)
+	if hits, stale := rememberedHeads(r.writer); hits != int64(len(machines)-1) || stale != 0 {
+		t.Fatalf("remembered heads: %d hits, %d stale; want %d and 0", hits, stale, len(machines)-1)
+	}
+	// Behind the writer: one more event of m1 counted, and 5 charges.
+	if _, err := r.writer.store.WriteDB().Exec(`UPDATE machine_heads SET events = events + 1 WHERE user_id = $1 AND machine_id = 'm1'`, c.userID); err != nil {
+		t.Fatal(err)
+	}
+	appendAll([]*string{&m1, &m2}, 10)
+	if _, err := r.writer.store.WriteDB().Exec(`UPDATE chain_heads SET quota_used = quota_used + 5 WHERE user_id = $1`, c.userID); err != nil {
+		t.Fatal(err)
+	}
+	appendAll([]*string{nil, &m1}, 17)
+	if _, stale := rememberedHeads(r.writer); stale != 1 {
+		t.Fatalf("remembered heads stale = %d, want 1 (the quota's usage moved behind the writer)", stale)
+	}
+	want := map[string][]int64{"": {0, 1, 2, 3, 4}, "m1": {0, 1, 2, 3, 5, 6}, "m2": {0, 1, 2}}
+	got := map[string][]int64{}
+	if err := r.writer.store.EventsFrom(r.ctx, c.userID, 0, func(e *store.Event) error {
+		m := ""
+		if e.MachineID != nil {
+			m = *e.MachineID
+		}
+		got[m] = append(got[m], e.MachineSequence)
+		return nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	if fmt.Sprint(got) != fmt.Sprint(want) {
+		t.Fatalf("machine_sequence by machine: %v, want %v (m1's 4 was counted behind the writer)", got, want)
+	}
+	intact(t, r.writer.store, c.userID, 14)
+}
+
+// withMachine is e as machine m's event, its payload_hash computed again.
+func withMachine(t *testing.T, e *store.Event, m string) *store.Event {
+	t.Helper()
+	e.MachineID = &m
+	h, err := verify.PayloadHash(&verify.HashedEvent{EventID: e.EventID, EventType: e.EventType, Sequence: e.Sequence,
+		PrevHash: e.PrevHash, Raw: e.Raw, MachineID: e.MachineID, TS: &e.TS})
+	if err != nil {
+		t.Fatal(err)
+	}
+	e.PayloadHash = h
+	return e
 }

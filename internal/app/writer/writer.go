@@ -224,53 +224,6 @@ func (t *Tx) lock(ctx context.Context, userID string) (store.Head, error) {
 	return h, nil
 }
 
-// lockForAppend is lock for Append, which may take the head the writer
-// remembers instead of reading it (remembered is then true; SQLite).
-func (t *Tx) lockForAppend(ctx context.Context, userID string) (head store.Head, remembered bool, err error) {
-	if h, ok := t.heads[userID]; ok {
-		return h, false, nil
-	}
-	if r, ok := t.w.memo.get(userID); ok {
-		t.setHead(userID, r.head)
-		if t.rulesGen == nil {
-			t.rulesGen = make(map[string]int64, 1)
-		}
-		t.rulesGen[userID] = r.rulesGen
-		return r.head, true, nil
-	}
-	head, err = t.lock(ctx, userID)
-	return head, false, err
-}
-
-// rememberAfter records, for the writer to remember once this
-// transaction's writes are kept, the head an append left: after, at the
-// generations of the head it extended (an append changes neither). Only a
-// head read or remembered with its generations, in a transaction that did
-// not lock it for writes of its own, is remembered.
-func (t *Tx) rememberAfter(userID string, before, after store.Head) {
-	if t.w.memo == nil || before.SigningKeysGen == 0 || t.lockedToWrite[userID] {
-		return
-	}
-	gen, ok := t.rulesGen[userID]
-	if !ok {
-		return
-	}
-	after.SigningKeysGen = before.SigningKeysGen
-	if t.remember == nil {
-		t.remember = make(map[string]rememberedHead, 1)
-	}
-	t.remember[userID] = rememberedHead{head: after, rulesGen: gen}
-}
-
-// kept tells t that its writes are kept in the transaction (its savepoint
-// released): the writer remembers the heads its appends left.
-func (t *Tx) kept() {
-	for userID, h := range t.remember {
-		t.w.memo.put(userID, h)
-	}
-	t.remember = nil
-}
-
 // ApprovalRulesGen is the approval rules generation of an account whose
 // head t holds (store.LockHeadRules), as it was when t locked it; ok is
 // false when t has not locked it. t's own changes of the account's rules
