@@ -553,38 +553,50 @@ func TestUpgradeTo21KeepsOnceOnlyNoticesWritten(t *testing.T) {
 	})
 }
 
+// headsAfterUpgrade seeds, at version from, the heads of accounts u1 and u2
+// and then the rows of seed, upgrades the store to the latest version and
+// returns each account's head and approval rules generation as the head's
+// lock reads them (LockHeadRules).
+func headsAfterUpgrade(t *testing.T, dsn string, from int64, seed ...string) (st *store.Store, heads map[string]store.Head, rulesGen map[string]int64) {
+	t.Helper()
+	ctx := context.Background()
+	old, err := store.OpenAtVersion(ctx, dsn, from)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, q := range append([]string{
+		`INSERT INTO chain_heads (user_id, last_sequence, last_hash, last_event_id, event_count) VALUES ('u1', -1, NULL, NULL, 0)`,
+		`INSERT INTO chain_heads (user_id, last_sequence, last_hash, last_event_id, event_count) VALUES ('u2', -1, NULL, NULL, 0)`,
+	}, seed...) {
+		if _, err := old.WriteDB().ExecContext(ctx, q); err != nil {
+			t.Fatal(err)
+		}
+	}
+	old.Close()
+	st = storetest.Open(t, dsn) // every migration
+	heads, rulesGen = map[string]store.Head{}, map[string]int64{}
+	for _, user := range []string{"u1", "u2"} {
+		if err := st.InTx(ctx, func(tx *sql.Tx) error {
+			h, gen, err := st.LockHeadRules(ctx, tx, user)
+			heads[user], rulesGen[user] = h, gen
+			return err
+		}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return st, heads, rulesGen
+}
+
 // Migration 032 gives an account that had approval rules before it a rules
 // generation other than 0 (0 means no rule was ever made: a tool call then
 // reads none), and one without rules 0.
 func TestUpgradeTo32MarksAccountsWithApprovalRules(t *testing.T) {
 	storetest.EachEmpty(t, func(t *testing.T, dsn string) {
-		ctx := context.Background()
-		old, err := store.OpenAtVersion(ctx, dsn, 31)
-		if err != nil {
-			t.Fatal(err)
-		}
-		for _, q := range []string{
-			`INSERT INTO chain_heads (user_id, last_sequence, last_hash, last_event_id, event_count) VALUES ('u1', -1, NULL, NULL, 0)`,
-			`INSERT INTO chain_heads (user_id, last_sequence, last_hash, last_event_id, event_count) VALUES ('u2', -1, NULL, NULL, 0)`,
-			`INSERT INTO approval_rules (user_id, rule_id, subagent, tool, ttl_seconds, created_at) VALUES ('u1', 'ar-1', '*', 'bash', 600, 1)`,
-		} {
-			if _, err := old.WriteDB().ExecContext(ctx, q); err != nil {
-				t.Fatal(err)
-			}
-		}
-		old.Close()
-
-		st := storetest.Open(t, dsn) // every migration
+		_, _, rulesGen := headsAfterUpgrade(t, dsn, 31,
+			`INSERT INTO approval_rules (user_id, rule_id, subagent, tool, ttl_seconds, created_at) VALUES ('u1', 'ar-1', '*', 'bash', 600, 1)`)
 		for user, want := range map[string]bool{"u1": true, "u2": false} {
-			err := st.InTx(ctx, func(tx *sql.Tx) error {
-				_, gen, err := st.LockHeadRules(ctx, tx, user)
-				if err == nil && (gen != 0) != want {
-					t.Errorf("%s: rules generation %d after the upgrade, rules: %v", user, gen, want)
-				}
-				return err
-			})
-			if err != nil {
-				t.Fatal(err)
+			if gen := rulesGen[user]; (gen != 0) != want {
+				t.Errorf("%s: rules generation %d after the upgrade, rules: %v", user, gen, want)
 			}
 		}
 	})
@@ -596,35 +608,13 @@ func TestUpgradeTo32MarksAccountsWithApprovalRules(t *testing.T) {
 // (app/signing_keys.go).
 func TestUpgradeTo38MarksAccountsWithSigningKeys(t *testing.T) {
 	storetest.EachEmpty(t, func(t *testing.T, dsn string) {
-		ctx := context.Background()
-		old, err := store.OpenAtVersion(ctx, dsn, 37)
-		if err != nil {
-			t.Fatal(err)
-		}
-		for _, q := range []string{
-			`INSERT INTO chain_heads (user_id, last_sequence, last_hash, last_event_id, event_count) VALUES ('u1', -1, NULL, NULL, 0)`,
-			`INSERT INTO chain_heads (user_id, last_sequence, last_hash, last_event_id, event_count) VALUES ('u2', -1, NULL, NULL, 0)`,
-			`INSERT INTO signing_keys (user_id, machine_id, from_leaf, public_key, fingerprint, registered_at) VALUES ('u1', 'm1', 0, 'pk', 'fp', 1)`,
-		} {
-			if _, err := old.WriteDB().ExecContext(ctx, q); err != nil {
-				t.Fatal(err)
-			}
-		}
-		old.Close()
-
-		st := storetest.Open(t, dsn) // every migration
+		st, heads, _ := headsAfterUpgrade(t, dsn, 37,
+			`INSERT INTO signing_keys (user_id, machine_id, from_leaf, public_key, fingerprint, registered_at) VALUES ('u1', 'm1', 0, 'pk', 'fp', 1)`)
 		for user, wantGen := range map[string]int64{"u1": 2, "u2": 1} {
-			err := st.InTx(ctx, func(tx *sql.Tx) error {
-				h, _, err := st.LockHeadRules(ctx, tx, user)
-				if err == nil && h.SigningKeysGen != wantGen {
-					t.Errorf("%s: signing keys generation %d after the upgrade, want %d", user, h.SigningKeysGen, wantGen)
-				}
-				return err
-			})
-			if err != nil {
-				t.Fatal(err)
+			if gen := heads[user].SigningKeysGen; gen != wantGen {
+				t.Errorf("%s: signing keys generation %d after the upgrade, want %d", user, gen, wantGen)
 			}
-			k, found, gen, err := st.SigningKeyAtGen(ctx, user, "m1")
+			k, found, gen, err := st.SigningKeyAtGen(context.Background(), user, "m1")
 			if err != nil || gen != wantGen || found != (user == "u1") || (found && k.Fingerprint != "fp") {
 				t.Errorf("%s: SigningKeyAtGen = %+v, %v, %d, %v", user, k, found, gen, err)
 			}
