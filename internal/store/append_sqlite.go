@@ -22,7 +22,7 @@ func (s *Store) appendEventSQLite(ctx context.Context, tx *sql.Tx, a Append) (Ap
 	var out Appended
 	e := a.Event
 	var err error
-	if next, ok := a.Counters.after(e, a.Quota); ok && a.Remembered {
+	if next, ok := a.Counters.after(e, a.Quota); a.Remembered && ok {
 		if out, err = s.moveRememberedHead(ctx, tx, a, next); err != nil || !out.QuotaOK {
 			return out, err
 		}
@@ -106,7 +106,7 @@ func (s *Store) moveHead(ctx context.Context, tx *sql.Tx, a Append) (Appended, e
 			if err != nil {
 				return out, err
 			}
-			if !h.is(a.Expect) {
+			if !h.SameTip(a.Expect) {
 				return out, fmt.Errorf("append: the locked head of %s moved", e.UserID)
 			}
 			return out, nil
@@ -116,7 +116,7 @@ func (s *Store) moveHead(ctx context.Context, tx *sql.Tx, a Append) (Appended, e
 			return out, err
 		}
 		// Nothing written: the caller reads the head and places the event again.
-		out.HeadMoved = !h.is(a.Expect) || rulesGen != a.RulesGen || h.SigningKeysGen != a.Expect.SigningKeysGen
+		out.HeadMoved = !h.SameTip(a.Expect) || rulesGen != a.RulesGen || h.SigningKeysGen != a.Expect.SigningKeysGen
 		return out, nil
 	}
 	if err != nil {
@@ -162,27 +162,23 @@ func (s *Store) moveRememberedHead(ctx context.Context, tx *sql.Tx, a Append, ne
 // arguments: the account, the quota's day, the event's sequence, hash and
 // id, 1 for an event without a machine, the expected event count, last
 // sequence and last hash, the quota's limit, 1 to charge it.
-const sqliteAppendHead = `UPDATE chain_heads SET last_sequence = $3, last_hash = $4, last_event_id = $5,
-		event_count = event_count + 1,
-		quota_used = CASE WHEN $11 THEN ` + sqliteQuotaUsed + ` + 1 ELSE quota_used END,
-		quota_day = CASE WHEN $11 THEN ` + sqliteQuotaDay + ` ELSE quota_day END,
-		events_without_machine = events_without_machine + $6
-	WHERE user_id = $1 AND event_count = $7 AND last_sequence = $8 AND last_hash IS $9
-		AND (NOT $11 OR ` + sqliteQuotaUsed + ` + 1 <= $10)
-	RETURNING quota_used, quota_day, events_without_machine`
-
-// sqliteAppendRememberedHead is sqliteAppendHead for a remembered head
+// sqliteAppendRememberedHead is the same for a remembered head
 // (Append.Remembered), whose generations are compared too: $12 the approval
 // rules', $13 the signing keys'.
-const sqliteAppendRememberedHead = `UPDATE chain_heads SET last_sequence = $3, last_hash = $4, last_event_id = $5,
+const (
+	sqliteAppendHeadSet = `UPDATE chain_heads SET last_sequence = $3, last_hash = $4, last_event_id = $5,
 		event_count = event_count + 1,
 		quota_used = CASE WHEN $11 THEN ` + sqliteQuotaUsed + ` + 1 ELSE quota_used END,
 		quota_day = CASE WHEN $11 THEN ` + sqliteQuotaDay + ` ELSE quota_day END,
 		events_without_machine = events_without_machine + $6
-	WHERE user_id = $1 AND event_count = $7 AND last_sequence = $8 AND last_hash IS $9
-		AND approval_rules_gen = $12 AND signing_keys_gen = $13
+	WHERE user_id = $1 AND event_count = $7 AND last_sequence = $8 AND last_hash IS $9`
+	sqliteAppendHeadEnd = `
 		AND (NOT $11 OR ` + sqliteQuotaUsed + ` + 1 <= $10)
 	RETURNING quota_used, quota_day, events_without_machine`
+	sqliteAppendHead           = sqliteAppendHeadSet + sqliteAppendHeadEnd
+	sqliteAppendRememberedHead = sqliteAppendHeadSet + `
+		AND approval_rules_gen = $12 AND signing_keys_gen = $13` + sqliteAppendHeadEnd
+)
 
 // nextMachineSequence returns a named machine's next machine_sequence (0 for
 // its first event) and counts the event. known, when not 0, is the count the
@@ -207,8 +203,9 @@ func (s *Store) nextMachineSequence(ctx context.Context, tx *sql.Tx, userID, mac
 	return n - 1, err
 }
 
-// is reports whether h is the head e, generations aside.
-func (h Head) is(e Head) bool {
+// SameTip reports whether h and e are the same tip: event count, last
+// sequence and last hash (generations aside).
+func (h Head) SameTip(e Head) bool {
 	return h.EventCount == e.EventCount && h.LastSequence == e.LastSequence && sameHash(h.LastHash, e.LastHash)
 }
 

@@ -68,17 +68,19 @@ func (t *Tx) Append(ctx context.Context, a Append) (Appended, error) {
 	if remembered != nil && err == nil && (refused != nil || out.HeadMoved) {
 		// A remembered head decides nothing alone (headmemo.go): the row
 		// did not match it, or Place refused against it. Read the head
-		// under the lock and place the event again.
+		// under the lock; unless it is the remembered one (a refusal then
+		// stands), place the event again against it.
 		delete(t.heads, userID)
 		if head, err = t.lock(ctx, userID); err != nil {
 			return Appended{}, err
 		}
-		if out.HeadMoved || !sameHead(head, remembered.head) || t.rulesGen[userID] != remembered.rulesGen {
+		if out.HeadMoved || !head.SameTip(remembered.head) || head.SigningKeysGen != remembered.head.SigningKeysGen ||
+			t.rulesGen[userID] != remembered.rulesGen {
 			t.w.memo.stale.Add(1)
 			t.w.memo.forget(userID)
+			remembered = nil
+			out, refused, err = t.appendAt(ctx, a, head, nil)
 		}
-		remembered = nil
-		out, refused, err = t.appendAt(ctx, a, head, nil)
 	}
 	if err != nil {
 		return Appended{}, err
@@ -104,34 +106,26 @@ func (t *Tx) Append(ctx context.Context, a Append) (Appended, error) {
 	if remembered != nil {
 		t.w.memo.hits.Add(1)
 	}
-	t.rememberAfter(userID, head, remembered, e, out.Appended)
+	t.rememberAfter(userID, head, e, out.Appended)
 	if out.NotifyChannel == "" {
 		t.publishAfterCommit(e)
 	}
 	return Appended{Event: *e, QuotaUsed: out.QuotaUsed}, nil
 }
 
-// sameHead reports whether a and b are the same head row: tip and signing
-// keys generation.
-func sameHead(a, b store.Head) bool {
-	return a.EventCount == b.EventCount && a.LastSequence == b.LastSequence &&
-		(a.LastHash == nil) == (b.LastHash == nil) && (a.LastHash == nil || *a.LastHash == *b.LastHash) &&
-		a.SigningKeysGen == b.SigningKeysGen
-}
-
-// appended is how appendAt turned out.
-type appended struct {
+// attempt is how appendAt turned out.
+type attempt struct {
 	store.Appended
 	NotifyChannel string
 }
 
 // appendAt places a.Event against head, remembered or not (nil), and
 // appends it there. refused is Place's error: nothing was appended.
-func (t *Tx) appendAt(ctx context.Context, a Append, head store.Head, remembered *rememberedHead) (out appended, refused, err error) {
+func (t *Tx) appendAt(ctx context.Context, a Append, head store.Head, remembered *rememberedHead) (out attempt, refused, err error) {
 	e := a.Event
 	if a.Place != nil {
 		if err := a.Place(ctx, head, t.tx); err != nil {
-			return appended{}, err, nil
+			return attempt{}, err, nil
 		}
 	}
 	e.LeafIndex = head.EventCount // the frame names the event's leaf
@@ -139,14 +133,14 @@ func (t *Tx) appendAt(ctx context.Context, a Append, head store.Head, remembered
 	if remembered != nil {
 		sa.Remembered, sa.RulesGen, sa.Counters = true, remembered.rulesGen, &remembered.counters
 		if e.MachineID != nil {
-			sa.MachineEvents = remembered.machines[*e.MachineID]
+			sa.MachineEvents = t.w.memo.machineEvents(e.UserID, *e.MachineID)
 		}
 	}
 	if err := t.w.notification(e, &sa.NotifyChannel, &sa.NotifyPayload); err != nil {
-		return appended{}, nil, err
+		return attempt{}, nil, err
 	}
 	stored, err := t.w.store.AppendEvent(ctx, t.tx, sa)
-	return appended{Appended: stored, NotifyChannel: sa.NotifyChannel}, nil, err
+	return attempt{Appended: stored, NotifyChannel: sa.NotifyChannel}, nil, err
 }
 
 // headAfter is the head once e, appended at head, became the tip. Its

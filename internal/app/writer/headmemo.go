@@ -2,7 +2,6 @@ package writer
 
 import (
 	"context"
-	"maps"
 	"sync/atomic"
 
 	"github.com/auditchain/auditchain/internal/store"
@@ -10,7 +9,7 @@ import (
 
 // The heads SQLite's writer remembers (docs/decisions/record.md "Remembered
 // heads"). On SQLite one goroutine runs every write (groupcommit.go), so the
-// head each committed append left is known without reading it back: the
+// head each kept append left is known without reading it back: the
 // next append of the account takes it from memory instead of reading the
 // head row under the lock, one statement fewer per append.
 //
@@ -26,31 +25,42 @@ import (
 // the same shared transaction see its writes; a transaction that then fails
 // to commit forgets them all (groupCommitter.commit).
 
-// maxRememberedHeads bounds the memory: an entry is a head, two
-// generations, the head row's counters and up to maxRememberedMachines
-// machines' counts, well under 2 KB.
+// maxRememberedHeads and maxRememberedMachines bound the memory: an entry
+// is a head, two generations and the head row's counters, about 250 bytes;
+// a machine's count about 100.
 const (
 	maxRememberedHeads    = 8192
-	maxRememberedMachines = 16
+	maxRememberedMachines = 65536
 )
 
 // rememberedHead is an account's head row as the writer's last job that
 // appended to it left it: the head, with its signing keys generation
-// (never 0 here), the approval rules generation and the row's counters; and
-// the events of the machines it appended for (machine_heads), so that the
-// append's statements write the next values instead of returning them
-// (store.Append.Counters).
+// (never 0 here), the approval rules generation and the row's counters, so
+// that the append's statements write the next values instead of returning
+// them (store.Append.Counters). Staged in a Tx, it also carries the count
+// of the machine its append was for (machine_heads), which the writer keeps
+// beside the heads (headMemo.machines).
 type rememberedHead struct {
 	head     store.Head
 	rulesGen int64
 	counters store.HeadCounters
-	machines map[string]int64 // never changed once remembered: replaced
+	// machine and machineEvents: the append's machine ("" for none) and its
+	// events after it.
+	machine       string
+	machineEvents int64
 }
+
+// machineKey names a machine of an account.
+type machineKey struct{ userID, machineID string }
 
 // headMemo is used only on the group committer's goroutine; only its
 // counters are read elsewhere (Writer.Stats).
 type headMemo struct {
 	m map[string]rememberedHead
+	// machines are the events of the machines appended for: a count is
+	// compared by the statement that moves it, so one an account's
+	// forgetting leaves behind costs nothing but a miss.
+	machines map[machineKey]int64
 	// hits counts appends stored against a remembered head, stale the
 	// remembered heads the row did not match (each one a defect to find:
 	// every write of a head row goes through a job that forgets or
@@ -59,7 +69,7 @@ type headMemo struct {
 }
 
 func newHeadMemo() *headMemo {
-	return &headMemo{m: make(map[string]rememberedHead)}
+	return &headMemo{m: make(map[string]rememberedHead), machines: make(map[machineKey]int64)}
 }
 
 func (m *headMemo) get(userID string) (rememberedHead, bool) {
@@ -77,7 +87,24 @@ func (m *headMemo) put(userID string, h rememberedHead) {
 			break
 		}
 	}
-	m.m[userID] = h
+	m.m[userID] = rememberedHead{head: h.head, rulesGen: h.rulesGen, counters: h.counters}
+	if h.machine == "" {
+		return
+	}
+	k := machineKey{userID, h.machine}
+	if _, ok := m.machines[k]; !ok && len(m.machines) >= maxRememberedMachines {
+		for k := range m.machines {
+			delete(m.machines, k)
+			break
+		}
+	}
+	m.machines[k] = h.machineEvents
+}
+
+// machineEvents is the remembered count of an account's machine, 0 when
+// not known.
+func (m *headMemo) machineEvents(userID, machineID string) int64 {
+	return m.machines[machineKey{userID, machineID}]
 }
 
 func (m *headMemo) forget(userID string) {
@@ -89,6 +116,7 @@ func (m *headMemo) forget(userID string) {
 func (m *headMemo) forgetAll() {
 	if m != nil {
 		clear(m.m)
+		clear(m.machines)
 	}
 }
 
@@ -113,34 +141,27 @@ func (t *Tx) lockForAppend(ctx context.Context, userID string) (head store.Head,
 // rememberAfter records, for the writer to remember once this
 // transaction's writes are kept, the head row as e's append (out) left it,
 // at the generations of the head it extended (before; an append changes
-// neither), and the machines' counts of used, the memory the append was
-// placed against (nil: read). Only a head read or remembered with its
-// generations, in a transaction that did not lock it for writes of its own,
-// is remembered; otherwise what an earlier append of the transaction
+// neither), with its machine's count. Only a head read or remembered with
+// its generations, in a transaction that did not lock it for writes of its
+// own, is remembered; otherwise what an earlier append of the transaction
 // recorded is dropped.
-func (t *Tx) rememberAfter(userID string, before store.Head, used *rememberedHead, e *store.Event, out store.Appended) {
+func (t *Tx) rememberAfter(userID string, before store.Head, e *store.Event, out store.Appended) {
 	if t.w.memo == nil {
 		return
 	}
 	gen, ok := t.rulesGen[userID]
 	if !ok || before.SigningKeysGen == 0 || t.lockedToWrite[userID] {
+		// Neither what an earlier append of t recorded nor what the writer
+		// remembers from before t is the row any more.
 		delete(t.remember, userID)
+		t.w.memo.forget(userID)
 		return
 	}
 	after := headAfter(before, e)
 	after.SigningKeysGen = before.SigningKeysGen
 	next := rememberedHead{head: after, rulesGen: gen, counters: out.Counters}
-	if used != nil {
-		next.machines = used.machines
-	}
-	if m := e.MachineID; m != nil {
-		if _, known := next.machines[*m]; known || len(next.machines) < maxRememberedMachines {
-			next.machines = maps.Clone(next.machines)
-			if next.machines == nil {
-				next.machines = make(map[string]int64, 1)
-			}
-			next.machines[*m] = out.MachineEvents
-		}
+	if e.MachineID != nil {
+		next.machine, next.machineEvents = *e.MachineID, out.MachineEvents
 	}
 	if t.remember == nil {
 		t.remember = make(map[string]rememberedHead, 1)

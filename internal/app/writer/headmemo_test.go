@@ -68,7 +68,7 @@ func TestRememberedHeadsServeTheNextAppends(t *testing.T) {
 		r.append(other, nil)
 	}
 	machine := "m1"
-	r.append(c, &machine) // a machine's event too (its key is checked at the remembered generation)
+	r.append(c, &machine) // a machine's event too
 	if hits, stale := rememberedHeads(r.writer); hits != 9 || stale != 0 {
 		t.Fatalf("remembered heads: %d hits, %d stale; want 9 (every append but each account's first) and 0", hits, stale)
 	}
@@ -133,8 +133,8 @@ func TestARememberedHeadTheRowDoesNotMatchIsReadAgain(t *testing.T) {
 	})
 }
 
-// A refusal the row's head refuses too is answered as refused, the head read
-// once more to make sure, and not counted as a remembered head gone wrong.
+// A refusal against a remembered head that is the row's too is answered as
+// refused, and not counted as a remembered head gone wrong; the memory stays.
 func TestARefusalAgainstARememberedHeadIsTheRowsToo(t *testing.T) {
 	r, c := memoWriter(t)
 	r.append(c, nil)
@@ -347,4 +347,85 @@ func withMachine(t *testing.T, e *store.Event, m string) *store.Event {
 	}
 	e.PayloadHash = h
 	return e
+}
+
+// A job that appends twice to one account leaves a head the writer cannot
+// vouch for (the second append extends the job's own head, whose signing
+// keys generation it does not know): the writer forgets the account rather
+// than keep the head from before the job.
+func TestTwoAppendsInOneJobAreNotRememberedStale(t *testing.T) {
+	r, c := memoWriter(t)
+	r.append(c, nil)
+	errs := commitDirectly(r.writer, func(t *Tx) error {
+		for range 2 {
+			out, err := t.Append(context.Background(), clientAppend(c.next(fmt.Sprintf("evt-%d", c.seq))))
+			if err != nil {
+				return err
+			}
+			h := out.Event.PayloadHash
+			c.prev, c.seq = &h, c.seq+1
+		}
+		return nil
+	})
+	if errs[0] != nil {
+		t.Fatal(errs[0])
+	}
+	r.append(c, nil)
+	if hits, stale := rememberedHeads(r.writer); hits != 1 || stale != 0 {
+		t.Fatalf("remembered heads: %d hits, %d stale; want 1 (the job's first append) and 0", hits, stale)
+	}
+	intact(t, r.writer.store, c.userID, 4)
+}
+
+// The quota against a remembered head: a charge on another day than the
+// remembered one takes the statement that works the day out (and a
+// generation moved behind the writer is still found there), and a charge
+// the quota refuses is refused with the row's usage, the memory intact.
+func TestRememberedHeadsAndTheQuota(t *testing.T) {
+	charged := func(c *testChain, day string, limit int64) Append {
+		a := clientAppend(c.next(fmt.Sprintf("evt-%d", c.seq)))
+		a.Quota = &store.Quota{Day: day, Limit: limit}
+		return a
+	}
+	advance := func(c *testChain, out Appended) {
+		h := out.Event.PayloadHash
+		c.prev, c.seq = &h, c.seq+1
+	}
+	t.Run("another day, a generation moved behind", func(t *testing.T) {
+		r, c := memoWriter(t)
+		r.append(c, nil)
+		if _, err := r.writer.store.WriteDB().Exec(`UPDATE chain_heads SET signing_keys_gen = signing_keys_gen + 1 WHERE user_id = $1`, c.userID); err != nil {
+			t.Fatal(err)
+		}
+		out, err := r.writer.Append(r.ctx, charged(c, "2026-11-23", testLimit))
+		if err != nil || out.QuotaUsed != 1 {
+			t.Fatalf("append on the next day: %+v, %v; want the day's usage 1", out, err)
+		}
+		advance(c, out)
+		if hits, stale := rememberedHeads(r.writer); hits != 0 || stale != 1 {
+			t.Fatalf("remembered heads: %d hits, %d stale; want 0 and 1", hits, stale)
+		}
+		intact(t, r.writer.store, c.userID, 2)
+	})
+	t.Run("used up", func(t *testing.T) {
+		r, c := memoWriter(t)
+		for range 2 {
+			out, err := r.writer.Append(r.ctx, charged(c, testDay, 2))
+			if err != nil {
+				t.Fatal(err)
+			}
+			advance(c, out)
+		}
+		_, err := r.writer.Append(r.ctx, charged(c, testDay, 2))
+		if q, ok := errorAs[*QuotaExceeded](err); !ok || q.Used != 2 {
+			t.Fatalf("the third charge of a quota of 2: %v, want QuotaExceeded at 2", err)
+		}
+		out, err := r.writer.Append(r.ctx, charged(c, testDay, 3))
+		if err != nil || out.QuotaUsed != 3 {
+			t.Fatalf("with a quota of 3: %+v, %v", out, err)
+		}
+		if hits, stale := rememberedHeads(r.writer); hits != 2 || stale != 0 {
+			t.Fatalf("remembered heads: %d hits, %d stale; want 2 and 0", hits, stale)
+		}
+	})
 }

@@ -195,14 +195,16 @@ func (t *Tx) SQL() *sql.Tx { return t.tx }
 // must be ordered against them, are serialised on it. A write that locks
 // the head may change the head row in ways an append does not (its
 // generations, its quota), so the writer forgets the head it remembered
-// (headmemo.go) and reads it.
+// (headmemo.go): the head is read, unless t already holds it.
 func (t *Tx) Lock(ctx context.Context, userID string) (store.Head, error) {
-	t.w.memo.forget(userID)
-	delete(t.remember, userID)
-	if t.lockedToWrite == nil {
-		t.lockedToWrite = make(map[string]bool, 1)
+	if t.w.memo != nil {
+		t.w.memo.forget(userID)
+		delete(t.remember, userID)
+		if t.lockedToWrite == nil {
+			t.lockedToWrite = make(map[string]bool, 1)
+		}
+		t.lockedToWrite[userID] = true
 	}
-	t.lockedToWrite[userID] = true
 	return t.lock(ctx, userID)
 }
 
