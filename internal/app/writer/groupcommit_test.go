@@ -132,15 +132,7 @@ func TestGroupCommitStorageFaultFailsTheWholeBatch(t *testing.T) {
 		}
 	}
 	full := func(tx *Tx) error {
-		var pages int
-		if err := tx.tx.QueryRow(`PRAGMA page_count`).Scan(&pages); err != nil {
-			return err
-		}
-		if _, err := tx.tx.Exec(fmt.Sprintf(`PRAGMA max_page_count = %d`, pages+1)); err != nil {
-			return err
-		}
-		_, err := tx.tx.Exec(`INSERT INTO big (b) VALUES (randomblob(1000000))`)
-		return fmt.Errorf("job's own wrapping: %w", err)
+		return fmt.Errorf("job's own wrapping: %w", fillTheDisk(tx))
 	}
 	batch := []*groupJob{
 		job(ctx, insert(1)),
@@ -176,12 +168,7 @@ func TestGroupCommitStorageFaultSwallowedByAJobStillFailsTheBatch(t *testing.T) 
 	ctx := context.Background()
 	bigTable(t, w)
 	swallow := func(tx *Tx) error {
-		var pages int
-		if err := tx.tx.QueryRow(`PRAGMA page_count`).Scan(&pages); err != nil {
-			return err
-		}
-		tx.tx.Exec(fmt.Sprintf(`PRAGMA max_page_count = %d`, pages+1))
-		tx.tx.Exec(`INSERT INTO big (b) VALUES (randomblob(1000000))`) // error dropped
+		fillTheDisk(tx) // error dropped
 		_, err := tx.tx.Exec(`INSERT INTO t (v) VALUES (2)`)
 		return err
 	}
@@ -224,18 +211,10 @@ func TestGroupCommitJobAloneFailsWithNothingWritten(t *testing.T) {
 		t.Fatalf("%d rows committed by a lone job that failed", n)
 	}
 	err := runAlone(func(tx *Tx) error {
-		var pages int
-		if err := tx.tx.QueryRow(`PRAGMA page_count`).Scan(&pages); err != nil {
-			return err
-		}
-		if _, err := tx.tx.Exec(fmt.Sprintf(`PRAGMA max_page_count = %d`, pages+1)); err != nil {
-			return err
-		}
 		if _, err := tx.tx.Exec(`INSERT INTO t (v) VALUES (2)`); err != nil {
 			return err
 		}
-		_, err := tx.tx.Exec(`INSERT INTO big (b) VALUES (randomblob(1000000))`)
-		return err
+		return fillTheDisk(tx)
 	})
 	if !store.IsStorageFault(err) {
 		t.Fatalf("a lone job's storage fault: %v, want it", err)
@@ -254,6 +233,21 @@ func TestGroupCommitJobAloneFailsWithNothingWritten(t *testing.T) {
 	if n := count(t, w); n != 2 {
 		t.Fatalf("rows after two lone writes = %d, want 2", n)
 	}
+}
+
+// fillTheDisk caps the store at one page more than it holds and writes a
+// megabyte into big (bigTable): SQLite's "database or disk is full", a
+// storage fault, inside tx.
+func fillTheDisk(tx *Tx) error {
+	var pages int
+	if err := tx.tx.QueryRow(`PRAGMA page_count`).Scan(&pages); err != nil {
+		return err
+	}
+	if _, err := tx.tx.Exec(fmt.Sprintf(`PRAGMA max_page_count = %d`, pages+1)); err != nil {
+		return err
+	}
+	_, err := tx.tx.Exec(`INSERT INTO big (b) VALUES (randomblob(1000000))`)
+	return err
 }
 
 func bigTable(t *testing.T, w *Writer) {

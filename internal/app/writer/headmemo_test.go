@@ -30,6 +30,16 @@ func rememberedHeads(w *Writer) (hits, stale int64) {
 	return s.RememberedHeadHits, s.RememberedHeadStale
 }
 
+// wantRemembered fails the test unless w counted these appends placed
+// against a remembered head (hits) and remembered heads the row did not
+// match (stale).
+func wantRemembered(t *testing.T, w *Writer, hits, stale int64) {
+	t.Helper()
+	if h, s := rememberedHeads(w); h != hits || s != stale {
+		t.Fatalf("remembered heads: %d hits, %d stale; want %d and %d", h, s, hits, stale)
+	}
+}
+
 // commitDirectly runs fns as the jobs of one shared transaction (one alone
 // when there is one), the writer's loop bypassed, and returns their errors.
 func commitDirectly(w *Writer, fns ...func(*Tx) error) []error {
@@ -69,9 +79,7 @@ func TestRememberedHeadsServeTheNextAppends(t *testing.T) {
 	}
 	machine := "m1"
 	r.append(c, &machine) // a machine's event too
-	if hits, stale := rememberedHeads(r.writer); hits != 9 || stale != 0 {
-		t.Fatalf("remembered heads: %d hits, %d stale; want 9 (every append but each account's first) and 0", hits, stale)
-	}
+	wantRemembered(t, r.writer, 9, 0)
 	intact(t, r.writer.store, c.userID, 6)
 	intact(t, r.writer.store, other.userID, 5)
 }
@@ -94,13 +102,9 @@ func TestARememberedHeadTheRowDoesNotMatchIsReadAgain(t *testing.T) {
 				t.Fatal(err)
 			}
 			r.append(c, nil)
-			if hits, stale := rememberedHeads(r.writer); hits != 0 || stale != 1 {
-				t.Fatalf("remembered heads: %d hits, %d stale; want 0 and 1", hits, stale)
-			}
+			wantRemembered(t, r.writer, 0, 1)
 			r.append(c, nil) // remembered again, at the row's generations
-			if hits, stale := rememberedHeads(r.writer); hits != 1 || stale != 1 {
-				t.Fatalf("remembered heads after: %d hits, %d stale; want 1 and 1", hits, stale)
-			}
+			wantRemembered(t, r.writer, 1, 1)
 			intact(t, r.writer.store, c.userID, 3)
 		})
 	}
@@ -126,9 +130,7 @@ func TestARememberedHeadTheRowDoesNotMatchIsReadAgain(t *testing.T) {
 		h := behind.PayloadHash
 		c.prev, c.seq = &h, c.seq+1
 		r.append(c, nil)
-		if hits, stale := rememberedHeads(r.writer); hits != 0 || stale != 1 {
-			t.Fatalf("remembered heads: %d hits, %d stale; want 0 and 1", hits, stale)
-		}
+		wantRemembered(t, r.writer, 0, 1)
 		intact(t, r.writer.store, c.userID, 3)
 	})
 }
@@ -144,9 +146,7 @@ func TestARefusalAgainstARememberedHeadIsTheRowsToo(t *testing.T) {
 	if _, ok := errorAs[*notAtTip](err); !ok {
 		t.Fatalf("append before the tip: %v, want notAtTip", err)
 	}
-	if hits, stale := rememberedHeads(r.writer); hits != 0 || stale != 0 {
-		t.Fatalf("remembered heads: %d hits, %d stale; want 0 and 0", hits, stale)
-	}
+	wantRemembered(t, r.writer, 0, 0)
 	r.append(c, nil)
 	if hits, _ := rememberedHeads(r.writer); hits != 1 {
 		t.Fatalf("remembered heads after the refusal: %d hits, want 1", hits)
@@ -169,9 +169,7 @@ func TestHeadsOfWritesNotKeptAreNotRemembered(t *testing.T) {
 			t.Fatalf("jobs: %v", errs)
 		}
 		r.append(c, nil)
-		if hits, stale := rememberedHeads(r.writer); hits != 2 || stale != 0 {
-			t.Fatalf("remembered heads: %d hits, %d stale; want 2 and 0", hits, stale)
-		}
+		wantRemembered(t, r.writer, 2, 0)
 	})
 	t.Run("a job alone", func(t *testing.T) {
 		r, c := memoWriter(t)
@@ -180,9 +178,7 @@ func TestHeadsOfWritesNotKeptAreNotRemembered(t *testing.T) {
 			t.Fatalf("job: %v", errs[0])
 		}
 		r.append(c, nil)
-		if hits, stale := rememberedHeads(r.writer); hits != 2 || stale != 0 {
-			t.Fatalf("remembered heads: %d hits, %d stale; want 2 and 0", hits, stale)
-		}
+		wantRemembered(t, r.writer, 2, 0)
 	})
 	t.Run("a savepoint inside a job", func(t *testing.T) {
 		r, c := memoWriter(t)
@@ -198,32 +194,18 @@ func TestHeadsOfWritesNotKeptAreNotRemembered(t *testing.T) {
 			t.Fatal(errs[0])
 		}
 		r.append(c, nil)
-		if hits, stale := rememberedHeads(r.writer); hits != 2 || stale != 0 {
-			t.Fatalf("remembered heads: %d hits, %d stale; want 2 and 0", hits, stale)
-		}
+		wantRemembered(t, r.writer, 2, 0)
 	})
 	t.Run("a shared transaction that does not commit", func(t *testing.T) {
 		r, c := memoWriter(t)
 		bigTable(t, r.writer)
 		r.append(c, nil)
-		errs := commitDirectly(r.writer, appendJob(c, "evt-lost", nil), func(t *Tx) error {
-			var pages int
-			if err := t.tx.QueryRow(`PRAGMA page_count`).Scan(&pages); err != nil {
-				return err
-			}
-			if _, err := t.tx.Exec(fmt.Sprintf(`PRAGMA max_page_count = %d`, pages+1)); err != nil {
-				return err
-			}
-			_, err := t.tx.Exec(`INSERT INTO big (b) VALUES (randomblob(1000000))`)
-			return err
-		})
+		errs := commitDirectly(r.writer, appendJob(c, "evt-lost", nil), fillTheDisk)
 		if errs[0] == nil || !store.IsStorageFault(errs[1]) {
 			t.Fatalf("jobs: %v; want both failed by the storage fault", errs)
 		}
 		r.append(c, nil)
-		if hits, stale := rememberedHeads(r.writer); hits != 1 || stale != 0 {
-			t.Fatalf("remembered heads: %d hits, %d stale; want 1 and 0", hits, stale)
-		}
+		wantRemembered(t, r.writer, 1, 0)
 		intact(t, r.writer.store, c.userID, 2)
 	})
 }
@@ -245,9 +227,7 @@ func TestAHeadLockedForAWriteIsForgotten(t *testing.T) {
 		t.Fatal(errs[0])
 	}
 	r.append(c, nil)
-	if hits, stale := rememberedHeads(r.writer); hits != 0 || stale != 0 {
-		t.Fatalf("remembered heads: %d hits, %d stale; want 0 and 0 (read, not remembered)", hits, stale)
-	}
+	wantRemembered(t, r.writer, 0, 0)
 	// A job that appends after locking for itself is not remembered either.
 	errs = commitDirectly(r.writer, func(t *Tx) error {
 		if _, err := t.Lock(context.Background(), c.userID); err != nil {
@@ -268,9 +248,7 @@ func TestAHeadLockedForAWriteIsForgotten(t *testing.T) {
 	}
 	c.prev = h.LastHash
 	r.append(c, nil)
-	if hits, stale := rememberedHeads(r.writer); hits != 0 || stale != 0 {
-		t.Fatalf("remembered heads after: %d hits, %d stale; want 0 and 0", hits, stale)
-	}
+	wantRemembered(t, r.writer, 0, 0)
 	intact(t, r.writer.store, c.userID, 4)
 }
 
@@ -371,9 +349,7 @@ func TestTwoAppendsInOneJobAreNotRememberedStale(t *testing.T) {
 		t.Fatal(errs[0])
 	}
 	r.append(c, nil)
-	if hits, stale := rememberedHeads(r.writer); hits != 1 || stale != 0 {
-		t.Fatalf("remembered heads: %d hits, %d stale; want 1 (the job's first append) and 0", hits, stale)
-	}
+	wantRemembered(t, r.writer, 1, 0)
 	intact(t, r.writer.store, c.userID, 4)
 }
 
@@ -402,9 +378,7 @@ func TestRememberedHeadsAndTheQuota(t *testing.T) {
 			t.Fatalf("append on the next day: %+v, %v; want the day's usage 1", out, err)
 		}
 		advance(c, out)
-		if hits, stale := rememberedHeads(r.writer); hits != 0 || stale != 1 {
-			t.Fatalf("remembered heads: %d hits, %d stale; want 0 and 1", hits, stale)
-		}
+		wantRemembered(t, r.writer, 0, 1)
 		intact(t, r.writer.store, c.userID, 2)
 	})
 	t.Run("used up", func(t *testing.T) {
@@ -424,8 +398,6 @@ func TestRememberedHeadsAndTheQuota(t *testing.T) {
 		if err != nil || out.QuotaUsed != 3 {
 			t.Fatalf("with a quota of 3: %+v, %v", out, err)
 		}
-		if hits, stale := rememberedHeads(r.writer); hits != 2 || stale != 0 {
-			t.Fatalf("remembered heads: %d hits, %d stale; want 2 and 0", hits, stale)
-		}
+		wantRemembered(t, r.writer, 2, 0)
 	})
 }
