@@ -57,24 +57,26 @@ type Append struct {
 	// account (MarkListened); PostgreSQL delivers the notification only if
 	// the transaction commits. PostgreSQL only.
 	NotifyChannel, NotifyPayload string
-	// Remembered says that Expect, and the approval rules generation
-	// RulesGen beside it, were not read under the lock but remembered by the
-	// sole writer from its own commits (SQLite; writer/headmemo.go). The
-	// head row must then also still carry Expect.SigningKeysGen and RulesGen:
-	// a head that is not the row's answers HeadMoved and writes nothing, so
-	// that a remembered head that went wrong can never decide an append.
-	// SQLite only.
-	Remembered bool
-	RulesGen   int64
-	// Counters, with Remembered, are the head row's counters as the writer
-	// remembers them; MachineEvents the events of the event's machine it
-	// remembers (0: not known). The statements then write the values that
-	// follow and compare the ones they replace, instead of incrementing and
-	// returning them (a RETURNING costs SQLite a temporary table per
-	// statement); a row that does not hold them answers HeadMoved (the
-	// head's counters) or is incremented as without them (the machine's).
-	// SQLite only.
-	Counters      *HeadCounters
+	// Remembered, when set, says that Expect was not read under the lock
+	// but remembered by the sole writer from its own commits (SQLite;
+	// writer/headmemo.go), with what else it remembers of the head row. The
+	// row must then also still hold Expect.SigningKeysGen and what
+	// Remembered names: a head that is not the row's answers HeadMoved and
+	// writes nothing, so that a remembered head that went wrong can never
+	// decide an append. SQLite only.
+	Remembered *Remembered
+}
+
+// Remembered is what the writer remembers of a head row besides its tip:
+// the approval rules generation, the row's counters, and the events of the
+// event's machine (0: not known). The statements write the values that
+// follow and compare the ones they replace, instead of incrementing and
+// returning them (a RETURNING costs SQLite a temporary table per
+// statement); a row that does not hold them answers HeadMoved (the head's)
+// or is incremented as without them (the machine's count).
+type Remembered struct {
+	RulesGen      int64
+	Counters      HeadCounters
 	MachineEvents int64
 }
 
@@ -130,7 +132,7 @@ func (c Appended) Stored() bool { return !c.HeadMoved && c.QuotaOK && c.Inserted
 // Append.Remembered), HeadMoved reports a head that was not the row's.
 func (s *Store) AppendEvent(ctx context.Context, tx *sql.Tx, a Append) (Appended, error) {
 	a.Event.LeafIndex = a.Expect.EventCount
-	if a.Remembered && (s.Dialect != SQLite || tx == nil) {
+	if a.Remembered != nil && (s.Dialect != SQLite || tx == nil) {
 		return Appended{}, errors.New("a remembered head is SQLite's, in a transaction")
 	}
 	if tx == nil {

@@ -14,7 +14,7 @@ import (
 // merkle_behind_sqlite.go). Two statements (three for an event of a named
 // machine, whose counter stays in machine_heads): each costs the single
 // writer more than the row it writes (docs/performance.md). With the head's
-// counters remembered (Append.Counters), the UPDATE writes their next values
+// counters remembered (Append.Remembered), the UPDATE writes their next values
 // and returns nothing.
 // The outcomes come in the order of CONTRACT.md: the quota first, then the
 // event_id's unique key.
@@ -22,7 +22,7 @@ func (s *Store) appendEventSQLite(ctx context.Context, tx *sql.Tx, a Append) (Ap
 	var out Appended
 	e := a.Event
 	var err error
-	if next, ok := a.Counters.after(e, a.Quota); a.Remembered && ok {
+	if next, ok := a.Remembered.after(e, a.Quota); ok {
 		if out, err = s.moveRememberedHead(ctx, tx, a, next); err != nil || !out.QuotaOK {
 			return out, err
 		}
@@ -32,7 +32,11 @@ func (s *Store) appendEventSQLite(ctx context.Context, tx *sql.Tx, a Append) (Ap
 	if e.MachineID == nil {
 		e.MachineSequence = out.Counters.WithoutMachine - 1
 	} else {
-		if e.MachineSequence, err = s.nextMachineSequence(ctx, tx, e.UserID, *e.MachineID, a.MachineEvents); err != nil {
+		var known int64
+		if a.Remembered != nil {
+			known = a.Remembered.MachineEvents
+		}
+		if e.MachineSequence, err = s.nextMachineSequence(ctx, tx, e.UserID, *e.MachineID, known); err != nil {
 			return out, err
 		}
 		out.MachineEvents = e.MachineSequence + 1
@@ -49,14 +53,15 @@ func (s *Store) appendEventSQLite(ctx context.Context, tx *sql.Tx, a Append) (Ap
 	return out, nil
 }
 
-// after is what the counters become once e is appended, charged to quota
-// if not nil; ok is false when that is not simply the next values (no
-// counters, the quota counting another day, or used up), which the head's
-// UPDATE then works out itself.
-func (c *HeadCounters) after(e *Event, quota *Quota) (next HeadCounters, ok bool) {
-	if c == nil {
+// after is what the remembered counters become once e is appended,
+// charged to quota if not nil; ok is false when that is not simply the next
+// values (nothing remembered, the quota counting another day, or used up),
+// which the head's UPDATE then works out itself.
+func (r *Remembered) after(e *Event, quota *Quota) (next HeadCounters, ok bool) {
+	if r == nil {
 		return next, false
 	}
+	c := &r.Counters
 	next = *c
 	if quota != nil {
 		if c.QuotaDay == nil || *c.QuotaDay != quota.Day || c.QuotaUsed+1 > quota.Limit {
@@ -88,9 +93,9 @@ func (s *Store) moveHead(ctx context.Context, tx *sql.Tx, a Append) (Appended, e
 	args := []any{e.UserID, day, e.Sequence, e.PayloadHash, e.EventID, withoutMachine,
 		a.Expect.EventCount, a.Expect.LastSequence, a.Expect.LastHash, limit, charge}
 	query := sqliteAppendHead
-	if a.Remembered {
+	if a.Remembered != nil {
 		query = sqliteAppendRememberedHead
-		args = append(args, a.RulesGen, a.Expect.SigningKeysGen)
+		args = append(args, a.Remembered.RulesGen, a.Expect.SigningKeysGen)
 	}
 	// The writer holds SQLite's only write lock, so the compare with a head
 	// read under it cannot fail; it is there so that a mistake shows. A
@@ -101,7 +106,7 @@ func (s *Store) moveHead(ctx context.Context, tx *sql.Tx, a Append) (Appended, e
 	if errors.Is(err, sql.ErrNoRows) {
 		// The quota refused the event, or the head row is not Expect.
 		out.Counters = HeadCounters{}
-		if !a.Remembered {
+		if a.Remembered == nil {
 			h, err := s.LockHead(ctx, tx, e.UserID)
 			if err != nil {
 				return out, err
@@ -116,7 +121,7 @@ func (s *Store) moveHead(ctx context.Context, tx *sql.Tx, a Append) (Appended, e
 			return out, err
 		}
 		// Nothing written: the caller reads the head and places the event again.
-		out.HeadMoved = !h.SameTip(a.Expect) || rulesGen != a.RulesGen || h.SigningKeysGen != a.Expect.SigningKeysGen
+		out.HeadMoved = !h.SameTip(a.Expect) || rulesGen != a.Remembered.RulesGen || h.SigningKeysGen != a.Expect.SigningKeysGen
 		return out, nil
 	}
 	if err != nil {
@@ -130,18 +135,18 @@ func (s *Store) moveHead(ctx context.Context, tx *sql.Tx, a Append) (Appended, e
 }
 
 // moveRememberedHead moves the head row from the remembered a.Expect, with
-// its generations and counters (a.Counters), to e with the counters next,
+// its generations and counters (a.Remembered), to e with the counters next,
 // comparing them all: a row that is not what the writer remembers is left as
 // it is and answers HeadMoved.
 func (s *Store) moveRememberedHead(ctx context.Context, tx *sql.Tx, a Append, next HeadCounters) (Appended, error) {
-	e, was := a.Event, a.Counters
+	e, was := a.Event, &a.Remembered.Counters
 	res, err := tx.ExecContext(ctx, `UPDATE chain_heads SET last_sequence = $2, last_hash = $3, last_event_id = $4,
 			event_count = $5 + 1, quota_used = $6, events_without_machine = $7
 		WHERE user_id = $1 AND event_count = $5 AND last_sequence = $8 AND last_hash IS $9
 			AND approval_rules_gen = $10 AND signing_keys_gen = $11
 			AND quota_used = $12 AND quota_day IS $13 AND events_without_machine = $14`,
 		e.UserID, e.Sequence, e.PayloadHash, e.EventID, a.Expect.EventCount, next.QuotaUsed, next.WithoutMachine,
-		a.Expect.LastSequence, a.Expect.LastHash, a.RulesGen, a.Expect.SigningKeysGen,
+		a.Expect.LastSequence, a.Expect.LastHash, a.Remembered.RulesGen, a.Expect.SigningKeysGen,
 		was.QuotaUsed, was.QuotaDay, was.WithoutMachine)
 	if err != nil {
 		return Appended{}, fmt.Errorf("append: %w", err)

@@ -102,11 +102,12 @@ func (t *Tx) Append(ctx context.Context, a Append) (Appended, error) {
 		return Appended{}, ErrEventIDTaken
 	}
 	e := a.Event
-	t.setHead(userID, headAfter(head, e))
+	after := headAfter(head, e)
+	t.setHead(userID, after)
 	if remembered != nil {
 		t.w.memo.hits.Add(1)
 	}
-	t.rememberAfter(userID, head, e, out.Appended)
+	t.rememberAfter(userID, head, after, e.MachineID, out.Appended)
 	if out.NotifyChannel == "" {
 		t.publishAfterCommit(e)
 	}
@@ -131,9 +132,9 @@ func (t *Tx) appendAt(ctx context.Context, a Append, head store.Head, remembered
 	e.LeafIndex = head.EventCount // the frame names the event's leaf
 	sa := store.Append{Event: e, Expect: head, Quota: a.Quota}
 	if remembered != nil {
-		sa.Remembered, sa.RulesGen, sa.Counters = true, remembered.rulesGen, &remembered.counters
+		sa.Remembered = &store.Remembered{RulesGen: remembered.rulesGen, Counters: remembered.counters}
 		if e.MachineID != nil {
-			sa.MachineEvents = t.w.memo.machineEvents(e.UserID, *e.MachineID)
+			sa.Remembered.MachineEvents = t.w.memo.machineEvents(e.UserID, *e.MachineID)
 		}
 	}
 	if err := t.w.notification(e, &sa.NotifyChannel, &sa.NotifyPayload); err != nil {

@@ -37,7 +37,7 @@ const (
 // appended to it left it: the head, with its signing keys generation
 // (never 0 here), the approval rules generation and the row's counters, so
 // that the append's statements write the next values instead of returning
-// them (store.Append.Counters). Staged in a Tx, it also carries the count
+// them (store.Remembered). Staged in a Tx, it also carries the count
 // of the machine its append was for (machine_heads), which the writer keeps
 // beside the heads (headMemo.machines).
 type rememberedHead struct {
@@ -139,13 +139,13 @@ func (t *Tx) lockForAppend(ctx context.Context, userID string) (head store.Head,
 }
 
 // rememberAfter records, for the writer to remember once this
-// transaction's writes are kept, the head row as e's append (out) left it,
-// at the generations of the head it extended (before; an append changes
-// neither), with its machine's count. Only a head read or remembered with
+// transaction's writes are kept, the head row as an append (out, of
+// machine, nil for none) left it: after, at the generations of the head it
+// extended (before; an append changes neither), with the machine's count. Only a head read or remembered with
 // its generations, in a transaction that did not lock it for writes of its
 // own, is remembered; otherwise what an earlier append of the transaction
 // recorded is dropped.
-func (t *Tx) rememberAfter(userID string, before store.Head, e *store.Event, out store.Appended) {
+func (t *Tx) rememberAfter(userID string, before, after store.Head, machine *string, out store.Appended) {
 	if t.w.memo == nil {
 		return
 	}
@@ -157,11 +157,10 @@ func (t *Tx) rememberAfter(userID string, before store.Head, e *store.Event, out
 		t.w.memo.forget(userID)
 		return
 	}
-	after := headAfter(before, e)
 	after.SigningKeysGen = before.SigningKeysGen
 	next := rememberedHead{head: after, rulesGen: gen, counters: out.Counters}
-	if e.MachineID != nil {
-		next.machine, next.machineEvents = *e.MachineID, out.MachineEvents
+	if machine != nil {
+		next.machine, next.machineEvents = *machine, out.MachineEvents
 	}
 	if t.remember == nil {
 		t.remember = make(map[string]rememberedHead, 1)
