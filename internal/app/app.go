@@ -239,8 +239,8 @@ func (a *App) StoreEngine() string { return string(a.store.Dialect) }
 type StoreStats struct {
 	// IOFaults counts SQLite connections given up after a storage fault,
 	// WAL checkpoints' included; WALCheckpoints the checkpoints run off the
-	// writer.
-	IOFaults, WALCheckpoints int64
+	// writer; WALFrames the WAL frames (pages) the writer's commits wrote.
+	IOFaults, WALCheckpoints, WALFrames int64
 	// Batch* count optimistic append batches on PostgreSQL that rolled
 	// back, by reason.
 	BatchRefusals, BatchDeadlocks, BatchLockTimeouts, BatchOther int64
@@ -248,7 +248,8 @@ type StoreStats struct {
 
 // StoreStats reads the store's counters.
 func (a *App) StoreStats() StoreStats {
-	s := StoreStats{IOFaults: a.store.IOFaults() + a.store.WALCheckpointFaults(), WALCheckpoints: a.store.WALCheckpoints()}
+	s := StoreStats{IOFaults: a.store.IOFaults() + a.store.WALCheckpointFaults(), WALCheckpoints: a.store.WALCheckpoints(),
+		WALFrames: a.store.WALFramesWritten()}
 	s.BatchRefusals, s.BatchDeadlocks, s.BatchLockTimeouts, s.BatchOther = a.store.BatchFallbacks()
 	return s
 }

@@ -74,6 +74,7 @@ func TestAppendAndBatchEndToEnd(t *testing.T) {
 	res, err := bench.Run(context.Background(), bench.Options{
 		URL: url, DB: dsn, Exe: auditchainExe, Workloads: []string{"append", "batch", "hot", "tool-call"},
 		Duration: 700 * time.Millisecond, Clients: 4, Accounts: 6, BatchSize: 50, Progress: &progress,
+		ServerPID: os.Getpid(), // the server runs in this process
 	})
 	if err != nil {
 		t.Fatalf("run: %v\n%s", err, progress.String())
@@ -85,6 +86,10 @@ func TestAppendAndBatchEndToEnd(t *testing.T) {
 		if r.Error != "" || len(r.Errors) > 0 || r.Ops == 0 || r.OpsPerSec <= 0 || r.Latency.P50 <= 0 || r.Latency.Max < r.Latency.P99 {
 			t.Errorf("%s: %+v", r.Workload, r)
 		}
+	}
+	// The pages each operation wrote, from the server's WAL frame count.
+	if s := res[0].Server; s == nil || s.WALFramesPerOp <= 0 {
+		t.Errorf("append: no WAL frames per op in %+v", s)
 	}
 	if b := res[1]; b.ItemsPerOp != 50 || math.Abs(b.ItemsPerSec-50*b.OpsPerSec) > 1e-6*b.ItemsPerSec {
 		t.Errorf("batch items: %v per op, %v/s at %v ops/s", b.ItemsPerOp, b.ItemsPerSec, b.OpsPerSec)

@@ -555,19 +555,9 @@ func cmpDuration(a, b time.Duration) time.Duration {
 	return b
 }
 
-var heapAllocLine = regexp.MustCompile(`(?m)^go_memstats_heap_alloc_bytes ([0-9.e+]+)$`)
-
 // heapMB is the server's Go heap in use from GET /metrics (0 when it does
 // not answer it).
 func heapMB(ctx context.Context, c *client) float64 {
-	var buf bytes.Buffer
-	if _, err := c.do(ctx, "GET", "/metrics", "", nil, &buf); err != nil {
-		return 0
-	}
-	m := heapAllocLine.FindSubmatch(buf.Bytes())
-	if m == nil {
-		return 0
-	}
-	v, _ := strconv.ParseFloat(string(m[1]), 64)
+	v, _ := metricValue(ctx, c, "go_memstats_heap_alloc_bytes")
 	return v / (1 << 20)
 }

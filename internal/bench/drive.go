@@ -24,7 +24,11 @@ type loadResult struct {
 	proc    procSample    // server at the end
 	sampled bool
 	io      ioDelta // server writes over the measured window
-	abort   error
+	// walFrames is the growth of the server's WAL frame count over the
+	// window (walFramesMetric), when its /metrics answered both times.
+	walFrames   float64
+	walFramesOK bool
+	abort       error
 }
 
 // ioDelta is the growth of /proc/PID/io's write counters over the window.
@@ -60,6 +64,8 @@ func drive(ctx context.Context, e *env, mk func(w *worker) opFunc, rate float64)
 	var abort atomic.Pointer[error]
 	var cpuFrom procSample
 	var cpuOK atomic.Bool
+	var framesFrom float64
+	var framesOK bool
 	stopSampler := make(chan struct{})
 	var samplerDone sync.WaitGroup
 	if e.serverPID > 0 {
@@ -72,6 +78,7 @@ func drive(ctx context.Context, e *env, mk func(w *worker) opFunc, rate float64)
 					cpuFrom = s
 					cpuOK.Store(true)
 				}
+				framesFrom, framesOK = metricValue(ctx, e.c, walFramesMetric)
 			case <-stopSampler:
 			}
 		}()
@@ -150,6 +157,11 @@ func drive(ctx context.Context, e *env, mk func(w *worker) opFunc, rate float64)
 					syscw: s.syscw - cpuFrom.syscw, ok: true}
 			}
 		}
+		if framesOK {
+			if to, ok := metricValue(ctx, e.c, walFramesMetric); ok && to > 0 {
+				r.walFrames, r.walFramesOK = to-framesFrom, true
+			}
+		}
 	}
 	if p := abort.Load(); p != nil {
 		r.abort = *p
@@ -184,6 +196,9 @@ func (r *loadResult) fill(res *Result) {
 				s.WriteBytesPerOp = float64(r.io.writeBytes) / n
 				s.WcharPerOp = float64(r.io.wchar) / n
 				s.WriteCallsPerOp = float64(r.io.syscw) / n
+			}
+			if r.walFramesOK {
+				s.WALFramesPerOp = r.walFrames / float64(r.ops)
 			}
 		}
 		res.Server = s

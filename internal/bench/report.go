@@ -69,6 +69,11 @@ type ServerStats struct {
 	WriteBytesPerOp float64 `json:"write_bytes_per_op,omitempty"`
 	WcharPerOp      float64 `json:"wchar_per_op,omitempty"`
 	WriteCallsPerOp float64 `json:"write_calls_per_op,omitempty"`
+	// WALFramesPerOp is the pages the SQLite writer's commits wrote to the
+	// WAL per successful operation over the window (one frame per page a
+	// transaction dirtied, before the checkpoint copies them into the
+	// database file), from the server's auditchain_sqlite_wal_frames_total.
+	WALFramesPerOp float64 `json:"wal_frames_per_op,omitempty"`
 }
 
 // median folds several runs of one workload: every figure is the median of the
@@ -139,6 +144,7 @@ func median(runs []Result) Result {
 			WriteBytesPerOp:  g(func(s *ServerStats) float64 { return s.WriteBytesPerOp }),
 			WcharPerOp:       g(func(s *ServerStats) float64 { return s.WcharPerOp }),
 			WriteCallsPerOp:  g(func(s *ServerStats) float64 { return s.WriteCallsPerOp }),
+			WALFramesPerOp:   g(func(s *ServerStats) float64 { return s.WALFramesPerOp }),
 		}
 	}
 	if out.Extra != nil {
@@ -215,6 +221,9 @@ func WriteTable(w io.Writer, rs []Result) error {
 		if s := r.Server; s != nil && (s.WcharPerOp > 0 || s.WriteCallsPerOp > 0) {
 			notes = append(notes, fmt.Sprintf("server writes per op: %s bytes to storage, %s bytes in %s write calls",
 				num(s.WriteBytesPerOp), num(s.WcharPerOp), num(s.WriteCallsPerOp)))
+		}
+		if s := r.Server; s != nil && s.WALFramesPerOp > 0 {
+			notes = append(notes, "WAL frames (pages written) per op: "+num(s.WALFramesPerOp))
 		}
 		if r.Server != nil && r.Server.CPUMicrosPerItem > 0 {
 			notes = append(notes, "server µs per item: "+num(r.Server.CPUMicrosPerItem))

@@ -114,6 +114,9 @@ func NewServer(a *app.App, cfg config.Config, log *slog.Logger, openapiJSON []by
 	counter("auditchain_store_wal_checkpoints_total",
 		"SQLite WAL checkpoints run in the background, off the writer (0 on PostgreSQL).", "",
 		func() int64 { return a.StoreStats().WALCheckpoints })
+	counter("auditchain_sqlite_wal_frames_total",
+		"WAL frames written by the SQLite writer's commits: one per page a transaction dirtied (0 on PostgreSQL).", "",
+		func() int64 { return a.StoreStats().WALFrames })
 	counter("auditchain_pg_appends_total", pgAppendsHelp, "path=optimistic", func() int64 { return a.WriteStats().OptimisticAppends })
 	counter("auditchain_pg_appends_total", pgAppendsHelp, "path=locked", func() int64 { return a.WriteStats().LockedAppends })
 	counter("auditchain_pg_head_cache_total", headCacheHelp, "result=hit", func() int64 { return a.WriteStats().HeadCacheHits })

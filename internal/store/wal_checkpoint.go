@@ -53,7 +53,10 @@ type walCheckpointer struct {
 	// lower it).
 	frames atomic.Int64
 	every  int64
-	kick   chan struct{}
+	// written counts every WAL frame the writer's commits wrote since the
+	// store opened: the pages its transactions dirtied (Store.WALFramesWritten).
+	written atomic.Int64
+	kick    chan struct{}
 	// copied is set when a background checkpoint left the writer a small
 	// remainder to copy (CatchUpWALCheckpoint).
 	copied  atomic.Bool
@@ -162,6 +165,17 @@ func (s *Store) WALCheckpoints() int64 {
 	return s.walCkpt.runs.Load()
 }
 
+// WALFramesWritten is how many WAL frames the writer's commits wrote since
+// the store opened (0 on PostgreSQL): one per page a transaction dirtied, so
+// divided by the appends it is the pages an append writes before the
+// checkpoint copies them (docs/bench.md "The report").
+func (s *Store) WALFramesWritten() int64 {
+	if s.walCkpt == nil {
+		return 0
+	}
+	return s.walCkpt.written.Load()
+}
+
 // WALCheckpointFaults is how many background checkpoint connections were
 // replaced after a storage fault (0 on PostgreSQL).
 func (s *Store) WALCheckpointFaults() int64 {
@@ -174,6 +188,7 @@ func (s *Store) WALCheckpointFaults() int64 {
 // committed hears of a commit of the writer's connection and the WAL frames
 // it wrote (cachingConn.reportFrames).
 func (c *walCheckpointer) committed(frames int64) {
+	c.written.Add(frames)
 	if c.frames.Add(frames) < c.every {
 		return
 	}

@@ -92,6 +92,23 @@ func TestWALCheckpointInTheBackgroundLetsTheWALStartOver(t *testing.T) {
 	}
 }
 
+// WALFramesWritten counts the frames the writer's commits append to the
+// WAL, one per page a transaction dirtied: the pages per append bench
+// reports (docs/bench.md). Here the WAL starts over before the writes, so
+// its length afterwards is exactly what they wrote.
+func TestWALFramesWrittenIsWhatTheWritersCommitsAppendedToTheWAL(t *testing.T) {
+	s, write := checkpointStore(t, 1<<40) // no background checkpoint
+	write(1)
+	walFrames(t, s) // copies the WAL back: the next write starts it over
+	before := s.WALFramesWritten()
+	write(20) // ~20 pages
+	write(5)
+	got := s.WALFramesWritten() - before
+	if want := walFrames(t, s); got != want || got < 25 {
+		t.Fatalf("WALFramesWritten grew by %d over two commits; the WAL holds %d frames (want equal, at least 25)", got, want)
+	}
+}
+
 // A reader on an old snapshot holds the background copy back. The writer
 // must not then copy the bulk itself in its catch-up (the stall this design
 // avoids): it is left to the next run once the reader is gone.
