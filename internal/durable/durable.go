@@ -4,6 +4,9 @@
 //
 // The mail outbox, admin backup, admin pin and the monitor's state all write
 // files an operator relies on after a crash; they share these three steps.
+// TryLock (lock_unix.go) is the lock a process holds on such a file or
+// store while it writes it: the monitor's state, serve's embedded store, the
+// hook's spool.
 package durable
 
 import (

@@ -8,8 +8,8 @@ import (
 
 // The hook runs before every tool call: its code path imports no server
 // package and no database driver, whose package init it would pay for
-// (internal/suggest is a leaf of the standard library: its unknown-host
-// message).
+// (internal/suggest and internal/durable are leaves of the standard
+// library: its unknown-host message, and its spool's flush lock).
 func TestHookImportsNoServer(t *testing.T) {
-	deptest.NoServer(t, "/internal/hook", "/internal/suggest")
+	deptest.NoServer(t, "/internal/hook", "/internal/suggest", "/internal/durable")
 }

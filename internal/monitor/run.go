@@ -6,12 +6,14 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"net/http"
 	"strconv"
 	"time"
 
+	"github.com/auditchain/auditchain/internal/durable"
 	"github.com/auditchain/auditchain/internal/notify/webhook"
 )
 
@@ -43,9 +45,35 @@ type WebhookBody struct {
 	Alarm *Alarm `json:"alarm"`
 }
 
+// ErrStateInUse is the answer of Once and Run while another monitor (or
+// `chain verify --pin`) holds the same state file's lock.
+var ErrStateInUse = errors.New("another monitor is using this state file")
+
+// lockState makes this the only monitor of StatePath until release: two
+// monitors reading and writing one pin could write an older checkpoint over
+// a newer one, and a rollback between the two would then go unseen. The lock
+// is "<state>.lock" (durable.TryLock: released by the kernel when the
+// process ends).
+func (m *Monitor) lockState() (release func(), err error) {
+	lock := m.StatePath + ".lock"
+	release, held, err := durable.TryLock(lock)
+	if err != nil {
+		return nil, fmt.Errorf("lock the state: %w", err)
+	}
+	if !held {
+		return nil, fmt.Errorf("%w: %s (it holds %s); run one monitor per state file", ErrStateInUse, m.StatePath, lock)
+	}
+	return release, nil
+}
+
 // Once runs one check: the state is read, checked and, when the pin moved,
 // written; an alarm is posted to the webhook. The Result carries the alarm.
 func (m *Monitor) Once(ctx context.Context) (*Result, error) {
+	release, err := m.lockState()
+	if err != nil {
+		return nil, err
+	}
+	defer release()
 	s, err := ReadState(m.StatePath)
 	if err != nil {
 		return nil, err
@@ -71,10 +99,16 @@ func (m *Monitor) Once(ctx context.Context) (*Result, error) {
 	return r, nil
 }
 
-// Run checks every Interval until ctx ends. An alarm does not end it (the
-// pin stays where it was, so the next poll sees the same conflict): the
-// same evidence is reported and posted once, a new conflict again.
+// Run checks every Interval until ctx ends, holding the state file's lock
+// throughout. An alarm does not end it (the pin stays where it was, so the
+// next poll sees the same conflict): the same evidence is reported and
+// posted once, a new conflict again.
 func (m *Monitor) Run(ctx context.Context) error {
+	release, err := m.lockState()
+	if err != nil {
+		return err
+	}
+	defer release()
 	t := time.NewTicker(m.Interval)
 	defer t.Stop()
 	var last string

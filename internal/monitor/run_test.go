@@ -3,6 +3,7 @@ package monitor_test
 import (
 	"context"
 	"crypto/ed25519"
+	"errors"
 	"fmt"
 	"path/filepath"
 	"testing"
@@ -110,6 +111,12 @@ func TestRunPollsAndReportsAnAlarmOnce(t *testing.T) {
 			if r := next(); r.r.Status != monitor.StatusUnchanged {
 				t.Fatalf("third poll: %+v", r.r)
 			}
+			// A second monitor of the same state file is refused while
+			// this one runs: two could write an older pin over a newer.
+			second := &monitor.Monitor{Source: appSource{a, p}, StatePath: state, Options: m.Options}
+			if _, err := second.Once(ctx); !errors.Is(err, monitor.ErrStateInUse) {
+				t.Fatalf("a second monitor of the state file while Run holds it: %v, want ErrStateInUse", err)
+			}
 
 			// The newest block's signature is tampered with in the store:
 			// a bad signature, reported once however many ticks see it.
@@ -145,6 +152,9 @@ func TestRunPollsAndReportsAnAlarmOnce(t *testing.T) {
 			stop()
 			if err := <-done; err != nil {
 				t.Fatal(err)
+			}
+			if r, err := second.Once(ctx); err != nil || r.Alarm == nil {
+				t.Fatalf("once Run has stopped, the state file is free: %+v, %v", r, err)
 			}
 		})
 	})

@@ -3,11 +3,10 @@
 package store
 
 import (
-	"errors"
 	"fmt"
-	"os"
 	"strings"
-	"syscall"
+
+	"github.com/auditchain/auditchain/internal/durable"
 )
 
 // LockServing makes this process the only one serving an embedded (SQLite)
@@ -24,16 +23,12 @@ func (s *Store) LockServing() (release func(), err error) {
 		return func() {}, nil
 	}
 	path := strings.TrimPrefix(s.Location, "sqlite:") + ".serve.lock"
-	f, err := os.OpenFile(path, os.O_CREATE|os.O_RDWR, 0o600)
+	release, held, err := durable.TryLock(path)
 	if err != nil {
-		return nil, fmt.Errorf("serve lock: %w", err)
-	}
-	if err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB); err != nil {
-		f.Close()
-		if errors.Is(err, syscall.EWOULDBLOCK) {
-			return nil, fmt.Errorf("another auditchain serve is using %s (it holds %s): the embedded store is served by one process; run replicas over PostgreSQL", s.Location, path)
-		}
 		return nil, fmt.Errorf("serve lock %s: %w", path, err)
 	}
-	return func() { f.Close() }, nil
+	if !held {
+		return nil, fmt.Errorf("another auditchain serve is using %s (it holds %s): the embedded store is served by one process; run replicas over PostgreSQL", s.Location, path)
+	}
+	return release, nil
 }
