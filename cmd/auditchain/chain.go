@@ -80,8 +80,8 @@ var chainVerbs = []verb{
 		}},
 	{"export", "usage: auditchain chain export [--from N] [--to N] > export.ndjson\n",
 		func(fs *flag.FlagSet) func(context.Context, *client.Client, []string) (any, error) {
-			from := fs.Int64("from", -1, "first sequence (default: the first)")
-			to := fs.Int64("to", -1, "last sequence (default: the last)")
+			from := fs.Int64("from", -1, "first leaf position, inclusive (default: 0)")
+			to := fs.Int64("to", -1, "leaf position to stop before (default: the newest block's size); a block's tree_size ends the export on that block")
 			return func(ctx context.Context, c *client.Client, args []string) (any, error) {
 				if err := noPositional(args); err != nil {
 					return nil, err

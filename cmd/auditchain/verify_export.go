@@ -45,10 +45,10 @@ type exportReport struct {
 	Failure   *exportFault  `json:"failure"`
 }
 
-// witnessCheck reports which of the --witness keys cosigned the export's
-// last checkpoint, by name, and whether --quorum of them did.
+// witnessCheck reports which of the --witness keys cosigned the checkpoint
+// that covers the exported events, by name, and whether --quorum of them did.
 type witnessCheck struct {
-	Block    *int64   `json:"block"` // the last checkpoint's index (null: the export has none)
+	Block    *int64   `json:"block"` // that checkpoint's index (null: none covers them)
 	Required int      `json:"required"`
 	Cosigned []string `json:"cosigned"`
 	Missing  []string `json:"missing"`
@@ -142,7 +142,7 @@ func verifyExportCmd(ctx context.Context, args []string, stdout, stderr io.Write
 		return fmt.Errorf("verify export: %w", verr)
 	}
 	if len(witnesses) > 0 {
-		out.Witnesses = checkWitnessQuorum(rep.LastCheckpoint, witnesses, quorum)
+		out.Witnesses = checkWitnessQuorum(rep.CoveringCheckpoint, witnesses, quorum)
 		if verr == nil && !out.Witnesses.Met {
 			q := verify.Quorum{Required: quorum, Cosigned: out.Witnesses.Cosigned, Missing: out.Witnesses.Missing}
 			verr = errors.New(q.Error())
@@ -193,14 +193,15 @@ func witnessesOf(cmd string, keys []string, quorum *int) ([]verify.Witness, erro
 	return ws, nil
 }
 
-// checkWitnessQuorum checks the cosignatures the export carries on its last
-// checkpoint (none: nothing is cosigned) against the witnesses.
-func checkWitnessQuorum(last *verify.ExportCheckpoint, ws []verify.Witness, quorum int) *witnessCheck {
+// checkWitnessQuorum checks the cosignatures the export carries on the
+// checkpoint that covers its events (verify.Report.CoveringCheckpoint; none:
+// nothing is cosigned) against the witnesses.
+func checkWitnessQuorum(covering *verify.ExportCheckpoint, ws []verify.Witness, quorum int) *witnessCheck {
 	var q verify.Quorum
 	c := &witnessCheck{Required: quorum}
-	if last != nil {
-		q = verify.CheckQuorum([]byte(last.Note), last.Cosignatures, ws, quorum)
-		c.Block = &last.Block
+	if covering != nil {
+		q = verify.CheckQuorum([]byte(covering.Note), covering.Cosignatures, ws, quorum)
+		c.Block = &covering.Block
 	} else {
 		q = verify.CheckQuorum(nil, nil, ws, quorum)
 	}

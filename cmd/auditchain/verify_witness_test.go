@@ -63,6 +63,33 @@ func (w testWitness) cosign(t *testing.T, signedNote string) string {
 // carries w's cosignature (as the witness job stores it), and its export.
 func witnessedStore(t *testing.T, dsn string, w testWitness) (userID, export, serviceKey string) {
 	t.Helper()
+	a, p := witnessedAccount(t, dsn, w)
+	return p.UserID, exportFile(t, a, p, nil), base64.StdEncoding.EncodeToString(a.ServicePublicKey())
+}
+
+// exportFile writes the account's export of leaves [0, to) (nil: the whole
+// chain) to a file and returns its path.
+func exportFile(t *testing.T, a *app.App, p app.Principal, to *int64) string {
+	t.Helper()
+	ctx := context.Background()
+	x, err := a.PrepareExport(ctx, p, nil, to)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var buf bytes.Buffer
+	if err := x.WriteTo(ctx, &buf); err != nil {
+		t.Fatal(err)
+	}
+	file := filepath.Join(t.TempDir(), "export.ndjson")
+	if err := os.WriteFile(file, buf.Bytes(), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return file
+}
+
+// witnessedAccount is witnessedStore's account before its export.
+func witnessedAccount(t *testing.T, dsn string, w testWitness) (*app.App, app.Principal) {
+	t.Helper()
 	ctx := context.Background()
 	st := storetest.Open(t, dsn)
 	a := apptest.New(t, st, apptest.Options{})
@@ -98,19 +125,7 @@ func witnessedStore(t *testing.T, dsn string, w testWitness) (userID, export, se
 	if err != nil {
 		t.Fatal(err)
 	}
-	x, err := a.PrepareExport(ctx, p, nil, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var buf bytes.Buffer
-	if err := x.WriteTo(ctx, &buf); err != nil {
-		t.Fatal(err)
-	}
-	file := filepath.Join(t.TempDir(), "export.ndjson")
-	if err := os.WriteFile(file, buf.Bytes(), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	return acct.UserID, file, base64.StdEncoding.EncodeToString(a.ServicePublicKey())
+	return a, p
 }
 
 // verify export --witness requires --quorum valid cosignatures on the
@@ -155,6 +170,42 @@ func TestVerifyExportRequiresTheWitnessQuorum(t *testing.T) {
 	}
 	if _, _, err := runOut(t, noEnv, "verify", "export", file, "--service-key", key, "--witness", a.vkey, "--quorum", "2"); err == nil {
 		t.Fatal("--quorum above the witnesses given was accepted")
+	}
+}
+
+// On an account that goes on appending, an export seals a new block, which
+// the witnesses cosign only at their next run: the whole export does not
+// meet the quorum. An export that ends on the newest cosigned block does:
+// its events are covered by that block, whatever block past the range ties
+// them to the newer tree.
+func TestVerifyExportQuorumOnAnActiveAccount(t *testing.T) {
+	w := newTestWitness(t, "witness.example/a")
+	a, p := witnessedAccount(t, storetest.DSN(t, storetest.SQLite), w)
+	ctx := context.Background()
+	for i := range 2 {
+		id, typ := fmt.Sprintf("evt-after-%d", i), "note"
+		if _, err := a.AppendNext(ctx, p, api.EventInput{EventID: &id, EventType: &typ}, "rest"); err != nil {
+			t.Fatal(err)
+		}
+	}
+	key := base64.StdEncoding.EncodeToString(a.ServicePublicKey())
+	verifyOut := func(file string) (exportReport, error) {
+		t.Helper()
+		out, errOut, err := runOut(t, noEnv, "verify", "export", file, "--service-key", key, "--witness", w.vkey)
+		var rep exportReport
+		if jerr := json.Unmarshal([]byte(out), &rep); jerr != nil {
+			t.Fatalf("no report (%v): %s\n%s", err, out, errOut)
+		}
+		return rep, err
+	}
+	rep, err := verifyOut(exportFile(t, a, p, nil))
+	if err == nil || rep.Witnesses.Met || rep.Witnesses.Block == nil || *rep.Witnesses.Block != 1 {
+		t.Fatalf("the whole export, ending on the block it sealed: %v %+v", err, rep.Witnesses)
+	}
+	cosigned := int64(3) // the size of the cosigned block
+	rep, err = verifyOut(exportFile(t, a, p, &cosigned))
+	if err != nil || !rep.Valid || !rep.Witnesses.Met || rep.Witnesses.Block == nil || *rep.Witnesses.Block != 0 {
+		t.Fatalf("the export up to the cosigned block: %v %+v", err, rep.Witnesses)
 	}
 }
 

@@ -117,6 +117,9 @@ loop:
 	if v.frontier != nil {
 		v.rep.TreeSize = v.frontier.Size()
 		v.rep.RootHash = v.frontier.Root()
+		if v.rep.CoveringCheckpoint != nil && v.coveringSize < v.rep.TreeSize {
+			v.rep.CoveringCheckpoint = nil // events follow the last checkpoint
+		}
 	}
 	return v.rep, err
 }
@@ -140,7 +143,9 @@ type exportVerifier struct {
 	pending   *ExportConsistency
 	approvals approvalChecks
 	beyond    bool // a checkpoint past the last event was tied; no more events
-	ended     bool
+	// coveringSize is the tree size of rep.CoveringCheckpoint.
+	coveringSize uint64
+	ended        bool
 }
 
 // sigAt is where an event whose signature is checked stands in the export.
@@ -435,6 +440,12 @@ func (v *exportVerifier) checkpointLine(it *item, c *ExportCheckpoint) error {
 	v.rep.LastBlock = c.Block
 	last := ExportCheckpoint{Block: c.Block, Note: c.Note, Cosignatures: append([]string(nil), c.Cosignatures...)}
 	v.rep.LastCheckpoint = &last
+	// Checkpoints come in size order, each after the event that completes
+	// it: the first one at or past the leaves so far covers them, until an
+	// event follows it (finish drops one left below the export's leaves).
+	if cp.Size >= leaves && (v.rep.CoveringCheckpoint == nil || v.coveringSize < leaves) {
+		v.rep.CoveringCheckpoint, v.coveringSize = &last, cp.Size
+	}
 	v.rep.Checkpoints++
 	return nil
 }

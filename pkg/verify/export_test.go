@@ -291,7 +291,7 @@ func TestGoldenExport(t *testing.T) {
 		Events: 16, Checkpoints: 4, FirstSequence: 12, LastSequence: 27,
 		TreeSize: 28, RootHash: root16, SignedSize: 28,
 		SignaturesVerified: 7, FirstBlock: 1, LastBlock: 4, LastCheckpoint: lastCheckpointLine(t, frag),
-		Gaps: []verify.Gap{}, Breaks: []verify.Break{},
+		CoveringCheckpoint: lastCheckpointLine(t, frag), Gaps: []verify.Gap{}, Breaks: []verify.Break{},
 	}
 	if !reflect.DeepEqual(rep, want) {
 		t.Fatalf("fragment report\n got %+v\nwant %+v", rep, want)
@@ -313,6 +313,25 @@ func TestFragmentsEverywhere(t *testing.T) {
 			}
 			if end < 30 && start < end && rep.SignedSize != uint64(end) {
 				t.Fatalf("fragment [%d,%d) not fully signed: %+v", start, end, rep)
+			}
+			// The checkpoint covering the fragment is the first block at or
+			// past its end (sizes 4, 10, 18, 25, 30), even when a larger one
+			// ties the range to the newer tree after it; none past 30.
+			if start == end {
+				continue
+			}
+			want := int64(-1)
+			for i, size := range []int64{4, 10, 18, 25, 30} {
+				if size >= end {
+					want = int64(i)
+					break
+				}
+			}
+			switch got := rep.CoveringCheckpoint; {
+			case want < 0 && got != nil:
+				t.Fatalf("fragment [%d,%d) ends past every block, yet block %d covers it", start, end, got.Block)
+			case want >= 0 && (got == nil || got.Block != want):
+				t.Fatalf("fragment [%d,%d): covering checkpoint %+v, want block %d", start, end, got, want)
 			}
 		}
 	}

@@ -125,4 +125,12 @@ type Report struct {
 	// note and the cosignature lines the export carries for it, unchecked:
 	// CheckQuorum checks them); nil when the export has no checkpoints.
 	LastCheckpoint *ExportCheckpoint
+	// CoveringCheckpoint is the first verified checkpoint whose tree holds
+	// every exported leaf: the one that signs the last exported event. For
+	// a whole export it is LastCheckpoint; for a range that ends on a block
+	// it is that block, not the larger one past the range that ties the
+	// range to the newer tree. It is the checkpoint whose cosignatures say
+	// the exported events were witnessed (docs/integrity.md "Verifying");
+	// nil when no checkpoint covers them.
+	CoveringCheckpoint *ExportCheckpoint
 }
