@@ -158,7 +158,9 @@ func drive(ctx context.Context, e *env, mk func(w *worker) opFunc, rate float64)
 			}
 		}
 		if framesOK {
-			if to, ok := metricValue(ctx, e.c, walFramesMetric); ok && to > 0 {
+			// A counter below the first sample is a server that restarted
+			// during the window: no figure.
+			if to, ok := metricValue(ctx, e.c, walFramesMetric); ok && to > 0 && to >= framesFrom {
 				r.walFrames, r.walFramesOK = to-framesFrom, true
 			}
 		}

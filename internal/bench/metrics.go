@@ -6,12 +6,17 @@ import (
 	"context"
 	"strconv"
 	"strings"
+	"time"
 )
 
 // metricValue reads one unlabelled sample from the server's GET /metrics
 // (the Prometheus text format: "NAME VALUE" on a line of its own); false
-// when the server does not answer it or has no such sample.
+// when the server does not answer it within metricTimeout or has no such
+// sample. An answer that comes late misses what was written meanwhile: the
+// window's figure is then a little low, never high.
 func metricValue(ctx context.Context, c *client, name string) (float64, bool) {
+	ctx, cancel := context.WithTimeout(ctx, metricTimeout)
+	defer cancel()
 	var buf bytes.Buffer
 	if _, err := c.do(ctx, "GET", "/metrics", "", nil, &buf); err != nil {
 		return 0, false
@@ -27,6 +32,9 @@ func metricValue(ctx context.Context, c *client, name string) (float64, bool) {
 	}
 	return 0, false
 }
+
+// metricTimeout bounds a read of /metrics, which the window's sampler waits for.
+const metricTimeout = 2 * time.Second
 
 // walFramesMetric counts the pages the SQLite writer's commits wrote to the
 // WAL (docs/operations.md); PostgreSQL reports 0.

@@ -134,6 +134,20 @@ func median(runs []Result) Result {
 		g := func(get func(*ServerStats) float64) float64 {
 			return f2(sampled, get)
 		}
+		// given folds a figure only some runs have (a sample that failed
+		// leaves it 0): the median of the runs that have it.
+		given := func(get func(*ServerStats) float64) float64 {
+			var with []Result
+			for _, r := range sampled {
+				if get(r.Server) > 0 {
+					with = append(with, r)
+				}
+			}
+			if len(with) == 0 {
+				return 0
+			}
+			return f2(with, get)
+		}
 		out.Server = &ServerStats{
 			CPUMicrosPerOp:   g(func(s *ServerStats) float64 { return s.CPUMicrosPerOp }),
 			CPUMicrosPerItem: g(func(s *ServerStats) float64 { return s.CPUMicrosPerItem }),
@@ -141,10 +155,10 @@ func median(runs []Result) Result {
 			PeakRSSMB:        g(func(s *ServerStats) float64 { return s.PeakRSSMB }),
 			RSSMB:            g(func(s *ServerStats) float64 { return s.RSSMB }),
 			BytesPerEvent:    g(func(s *ServerStats) float64 { return s.BytesPerEvent }),
-			WriteBytesPerOp:  g(func(s *ServerStats) float64 { return s.WriteBytesPerOp }),
-			WcharPerOp:       g(func(s *ServerStats) float64 { return s.WcharPerOp }),
-			WriteCallsPerOp:  g(func(s *ServerStats) float64 { return s.WriteCallsPerOp }),
-			WALFramesPerOp:   g(func(s *ServerStats) float64 { return s.WALFramesPerOp }),
+			WriteBytesPerOp:  given(func(s *ServerStats) float64 { return s.WriteBytesPerOp }),
+			WcharPerOp:       given(func(s *ServerStats) float64 { return s.WcharPerOp }),
+			WriteCallsPerOp:  given(func(s *ServerStats) float64 { return s.WriteCallsPerOp }),
+			WALFramesPerOp:   given(func(s *ServerStats) float64 { return s.WALFramesPerOp }),
 		}
 	}
 	if out.Extra != nil {

@@ -4,9 +4,10 @@
 //
 // The mail outbox, admin backup, admin pin and the monitor's state all write
 // files an operator relies on after a crash; they share these three steps.
-// TryLock (lock_unix.go) is the lock a process holds on such a file or
-// store while it writes it: the monitor's state, serve's embedded store, the
-// hook's spool.
+// TryLock (lock_unix.go) is an exclusive lock a process holds for as long
+// as it works on a file or store that only one process may work on: the
+// monitor on its state file, serve on its embedded store (where flock
+// exists), the hook on its spool.
 package durable
 
 import (

@@ -8,6 +8,9 @@ import (
 	"syscall"
 )
 
+// HeldBy says who holds a lock TryLock found held, for messages.
+const HeldBy = "a process that is running"
+
 // TryLock takes an exclusive lock on the file at path, created if need be,
 // without waiting: held is false when another holder has it. The lock is an
 // flock, which the kernel releases when the process ends, even by kill -9,

@@ -9,8 +9,10 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"net/http"
 	"strconv"
+	"syscall"
 	"time"
 
 	"github.com/auditchain/auditchain/internal/durable"
@@ -53,15 +55,19 @@ var ErrStateInUse = errors.New("another monitor is using this state file")
 // monitors reading and writing one pin could write an older checkpoint over
 // a newer one, and a rollback between the two would then go unseen. The lock
 // is "<state>.lock" (durable.TryLock: released by the kernel when the
-// process ends).
+// process ends). Where that file cannot be created (a read-only directory or
+// mount), the state cannot be written either, so no two monitors can race
+// on it: the check runs unlocked and fails only if the pin must move.
 func (m *Monitor) lockState() (release func(), err error) {
 	lock := m.StatePath + ".lock"
 	release, held, err := durable.TryLock(lock)
-	if err != nil {
+	switch {
+	case errors.Is(err, fs.ErrPermission) || errors.Is(err, syscall.EROFS):
+		return func() {}, nil
+	case err != nil:
 		return nil, fmt.Errorf("lock the state: %w", err)
-	}
-	if !held {
-		return nil, fmt.Errorf("%w: %s (it holds %s); run one monitor per state file", ErrStateInUse, m.StatePath, lock)
+	case !held:
+		return nil, fmt.Errorf("%w: %s (it holds %s; %s); run one monitor per state file", ErrStateInUse, m.StatePath, lock, durable.HeldBy)
 	}
 	return release, nil
 }

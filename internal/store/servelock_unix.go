@@ -25,7 +25,7 @@ func (s *Store) LockServing() (release func(), err error) {
 	path := strings.TrimPrefix(s.Location, "sqlite:") + ".serve.lock"
 	release, held, err := durable.TryLock(path)
 	if err != nil {
-		return nil, fmt.Errorf("serve lock %s: %w", path, err)
+		return nil, fmt.Errorf("serve lock: %w", err)
 	}
 	if !held {
 		return nil, fmt.Errorf("another auditchain serve is using %s (it holds %s): the embedded store is served by one process; run replicas over PostgreSQL", s.Location, path)

@@ -109,6 +109,20 @@ func TestWALFramesWrittenIsWhatTheWritersCommitsAppendedToTheWAL(t *testing.T) {
 	}
 }
 
+// The count goes on across background checkpoints, which start the
+// checkpointer's own count of frames over.
+func TestWALFramesWrittenCountsAcrossCheckpoints(t *testing.T) {
+	s, write := checkpointStore(t, 30)
+	ran := s.WALCheckpointRan()
+	before := s.WALFramesWritten()
+	write(40) // past the threshold: a background checkpoint runs
+	awaitCheckpoint(t, ran)
+	write(20)
+	if got := s.WALFramesWritten() - before; got < 60 {
+		t.Fatalf("WALFramesWritten grew by %d over 60 rows of about a page each, across a checkpoint", got)
+	}
+}
+
 // A reader on an old snapshot holds the background copy back. The writer
 // must not then copy the bulk itself in its catch-up (the stall this design
 // avoids): it is left to the next run once the reader is gone.
