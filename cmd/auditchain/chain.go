@@ -12,6 +12,7 @@ import (
 	"github.com/auditchain/auditchain/internal/monitor"
 
 	"github.com/auditchain/auditchain/pkg/client"
+	"github.com/auditchain/auditchain/pkg/verify"
 )
 
 const chainUsage = `usage: auditchain chain <command> [flags]
@@ -20,10 +21,51 @@ commands:
   tip                  the last event's sequence and payload_hash
   verify               the service's check of the account's signed blocks
   proof EVENT_ID       an inclusion proof, checked here against the service key
-  export [--from N] [--to N]
+  export [--from N] [--to N | --witness VKEY ... [--quorum N]]
                        the export (NDJSON) on stdout, for auditchain verify export
   public-key           the service's public key document (GET /v1/delegation/public-key)
 `
+
+const chainExportUsage = `usage: auditchain chain export [--from N] [--to N | --witness VKEY ... [--quorum N]] > export.ndjson
+
+--from and --to are leaf positions (from inclusive, to exclusive; the whole
+chain by default). With --witness, the export ends on the newest block that
+--quorum of those witnesses cosigned, so that auditchain verify export with
+the same --witness keys finds the quorum on an account that keeps appending
+(a whole export ends on the block it seals, which the witnesses cosign only
+at their next run).
+`
+
+// witnessedBlocksPage is how many blocks one request of newestWitnessedSize reads.
+const witnessedBlocksPage = 100
+
+// newestWitnessedSize is the tree size of the account's newest block that
+// quorum of ws cosigned, read from the newest block back (the cosignatures
+// are checked here under the witnesses' keys; verify export checks the
+// service's signature).
+func newestWitnessedSize(ctx context.Context, c *client.Client, ws []verify.Witness, quorum int) (int64, error) {
+	p, err := c.ConsistencyProof(ctx, 0, nil) // its second checkpoint is the newest block
+	if err != nil {
+		return 0, err
+	}
+	if p.SecondCheckpoint == nil {
+		return 0, errors.New("chain export: the account has no block yet")
+	}
+	for hi := p.SecondCheckpoint.Index; hi >= 0; hi -= witnessedBlocksPage {
+		lo := max(hi-witnessedBlocksPage+1, 0)
+		page, err := c.Blocks(ctx, &lo, int(hi-lo+1))
+		if err != nil {
+			return 0, err
+		}
+		for i := len(page.Blocks) - 1; i >= 0; i-- {
+			b := &page.Blocks[i]
+			if b.Index <= hi && verify.CheckQuorum([]byte(b.Note), b.Cosignatures, ws, quorum).Met() {
+				return b.TreeSize, nil
+			}
+		}
+	}
+	return 0, fmt.Errorf("chain export: no block carries %d of the --witness keys' cosignatures yet", quorum)
+}
 
 const chainVerifyUsage = `usage: auditchain chain verify [--pin FILE [--service-key KEY] [--witness VKEY ... [--quorum N]]]
 
@@ -78,12 +120,19 @@ var chainVerbs = []verb{
 				return c.VerifyInclusion(ctx, id, pub)
 			}
 		}},
-	{"export", "usage: auditchain chain export [--from N] [--to N] > export.ndjson\n",
+	{"export", chainExportUsage,
 		func(fs *flag.FlagSet) func(context.Context, *client.Client, []string) (any, error) {
 			from := fs.Int64("from", -1, "first leaf position, inclusive (default: 0)")
 			to := fs.Int64("to", -1, "leaf position to stop before (default: the newest block's size); a block's tree_size ends the export on that block")
+			var witnessKeys multiFlag
+			fs.Var(&witnessKeys, "witness", "a witness's note verifier key (repeatable): end the export on the newest block --quorum of them cosigned")
+			quorum := fs.Int("quorum", 0, "cosignatures required of the --witness keys (default: all of them)")
 			return func(ctx context.Context, c *client.Client, args []string) (any, error) {
 				if err := noPositional(args); err != nil {
+					return nil, err
+				}
+				ws, err := witnessesOf("chain export", witnessKeys, quorum)
+				if err != nil {
 					return nil, err
 				}
 				var f, t *int64
@@ -92,6 +141,16 @@ var chainVerbs = []verb{
 				}
 				if *to >= 0 {
 					t = to
+				}
+				if len(ws) > 0 {
+					if t != nil {
+						return nil, usagef("chain export: --to and --witness both say where the export ends; give one of them")
+					}
+					size, err := newestWitnessedSize(ctx, c, ws, *quorum)
+					if err != nil {
+						return nil, err
+					}
+					t = &size
 				}
 				w, done := exportProgress(ctx, c, f, t, verbStdout(ctx))
 				defer done()

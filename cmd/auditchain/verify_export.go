@@ -90,7 +90,7 @@ func verifyExportCmd(ctx context.Context, args []string, stdout, stderr io.Write
 	var witnessKeys multiFlag
 	var quorum int
 	file, pub, quiet, err := verifyArgs("export", verifyExportUsage, args, stdout, stderr, func(fs *flag.FlagSet) {
-		fs.Var(&witnessKeys, "witness", "a witness's note verifier key (repeatable): the last checkpoint must carry its cosignature")
+		fs.Var(&witnessKeys, "witness", "a witness's note verifier key (repeatable): the checkpoint covering the exported events must carry its cosignature")
 		fs.IntVar(&quorum, "quorum", 0, "cosignatures required of the --witness keys (default: all of them)")
 	})
 	if err != nil {

@@ -247,3 +247,42 @@ func TestAdminCheckReportsWitnessCosignatures(t *testing.T) {
 		}
 	})
 }
+
+// chain export --witness ends the export on the newest block the witnesses
+// cosigned, not on the block its own read seals: verify export with the same
+// keys then finds the quorum on an account that keeps appending. With no
+// such block it says so; --to and --witness together are refused.
+func TestChainExportEndsOnTheNewestWitnessedBlock(t *testing.T) {
+	storetest.Each(t, func(t *testing.T, dsn string) {
+		w := newTestWitness(t, "witness.example/export")
+		svc := startMonitorService(t, dsn)
+		env := getenvOf(svc.env())
+		appendEvents(t, svc.env(), 3)
+		if _, _, err := runOut(t, env, "chain", "export", "--witness", w.vkey); err == nil || !strings.Contains(err.Error(), "no block carries 1 of the --witness keys' cosignatures") {
+			t.Fatalf("nothing cosigned yet: %v", err)
+		}
+		cosigned := cosignNewest(t, svc, storetest.Open(t, dsn), w)
+		appendEvents(t, svc.env(), 2)
+		if _, _, err := svc.srv.App.Seal(context.Background(), svc.userID); err != nil { // a newer block, not cosigned
+			t.Fatal(err)
+		}
+		out, errOut, err := runOut(t, env, "chain", "export", "--witness", w.vkey)
+		if err != nil {
+			t.Fatalf("chain export --witness: %v\n%s", err, errOut)
+		}
+		file := filepath.Join(t.TempDir(), "witnessed.ndjson")
+		if err := os.WriteFile(file, []byte(out), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		key := base64.StdEncoding.EncodeToString(svc.srv.App.ServicePublicKey())
+		vout, verrOut, err := runOut(t, noEnv, "verify", "export", file, "--service-key", key, "--witness", w.vkey)
+		var rep exportReport
+		if jerr := json.Unmarshal([]byte(vout), &rep); jerr != nil || err != nil || !rep.Valid || rep.Events != int64(cosigned.Size) ||
+			rep.Witnesses == nil || !rep.Witnesses.Met || rep.Witnesses.Block == nil || *rep.Witnesses.Block != cosigned.Index {
+			t.Fatalf("the witnessed export: %v %v %+v %+v\n%s", err, jerr, rep, rep.Witnesses, verrOut)
+		}
+		if _, _, err := runOut(t, env, "chain", "export", "--witness", w.vkey, "--to", "2"); err == nil || !strings.Contains(err.Error(), "give one of them") {
+			t.Fatalf("--to with --witness: %v", err)
+		}
+	})
+}
