@@ -11,6 +11,7 @@ import (
 
 	"github.com/auditchain/auditchain/internal/monitor"
 
+	"github.com/auditchain/auditchain/pkg/api"
 	"github.com/auditchain/auditchain/pkg/client"
 	"github.com/auditchain/auditchain/pkg/verify"
 )
@@ -36,8 +37,14 @@ the same --witness keys finds the quorum on an account that keeps appending
 at their next run).
 `
 
-// witnessedBlocksPage is how many blocks one request of newestWitnessedSize reads.
-const witnessedBlocksPage = 100
+// witnessedBlocksPage is how many blocks one request of newestWitnessedSize
+// reads (the route's largest page); witnessedBlocksScanned bounds how far back
+// it looks, so that keys no block carries end the scan with an answer.
+// (Variables so that tests can make them small.)
+var (
+	witnessedBlocksPage    int64 = 1000
+	witnessedBlocksScanned int64 = 10000
+)
 
 // newestWitnessedSize is the tree size of the account's newest block that
 // quorum of ws cosigned, read from the newest block back (the cosignatures
@@ -51,20 +58,32 @@ func newestWitnessedSize(ctx context.Context, c *client.Client, ws []verify.Witn
 	if p.SecondCheckpoint == nil {
 		return 0, errors.New("chain export: the account has no block yet")
 	}
-	for hi := p.SecondCheckpoint.Index; hi >= 0; hi -= witnessedBlocksPage {
-		lo := max(hi-witnessedBlocksPage+1, 0)
+	newest := p.SecondCheckpoint.Index
+	oldest := max(newest-witnessedBlocksScanned+1, 0)
+	for hi := newest; hi >= oldest; hi -= witnessedBlocksPage {
+		lo := max(hi-witnessedBlocksPage+1, oldest)
 		page, err := c.Blocks(ctx, &lo, int(hi-lo+1))
 		if err != nil {
 			return 0, err
 		}
-		for i := len(page.Blocks) - 1; i >= 0; i-- {
+		// The highest block of the window that carries the quorum, in
+		// whatever order the page lists them.
+		var best *api.Block
+		for i := range page.Blocks {
 			b := &page.Blocks[i]
-			if b.Index <= hi && verify.CheckQuorum([]byte(b.Note), b.Cosignatures, ws, quorum).Met() {
-				return b.TreeSize, nil
+			if b.Index >= lo && b.Index <= hi && (best == nil || b.Index > best.Index) &&
+				verify.CheckQuorum([]byte(b.Note), b.Cosignatures, ws, quorum).Met() {
+				best = b
 			}
 		}
+		if best != nil {
+			return best.TreeSize, nil
+		}
 	}
-	return 0, fmt.Errorf("chain export: no block carries %d of the --witness keys' cosignatures yet", quorum)
+	if oldest > 0 {
+		return 0, fmt.Errorf("chain export: none of the newest %d blocks carries %d of the --witness keys' cosignatures (check the keys, or give --to SIZE)", newest-oldest+1, quorum)
+	}
+	return 0, fmt.Errorf("chain export: no block carries %d of the --witness keys' cosignatures yet (check the keys; the witness job cosigns the newest block every minute)", quorum)
 }
 
 const chainVerifyUsage = `usage: auditchain chain verify [--pin FILE [--service-key KEY] [--witness VKEY ... [--quorum N]]]
@@ -149,6 +168,9 @@ var chainVerbs = []verb{
 					size, err := newestWitnessedSize(ctx, c, ws, *quorum)
 					if err != nil {
 						return nil, err
+					}
+					if f != nil && *f > size {
+						return nil, fmt.Errorf("chain export: the newest witnessed block has tree_size %d, below --from %d", size, *f)
 					}
 					t = &size
 				}

@@ -146,6 +146,9 @@ func verifyExportCmd(ctx context.Context, args []string, stdout, stderr io.Write
 		if verr == nil && !out.Witnesses.Met {
 			q := verify.Quorum{Required: quorum, Cosigned: out.Witnesses.Cosigned, Missing: out.Witnesses.Missing}
 			verr = errors.New(q.Error())
+			if rep.CoveringCheckpoint == nil {
+				verr = fmt.Errorf("%w: no checkpoint covers the exported events (events follow the last one)", verr)
+			}
 			out.Valid = false
 			out.Failure = &exportFault{Kind: string(verify.KindWitnessQuorum), Block: out.Witnesses.Block, Error: verr.Error()}
 		}

@@ -286,3 +286,55 @@ func TestChainExportEndsOnTheNewestWitnessedBlock(t *testing.T) {
 		}
 	})
 }
+
+// chain export --witness reads the blocks from the newest back, page by
+// page, and ends on the highest block with the quorum however the pages
+// fall: here the newer cosigned block is the last of the second page, an
+// older one further back; a quorum of one of two keys takes it too; and a
+// scan that reaches its bound without a witnessed block says how far it looked.
+func TestChainExportFindsTheWitnessedBlockAcrossPages(t *testing.T) {
+	pageWas, scannedWas := witnessedBlocksPage, witnessedBlocksScanned
+	witnessedBlocksPage, witnessedBlocksScanned = 10, 1000
+	t.Cleanup(func() { witnessedBlocksPage, witnessedBlocksScanned = pageWas, scannedWas })
+
+	dsn := storetest.DSN(t, storetest.SQLite)
+	w, other := newTestWitness(t, "witness.example/pages"), newTestWitness(t, "witness.example/other")
+	svc := startMonitorService(t, dsn)
+	st := storetest.Open(t, dsn)
+	ctx := context.Background()
+	p := app.Principal{UserID: svc.userID, KeyID: "k", Kind: "api_key"}
+	var newer store.BlockRow
+	for i := range 25 { // blocks 0..24, one event each
+		id, typ := fmt.Sprintf("evt-page-%d", i), "note"
+		if _, err := svc.srv.App.AppendNext(ctx, p, api.EventInput{EventID: &id, EventType: &typ}, "rest"); err != nil {
+			t.Fatal(err)
+		}
+		switch i {
+		case 4:
+			cosignNewest(t, svc, st, w)
+		case 14: // windows of 10 from the newest (24): [15, 24], [5, 14]
+			newer = cosignNewest(t, svc, st, w)
+		default:
+			if _, _, err := svc.srv.App.Seal(ctx, svc.userID); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	if newer.Index != 14 {
+		t.Fatalf("the newer cosigned block is %d, want 14", newer.Index)
+	}
+	env := getenvOf(svc.env())
+	for _, args := range [][]string{{"--witness", w.vkey}, {"--witness", w.vkey, "--witness", other.vkey, "--quorum", "1"}} {
+		out, errOut, err := runOut(t, env, append([]string{"chain", "export"}, args...)...)
+		if err != nil {
+			t.Fatalf("chain export %v: %v\n%s", args, err, errOut)
+		}
+		if n := strings.Count(out, `"event":`); n != int(newer.Size) {
+			t.Fatalf("chain export %v holds %d events, want the %d of block %d", args, n, newer.Size, newer.Index)
+		}
+	}
+	witnessedBlocksScanned = 8 // the newest 8 blocks are none of them cosigned
+	if _, _, err := runOut(t, env, "chain", "export", "--witness", w.vkey); err == nil || !strings.Contains(err.Error(), "none of the newest 8 blocks") {
+		t.Fatalf("a bounded scan that finds nothing: %v", err)
+	}
+}

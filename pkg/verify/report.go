@@ -127,7 +127,8 @@ type Report struct {
 	LastCheckpoint *ExportCheckpoint
 	// CoveringCheckpoint is the first verified checkpoint whose tree holds
 	// every exported leaf: the one that signs the last exported event. For
-	// a whole export it is LastCheckpoint; for a range that ends on a block
+	// a whole export whose events are all signed it is LastCheckpoint (nil
+	// when events follow the last checkpoint); for a range that ends on a block
 	// it is that block, not the larger one past the range that ties the
 	// range to the newer tree. It is the checkpoint whose cosignatures say
 	// the exported events were witnessed (docs/integrity.md "Verifying");
