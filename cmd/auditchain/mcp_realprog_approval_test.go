@@ -87,17 +87,10 @@ func (w *approvalProxyWorld) approvals(t *testing.T) []api.Approval {
 // many approved calls it proves, and its approval events by approval id.
 func (w *approvalProxyWorld) proveOffline(t *testing.T) (int64, map[string]api.ApprovalEvent) {
 	t.Helper()
-	ctx := context.Background()
-	pub, err := w.c.ServicePublicKey(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	rep, err := w.c.VerifyExport(ctx, pub)
-	if err != nil || len(rep.Breaks) > 0 {
-		t.Fatalf("offline verification: %v %v", err, rep.Breaks)
-	}
+	hw := &hookWorld{c: w.c}
+	rep := hw.verifyOfflineAbove(t, 0) // no gap: every event is on the chain
 	decided := map[string]api.ApprovalEvent{}
-	for _, e := range (&hookWorld{c: w.c}).exported(t) {
+	for _, e := range hw.exported(t) {
 		if e.EventType == api.EventApprovalGranted || e.EventType == api.EventApprovalDenied {
 			var raw api.ApprovalEvent
 			if err := json.Unmarshal(e.Raw, &raw); err != nil {
