@@ -9,7 +9,7 @@ import (
 
 // HeldBy says who holds a lock TryLock found held, for messages: here a
 // crashed holder leaves its file behind.
-const HeldBy = "a process that is running, or one that crashed: remove the file if none runs"
+const HeldBy = "a running process holds it, or a crashed one left it: remove it if none runs"
 
 // TryLock takes the lock at path without waiting, where flock is not
 // available, by creating the file exclusively: held is false when it exists

@@ -9,7 +9,7 @@ import (
 )
 
 // HeldBy says who holds a lock TryLock found held, for messages.
-const HeldBy = "a process that is running"
+const HeldBy = "a running process holds it"
 
 // TryLock takes an exclusive lock on the file at path, created if need be,
 // without waiting: held is false when another holder has it. The lock is an

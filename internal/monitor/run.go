@@ -67,7 +67,7 @@ func (m *Monitor) lockState() (release func(), err error) {
 	case err != nil:
 		return nil, fmt.Errorf("lock the state: %w", err)
 	case !held:
-		return nil, fmt.Errorf("%w: %s (it holds %s; %s); run one monitor per state file", ErrStateInUse, m.StatePath, lock, durable.HeldBy)
+		return nil, fmt.Errorf("%w: %s (%s: %s); run one monitor per state file", ErrStateInUse, m.StatePath, lock, durable.HeldBy)
 	}
 	return release, nil
 }
