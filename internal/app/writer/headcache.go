@@ -96,12 +96,7 @@ func (c *headCache) put(userID string, head store.Head, prev merkle.HashReader, 
 	if ok && old.head.EventCount >= head.EventCount {
 		return // a later append of the account was recorded first
 	}
-	if !ok && len(c.m) >= maxCachedHeads {
-		for k := range c.m { // evict an arbitrary entry: map order is random
-			delete(c.m, k)
-			break
-		}
-	}
+	makeRoom(c.m, userID, maxCachedHeads)
 	c.m[userID] = cachedHead{head: head, frontier: frontier}
 }
 

@@ -81,24 +81,27 @@ func (m *headMemo) get(userID string) (rememberedHead, bool) {
 }
 
 func (m *headMemo) put(userID string, h rememberedHead) {
-	if _, ok := m.m[userID]; !ok && len(m.m) >= maxRememberedHeads {
-		for k := range m.m { // evict an arbitrary entry: map order is random
-			delete(m.m, k)
-			break
-		}
-	}
+	makeRoom(m.m, userID, maxRememberedHeads)
 	m.m[userID] = rememberedHead{head: h.head, rulesGen: h.rulesGen, counters: h.counters}
 	if h.machine == "" {
 		return
 	}
 	k := machineKey{userID, h.machine}
-	if _, ok := m.machines[k]; !ok && len(m.machines) >= maxRememberedMachines {
-		for k := range m.machines {
-			delete(m.machines, k)
-			break
-		}
-	}
+	makeRoom(m.machines, k, maxRememberedMachines)
 	m.machines[k] = h.machineEvents
+}
+
+// makeRoom makes room in m, a cache of at most limit entries, for k: when k
+// is new and m is full it evicts an arbitrary entry (map order is random),
+// which costs only a read later.
+func makeRoom[K comparable, V any](m map[K]V, k K, limit int) {
+	if _, ok := m[k]; ok || len(m) < limit {
+		return
+	}
+	for old := range m {
+		delete(m, old)
+		return
+	}
 }
 
 // machineEvents is the remembered count of an account's machine, 0 when

@@ -401,3 +401,30 @@ func TestRememberedHeadsAndTheQuota(t *testing.T) {
 		wantRemembered(t, r.writer, 2, 0)
 	})
 }
+
+// The memory is bounded: past maxRememberedHeads accounts (and
+// maxRememberedMachines machines) an arbitrary entry makes room, and a key
+// already held is replaced in place.
+func TestHeadMemoIsBounded(t *testing.T) {
+	m := newHeadMemo()
+	for i := range maxRememberedHeads + 10 {
+		m.put(fmt.Sprintf("acct-%d", i), rememberedHead{machine: "m", machineEvents: 1})
+	}
+	if len(m.m) != maxRememberedHeads {
+		t.Fatalf("%d remembered heads, want the bound %d", len(m.m), maxRememberedHeads)
+	}
+	for i := range maxRememberedMachines - len(m.machines) + 10 {
+		m.put("acct-x", rememberedHead{machine: fmt.Sprintf("m-%d", i), machineEvents: 1})
+	}
+	if len(m.machines) != maxRememberedMachines {
+		t.Fatalf("%d remembered machines, want the bound %d", len(m.machines), maxRememberedMachines)
+	}
+	full := len(m.m)
+	for k := range m.m {
+		m.put(k, rememberedHead{counters: store.HeadCounters{QuotaUsed: 7}})
+		if len(m.m) != full || m.m[k].counters.QuotaUsed != 7 {
+			t.Fatalf("replacing a held head changed the memory's size to %d (was %d) or lost the value", len(m.m), full)
+		}
+		break
+	}
+}
