@@ -428,3 +428,20 @@ func TestHeadMemoIsBounded(t *testing.T) {
 		break
 	}
 }
+
+// An event_id the account already holds, appended against a remembered head,
+// is refused (ErrEventIDTaken) with nothing written: the head row the
+// append's UPDATE moved rolls back with the job, the memory stays the row's,
+// and the next append is placed against it (a hit, not stale).
+func TestATakenEventIDAgainstARememberedHeadWritesNothing(t *testing.T) {
+	r, c := memoWriter(t)
+	first := r.append(c, nil)
+	r.append(c, nil)
+	if _, err := r.writer.Append(r.ctx, clientAppend(c.next(first))); !errors.Is(err, ErrEventIDTaken) {
+		t.Fatalf("an event_id already stored: %v, want ErrEventIDTaken", err)
+	}
+	intact(t, r.writer.store, c.userID, 2)
+	r.append(c, nil)
+	wantRemembered(t, r.writer, 2, 0) // hits count stored appends: the second and this one
+	intact(t, r.writer.store, c.userID, 3)
+}
