@@ -35,7 +35,19 @@ func (s *Store) BackupTo(ctx context.Context, path string) error {
 	// appends. VACUUM INTO reads one snapshot, as a reader would.
 	db := sql.OpenDB(cachingConnector{dsn: s.sqliteDSN, driver: &sqlite.Driver{}, faults: &s.ioFaults})
 	defer db.Close()
-	if _, err := db.ExecContext(ctx, `VACUUM INTO $1`, path); err != nil {
+	conn, err := db.Conn(ctx)
+	if err != nil {
+		return fmt.Errorf("backup: %w", err)
+	}
+	defer conn.Close()
+	// The copy has the page size this version gives a new database, whatever
+	// the store's own (VACUUM INTO takes the connection's page_size): a store
+	// created with 4 KiB pages moves to sqlitePageSize by a backup and a
+	// restore (docs/operations.md "Backup, restore and verify").
+	if _, err := conn.ExecContext(ctx, fmt.Sprintf("PRAGMA page_size = %d", sqlitePageSize)); err != nil {
+		return fmt.Errorf("backup: %w", err)
+	}
+	if _, err := conn.ExecContext(ctx, `VACUUM INTO $1`, path); err != nil {
 		os.Remove(path)
 		return fmt.Errorf("backup: %w", err)
 	}
