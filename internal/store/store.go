@@ -11,7 +11,6 @@ import (
 	"embed"
 	"errors"
 	"fmt"
-	"io"
 	"io/fs"
 	"os"
 	"path/filepath"
@@ -166,8 +165,7 @@ func openSQLite(path string, readers int) (*Store, error) {
 	file := path
 	path = strings.NewReplacer("%", "%25", "?", "%3F", "#", "%23").Replace(path)
 	drv := sqlite.Driver{}
-	pageSize, err := prepareFile(&drv, file, path)
-	if err != nil {
+	if err := prepareFile(&drv, file, path); err != nil {
 		return nil, err
 	}
 	// WAL with synchronous=FULL survives power loss (docs/performance.md). The busy
@@ -179,7 +177,7 @@ func openSQLite(path string, readers int) (*Store, error) {
 		"&_pragma=temp_store(memory)" +
 		// SQLite's own checkpoint runs inside the writer's COMMIT: here it is
 		// only the backstop of the background WAL checkpointer (wal_checkpoint.go).
-		fmt.Sprintf("&_pragma=wal_autocheckpoint(%d)", framesOf(walAutocheckpointBytes, pageSize)) +
+		fmt.Sprintf("&_pragma=wal_autocheckpoint(%d)", walAutocheckpointPages) +
 		// A WAL that grew past this (a run that outpaced the checkpoints) is
 		// cut back to it when it starts over, instead of keeping its size.
 		"&_pragma=journal_size_limit(134217728)"
@@ -191,7 +189,7 @@ func openSQLite(path string, readers int) (*Store, error) {
 	// again (the tips of the B-trees, their upper levels) fit in far fewer
 	// (docs/performance.md "2 KiB pages and a smaller writer's cache").
 	const readerCache, writerCache = "&_pragma=cache_size(-65536)", "&_pragma=cache_size(8192)"
-	st := &Store{Dialect: SQLite, walCkpt: newWALCheckpointer(pageSize), noticeCache: &noticeCache{}}
+	st := &Store{Dialect: SQLite, walCkpt: newWALCheckpointer(), noticeCache: &noticeCache{}}
 	write := sql.OpenDB(cachingConnector{dsn: "file:" + path + "?" + pragmas + writerCache + "&_txlock=immediate", driver: &drv, faults: &st.ioFaults, opened: &st.writeConns,
 		committed: st.walCkpt.committed, settled: st.noticeCache.writerSettled})
 	write.SetMaxOpenConns(1)
@@ -509,44 +507,21 @@ type Querier interface {
 const sqlitePageSize = 2048
 
 // prepareFile gives a database that does not exist yet (or is an empty file)
-// sqlitePageSize pages and WAL mode before the pools open it, and returns the
-// page size the database has. The page size is fixed once page 1 is
-// written, which the pools' journal_mode pragma would do before their
-// page_size (the driver runs its pragmas sorted by name); a database that
-// exists keeps the page size it has, read from its header. file is the path
+// sqlitePageSize pages and WAL mode before the pools open it. The page size
+// is fixed once page 1 is written, which the pools' journal_mode pragma
+// would do before their page_size (the driver runs its pragmas sorted by
+// name); a database that exists keeps the page size it has. file is the path
 // as the OS names it, uri the same path escaped for a file: URI.
-func prepareFile(drv *sqlite.Driver, file, uri string) (int64, error) {
+func prepareFile(drv *sqlite.Driver, file, uri string) error {
 	if fi, err := os.Stat(file); err == nil && fi.Size() > 0 {
-		return headerPageSize(file), nil
+		return nil
 	}
 	db := sql.OpenDB(cachingConnector{dsn: "file:" + uri + "?_pragma=busy_timeout(10000)" +
 		fmt.Sprintf("&_pragma=page_size(%d)", sqlitePageSize), driver: drv})
 	defer db.Close()
 	db.SetMaxOpenConns(1)
 	if _, err := db.Exec("PRAGMA journal_mode=WAL"); err != nil {
-		return 0, fmt.Errorf("sqlite: create %s: %w", file, err)
+		return fmt.Errorf("sqlite: create %s: %w", file, err)
 	}
-	return headerPageSize(file), nil
-}
-
-// headerPageSize is the page size in a SQLite file's header (bytes 16–17,
-// big-endian, 1 meaning 65,536), or sqlitePageSize where the file has no
-// such header yet: the pools' open then reports what is wrong with it.
-func headerPageSize(file string) int64 {
-	f, err := os.Open(file)
-	if err != nil {
-		return sqlitePageSize
-	}
-	defer f.Close()
-	var h [18]byte
-	if _, err := io.ReadFull(f, h[:]); err != nil || string(h[:16]) != "SQLite format 3\x00" {
-		return sqlitePageSize
-	}
-	switch n := int64(h[16])<<8 | int64(h[17]); {
-	case n == 1:
-		return 65536
-	case n >= 512 && n&(n-1) == 0:
-		return n
-	}
-	return sqlitePageSize
+	return nil
 }

@@ -158,7 +158,7 @@ func TestWALCheckpointHeldBackByAReaderIsNotLeftToTheWriter(t *testing.T) {
 
 // Closing twice is harmless (cleanup paths do).
 func TestStoreCloseTwice(t *testing.T) {
-	s, _ := checkpointStore(t, framesOf(walCheckpointEveryBytes, sqlitePageSize))
+	s, _ := checkpointStore(t, walCheckpointEveryFrames)
 	if err := s.Close(); err != nil {
 		t.Fatal(err)
 	}
