@@ -3,7 +3,11 @@ package store
 import (
 	"context"
 	"database/sql"
+	"fmt"
+	"os"
 	"path/filepath"
+	"strings"
+	"sync"
 	"testing"
 
 	"modernc.org/sqlite"
@@ -18,25 +22,75 @@ func pragmaInt(t *testing.T, db *sql.DB, name string) int64 {
 	return v
 }
 
-// A database this version creates has sqlitePageSize pages, and WAL mode
-// from its first page (docs/performance.md "2 KiB pages and a smaller
-// writer's cache").
+// A database this version creates has sqlitePageSize pages.
 func TestANewDatabaseHasTheChosenPageSize(t *testing.T) {
 	s := testSQLiteStore(t)
 	if got := pragmaInt(t, s.write, "page_size"); got != sqlitePageSize {
 		t.Fatalf("a new database's page_size = %d, want %d", got, sqlitePageSize)
 	}
-	var mode string
-	if err := s.read.QueryRow("PRAGMA journal_mode").Scan(&mode); err != nil || mode != "wal" {
-		t.Fatalf("journal_mode = %q (%v), want wal", mode, err)
+}
+
+// fileHeader reads the page size and the write version (2: WAL) from a SQLite
+// file's header.
+func fileHeader(t *testing.T, path string) (pageSize int, writeVersion byte) {
+	t.Helper()
+	b, err := os.ReadFile(path)
+	if err != nil || len(b) < 100 || string(b[:16]) != "SQLite format 3\x00" {
+		t.Fatalf("%s is not a SQLite file (%d bytes, %v)", path, len(b), err)
+	}
+	return int(b[16])<<8 | int(b[17]), b[18]
+}
+
+// prepareFile writes page 1 of a new file (and of an empty one) with the
+// chosen page size, already in WAL mode, before any pool opens it; processes
+// starting together on one new file all succeed (switching to WAL does not
+// wait on busy_timeout: retryBusy). A path with the characters a file: URI
+// escapes names the file itself.
+func TestPrepareFileCreatesTheFileInWALWithTheChosenPageSize(t *testing.T) {
+	ctx := context.Background()
+	dir := t.TempDir()
+	drv := &sqlite.Driver{}
+	escape := strings.NewReplacer("%", "%25", "?", "%3F", "#", "%23").Replace
+	check := func(path string) {
+		t.Helper()
+		if size, version := fileHeader(t, path); size != sqlitePageSize || version != 2 {
+			t.Fatalf("%s: page size %d, write version %d; want %d and 2 (WAL)", filepath.Base(path), size, version, sqlitePageSize)
+		}
+	}
+	empty := filepath.Join(dir, "empty.db")
+	if err := os.WriteFile(empty, nil, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	odd := filepath.Join(dir, "a%3F?b#c.db")
+	for _, path := range []string{empty, odd} {
+		if err := prepareFile(ctx, drv, path, escape(path)); err != nil {
+			t.Fatal(err)
+		}
+		check(path)
+	}
+	for i := range 20 {
+		path := filepath.Join(dir, fmt.Sprintf("together-%d.db", i))
+		var wg sync.WaitGroup
+		errs := make([]error, 6)
+		for g := range errs {
+			wg.Go(func() { errs[g] = prepareFile(ctx, &sqlite.Driver{}, path, escape(path)) })
+		}
+		wg.Wait()
+		for _, err := range errs {
+			if err != nil {
+				t.Fatalf("one of %d starting together on a new file: %v", len(errs), err)
+			}
+		}
+		check(path)
 	}
 }
 
-// A database an earlier version created with 4 KiB pages keeps them: the
-// store opens it, migrates it and writes to it as before.
+// A database created with other pages keeps them (an earlier version's 4
+// KiB, or any other: 8 KiB here, which neither the default nor the chosen
+// size could produce): the store opens it, migrates it and writes to it.
 func TestAnExistingDatabaseKeepsItsPageSize(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "old.db")
-	old := sql.OpenDB(cachingConnector{dsn: "file:" + path + "?_pragma=page_size(4096)", driver: &sqlite.Driver{}})
+	old := sql.OpenDB(cachingConnector{dsn: "file:" + path + "?_pragma=page_size(8192)", driver: &sqlite.Driver{}})
 	old.SetMaxOpenConns(1)
 	for _, q := range []string{"PRAGMA journal_mode=WAL", "CREATE TABLE earlier (x)"} {
 		if _, err := old.Exec(q); err != nil {
@@ -51,8 +105,8 @@ func TestAnExistingDatabaseKeepsItsPageSize(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer s.Close()
-	if got := pragmaInt(t, s.write, "page_size"); got != 4096 {
-		t.Fatalf("an existing database's page_size = %d after Open, want the 4096 it was created with", got)
+	if got := pragmaInt(t, s.write, "page_size"); got != 8192 {
+		t.Fatalf("an existing database's page_size = %d after Open, want the 8192 it was created with", got)
 	}
 	if _, err := s.write.Exec("INSERT INTO earlier VALUES (1)"); err != nil {
 		t.Fatalf("write to the existing database: %v", err)
@@ -77,6 +131,7 @@ func TestEachPoolHasItsOwnPageCache(t *testing.T) {
 		{"writer", s.write, 8192},
 		{"readers", s.read, -65536},
 		{"account numbers", s.numbers.db, -256},
+		{"checkpointer", s.walCkpt.db, -65536},
 	} {
 		if got := pragmaInt(t, c.db, "cache_size"); got != c.want {
 			t.Errorf("the %s' cache_size = %d, want %d", c.pool, got, c.want)
@@ -85,12 +140,13 @@ func TestEachPoolHasItsOwnPageCache(t *testing.T) {
 }
 
 // A backup has the page size a new database gets, whatever the store's own:
-// a store an earlier version created with 4 KiB pages moves to the chosen
-// size by a backup and a restore, with its rows.
+// a store created with other pages (an earlier version's 4 KiB; 8 KiB here,
+// which neither default could produce) moves to the chosen size by a backup
+// and a restore, with its rows.
 func TestABackupHasTheChosenPageSize(t *testing.T) {
 	dir := t.TempDir()
 	path := filepath.Join(dir, "old.db")
-	old := sql.OpenDB(cachingConnector{dsn: "file:" + path + "?_pragma=page_size(4096)", driver: &sqlite.Driver{}})
+	old := sql.OpenDB(cachingConnector{dsn: "file:" + path + "?_pragma=page_size(8192)", driver: &sqlite.Driver{}})
 	old.SetMaxOpenConns(1)
 	if _, err := old.Exec("PRAGMA journal_mode=WAL"); err != nil {
 		t.Fatal(err)
@@ -121,6 +177,6 @@ func TestABackupHasTheChosenPageSize(t *testing.T) {
 		t.Fatalf("the backup holds %d rows of 3 (%v)", n, err)
 	}
 	if got := pragmaInt(t, restored.write, "page_size"); got != sqlitePageSize {
-		t.Fatalf("the backup of a 4 KiB store has %d-byte pages, want %d", got, sqlitePageSize)
+		t.Fatalf("the backup of an 8 KiB store has %d-byte pages, want %d", got, sqlitePageSize)
 	}
 }

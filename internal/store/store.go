@@ -124,7 +124,7 @@ func OpenWith(ctx context.Context, dsn string, o Options) (*Store, error) {
 	var err error
 	switch {
 	case strings.HasPrefix(dsn, "sqlite:"):
-		s, err = openSQLite(strings.TrimPrefix(dsn, "sqlite:"), cmp.Or(o.MaxConns, 8))
+		s, err = openSQLite(ctx, strings.TrimPrefix(dsn, "sqlite:"), cmp.Or(o.MaxConns, 8))
 	case strings.HasPrefix(dsn, "postgres://"), strings.HasPrefix(dsn, "postgresql://"):
 		s, err = openPostgres(dsn, cmp.Or(o.MaxConns, 32))
 	default:
@@ -146,7 +146,7 @@ func OpenWith(ctx context.Context, dsn string, o Options) (*Store, error) {
 	return s, nil
 }
 
-func openSQLite(path string, readers int) (*Store, error) {
+func openSQLite(ctx context.Context, path string, readers int) (*Store, error) {
 	if path == "" {
 		return nil, errors.New("sqlite: empty path")
 	}
@@ -162,10 +162,9 @@ func openSQLite(path string, readers int) (*Store, error) {
 	// The path goes into a file: URI, where '?' and '#' would end it (a
 	// test's temp dir "…sqlite#01" opened the shared file "…sqlite"):
 	// SQLite decodes %HH escapes in URI filenames.
-	file := path
-	path = strings.NewReplacer("%", "%25", "?", "%3F", "#", "%23").Replace(path)
+	uri := strings.NewReplacer("%", "%25", "?", "%3F", "#", "%23").Replace(path)
 	drv := sqlite.Driver{}
-	if err := prepareFile(&drv, file, path); err != nil {
+	if err := prepareFile(ctx, &drv, path, uri); err != nil {
 		return nil, err
 	}
 	// WAL with synchronous=FULL survives power loss (docs/performance.md). The busy
@@ -190,24 +189,24 @@ func openSQLite(path string, readers int) (*Store, error) {
 	// (docs/performance.md "2 KiB pages and a smaller writer's cache").
 	const readerCache, writerCache = "&_pragma=cache_size(-65536)", "&_pragma=cache_size(8192)"
 	st := &Store{Dialect: SQLite, walCkpt: newWALCheckpointer(), noticeCache: &noticeCache{}}
-	write := sql.OpenDB(cachingConnector{dsn: "file:" + path + "?" + pragmas + writerCache + "&_txlock=immediate", driver: &drv, faults: &st.ioFaults, opened: &st.writeConns,
+	write := sql.OpenDB(cachingConnector{dsn: "file:" + uri + "?" + pragmas + writerCache + "&_txlock=immediate", driver: &drv, faults: &st.ioFaults, opened: &st.writeConns,
 		committed: st.walCkpt.committed, settled: st.noticeCache.writerSettled})
 	write.SetMaxOpenConns(1)
 	write.SetMaxIdleConns(1)
 	write.SetConnMaxLifetime(0)
-	read := sql.OpenDB(cachingConnector{dsn: "file:" + path + "?" + pragmas + readerCache + "&_pragma=query_only(1)", driver: &drv, faults: &st.ioFaults})
+	read := sql.OpenDB(cachingConnector{dsn: "file:" + uri + "?" + pragmas + readerCache + "&_pragma=query_only(1)", driver: &drv, faults: &st.ioFaults})
 	read.SetMaxOpenConns(readers)
 	read.SetMaxIdleConns(readers)
 	read.SetConnMaxLifetime(0)
 	st.read, st.write, st.Location = read, write, "sqlite:"+abs
-	st.sqliteDSN = "file:" + path + "?" + pragmas + readerCache
-	ckpt := sql.OpenDB(cachingConnector{dsn: "file:" + path + "?" + pragmas + readerCache, driver: &drv, faults: &st.walCkpt.faults})
+	st.sqliteDSN = "file:" + uri + "?" + pragmas + readerCache
+	ckpt := sql.OpenDB(cachingConnector{dsn: "file:" + uri + "?" + pragmas + readerCache, driver: &drv, faults: &st.walCkpt.faults})
 	ckpt.SetMaxOpenConns(1)
 	ckpt.SetMaxIdleConns(1)
 	ckpt.SetConnMaxLifetime(0)
 	st.walCkpt.start(ckpt)
 	// They read a few rows of account_numbers, once per account: a small page cache.
-	numbers := sql.OpenDB(cachingConnector{dsn: "file:" + path + "?" + pragmas + "&_pragma=query_only(1)&_pragma=cache_size(-256)", driver: &drv, faults: &st.ioFaults})
+	numbers := sql.OpenDB(cachingConnector{dsn: "file:" + uri + "?" + pragmas + "&_pragma=query_only(1)&_pragma=cache_size(-256)", driver: &drv, faults: &st.ioFaults})
 	numbers.SetMaxOpenConns(numberConns)
 	numbers.SetMaxIdleConns(numberConns)
 	numbers.SetConnMaxLifetime(0)
@@ -443,19 +442,33 @@ func lastMigration(entries []fs.DirEntry) int64 {
 	return v
 }
 
-// firstConn opens the first write connection. Switching a new SQLite file to
-// WAL takes an exclusive lock that does not wait on busy_timeout, so processes
-// starting together on one new file retry briefly instead of failing.
+// firstConn opens the first write connection, retrying as retryBusy does:
+// its journal_mode pragma switches a database still in rollback mode (a
+// restored backup: VACUUM INTO writes one) to WAL, and another process may be
+// doing the same. A new file was switched by prepareFile.
 func (s *Store) firstConn(ctx context.Context) (*sql.Conn, error) {
+	var conn *sql.Conn
+	err := retryBusy(ctx, func() (err error) {
+		conn, err = s.write.Conn(ctx)
+		return err
+	})
+	return conn, err
+}
+
+// retryBusy runs do until it does not fail with SQLITE_BUSY, 20 more times
+// at most, backing off from 5 ms to 500 ms. Switching a SQLite file to WAL
+// takes an exclusive lock that does not wait on busy_timeout, so processes
+// starting together on one new file retry briefly instead of failing.
+func retryBusy(ctx context.Context, do func() error) error {
 	delay := 5 * time.Millisecond
 	for attempt := 0; ; attempt++ {
-		conn, err := s.write.Conn(ctx)
-		if err == nil || s.Dialect != SQLite || !strings.Contains(err.Error(), "SQLITE_BUSY") || attempt == 20 {
-			return conn, err
+		err := do()
+		if err == nil || !strings.Contains(err.Error(), "SQLITE_BUSY") || attempt == 20 {
+			return err
 		}
 		select {
 		case <-ctx.Done():
-			return nil, ctx.Err()
+			return ctx.Err()
 		case <-time.After(delay):
 		}
 		delay = min(2*delay, 500*time.Millisecond)
@@ -512,15 +525,21 @@ const sqlitePageSize = 2048
 // would do before their page_size (the driver runs its pragmas sorted by
 // name); a database that exists keeps the page size it has. file is the path
 // as the OS names it, uri the same path escaped for a file: URI.
-func prepareFile(drv *sqlite.Driver, file, uri string) error {
-	if fi, err := os.Stat(file); err == nil && fi.Size() > 0 {
+func prepareFile(ctx context.Context, drv *sqlite.Driver, file, uri string) error {
+	fi, err := os.Stat(file)
+	switch {
+	case err == nil && fi.Size() > 0:
 		return nil
+	case err != nil && !errors.Is(err, fs.ErrNotExist):
+		return fmt.Errorf("sqlite: %w", err)
 	}
 	db := sql.OpenDB(cachingConnector{dsn: "file:" + uri + "?_pragma=busy_timeout(10000)" +
 		fmt.Sprintf("&_pragma=page_size(%d)", sqlitePageSize), driver: drv})
-	defer db.Close()
+	defer db.Close() // nothing was written through it that a close could lose
 	db.SetMaxOpenConns(1)
-	if _, err := db.Exec("PRAGMA journal_mode=WAL"); err != nil {
+	// Processes starting together on one new file: the switch to WAL may
+	// meet another's (retryBusy).
+	if err := retryBusy(ctx, func() error { _, err := db.ExecContext(ctx, "PRAGMA journal_mode=WAL"); return err }); err != nil {
 		return fmt.Errorf("sqlite: create %s: %w", file, err)
 	}
 	return nil
