@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
-	"strings"
 	"sync"
 	"testing"
 
@@ -50,7 +49,6 @@ func TestPrepareFileCreatesTheFileInWALWithTheChosenPageSize(t *testing.T) {
 	ctx := context.Background()
 	dir := t.TempDir()
 	drv := &sqlite.Driver{}
-	escape := strings.NewReplacer("%", "%25", "?", "%3F", "#", "%23").Replace
 	check := func(path string) {
 		t.Helper()
 		if size, version := fileHeader(t, path); size != sqlitePageSize || version != 2 {
@@ -63,7 +61,7 @@ func TestPrepareFileCreatesTheFileInWALWithTheChosenPageSize(t *testing.T) {
 	}
 	odd := filepath.Join(dir, "a%3F?b#c.db")
 	for _, path := range []string{empty, odd} {
-		if err := prepareFile(ctx, drv, path, escape(path)); err != nil {
+		if err := prepareFile(ctx, drv, path, fileURI(path)); err != nil {
 			t.Fatal(err)
 		}
 		check(path)
@@ -73,7 +71,7 @@ func TestPrepareFileCreatesTheFileInWALWithTheChosenPageSize(t *testing.T) {
 		var wg sync.WaitGroup
 		errs := make([]error, 6)
 		for g := range errs {
-			wg.Go(func() { errs[g] = prepareFile(ctx, &sqlite.Driver{}, path, escape(path)) })
+			wg.Go(func() { errs[g] = prepareFile(ctx, &sqlite.Driver{}, path, fileURI(path)) })
 		}
 		wg.Wait()
 		for _, err := range errs {
@@ -85,21 +83,26 @@ func TestPrepareFileCreatesTheFileInWALWithTheChosenPageSize(t *testing.T) {
 	}
 }
 
+// earlierStore creates at path a database with pageSize pages in WAL mode,
+// as an earlier version (or another tool) would have.
+func earlierStore(t *testing.T, path string, pageSize int) {
+	t.Helper()
+	db := sql.OpenDB(cachingConnector{dsn: fmt.Sprintf("file:%s?_pragma=page_size(%d)", fileURI(path), pageSize), driver: &sqlite.Driver{}})
+	db.SetMaxOpenConns(1)
+	if _, err := db.Exec("PRAGMA journal_mode=WAL"); err != nil {
+		t.Fatal(err)
+	}
+	if err := db.Close(); err != nil {
+		t.Fatal(err)
+	}
+}
+
 // A database created with other pages keeps them (an earlier version's 4
 // KiB, or any other: 8 KiB here, which neither the default nor the chosen
 // size could produce): the store opens it, migrates it and writes to it.
 func TestAnExistingDatabaseKeepsItsPageSize(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "old.db")
-	old := sql.OpenDB(cachingConnector{dsn: "file:" + path + "?_pragma=page_size(8192)", driver: &sqlite.Driver{}})
-	old.SetMaxOpenConns(1)
-	for _, q := range []string{"PRAGMA journal_mode=WAL", "CREATE TABLE earlier (x)"} {
-		if _, err := old.Exec(q); err != nil {
-			t.Fatal(err)
-		}
-	}
-	if err := old.Close(); err != nil {
-		t.Fatal(err)
-	}
+	earlierStore(t, path, 8192)
 	s, err := Open(context.Background(), "sqlite:"+path)
 	if err != nil {
 		t.Fatal(err)
@@ -108,7 +111,7 @@ func TestAnExistingDatabaseKeepsItsPageSize(t *testing.T) {
 	if got := pragmaInt(t, s.write, "page_size"); got != 8192 {
 		t.Fatalf("an existing database's page_size = %d after Open, want the 8192 it was created with", got)
 	}
-	if _, err := s.write.Exec("INSERT INTO earlier VALUES (1)"); err != nil {
+	if _, err := s.write.Exec("CREATE TABLE earlier (x); INSERT INTO earlier VALUES (1)"); err != nil {
 		t.Fatalf("write to the existing database: %v", err)
 	}
 	var tables int64
@@ -146,14 +149,7 @@ func TestEachPoolHasItsOwnPageCache(t *testing.T) {
 func TestABackupHasTheChosenPageSize(t *testing.T) {
 	dir := t.TempDir()
 	path := filepath.Join(dir, "old.db")
-	old := sql.OpenDB(cachingConnector{dsn: "file:" + path + "?_pragma=page_size(8192)", driver: &sqlite.Driver{}})
-	old.SetMaxOpenConns(1)
-	if _, err := old.Exec("PRAGMA journal_mode=WAL"); err != nil {
-		t.Fatal(err)
-	}
-	if err := old.Close(); err != nil {
-		t.Fatal(err)
-	}
+	earlierStore(t, path, 8192)
 	ctx := context.Background()
 	s, err := Open(ctx, "sqlite:"+path)
 	if err != nil {

@@ -159,10 +159,7 @@ func openSQLite(ctx context.Context, path string, readers int) (*Store, error) {
 	if err != nil {
 		abs = path
 	}
-	// The path goes into a file: URI, where '?' and '#' would end it (a
-	// test's temp dir "…sqlite#01" opened the shared file "…sqlite"):
-	// SQLite decodes %HH escapes in URI filenames.
-	uri := strings.NewReplacer("%", "%25", "?", "%3F", "#", "%23").Replace(path)
+	uri := fileURI(path)
 	drv := sqlite.Driver{}
 	if err := prepareFile(ctx, &drv, path, uri); err != nil {
 		return nil, err
@@ -187,26 +184,28 @@ func openSQLite(ctx context.Context, path string, readers int) (*Store, error) {
 	// with the pages it holds, and the pages an append writes or reads
 	// again (the tips of the B-trees, their upper levels) fit in far fewer
 	// (docs/performance.md "2 KiB pages and a smaller writer's cache").
-	const readerCache, writerCache = "&_pragma=cache_size(-65536)", "&_pragma=cache_size(8192)"
+	// The account numbers' readers read a few rows of account_numbers, once
+	// per account: a small page cache.
+	const readerCache, writerCache, numbersCache = "&_pragma=cache_size(-65536)", "&_pragma=cache_size(8192)", "&_pragma=cache_size(-256)"
+	dsn := func(pool string) string { return "file:" + uri + "?" + pragmas + pool }
 	st := &Store{Dialect: SQLite, walCkpt: newWALCheckpointer(), noticeCache: &noticeCache{}}
-	write := sql.OpenDB(cachingConnector{dsn: "file:" + uri + "?" + pragmas + writerCache + "&_txlock=immediate", driver: &drv, faults: &st.ioFaults, opened: &st.writeConns,
+	write := sql.OpenDB(cachingConnector{dsn: dsn(writerCache + "&_txlock=immediate"), driver: &drv, faults: &st.ioFaults, opened: &st.writeConns,
 		committed: st.walCkpt.committed, settled: st.noticeCache.writerSettled})
 	write.SetMaxOpenConns(1)
 	write.SetMaxIdleConns(1)
 	write.SetConnMaxLifetime(0)
-	read := sql.OpenDB(cachingConnector{dsn: "file:" + uri + "?" + pragmas + readerCache + "&_pragma=query_only(1)", driver: &drv, faults: &st.ioFaults})
+	read := sql.OpenDB(cachingConnector{dsn: dsn(readerCache + "&_pragma=query_only(1)"), driver: &drv, faults: &st.ioFaults})
 	read.SetMaxOpenConns(readers)
 	read.SetMaxIdleConns(readers)
 	read.SetConnMaxLifetime(0)
 	st.read, st.write, st.Location = read, write, "sqlite:"+abs
-	st.sqliteDSN = "file:" + uri + "?" + pragmas + readerCache
-	ckpt := sql.OpenDB(cachingConnector{dsn: "file:" + uri + "?" + pragmas + readerCache, driver: &drv, faults: &st.walCkpt.faults})
+	st.sqliteDSN = dsn(readerCache)
+	ckpt := sql.OpenDB(cachingConnector{dsn: dsn(readerCache), driver: &drv, faults: &st.walCkpt.faults})
 	ckpt.SetMaxOpenConns(1)
 	ckpt.SetMaxIdleConns(1)
 	ckpt.SetConnMaxLifetime(0)
 	st.walCkpt.start(ckpt)
-	// They read a few rows of account_numbers, once per account: a small page cache.
-	numbers := sql.OpenDB(cachingConnector{dsn: "file:" + uri + "?" + pragmas + "&_pragma=query_only(1)&_pragma=cache_size(-256)", driver: &drv, faults: &st.ioFaults})
+	numbers := sql.OpenDB(cachingConnector{dsn: dsn(numbersCache + "&_pragma=query_only(1)"), driver: &drv, faults: &st.ioFaults})
 	numbers.SetMaxOpenConns(numberConns)
 	numbers.SetMaxIdleConns(numberConns)
 	numbers.SetConnMaxLifetime(0)
@@ -518,6 +517,13 @@ type Querier interface {
 // bytes per append than 4 KiB, and 1 KiB pages 46 % fewer at 15 % more CPU
 // (docs/performance.md "2 KiB pages and a smaller writer's cache").
 const sqlitePageSize = 2048
+
+// fileURI is path as the name in a file: URI, where '?' and '#' would end it
+// (a test's temp dir "…sqlite#01" opened the shared file "…sqlite"): SQLite
+// decodes %HH escapes in URI filenames.
+func fileURI(path string) string {
+	return strings.NewReplacer("%", "%25", "?", "%3F", "#", "%23").Replace(path)
+}
 
 // prepareFile gives a database that does not exist yet (or is an empty file)
 // sqlitePageSize pages and WAL mode before the pools open it. The page size

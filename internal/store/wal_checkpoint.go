@@ -34,10 +34,10 @@ import (
 // Counted in events, batch ingest checkpointed — and the writer caught up, with
 // an fsync of the database file — far more often than appends for the same
 // WAL (docs/performance.md). They are counted in frames whatever the page
-// size: in a database of 2 KiB pages a checkpoint copies half the bytes, more
-// often, which costs an append's bytes ~5 % and saves batch ingest's p99 its
-// longer checkpoints (docs/performance.md "2 KiB pages and a smaller writer's
-// cache").
+// size, so a database of 2 KiB pages checkpoints half the bytes, twice as
+// often; counting them in bytes of WAL instead saved ~5 % of an append's
+// bytes and showed nothing else (docs/performance.md "2 KiB pages and a
+// smaller writer's cache").
 const (
 	// walCheckpointEveryFrames is the WAL frames committed between background
 	// checkpoints: ~47 MiB of 2 KiB pages (~94 MiB of 4 KiB), about 6,000

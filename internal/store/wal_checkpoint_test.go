@@ -35,7 +35,7 @@ func checkpointStore(t *testing.T, everyFrames int64) (*Store, func(rows int)) {
 			t.Fatal(err)
 		}
 		for range rows {
-			if _, err := tx.Exec(`INSERT INTO t (v) VALUES (randomblob(3000))`); err != nil {
+			if _, err := tx.Exec(`INSERT INTO t (v) VALUES (randomblob($1))`, sqlitePageSize*3/4); err != nil {
 				t.Fatal(err)
 			}
 		}
