@@ -135,7 +135,7 @@ func eventIDsAtSQL(dialect Dialect, n int) string {
 		b.WriteString(parameterIn(dialect, i+2))
 	}
 	b.WriteByte(')')
-	return bySequence(dialect, `SELECT sequence, event_id FROM events`, b.String())
+	return bySequence(dialect, `sequence, event_id`, b.String())
 }
 
 // inQuery completes head, which ends with "IN (" and uses placeholder 1 for
@@ -190,7 +190,7 @@ func (s *Store) EventByPayloadHash(ctx context.Context, userID, hash string, bef
 }
 
 func eventByPayloadHashSQL(dialect Dialect) string {
-	return bySequence(dialect, `SELECT `+eventFields+` FROM events`,
+	return bySequence(dialect, eventFields,
 		`account = $1 AND sequence < $2 AND sequence >= $4 AND payload_hash = $3`) + ` ORDER BY sequence DESC LIMIT 1`
 }
 
@@ -207,7 +207,7 @@ func (s *Store) EventsBefore(ctx context.Context, userID string, seq int64, limi
 }
 
 func eventsBeforeSQL(dialect Dialect) string {
-	return bySequence(dialect, `SELECT `+eventFields+` FROM events`, `account = $1 AND sequence < $2`) +
+	return bySequence(dialect, eventFields, `account = $1 AND sequence < $2`) +
 		` ORDER BY sequence DESC LIMIT $3`
 }
 

@@ -26,11 +26,11 @@ func (s *Store) insertEventRow(ctx context.Context, tx *sql.Tx, e *Event) error 
 	// ON CONFLICT DO NOTHING rather than a failing insert: on PostgreSQL a
 	// failed statement would abort the whole transaction, and the caller wants
 	// to look the stored event up (an idempotent retry) after ErrConflict.
-	// A single event becomes the tip: below_tip is NULL. It enters search's
-	// indexes behind the commit (unindexed = 1; index_behind.go). Only
-	// SQLite's append inserts a row alone.
-	res, err := tx.ExecContext(ctx, `INSERT INTO events (`+eventColumns+`, unindexed)
-		VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18, $19, $20, $21, NULL, $22, 1)
+	// A single event becomes the tip: below_tip is NULL. It enters the keys
+	// by sequence and search's behind the commit, from the tail
+	// (index_behind.go). Only SQLite's append inserts a row alone.
+	res, err := tx.ExecContext(ctx, `INSERT INTO events (`+eventColumns+`)
+		VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18, $19, $20, $21, NULL, $22)
 		ON CONFLICT (account, event_id) DO NOTHING`,
 		account, e.Sequence, e.LeafIndex, e.EventID, e.EventType, e.PrevHash, e.PayloadHash, raw, e.Decision, e.Tool,
 		e.MachineID, e.ParentID, e.Signature, e.SignatureKey, e.TS, e.TSMicros, e.Surface, e.APIKeyID, e.MachineSequence,
@@ -72,6 +72,9 @@ func (s *Store) insertEvents(ctx context.Context, tx *sql.Tx, userID string, evs
 			return fmt.Errorf("insert events: %w", err)
 		} else if n != int64(len(chunk)) {
 			return fmt.Errorf("insert events: %d of %d rows stored: %w", n, len(chunk), ErrConflict)
+		}
+		if s.Dialect == SQLite {
+			s.behind.Add(int64(len(chunk))) // the rows entered the tail (index_behind.go)
 		}
 	}
 	return nil

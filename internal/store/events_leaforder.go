@@ -187,12 +187,12 @@ func (s *Store) firstSequenceFromLeaf(ctx context.Context, q Querier, userID str
 // tipPageSQL reads the next page of the rows stored at the tip, in sequence
 // order (eventsFrom).
 func tipPageSQL(dialect Dialect) string {
-	return bySequence(dialect, `SELECT `+eventFields+` FROM events`, `account = $1 AND sequence > $2 AND below_tip IS NULL`) +
+	return bySequence(dialect, eventFields, `account = $1 AND sequence > $2 AND below_tip IS NULL`) +
 		` ORDER BY sequence LIMIT $3`
 }
 
 // leafProbeSQL is firstSequenceFromLeaf's probe.
 func leafProbeSQL(dialect Dialect) string {
-	return bySequence(dialect, `SELECT sequence, leaf_index FROM events`, `account = $1 AND sequence >= $2 AND below_tip IS NULL`) +
+	return bySequence(dialect, `sequence, leaf_index`, `account = $1 AND sequence >= $2 AND below_tip IS NULL`) +
 		` ORDER BY sequence LIMIT 1`
 }

@@ -92,40 +92,46 @@ func (s *Store) searchStatement(account any, f SearchFilter) (string, []any) {
 	return q, args
 }
 
-// searchQuery is the SQL of Search. Every filter but the time bounds has an
-// index that yields the account's rows in sequence order (the key by
-// sequence, events_type, events_tool, events_decision, events_subagent), so a page
-// reads about limit rows whatever the chain length (TestSearchPlans); the
-// planner picks among them (anyIndex).
+// searchQuery is the SQL of Search. Every filter but the time bounds has a
+// key that yields the account's rows in sequence order (the key by
+// sequence, by type, tool, decision, sub-agent), so a page reads about
+// limit rows whatever the chain length (TestSearchPlans). On SQLite the page
+// reads the key of one filter (searchKey); on PostgreSQL the planner picks
+// among its indexes (anyIndex).
 //
 // The surface filter has no index of its own (it would cost every append a
 // write): a page with it reads rows in sequence order until it has limit
 // matches.
 //
-// withTail (SQLite): the rows not yet in those indexes (unindexed,
-// index_behind.go) are read from events_unindexed, also in sequence order,
-// and merged with the indexed ones (SQLite's MERGE of the two ordered arms
-// stops after limit rows), so that an acknowledged append is found at once.
+// withTail (SQLite): the rows not yet in those keys (index_behind.go) are
+// read from events_tail, also in sequence order, and merged with the
+// indexed ones (SQLite's MERGE of the two ordered arms stops after limit
+// rows), so that an acknowledged append is found at once.
 func searchQuery(dialect Dialect, account any, f SearchFilter, withTail bool) (string, []any) {
 	args := []any{account}
 	arg := func(v any) string { args = append(args, v); return fmt.Sprintf("$%d", len(args)) }
-	where := searchWhere(dialect, f, nil, anyIndex, arg)
+	key, use := searchKey(f), anyIndex
+	if dialect == SQLite {
+		use = key
+	}
+	where := searchWhere(dialect, f, nil, use, arg)
 	limit := arg(f.Limit)
-	// No row is marked (PostgreSQL never marks one): the indexes, partial
-	// (migration 023), hold every row, and the planner uses them only when
-	// the query names their predicate. Without a filter they serve,
-	// PostgreSQL's primary key holds every row and reads them in order, and
-	// naming the predicate would only offer a planner without statistics (a
-	// freshly loaded PostgreSQL) an index to read the whole account through
-	// and sort (1–2 s at 1M events, docs/performance.md "Console at size").
-	return indexedArms(dialect, `SELECT `+searchColumns+` FROM events`, strings.Join(where, " AND "), searchIndexed(f), withTail) +
+	return indexedArms(dialect, searchColumns, strings.Join(where, " AND "), key, withTail) +
 		` ORDER BY sequence DESC LIMIT ` + limit, args
 }
 
-// searchIndexed reports whether f has a filter a search index serves (all
-// of them but the surface's).
-func searchIndexed(f SearchFilter) bool {
-	return len(f.EventTypes) > 0 || f.Tool != nil || f.Decision != nil || f.Subagent != nil || f.AfterTS != nil || f.BeforeTS != nil
+// searchKey is the filter of f whose key a page reads (searchWhere's use):
+// the sub-agent, the most selective, else event types, the tool, the
+// decision, the time bounds (whose key is in time order: the page sorts
+// its matches); "" when f has none of them (the key by sequence).
+func searchKey(f SearchFilter) string {
+	if k := windowIndexed(f); k != "" {
+		return k
+	}
+	if f.AfterTS != nil || f.BeforeTS != nil {
+		return "ts"
+	}
+	return ""
 }
 
 // anyIndex lets searchWhere's planner take any index of the filters.
@@ -134,11 +140,12 @@ const anyIndex = "*"
 // searchWhere is the one filter of Search and SearchWindowed: f's
 // conditions on the account's rows ($1), its placeholders made by arg in
 // the order they appear (SQLite numbers them so), with the rows above
-// bound (SearchWindowed's window) when it is set. use names the one index a
-// planner may take: anyIndex (Search), a column windowIndexed names, or ""
-// (the key by sequence). Every other indexed filter is written so that no
-// planner takes its index and sorts: a text column with the empty string
-// appended, the time plus 0.
+// bound (SearchWindowed's window) when it is set. use names the one key a
+// page reads: anyIndex (Search on PostgreSQL: its planner's choice), a
+// column searchKey names, or "" (the key by sequence). Every other indexed
+// filter is written so that no planner takes its index and sorts: a text
+// column with the empty string appended, the time plus 0. (On SQLite a
+// filter other than the key's is on the row's column in any case.)
 func searchWhere(dialect Dialect, f SearchFilter, bound *int64, use string, arg func(any) string) []string {
 	where := []string{"account = $1"}
 	may := func(col string) bool { return use == anyIndex || use == col }
@@ -187,7 +194,8 @@ func searchWhere(dialect Dialect, f SearchFilter, bound *int64, use string, arg 
 	return where
 }
 
-// tsExpr is the time column, as events_ts may use it or not.
+// tsExpr is the time column, as the key by time (events_ts on PostgreSQL,
+// events_by_ts on SQLite) may serve it or not.
 func tsExpr(indexed bool) string {
 	if indexed {
 		return "ts_micros"
@@ -228,7 +236,7 @@ func (s *Store) SearchWindowed(ctx context.Context, f SearchFilter) (SearchPage,
 	// full unless the chain ends, so it needs no window's end (reading it
 	// walked 5,000 index entries, on PostgreSQL the rows too until a
 	// vacuum marks the pages all-visible).
-	if f.Window > 0 && (searchIndexed(f) || f.Surface != nil) {
+	if f.Window > 0 && (searchKey(f) != "" || f.Surface != nil) {
 		q, args := windowBound(s.Dialect, account, f, withTail)
 		var b int64
 		switch err := s.read.QueryRowContext(ctx, q, args...).Scan(&b); {
@@ -303,27 +311,56 @@ func windowBound(dialect Dialect, account any, f SearchFilter, withTail bool) (s
 	arg := func(v any) string { args = append(args, v); return fmt.Sprintf("$%d", len(args)) }
 	where := searchWhere(dialect, only, nil, indexed, arg)
 	offset := arg(f.Window) // before the return reads args
-	return indexedArms(dialect, `SELECT sequence FROM events`, strings.Join(where, " AND "), indexed != "", withTail) +
+	return indexedArms(dialect, `sequence`, strings.Join(where, " AND "), indexed, withTail) +
 		` ORDER BY sequence DESC LIMIT 1 OFFSET ` + offset, args
 }
 
-// indexedArms is selection over the rows matching cond. When cond names a
-// column of the search indexes (partial on unindexed IS NULL, migrations
-// 023 and 033), it must name their predicate for a planner to use them, and
-// the rows not yet indexed (withTail) are read from events_unindexed beside
-// them: two arms in sequence order that the ORDER BY after them merges. On
-// SQLite the key by sequence is partial the same way (migration 037,
-// events_sequence.go), so a search that no search index serves reads the
-// same two arms, through events_sequence.
-func indexedArms(dialect Dialect, selection, cond string, searchIndex, withTail bool) string {
-	if !searchIndex && dialect != SQLite {
-		return selection + ` WHERE ` + cond
+// indexedArms is a SELECT of columns (of events) over the rows matching
+// cond, read through the key of the filter key names (searchKey's names; ""
+// the key by sequence), in sequence order but for the time's.
+//
+// On SQLite each key is a table of its own (migration 039): the arm joins
+// it to events USING its key columns, so that cond's account, sequence and
+// the filter's column are the key's (the planner reads a range of the key
+// table) and every other column is the row's, found by its rowid. The rows
+// not yet indexed (withTail) are read the same way from events_tail beside
+// them: two arms in sequence order that the ORDER BY after them merges.
+//
+// On PostgreSQL search's indexes are partial on unindexed IS NULL
+// (migrations 023 and 033, which never holds a row out of them), and a
+// planner uses them only when the query names that predicate. Without a
+// filter they serve, the primary key holds every row and reads them in
+// order; naming the predicate then would only offer a planner without
+// statistics (a freshly loaded PostgreSQL) an index to read the whole
+// account through and sort (1–2 s at 1M events, docs/performance.md
+// "Console at size").
+func indexedArms(dialect Dialect, columns, cond, key string, withTail bool) string {
+	if dialect != SQLite {
+		if key != "" {
+			cond = `unindexed IS NULL AND ` + cond
+		}
+		return `SELECT ` + columns + ` FROM events WHERE ` + cond
 	}
-	q := selection + ` WHERE unindexed IS NULL AND ` + cond
+	arm := func(table, using string) string {
+		return `SELECT ` + columns + ` FROM ` + table + ` CROSS JOIN events USING (` + using + `) WHERE events.rowid = rid AND ` + cond
+	}
+	t := searchKeyTables[key]
+	q := arm(t.table, t.using)
 	if withTail {
-		q = selection + ` WHERE unindexed IS NOT NULL AND ` + cond + ` UNION ALL ` + q
+		q = arm("events_tail", "account, sequence") + ` UNION ALL ` + q
 	}
 	return q
+}
+
+// searchKeyTables are SQLite's keys of the rows indexed (migration 039) by
+// the filter searchKey names: the table and its key's columns.
+var searchKeyTables = map[string]struct{ table, using string }{
+	"":           {"events_seq", "account, sequence"},
+	"event_type": {"events_by_type", "account, event_type, sequence"},
+	"tool":       {"events_by_tool", "account, tool, sequence"},
+	"decision":   {"events_by_decision", "account, decision, sequence"},
+	"subagent":   {"events_by_subagent", "account, subagent, sequence"},
+	"ts":         {"events_by_ts", "account, ts_micros, sequence"},
 }
 
 // windowQuery is the page of SearchWindowed: the rows above bound (nil: to
@@ -338,7 +375,7 @@ func windowQuery(dialect Dialect, account any, f SearchFilter, bound *int64, wit
 	limit := arg(f.Limit) // before the return reads args
 	// The sub-agent shown is the column the filter compares (RawSubagent's
 	// value), so a row shows the sub-agent that finds it.
-	return indexedArms(dialect, `SELECT `+searchColumns+`, subagent FROM events`, strings.Join(where, " AND "), indexed != "", withTail) +
+	return indexedArms(dialect, searchColumns+`, subagent`, strings.Join(where, " AND "), indexed, withTail) +
 		` ORDER BY sequence DESC LIMIT ` + limit, args
 }
 

@@ -5,10 +5,10 @@ import (
 	"testing"
 )
 
-// Every read by sequence reads the key's two partial indexes on SQLite
-// (migration 037): events_sequence for the rows indexed and events_unindexed
-// for the tail, never a scan of events, and a read in sequence order merges
-// the two arms without sorting them.
+// Every read by sequence reads the key's two tables on SQLite (migration
+// 039): events_seq for the rows indexed and events_tail for the tail, each
+// row found by its rowid, never a scan of events, and a read in sequence
+// order merges the two arms without sorting them.
 func TestReadsBySequencePlans(t *testing.T) {
 	s := testSQLiteStore(t)
 	tests := []struct {
@@ -29,8 +29,12 @@ func TestReadsBySequencePlans(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			p := queryPlan(t, s, tt.q, tt.args...)
-			if !strings.Contains(p, "SEARCH events USING INDEX events_sequence ") || !strings.Contains(p, "SEARCH events USING INDEX events_unindexed ") {
-				t.Errorf("plan %q: want both parts of the key searched", p)
+			if !strings.Contains(p, "SEARCH events_seq USING PRIMARY KEY (account=? AND sequence") ||
+				!strings.Contains(p, "SEARCH events_tail USING PRIMARY KEY (account=? AND sequence") {
+				t.Errorf("plan %q: want both parts of the key searched by account and sequence", p)
+			}
+			if strings.Count(p, "SEARCH events USING INTEGER PRIMARY KEY (rowid=?)") != 2 {
+				t.Errorf("plan %q: want each arm's rows found by rowid", p)
 			}
 			if strings.Contains(p, "SCAN events") {
 				t.Errorf("plan %q: a scan of events", p)

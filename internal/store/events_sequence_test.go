@@ -122,10 +122,11 @@ func TestReadsBySequenceFindTheTailAndTheIndexedRows(t *testing.T) {
 	})
 }
 
-// The key by sequence stays unique on SQLite (migration 037) as the primary
-// key kept it: a second row at a sequence is refused at its insert, with
-// the primary key's error, whether the row it meets is in its own part of
-// the key (the tail or the rows indexed) or in the other.
+// The key by sequence stays unique on SQLite (migrations 037 and 039) as the
+// primary key kept it: a second row at a sequence is refused at its insert,
+// with the primary key's error, whether the row it meets is in the tail or
+// indexed, and nothing of it is stored, even under the append's ON CONFLICT
+// of the dedup key.
 func TestTheKeyBySequenceRefusesADuplicate(t *testing.T) {
 	ctx := context.Background()
 	s := storetest.Open(t, storetest.DSN(t, storetest.SQLite))
@@ -148,11 +149,12 @@ func TestTheKeyBySequenceRefusesADuplicate(t *testing.T) {
 	if err := s.DB().QueryRowContext(ctx, `SELECT account FROM events LIMIT 1`).Scan(&account); err != nil {
 		t.Fatal(err)
 	}
-	insert := func(seq int64, id string, unindexed any) error {
+	insert := func(seq int64, id string) error {
 		_, err := s.WriteDB().ExecContext(ctx, `INSERT INTO events (account, sequence, leaf_index, event_id, event_type,
-			payload_hash, ts, surface, machine_sequence, created_at, unindexed)
-			VALUES ($1, $2, $2, $3, 'tool_call', $4, '2026-11-28T00:00:00Z', 'rest', $2, 1, $5)`,
-			account, seq, id, fmt.Sprintf("sha256:%064x", 100+seq), unindexed)
+			payload_hash, ts, surface, machine_sequence, created_at)
+			VALUES ($1, $2, $2, $3, 'tool_call', $4, '2026-11-28T00:00:00Z', 'rest', $2, 1)
+			ON CONFLICT (account, event_id) DO NOTHING`,
+			account, seq, id, fmt.Sprintf("sha256:%064x", 100+seq))
 		return err
 	}
 	refused := func(what string, err error) {
@@ -161,20 +163,25 @@ func TestTheKeyBySequenceRefusesADuplicate(t *testing.T) {
 			t.Errorf("%s: %v, want a unique violation", what, err)
 		}
 	}
-	// Every row is in the tail: single appends.
-	refused("a tail row beside a tail row", insert(1, "evt-dup-1", 1))
-	refused("an indexed row beside a tail row", insert(1, "evt-dup-2", nil))
+	// Every row is in the tail (events_tail): single appends.
+	refused("a row beside a row of the tail", insert(1, "evt-dup-1"))
 	if _, err := s.IndexBehind(ctx); err != nil {
 		t.Fatal(err)
 	}
-	refused("an indexed row beside an indexed row", insert(1, "evt-dup-3", nil))
-	refused("a tail row beside an indexed row", insert(1, "evt-dup-4", 1))
-	// A new sequence is taken in either part.
-	if err := insert(3, "evt-3", 1); err != nil {
-		t.Fatalf("a tail row at a new sequence: %v", err)
+	// Every row is indexed (events_seq).
+	refused("a row beside an indexed row", insert(1, "evt-dup-2"))
+	// A new sequence is taken, beside both parts.
+	if err := insert(3, "evt-3"); err != nil {
+		t.Fatalf("a row at a new sequence: %v", err)
 	}
-	if err := insert(4, "evt-4", nil); err != nil {
-		t.Fatalf("an indexed row at a new sequence: %v", err)
+	refused("a row beside a row of the tail, beside indexed rows", insert(3, "evt-dup-3"))
+	if err := insert(4, "evt-4"); err != nil {
+		t.Fatalf("a second row at a new sequence: %v", err)
+	}
+	// The append's ON CONFLICT (the dedup key's) skips a stored event_id
+	// and nothing else: the key's refusal above failed the whole insert.
+	if err := insert(5, "evt-4"); err != nil {
+		t.Fatalf("a stored event_id at a new sequence: %v, want it skipped", err)
 	}
 	var n int
 	if err := s.DB().QueryRowContext(ctx, `SELECT count(*) FROM events WHERE account = $1`, account).Scan(&n); err != nil || n != 5 {
@@ -182,5 +189,126 @@ func TestTheKeyBySequenceRefusesADuplicate(t *testing.T) {
 	}
 	if _, err := s.IndexBehind(ctx); err != nil {
 		t.Fatalf("indexing after the refusals: %v", err)
+	}
+	var keys, tail int
+	if err := s.DB().QueryRowContext(ctx, `SELECT (SELECT count(*) FROM events_seq WHERE account = $1),
+		(SELECT count(*) FROM events_tail WHERE account = $1)`, account).Scan(&keys, &tail); err != nil || keys != 5 || tail != 0 {
+		t.Fatalf("%d keys and %d in the tail (%v), want 5 and 0", keys, tail, err)
+	}
+}
+
+// A write to the file past the service (an operator's repair, or tampering
+// the verification must report) keeps SQLite's keys exact, as the indexes
+// they replaced were kept (migration 039): an updated row is read by key at
+// its new sequence and refused at a taken one, a deleted row leaves no key,
+// and search finds the row by its new values once the tail is indexed.
+func TestTheKeysFollowAWritePastTheService(t *testing.T) {
+	ctx := context.Background()
+	dsn := storetest.DSN(t, storetest.SQLite)
+	s := storetest.Open(t, dsn)
+	const user = "u-past"
+	err := s.InTx(ctx, func(tx *sql.Tx) error {
+		for i := range int64(6) {
+			e := store.Event{StoredEvent: api.StoredEvent{Event: api.Event{UserID: user, Sequence: i, EventID: fmt.Sprintf("evt-%d", i),
+				EventType: "tool_call", PayloadHash: fmt.Sprintf("sha256:%064x", i+1), TS: "2026-11-28T00:00:00Z", Surface: "rest"}},
+				LeafIndex: i}
+			if err := insertEvent(ctx, s, tx, &e); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var account int64
+	if err := s.DB().QueryRowContext(ctx, `SELECT account FROM events LIMIT 1`).Scan(&account); err != nil {
+		t.Fatal(err)
+	}
+	// Rows 0–2 indexed, 3–5 in the tail.
+	if _, err := s.IndexBehind(ctx); err != nil {
+		t.Fatal(err)
+	}
+	err = s.InTx(ctx, func(tx *sql.Tx) error {
+		for i := range int64(3) {
+			e := store.Event{StoredEvent: api.StoredEvent{Event: api.Event{UserID: user, Sequence: 6 + i, EventID: fmt.Sprintf("evt-%d", 6+i),
+				EventType: "tool_call", PayloadHash: fmt.Sprintf("sha256:%064x", 7+i), TS: "2026-11-28T00:00:00Z", Surface: "rest"}},
+				LeafIndex: 6 + i}
+			if err := insertEvent(ctx, s, tx, &e); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	exec := func(q string, args ...any) error {
+		_, err := s.WriteDB().ExecContext(ctx, q, append([]any{account}, args...)...)
+		return err
+	}
+	idAt := func(seq int64) string {
+		t.Helper()
+		var id string
+		switch err := s.DB().QueryRowContext(ctx, `SELECT event_id FROM events_seq k JOIN events e ON e.rowid = k.rid
+			WHERE k.account = $1 AND k.sequence = $2 AND e.sequence = k.sequence
+			UNION ALL SELECT event_id FROM events_tail k JOIN events e ON e.rowid = k.rid
+			WHERE k.account = $1 AND k.sequence = $2 AND e.sequence = k.sequence`, account, seq).Scan(&id); {
+		case errors.Is(err, sql.ErrNoRows):
+			return ""
+		case err != nil:
+			t.Fatal(err)
+		}
+		return id
+	}
+	// Swapped through a free sequence, an indexed row and a tail row.
+	for _, q := range []struct{ from, to int64 }{{1, -1}, {7, 1}, {-1, 7}} {
+		if err := exec(`UPDATE events SET sequence = $3 WHERE account = $1 AND sequence = $2`, q.from, q.to); err != nil {
+			t.Fatalf("update %d to %d: %v", q.from, q.to, err)
+		}
+	}
+	if a, b := idAt(1), idAt(7); a != "evt-7" || b != "evt-1" {
+		t.Fatalf("after the swap: sequence 1 reads %q, 7 reads %q; want evt-7 and evt-1", a, b)
+	}
+	// A taken sequence is refused, indexed or in the tail.
+	for _, to := range []int64{0, 4} {
+		if err := exec(`UPDATE events SET sequence = $3 WHERE account = $1 AND sequence = $2`, 2, to); !store.IsUniqueViolation(err) {
+			t.Errorf("update of 2 to the taken %d: %v, want a unique violation", to, err)
+		}
+	}
+	if idAt(2) != "evt-2" {
+		t.Fatalf("sequence 2 reads %q after the refused updates", idAt(2))
+	}
+	// A deleted row leaves no key, in either part.
+	if err := exec(`DELETE FROM events WHERE account = $1 AND sequence IN (0, 8)`); err != nil {
+		t.Fatal(err)
+	}
+	var stale int
+	if err := s.DB().QueryRowContext(ctx, `SELECT (SELECT count(*) FROM events_seq k LEFT JOIN events e ON e.rowid = k.rid WHERE e.rowid IS NULL)
+		+ (SELECT count(*) FROM events_tail k LEFT JOIN events e ON e.rowid = k.rid WHERE e.rowid IS NULL)
+		+ (SELECT count(*) FROM events_by_type k LEFT JOIN events e ON e.rowid = k.rid WHERE e.rowid IS NULL)`).Scan(&stale); err != nil || stale != 0 {
+		t.Fatalf("%d keys of deleted rows (%v)", stale, err)
+	}
+	// A changed type: search finds the row by its new type once the tail
+	// the update put it in is indexed (the next start counts it).
+	if err := exec(`UPDATE events SET event_type = 'session_start' WHERE account = $1 AND sequence = 2`); err != nil {
+		t.Fatal(err)
+	}
+	again, err := store.Open(ctx, dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer again.Close()
+	for again.EventsBehind() > 0 {
+		if _, err := again.IndexBehind(ctx); err != nil {
+			t.Fatal(err)
+		}
+	}
+	got, err := again.Search(ctx, store.SearchFilter{UserID: user, EventTypes: []string{"session_start"}, Limit: 10})
+	if err != nil || len(got) != 1 || got[0].EventID != "evt-2" {
+		t.Fatalf("search by the new type: %v, %v; want evt-2", got, err)
+	}
+	if got, err := again.Search(ctx, store.SearchFilter{UserID: user, EventTypes: []string{"tool_call"}, Limit: 10}); err != nil || len(got) != 6 {
+		t.Fatalf("search by the old type: %d rows, %v; want 6", len(got), err)
 	}
 }

@@ -1,7 +1,8 @@
 package store
 
 // The subagent column (migration 036): raw's subagent member, which the
-// console's sub-agent filter finds through events_subagent, read from raw
+// console's sub-agent filter finds through its key (events_subagent on
+// PostgreSQL, events_by_subagent on SQLite: migration 039), read from raw
 // in Go before the insert rather than by the index's own expression.
 
 import (

@@ -253,11 +253,11 @@ func (s *Store) AccountIDs(ctx context.Context, after string, limit int) ([]stri
 }
 
 func scanPageEndSQL(dialect Dialect) string {
-	return bySequence(dialect, `SELECT sequence FROM events`, `account = $1 AND sequence > $2 AND sequence <= $3`) +
+	return bySequence(dialect, `sequence`, `account = $1 AND sequence > $2 AND sequence <= $3`) +
 		` ORDER BY sequence LIMIT 1 OFFSET $4`
 }
 
 func scanRangeSQL(dialect Dialect) string {
-	return bySequence(dialect, `SELECT `+scanColumns+` FROM events`, `account = $1 AND sequence > $2 AND sequence <= $3`) +
+	return bySequence(dialect, scanColumns, `account = $1 AND sequence > $2 AND sequence <= $3`) +
 		` ORDER BY sequence`
 }

@@ -1,32 +1,36 @@
 package store
 
-// Search's indexes built behind the append (SQLite, migration 023; issue #39).
+// The keys of the record built behind the append (SQLite, migrations 023,
+// 037 and 039; issue #39).
 //
-// A single append marks its row unindexed = 1, which keeps it out of the
-// four partial indexes only search reads (events_type, events_tool,
-// events_ts, events_decision) and puts it in events_unindexed, which holds
-// only such rows and stays a few pages small. Between two group commits the
-// writer calls IndexBehind, which clears the mark of a chunk of the tail in
-// key order (account by account, sweeping round the accounts): the rows
-// enter the four indexes together, so an account's index page is written to
-// the WAL once for all of its rows in the tail instead of once per row.
-// Search reads the tail beside the indexes (searchQuery), so a client finds
-// its own appends as soon as they are acknowledged, and a crash leaves
-// nothing to repair: a marked row is found by search all the same, and is
-// indexed by a later IndexBehind (Open counts the tail it finds).
+// Every row inserted into events enters events_tail, the tail's key (a
+// trigger, migration 039): its own B-tree, which stays a few pages small.
+// The key by sequence of the rows indexed (events_seq) and search's keys
+// (events_by_type, _tool, _decision, _subagent, _ts) are tables of their
+// own that only IndexBehind writes: between two group commits the writer
+// calls it to copy a chunk of the tail into them in key order (account by
+// account, sweeping round the accounts) and delete it from the tail. An
+// account's key pages are then written to the WAL once for all of its rows
+// in the chunk instead of once per row, and the row itself is never written
+// again (docs/performance.md "The keys in tables of their own"). Every read
+// by key reads the tail beside them (indexedArms), so a client finds its
+// own appends as soon as they are acknowledged, and a crash leaves nothing
+// to repair: a row in the tail is found all the same, and indexed by a
+// later IndexBehind (Open counts the tail it finds).
 //
 // The tail's Merkle rows are written behind the same way: IndexBehind
-// stores the tree of each account of the chunk over its whole tail before it
-// clears a mark (merkle_behind_sqlite.go).
+// stores the tree of each account of the chunk over its whole tail before
+// it takes a row out of the tail (merkle_behind_sqlite.go).
 //
-// Batch rows are stored indexed (unindexed NULL): the rows of one batch
-// share their index pages already. PostgreSQL never marks a row.
+// A batch's rows enter the tail too; its Merkle rows it stores itself, so
+// the tree skips them (tailOf). PostgreSQL has no tail.
 
 import (
 	"context"
 	"database/sql"
 	"errors"
 	"fmt"
+	"math"
 )
 
 const (
@@ -47,26 +51,49 @@ const (
 	IndexBehindChunk = 512
 )
 
-// EventsBehind is how many appended rows wait to be indexed, counted when
+// EventsBehind is how many inserted rows wait to be indexed, counted when
 // the store opens and as rows are inserted (rows of rolled-back savepoints
 // count too, until an IndexBehind that finds the whole tail indexed).
 func (s *Store) EventsBehind() int64 { return s.behind.Load() }
 
-// countBehind counts the marked rows a previous run left (a crash, or a
-// stop before the writer indexed them).
+// countBehind counts the tail a previous run left (a crash, or a stop
+// before the writer indexed it).
 func (s *Store) countBehind(ctx context.Context) error {
 	var n int64
-	if err := s.write.QueryRowContext(ctx, `SELECT count(*) FROM events WHERE unindexed IS NOT NULL`).Scan(&n); err != nil {
+	if err := s.write.QueryRowContext(ctx, `SELECT count(*) FROM events_tail`).Scan(&n); err != nil {
 		return fmt.Errorf("count the rows to index: %w", err)
 	}
 	s.behind.Store(n)
 	return nil
 }
 
-// IndexBehind indexes up to IndexBehindChunk marked rows in a transaction
-// of its own on the writer's connection, continuing the sweep from the
-// account where the last call stopped. The writer calls it between two
-// group commits; a failure leaves the rows marked, as found.
+// indexBehindInserts copy the chunk's rows (from t, the tail, and e, their
+// rows; the chunk's bounds are $1 to ($2, $3)) into the keys of the rows
+// indexed, each in its key's order. A row without a value for a key is not
+// in it: search never matches NULL.
+var indexBehindInserts = [...]string{
+	`INSERT INTO events_seq (account, sequence, rid) SELECT t.account, t.sequence, t.rid` + tailChunk + ` ORDER BY t.account, t.sequence`,
+	`INSERT INTO events_by_type (account, event_type, sequence, rid) SELECT t.account, e.event_type, t.sequence, t.rid` + tailChunk +
+		` ORDER BY t.account, e.event_type, t.sequence`,
+	`INSERT INTO events_by_tool (account, tool, sequence, rid) SELECT t.account, e.tool, t.sequence, t.rid` + tailChunk +
+		` AND e.tool IS NOT NULL ORDER BY t.account, e.tool, t.sequence`,
+	`INSERT INTO events_by_decision (account, decision, sequence, rid) SELECT t.account, e.decision, t.sequence, t.rid` + tailChunk +
+		` AND e.decision IS NOT NULL ORDER BY t.account, e.decision, t.sequence`,
+	`INSERT INTO events_by_subagent (account, subagent, sequence, rid) SELECT t.account, e.subagent, t.sequence, t.rid` + tailChunk +
+		` AND e.subagent IS NOT NULL ORDER BY t.account, e.subagent, t.sequence`,
+	`INSERT INTO events_by_ts (account, ts_micros, sequence, rid) SELECT t.account, e.ts_micros, t.sequence, t.rid` + tailChunk +
+		` AND e.ts_micros IS NOT NULL ORDER BY t.account, e.ts_micros, t.sequence`,
+}
+
+// tailChunk is the FROM and WHERE of the chunk's rows: the tail from
+// account $1 up to and including ($2, $3).
+const tailChunk = ` FROM events_tail t CROSS JOIN events e ON e.rowid = t.rid
+	WHERE t.account >= $1 AND (t.account, t.sequence) <= ($2, $3)`
+
+// IndexBehind indexes up to IndexBehindChunk rows of the tail in a
+// transaction of its own on the writer's connection, continuing the sweep
+// from the account where the last call stopped. The writer calls it between
+// two group commits; a failure leaves the rows in the tail, as found.
 func (s *Store) IndexBehind(ctx context.Context) (int64, error) {
 	if s.Dialect != SQLite {
 		return 0, nil
@@ -82,29 +109,33 @@ func (s *Store) IndexBehind(ctx context.Context) (int64, error) {
 	// so far was committed or rolled back, and none is counted until it ends.
 	counted := s.behind.Load()
 	from := s.sweep
-	// The account of the chunk's last row: the next call starts there (its
+	// The chunk's last key: the next call starts at its account (its
 	// remaining rows, if the chunk ended inside it). None: the chunk takes
 	// the rest of the sweep, which starts over.
-	var last int64
-	err = tx.QueryRowContext(ctx, `SELECT account FROM events WHERE unindexed IS NOT NULL AND account >= $1
-		ORDER BY account, sequence LIMIT 1 OFFSET $2`, from, IndexBehindChunk-1).Scan(&last)
+	lastAccount, lastSequence := int64(math.MaxInt64), int64(math.MaxInt64)
+	err = tx.QueryRowContext(ctx, `SELECT account, sequence FROM events_tail WHERE account >= $1
+		ORDER BY account, sequence LIMIT 1 OFFSET $2`, from, IndexBehindChunk-1).Scan(&lastAccount, &lastSequence)
 	full := err == nil
 	if err != nil && !errors.Is(err, sql.ErrNoRows) {
 		return 0, fmt.Errorf("index behind: %w", err)
 	}
 	// The chunk's accounts' trees are grown over their whole tails first:
-	// a leaf past the stored tree must stay a marked row
+	// a leaf past the stored tree must stay a row of the tail
 	// (merkle_behind_sqlite.go).
 	to := int64(-1)
 	if full {
-		to = last
+		to = lastAccount
 	}
 	if err := s.growTails(ctx, tx, from, to); err != nil {
 		return 0, fmt.Errorf("index behind: %w", err)
 	}
-	res, err := tx.ExecContext(ctx, `UPDATE events SET unindexed = NULL WHERE rowid IN (
-		SELECT rowid FROM events WHERE unindexed IS NOT NULL AND account >= $1 ORDER BY account, sequence LIMIT $2)`,
-		from, IndexBehindChunk)
+	for _, q := range indexBehindInserts {
+		if _, err := tx.ExecContext(ctx, q, from, lastAccount, lastSequence); err != nil {
+			return 0, fmt.Errorf("index behind: %w", err)
+		}
+	}
+	res, err := tx.ExecContext(ctx, `DELETE FROM events_tail WHERE account >= $1 AND (account, sequence) <= ($2, $3)`,
+		from, lastAccount, lastSequence)
 	if err != nil {
 		return 0, fmt.Errorf("index behind: %w", err)
 	}
@@ -117,10 +148,10 @@ func (s *Store) IndexBehind(ctx context.Context) (int64, error) {
 	}
 	switch {
 	case full:
-		s.sweep = last
+		s.sweep = lastAccount
 		s.behind.Add(-min(n, counted))
 	case from == 0:
-		s.behind.Add(-counted) // the sweep took every marked row
+		s.behind.Add(-counted) // the sweep took every row of the tail
 	default:
 		s.sweep = 0
 		s.behind.Add(-min(n, counted))

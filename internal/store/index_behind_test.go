@@ -111,15 +111,14 @@ func TestSearchFindsEventsBeforeAndAfterTheyAreIndexed(t *testing.T) {
 		if _, err := s.IndexBehind(ctx); err != nil {
 			t.Fatal(err)
 		}
-		if n := s.EventsBehind(); s.Dialect == store.SQLite && n != 0 {
-			t.Fatalf("EventsBehind after IndexBehind = %d", n)
-		}
-		var marked int
-		if err := s.DB().QueryRowContext(ctx, `SELECT count(*) FROM events WHERE unindexed IS NOT NULL`).Scan(&marked); err != nil {
-			t.Fatal(err)
-		}
-		if marked != 0 {
-			t.Fatalf("%d rows still marked unindexed after IndexBehind", marked)
+		if s.Dialect == store.SQLite {
+			var tail int
+			if err := s.DB().QueryRowContext(ctx, `SELECT count(*) FROM events_tail`).Scan(&tail); err != nil {
+				t.Fatal(err)
+			}
+			if n := s.EventsBehind(); n != 0 || tail != 0 {
+				t.Fatalf("EventsBehind %d and %d rows in the tail after IndexBehind, want 0 and 0", n, tail)
+			}
 		}
 		check("indexed")
 		appendN(7)
@@ -211,10 +210,10 @@ func TestIndexBehindSweepsTheTailInChunks(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	marked := func() int64 {
+	inTail := func() int64 {
 		t.Helper()
 		var n int64
-		if err := s.DB().QueryRowContext(ctx, `SELECT count(*) FROM events WHERE unindexed IS NOT NULL`).Scan(&n); err != nil {
+		if err := s.DB().QueryRowContext(ctx, `SELECT count(*) FROM events_tail`).Scan(&n); err != nil {
 			t.Fatal(err)
 		}
 		return n
@@ -225,7 +224,7 @@ func TestIndexBehindSweepsTheTailInChunks(t *testing.T) {
 		t.Fatal(err)
 	}
 	if n := again.EventsBehind(); n != int64(rows) {
-		t.Fatalf("a store opened on %d marked rows counts %d", rows, n)
+		t.Fatalf("a store opened on a tail of %d rows counts %d", rows, n)
 	}
 	again.Close()
 
@@ -245,8 +244,8 @@ func TestIndexBehindSweepsTheTailInChunks(t *testing.T) {
 			t.Fatalf("%d calls and %d rows still behind", calls, s.EventsBehind())
 		}
 	}
-	if m := marked(); m != 0 {
-		t.Fatalf("%d rows still marked when EventsBehind is 0", m)
+	if m := inTail(); m != 0 {
+		t.Fatalf("%d rows still in the tail when EventsBehind is 0", m)
 	}
 	if calls < 3 {
 		t.Fatalf("%d rows indexed in %d calls, want chunks of at most %d", rows, calls, store.IndexBehindChunk)
@@ -262,7 +261,7 @@ func TestIndexBehindSweepsTheTailInChunks(t *testing.T) {
 
 // IndexBehind called from two goroutines at once (the writer's loop and a
 // test, or any second caller) counts each row off once: the count of rows
-// behind ends at zero with no row marked, never below zero, which would
+// behind ends at zero with the tail empty, never below zero, which would
 // hide the tail from the reads that skip it when the count says it is
 // empty.
 func TestIndexBehindCountsRowsOffOnceUnderConcurrentCallers(t *testing.T) {
@@ -304,12 +303,12 @@ func TestIndexBehindCountsRowsOffOnceUnderConcurrentCallers(t *testing.T) {
 				t.Fatal(err)
 			}
 		}
-		var marked int64
-		if err := s.DB().QueryRowContext(ctx, `SELECT count(*) FROM events WHERE unindexed IS NOT NULL`).Scan(&marked); err != nil {
+		var tail int64
+		if err := s.DB().QueryRowContext(ctx, `SELECT count(*) FROM events_tail`).Scan(&tail); err != nil {
 			t.Fatal(err)
 		}
-		if n := s.EventsBehind(); n != 0 || marked != 0 {
-			t.Fatalf("round %d: EventsBehind %d with %d rows marked, want 0 and 0", round, n, marked)
+		if n := s.EventsBehind(); n != 0 || tail != 0 {
+			t.Fatalf("round %d: EventsBehind %d with %d rows in the tail, want 0 and 0", round, n, tail)
 		}
 	}
 }

@@ -6,10 +6,10 @@ package store
 // merkle_hashes is keyed by (account, idx): with many accounts in one group
 // commit, each single append wrote a leaf page of its own account's part of
 // that B-tree, about a third of the pages a commit wrote to the WAL. Now a
-// single append on SQLite writes no Merkle row. Its row is the tail's
-// (unindexed = 1, index_behind.go), and the account's tree is grown over its
-// tail by IndexBehind before it clears the marks: each account's Merkle page
-// is written once for all of its rows in the chunk.
+// single append on SQLite writes no Merkle row. Its row is in the tail
+// (events_tail, index_behind.go), and the account's tree is grown over its
+// tail by IndexBehind before it takes the rows out of the tail: each
+// account's Merkle page is written once for all of its rows in the chunk.
 //
 // The invariant that keeps every read exact: the stored tree of an account is
 // whole for its first m leaves (its rows end at StoredHashCount(m)), and every
@@ -19,12 +19,12 @@ package store
 // are the same as if the rows were stored (the rows are a function of the
 // events: the tree is derived from the record, as buildTree always was).
 // What keeps the invariant:
-//   - a single append adds a marked row at the next leaf;
+//   - a single append adds a row of the tail at the next leaf;
 //   - a batch (AppendRun) grows the tree over the tail first (catchUpTree),
 //     then stores its own leaves' rows, as before;
 //   - IndexBehind grows each account's tree over all of its tail before
-//     clearing any of its marks, in the same transaction;
-//   - a crash keeps committed marked rows, which stay the tail.
+//     taking any of its rows out of the tail, in the same transaction;
+//   - a crash keeps the committed tail.
 // A tree that breaks it (rows deleted or added behind the store's back) is
 // found as before: the fill refuses a tail that does not start where the
 // stored tree ends (ErrMissingHash), and a write rebuilds it (buildTree).
@@ -119,7 +119,7 @@ func (r *hashReader) tailHashes() (map[int64]tlog.Hash, error) {
 		return nil, err
 	}
 	rows, err := r.q.QueryContext(r.ctx, `SELECT -1, NULL, `+treeEndSQL+`
-		UNION ALL SELECT leaf_index, payload_hash, NULL FROM events WHERE account = ?1 AND unindexed IS NOT NULL`, account)
+		UNION ALL SELECT e.leaf_index, e.payload_hash, NULL FROM events_tail t CROSS JOIN events e ON e.rowid = t.rid WHERE t.account = ?1`, account)
 	if err != nil {
 		return nil, err
 	}
@@ -165,9 +165,9 @@ func (r *hashReader) tailHashes() (map[int64]tlog.Hash, error) {
 }
 
 // readWithTail is ReadHashes on SQLite: the stored runs, and for the indexes
-// past the stored tree, the hashes computed from the tail. The marks of the
-// tail may be cleared between the reads (IndexBehind stores the rows first):
-// the stored rows are read again then.
+// past the stored tree, the hashes computed from the tail. Rows may leave the
+// tail between the reads (IndexBehind stores the Merkle rows first): the
+// stored rows are read again then.
 func (r *hashReader) readWithTail(indexes []int64) ([]tlog.Hash, error) {
 	got, err := r.readRuns(indexes)
 	if !errors.Is(err, ErrMissingHash) || r.stored {
@@ -254,16 +254,16 @@ func (s *Store) catchUpTree(ctx context.Context, tx *sql.Tx, userID string, n in
 
 // growTails stores the Merkle rows of the tails of the accounts in
 // [from, to] (to < 0: every account from from on) inside tx, IndexBehind's
-// transaction, before it clears their marks: one read of the tails in key
+// transaction, before their rows leave the tail: one read of the tails in key
 // order, then per account its stored end, its frontier and one insert.
 func (s *Store) growTails(ctx context.Context, tx *sql.Tx, from, to int64) error {
-	q := `SELECT account, leaf_index, payload_hash FROM events WHERE unindexed IS NOT NULL AND account >= $1`
+	q := `SELECT t.account, e.leaf_index, e.payload_hash FROM events_tail t CROSS JOIN events e ON e.rowid = t.rid WHERE t.account >= $1`
 	args := []any{from}
 	if to >= 0 {
-		q += ` AND account <= $2`
+		q += ` AND t.account <= $2`
 		args = append(args, to)
 	}
-	rows, err := tx.QueryContext(ctx, q+` ORDER BY account, sequence`, args...)
+	rows, err := tx.QueryContext(ctx, q+` ORDER BY t.account, t.sequence`, args...)
 	if err != nil {
 		return err
 	}

@@ -176,3 +176,15 @@ func TestABackupHasTheChosenPageSize(t *testing.T) {
 		t.Fatalf("the backup of an 8 KiB store has %d-byte pages, want %d", got, sqlitePageSize)
 	}
 }
+
+// Migrations keep their statement journals in SQLite's temporary files (a
+// rewrite of events held the whole table in memory otherwise), and the
+// writer's connection, which ran them, is back to temporary structures in
+// memory for the group commit's savepoints.
+func TestMigrationsLeaveTheWriterWithTemporaryStructuresInMemory(t *testing.T) {
+	s := testSQLiteStore(t)
+	const memory = 2 // PRAGMA temp_store: 0 default, 1 file, 2 memory
+	if got := pragmaInt(t, s.write, "temp_store"); got != memory {
+		t.Fatalf("the writer's temp_store after the migrations = %d, want %d", got, memory)
+	}
+}

@@ -147,41 +147,63 @@ func TestMigrationsGiveBothDialectsTheSameSchema(t *testing.T) {
 	delete(sqlite.Columns, sqliteOnly)
 	delete(sqlite.PrimaryKey, sqliteOnly)
 	delete(sqlite.Unique, sqliteOnly+"(user_id)")
-	// One key is laid out differently: SQLite's events keep (account,
-	// sequence) in two partial unique indexes, events_sequence over the rows
-	// indexed and events_unindexed over the tail, and the dedup key in the
-	// unique index events_event_id (migration 037, which rebuilt the table
-	// to drop its primary key); PostgreSQL keeps the primary key and the
-	// dedup key's constraint, and its events_unindexed, always empty, need
-	// not be unique. Together they are PostgreSQL's key, row for row.
-	for index, def := range map[string]string{
-		"events_sequence":  "events(account,sequence) partial unique",
-		"events_unindexed": "events(account,sequence) partial unique",
-		"events_event_id":  "events(account,event_id) unique",
+	// The events' keys are laid out differently. SQLite keeps (account,
+	// sequence) and search's keys in tables of their own, built behind the
+	// append (migration 039): events_seq and events_tail, which together are
+	// PostgreSQL's primary key, row for row, and events_by_type, _tool,
+	// _decision, _subagent and _ts, which are PostgreSQL's search indexes
+	// (partial on unindexed IS NULL, a column only PostgreSQL's events keep,
+	// always NULL there, as its events_unindexed is always empty). Each key
+	// table holds its key (the index's columns, and the sequence that makes
+	// it unique) and the row's rowid. The dedup key is SQLite's unique index
+	// events_event_id (migration 037 rebuilt the table to drop its primary
+	// key), PostgreSQL's constraint.
+	for table, key := range map[string]struct{ columns, pgIndex string }{
+		"events_seq":         {"account,sequence", ""},
+		"events_tail":        {"account,sequence", "events_unindexed"},
+		"events_by_type":     {"account,event_type,sequence", "events_type"},
+		"events_by_tool":     {"account,tool,sequence", "events_tool"},
+		"events_by_decision": {"account,decision,sequence", "events_decision"},
+		"events_by_subagent": {"account,subagent,sequence", "events_subagent"},
+		"events_by_ts":       {"account,ts_micros,sequence", "events_ts"},
 	} {
-		if sqlite.Indexes[index] != def {
-			t.Errorf("SQLite's %s is %q, want %q (migration 037)", index, sqlite.Indexes[index], def)
+		if got := sqlite.PrimaryKey[table]; got != key.columns {
+			t.Errorf("SQLite's %s has the key %q, want %q (migration 039)", table, got, key.columns)
 		}
+		want := append(strings.Split(key.columns, ","), "rid")
+		slices.Sort(want)
+		if got := sqlite.Columns[table]; !slices.Equal(got, want) {
+			t.Errorf("SQLite's %s has the columns %v, want %v", table, got, want)
+		}
+		delete(sqlite.Columns, table)
+		delete(sqlite.PrimaryKey, table)
+		if key.pgIndex == "" {
+			continue
+		}
+		def, ok := postgres.Indexes[key.pgIndex]
+		cols := strings.TrimSuffix(strings.TrimPrefix(def, "events("), ") partial")
+		if !ok || !strings.HasPrefix(def, "events(") || !strings.HasSuffix(def, ") partial") || !strings.HasPrefix(key.columns+",", cols+",") {
+			t.Errorf("PostgreSQL's %s is %q, want a partial index of events on a prefix of %s", key.pgIndex, def, key.columns)
+		}
+		delete(postgres.Indexes, key.pgIndex)
+	}
+	postgres.Columns["events"] = slices.DeleteFunc(postgres.Columns["events"], func(c string) bool { return c == "unindexed" })
+	if def := sqlite.Indexes["events_event_id"]; def != "events(account,event_id) unique" {
+		t.Errorf("SQLite's events_event_id is %q, want the unique index events(account,event_id) (migration 037)", def)
 	}
 	st := storetest.Open(t, storetest.DSN(t, storetest.SQLite))
-	for name, where := range map[string]string{
-		"events_sequence":              "WHERE unindexed IS NULL;",
-		"events_unindexed":             "WHERE unindexed IS NOT NULL;",
-		"events_sequence_once_tail":    "WHEN NEW.unindexed IS NOT NULL AND EXISTS",
-		"events_sequence_once_indexed": "WHEN NEW.unindexed IS NULL AND EXISTS",
+	for name, says := range map[string]string{
+		"events_enter_tail": "AFTER INSERT ON events",
 	} {
 		var text string
-		if err := st.DB().QueryRow(`SELECT sql || ';' FROM sqlite_master WHERE name = $1`, name).Scan(&text); err != nil || !strings.Contains(text, where) {
-			t.Errorf("SQLite's %s: %q (%v), want it to say %q", name, text, err, where)
+		if err := st.DB().QueryRow(`SELECT sql FROM sqlite_master WHERE type = 'trigger' AND name = $1`, name).Scan(&text); err != nil || !strings.Contains(text, says) {
+			t.Errorf("SQLite's trigger %s: %q (%v), want it to say %q", name, text, err, says)
 		}
 	}
 	if _, ok := sqlite.PrimaryKey["events"]; ok {
 		t.Errorf("SQLite's events has a primary key: %s", sqlite.PrimaryKey["events"])
 	}
-	delete(sqlite.Indexes, "events_sequence")
 	delete(sqlite.Indexes, "events_event_id")
-	delete(sqlite.Unique, "events(account,sequence) partial")
-	sqlite.Indexes["events_unindexed"] = "events(account,sequence) partial"
 	sqlite.PrimaryKey["events"] = "account,sequence"
 	tables := slices.Sorted(maps.Keys(sqlite.Columns))
 	if pg := slices.Sorted(maps.Keys(postgres.Columns)); !slices.Equal(tables, pg) {

@@ -43,10 +43,11 @@ func queryPlan(t *testing.T, s *Store, q string, args ...any) string {
 }
 
 // Search pages must cost about limit rows at any chain length: every filter
-// but the time bounds is served by an index in sequence order, never by a
+// but the time bounds is served by a key in sequence order, never by a
 // scan of the account's events or a sort of them (SQLite's plan; PostgreSQL
-// plans by statistics). The rows not yet indexed (index_behind.go) are read
-// from events_unindexed, in sequence order too, and merged.
+// plans by statistics), each row found by its rowid. The rows not yet
+// indexed (index_behind.go) are read from events_tail, in sequence order
+// too, and merged.
 func TestSearchPlans(t *testing.T) {
 	s := testSQLiteStore(t)
 	str := func(v string) *string { return &v }
@@ -56,13 +57,14 @@ func TestSearchPlans(t *testing.T) {
 		f         SearchFilter
 		wantIndex string
 	}{
-		{"newest page", SearchFilter{}, "events_sequence"},
-		{"cursor", SearchFilter{Cursor: &cur}, "events_sequence"},
-		{"decision", SearchFilter{Decision: str("deny")}, "events_decision"},
-		{"decision after a cursor", SearchFilter{Decision: str("deny"), Cursor: &cur}, "events_decision"},
-		{"tool", SearchFilter{Tool: str("bash")}, "events_tool"},
-		{"one event type", SearchFilter{EventTypes: []string{"tool_call"}}, "events_type"},
-		{"sub-agent", SearchFilter{Subagent: str("worker")}, "events_subagent"},
+		{"newest page", SearchFilter{}, "events_seq"},
+		{"cursor", SearchFilter{Cursor: &cur}, "events_seq"},
+		{"decision", SearchFilter{Decision: str("deny")}, "events_by_decision"},
+		{"decision after a cursor", SearchFilter{Decision: str("deny"), Cursor: &cur}, "events_by_decision"},
+		{"tool", SearchFilter{Tool: str("bash")}, "events_by_tool"},
+		{"one event type", SearchFilter{EventTypes: []string{"tool_call"}}, "events_by_type"},
+		{"a tool and a decision", SearchFilter{Tool: str("bash"), Decision: str("deny")}, "events_by_tool"},
+		{"sub-agent", SearchFilter{Subagent: str("worker")}, "events_by_subagent"},
 	}
 	for _, tt := range tests {
 		for _, withTail := range []bool{true, false} {
@@ -70,13 +72,14 @@ func TestSearchPlans(t *testing.T) {
 				tt.f.UserID, tt.f.Limit = "u", 200
 				q, args := searchQuery(SQLite, int64(1), tt.f, withTail)
 				p := queryPlan(t, s, q, args...)
-				if !strings.Contains(p, "SEARCH events USING INDEX "+tt.wantIndex+" ") || strings.Contains(p, "TEMP B-TREE") {
+				if !strings.Contains(p, "SEARCH "+tt.wantIndex+" USING PRIMARY KEY (account=?") || strings.Contains(p, "TEMP B-TREE") {
 					t.Errorf("plan %q: want a search of %s in sequence order", p, tt.wantIndex)
 				}
-				// Without a filter a search index serves, the key by
-				// sequence (migration 037) is partial too: its two arms.
-				if withTail && (!strings.Contains(p, "MERGE (UNION ALL)") || !strings.Contains(p, "SEARCH events USING INDEX events_unindexed ")) {
-					t.Errorf("plan %q: want the rows not yet indexed read from events_unindexed and merged", p)
+				if strings.Contains(p, "SCAN ") || !strings.Contains(p, "SEARCH events USING INTEGER PRIMARY KEY (rowid=?)") {
+					t.Errorf("plan %q: want each row found by its rowid", p)
+				}
+				if withTail && (!strings.Contains(p, "MERGE (UNION ALL)") || !strings.Contains(p, "SEARCH events_tail USING PRIMARY KEY (account=?")) {
+					t.Errorf("plan %q: want the rows not yet indexed read from events_tail and merged", p)
 				}
 			})
 		}
@@ -95,14 +98,14 @@ func TestSearchWindowedPlans(t *testing.T) {
 		f         SearchFilter
 		wantIndex string
 	}{
-		{"sub-agent", SearchFilter{Subagent: str("worker")}, "events_subagent"},
-		{"a sub-agent and a type", SearchFilter{Subagent: str("worker"), EventTypes: []string{"tool_call"}}, "events_subagent"},
-		{"surface after a cursor", SearchFilter{Surface: str("hook"), Cursor: &cur}, "events_sequence"},
-		{"after", SearchFilter{AfterTS: &ts}, "events_sequence"},
-		{"before and a tool", SearchFilter{BeforeTS: &ts, Tool: str("bash")}, "events_tool"},
-		{"decision and a sub-agent", SearchFilter{Decision: str("deny"), Subagent: str("w")}, "events_subagent"},
-		{"decision and a surface", SearchFilter{Decision: str("deny"), Surface: str("hook")}, "events_decision"},
-		{"a type, a tool and a decision", SearchFilter{EventTypes: []string{"tool_call"}, Tool: str("bash"), Decision: str("deny")}, "events_type"},
+		{"sub-agent", SearchFilter{Subagent: str("worker")}, "events_by_subagent"},
+		{"a sub-agent and a type", SearchFilter{Subagent: str("worker"), EventTypes: []string{"tool_call"}}, "events_by_subagent"},
+		{"surface after a cursor", SearchFilter{Surface: str("hook"), Cursor: &cur}, "events_seq"},
+		{"after", SearchFilter{AfterTS: &ts}, "events_seq"},
+		{"before and a tool", SearchFilter{BeforeTS: &ts, Tool: str("bash")}, "events_by_tool"},
+		{"decision and a sub-agent", SearchFilter{Decision: str("deny"), Subagent: str("w")}, "events_by_subagent"},
+		{"decision and a surface", SearchFilter{Decision: str("deny"), Surface: str("hook")}, "events_by_decision"},
+		{"a type, a tool and a decision", SearchFilter{EventTypes: []string{"tool_call"}, Tool: str("bash"), Decision: str("deny")}, "events_by_type"},
 	}
 	for _, tt := range tests {
 		for _, withTail := range []bool{false, true} {
@@ -116,11 +119,12 @@ func TestSearchWindowedPlans(t *testing.T) {
 					args []any
 				}{{bq, bargs}, {q, args}} {
 					p := queryPlan(t, s, stmt.q, stmt.args...)
-					if !strings.Contains(p, "SEARCH events USING ") || !strings.Contains(p, "INDEX "+tt.wantIndex+" ") || strings.Contains(p, "TEMP B-TREE") {
+					if !strings.Contains(p, "SEARCH "+tt.wantIndex+" USING PRIMARY KEY (account=?") || strings.Contains(p, "TEMP B-TREE") ||
+						strings.Contains(p, "SCAN ") {
 						t.Errorf("plan %q: want a search of %s in sequence order", p, tt.wantIndex)
 					}
-					if withTail && !strings.Contains(p, "INDEX events_unindexed ") {
-						t.Errorf("plan %q: want the rows not yet indexed read from events_unindexed", p)
+					if withTail && !strings.Contains(p, "SEARCH events_tail USING PRIMARY KEY (account=?") {
+						t.Errorf("plan %q: want the rows not yet indexed read from events_tail", p)
 					}
 				}
 			})

@@ -368,6 +368,18 @@ func (s *Store) migrate(ctx context.Context, upTo int64) error {
 		return fmt.Errorf("migrate: connect: %w", err)
 	}
 	defer conn.Close()
+	if s.Dialect == SQLite {
+		// A migration's statements run in one transaction, so each keeps a
+		// statement journal of the pages it changes, in memory under the
+		// pool's temp_store: a rewrite of events (migration 039's DROP
+		// COLUMN) held the whole table, 1.1 GB of memory for a million
+		// events. On disk (SQLite's temporary directory) it is bounded by the
+		// file system, as the WAL is (docs/operations.md "Migration 039").
+		if _, err := conn.ExecContext(ctx, `PRAGMA temp_store = FILE`); err != nil {
+			return fmt.Errorf("migrate: %w", err)
+		}
+		defer conn.ExecContext(context.WithoutCancel(ctx), `PRAGMA temp_store = MEMORY`)
+	}
 	if s.Dialect == Postgres {
 		if _, err := conn.ExecContext(ctx, `SELECT pg_advisory_lock($1)`, migrationLockID); err != nil {
 			return fmt.Errorf("migrate: lock: %w", err)

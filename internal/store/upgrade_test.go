@@ -725,11 +725,14 @@ func show(p *string) string {
 	return fmt.Sprintf("%q", *p)
 }
 
-// Migration 037 rebuilds SQLite's events without its primary key: every row
-// comes through unchanged, marks included, the dedup key still refuses a
-// second event_id, and the tail is indexed afterwards as before. (PostgreSQL
-// has no migration 037: the same checks hold of its unchanged table.)
-func TestUpgradeTo37KeepsEveryRowAndItsMark(t *testing.T) {
+// Migration 037 rebuilds SQLite's events without its primary key, and 039
+// moves its keys into tables of their own: every row comes through
+// unchanged, a row of the tail (marked unindexed before 039) is in
+// events_tail and an indexed one in events_seq and search's keys, the dedup
+// key still refuses a second event_id, and the tail is indexed afterwards as
+// before. (PostgreSQL has neither migration: the same checks hold of its
+// unchanged table.)
+func TestUpgradeTo37And39KeepEveryRowAndItsPlace(t *testing.T) {
 	storetest.EachEmpty(t, func(t *testing.T, dsn string) {
 		ctx := context.Background()
 		old, err := store.OpenAtVersion(ctx, dsn, 36)
@@ -737,15 +740,10 @@ func TestUpgradeTo37KeepsEveryRowAndItsMark(t *testing.T) {
 			t.Fatal(err)
 		}
 		const user = "u-before-37"
-		// Appended by the store at version 36; the first 25 indexed, the
-		// last 15 not yet (SQLite's tail).
+		// Stored at version 36; the first 25 indexed, the last 15 not yet
+		// (SQLite's tail, marked below as that version's appends marked it).
 		const rows, tail = 40, 15
 		for i := range int64(rows) {
-			if i == rows-tail {
-				if _, err := old.IndexBehind(ctx); err != nil {
-					t.Fatal(err)
-				}
-			}
 			sub := "w1"
 			e := store.Event{StoredEvent: api.StoredEvent{Event: api.Event{UserID: user, Sequence: i, EventID: fmt.Sprintf("evt-%d", i),
 				EventType: "tool_call", PayloadHash: fmt.Sprintf("sha256:%064x", i+1), TS: "2026-11-28T00:00:00Z", Surface: "hook"},
@@ -759,9 +757,13 @@ func TestUpgradeTo37KeepsEveryRowAndItsMark(t *testing.T) {
 			if err := old.DB().QueryRowContext(ctx, `SELECT num FROM account_numbers WHERE user_id = $1`, user).Scan(&account); err != nil {
 				t.Fatal(err)
 			}
+			if _, err := old.WriteDB().ExecContext(ctx, `UPDATE events SET unindexed = 1 WHERE account = $1 AND sequence >= $2`,
+				account, rows-tail); err != nil {
+				t.Fatal(err)
+			}
 		}
 		const dump = `SELECT sequence, leaf_index, event_id, event_type, payload_hash, raw, ts, surface,
-			machine_sequence, created_at, unindexed, subagent FROM events WHERE account = $1 ORDER BY sequence`
+			machine_sequence, created_at, subagent FROM events WHERE account = $1 ORDER BY sequence`
 		read := func(s *store.Store) []string {
 			t.Helper()
 			r, err := s.DB().QueryContext(ctx, dump, account)
@@ -773,11 +775,10 @@ func TestUpgradeTo37KeepsEveryRowAndItsMark(t *testing.T) {
 			for r.Next() {
 				var seq, leaf, ms, created int64
 				var id, typ, hash, raw, ts, surface, sub string
-				var unindexed sql.NullInt64
-				if err := r.Scan(&seq, &leaf, &id, &typ, &hash, &raw, &ts, &surface, &ms, &created, &unindexed, &sub); err != nil {
+				if err := r.Scan(&seq, &leaf, &id, &typ, &hash, &raw, &ts, &surface, &ms, &created, &sub); err != nil {
 					t.Fatal(err)
 				}
-				out = append(out, fmt.Sprint(seq, leaf, id, typ, hash, raw, ts, surface, ms, created, unindexed, sub))
+				out = append(out, fmt.Sprint(seq, leaf, id, typ, hash, raw, ts, surface, ms, created, sub))
 			}
 			return out
 		}
@@ -788,10 +789,26 @@ func TestUpgradeTo37KeepsEveryRowAndItsMark(t *testing.T) {
 		if after := read(st); !slices.Equal(after, before) || len(after) != rows {
 			t.Fatalf("rows after the upgrade:\n%s\nbefore:\n%s", strings.Join(after, "\n"), strings.Join(before, "\n"))
 		}
-		if want := int64(0); st.Dialect == store.SQLite {
-			want = tail
-			if n := st.EventsBehind(); n != want {
-				t.Errorf("EventsBehind after the upgrade = %d, want %d", n, want)
+		if st.Dialect == store.SQLite {
+			if n := st.EventsBehind(); n != tail {
+				t.Errorf("EventsBehind after the upgrade = %d, want %d", n, tail)
+			}
+			// Each row in its place, found by its rowid.
+			for table, want := range map[string]string{
+				"events_tail":        fmt.Sprintf("%d %d-%d", tail, rows-tail, rows-1),
+				"events_seq":         fmt.Sprintf("%d 0-%d", rows-tail, rows-tail-1),
+				"events_by_type":     fmt.Sprintf("%d 0-%d", rows-tail, rows-tail-1),
+				"events_by_subagent": fmt.Sprintf("%d 0-%d", rows-tail, rows-tail-1),
+				"events_by_tool":     "0 -", // the rows have no tool
+			} {
+				var n int
+				var span string
+				err := st.DB().QueryRowContext(ctx, `SELECT count(*), coalesce(min(k.sequence) || '-' || max(k.sequence), '-')
+					FROM `+table+` k JOIN events e ON e.rowid = k.rid AND e.account = k.account AND e.sequence = k.sequence
+					WHERE k.account = $1`, account).Scan(&n, &span)
+				if got := fmt.Sprintf("%d %s", n, span); err != nil || got != want {
+					t.Errorf("%s after the upgrade: %s (%v), want %s", table, got, err, want)
+				}
 			}
 		}
 		_, err = st.WriteDB().ExecContext(ctx, `INSERT INTO events (account, sequence, leaf_index, event_id, event_type,
