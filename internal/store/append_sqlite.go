@@ -10,8 +10,8 @@ import (
 // appendEventSQLite is AppendEvent on SQLite: one UPDATE of the head row
 // moves the head and, where migration 011 keeps them, charges the daily
 // quota (a client event) and counts an event without a machine; then the
-// row, marked for the tail (its Merkle rows are written behind,
-// merkle_behind_sqlite.go). Two statements (three for an event of a named
+// row, which enters the tail (its keys and Merkle rows are written behind,
+// index_behind.go, merkle_behind_sqlite.go). Two statements (three for an event of a named
 // machine, whose counter stays in machine_heads): each costs the single
 // writer more than the row it writes (docs/performance.md). With the head's
 // counters remembered (Append.Remembered), the UPDATE writes their next values

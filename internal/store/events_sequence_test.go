@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"path/filepath"
 	"slices"
 	"testing"
 
@@ -183,6 +184,17 @@ func TestTheKeyBySequenceRefusesADuplicate(t *testing.T) {
 	if err := insert(5, "evt-4"); err != nil {
 		t.Fatalf("a stored event_id at a new sequence: %v, want it skipped", err)
 	}
+	// A conflict policy of an insert past the service (the service sends
+	// none) does not reach the key: refused all the same, in either part.
+	for _, policy := range []string{"OR IGNORE", "OR REPLACE"} {
+		for _, seq := range []int64{1, 4} {
+			_, err := s.WriteDB().ExecContext(ctx, `INSERT `+policy+` INTO events (account, sequence, leaf_index, event_id, event_type,
+				payload_hash, ts, surface, machine_sequence, created_at)
+				VALUES ($1, $2, $2, $3, 'tool_call', 'sha256:00', '2026-11-28T00:00:00Z', 'rest', $2, 1)`,
+				account, seq, fmt.Sprintf("evt-%s-%d", policy, seq))
+			refused(fmt.Sprintf("INSERT %s at the taken %d", policy, seq), err)
+		}
+	}
 	var n int
 	if err := s.DB().QueryRowContext(ctx, `SELECT count(*) FROM events WHERE account = $1`, account).Scan(&n); err != nil || n != 5 {
 		t.Fatalf("%d rows (%v), want 5", n, err)
@@ -290,8 +302,29 @@ func TestTheKeysFollowAWritePastTheService(t *testing.T) {
 		t.Fatalf("%d keys of deleted rows (%v)", stale, err)
 	}
 	// A changed type: search finds the row by its new type once the tail
-	// the update put it in is indexed (the next start counts it).
+	// the update put it in is indexed: by this store's next IndexBehind,
+	// which counts the tail it leaves (EventsBehind did not count the row),
+	// or after a start, which counts the tail.
 	if err := exec(`UPDATE events SET event_type = 'session_start' WHERE account = $1 AND sequence = 2`); err != nil {
+		t.Fatal(err)
+	}
+	for {
+		n, err := s.IndexBehind(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if n == 0 {
+			break
+		}
+	}
+	var tail int64
+	if err := s.DB().QueryRowContext(ctx, `SELECT count(*) FROM events_tail`).Scan(&tail); err != nil || tail != 0 || s.EventsBehind() != 0 {
+		t.Fatalf("after indexing: %d rows in the tail (%v), EventsBehind %d; want 0 and 0", tail, err, s.EventsBehind())
+	}
+	if got, err := s.Search(ctx, store.SearchFilter{UserID: user, EventTypes: []string{"session_start"}, Limit: 10}); err != nil || len(got) != 1 {
+		t.Fatalf("search by the new type on the same store: %v, %v; want evt-2", got, err)
+	}
+	if err := exec(`UPDATE events SET event_type = 'session_start' WHERE account = $1 AND sequence = 3`); err != nil {
 		t.Fatal(err)
 	}
 	again, err := store.Open(ctx, dsn)
@@ -305,10 +338,86 @@ func TestTheKeysFollowAWritePastTheService(t *testing.T) {
 		}
 	}
 	got, err := again.Search(ctx, store.SearchFilter{UserID: user, EventTypes: []string{"session_start"}, Limit: 10})
-	if err != nil || len(got) != 1 || got[0].EventID != "evt-2" {
-		t.Fatalf("search by the new type: %v, %v; want evt-2", got, err)
+	if err != nil || len(got) != 2 || got[0].EventID != "evt-3" || got[1].EventID != "evt-2" {
+		t.Fatalf("search by the new type after a start: %v, %v; want evt-3 and evt-2", got, err)
 	}
-	if got, err := again.Search(ctx, store.SearchFilter{UserID: user, EventTypes: []string{"tool_call"}, Limit: 10}); err != nil || len(got) != 6 {
-		t.Fatalf("search by the old type: %d rows, %v; want 6", len(got), err)
+	if got, err := again.Search(ctx, store.SearchFilter{UserID: user, EventTypes: []string{"tool_call"}, Limit: 10}); err != nil || len(got) != 5 {
+		t.Fatalf("search by the old type: %d rows, %v; want 5", len(got), err)
 	}
+}
+
+// SQLite's keys name their rows by rowid (migration 039), and events has no
+// INTEGER PRIMARY KEY, whose rowids SQLite's documentation lets VACUUM
+// renumber: a backup (VACUUM INTO) and a VACUUM must keep every row found
+// by its keys, gaps in the rowids included (a row deleted past the service).
+func TestTheKeysSurviveABackupAndAVacuum(t *testing.T) {
+	ctx := context.Background()
+	s := storetest.Open(t, storetest.DSN(t, storetest.SQLite))
+	const user = "u-vacuum"
+	add := func(user string, from, to int64) {
+		t.Helper()
+		err := s.InTx(ctx, func(tx *sql.Tx) error {
+			for i := from; i < to; i++ {
+				id := fmt.Sprintf("evt-%d", i)
+				if user == "u-gone" {
+					id = fmt.Sprintf("evt-gone-%d", i)
+				}
+				e := store.Event{StoredEvent: api.StoredEvent{Event: api.Event{UserID: user, Sequence: i, EventID: id,
+					EventType: "tool_call", PayloadHash: fmt.Sprintf("sha256:%064x", i+1), TS: "2026-11-28T00:00:00Z", Surface: "rest"}},
+					LeafIndex: i}
+				if err := insertEvent(ctx, s, tx, &e); err != nil {
+					return err
+				}
+			}
+			return nil
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	// A gap in the rowids amid the account's rows: another account's rows,
+	// deleted past the service before they were indexed.
+	add(user, 0, 15)
+	add("u-gone", 0, 5)
+	add(user, 15, 30)
+	if _, err := s.WriteDB().ExecContext(ctx, `DELETE FROM events WHERE event_id LIKE 'evt-gone-%'`); err != nil {
+		t.Fatal(err)
+	}
+	for s.EventsBehind() > 0 {
+		if _, err := s.IndexBehind(ctx); err != nil {
+			t.Fatal(err)
+		}
+	}
+	add(user, 30, 40) // in the tail
+	var gap int64
+	if err := s.DB().QueryRowContext(ctx, `SELECT max(rowid) - count(*) FROM events`).Scan(&gap); err != nil || gap != 5 {
+		t.Fatalf("the rowids have a gap of %d (%v), want 5", gap, err)
+	}
+	const rows = 40
+	check := func(what string, st *store.Store) {
+		t.Helper()
+		all, err := st.EventsBefore(ctx, user, 1<<62, 1000)
+		if err != nil || len(all) != rows || all[0].EventID != "evt-39" || all[rows-1].EventID != "evt-0" {
+			t.Fatalf("%s: %d events by sequence (%v), want %d", what, len(all), err, rows)
+		}
+		found, err := st.Search(ctx, store.SearchFilter{UserID: user, EventTypes: []string{"tool_call"}, Limit: 1000})
+		if err != nil || len(found) != rows {
+			t.Fatalf("%s: search found %d (%v), want %d", what, len(found), err, rows)
+		}
+	}
+	check("the store", s)
+	path := filepath.Join(t.TempDir(), "backup.db")
+	if err := s.BackupTo(ctx, path); err != nil {
+		t.Fatal(err)
+	}
+	backup, err := store.Open(ctx, "sqlite:"+path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer backup.Close()
+	check("the backup", backup)
+	if _, err := s.WriteDB().ExecContext(ctx, `VACUUM`); err != nil {
+		t.Fatal(err)
+	}
+	check("the store after VACUUM", s)
 }

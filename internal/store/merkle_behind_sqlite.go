@@ -21,13 +21,15 @@ package store
 // What keeps the invariant:
 //   - a single append adds a row of the tail at the next leaf;
 //   - a batch (AppendRun) grows the tree over the tail first (catchUpTree),
-//     then stores its own leaves' rows, as before;
+//     then stores its own leaves' rows, as before; its rows enter the tail
+//     too (migration 039), below the stored end, where tailOf skips them;
 //   - IndexBehind grows each account's tree over all of its tail before
 //     taking any of its rows out of the tail, in the same transaction;
 //   - a crash keeps the committed tail.
 // A tree that breaks it (rows deleted or added behind the store's back) is
-// found as before: the fill refuses a tail that does not start where the
-// stored tree ends (ErrMissingHash), and a write rebuilds it (buildTree).
+// found as before: the fill refuses a tail whose leaves from the stored
+// tree's end on are not consecutive (ErrMissingHash), and a write rebuilds
+// it (buildTree).
 
 import (
 	"context"

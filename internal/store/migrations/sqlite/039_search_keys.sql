@@ -26,10 +26,12 @@
 -- (store/events_search.go, indexedArms).
 --
 -- A sequence is stored once per account: the trigger aborts an insert
--- whose (account, sequence) events_seq holds, with the error the table's
--- primary key raised before migration 037, and events_tail's own primary
--- key refuses one it holds (an ON CONFLICT of the insert into events does
--- not reach the trigger's insert: the whole statement fails). A row moves
+-- whose (account, sequence) either key table holds, with the error the
+-- table's primary key raised before migration 037. It looks the tail up
+-- rather than leave the refusal to events_tail's own key because an INSERT
+-- OR IGNORE (or OR REPLACE) into events, which the service never sends,
+-- would pass its conflict policy on to the trigger's insert, and
+-- RAISE(ABORT) keeps none. A row moves
 -- from the tail to events_seq only in the indexer's transaction. The
 -- service never updates or deletes a row of events (the record is
 -- append-only); two triggers at the end keep the keys exact under a write
@@ -116,7 +118,8 @@ ALTER TABLE events DROP COLUMN unindexed;
 
 CREATE TRIGGER events_enter_tail AFTER INSERT ON events BEGIN
   SELECT RAISE(ABORT, 'UNIQUE constraint failed: events.account, events.sequence')
-    FROM events_seq WHERE account = NEW.account AND sequence = NEW.sequence;
+    WHERE EXISTS (SELECT 1 FROM events_seq WHERE account = NEW.account AND sequence = NEW.sequence)
+       OR EXISTS (SELECT 1 FROM events_tail WHERE account = NEW.account AND sequence = NEW.sequence);
   INSERT INTO events_tail (account, sequence, rid) VALUES (NEW.account, NEW.sequence, NEW.rowid);
 END;
 -- The service never updates or deletes a row of events. A write to the file
@@ -135,7 +138,8 @@ CREATE TRIGGER events_keys_follow_update
   DELETE FROM events_by_subagent WHERE account = OLD.account AND subagent = OLD.subagent AND sequence = OLD.sequence;
   DELETE FROM events_by_ts WHERE account = OLD.account AND ts_micros = OLD.ts_micros AND sequence = OLD.sequence;
   SELECT RAISE(ABORT, 'UNIQUE constraint failed: events.account, events.sequence')
-    FROM events_seq WHERE account = NEW.account AND sequence = NEW.sequence;
+    WHERE EXISTS (SELECT 1 FROM events_seq WHERE account = NEW.account AND sequence = NEW.sequence)
+       OR EXISTS (SELECT 1 FROM events_tail WHERE account = NEW.account AND sequence = NEW.sequence);
   INSERT INTO events_tail (account, sequence, rid) VALUES (NEW.account, NEW.sequence, NEW.rowid);
 END;
 CREATE TRIGGER events_keys_follow_delete AFTER DELETE ON events BEGIN
