@@ -40,11 +40,14 @@ var directVersions = []string{"2025-03-26", "2025-06-18", "2025-11-25"}
 
 // directCall makes the directFunc of a tool whose typed call is call.
 func directCall[In any](call func(ctx context.Context, resolve Resolver, log *slog.Logger, header http.Header, in In) (*mcp.CallToolResult, any)) directFunc {
-	required := requiredFields(reflect.TypeFor[In]())
+	fields, required := jsonFields(reflect.TypeFor[In]())
 	return func(ctx context.Context, resolve Resolver, log *slog.Logger, header http.Header, args json.RawMessage) (*mcp.CallToolResult, bool) {
 		// null anywhere (even inside a string) is left to the SDK, whose
 		// schema refuses nulls where encoding/json would take them as zero.
 		if len(args) == 0 || bytes.Contains(args, []byte("null")) {
+			return nil, false
+		}
+		if !exactMembers(args, fields...) {
 			return nil, false
 		}
 		var present map[string]json.RawMessage
@@ -82,18 +85,52 @@ func directCall[In any](call func(ctx context.Context, resolve Resolver, log *sl
 	}
 }
 
-// requiredFields are the JSON names of t's fields the SDK's schema requires:
-// those without omitempty.
-func requiredFields(t reflect.Type) []string {
-	var names []string
+// jsonFields are the JSON names of t's fields, and of those the SDK's
+// schema requires: the ones without omitempty.
+func jsonFields(t reflect.Type) (names, required []string) {
 	for f := range t.Fields() {
 		name, opts, _ := strings.Cut(f.Tag.Get("json"), ",")
-		if name == "-" || !f.IsExported() || strings.Contains(opts, "omitempty") {
+		if name == "-" || !f.IsExported() {
 			continue
 		}
-		names = append(names, cmp.Or(name, f.Name))
+		name = cmp.Or(name, f.Name)
+		names = append(names, name)
+		if !strings.Contains(opts, "omitempty") {
+			required = append(required, name)
+		}
 	}
-	return names
+	return names, required
+}
+
+// exactMembers reports whether raw is a JSON object whose members are all
+// named among names, spelled exactly so, each once. encoding/json matches a
+// struct's fields whatever their case and keeps the last of a repeated
+// member; the SDK does neither, and answers such a message itself
+// (FuzzDirectCall found "jsonrPc" answered here and refused by the SDK).
+func exactMembers(raw []byte, names ...string) bool {
+	dec := json.NewDecoder(bytes.NewReader(raw))
+	if t, err := dec.Token(); err != nil || t != json.Delim('{') {
+		return false
+	}
+	seen := make([]bool, len(names))
+	for dec.More() {
+		t, err := dec.Token()
+		if err != nil {
+			return false
+		}
+		key, _ := t.(string)
+		i := slices.Index(names, key)
+		if i < 0 || seen[i] {
+			return false
+		}
+		seen[i] = true
+		var value json.RawMessage
+		if dec.Decode(&value) != nil {
+			return false
+		}
+	}
+	t, err := dec.Token()
+	return err == nil && t == json.Delim('}')
 }
 
 // serveDirect answers r on the direct path and reports whether it did.
@@ -117,21 +154,28 @@ func (h *HTTPHandler) serveDirect(w http.ResponseWriter, r *http.Request) bool {
 		JSONRPC string          `json:"jsonrpc"`
 		ID      json.RawMessage `json:"id"`
 		Method  string          `json:"method"`
-		Params  struct {
-			Name      string          `json:"name"`
-			Arguments json.RawMessage `json:"arguments"`
-		} `json:"params"`
+		Params  json.RawMessage `json:"params"`
+	}
+	var params struct {
+		Name      string          `json:"name"`
+		Arguments json.RawMessage `json:"arguments"`
 	}
 	dec := json.NewDecoder(bytes.NewReader(body))
 	dec.DisallowUnknownFields()
-	if dec.Decode(&msg) != nil || dec.More() || msg.JSONRPC != "2.0" || msg.Method != "tools/call" || !plainID(msg.ID) {
+	if dec.Decode(&msg) != nil || dec.More() || msg.JSONRPC != "2.0" || msg.Method != "tools/call" || !plainID(msg.ID) ||
+		!exactMembers(body, "jsonrpc", "id", "method", "params") || !exactMembers(msg.Params, "name", "arguments") {
 		return false
 	}
-	direct := h.directTool(r, msg.Params.Name)
+	pdec := json.NewDecoder(bytes.NewReader(msg.Params))
+	pdec.DisallowUnknownFields()
+	if pdec.Decode(&params) != nil || pdec.More() {
+		return false
+	}
+	direct := h.directTool(r, params.Name)
 	if direct == nil {
 		return false
 	}
-	res, ok := direct(r.Context(), h.resolve, h.log, r.Header, msg.Params.Arguments)
+	res, ok := direct(r.Context(), h.resolve, h.log, r.Header, params.Arguments)
 	if !ok {
 		return false
 	}

@@ -132,20 +132,7 @@ func TestTheKeyBySequenceRefusesADuplicate(t *testing.T) {
 	ctx := context.Background()
 	s := storetest.Open(t, storetest.DSN(t, storetest.SQLite))
 	const user = "u-dup"
-	err := s.InTx(ctx, func(tx *sql.Tx) error {
-		for i := range int64(3) {
-			e := store.Event{StoredEvent: api.StoredEvent{Event: api.Event{UserID: user, Sequence: i, EventID: fmt.Sprintf("evt-%d", i),
-				EventType: "tool_call", PayloadHash: fmt.Sprintf("sha256:%064x", i+1), TS: "2026-11-28T00:00:00Z", Surface: "rest"}},
-				LeafIndex: i}
-			if err := insertEvent(ctx, s, tx, &e); err != nil {
-				return err
-			}
-		}
-		return nil
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
+	appendRange(t, s, user, "evt", 0, 3)
 	var account int64
 	if err := s.DB().QueryRowContext(ctx, `SELECT account FROM events LIMIT 1`).Scan(&account); err != nil {
 		t.Fatal(err)
@@ -219,20 +206,7 @@ func TestTheKeysFollowAWritePastTheService(t *testing.T) {
 	dsn := storetest.DSN(t, storetest.SQLite)
 	s := storetest.Open(t, dsn)
 	const user = "u-past"
-	err := s.InTx(ctx, func(tx *sql.Tx) error {
-		for i := range int64(6) {
-			e := store.Event{StoredEvent: api.StoredEvent{Event: api.Event{UserID: user, Sequence: i, EventID: fmt.Sprintf("evt-%d", i),
-				EventType: "tool_call", PayloadHash: fmt.Sprintf("sha256:%064x", i+1), TS: "2026-11-28T00:00:00Z", Surface: "rest"}},
-				LeafIndex: i}
-			if err := insertEvent(ctx, s, tx, &e); err != nil {
-				return err
-			}
-		}
-		return nil
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
+	appendRange(t, s, user, "evt", 0, 6)
 	var account int64
 	if err := s.DB().QueryRowContext(ctx, `SELECT account FROM events LIMIT 1`).Scan(&account); err != nil {
 		t.Fatal(err)
@@ -241,20 +215,7 @@ func TestTheKeysFollowAWritePastTheService(t *testing.T) {
 	if _, err := s.IndexBehind(ctx); err != nil {
 		t.Fatal(err)
 	}
-	err = s.InTx(ctx, func(tx *sql.Tx) error {
-		for i := range int64(3) {
-			e := store.Event{StoredEvent: api.StoredEvent{Event: api.Event{UserID: user, Sequence: 6 + i, EventID: fmt.Sprintf("evt-%d", 6+i),
-				EventType: "tool_call", PayloadHash: fmt.Sprintf("sha256:%064x", 7+i), TS: "2026-11-28T00:00:00Z", Surface: "rest"}},
-				LeafIndex: 6 + i}
-			if err := insertEvent(ctx, s, tx, &e); err != nil {
-				return err
-			}
-		}
-		return nil
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
+	appendRange(t, s, user, "evt", 6, 9)
 	exec := func(q string, args ...any) error {
 		_, err := s.WriteDB().ExecContext(ctx, q, append([]any{account}, args...)...)
 		return err
@@ -354,32 +315,11 @@ func TestTheKeysSurviveABackupAndAVacuum(t *testing.T) {
 	ctx := context.Background()
 	s := storetest.Open(t, storetest.DSN(t, storetest.SQLite))
 	const user = "u-vacuum"
-	add := func(user string, from, to int64) {
-		t.Helper()
-		err := s.InTx(ctx, func(tx *sql.Tx) error {
-			for i := from; i < to; i++ {
-				id := fmt.Sprintf("evt-%d", i)
-				if user == "u-gone" {
-					id = fmt.Sprintf("evt-gone-%d", i)
-				}
-				e := store.Event{StoredEvent: api.StoredEvent{Event: api.Event{UserID: user, Sequence: i, EventID: id,
-					EventType: "tool_call", PayloadHash: fmt.Sprintf("sha256:%064x", i+1), TS: "2026-11-28T00:00:00Z", Surface: "rest"}},
-					LeafIndex: i}
-				if err := insertEvent(ctx, s, tx, &e); err != nil {
-					return err
-				}
-			}
-			return nil
-		})
-		if err != nil {
-			t.Fatal(err)
-		}
-	}
 	// A gap in the rowids amid the account's rows: another account's rows,
 	// deleted past the service before they were indexed.
-	add(user, 0, 15)
-	add("u-gone", 0, 5)
-	add(user, 15, 30)
+	appendRange(t, s, user, "evt", 0, 15)
+	appendRange(t, s, "u-gone", "evt-gone", 0, 5)
+	appendRange(t, s, user, "evt", 15, 30)
 	if _, err := s.WriteDB().ExecContext(ctx, `DELETE FROM events WHERE event_id LIKE 'evt-gone-%'`); err != nil {
 		t.Fatal(err)
 	}
@@ -388,7 +328,7 @@ func TestTheKeysSurviveABackupAndAVacuum(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	add(user, 30, 40) // in the tail
+	appendRange(t, s, user, "evt", 30, 40) // in the tail
 	var gap int64
 	if err := s.DB().QueryRowContext(ctx, `SELECT max(rowid) - count(*) FROM events`).Scan(&gap); err != nil || gap != 5 {
 		t.Fatalf("the rowids have a gap of %d (%v), want 5", gap, err)
@@ -420,4 +360,26 @@ func TestTheKeysSurviveABackupAndAVacuum(t *testing.T) {
 		t.Fatal(err)
 	}
 	check("the store after VACUUM", s)
+}
+
+// appendRange appends the events from to to of user's chain (event ids
+// prefix-N, one transaction), as single appends do: each row enters the
+// tail.
+func appendRange(t *testing.T, s *store.Store, user, prefix string, from, to int64) {
+	t.Helper()
+	ctx := context.Background()
+	err := s.InTx(ctx, func(tx *sql.Tx) error {
+		for i := from; i < to; i++ {
+			e := store.Event{StoredEvent: api.StoredEvent{Event: api.Event{UserID: user, Sequence: i, EventID: fmt.Sprintf("%s-%d", prefix, i),
+				EventType: "tool_call", PayloadHash: fmt.Sprintf("sha256:%064x", i+1), TS: "2026-11-28T00:00:00Z", Surface: "rest"}},
+				LeafIndex: i}
+			if err := insertEvent(ctx, s, tx, &e); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
 }
