@@ -9,6 +9,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"fmt"
 	"io"
 	"net/http"
 	"os"
@@ -216,18 +217,26 @@ func (tb *tab) where() string {
 	return "the page: " + s
 }
 
-// settledClick clicks the first node sel matches once the page has loaded.
-// A click is a mouse event at the node's centre, measured just before it is
-// sent; a page whose deferred script still has to run (console.js rewrites
-// every time into the viewer's zone) can move the node after that, and the
-// click lands beside it. WaitVisible alone returns while the page is still
-// parsing: a form posted after it missed its button one run in many.
+// settledClick clicks the first node sel matches once the page has loaded
+// and the node is visible. The click is the element's own (HTMLElement.click:
+// the activation a user's click runs, a form submitted with its button as
+// the submitter), not a mouse event at coordinates: a page whose scripts
+// still move nodes after it loaded (console.js rewrites every time into the
+// viewer's zone) made a mouse click measured before the move land beside
+// the button, one run in many (TestGateGovernanceInBrowser, twice). A
+// disabled button does nothing, as under a mouse.
 func settledClick(sel string) chromedp.Action[chromedp.Void] {
 	return chromedp.Func(func(ctx context.Context, t *chromedp.Target) error {
 		if _, err := chromedp.Poll[chromedp.Void](`document.readyState === "complete"`)(ctx, t); err != nil {
 			return err
 		}
-		_, err := chromedp.Click(chromedp.CSS(sel))(ctx, t)
+		if _, err := chromedp.WaitVisible(chromedp.CSS(sel))(ctx, t); err != nil {
+			return err
+		}
+		found, err := chromedp.Evaluate[bool](`(el => { if (!el) return false; el.click(); return true })(document.querySelector(`+jsString(sel)+`))`)(ctx, t)
+		if err == nil && !found {
+			err = fmt.Errorf("click: no node matches %s", sel)
+		}
 		return err
 	})
 }
